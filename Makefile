@@ -1,0 +1,49 @@
+# Two commands do all the set-up on a fresh machine (see README):
+#   make demo   - the end-to-end demo on a local chain
+#   make test   - every test: forge (unit, fuzz, invariant) and pytest
+# Each installs what it needs, idempotently: a virtualenv from requirements.lock and the
+# pinned npm toolchain from package-lock.json, redone only when those files change.
+
+VENV   := .venv
+PY     := $(VENV)/bin/python
+BIN    := node_modules/.bin
+STAMPS := .stamps
+
+.PHONY: setup demo test test-forge test-py build bench clean
+
+setup: $(STAMPS)/venv $(STAMPS)/npm
+
+$(STAMPS)/venv: requirements.lock pyproject.toml
+	@mkdir -p $(STAMPS)
+	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	@touch $@
+
+$(STAMPS)/npm: package.json package-lock.json
+	@mkdir -p $(STAMPS)
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+build: setup
+	$(BIN)/forge build --offline
+	$(PY) -m deploy.build
+
+demo: build
+	$(VENV)/bin/veritrain demo
+
+test-forge: build
+	$(BIN)/forge test --offline
+
+
+test-py: build
+	$(PY) -m pytest
+
+test: test-forge test-py
+
+
+bench: build
+	$(PY) -m bench
+
+clean:
+	rm -rf $(STAMPS) $(VENV) node_modules build cache
