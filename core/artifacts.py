@@ -1,0 +1,117 @@
+"""Compiled contract artifacts: the only place Python reads ABIs and bytecode from.
+
+``python -m deploy.build`` (run by ``make build``) writes one JSON file per
+contract to ``build/contracts/<Name>.json``; this module only reads them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.errors import ArtifactsMissing
+
+__all__ = ["Artifact", "ARTIFACTS_DIR", "load", "load_all", "fingerprint"]
+
+ARTIFACTS_DIR = Path(__file__).resolve().parent.parent / "build" / "contracts"
+MANIFEST_NAME = "manifest.json"
+
+_MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """One compiled contract (interfaces and libraries included; their bytecode may be empty)."""
+
+    name: str
+    source: str
+    abi: tuple[Mapping[str, Any], ...]
+    bytecode: bytes
+    deployed_bytecode: bytes
+    source_hash: str
+
+    @property
+    def deployable(self) -> bool:
+        return len(self.bytecode) > 0
+
+    def abi_list(self) -> list[dict[str, Any]]:
+        """A fresh mutable copy of the ABI, in the shape web3 expects."""
+        return [dict(entry) for entry in self.abi]
+
+
+def _missing(why: str) -> ArtifactsMissing:
+    return ArtifactsMissing(f"{why}: run `make build` (or `python -m deploy.build`)")
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        if path.stat().st_size > _MAX_ARTIFACT_BYTES:
+            raise _missing(f"artifact {path} is larger than {_MAX_ARTIFACT_BYTES} bytes")
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise _missing(f"no compiled artifact at {path}") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise _missing(f"unreadable artifact {path} ({exc})") from None
+
+
+def _parse(path: Path) -> Artifact:
+    raw = _read_json(path)
+    try:
+        return Artifact(
+            name=str(raw["contractName"]),
+            source=str(raw["sourceName"]),
+            abi=tuple(raw["abi"]),
+            bytecode=bytes.fromhex(raw["bytecode"].removeprefix("0x")),
+            deployed_bytecode=bytes.fromhex(raw["deployedBytecode"].removeprefix("0x")),
+            source_hash=str(raw["sourceHash"]),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise _missing(f"malformed artifact {path} ({exc!r})") from None
+
+
+_cache_lock = threading.Lock()
+_cache: dict[Path, tuple[int, Artifact]] = {}
+
+
+def load(name: str, directory: Path | None = None) -> Artifact:
+    """The artifact of contract ``name``; raises :class:`ArtifactsMissing` when absent."""
+    if not name.isidentifier():
+        raise ArtifactsMissing(f"not a contract name: {name!r}")
+    path = (directory or ARTIFACTS_DIR) / f"{name}.json"
+    try:
+        mtime = path.stat().st_mtime_ns
+    except FileNotFoundError:
+        raise _missing(f"no compiled artifact for contract {name} in {path.parent}") from None
+    with _cache_lock:
+        hit = _cache.get(path)
+        if hit is not None and hit[0] == mtime:
+            return hit[1]
+    artifact = _parse(path)
+    with _cache_lock:
+        _cache[path] = (mtime, artifact)
+    return artifact
+
+
+def _manifest(directory: Path) -> Mapping[str, Any]:
+    manifest = _read_json(directory / MANIFEST_NAME)
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("contracts"), list):
+        raise _missing(f"malformed build manifest in {directory}")
+    return manifest
+
+
+def load_all(directory: Path | None = None) -> dict[str, Artifact]:
+    """Every artifact the last build wrote, by contract name."""
+    root = directory or ARTIFACTS_DIR
+    return {name: load(name, root) for name in _manifest(root)["contracts"]}
+
+
+def fingerprint(directory: Path | None = None) -> str:
+    """A digest that changes whenever the build's inputs change (cheap: reads the manifest)."""
+    root = directory or ARTIFACTS_DIR
+    manifest = _manifest(root)
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()

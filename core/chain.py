@@ -1,0 +1,467 @@
+"""Typed JSON-RPC client: signing, nonces, gas, receipts, retries, event logs.
+
+* :class:`Signer` holds a private key loaded from an encrypted keystore or an
+  environment variable. The key is never logged and never in ``repr``.
+* :class:`ChainClient` sends transactions: estimate gas first (a failing
+  estimate is decoded into the named revert and nothing is sent), take a
+  nonce from a process-wide cache reconciled with the node's pending count,
+  sign, send, wait for the receipt, check its status.
+* Transient failures (connection errors, timeouts, HTTP 5xx/429) are retried
+  with exponential backoff; reverts never are.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NewType, TypeVar
+
+import requests
+from eth_account import Account
+from eth_account.datastructures import SignedTransaction
+from eth_account.signers.local import LocalAccount
+from eth_utils import to_checksum_address
+from web3 import Web3
+from web3.contract import Contract
+from web3.contract.contract import ContractEvent, ContractFunction
+from web3.exceptions import (
+    ContractLogicError,
+    TimeExhausted,
+    TransactionNotFound,
+    Web3RPCError,
+)
+from web3.providers.rpc import HTTPProvider
+
+from core.errors import (
+    ChainError,
+    ConfigError,
+    ContractRevert,
+    SignerError,
+    TransactionFailed,
+    TransientRPCError,
+    UnknownRevert,
+    decode_revert,
+)
+
+__all__ = [
+    "Address",
+    "TxHash",
+    "Wei",
+    "BlockNumber",
+    "RetryPolicy",
+    "Receipt",
+    "Signer",
+    "ChainClient",
+    "is_transient",
+]
+
+log = logging.getLogger(__name__)
+
+Address = NewType("Address", str)  # EIP-55 checksummed
+TxHash = NewType("TxHash", str)  # 0x-prefixed hex
+Wei = NewType("Wei", int)
+BlockNumber = NewType("BlockNumber", int)
+
+T = TypeVar("T")
+
+_MAX_LOG_RANGE = 10_000
+_GAS_HEADROOM_NUM, _GAS_HEADROOM_DEN = 6, 5  # send with 120% of the estimate
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff for transient RPC failures: base * 2**i, capped, ``attempts`` tries in all."""
+
+    attempts: int = 5
+    base_delay: float = 0.2
+    max_delay: float = 5.0
+
+    def delays(self) -> Iterator[float]:
+        for i in range(self.attempts - 1):
+            yield min(self.max_delay, self.base_delay * 2**i)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Connection errors, timeouts, HTTP 5xx and 429: worth retrying. Never a revert."""
+    if isinstance(exc, (ContractLogicError, ContractRevert)):
+        return False
+    if isinstance(exc, (requests.ConnectionError, requests.Timeout, ConnectionError, TimeoutError)):
+        return True
+    if isinstance(exc, requests.HTTPError):
+        status = exc.response.status_code if exc.response is not None else 0
+        return status >= 500 or status == 429
+    return False
+
+
+@dataclass(frozen=True)
+class Receipt:
+    """A mined, successful transaction."""
+
+    tx_hash: TxHash
+    block_number: BlockNumber
+    gas_used: int
+    effective_gas_price: Wei
+    status: int
+    logs: tuple[Mapping[str, Any], ...] = field(repr=False)
+
+    @property
+    def fee(self) -> Wei:
+        return Wei(self.gas_used * self.effective_gas_price)
+
+
+class Signer:
+    """A local signing key. ``repr``/``str`` show only the address; it cannot be pickled."""
+
+    __slots__ = ("_account", "address")
+
+    def __init__(self, account: LocalAccount) -> None:
+        self._account = account
+        self.address: Address = Address(account.address)
+
+    @classmethod
+    def from_private_key(cls, key: str | bytes) -> Signer:
+        try:
+            return cls(Account.from_key(key))
+        except (ValueError, TypeError):
+            raise SignerError("malformed private key") from None
+
+    @classmethod
+    def from_env(cls, var: str, env: Mapping[str, str] | None = None) -> Signer:
+        value = (os.environ if env is None else env).get(var)
+        if not value:
+            raise SignerError(f"environment variable {var} is not set (it should hold a private key)")
+        try:
+            return cls(Account.from_key(value.strip()))
+        except (ValueError, TypeError):
+            raise SignerError(f"environment variable {var} does not hold a valid private key") from None
+
+    @classmethod
+    def from_keystore(cls, path: Path, password: str) -> Signer:
+        try:
+            if path.stat().st_size > 64 * 1024:
+                raise SignerError(f"keystore {path} is too large to be a key file")
+            keyfile = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise SignerError(f"keystore {path} does not exist") from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise SignerError(f"keystore {path} is unreadable ({type(exc).__name__})") from None
+        try:
+            key = Account.decrypt(keyfile, password)
+        except ValueError:
+            raise SignerError(f"wrong password for keystore {path}") from None
+        except (KeyError, TypeError):
+            raise SignerError(f"keystore {path} is not an encrypted key file") from None
+        return cls(Account.from_key(key))
+
+    @classmethod
+    def from_settings(cls, keystore: Path | None, key_env: str | None, password_env: str = "VERITRAIN_KEYSTORE_PASSWORD") -> Signer:
+        """The signer the settings name: a keystore (password from ``password_env``) or a key env var."""
+        if keystore is not None and key_env is not None:
+            raise ConfigError("give either a keystore or a key env var, not both")
+        if keystore is not None:
+            password = os.environ.get(password_env)
+            if password is None:
+                raise SignerError(f"keystore given but {password_env} is not set")
+            return cls.from_keystore(keystore, password)
+        if key_env is not None:
+            return cls.from_env(key_env)
+        raise ConfigError("no signing key: pass --keystore or --key-env")
+
+    def encrypt(self, password: str) -> dict[str, Any]:
+        """An encrypted keystore (v3 JSON) for this key."""
+        return Account.encrypt(self._account.key, password)
+
+    def sign_transaction(self, tx: Mapping[str, Any]) -> SignedTransaction:
+        return self._account.sign_transaction(dict(tx))
+
+    def __repr__(self) -> str:
+        return f"Signer({self.address})"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a Signer holds a private key and cannot be pickled")
+
+
+class _NonceCache:
+    """Process-wide next-nonce per (endpoint, chain, account), one lock per account.
+
+    The lock is held from nonce choice to broadcast, so concurrent sends from
+    one process get consecutive nonces. The cached value is trusted only while
+    the node shows transactions of ours pending (pending count > latest
+    count); otherwise the node's count wins, which also heals after a chain
+    snapshot is reverted or a transaction is dropped.
+    """
+
+    _guard = threading.Lock()
+    _locks: dict[tuple[str, int, str], threading.Lock] = {}
+    _next: dict[tuple[str, int, str], int] = {}
+
+    @classmethod
+    def lock(cls, key: tuple[str, int, str]) -> threading.Lock:
+        with cls._guard:
+            return cls._locks.setdefault(key, threading.Lock())
+
+    @classmethod
+    def choose(cls, key: tuple[str, int, str], pending: int, latest: int) -> int:
+        cached = cls._next.get(key)
+        if cached is not None and cached > pending and pending > latest:
+            return cached
+        return pending
+
+    @classmethod
+    def advance(cls, key: tuple[str, int, str], used: int) -> None:
+        cls._next[key] = used + 1
+
+    @classmethod
+    def forget(cls, endpoint: str | None = None) -> None:
+        with cls._guard:
+            for key in [k for k in cls._next if endpoint is None or k[0] == endpoint]:
+                del cls._next[key]
+
+
+class ChainClient:
+    """One JSON-RPC endpoint. Thread-safe; share one per process and endpoint."""
+
+    def __init__(
+        self,
+        rpc_url: str,
+        *,
+        timeout: float = 10.0,
+        retry: RetryPolicy = RetryPolicy(),
+        expected_chain_id: int | None = None,
+        receipt_timeout: float = 120.0,
+    ) -> None:
+        provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None)
+        self.rpc_url = rpc_url
+        self.w3 = Web3(provider)
+        self.retry = retry
+        self.receipt_timeout = receipt_timeout
+        self._chain_id: int | None = None
+        if expected_chain_id is not None and self.chain_id != expected_chain_id:
+            raise ConfigError(f"{rpc_url} serves chain {self.chain_id}, expected {expected_chain_id}")
+
+    def __repr__(self) -> str:
+        return f"ChainClient({self.rpc_url})"
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def with_retry(self, what: str, fn: Callable[[], T]) -> T:
+        """Run ``fn``, retrying transient failures with backoff; everything else propagates."""
+        delays = self.retry.delays()
+        while True:
+            try:
+                return fn()
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                delay = next(delays, None)
+                if delay is None:
+                    raise TransientRPCError(f"{what} failed at {self.rpc_url} after {self.retry.attempts} attempts: {type(exc).__name__}") from exc
+                log.warning("transient RPC failure, retrying", extra={"what": what, "error": type(exc).__name__, "delay": delay})
+                time.sleep(delay)
+
+    def rpc(self, method: str, params: Sequence[Any] = ()) -> Any:
+        """A raw JSON-RPC call (e.g. ``evm_snapshot``); errors raise :class:`ChainError`."""
+        response = self.with_retry(method, lambda: self.w3.provider.make_request(method, list(params)))  # type: ignore[arg-type]
+        if "error" in response:
+            error = response["error"]
+            raise ChainError(f"{method}: {error.get('message', error) if isinstance(error, dict) else error}")
+        return response.get("result")
+
+    @property
+    def chain_id(self) -> int:
+        if self._chain_id is None:
+            self._chain_id = self.with_retry("eth_chainId", lambda: int(self.w3.eth.chain_id))
+        return self._chain_id
+
+    def block_number(self) -> BlockNumber:
+        return BlockNumber(self.with_retry("eth_blockNumber", lambda: int(self.w3.eth.block_number)))
+
+    def timestamp(self, block: int | str = "latest") -> int:
+        return int(self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))["timestamp"])
+
+    def get_code(self, address: str) -> bytes:
+        return bytes(self.with_retry("eth_getCode", lambda: self.w3.eth.get_code(to_checksum_address(address))))
+
+    def balance(self, address: str) -> Wei:
+        return Wei(int(self.with_retry("eth_getBalance", lambda: self.w3.eth.get_balance(to_checksum_address(address)))))
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def call(self, fn: ContractFunction, *, sender: str | None = None, block: int | str = "latest") -> Any:
+        """``eth_call`` a contract function; a revert raises the named exception."""
+        params: dict[str, Any] = {"from": to_checksum_address(sender)} if sender else {}
+        try:
+            return self.with_retry(fn.fn_name, lambda: fn.call(params, block_identifier=block))
+        except ContractLogicError as exc:
+            raise decode_revert(exc.data if isinstance(exc.data, str) else None) from None
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def transact(
+        self, contract: Contract, fn_name: str, args: Sequence[Any], signer: Signer, *, value: int = 0, gas: int | None = None
+    ) -> Receipt:
+        """Send ``contract.fn_name(*args)``; returns the receipt or raises the named revert."""
+        data = contract.encode_abi(fn_name, args=list(args))
+        return self.send(signer, to=contract.address, data=data, value=value, gas=gas, what=fn_name)
+
+    def deploy(self, bytecode: bytes, constructor_args: bytes, signer: Signer, *, what: str = "deploy") -> tuple[Address, Receipt]:
+        """Deploy raw creation code + ABI-encoded constructor arguments."""
+        receipt, raw = self._send(signer, to=None, data=bytecode + constructor_args, value=0, gas=None, what=what)
+        address = raw.get("contractAddress")
+        if not address:
+            raise ChainError(f"{what}: receipt {receipt.tx_hash} has no contract address")
+        return Address(to_checksum_address(address)), receipt
+
+    def send(
+        self,
+        signer: Signer,
+        *,
+        to: str | None,
+        data: bytes | str = b"",
+        value: int = 0,
+        gas: int | None = None,
+        what: str = "transaction",
+    ) -> Receipt:
+        """Estimate, sign, send and wait. A revert at estimate time is raised before sending."""
+        return self._send(signer, to=to, data=data, value=value, gas=gas, what=what)[0]
+
+    def _send(self, signer: Signer, *, to: str | None, data: bytes | str, value: int, gas: int | None, what: str) -> tuple[Receipt, Mapping[str, Any]]:
+        payload = data if isinstance(data, str) else "0x" + bytes(data).hex()
+        tx: dict[str, Any] = {"from": signer.address, "data": payload, "value": value, "chainId": self.chain_id}
+        if to is not None:
+            tx["to"] = to_checksum_address(to)
+        if gas is None:
+            gas = self._estimate(tx) * _GAS_HEADROOM_NUM // _GAS_HEADROOM_DEN
+        tx["gas"] = gas
+        tx.update(self._fees())
+        tx_hash = self._sign_and_broadcast(signer, tx, what)
+        raw = self._wait(tx_hash, what)
+        receipt = Receipt(
+            tx_hash=tx_hash,
+            block_number=BlockNumber(int(raw["blockNumber"])),
+            gas_used=int(raw["gasUsed"]),
+            effective_gas_price=Wei(int(raw.get("effectiveGasPrice", 0))),
+            status=int(raw["status"]),
+            logs=tuple(raw["logs"]),
+        )
+        if receipt.status != 1:
+            raise self._failure(tx, receipt)
+        log.info("transaction mined", extra={"what": what, "tx": tx_hash, "gas_used": receipt.gas_used, "block": receipt.block_number})
+        return receipt, raw
+
+    def _estimate(self, tx: Mapping[str, Any]) -> int:
+        try:
+            return int(self.with_retry("eth_estimateGas", lambda: self.w3.eth.estimate_gas(dict(tx))))  # type: ignore[arg-type]
+        except ContractLogicError as exc:
+            raise decode_revert(exc.data if isinstance(exc.data, str) else None) from None
+        except Web3RPCError as exc:
+            raise ChainError(f"gas estimate failed: {exc.message or exc}") from None
+
+    def _fees(self) -> dict[str, int]:
+        block = self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block("latest"))
+        base = int(block.get("baseFeePerGas", 0))
+        tip = int(self.with_retry("eth_maxPriorityFeePerGas", lambda: self.w3.eth.max_priority_fee))
+        return {"maxFeePerGas": 2 * base + tip, "maxPriorityFeePerGas": tip}
+
+    def _nonce_key(self, address: str) -> tuple[str, int, str]:
+        return (self.rpc_url, self.chain_id, address)
+
+    def reset_nonces(self) -> None:
+        """Forget cached nonces for this endpoint (after an ``evm_revert``, say)."""
+        _NonceCache.forget(self.rpc_url)
+
+    def _sign_and_broadcast(self, signer: Signer, tx: dict[str, Any], what: str) -> TxHash:
+        key = self._nonce_key(signer.address)
+        with _NonceCache.lock(key):
+            pending = int(self.with_retry("eth_getTransactionCount", lambda: self.w3.eth.get_transaction_count(signer.address, "pending")))
+            latest = int(self.with_retry("eth_getTransactionCount", lambda: self.w3.eth.get_transaction_count(signer.address, "latest")))
+            tx["nonce"] = _NonceCache.choose(key, pending, latest)
+            tx.pop("from", None)
+            signed = signer.sign_transaction(tx)
+            tx_hash = TxHash("0x" + bytes(signed.hash).hex())
+            try:
+                self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed.raw_transaction, tx_hash))
+            except Web3RPCError as exc:
+                _NonceCache.forget(self.rpc_url)
+                raise ChainError(f"{what}: node refused the transaction: {exc.message or exc}") from None
+            except TransientRPCError:
+                _NonceCache.forget(self.rpc_url)
+                raise
+            _NonceCache.advance(key, tx["nonce"])
+        log.debug("transaction sent", extra={"what": what, "tx": tx_hash, "nonce": tx["nonce"]})
+        return tx_hash
+
+    def _broadcast(self, raw: bytes, tx_hash: TxHash) -> None:
+        """Send signed bytes; resending the same bytes after a lost response is harmless."""
+        try:
+            self.w3.eth.send_raw_transaction(raw)
+        except Web3RPCError as exc:
+            message = (exc.message or str(exc)).lower()
+            if "already known" in message or "already imported" in message or "nonce too low" in message:
+                try:
+                    self.w3.eth.get_transaction(tx_hash)  # type: ignore[arg-type]
+                    return  # ours, from an earlier attempt whose response was lost
+                except TransactionNotFound:
+                    pass
+            raise
+
+    def _wait(self, tx_hash: TxHash, what: str) -> Mapping[str, Any]:
+        deadline = time.monotonic() + self.receipt_timeout
+        while True:
+            try:
+                remaining = max(0.1, deadline - time.monotonic())
+                return self.with_retry(
+                    "eth_getTransactionReceipt",
+                    lambda: self.w3.eth.wait_for_transaction_receipt(tx_hash, timeout=min(remaining, 5.0), poll_latency=0.05),  # type: ignore[arg-type]
+                )
+            except TimeExhausted:
+                if time.monotonic() >= deadline:
+                    raise ChainError(f"{what}: no receipt for {tx_hash} within {self.receipt_timeout:.0f}s") from None
+
+    def _failure(self, tx: Mapping[str, Any], receipt: Receipt) -> ChainError:
+        """Recover the revert reason of a mined failure by replaying it at its block."""
+        replay = {k: tx[k] for k in ("to", "data", "value") if k in tx}
+        sender = self.w3.eth.get_transaction(receipt.tx_hash)["from"]  # type: ignore[arg-type]
+        replay["from"] = sender
+        try:
+            self.with_retry("eth_call", lambda: self.w3.eth.call(replay, block_identifier=receipt.block_number - 1))  # type: ignore[arg-type]
+        except ContractLogicError as exc:
+            decoded = decode_revert(exc.data if isinstance(exc.data, str) else None)
+            if not isinstance(decoded, UnknownRevert):
+                return decoded
+        return TransactionFailed(receipt.tx_hash, receipt.gas_used)
+
+    # -- events -----------------------------------------------------------------------------
+
+    def get_logs(
+        self,
+        event: ContractEvent,
+        from_block: int,
+        to_block: int | None = None,
+        *,
+        argument_filters: Mapping[str, Any] | None = None,
+        max_range: int = 2_000,
+    ) -> list[Any]:
+        """Decoded logs of ``event`` in [from_block, to_block], fetched ``max_range`` blocks at a time."""
+        if not 0 < max_range <= _MAX_LOG_RANGE:
+            raise ValueError(f"max_range must be in 1..{_MAX_LOG_RANGE}")
+        last = self.block_number() if to_block is None else to_block
+        found: list[Any] = []
+        start = from_block
+        while start <= last:
+            end = min(last, start + max_range - 1)
+            chunk = self.with_retry(
+                "eth_getLogs",
+                lambda s=start, e=end: event.get_logs(from_block=s, to_block=e, argument_filters=dict(argument_filters or {})),
+            )
+            found.extend(chunk)
+            start = end + 1
+        return found

@@ -1,0 +1,456 @@
+"""Typed wrappers over the deployed VeriToken, StakeManager and JobMarket.
+
+Each wrapper method is one line over the compiled ABI (read from
+build/contracts): argument encoding, return decoding, revert decoding and
+signing are generic. Struct results become frozen dataclasses whose fields
+are checked against the ABI's struct components when decoded, and a test
+checks that every ABI function has its method, so the wrappers cannot drift
+from the contracts silently.
+
+Reads need no signer; writes use the wrapper's signer (``with_signer``) and
+return a :class:`core.chain.Receipt` (``gas_used`` included).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, ClassVar, NewType, Self, TypeVar
+
+from eth_utils import event_abi_to_log_topic, to_checksum_address
+from web3.contract import Contract
+
+from core import artifacts
+from core.address_book import AddressBook
+from core.chain import Address, BlockNumber, ChainClient, Receipt, Signer
+from core.errors import ArtifactsMissing, ChainError, SignerError
+
+__all__ = [
+    "JobId",
+    "TokenAmount",
+    "Bytes32",
+    "Role",
+    "JobState",
+    "RefundReason",
+    "Job",
+    "MarketParams",
+    "StakeInfo",
+    "Event",
+    "VeriToken",
+    "StakeManager",
+    "JobMarket",
+    "Protocol",
+]
+
+JobId = NewType("JobId", int)
+TokenAmount = NewType("TokenAmount", int)  # token base units (18 decimals)
+Bytes32 = NewType("Bytes32", bytes)  # a CID digest, a Merkle root, a state hash
+
+ZERO_ADDRESS = Address("0x0000000000000000000000000000000000000000")
+
+
+class Role(IntEnum):
+    SOLVER = 0
+    VERIFIER = 1
+    WHISTLEBLOWER = 2
+
+
+class JobState(IntEnum):
+    NONE = 0
+    OPEN = 1
+    CLAIMED = 2
+    COMMITTED = 3
+    VERIFYING = 4
+    VERIFIED = 5
+    DISPUTED = 6
+    FINALIZED = 7
+    CANCELLED = 8
+    REFUNDED = 9
+
+    @property
+    def final(self) -> bool:
+        return self in (JobState.FINALIZED, JobState.CANCELLED, JobState.REFUNDED)
+
+
+class RefundReason(IntEnum):
+    EXPIRED = 0
+    NO_ELIGIBLE_VERIFIER = 1
+    VERIFIER_DRAWS_EXHAUSTED = 2
+    DISPUTE_TIMED_OUT = 3
+
+
+_ENUMS: Mapping[str, type[IntEnum]] = {"Role": Role, "JobState": JobState, "RefundReason": RefundReason}
+
+
+@dataclass(frozen=True)
+class Job:
+    """JobMarket's stored job (Types.sol ``Job``). The spec CID and the trace CIDs live in events."""
+
+    solver: Address
+    reward: TokenAmount
+    verifier: Address
+    verifier_fee: TokenAmount
+    submitter: Address
+    state: JobState
+    expires_at: int
+    deadline: int
+    draws: int
+    commit_window: int
+    rand_block: int
+    checkpoint_count: int
+    trace_root: Bytes32
+    challenger: Address
+
+
+@dataclass(frozen=True)
+class MarketParams:
+    """JobMarket's immutable deployment parameters (amounts in base units, windows in seconds, bps)."""
+
+    min_solver_bond: TokenAmount
+    solver_bond_bps: int
+    min_verifier_bond: TokenAmount
+    verifier_bond_bps: int
+    timeout_slash_bps: int
+    open_window: int
+    max_commit_window: int
+    report_window: int
+    challenge_window: int
+    dispute_window: int
+    max_verifier_draws: int
+
+
+@dataclass(frozen=True)
+class StakeInfo:
+    """One account's stake in one role; ``staked`` includes ``locked``."""
+
+    staked: TokenAmount
+    locked: TokenAmount
+    release_at: int
+    unbonding: TokenAmount
+
+    @property
+    def free(self) -> TokenAmount:
+        return TokenAmount(self.staked - self.locked)
+
+
+@dataclass(frozen=True)
+class Event:
+    """A decoded contract event."""
+
+    name: str
+    args: Mapping[str, Any]
+    block_number: BlockNumber
+    tx_hash: str
+    log_index: int
+
+
+def snake_case(name: str) -> str:
+    """ABI name -> Python name: ``postJob`` -> ``post_job``, ``MAX_VERIFIERS`` -> ``max_verifiers``."""
+    if name.isupper():
+        return name.lower()
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+D = TypeVar("D")
+
+
+def _value(component: Mapping[str, Any], value: Any) -> Any:
+    internal = str(component.get("internalType", ""))
+    if internal.startswith("enum "):
+        enum = _ENUMS.get(internal.split()[-1].split(".")[-1])
+        return enum(value) if enum else value
+    if component["type"] == "address":
+        return Address(to_checksum_address(value))
+    return value
+
+
+def decode_struct(cls: type[D], components: Sequence[Mapping[str, Any]], value: Sequence[Any]) -> D:
+    """A tuple from the ABI -> dataclass ``cls``, by component name; raises if they disagree."""
+    names = [snake_case(c["name"]) for c in components]
+    expected = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    if sorted(names) != sorted(expected):
+        raise ArtifactsMissing(
+            f"{cls.__name__} fields {expected} do not match the compiled ABI {names}: rebuild, or update core/contracts.py"
+        )
+    return cls(**{n: _value(c, v) for n, c, v in zip(names, components, value)})
+
+
+class _Wrapper:
+    """A deployed contract: ABI from build/contracts/<ARTIFACT>.json, calls through a ChainClient."""
+
+    ARTIFACT: ClassVar[str]
+
+    def __init__(self, client: ChainClient, address: str, signer: Signer | None = None) -> None:
+        self.client = client
+        self.address = Address(to_checksum_address(address))
+        self.signer = signer
+        self.artifact = artifacts.load(self.ARTIFACT)
+        self.contract: Contract = client.w3.eth.contract(address=self.address, abi=self.artifact.abi_list())
+        self._topics = {
+            event_abi_to_log_topic(e): e["name"] for e in self.artifact.abi if e.get("type") == "event"  # type: ignore[arg-type]
+        }
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.address}, signer={self.signer!r})"
+
+    def with_signer(self, signer: Signer) -> Self:
+        return type(self)(self.client, self.address, signer)
+
+    def _call(self, fn: str, *args: Any) -> Any:
+        sender = self.signer.address if self.signer else None
+        return self.client.call(self.contract.functions[fn](*args), sender=sender)
+
+    def _struct(self, cls: type[D], fn: str, *args: Any) -> D:
+        outputs = self.contract.get_function_by_name(fn).abi["outputs"]
+        return decode_struct(cls, outputs[0]["components"], self._call(fn, *args))
+
+    def _send(self, fn: str, *args: Any) -> Receipt:
+        if self.signer is None:
+            raise SignerError(f"{type(self).__name__}.{snake_case(fn)} sends a transaction: give the wrapper a signer")
+        return self.client.transact(self.contract, fn, args, self.signer)
+
+    def decode_events(self, receipt: Receipt, name: str | None = None) -> list[Event]:
+        """This contract's events in ``receipt`` (only those named ``name`` if given)."""
+        found = []
+        for log in receipt.logs:
+            if to_checksum_address(log["address"]) != self.address or not log["topics"]:
+                continue
+            event_name = self._topics.get(bytes(log["topics"][0]))
+            if event_name is None or (name is not None and event_name != name):
+                continue
+            decoded = self.contract.events[event_name]().process_log(log)
+            found.append(Event(event_name, dict(decoded["args"]), BlockNumber(decoded["blockNumber"]), "0x" + bytes(decoded["transactionHash"]).hex(), decoded["logIndex"]))
+        return found
+
+    def events(self, name: str, from_block: int, to_block: int | None = None, **filters: Any) -> list[Event]:
+        """Logs of event ``name`` in a block range (fetched in bounded chunks), indexed-argument filters by name."""
+        logs = self.client.get_logs(self.contract.events[name](), from_block, to_block, argument_filters=filters or None)
+        return [
+            Event(name, dict(e["args"]), BlockNumber(e["blockNumber"]), "0x" + bytes(e["transactionHash"]).hex(), e["logIndex"])
+            for e in logs
+        ]
+
+
+class VeriToken(_Wrapper):
+    ARTIFACT = "VeriToken"
+
+    def name(self) -> str:
+        return str(self._call("name"))
+
+    def symbol(self) -> str:
+        return str(self._call("symbol"))
+
+    def decimals(self) -> int:
+        return int(self._call("decimals"))
+
+    def total_supply(self) -> TokenAmount:
+        return TokenAmount(self._call("totalSupply"))
+
+    def balance_of(self, account: str) -> TokenAmount:
+        return TokenAmount(self._call("balanceOf", account))
+
+    def allowance(self, owner: str, spender: str) -> TokenAmount:
+        return TokenAmount(self._call("allowance", owner, spender))
+
+    def approve(self, spender: str, amount: int) -> Receipt:
+        return self._send("approve", spender, amount)
+
+    def transfer(self, to: str, amount: int) -> Receipt:
+        return self._send("transfer", to, amount)
+
+    def transfer_from(self, owner: str, to: str, amount: int) -> Receipt:
+        return self._send("transferFrom", owner, to, amount)
+
+
+class StakeManager(_Wrapper):
+    ARTIFACT = "StakeManager"
+
+    # views
+    def token(self) -> Address:
+        return Address(self._call("token"))
+
+    def wiring_admin(self) -> Address:
+        return Address(self._call("wiringAdmin"))
+
+    def wired(self) -> bool:
+        return bool(self._call("wired"))
+
+    def is_protocol(self, account: str) -> bool:
+        return bool(self._call("isProtocol", account))
+
+    def min_stake(self, role: Role) -> TokenAmount:
+        return TokenAmount(self._call("minStake", int(role)))
+
+    def unbonding_delay(self) -> int:
+        return int(self._call("unbondingDelay"))
+
+    def max_verifiers(self) -> int:
+        return int(self._call("MAX_VERIFIERS"))
+
+    def max_draw_tries(self) -> int:
+        return int(self._call("MAX_DRAW_TRIES"))
+
+    def max_excluded(self) -> int:
+        return int(self._call("MAX_EXCLUDED"))
+
+    def stake_of(self, account: str, role: Role) -> StakeInfo:
+        return self._struct(StakeInfo, "stakeOf", account, int(role))
+
+    def free_stake(self, account: str, role: Role) -> TokenAmount:
+        return TokenAmount(self._call("freeStake", account, int(role)))
+
+    def is_eligible(self, account: str, role: Role) -> bool:
+        return bool(self._call("isEligible", account, int(role)))
+
+    def verifier_weight(self, account: str) -> int:
+        return int(self._call("verifierWeight", account))
+
+    def total_verifier_weight(self) -> int:
+        return int(self._call("totalVerifierWeight"))
+
+    def verifier_slot_count(self) -> int:
+        return int(self._call("verifierSlotCount"))
+
+    # anyone
+    def stake(self, role: Role, amount: int) -> Receipt:
+        """Stake ``amount`` (approve the stake manager on the token first)."""
+        return self._send("stake", int(role), amount)
+
+    def request_unstake(self, role: Role, amount: int) -> Receipt:
+        return self._send("requestUnstake", int(role), amount)
+
+    def withdraw(self, role: Role) -> Receipt:
+        return self._send("withdraw", int(role))
+
+    # wiring admin / protocol contracts only (wrapped so their access control can be exercised)
+    def authorize(self, protocols: Sequence[str]) -> Receipt:
+        return self._send("authorize", list(protocols))
+
+    def lock(self, account: str, role: Role, amount: int) -> Receipt:
+        return self._send("lock", account, int(role), amount)
+
+    def unlock(self, account: str, role: Role, amount: int) -> Receipt:
+        return self._send("unlock", account, int(role), amount)
+
+    def slash(self, account: str, role: Role, amount: int, recipient: str) -> Receipt:
+        return self._send("slash", account, int(role), amount, recipient)
+
+    def draw_verifier(self, seed: bytes, exclude: Sequence[str], bond: int) -> Receipt:
+        return self._send("drawVerifier", seed, list(exclude), bond)
+
+
+class JobMarket(_Wrapper):
+    ARTIFACT = "JobMarket"
+
+    # views
+    def token(self) -> Address:
+        return Address(self._call("token"))
+
+    def stake_manager(self) -> Address:
+        return Address(self._call("stakeManager"))
+
+    def dispute_game(self) -> Address:
+        return Address(self._call("disputeGame"))
+
+    def wiring_admin(self) -> Address:
+        return Address(self._call("wiringAdmin"))
+
+    def wired(self) -> bool:
+        return bool(self._call("wired"))
+
+    def params(self) -> MarketParams:
+        return self._struct(MarketParams, "params")
+
+    def job_count(self) -> int:
+        return int(self._call("jobCount"))
+
+    def get_job(self, job_id: JobId) -> Job:
+        return self._struct(Job, "getJob", job_id)
+
+    def solver_bond(self, reward: int) -> TokenAmount:
+        return TokenAmount(self._call("solverBond", reward))
+
+    def verifier_bond(self, reward: int) -> TokenAmount:
+        return TokenAmount(self._call("verifierBond", reward))
+
+    def verify_checkpoint(self, job_id: JobId, index: int, state_hash: bytes, proof: Sequence[bytes]) -> bool:
+        return bool(self._call("verifyCheckpoint", job_id, index, state_hash, list(proof)))
+
+    # lifecycle
+    def post_job(self, spec_cid: bytes, reward: int, verifier_fee: int, commit_window: int) -> tuple[JobId, Receipt]:
+        """Escrow ``reward + verifier_fee`` (approve the market first); returns the new job id."""
+        receipt = self._send("postJob", spec_cid, reward, verifier_fee, commit_window)
+        (posted,) = self.decode_events(receipt, "JobPosted")
+        return JobId(posted.args["jobId"]), receipt
+
+    def claim(self, job_id: JobId) -> Receipt:
+        return self._send("claim", job_id)
+
+    def commit(self, job_id: JobId, trace_root: bytes, checkpoint_count: int, final_model_cid: bytes, manifest_cid: bytes) -> Receipt:
+        return self._send("commit", job_id, trace_root, checkpoint_count, final_model_cid, manifest_cid)
+
+    def assign_verifier(self, job_id: JobId) -> Receipt:
+        return self._send("assignVerifier", job_id)
+
+    def report(self, job_id: JobId, passed: bool, report_cid: bytes) -> Receipt:
+        return self._send("report", job_id, passed, report_cid)
+
+    def finalize(self, job_id: JobId) -> Receipt:
+        return self._send("finalize", job_id)
+
+    def cancel(self, job_id: JobId) -> Receipt:
+        return self._send("cancel", job_id)
+
+    # timeouts (anyone)
+    def expire(self, job_id: JobId) -> Receipt:
+        return self._send("expire", job_id)
+
+    def timeout_solver(self, job_id: JobId) -> Receipt:
+        return self._send("timeoutSolver", job_id)
+
+    def timeout_verifier(self, job_id: JobId) -> Receipt:
+        return self._send("timeoutVerifier", job_id)
+
+    def timeout_dispute(self, job_id: JobId) -> Receipt:
+        return self._send("timeoutDispute", job_id)
+
+    # dispute game / wiring admin only
+    def open_dispute(self, job_id: JobId, challenger: str) -> Receipt:
+        return self._send("openDispute", job_id, challenger)
+
+    def resolve_dispute(self, job_id: JobId, solver_won: bool, verifier_slashed: bool, slash_recipient: str) -> Receipt:
+        return self._send("resolveDispute", job_id, solver_won, verifier_slashed, slash_recipient)
+
+    def set_dispute_game(self, game: str) -> Receipt:
+        return self._send("setDisputeGame", game)
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """The three deployed contracts, bound to one client (and optionally one signer)."""
+
+    token: VeriToken
+    stakes: StakeManager
+    market: JobMarket
+    book: AddressBook
+
+    @classmethod
+    def connect(cls, client: ChainClient, book: AddressBook, signer: Signer | None = None) -> Protocol:
+        if client.chain_id != book.chain_id:
+            raise ChainError(f"address book is for chain {book.chain_id}, client is on chain {client.chain_id}")
+        return cls(
+            token=VeriToken(client, book.address("VeriToken"), signer),
+            stakes=StakeManager(client, book.address("StakeManager"), signer),
+            market=JobMarket(client, book.address("JobMarket"), signer),
+            book=book,
+        )
+
+    def with_signer(self, signer: Signer) -> Protocol:
+        return Protocol(self.token.with_signer(signer), self.stakes.with_signer(signer), self.market.with_signer(signer), self.book)
+
+    @property
+    def client(self) -> ChainClient:
+        return self.market.client

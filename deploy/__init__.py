@@ -1,0 +1,1 @@
+"""Build (compile contracts to artifacts) and deploy (contracts to a chain, address books)."""

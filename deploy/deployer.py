@@ -1,0 +1,182 @@
+"""Deploy VeriToken, StakeManager and JobMarket, wire them, and write the chain's address book.
+
+Idempotent: when ``<book_dir>/<chainId>.json`` exists and every address in it
+has code on the chain, nothing is sent and that book is returned. A book
+whose addresses have no code (a fresh devnet, a reset chain) is replaced.
+
+Parameters come from a JSON file (``deploy/params/devnet.json`` is the
+devnet default) whose keys are the Solidity names; the MarketParams struct
+is encoded by the field names of the compiled ABI, so a field added to the
+struct is a key added to the file, not a code change here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from eth_abi import encode as abi_encode
+from eth_abi.exceptions import EncodingError
+from eth_utils.abi import get_abi_input_types
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core import artifacts
+from core.address_book import AddressBook, DeployedContract, book_path
+from core.chain import Address, ChainClient, Receipt, Signer
+from core.contracts import StakeManager
+from core.errors import ArtifactsMissing, ConfigError
+
+__all__ = ["DeployParams", "RoleAmounts", "DEVNET_PARAMS", "deploy_protocol", "encode_constructor"]
+
+log = logging.getLogger(__name__)
+
+DEVNET_PARAMS = Path(__file__).resolve().parent / "params" / "devnet.json"
+_MAX_PARAMS_BYTES = 64 * 1024
+_UINT96_MAX = 2**96 - 1
+
+
+class RoleAmounts(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    solver: int = Field(gt=0, le=_UINT96_MAX)
+    verifier: int = Field(gt=0, le=_UINT96_MAX)
+    whistleblower: int = Field(gt=0, le=_UINT96_MAX)
+
+
+class DeployParams(BaseModel):
+    """What a deployment is given. Token amounts in base units (18 decimals), windows in seconds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    token_supply: int = Field(alias="tokenSupply", gt=0, le=_UINT96_MAX)
+    min_stakes: RoleAmounts = Field(alias="minStakes")
+    unbonding_delay: int = Field(alias="unbondingDelay", ge=0, lt=2**32)
+    market: dict[str, int] = Field(description="JobMarket MarketParams by Solidity field name")
+
+    @classmethod
+    def load(cls, path: Path) -> DeployParams:
+        try:
+            if path.stat().st_size > _MAX_PARAMS_BYTES:
+                raise ConfigError(f"parameters file {path} is larger than {_MAX_PARAMS_BYTES} bytes")
+            return cls.model_validate(json.loads(path.read_text()))
+        except FileNotFoundError:
+            raise ConfigError(f"parameters file {path} does not exist") from None
+        except json.JSONDecodeError as exc:
+            raise ConfigError(f"parameters file {path} is not JSON: {exc}") from None
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise ConfigError(f"parameters file {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+
+    @classmethod
+    def devnet(cls) -> DeployParams:
+        return cls.load(DEVNET_PARAMS)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json")
+
+
+def _constructor(name: str) -> Mapping[str, Any]:
+    artifact = artifacts.load(name)
+    for entry in artifact.abi:
+        if entry.get("type") == "constructor":
+            return entry
+    return {"type": "constructor", "inputs": []}
+
+
+def _arrange(component: Mapping[str, Any], value: Any, where: str) -> Any:
+    """Dicts keyed by ABI component names -> tuples in ABI order (recursively); checks the keys."""
+    if component["type"].startswith("tuple"):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected an object with fields {[c['name'] for c in component['components']]}")
+        names = [c["name"] for c in component["components"]]
+        missing, extra = set(names) - set(value), set(value) - set(names)
+        if missing or extra:
+            raise ConfigError(f"{where}: missing {sorted(missing)}, unknown {sorted(extra)} (the compiled ABI has {names})")
+        return tuple(_arrange(c, value[c["name"]], f"{where}.{c['name']}") for c in component["components"])
+    return value
+
+
+def encode_constructor(name: str, args: Sequence[Any]) -> bytes:
+    """ABI-encode constructor ``args`` of contract ``name`` (struct args given as dicts by field name)."""
+    ctor = _constructor(name)
+    inputs = ctor["inputs"]
+    if len(inputs) != len(args):
+        raise ArtifactsMissing(f"{name} constructor takes {len(inputs)} arguments in the compiled ABI, deployer gives {len(args)}")
+    arranged = [_arrange(i, a, f"{name}.{i['name'] or 'arg'}") for i, a in zip(inputs, args)]
+    try:
+        return abi_encode(get_abi_input_types(ctor), arranged)  # type: ignore[arg-type]
+    except EncodingError as exc:
+        raise ConfigError(f"{name} constructor arguments do not fit the ABI types: {exc}") from None
+
+
+def _deploy(client: ChainClient, signer: Signer, name: str, args: Sequence[Any]) -> tuple[Address, Receipt]:
+    artifact = artifacts.load(name)
+    if not artifact.deployable:
+        raise ArtifactsMissing(f"{name} has no bytecode (abstract or interface)")
+    address, receipt = client.deploy(artifact.bytecode, encode_constructor(name, args), signer, what=f"deploy {name}")
+    log.info("deployed %s at %s (gas %d)", name, address, receipt.gas_used)
+    return address, receipt
+
+
+def _address_of(name: str) -> Callable[[Mapping[str, DeployedContract]], str]:
+    return lambda deployed: deployed[name].address
+
+
+def _plan(params: DeployParams) -> list[tuple[str, list[Any]]]:
+    """Contracts in deployment order with their constructor arguments (callables: earlier addresses)."""
+    stakes = params.min_stakes
+    return [
+        ("VeriToken", [params.token_supply]),
+        ("StakeManager", [_address_of("VeriToken"), [stakes.solver, stakes.verifier, stakes.whistleblower], params.unbonding_delay]),
+        ("JobMarket", [_address_of("VeriToken"), _address_of("StakeManager"), params.market]),
+    ]
+
+
+def deploy_protocol(
+    client: ChainClient,
+    signer: Signer,
+    params: DeployParams,
+    book_dir: Path,
+    *,
+    force: bool = False,
+) -> AddressBook:
+    """Deploy and wire the protocol unless this chain's book already points at live code."""
+    path = book_path(book_dir, client.chain_id)
+    if path.exists() and not force:
+        existing = AddressBook.load(path)
+        if existing.chain_id == client.chain_id and not existing.missing_code(client):
+            log.info("protocol already deployed on chain %d (address book %s)", client.chain_id, path)
+            return existing
+        log.warning("address book %s points at no code on this chain: redeploying", path)
+
+    plan = _plan(params)
+    placeholder = Address("0x" + "00" * 20)
+    for name, args in plan:  # check every argument against the compiled ABI before sending anything
+        encode_constructor(name, [placeholder if callable(a) else a for a in args])
+
+    deployed: dict[str, DeployedContract] = {}
+
+    def record(name: str, address: Address, receipt: Receipt) -> Address:
+        deployed[name] = DeployedContract(address=address, txHash=receipt.tx_hash, block=receipt.block_number)
+        return address
+
+    for name, args in plan:
+        values = [a(deployed) if callable(a) else a for a in args]
+        record(name, *_deploy(client, signer, name, values))
+    stakes, market = deployed["StakeManager"].address, deployed["JobMarket"].address
+    StakeManager(client, stakes, signer).authorize([market])
+    log.info("StakeManager authorized JobMarket")
+
+    book = AddressBook(
+        chainId=client.chain_id,
+        deployer=signer.address,
+        deployBlock=min(c.block for c in deployed.values()),
+        contracts=deployed,
+        params=params.to_json(),
+    )
+    book.save(path)
+    log.info("address book written to %s", path)
+    return book

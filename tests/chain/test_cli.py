@@ -1,0 +1,118 @@
+"""`veritrain devnet` and `veritrain deploy` as real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.address_book import AddressBook
+from core.anvil import dev_private_key, free_port
+from core.chain import ChainClient
+from core.contracts import Protocol
+from deploy.devnet import Devnet
+
+SCRIPT = Path(sys.executable).parent / "veritrain"
+CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-c", "from veritrain.cli import app; app()"]
+
+
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def read_line(process: subprocess.Popen[str], timeout: float) -> str:
+    assert process.stdout is not None
+    sel = selectors.DefaultSelector()
+    sel.register(process.stdout, selectors.EVENT_READ)
+    if not sel.select(timeout):
+        raise TimeoutError("devnet printed nothing")
+    return process.stdout.readline()
+
+
+def children(pid: int) -> list[int]:
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        found += [int(c) for c in (task / "children").read_text().split()]
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_devnet_runs_until_sigint_and_leaves_no_anvil(tmp_path: Path) -> None:
+    process = subprocess.Popen([*CLI, "devnet", "--json", "--accounts", "2", "--address-book-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        info = json.loads(read_line(process, timeout=120))
+        anvils = children(process.pid)
+        assert len(anvils) == 1 and alive(anvils[0])
+        client = ChainClient(info["rpc_url"])
+        assert info["rpc_url"].startswith("http://127.0.0.1:")
+        book = AddressBook.for_chain(tmp_path, client)
+        assert {n: c.address for n, c in book.contracts.items()} == info["address_book"]
+        proto = Protocol.connect(client, book)
+        for account in info["accounts"][1:]:
+            assert proto.token.balance_of(account["address"]) == account["tokens"] > 0
+        assert info["accounts"][1]["private_key"] == dev_private_key(1)
+        assert "PUBLIC test keys" in info["dev_key_warning"]
+
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=30) == 0
+        assert not alive(anvils[0])
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_deploy_command_is_idempotent(devnet: Devnet, tmp_path: Path) -> None:
+    env = {"DEPLOYER_KEY": dev_private_key(0)}
+    args = ["deploy", "--rpc", devnet.rpc_url, "--key-env", "DEPLOYER_KEY", "--address-book-dir", str(tmp_path), "--json"]
+    first = run(*args, env=env)
+    assert first.returncode == 0, first.stderr
+    assert dev_private_key(0)[2:] not in first.stdout + first.stderr
+    nonce = devnet.client.w3.eth.get_transaction_count(devnet.deployer.address)
+    second = run(*args, env=env)
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["contracts"] == json.loads(first.stdout)["contracts"]
+    assert devnet.client.w3.eth.get_transaction_count(devnet.deployer.address) == nonce
+    assert AddressBook.for_chain(tmp_path, devnet.client).chain_id == devnet.client.chain_id
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "code", "message"),
+    [
+        (["deploy", "--rpc", "ftp://nowhere", "--key-env", "K"], {}, 2, "ConfigError"),
+        (["deploy", "--rpc", "http://127.0.0.1:9", "--key-env", "VERITRAIN_TEST_UNSET_KEY"], {}, 2, "SignerError"),
+        (["deploy", "--key-env", "K", "--params", "/nonexistent/params.json"], {"K": "0x" + "11" * 32}, 2, "does not exist"),
+    ],
+    ids=["bad-url", "unset-key", "missing-params"],
+)
+def test_errors_are_one_line_with_an_exit_code(args: list[str], env: dict[str, str], code: int, message: str) -> None:
+    result = run(*args, env=env)
+    assert result.returncode == code
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unreachable_rpc_is_a_clear_error() -> None:
+    result = run("deploy", "--rpc", f"http://127.0.0.1:{free_port()}", "--key-env", "K", env={"K": "0x" + "11" * 32})
+    assert result.returncode == 4
+    assert "TransientRPCError" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["devnet", "deploy"])
+def test_help_has_examples(command: str) -> None:
+    result = run(command, "--help")
+    assert result.returncode == 0 and "Examples" in result.stdout

@@ -1,0 +1,218 @@
+"""ChainClient on a real anvil: nonces, retries of transient failures only, receipts, logs, signers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+import requests
+
+from core.chain import ChainClient, RetryPolicy, Signer
+from core.contracts import Protocol
+from core.errors import SignerError, TransientRPCError, revert_class
+from deploy.devnet import Devnet
+
+if TYPE_CHECKING:
+    from conftest import Parties
+
+FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
+
+
+class FlakyProxy:
+    """An HTTP proxy in front of anvil that answers 503 to the next ``failures`` requests and counts methods."""
+
+    def __init__(self, upstream: str) -> None:
+        self.upstream = upstream
+        self.failures = 0
+        self.methods: list[str] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                proxy.methods.append(json.loads(body).get("method", "?"))
+                if proxy.failures > 0:
+                    proxy.failures -= 1
+                    self.send_response(503)
+                    self.end_headers()
+                    return
+                upstream = requests.post(proxy.upstream, data=body, headers={"Content-Type": "application/json"}, timeout=10)
+                self.send_response(upstream.status_code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(upstream.content)))
+                self.end_headers()
+                self.wfile.write(upstream.content)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self) -> FlakyProxy:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def proxy(devnet: Devnet) -> Iterator[FlakyProxy]:
+    with FlakyProxy(devnet.rpc_url) as p:
+        yield p
+
+
+def test_sequential_sends_use_consecutive_nonces(devnet: Devnet, parties: Parties) -> None:
+    token = devnet.protocol(parties.submitter).token
+    start = devnet.client.w3.eth.get_transaction_count(parties.submitter.address)
+    balance = token.balance_of(parties.outsider.address)
+    receipts = [token.transfer(parties.outsider.address, i + 1) for i in range(8)]
+    nonces = [devnet.client.w3.eth.get_transaction(r.tx_hash)["nonce"] for r in receipts]
+    assert nonces == list(range(start, start + 8))
+    assert all(r.status == 1 and r.gas_used > 21_000 for r in receipts)
+    assert token.balance_of(parties.outsider.address) == balance + sum(range(1, 9))
+
+
+def test_concurrent_sends_from_one_process_never_reuse_a_nonce(devnet: Devnet, parties: Parties) -> None:
+    # two clients on the same endpoint share the process-wide nonce cache
+    clients = [devnet.client, ChainClient(devnet.rpc_url)]
+    proto = devnet.protocol()
+    start = devnet.client.w3.eth.get_transaction_count(parties.solver.address)
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def worker(i: int) -> None:
+        token = Protocol.connect(clients[i % 2], proto.book, parties.solver).token
+        try:
+            for _ in range(3):
+                results.append(token.transfer(parties.outsider.address, 1).tx_hash)
+        except BaseException as exc:  # collected and re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    nonces = sorted(devnet.client.w3.eth.get_transaction(h)["nonce"] for h in results)
+    assert nonces == list(range(start, start + 12))
+
+
+def test_nonces_heal_after_a_snapshot_revert(devnet: Devnet, parties: Parties) -> None:
+    token = devnet.protocol(parties.verifier).token
+    snapshot = devnet.chain.snapshot()
+    token.transfer(parties.outsider.address, 1)
+    token.transfer(parties.outsider.address, 1)
+    # revert behind the client's back: its cached nonce is now ahead of the chain
+    devnet.client.rpc("evm_revert", [snapshot])
+    receipt = token.transfer(parties.outsider.address, 1)
+    assert receipt.status == 1
+
+
+def test_transient_5xx_is_retried_with_backoff(devnet: Devnet, parties: Parties, proxy: FlakyProxy) -> None:
+    client = ChainClient(proxy.url, retry=FAST)
+    proxy.failures = 2
+    assert client.block_number() == devnet.client.block_number()
+    assert proxy.methods[:3] == ["eth_blockNumber"] * 3
+    proxy.failures = 3
+    token = Protocol.connect(client, devnet.book, parties.submitter).token
+    receipt = token.transfer(parties.outsider.address, 5)
+    assert receipt.status == 1
+
+
+def test_transient_failures_give_up_after_the_policy(devnet: Devnet, proxy: FlakyProxy) -> None:
+    client = ChainClient(proxy.url, retry=FAST)
+    proxy.failures = 100
+    with pytest.raises(TransientRPCError):
+        client.block_number()
+    assert proxy.methods == ["eth_blockNumber"] * FAST.attempts
+
+
+def test_unreachable_endpoint_is_transient_and_bounded() -> None:
+    from core.anvil import free_port
+
+    client = ChainClient(f"http://127.0.0.1:{free_port()}", retry=FAST, timeout=1.0)
+    with pytest.raises(TransientRPCError):
+        client.block_number()
+
+
+def test_revert_is_never_retried_and_nothing_is_sent(devnet: Devnet, parties: Parties, proxy: FlakyProxy) -> None:
+    client = ChainClient(proxy.url, retry=FAST)
+    proto = Protocol.connect(client, devnet.book, parties.solver)
+    with pytest.raises(revert_class("UnknownJob")):
+        proto.market.claim(123)
+    assert proxy.methods.count("eth_estimateGas") == 1
+    assert "eth_sendRawTransaction" not in proxy.methods
+
+
+def test_a_mined_failure_is_decoded_into_the_named_revert(devnet: Devnet, parties: Parties) -> None:
+    market = devnet.protocol().market
+    before = devnet.client.w3.eth.get_transaction_count(parties.solver.address)
+    with pytest.raises(revert_class("UnknownJob")) as caught:
+        # an explicit gas limit skips the estimate, so the failing transaction is mined
+        devnet.client.transact(market.contract, "claim", [77], parties.solver, gas=200_000)
+    assert caught.value.jobId == 77
+    assert devnet.client.w3.eth.get_transaction_count(parties.solver.address) == before + 1
+
+
+def test_event_logs_are_fetched_in_bounded_ranges(devnet: Devnet, parties: Parties) -> None:
+    token = devnet.protocol(parties.submitter).token
+    first = devnet.client.block_number() + 1
+    for i in range(7):
+        token.transfer(parties.outsider.address, 100 + i)
+        devnet.chain.mine(2)
+    logs = devnet.client.get_logs(token.contract.events.Transfer(), first, argument_filters={"to": parties.outsider.address}, max_range=3)
+    assert [e["args"]["value"] for e in logs] == [100 + i for i in range(7)]
+    events = token.events("Transfer", first, to=parties.outsider.address)
+    assert [e.args["value"] for e in events] == [100 + i for i in range(7)]
+    with pytest.raises(ValueError):
+        devnet.client.get_logs(token.contract.events.Transfer(), first, max_range=0)
+
+
+def test_signer_never_shows_its_key(devnet: Devnet, parties: Parties, caplog: pytest.LogCaptureFixture) -> None:
+    from core.anvil import dev_private_key
+
+    key = dev_private_key(1)
+    signer = Signer.from_private_key(key)
+    assert signer.address == parties.submitter.address
+    assert key[2:] not in repr(signer) and key[2:] not in str(signer)
+    with pytest.raises(TypeError):
+        pickle.dumps(signer)
+    with caplog.at_level(logging.DEBUG):
+        devnet.protocol(signer).token.transfer(parties.outsider.address, 1)
+    assert key[2:].lower() not in caplog.text.lower()
+
+
+def test_signer_from_env_and_keystore(tmp_path: Path) -> None:
+    from core.anvil import dev_private_key
+
+    key = dev_private_key(3)
+    from_env = Signer.from_env("TEST_KEY", env={"TEST_KEY": key})
+    with pytest.raises(SignerError, match="not set"):
+        Signer.from_env("TEST_KEY", env={})
+    with pytest.raises(SignerError, match="valid private key"):
+        Signer.from_env("TEST_KEY", env={"TEST_KEY": "0x1234"})
+    keystore = tmp_path / "key.json"
+    keystore.write_text(json.dumps(from_env.encrypt("correct horse")))
+    assert Signer.from_keystore(keystore, "correct horse").address == from_env.address
+    with pytest.raises(SignerError, match="wrong password"):
+        Signer.from_keystore(keystore, "wrong")
+    with pytest.raises(SignerError, match="does not exist"):
+        Signer.from_keystore(tmp_path / "missing.json", "x")
+    (tmp_path / "junk.json").write_text("{}")
+    with pytest.raises(SignerError):
+        Signer.from_keystore(tmp_path / "junk.json", "x")

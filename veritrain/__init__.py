@@ -1,0 +1,1 @@
+"""The `veritrain` command line."""

@@ -1,0 +1,52 @@
+"""`veritrain deploy`: deploy the protocol to any JSON-RPC endpoint and write its address book."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from core.config import Settings
+from deploy.deployer import DeployParams, deploy_protocol
+from veritrain import options
+from veritrain.options import console
+
+
+def deploy(
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    key_env: options.KeyEnv = None,
+    keystore: options.Keystore = None,
+    params: Annotated[Path | None, typer.Option(help="deployment parameters JSON (default: deploy/params/devnet.json)")] = None,
+    book_dir: options.BookDir = None,
+    force: Annotated[bool, typer.Option("--force", help="deploy again even if the address book points at live contracts")] = False,
+    json_out: options.Json = False,
+) -> None:
+    """Deploy VeriToken, StakeManager and JobMarket, wire them, write deployments/<chainId>.json.
+
+    Idempotent: if this chain's address book exists and its addresses have
+    code, nothing is sent and the existing book is printed.
+
+    Examples:
+
+      DEPLOYER_KEY=0x... veritrain deploy --rpc http://127.0.0.1:8545 --key-env DEPLOYER_KEY
+
+      VERITRAIN_KEYSTORE_PASSWORD=... veritrain deploy --rpc https://rpc.example --keystore key.json --params prod.json --chain-id 11155111
+    """
+    settings: Settings = options.settings(rpc_url=rpc, chain_id=chain_id, key_env=key_env, keystore=keystore, address_book_dir=book_dir)
+    deploy_params = DeployParams.load(params) if params else DeployParams.devnet()
+    client = options.client(settings)
+    signer = options.signer(settings)
+    book = deploy_protocol(client, signer, deploy_params, settings.address_book_dir, force=force)
+    path = settings.address_book_path(book.chain_id)
+    if json_out:
+        print(json.dumps({"address_book_file": str(path), **book.model_dump(by_alias=True, mode="json")}))
+        return
+    table = Table("contract", "address", "block", title=f"chain {book.chain_id}")
+    for name, c in book.contracts.items():
+        table.add_row(name, c.address, str(c.block))
+    console.print(table)
+    console.print(f"address book: {path}")

@@ -1,0 +1,98 @@
+"""`veritrain devnet`: a local chain with the protocol deployed, until Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from core.anvil import dev_private_key
+from deploy.deployer import DeployParams
+from deploy.devnet import DEFAULT_FUND, Devnet, start_devnet
+from veritrain import options
+from veritrain.options import console
+
+_DEV_KEY_WARNING = "anvil's PUBLIC test keys (mnemonic 'test test ... junk'): known to everyone, never use them on a real network"
+
+
+def _summary(net: Devnet) -> dict[str, object]:
+    return {
+        "rpc_url": net.rpc_url,
+        "chain_id": net.client.chain_id,
+        "address_book": {name: c.address for name, c in net.book.contracts.items()},
+        "deployer": net.deployer.address,
+        "accounts": [
+            {"index": i, "address": s.address, "private_key": dev_private_key(i), "tokens": net.fund if i else None}
+            for i, s in enumerate([net.deployer, *net.accounts])
+        ],
+        "dev_key_warning": _DEV_KEY_WARNING,
+    }
+
+
+def _print(net: Devnet, book_file: Path) -> None:
+    console.print(f"[bold green]devnet ready[/]  RPC [bold]{net.rpc_url}[/]  chain id {net.client.chain_id}")
+    console.print(f"address book: {book_file}")
+    contracts = Table("contract", "address", title="protocol")
+    for name, c in net.book.contracts.items():
+        contracts.add_row(name, c.address)
+    console.print(contracts)
+    console.print("[bold]dev accounts[/] (#, address, private key, VERI):")
+    for i, s in enumerate([net.deployer, *net.accounts]):
+        tokens = "deployer, rest of the supply" if i == 0 else f"{net.fund / 10**18:,.0f}"
+        console.print(f"  {i}  {s.address}  {dev_private_key(i)}  {tokens}", soft_wrap=True, highlight=False)
+    console.print(f"[yellow]these are {_DEV_KEY_WARNING}[/]")
+    console.print(f"export VERITRAIN_RPC_URL={net.rpc_url}   # then use other veritrain commands; Ctrl-C stops the devnet")
+
+
+def devnet(
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free random port)", min=0, max=65535)] = 0,
+    accounts: Annotated[int, typer.Option(help="dev accounts to fund with tokens (besides the deployer)", min=1, max=50)] = 4,
+    fund: Annotated[int, typer.Option(help="whole VERI tokens given to each funded account", min=0)] = DEFAULT_FUND // 10**18,
+    params: Annotated[Path | None, typer.Option(help="deployment parameters JSON (default: deploy/params/devnet.json)")] = None,
+    book_dir: options.BookDir = None,
+    json_out: options.Json = False,
+) -> None:
+    """Start a local chain (anvil), deploy the protocol, fund dev accounts, and run until Ctrl-C.
+
+    Prints the RPC URL, the contract addresses and the dev accounts' keys
+    (anvil's public test keys: never use them on a real network).
+
+    Examples:
+
+      veritrain devnet
+
+      veritrain devnet --port 8545 --accounts 6 --fund 50000
+
+      veritrain devnet --params my-params.json --json
+    """
+    settings = options.settings(address_book_dir=book_dir)
+    deploy_params = DeployParams.load(params) if params else DeployParams.devnet()
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with start_devnet(
+            book_dir=settings.address_book_dir, port=port, accounts=accounts, fund=fund * 10**18, params=deploy_params
+        ) as net:
+            book_file = settings.address_book_path(net.client.chain_id)
+            if json_out:
+                print(json.dumps({**_summary(net), "address_book_file": str(book_file)}), flush=True)
+            else:
+                _print(net, book_file)
+            while not stop.wait(0.5):
+                if not net.anvil.running:
+                    raise typer.Exit(1)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not json_out:
+        console.print("devnet stopped")
