@@ -1,0 +1,191 @@
+"""The UnixFS file DAG that ``ipfs add`` builds, computed here byte for byte.
+
+Kubo's defaults for ``ipfs add`` (and what :class:`core.storage.IpfsStore`
+asks any daemon for explicitly): CIDv0, sha2-256, fixed-size chunks of
+262144 bytes, no raw leaves, balanced layout with at most 174 links per node,
+no file metadata. The resulting blocks:
+
+* a **leaf** per chunk: a dag-pb node whose Data is UnixFS
+  ``{Type: File, Data: chunk, filesize: len(chunk)}`` and which has no links;
+* an **empty file**: the same with no Data field, ``filesize: 0``;
+* a **parent** over up to 174 children: a dag-pb node with one link per child
+  (``Hash`` = child multihash, ``Name`` = "", ``Tsize`` = the child's block
+  plus everything under it) and Data = UnixFS
+  ``{Type: File, filesize: total, blocksizes: [file bytes under each child]}``.
+
+A file of one chunk is its own root. Otherwise leaves are grouped in runs of
+174 under parents, those parents in runs of 174, and so on until one node is
+left: every leaf sits at the same depth. This bottom-up grouping produces the
+same tree as Kubo's top-down ``balanced.Layout`` (each subtree it fills is
+complete except the last) and as js-ipfs's importer.
+
+Protobuf is written by hand (fields in the canonical dag-pb order: Links
+before Data; inside a link Hash, Name, Tsize; UnixFS fields by number,
+``blocksizes`` unpacked, as proto2 writes them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from core.cid import Cid, digest_to_cid
+
+__all__ = [
+    "CHUNK_SIZE",
+    "MAX_LINKS",
+    "Link",
+    "DagBuilder",
+    "file_cid",
+    "leaf_block",
+    "parent_block",
+]
+
+CHUNK_SIZE = 262_144  # Kubo's default chunker: size-262144
+MAX_LINKS = 174  # Kubo's helpers.DefaultLinksPerBlock
+
+_UNIXFS_FILE = 2
+_MULTIHASH_SHA256 = b"\x12\x20"
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value > 0x7F:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _key(field: int, wire_type: int) -> bytes:
+    return _varint(field << 3 | wire_type)
+
+
+def _bytes_field(field: int, value: bytes) -> bytes:
+    return _key(field, 2) + _varint(len(value)) + value
+
+
+def _uint_field(field: int, value: int) -> bytes:
+    return _key(field, 0) + _varint(value)
+
+
+@dataclass(frozen=True)
+class Link:
+    """A child as its parent sees it: block digest, cumulative block size, file bytes under it."""
+
+    digest: bytes
+    tsize: int
+    file_size: int
+
+    @property
+    def cid(self) -> Cid:
+        return digest_to_cid(self.digest)
+
+
+def leaf_block(chunk: bytes) -> bytes:
+    """The dag-pb block of one file chunk (or of the empty file when ``chunk`` is empty)."""
+    unixfs = _uint_field(1, _UNIXFS_FILE)
+    if chunk:
+        unixfs += _bytes_field(2, chunk)
+    unixfs += _uint_field(3, len(chunk))
+    return _bytes_field(1, unixfs)
+
+
+def parent_block(children: list[Link]) -> bytes:
+    """The dag-pb block of an internal node over ``children`` (1..MAX_LINKS of them)."""
+    if not 0 < len(children) <= MAX_LINKS:
+        raise ValueError(f"a parent node has 1..{MAX_LINKS} children, got {len(children)}")
+    links = b"".join(
+        _bytes_field(2, _bytes_field(1, _MULTIHASH_SHA256 + c.digest) + _bytes_field(2, b"") + _uint_field(3, c.tsize))
+        for c in children
+    )
+    unixfs = _uint_field(1, _UNIXFS_FILE) + _uint_field(3, sum(c.file_size for c in children))
+    unixfs += b"".join(_uint_field(4, c.file_size) for c in children)
+    return links + _bytes_field(1, unixfs)
+
+
+BlockSink = Callable[[bytes, bytes], None]
+"""Receives each block as it is built: ``sink(digest, block)``; leaves first, the root last."""
+
+
+class DagBuilder:
+    """Streams a file in, yields its blocks and root CID; memory is one chunk plus one Link per chunk.
+
+    >>> b = DagBuilder()
+    >>> b.write(b"hello\\n")
+    >>> b.finish()
+    'QmZULkCELmmk5XNfCgTnCyFgAVxBRBXyDHGGMVoLFLiXEN'
+    """
+
+    def __init__(self, sink: BlockSink | None = None, *, chunk_size: int = CHUNK_SIZE) -> None:
+        if chunk_size <= 0:
+            raise ValueError("chunk_size must be positive")
+        self._sink = sink
+        self._chunk_size = chunk_size
+        self._pending = bytearray()
+        self._leaves: list[Link] = []
+        self._size = 0
+        self._root: Cid | None = None
+
+    @property
+    def size(self) -> int:
+        """File bytes written so far."""
+        return self._size
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._root is not None:
+            raise ValueError("DagBuilder already finished")
+        self._size += len(data)
+        view = memoryview(data)
+        if self._pending:
+            need = self._chunk_size - len(self._pending)
+            self._pending += view[:need]
+            view = view[need:]
+            if len(self._pending) < self._chunk_size:
+                return
+            self._add_leaf(bytes(self._pending))
+            self._pending.clear()
+        while len(view) >= self._chunk_size:
+            self._add_leaf(bytes(view[: self._chunk_size]))
+            view = view[self._chunk_size :]
+        self._pending += view
+
+    def finish(self) -> Cid:
+        """Flush the last chunk, build the parents, and return the root CID (idempotent)."""
+        if self._root is not None:
+            return self._root
+        if self._pending or not self._leaves:
+            self._add_leaf(bytes(self._pending))  # the last partial chunk, or the empty file
+            self._pending.clear()
+        level = self._leaves
+        while len(level) > 1:
+            level = [self._emit_parent(level[i : i + MAX_LINKS]) for i in range(0, len(level), MAX_LINKS)]
+        self._root = level[0].cid
+        return self._root
+
+    def _emit(self, block: bytes) -> bytes:
+        digest = hashlib.sha256(block).digest()
+        if self._sink is not None:
+            self._sink(digest, block)
+        return digest
+
+    def _add_leaf(self, chunk: bytes) -> None:
+        block = leaf_block(chunk)
+        self._leaves.append(Link(self._emit(block), len(block), len(chunk)))
+
+    def _emit_parent(self, children: list[Link]) -> Link:
+        block = parent_block(children)
+        tsize = len(block) + sum(c.tsize for c in children)
+        return Link(self._emit(block), tsize, sum(c.file_size for c in children))
+
+
+def file_cid(data: bytes | Iterable[bytes], *, chunk_size: int = CHUNK_SIZE) -> Cid:
+    """The CID ``ipfs add`` gives ``data`` (bytes, or an iterable of byte pieces of any size)."""
+    builder = DagBuilder(chunk_size=chunk_size)
+    if isinstance(data, (bytes, bytearray, memoryview)):
+        builder.write(data)
+    else:
+        for piece in data:
+            builder.write(piece)
+    return builder.finish()
