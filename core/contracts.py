@@ -95,11 +95,10 @@ class Job:
     verifier_fee: TokenAmount
     submitter: Address
     state: JobState
-    expires_at: int
     deadline: int
+    """Unix deadline of the current phase; in Committed, the anchor block of the verifier draw."""
     draws: int
     commit_window: int
-    rand_block: int
     checkpoint_count: int
     trace_root: Bytes32
     challenger: Address

@@ -1,0 +1,445 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {IJobMarket} from "./interfaces/IJobMarket.sol";
+import {IStakeManager} from "./interfaces/IStakeManager.sol";
+import {Job, JobState, MarketParams, RefundReason, Role} from "./Types.sol";
+import {TraceLib} from "./libraries/TraceLib.sol";
+
+// Deadlines are timestamps by design: windows are minutes to days, far above the seconds a
+// block producer can shift a timestamp.
+// forge-lint: disable-next-item(block-timestamp)
+/// @title JobMarket
+/// @notice Escrow and lifecycle of training jobs: post, claim, commit, verifier draw, report,
+///         challenge window, finalize; a timeout for every party; dispute hooks for the dispute game.
+/// @dev Token balance of this contract == sum of reward + verifierFee over jobs not in a final
+///      state (Finalized, Cancelled, Refunded): every final transition pays out exactly that.
+///      Bonds are locked stake in the StakeManager, never held here.
+contract JobMarket is IJobMarket, ReentrancyGuardTransient {
+    using SafeERC20 for IERC20;
+
+    uint256 private constant BPS = 10_000;
+    uint256 private constant MAX_WINDOW = 365 days;
+
+    /// @inheritdoc IJobMarket
+    IERC20 public immutable token;
+    /// @inheritdoc IJobMarket
+    IStakeManager public immutable stakeManager;
+    /// @inheritdoc IJobMarket
+    address public immutable wiringAdmin;
+
+    uint96 private immutable _minSolverBond;
+    uint16 private immutable _solverBondBps;
+    uint96 private immutable _minVerifierBond;
+    uint16 private immutable _verifierBondBps;
+    uint16 private immutable _timeoutSlashBps;
+    uint32 private immutable _openWindow;
+    uint32 private immutable _maxCommitWindow;
+    uint32 private immutable _reportWindow;
+    uint32 private immutable _challengeWindow;
+    uint32 private immutable _disputeWindow;
+    uint8 private immutable _maxVerifierDraws;
+
+    /// @inheritdoc IJobMarket
+    address public disputeGame;
+    /// @inheritdoc IJobMarket
+    bool public wired;
+    /// @inheritdoc IJobMarket
+    uint256 public jobCount;
+
+    mapping(uint256 jobId => Job) private _jobs;
+
+    /// @param token_ the ERC20 of rewards, fees and bonds (the StakeManager's token)
+    /// @param stakeManager_ the StakeManager; its wiring must authorize this contract
+    /// @param p the deployment parameters (see MarketParams and docs/contracts.md)
+    constructor(IERC20 token_, IStakeManager stakeManager_, MarketParams memory p) {
+        if (address(token_) == address(0) || address(stakeManager_.token()) != address(token_)) {
+            revert InvalidParameter("token");
+        }
+        if (p.solverBondBps > BPS) revert InvalidParameter("solverBondBps");
+        if (p.verifierBondBps > BPS) revert InvalidParameter("verifierBondBps");
+        if (p.timeoutSlashBps > BPS) revert InvalidParameter("timeoutSlashBps");
+        if (p.openWindow == 0 || p.openWindow > MAX_WINDOW) revert InvalidParameter("openWindow");
+        if (p.maxCommitWindow == 0 || p.maxCommitWindow > type(uint24).max) {
+            revert InvalidParameter("maxCommitWindow");
+        }
+        if (p.reportWindow == 0 || p.reportWindow > MAX_WINDOW) revert InvalidParameter("reportWindow");
+        if (p.challengeWindow == 0 || p.challengeWindow > MAX_WINDOW) revert InvalidParameter("challengeWindow");
+        if (p.disputeWindow == 0 || p.disputeWindow > MAX_WINDOW) revert InvalidParameter("disputeWindow");
+        if (p.maxVerifierDraws == 0) revert InvalidParameter("maxVerifierDraws");
+        token = token_;
+        stakeManager = stakeManager_;
+        wiringAdmin = msg.sender;
+        _minSolverBond = p.minSolverBond;
+        _solverBondBps = p.solverBondBps;
+        _minVerifierBond = p.minVerifierBond;
+        _verifierBondBps = p.verifierBondBps;
+        _timeoutSlashBps = p.timeoutSlashBps;
+        _openWindow = p.openWindow;
+        _maxCommitWindow = p.maxCommitWindow;
+        _reportWindow = p.reportWindow;
+        _challengeWindow = p.challengeWindow;
+        _disputeWindow = p.disputeWindow;
+        _maxVerifierDraws = p.maxVerifierDraws;
+    }
+
+    // ------------------------------------------------------------------ views
+
+    /// @inheritdoc IJobMarket
+    function params() external view returns (MarketParams memory) {
+        return MarketParams({
+            minSolverBond: _minSolverBond,
+            solverBondBps: _solverBondBps,
+            minVerifierBond: _minVerifierBond,
+            verifierBondBps: _verifierBondBps,
+            timeoutSlashBps: _timeoutSlashBps,
+            openWindow: _openWindow,
+            maxCommitWindow: _maxCommitWindow,
+            reportWindow: _reportWindow,
+            challengeWindow: _challengeWindow,
+            disputeWindow: _disputeWindow,
+            maxVerifierDraws: _maxVerifierDraws
+        });
+    }
+
+    /// @inheritdoc IJobMarket
+    function getJob(uint256 jobId) external view returns (Job memory) {
+        return _job(jobId);
+    }
+
+    /// @inheritdoc IJobMarket
+    function solverBond(uint256 reward) public view returns (uint256) {
+        uint256 scaled = reward * _solverBondBps / BPS;
+        return scaled > _minSolverBond ? scaled : _minSolverBond;
+    }
+
+    /// @inheritdoc IJobMarket
+    function verifierBond(uint256 reward) public view returns (uint256) {
+        uint256 scaled = reward * _verifierBondBps / BPS;
+        return scaled > _minVerifierBond ? scaled : _minVerifierBond;
+    }
+
+    /// @inheritdoc IJobMarket
+    function verifyCheckpoint(uint256 jobId, uint256 index, bytes32 stateHash, bytes32[] calldata proof)
+        external
+        view
+        returns (bool)
+    {
+        Job storage job = _job(jobId);
+        if (index >= job.checkpointCount) return false;
+        return TraceLib.verify(job.traceRoot, index, stateHash, proof);
+    }
+
+    // ------------------------------------------------------------------ lifecycle
+
+    /// @inheritdoc IJobMarket
+    function postJob(bytes32 specCid, uint96 reward, uint96 verifierFee, uint32 commitWindow)
+        external
+        nonReentrant
+        returns (uint256 jobId)
+    {
+        if (specCid == bytes32(0)) revert ZeroCid();
+        if (reward == 0) revert ZeroReward();
+        if (verifierFee == 0) revert ZeroVerifierFee();
+        if (commitWindow == 0 || commitWindow > _maxCommitWindow) {
+            revert InvalidCommitWindow(commitWindow, _maxCommitWindow);
+        }
+        jobId = ++jobCount;
+        uint32 claimDeadline = _after(_openWindow);
+        Job storage job = _jobs[jobId];
+        job.submitter = msg.sender;
+        job.reward = reward;
+        job.verifierFee = verifierFee;
+        job.state = JobState.Open;
+        job.deadline = claimDeadline;
+        // commitWindow <= maxCommitWindow < 2**24 (constructor): fits
+        // forge-lint: disable-next-line(unsafe-typecast)
+        job.commitWindow = uint24(commitWindow);
+        emit JobPosted(jobId, msg.sender, specCid, reward, verifierFee, commitWindow, claimDeadline);
+        token.safeTransferFrom(msg.sender, address(this), uint256(reward) + verifierFee);
+    }
+
+    /// @inheritdoc IJobMarket
+    function claim(uint256 jobId) external {
+        Job storage job = _jobIn(jobId, JobState.Open);
+        if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        uint256 bond = solverBond(job.reward);
+        uint32 deadline = _after(job.commitWindow);
+        job.state = JobState.Claimed;
+        job.deadline = deadline;
+        job.solver = msg.sender;
+        emit JobClaimed(jobId, msg.sender, bond, deadline);
+        stakeManager.lock(msg.sender, Role.Solver, bond);
+    }
+
+    /// @inheritdoc IJobMarket
+    function commit(
+        uint256 jobId,
+        bytes32 traceRoot,
+        uint32 checkpointCount,
+        bytes32 finalModelCid,
+        bytes32 manifestCid
+    ) external {
+        Job storage job = _jobIn(jobId, JobState.Claimed);
+        if (msg.sender != job.solver) revert NotAuthorized(msg.sender);
+        if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        if (traceRoot == bytes32(0) || checkpointCount < 2 || checkpointCount > type(uint24).max) {
+            revert InvalidTrace(traceRoot, checkpointCount);
+        }
+        job.state = JobState.Committed;
+        job.deadline = _blockNumber(); // Committed: the draw anchor block
+        // checkpointCount < 2**24, checked above: fits
+        // forge-lint: disable-next-line(unsafe-typecast)
+        job.checkpointCount = uint24(checkpointCount);
+        job.traceRoot = traceRoot;
+        emit TraceCommitted(jobId, msg.sender, traceRoot, checkpointCount, finalModelCid, manifestCid);
+    }
+
+    /// @inheritdoc IJobMarket
+    function assignVerifier(uint256 jobId) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.Committed);
+        uint256 anchor = job.deadline; // Committed: the draw anchor block
+        // INVARIANT: the draw uses a block hash that did not exist when the trace was committed.
+        if (block.number <= anchor + 1) revert RandomnessNotReady(jobId, anchor + 2);
+        bytes32 entropy = blockhash(anchor + 1);
+        if (entropy == bytes32(0)) {
+            // More than 256 blocks old: anchor to this block, so the seed is again unknown to
+            // everyone (the caller included) until the next block exists.
+            job.deadline = _blockNumber();
+            emit DrawReanchored(jobId, block.number);
+            return;
+        }
+        uint8 draws = job.draws;
+        address previous = job.verifier; // the verifier that just timed out, or address(0)
+        address[] memory exclude = new address[](previous == address(0) ? 2 : 3);
+        exclude[0] = job.solver;
+        exclude[1] = job.submitter;
+        if (previous != address(0)) exclude[2] = previous;
+        uint256 bond = verifierBond(job.reward);
+        address verifier =
+            stakeManager.drawVerifier(keccak256(abi.encode(entropy, jobId, draws)), exclude, bond);
+        if (verifier == address(0)) {
+            _refund(jobId, job, RefundReason.NoEligibleVerifier);
+            return;
+        }
+        uint32 deadline = _after(_reportWindow);
+        job.state = JobState.Verifying;
+        job.deadline = deadline;
+        job.draws = draws + 1; // draws < maxVerifierDraws <= 255: timeoutVerifier refunds at the maximum
+        job.verifier = verifier;
+        emit VerifierAssigned(jobId, verifier, bond, deadline);
+    }
+
+    /// @inheritdoc IJobMarket
+    function report(uint256 jobId, bool passed, bytes32 reportCid) external {
+        Job storage job = _jobIn(jobId, JobState.Verifying);
+        if (msg.sender != job.verifier) revert NotAuthorized(msg.sender);
+        if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        uint32 deadline = _after(passed ? _challengeWindow : _disputeWindow);
+        job.deadline = deadline;
+        if (passed) {
+            job.state = JobState.Verified;
+            emit ReportSubmitted(jobId, msg.sender, true, reportCid, deadline);
+        } else {
+            job.state = JobState.Disputed;
+            job.challenger = msg.sender;
+            emit ReportSubmitted(jobId, msg.sender, false, reportCid, deadline);
+            emit DisputeOpened(jobId, msg.sender, deadline);
+        }
+    }
+
+    /// @inheritdoc IJobMarket
+    function finalize(uint256 jobId) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.Verified);
+        if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
+        _finalize(jobId, job, true);
+    }
+
+    /// @inheritdoc IJobMarket
+    function cancel(uint256 jobId) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.Open);
+        if (msg.sender != job.submitter) revert NotAuthorized(msg.sender);
+        uint256 refund = uint256(job.reward) + job.verifierFee;
+        job.state = JobState.Cancelled;
+        emit JobCancelled(jobId, refund);
+        token.safeTransfer(msg.sender, refund);
+    }
+
+    // ------------------------------------------------------------------ timeouts (anyone)
+
+    /// @inheritdoc IJobMarket
+    function expire(uint256 jobId) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.Open);
+        if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
+        _refund(jobId, job, RefundReason.Expired);
+    }
+
+    /// @inheritdoc IJobMarket
+    function timeoutSolver(uint256 jobId) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.Claimed);
+        if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
+        address solver = job.solver;
+        uint256 bond = solverBond(job.reward);
+        uint256 slashed = bond * _timeoutSlashBps / BPS;
+        emit SolverTimedOut(jobId, solver, slashed);
+        _releaseBond(solver, Role.Solver, bond, slashed, job.submitter);
+        job.solver = address(0);
+        _reopen(jobId, job);
+    }
+
+    /// @inheritdoc IJobMarket
+    function timeoutVerifier(uint256 jobId) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.Verifying);
+        if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
+        address verifier = job.verifier;
+        uint256 bond = verifierBond(job.reward);
+        uint256 slashed = bond * _timeoutSlashBps / BPS;
+        emit VerifierTimedOut(jobId, verifier, slashed);
+        _releaseBond(verifier, Role.Verifier, bond, slashed, job.solver);
+        // Back to Committed (the verifier holds no bond any more); job.verifier stays set so the
+        // next draw excludes it.
+        job.state = JobState.Committed;
+        if (job.draws >= _maxVerifierDraws) {
+            _refund(jobId, job, RefundReason.VerifierDrawsExhausted);
+            return;
+        }
+        job.deadline = _blockNumber();
+        emit DrawReanchored(jobId, block.number);
+    }
+
+    /// @inheritdoc IJobMarket
+    function timeoutDispute(uint256 jobId) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.Disputed);
+        if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
+        // No verdict, no slashing: both bonds are released in full.
+        _refund(jobId, job, RefundReason.DisputeTimedOut);
+    }
+
+    // ------------------------------------------------------------------ dispute game only
+
+    /// @inheritdoc IJobMarket
+    function openDispute(uint256 jobId, address challenger) external {
+        if (msg.sender != disputeGame) revert NotAuthorized(msg.sender);
+        Job storage job = _jobIn(jobId, JobState.Verified);
+        if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        uint32 deadline = _after(_disputeWindow);
+        job.state = JobState.Disputed;
+        job.deadline = deadline;
+        job.challenger = challenger;
+        emit DisputeOpened(jobId, challenger, deadline);
+    }
+
+    /// @inheritdoc IJobMarket
+    function resolveDispute(uint256 jobId, bool solverWon, bool verifierSlashed, address slashRecipient)
+        external
+        nonReentrant
+    {
+        if (msg.sender != disputeGame) revert NotAuthorized(msg.sender);
+        Job storage job = _jobIn(jobId, JobState.Disputed);
+        emit DisputeResolved(jobId, solverWon, verifierSlashed);
+        if (solverWon) {
+            if (verifierSlashed) {
+                stakeManager.slash(job.verifier, Role.Verifier, verifierBond(job.reward), slashRecipient);
+            }
+            _finalize(jobId, job, !verifierSlashed);
+            return;
+        }
+        uint256 vBond = verifierBond(job.reward);
+        if (verifierSlashed) stakeManager.slash(job.verifier, Role.Verifier, vBond, slashRecipient);
+        else stakeManager.unlock(job.verifier, Role.Verifier, vBond);
+        stakeManager.slash(job.solver, Role.Solver, solverBond(job.reward), slashRecipient);
+        job.solver = address(0);
+        job.verifier = address(0);
+        _reopen(jobId, job);
+    }
+
+    // ------------------------------------------------------------------ wiring
+
+    /// @inheritdoc IJobMarket
+    function setDisputeGame(address game) external {
+        if (msg.sender != wiringAdmin) revert NotAuthorized(msg.sender);
+        // INVARIANT: the dispute game is fixed once.
+        if (wired) revert AlreadyWired();
+        wired = true;
+        disputeGame = game;
+        emit DisputeGameSet(game);
+    }
+
+    // ------------------------------------------------------------------ internals
+
+    function _job(uint256 jobId) private view returns (Job storage job) {
+        job = _jobs[jobId];
+        if (job.state == JobState.None) revert UnknownJob(jobId);
+    }
+
+    function _jobIn(uint256 jobId, JobState want) private view returns (Job storage job) {
+        job = _job(jobId);
+        if (job.state != want) revert WrongState(jobId, job.state, want);
+    }
+
+    /// Now plus a window (<= 365 days), as a uint32 timestamp (reverts after 2106).
+    function _after(uint256 window) private view returns (uint32) {
+        return SafeCast.toUint32(block.timestamp + window);
+    }
+
+    function _blockNumber() private view returns (uint32) {
+        return SafeCast.toUint32(block.number);
+    }
+
+    /// Pays the solver the reward and the verifier its fee (or the submitter, when `payVerifier` is
+    /// false because the verifier's bond was slashed), releases the bonds still locked, ends Finalized.
+    function _finalize(uint256 jobId, Job storage job, bool payVerifier) private {
+        // INVARIANT: a job settles once (callers require Verified or Disputed, both non-final).
+        job.state = JobState.Finalized;
+        address solver = job.solver;
+        address verifier = job.verifier;
+        uint256 reward = job.reward;
+        uint256 fee = job.verifierFee;
+        emit JobFinalized(jobId, solver, verifier, reward, payVerifier ? fee : 0);
+        stakeManager.unlock(solver, Role.Solver, solverBond(reward));
+        if (payVerifier) stakeManager.unlock(verifier, Role.Verifier, verifierBond(reward));
+        token.safeTransfer(solver, reward);
+        token.safeTransfer(payVerifier ? verifier : job.submitter, fee);
+    }
+
+    /// Ends the job Refunded: escrow back to the submitter, every bond still locked released.
+    function _refund(uint256 jobId, Job storage job, RefundReason reason) private {
+        JobState state = job.state;
+        // INVARIANT: a job settles once (callers pass a non-final job).
+        job.state = JobState.Refunded;
+        uint256 refund = uint256(job.reward) + job.verifierFee;
+        emit JobRefunded(jobId, reason, refund);
+        // The solver's bond is locked from claim until settlement (every non-final state but Open).
+        if (state != JobState.Open) {
+            stakeManager.unlock(job.solver, Role.Solver, solverBond(job.reward));
+        }
+        // The verifier's bond is locked while Verifying, Verified and Disputed.
+        if (state == JobState.Verifying || state == JobState.Verified || state == JobState.Disputed) {
+            stakeManager.unlock(job.verifier, Role.Verifier, verifierBond(job.reward));
+        }
+        token.safeTransfer(job.submitter, refund);
+    }
+
+    /// Back to Open for another solver with a fresh claim window; the trace and any dispute are
+    /// cleared. Callers have settled the solver (and verifier) bonds and cleared those addresses.
+    function _reopen(uint256 jobId, Job storage job) private {
+        uint32 claimDeadline = _after(_openWindow);
+        job.state = JobState.Open;
+        job.deadline = claimDeadline;
+        job.draws = 0;
+        job.checkpointCount = 0;
+        delete job.traceRoot;
+        delete job.challenger;
+        emit JobReopened(jobId, claimDeadline);
+    }
+
+    /// Slashes `slashed` of a locked `bond` to `recipient` and unlocks the rest.
+    function _releaseBond(address account, Role role, uint256 bond, uint256 slashed, address recipient) private {
+        if (slashed != 0) stakeManager.slash(account, role, slashed, recipient);
+        if (bond != slashed) stakeManager.unlock(account, role, bond - slashed);
+    }
+}

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+/// @notice The staking roles. A stake is held per (account, role); each role has its own minimum.
+enum Role {
+    Solver,
+    Verifier,
+    Whistleblower
+}
+
+/// @notice Lifecycle of a job (docs/contracts.md has the transition table).
+/// @dev `None` is the zero value of an unknown job id. `Open` is also the state of a reopened job.
+///      Final states: Finalized, Cancelled, Refunded.
+enum JobState {
+    None,
+    Open,
+    Claimed,
+    Committed,
+    Verifying,
+    Verified,
+    Disputed,
+    Finalized,
+    Cancelled,
+    Refunded
+}
+
+/// @notice Why a job ended refunded (the escrow went back to the submitter, bonds were released).
+enum RefundReason {
+    Expired,
+    NoEligibleVerifier,
+    VerifierDrawsExhausted,
+    DisputeTimedOut
+}
+
+/// @notice One account's stake in one role.
+/// @dev `staked` includes `locked`; `free = staked - locked`. `unbonding` left `staked` on
+///      requestUnstake and is withdrawable at `releaseAt`; it can no longer be locked or slashed.
+///      Slot 0: staked | locked | releaseAt (232 bits); slot 1: unbonding.
+struct StakeInfo {
+    uint96 staked;
+    uint96 locked;
+    uint40 releaseAt;
+    uint96 unbonding;
+}
+
+/// @notice A job, packed into 4 storage slots (5 once disputed). postJob creates slots 0-2, commit
+///         slot 3; every other write updates a slot that is already non-zero.
+/// @dev specCid, finalModelCid, manifestCid and reportCid are not stored: they are in the JobPosted,
+///      TraceCommitted and ReportSubmitted events (jobId is indexed). Bonds are not stored: they are
+///      a pure function of `reward` and the immutable parameters (JobMarket.solverBond / verifierBond).
+///      Timestamps are uint32 seconds (valid until 2106).
+struct Job {
+    // slot 0: postJob writes reward, claim writes solver
+    address solver;
+    uint96 reward;
+    // slot 1: postJob writes verifierFee, assignVerifier writes verifier
+    /// The drawn verifier; back in Committed after a verifier timeout it still names the verifier
+    /// that timed out (excluded from the next draw, its bond already settled).
+    address verifier;
+    uint96 verifierFee;
+    // slot 2: postJob, then every transition
+    address submitter;
+    JobState state;
+    /// Deadline (unix seconds) of the current phase: Open: claim by; Claimed: commit by;
+    /// Verifying: report by; Verified: end of the challenge window; Disputed: resolve by.
+    /// Committed has no deadline: there it holds the anchor BLOCK NUMBER of the verifier draw,
+    /// which is seeded by blockhash(deadline + 1).
+    uint32 deadline;
+    uint8 draws; // verifier draws made since the last commit
+    uint24 commitWindow; // seconds a solver has from its claim to its commit
+    uint24 checkpointCount; // leaves in the trace tree (checkpoint 0 is the initial state)
+    // slot 3: written by commit
+    bytes32 traceRoot;
+    // slot 4: written only when a dispute opens
+    address challenger;
+}
+
+/// @notice JobMarket deployment parameters, all immutable. Amounts in token base units,
+///         windows in seconds (each at most 365 days), shares in basis points (1e4 = 100%).
+struct MarketParams {
+    uint96 minSolverBond; // solver bond = max(minSolverBond, reward * solverBondBps / 1e4)
+    uint16 solverBondBps;
+    uint96 minVerifierBond; // verifier bond = max(minVerifierBond, reward * verifierBondBps / 1e4)
+    uint16 verifierBondBps;
+    uint16 timeoutSlashBps; // share of a silent party's bond slashed by a timeout
+    uint32 openWindow; // a job accepts claims for this long after it is posted or reopened
+    uint32 maxCommitWindow; // upper bound on the commit window a submitter asks for (< 2**24)
+    uint32 reportWindow; // time a drawn verifier has to report
+    uint32 challengeWindow; // time after a passing report during which a dispute may open
+    uint32 disputeWindow; // time the dispute game has to resolve; then the job ends refunded
+    uint8 maxVerifierDraws; // verifier draws per job before it ends refunded
+}

@@ -1,0 +1,117 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
+import {Role, StakeInfo} from "../Types.sol";
+
+/// @title Stakes per role, unbonding, and the protocol's lock / unlock / slash / verifier draw.
+/// @notice Anyone stakes; only the protocol contracts (authorized once, at deployment wiring) lock,
+///         unlock and slash. Locked stake can never leave except by slash.
+///         Locks and unlocks emit no event here: the protocol contract's own event names the bond
+///         (JobMarket: JobClaimed, VerifierAssigned, JobFinalized, ...); slashes emit StakeSlashed.
+interface IStakeManager {
+    // ------------------------------------------------------------------ events
+
+    /// @notice `account` added `amount` to its `role` stake, which is now `total`.
+    event Staked(address indexed account, Role indexed role, uint256 amount, uint256 total);
+    /// @notice `amount` left the `role` stake of `account` and is withdrawable at `releaseAt`.
+    event UnstakeRequested(address indexed account, Role indexed role, uint256 amount, uint256 releaseAt);
+    /// @notice `account` withdrew its unbonded `amount`.
+    event Withdrawn(address indexed account, Role indexed role, uint256 amount);
+    /// @notice A protocol contract slashed `amount` of locked stake, paid to `recipient`.
+    event StakeSlashed(address indexed account, Role indexed role, uint256 amount, address indexed recipient);
+    /// @notice The one-shot wiring named the protocol contracts.
+    event ProtocolsAuthorized(address[] protocols);
+
+    // ------------------------------------------------------------------ errors
+
+    /// @notice The caller may not do this (not the wiring admin, or not a protocol contract).
+    error NotAuthorized(address caller);
+    /// @notice `authorize` was already called.
+    error AlreadyWired();
+    /// @notice A zero amount or an empty protocol list.
+    error ZeroAmount();
+    /// @notice A zero address where a contract is needed.
+    error ZeroAddress();
+    /// @notice Staking would leave `stake` above zero but below the role's `minimum`.
+    error StakeBelowMinimum(address account, Role role, uint256 stake, uint256 minimum);
+    /// @notice Not enough stake: lock / unstake beyond free stake (have = free, need = amount), or a
+    ///         lock on an account whose total stake is below the role minimum (have = stake, need = minimum).
+    error InsufficientStake(address account, Role role, uint256 have, uint256 need);
+    /// @notice Unlock or slash of more than is locked.
+    error InsufficientLocked(address account, Role role, uint256 locked, uint256 amount);
+    /// @notice withdraw with nothing unbonding.
+    error NothingToWithdraw(address account, Role role);
+    /// @notice withdraw before the unbonding delay elapsed.
+    error UnbondingNotElapsed(address account, Role role, uint256 releaseAt);
+    /// @notice All verifier slots are taken by staked verifiers.
+    error TooManyVerifiers(uint256 max);
+    /// @notice A draw was given more excluded accounts than it accepts.
+    error TooManyExcluded(uint256 count, uint256 max);
+    /// @notice A constructor parameter is out of range.
+    error InvalidParameter(bytes32 name);
+
+    // ------------------------------------------------------------------ views
+
+    /// @notice The staked ERC20.
+    function token() external view returns (IERC20);
+    /// @notice The deployer, allowed to call `authorize` once.
+    function wiringAdmin() external view returns (address);
+    /// @notice True once `authorize` has been called.
+    function wired() external view returns (bool);
+    /// @notice True for the protocol contracts named at wiring.
+    function isProtocol(address account) external view returns (bool);
+    /// @notice Minimum total stake for `role` to be locked against (eligible).
+    function minStake(Role role) external view returns (uint256);
+    /// @notice Seconds between requestUnstake and withdraw.
+    function unbondingDelay() external view returns (uint256);
+    /// @notice Maximum number of verifiers staked at once (slots of the draw tree).
+    function MAX_VERIFIERS() external view returns (uint256);
+    /// @notice Maximum candidates a draw tries before giving up (a drawn verifier without free stake
+    ///         for the bond is excluded and the draw repeats).
+    function MAX_DRAW_TRIES() external view returns (uint256);
+    /// @notice Maximum length of the `exclude` list of a draw.
+    function MAX_EXCLUDED() external view returns (uint256);
+    /// @notice The full stake record of `account` in `role`.
+    function stakeOf(address account, Role role) external view returns (StakeInfo memory);
+    /// @notice staked - locked.
+    function freeStake(address account, Role role) external view returns (uint256);
+    /// @notice True when the total `role` stake of `account` meets the role minimum.
+    function isEligible(address account, Role role) external view returns (bool);
+    /// @notice Draw weight of a verifier: its verifier stake if eligible, else 0.
+    function verifierWeight(address account) external view returns (uint256);
+    /// @notice Sum of all verifier weights.
+    function totalVerifierWeight() external view returns (uint256);
+    /// @notice Number of verifier slots ever used (the tree size; free slots are reused).
+    function verifierSlotCount() external view returns (uint256);
+
+    // ------------------------------------------------------------------ anyone
+
+    /// @notice Add `amount` (pulled with transferFrom) to the caller's `role` stake; the result must
+    ///         meet the role minimum.
+    function stake(Role role, uint96 amount) external;
+    /// @notice Move `amount` of free stake to unbonding (withdrawable after `unbondingDelay`; the
+    ///         release time of anything already unbonding moves too). The stake left must be 0 or
+    ///         at least the minimum.
+    function requestUnstake(Role role, uint96 amount) external;
+    /// @notice Pay out the unbonded amount after its release time.
+    function withdraw(Role role) external returns (uint256 amount);
+
+    // ------------------------------------------------------------------ wiring
+
+    /// @notice Name the protocol contracts. Only the wiring admin, only once.
+    function authorize(address[] calldata protocols) external;
+
+    // ------------------------------------------------------------------ protocol contracts only
+
+    /// @notice Lock `amount` of free stake of an eligible `account`.
+    function lock(address account, Role role, uint256 amount) external;
+    /// @notice Release `amount` of locked stake.
+    function unlock(address account, Role role, uint256 amount) external;
+    /// @notice Take `amount` of locked stake and transfer it to `recipient`.
+    function slash(address account, Role role, uint256 amount, address recipient) external;
+    /// @notice Draw an eligible verifier with probability proportional to its weight, never one in
+    ///         `exclude` nor one without `bond` of free stake, and lock its bond. Returns
+    ///         address(0) when no candidate is found within MAX_DRAW_TRIES. O(log n) per try.
+    function drawVerifier(bytes32 seed, address[] calldata exclude, uint256 bond) external returns (address verifier);
+}

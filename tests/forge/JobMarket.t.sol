@@ -1,0 +1,712 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {Fixture} from "./utils/Fixture.sol";
+import {JobMarket} from "../../contracts/JobMarket.sol";
+import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
+import {IStakeManager} from "../../contracts/interfaces/IStakeManager.sol";
+import {StakeManager} from "../../contracts/StakeManager.sol";
+import {VeriToken} from "../../contracts/VeriToken.sol";
+import {Job, JobState, MarketParams, RefundReason, Role} from "../../contracts/Types.sol";
+import {TraceLib} from "../../contracts/libraries/TraceLib.sol";
+import {IERC20Errors} from "@openzeppelin/contracts/interfaces/draft-IERC6093.sol";
+
+contract JobMarketTest is Fixture {
+    uint256 internal constant SOLVER_BOND = 50 ether; // max(10, 100 * 50%)
+    uint256 internal constant VERIFIER_BOND = 20 ether; // max(5, 100 * 20%)
+
+    function setUp() public {
+        _setUpActors();
+    }
+
+    // ------------------------------------------------------------------ construction, parameters, wiring
+
+    function test_params_are_readable() public view {
+        MarketParams memory p = market.params();
+        MarketParams memory want = _params();
+        assertEq(keccak256(abi.encode(p)), keccak256(abi.encode(want)), "params round-trip");
+        assertEq(market.solverBond(REWARD), SOLVER_BOND, "solver bond");
+        assertEq(market.verifierBond(REWARD), VERIFIER_BOND, "verifier bond");
+        assertEq(market.solverBond(1 ether), 10 ether, "solver bond floor");
+        assertEq(market.verifierBond(1 ether), 5 ether, "verifier bond floor");
+        assertEq(address(market.stakeManager()), address(stakes), "stake manager");
+        assertEq(address(market.token()), address(token), "token");
+        assertEq(market.disputeGame(), game, "game");
+        assertTrue(market.wired(), "wired");
+    }
+
+    function test_constructor_rejects_bad_params() public {
+        MarketParams memory p = _params();
+        p.timeoutSlashBps = 10_001;
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "timeoutSlashBps"));
+        new JobMarket(token, stakes, p);
+        p = _params();
+        p.maxVerifierDraws = 0;
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "maxVerifierDraws"));
+        new JobMarket(token, stakes, p);
+        p = _params();
+        p.reportWindow = 0;
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "reportWindow"));
+        new JobMarket(token, stakes, p);
+        VeriToken other = new VeriToken(1);
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "token"));
+        new JobMarket(other, stakes, _params());
+    }
+
+    function test_set_dispute_game_once_by_admin() public {
+        vm.expectRevert(IJobMarket.AlreadyWired.selector);
+        market.setDisputeGame(stranger);
+        JobMarket fresh = new JobMarket(token, stakes, _params());
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, stranger));
+        fresh.setDisputeGame(stranger);
+        vm.expectEmit(true, false, false, false, address(fresh));
+        emit IJobMarket.DisputeGameSet(address(0));
+        fresh.setDisputeGame(address(0));
+        assertTrue(fresh.wired(), "wired with no game");
+    }
+
+    function test_unauthorized_market_cannot_lock() public {
+        JobMarket rogue = new JobMarket(token, stakes, _params());
+        vm.prank(submitter);
+        token.approve(address(rogue), type(uint256).max);
+        vm.prank(submitter);
+        uint256 jobId = rogue.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW);
+        vm.prank(solver);
+        vm.expectRevert(abi.encodeWithSelector(IStakeManager.NotAuthorized.selector, address(rogue)));
+        rogue.claim(jobId);
+    }
+
+    // ------------------------------------------------------------------ postJob
+
+    function test_post_escrows_and_emits() public {
+        uint256 before = _bal(submitter);
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.JobPosted(1, submitter, SPEC, REWARD, FEE, COMMIT_WINDOW, uint32(block.timestamp + 1 days));
+        uint256 jobId = _post();
+        assertEq(jobId, 1, "first id");
+        assertEq(market.jobCount(), 1, "count");
+        assertEq(_bal(submitter), before - REWARD - FEE, "paid");
+        assertEq(_bal(address(market)), REWARD + FEE, "escrowed");
+        Job memory job = market.getJob(jobId);
+        assertEq(job.submitter, submitter, "submitter");
+        assertEq(job.reward, REWARD, "reward");
+        assertEq(job.verifierFee, FEE, "fee");
+        assertEq(job.commitWindow, COMMIT_WINDOW, "window");
+        assertEq(uint8(job.state), uint8(JobState.Open), "open");
+    }
+
+    function _expectPostRevert(bytes memory err, bytes32 spec, uint96 reward, uint96 fee, uint32 window) internal {
+        uint256 before = _bal(submitter);
+        vm.prank(submitter);
+        vm.expectRevert(err);
+        market.postJob(spec, reward, fee, window);
+        assertEq(_bal(submitter), before, "no balance change");
+        assertEq(market.jobCount(), 0, "no job");
+    }
+
+    function test_post_bad_inputs_revert_and_move_nothing() public {
+        _expectPostRevert(abi.encodeWithSelector(IJobMarket.ZeroReward.selector), SPEC, 0, FEE, COMMIT_WINDOW);
+        _expectPostRevert(abi.encodeWithSelector(IJobMarket.ZeroVerifierFee.selector), SPEC, REWARD, 0, COMMIT_WINDOW);
+        _expectPostRevert(abi.encodeWithSelector(IJobMarket.ZeroCid.selector), bytes32(0), REWARD, FEE, COMMIT_WINDOW);
+        _expectPostRevert(
+            abi.encodeWithSelector(IJobMarket.InvalidCommitWindow.selector, 0, 7 days), SPEC, REWARD, FEE, 0
+        );
+        _expectPostRevert(
+            abi.encodeWithSelector(IJobMarket.InvalidCommitWindow.selector, 7 days + 1, 7 days),
+            SPEC,
+            REWARD,
+            FEE,
+            7 days + 1
+        );
+    }
+
+    function test_post_without_allowance_reverts() public {
+        vm.prank(submitter);
+        token.approve(address(market), 0);
+        _expectPostRevert(
+            abi.encodeWithSelector(
+                IERC20Errors.ERC20InsufficientAllowance.selector, address(market), 0, uint256(REWARD) + FEE
+            ),
+            SPEC,
+            REWARD,
+            FEE,
+            COMMIT_WINDOW
+        );
+    }
+
+    function testFuzz_post_escrows_exactly(uint96 reward, uint96 fee, uint32 window) public {
+        reward = uint96(bound(reward, 1, FUND / 2));
+        fee = uint96(bound(fee, 1, FUND / 2));
+        window = uint32(bound(window, 1, 7 days));
+        vm.prank(submitter);
+        uint256 jobId = market.postJob(SPEC, reward, fee, window);
+        assertEq(_bal(address(market)), uint256(reward) + fee, "escrow");
+        assertEq(market.getJob(jobId).commitWindow, window, "window");
+    }
+
+    // ------------------------------------------------------------------ unknown job ids
+
+    function testFuzz_unknown_job_reverts_everywhere(uint256 jobId) public {
+        vm.assume(jobId != 1);
+        _post();
+        bytes memory err = abi.encodeWithSelector(IJobMarket.UnknownJob.selector, jobId);
+        vm.expectRevert(err);
+        market.getJob(jobId);
+        vm.expectRevert(err);
+        market.claim(jobId);
+        vm.expectRevert(err);
+        market.commit(jobId, ROOT, 2, MODEL, MANIFEST);
+        vm.expectRevert(err);
+        market.assignVerifier(jobId);
+        vm.expectRevert(err);
+        market.report(jobId, true, REPORT);
+        vm.expectRevert(err);
+        market.finalize(jobId);
+        vm.expectRevert(err);
+        market.cancel(jobId);
+        vm.expectRevert(err);
+        market.expire(jobId);
+        vm.expectRevert(err);
+        market.timeoutSolver(jobId);
+        vm.expectRevert(err);
+        market.timeoutVerifier(jobId);
+        vm.expectRevert(err);
+        market.timeoutDispute(jobId);
+        vm.expectRevert(err);
+        market.verifyCheckpoint(jobId, 0, bytes32(0), new bytes32[](0));
+    }
+
+    // ------------------------------------------------------------------ claim
+
+    function test_claim_locks_solver_bond() public {
+        uint256 jobId = _post();
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.JobClaimed(jobId, solver, SOLVER_BOND, uint32(block.timestamp + COMMIT_WINDOW));
+        vm.prank(solver);
+        market.claim(jobId);
+        assertEq(_locked(solver, Role.Solver), SOLVER_BOND, "bond locked");
+        Job memory job = market.getJob(jobId);
+        assertEq(job.solver, solver, "solver");
+        assertEq(uint8(job.state), uint8(JobState.Claimed), "claimed");
+        assertEq(job.deadline, block.timestamp + COMMIT_WINDOW, "deadline");
+    }
+
+    function test_claim_twice_reverts() public {
+        uint256 jobId = _claimed();
+        vm.prank(solver2);
+        vm.expectRevert(
+            abi.encodeWithSelector(IJobMarket.WrongState.selector, jobId, JobState.Claimed, JobState.Open)
+        );
+        market.claim(jobId);
+        assertEq(_locked(solver2, Role.Solver), 0, "loser locks nothing");
+    }
+
+    function test_claim_without_stake_reverts() public {
+        uint256 jobId = _post();
+        vm.prank(stranger);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IStakeManager.InsufficientStake.selector, stranger, Role.Solver, 0, MIN_SOLVER_STAKE
+            )
+        );
+        market.claim(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Open), "still open");
+    }
+
+    function test_claim_beyond_free_stake_reverts() public {
+        _stake(stranger, Role.Solver, 120 ether);
+        uint256 a = _post();
+        uint256 b = _post();
+        uint256 c = _post();
+        vm.startPrank(stranger);
+        market.claim(a);
+        market.claim(b);
+        vm.expectRevert(
+            abi.encodeWithSelector(
+                IStakeManager.InsufficientStake.selector, stranger, Role.Solver, 20 ether, SOLVER_BOND
+            )
+        );
+        market.claim(c);
+        vm.stopPrank();
+    }
+
+    function test_claim_after_expiry_reverts() public {
+        uint256 jobId = _post();
+        uint256 expiresAt = market.getJob(jobId).deadline;
+        vm.warp(expiresAt + 1);
+        vm.prank(solver);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlinePassed.selector, jobId, expiresAt));
+        market.claim(jobId);
+    }
+
+    // ------------------------------------------------------------------ commit
+
+    function test_commit_records_trace() public {
+        uint256 jobId = _claimed();
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.TraceCommitted(jobId, solver, ROOT, 11, MODEL, MANIFEST);
+        vm.prank(solver);
+        market.commit(jobId, ROOT, 11, MODEL, MANIFEST);
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Committed), "committed");
+        assertEq(job.traceRoot, ROOT, "root");
+        assertEq(job.checkpointCount, 11, "count");
+        assertEq(job.deadline, block.number, "Committed: deadline holds the draw anchor block");
+    }
+
+    function test_commit_access_deadline_and_input_checks() public {
+        uint256 jobId = _claimed();
+        vm.prank(solver2);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, solver2));
+        market.commit(jobId, ROOT, 11, MODEL, MANIFEST);
+        vm.startPrank(solver);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidTrace.selector, bytes32(0), 11));
+        market.commit(jobId, bytes32(0), 11, MODEL, MANIFEST);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidTrace.selector, ROOT, 1));
+        market.commit(jobId, ROOT, 1, MODEL, MANIFEST);
+        uint256 deadline = market.getJob(jobId).deadline;
+        vm.warp(deadline + 1);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlinePassed.selector, jobId, deadline));
+        market.commit(jobId, ROOT, 11, MODEL, MANIFEST);
+        vm.stopPrank();
+        uint256 open = _post();
+        vm.prank(solver);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.WrongState.selector, open, JobState.Open, JobState.Claimed));
+        market.commit(open, ROOT, 11, MODEL, MANIFEST);
+    }
+
+    // ------------------------------------------------------------------ assignVerifier
+
+    function test_assign_needs_a_later_block() public {
+        uint256 jobId = _committed();
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.RandomnessNotReady.selector, jobId, block.number + 2));
+        market.assignVerifier(jobId);
+        vm.roll(block.number + 1);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.RandomnessNotReady.selector, jobId, block.number + 1));
+        market.assignVerifier(jobId);
+    }
+
+    function test_assign_draws_a_verifier_and_locks_its_bond() public {
+        (uint256 jobId, address verifier) = _verifying();
+        assertTrue(verifier == verifier1 || verifier == verifier2 || verifier == verifier3, "a staked verifier");
+        assertEq(_locked(verifier, Role.Verifier), VERIFIER_BOND, "bond locked");
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Verifying), "verifying");
+        assertEq(job.deadline, block.timestamp + 1 hours, "report deadline");
+        assertEq(job.draws, 1, "one draw");
+    }
+
+    function testFuzz_assign_never_draws_solver_or_submitter(bytes32 entropy) public {
+        // The solver and the submitter are also the heaviest verifiers.
+        _stake(solver, Role.Verifier, 5000 ether);
+        _stake(submitter, Role.Verifier, 5000 ether);
+        uint256 jobId = _committed();
+        vm.roll(block.number + 2);
+        vm.setBlockhash(uint256(market.getJob(jobId).deadline) + 1, entropy);
+        market.assignVerifier(jobId);
+        address verifier = market.getJob(jobId).verifier;
+        assertTrue(verifier != solver && verifier != submitter && verifier != address(0), "excluded");
+    }
+
+    function test_assign_reanchors_after_256_blocks() public {
+        uint256 jobId = _committed();
+        vm.roll(block.number + 300);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.DrawReanchored(jobId, block.number);
+        market.assignVerifier(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Committed), "still committed");
+        assertEq(market.getJob(jobId).deadline, block.number, "re-anchored");
+        vm.roll(block.number + 2);
+        market.assignVerifier(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Verifying), "assigned");
+    }
+
+    function test_assign_with_no_eligible_verifier_refunds() public {
+        // Only verifier1..3 are verifiers; lock all their free stake elsewhere.
+        vm.startPrank(game);
+        stakes.lock(verifier1, Role.Verifier, 100 ether);
+        stakes.lock(verifier2, Role.Verifier, 200 ether);
+        stakes.lock(verifier3, Role.Verifier, 300 ether);
+        vm.stopPrank();
+        uint256 submitterBefore = _bal(submitter);
+        uint256 jobId = _committed();
+        vm.roll(block.number + 2);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.JobRefunded(jobId, RefundReason.NoEligibleVerifier, uint256(REWARD) + FEE);
+        market.assignVerifier(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Refunded), "refunded");
+        assertEq(_bal(submitter), submitterBefore, "escrow back");
+        assertEq(_locked(solver, Role.Solver), 0, "solver bond released");
+        assertEq(_bal(address(market)), 0, "nothing held");
+    }
+
+    // ------------------------------------------------------------------ report
+
+    function test_report_pass_opens_challenge_window() public {
+        (uint256 jobId, address verifier) = _verifying();
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.ReportSubmitted(jobId, verifier, true, REPORT, uint32(block.timestamp + 1 hours));
+        vm.prank(verifier);
+        market.report(jobId, true, REPORT);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "verified");
+    }
+
+    function test_report_fail_opens_dispute() public {
+        (uint256 jobId, address verifier) = _verifying();
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.DisputeOpened(jobId, verifier, uint32(block.timestamp + 1 days));
+        vm.prank(verifier);
+        market.report(jobId, false, REPORT);
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Disputed), "disputed");
+        assertEq(job.challenger, verifier, "verifier challenges");
+    }
+
+    function test_report_access_and_deadline() public {
+        (uint256 jobId, address verifier) = _verifying();
+        vm.prank(solver);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, solver));
+        market.report(jobId, true, REPORT);
+        uint256 deadline = market.getJob(jobId).deadline;
+        vm.warp(deadline + 1);
+        vm.prank(verifier);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlinePassed.selector, jobId, deadline));
+        market.report(jobId, true, REPORT);
+    }
+
+    // ------------------------------------------------------------------ finalize
+
+    function test_finalize_pays_everyone_and_releases_bonds() public {
+        uint256 submitterBefore = _bal(submitter);
+        (uint256 jobId, address verifier) = _verified();
+        uint256 solverBefore = _bal(solver);
+        uint256 verifierBefore = _bal(verifier);
+        vm.warp(block.timestamp + 1 hours + 1);
+        vm.expectEmit(true, true, true, true, address(market));
+        emit IJobMarket.JobFinalized(jobId, solver, verifier, REWARD, FEE);
+        vm.prank(stranger);
+        market.finalize(jobId);
+        assertEq(_bal(solver), solverBefore + REWARD, "solver paid");
+        assertEq(_bal(verifier), verifierBefore + FEE, "verifier paid");
+        assertEq(_bal(submitter), submitterBefore - REWARD - FEE, "submitter paid once");
+        assertEq(_locked(solver, Role.Solver), 0, "solver bond released");
+        assertEq(_locked(verifier, Role.Verifier), 0, "verifier bond released");
+        assertEq(_bal(address(market)), 0, "escrow empty");
+        assertEq(uint8(_state(jobId)), uint8(JobState.Finalized), "finalized");
+    }
+
+    function test_finalize_before_window_reverts() public {
+        (uint256 jobId,) = _verified();
+        uint256 deadline = market.getJob(jobId).deadline;
+        vm.warp(deadline);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlineNotReached.selector, jobId, deadline));
+        market.finalize(jobId);
+    }
+
+    function test_double_finalize_reverts_and_pays_nothing() public {
+        (uint256 jobId,) = _verified();
+        vm.warp(block.timestamp + 1 hours + 1);
+        market.finalize(jobId);
+        uint256 solverBefore = _bal(solver);
+        vm.expectRevert(
+            abi.encodeWithSelector(IJobMarket.WrongState.selector, jobId, JobState.Finalized, JobState.Verified)
+        );
+        market.finalize(jobId);
+        assertEq(_bal(solver), solverBefore, "no second payment");
+    }
+
+    // ------------------------------------------------------------------ cancel and expire
+
+    function test_cancel_refunds_open_job() public {
+        uint256 before = _bal(submitter);
+        uint256 jobId = _post();
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, stranger));
+        market.cancel(jobId);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.JobCancelled(jobId, uint256(REWARD) + FEE);
+        vm.prank(submitter);
+        market.cancel(jobId);
+        assertEq(_bal(submitter), before, "refunded");
+        assertEq(uint8(_state(jobId)), uint8(JobState.Cancelled), "cancelled");
+        vm.prank(submitter);
+        vm.expectRevert(
+            abi.encodeWithSelector(IJobMarket.WrongState.selector, jobId, JobState.Cancelled, JobState.Open)
+        );
+        market.cancel(jobId);
+    }
+
+    function test_cancel_after_claim_reverts() public {
+        uint256 jobId = _claimed();
+        vm.prank(submitter);
+        vm.expectRevert(
+            abi.encodeWithSelector(IJobMarket.WrongState.selector, jobId, JobState.Claimed, JobState.Open)
+        );
+        market.cancel(jobId);
+    }
+
+    function test_expire_refunds_unclaimed_job() public {
+        uint256 before = _bal(submitter);
+        uint256 jobId = _post();
+        uint256 expiresAt = market.getJob(jobId).deadline;
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlineNotReached.selector, jobId, expiresAt));
+        market.expire(jobId);
+        vm.warp(expiresAt + 1);
+        vm.prank(stranger);
+        market.expire(jobId);
+        assertEq(_bal(submitter), before, "refunded");
+        assertEq(uint8(_state(jobId)), uint8(JobState.Refunded), "refunded state");
+    }
+
+    // ------------------------------------------------------------------ solver timeout
+
+    function test_silent_solver_is_slashed_and_job_reopens() public {
+        uint256 jobId = _claimed();
+        uint256 deadline = market.getJob(jobId).deadline;
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlineNotReached.selector, jobId, deadline));
+        market.timeoutSolver(jobId);
+        vm.warp(deadline + 1);
+        uint256 submitterBefore = _bal(submitter);
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.SolverTimedOut(jobId, solver, SOLVER_BOND / 2);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.JobReopened(jobId, uint32(block.timestamp + 1 days));
+        vm.prank(stranger);
+        market.timeoutSolver(jobId);
+        assertEq(_bal(submitter), submitterBefore + SOLVER_BOND / 2, "submitter compensated");
+        assertEq(_staked(solver, Role.Solver), 500 ether - SOLVER_BOND / 2, "solver slashed");
+        assertEq(_locked(solver, Role.Solver), 0, "rest released");
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Open), "reopened");
+        assertEq(job.solver, address(0), "solver cleared");
+        // Another solver takes it and finishes.
+        vm.prank(solver2);
+        market.claim(jobId);
+        vm.prank(solver2);
+        market.commit(jobId, ROOT, 3, MODEL, MANIFEST);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Committed), "second solver committed");
+    }
+
+    function test_reopened_job_gets_a_fresh_claim_window_then_expires() public {
+        uint256 before = _bal(submitter);
+        uint256 jobId = _post();
+        vm.warp(market.getJob(jobId).deadline);
+        vm.prank(solver);
+        market.claim(jobId); // last moment
+        vm.warp(block.timestamp + COMMIT_WINDOW + 1);
+        market.timeoutSolver(jobId);
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Open), "reopened");
+        assertEq(job.deadline, block.timestamp + 1 days, "fresh claim window");
+        vm.warp(job.deadline + 1);
+        market.expire(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Refunded), "refunded");
+        assertEq(_bal(submitter), before + SOLVER_BOND / 2, "escrow back plus slash");
+        assertEq(_locked(solver, Role.Solver), 0, "released");
+        assertEq(_bal(address(market)), 0, "nothing held");
+    }
+
+    // ------------------------------------------------------------------ verifier timeout
+
+    function test_silent_verifier_is_slashed_and_redrawn() public {
+        (uint256 jobId, address first) = _verifying();
+        uint256 deadline = market.getJob(jobId).deadline;
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlineNotReached.selector, jobId, deadline));
+        market.timeoutVerifier(jobId);
+        vm.warp(deadline + 1);
+        uint256 solverBefore = _bal(solver);
+        uint256 firstStake = _staked(first, Role.Verifier);
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.VerifierTimedOut(jobId, first, VERIFIER_BOND / 2);
+        market.timeoutVerifier(jobId);
+        assertEq(_bal(solver), solverBefore + VERIFIER_BOND / 2, "solver compensated");
+        assertEq(_staked(first, Role.Verifier), firstStake - VERIFIER_BOND / 2, "verifier slashed");
+        assertEq(_locked(first, Role.Verifier), 0, "rest released");
+        assertEq(uint8(_state(jobId)), uint8(JobState.Committed), "back to draw");
+        vm.roll(block.number + 2);
+        market.assignVerifier(jobId);
+        address second = market.getJob(jobId).verifier;
+        assertTrue(second != first && second != address(0), "a different verifier");
+        vm.prank(second);
+        market.report(jobId, true, REPORT);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "verified by the second");
+    }
+
+    function test_verifier_draws_exhausted_refunds() public {
+        uint256 before = _bal(submitter);
+        (uint256 jobId,) = _verifying();
+        for (uint256 i = 1; i < 3; ++i) {
+            vm.warp(block.timestamp + 1 hours + 1);
+            market.timeoutVerifier(jobId);
+            vm.roll(block.number + 2);
+            market.assignVerifier(jobId);
+        }
+        assertEq(market.getJob(jobId).draws, 3, "three draws");
+        vm.warp(block.timestamp + 1 hours + 1);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.JobRefunded(jobId, RefundReason.VerifierDrawsExhausted, uint256(REWARD) + FEE);
+        market.timeoutVerifier(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Refunded), "refunded");
+        assertEq(_bal(submitter), before, "escrow back");
+        assertEq(_locked(solver, Role.Solver), 0, "solver released");
+        assertEq(_locked(verifier1, Role.Verifier) + _locked(verifier2, Role.Verifier) + _locked(verifier3, Role.Verifier), 0, "verifiers released");
+    }
+
+    // ------------------------------------------------------------------ disputes
+
+    function test_dispute_timeout_refunds_without_slashing() public {
+        uint256 before = _bal(submitter);
+        (uint256 jobId, address verifier) = _disputed();
+        uint256 deadline = market.getJob(jobId).deadline;
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlineNotReached.selector, jobId, deadline));
+        market.timeoutDispute(jobId);
+        vm.warp(deadline + 1);
+        market.timeoutDispute(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Refunded), "refunded");
+        assertEq(_bal(submitter), before, "escrow back");
+        assertEq(_staked(solver, Role.Solver), 500 ether, "solver not slashed");
+        assertEq(_locked(solver, Role.Solver), 0, "solver released");
+        assertEq(_locked(verifier, Role.Verifier), 0, "verifier released");
+    }
+
+    function test_only_the_game_opens_and_resolves_disputes() public {
+        (uint256 jobId,) = _verified();
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, stranger));
+        market.openDispute(jobId, stranger);
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        assertEq(market.getJob(jobId).challenger, stranger, "challenger");
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, stranger));
+        market.resolveDispute(jobId, true, false, stranger);
+    }
+
+    function test_open_dispute_after_window_reverts() public {
+        (uint256 jobId,) = _verified();
+        uint256 deadline = market.getJob(jobId).deadline;
+        vm.warp(deadline + 1);
+        vm.prank(game);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlinePassed.selector, jobId, deadline));
+        market.openDispute(jobId, stranger);
+    }
+
+    function test_resolve_solver_won_finalizes() public {
+        (uint256 jobId, address verifier) = _verified();
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        uint256 solverBefore = _bal(solver);
+        uint256 verifierBefore = _bal(verifier);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.DisputeResolved(jobId, true, false);
+        vm.prank(game);
+        market.resolveDispute(jobId, true, false, game);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Finalized), "finalized");
+        assertEq(_bal(solver), solverBefore + REWARD, "solver paid");
+        assertEq(_bal(verifier), verifierBefore + FEE, "verifier paid");
+        assertEq(_locked(solver, Role.Solver) + _locked(verifier, Role.Verifier), 0, "bonds released");
+    }
+
+    function test_resolve_solver_won_against_failing_verifier_slashes_it() public {
+        uint256 submitterBefore = _bal(submitter);
+        (uint256 jobId, address verifier) = _disputed();
+        uint256 verifierStake = _staked(verifier, Role.Verifier);
+        uint256 gameBefore = _bal(game);
+        vm.prank(game);
+        market.resolveDispute(jobId, true, true, game);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Finalized), "finalized");
+        assertEq(_staked(verifier, Role.Verifier), verifierStake - VERIFIER_BOND, "verifier bond slashed");
+        assertEq(_locked(verifier, Role.Verifier), 0, "nothing left locked");
+        assertEq(_bal(game), gameBefore + VERIFIER_BOND, "slash to recipient");
+        assertEq(_bal(submitter), submitterBefore - REWARD, "fee back to submitter");
+        assertEq(_bal(address(market)), 0, "escrow empty");
+    }
+
+    function test_resolve_solver_lost_slashes_and_reopens() public {
+        (uint256 jobId, address verifier) = _disputed();
+        uint256 gameBefore = _bal(game);
+        vm.prank(game);
+        market.resolveDispute(jobId, false, false, game);
+        assertEq(_staked(solver, Role.Solver), 500 ether - SOLVER_BOND, "solver slashed in full");
+        assertEq(_locked(verifier, Role.Verifier), 0, "honest verifier released");
+        assertEq(_bal(game), gameBefore + SOLVER_BOND, "slash to recipient");
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Open), "reopened");
+        assertEq(job.traceRoot, bytes32(0), "trace cleared");
+        assertEq(job.challenger, address(0), "dispute cleared");
+        assertTrue(!market.verifyCheckpoint(jobId, 0, bytes32(0), new bytes32[](0)), "no trace to verify");
+        assertEq(_bal(address(market)), uint256(REWARD) + FEE, "escrow kept");
+        vm.prank(solver2);
+        market.claim(jobId);
+    }
+
+    function test_resolve_both_slashed_reopens() public {
+        (uint256 jobId, address verifier) = _verified();
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        uint256 gameBefore = _bal(game);
+        vm.prank(game);
+        market.resolveDispute(jobId, false, true, game);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Open), "reopened");
+        assertEq(_bal(game), gameBefore + SOLVER_BOND + VERIFIER_BOND, "both bonds to the recipient");
+        assertEq(_locked(solver, Role.Solver) + _locked(verifier, Role.Verifier), 0, "nothing locked");
+        Job memory job = market.getJob(jobId);
+        assertEq(job.verifier, address(0), "verifier cleared");
+        assertEq(job.solver, address(0), "solver cleared");
+    }
+
+    function test_resolve_requires_disputed() public {
+        (uint256 jobId,) = _verified();
+        vm.prank(game);
+        vm.expectRevert(
+            abi.encodeWithSelector(IJobMarket.WrongState.selector, jobId, JobState.Verified, JobState.Disputed)
+        );
+        market.resolveDispute(jobId, true, false, game);
+    }
+
+    // ------------------------------------------------------------------ verifyCheckpoint
+
+    // Root and proofs from the npm package openzeppelin/merkle-tree 1.0.8, StandardMerkleTree.of(leaves,
+    // ["uint256","bytes32"]) with leaves (i, sha256("state" + i)) for i = 0..4.
+    bytes32 internal constant OZ_ROOT = 0x2015887ea9a89b241898f031b2458de3b9aaa60eb7ace03e55f9d2bb417bce10;
+
+    function _ozCheckpoint() internal returns (uint256 jobId) {
+        jobId = _claimed();
+        vm.prank(solver);
+        market.commit(jobId, OZ_ROOT, 5, MODEL, MANIFEST);
+    }
+
+    function test_verify_checkpoint_accepts_openzeppelin_tree() public {
+        uint256 jobId = _ozCheckpoint();
+        bytes32[] memory proof = new bytes32[](2);
+        proof[0] = 0xb476b1ddb2ee2486c12d1c96ed19ae2359c98024630725d7445774e3759da192;
+        proof[1] = 0xbecfeeb193a93f3dfb317b4a7efccace4b73dffe3f2318bbe34105b019d116e4;
+        bytes32 state2 = 0x0c7e4bc57ad2b7d41133091f979ebe92b79db0df7baf8c5c69e589ea2b80f726;
+        assertTrue(market.verifyCheckpoint(jobId, 2, state2, proof), "leaf 2");
+        assertTrue(!market.verifyCheckpoint(jobId, 2, keccak256("other"), proof), "wrong state hash");
+        assertTrue(!market.verifyCheckpoint(jobId, 3, state2, proof), "wrong index");
+
+        bytes32[] memory proof0 = new bytes32[](3);
+        proof0[0] = 0x3c02e3a3c6adda377669f32c5541de93859e0f43c0da2936048eb175769239d8;
+        proof0[1] = 0xdc1dbac2dad5a232eecd4b7293b295189f725009c1b3615eaa31a8c341b10bde;
+        proof0[2] = 0x3e175f54a4a66184601706d82d6b800ad3f6156420c90bebf925e8aae5adbeb2;
+        bytes32 state0 = 0x290a11a975fd3c956331c2cc4e1becd682c611435af44d336d9260d205166b52;
+        assertTrue(market.verifyCheckpoint(jobId, 0, state0, proof0), "leaf 0");
+    }
+
+    function test_verify_checkpoint_rejects_index_beyond_count() public {
+        // A two-leaf tree whose leaf 4 is genuine, committed with a count of 3.
+        bytes32 a = TraceLib.leaf(4, keccak256("s4"));
+        bytes32 b = TraceLib.leaf(0, keccak256("s0"));
+        bytes32 root = a < b ? keccak256(abi.encode(a, b)) : keccak256(abi.encode(b, a));
+        uint256 jobId = _claimed();
+        vm.prank(solver);
+        market.commit(jobId, root, 3, MODEL, MANIFEST);
+        bytes32[] memory proof = new bytes32[](1);
+        proof[0] = a;
+        assertTrue(market.verifyCheckpoint(jobId, 0, keccak256("s0"), proof), "leaf 0 inside count");
+        proof[0] = b;
+        assertTrue(!market.verifyCheckpoint(jobId, 4, keccak256("s4"), proof), "leaf 4 beyond count");
+    }
+}

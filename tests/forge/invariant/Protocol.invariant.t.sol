@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {Fixture} from "../utils/Fixture.sol";
+import {ProtocolHandler} from "./ProtocolHandler.sol";
+import {StakeManager} from "../../../contracts/StakeManager.sol";
+import {JobMarket} from "../../../contracts/JobMarket.sol";
+import {VeriToken} from "../../../contracts/VeriToken.sol";
+import {Job, JobState, Role, StakeInfo} from "../../../contracts/Types.sol";
+
+/// @notice Invariants of StakeManager + JobMarket under random actors (ProtocolHandler).
+///         fail-on-revert: the handler catches every revert the protocol may give, so any other
+///         revert (a ghost sum underflowing, i.e. more tokens leaving than the rules allow) fails.
+/// forge-config: default.invariant.runs = 32
+/// forge-config: default.invariant.depth = 256
+/// forge-config: default.invariant.fail-on-revert = true
+contract ProtocolInvariantTest is Fixture {
+    ProtocolHandler internal handler;
+
+    function setUp() public {
+        _deploy();
+        handler = new ProtocolHandler(token, stakes, market, game);
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            assertTrue(token.transfer(handler.actor(i), FUND), "funded");
+        }
+        handler.seedStakes();
+    }
+
+    struct FuzzSelector {
+        address addr;
+        bytes4[] selectors;
+    }
+
+    /// @notice Only the handler is fuzzed.
+    function targetContracts() public view returns (address[] memory targets) {
+        targets = new address[](1);
+        targets[0] = address(handler);
+    }
+
+    /// @notice Every handler action but the set-up and the end-of-run liveness driver.
+    function targetSelectors() public view returns (FuzzSelector[] memory targets) {
+        bytes4[] memory s = new bytes4[](18);
+        s[0] = ProtocolHandler.stake.selector;
+        s[1] = ProtocolHandler.requestUnstake.selector;
+        s[2] = ProtocolHandler.withdraw.selector;
+        s[3] = ProtocolHandler.postJob.selector;
+        s[4] = ProtocolHandler.claim.selector;
+        s[5] = ProtocolHandler.commit.selector;
+        s[6] = ProtocolHandler.assignVerifier.selector;
+        s[7] = ProtocolHandler.report.selector;
+        s[8] = ProtocolHandler.finalize.selector;
+        s[9] = ProtocolHandler.cancel.selector;
+        s[10] = ProtocolHandler.expire.selector;
+        s[11] = ProtocolHandler.timeoutSolver.selector;
+        s[12] = ProtocolHandler.timeoutVerifier.selector;
+        s[13] = ProtocolHandler.timeoutDispute.selector;
+        s[14] = ProtocolHandler.openDispute.selector;
+        s[15] = ProtocolHandler.resolveDispute.selector;
+        s[16] = ProtocolHandler.warp.selector;
+        s[17] = ProtocolHandler.roll.selector;
+        targets = new FuzzSelector[](1);
+        targets[0] = FuzzSelector(address(handler), s);
+    }
+
+    /// @notice Token balance of the protocol == stakes (bonds included) + escrows, by the handler's
+    ///         independent bookkeeping and by summing every account and every job.
+    function invariant_tokens_are_conserved() public view {
+        assertEq(token.balanceOf(address(stakes)), handler.ghostStaked(), "stake manager balance");
+        assertEq(token.balanceOf(address(market)), handler.ghostEscrow(), "market balance");
+        uint256 held;
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            for (uint256 r; r < 3; ++r) {
+                StakeInfo memory s = stakes.stakeOf(handler.actor(i), Role(r));
+                assertTrue(s.locked <= s.staked, "locked <= staked");
+                held += uint256(s.staked) + s.unbonding;
+            }
+        }
+        assertEq(held, token.balanceOf(address(stakes)), "sum of stakes");
+        uint256 escrow;
+        uint256 n = market.jobCount();
+        for (uint256 id = 1; id <= n; ++id) {
+            Job memory job = market.getJob(id);
+            if (!_isFinal(job.state)) escrow += uint256(job.reward) + job.verifierFee;
+        }
+        assertEq(escrow, token.balanceOf(address(market)), "sum of escrows");
+    }
+
+    /// @notice Every locked amount is exactly the bonds of the jobs in flight.
+    function invariant_locks_are_the_bonds_of_live_jobs() public view {
+        uint256 n = market.jobCount();
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            address a = handler.actor(i);
+            uint256 solverBonds;
+            uint256 verifierBonds;
+            for (uint256 id = 1; id <= n; ++id) {
+                Job memory job = market.getJob(id);
+                JobState s = job.state;
+                if (job.solver == a && s >= JobState.Claimed && s <= JobState.Disputed) {
+                    solverBonds += market.solverBond(job.reward);
+                }
+                if (job.verifier == a && s >= JobState.Verifying && s <= JobState.Disputed) {
+                    verifierBonds += market.verifierBond(job.reward);
+                }
+            }
+            assertEq(stakes.stakeOf(a, Role.Solver).locked, solverBonds, "solver locks");
+            assertEq(stakes.stakeOf(a, Role.Verifier).locked, verifierBonds, "verifier locks");
+            assertEq(stakes.stakeOf(a, Role.Whistleblower).locked, 0, "whistleblower locks");
+        }
+    }
+
+    /// @notice No job is settled twice; no job is finalized twice.
+    function invariant_no_job_settles_twice() public view {
+        assertTrue(!handler.settledTwice(), "a final job moved again");
+        uint256 n = market.jobCount();
+        for (uint256 id = 1; id <= n; ++id) {
+            assertTrue(handler.finalizations(id) <= 1, "finalized twice");
+        }
+    }
+
+    /// @notice The draw tree weighs exactly the eligible verifier stakes.
+    function invariant_draw_weights_match_stakes() public view {
+        uint256 total;
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            total += stakes.verifierWeight(handler.actor(i));
+        }
+        assertEq(stakes.totalVerifierWeight(), total, "tree total");
+    }
+
+    /// @notice Liveness: once every party goes silent, timeouts and permissionless calls bring
+    ///         every job to a final state within a bounded number of rounds, after which the
+    ///         market holds nothing and no stake is locked.
+    function afterInvariant() public {
+        // Per job: Claimed -> Open -> Refunded, or Committed -> (Verifying -> Committed) x draws
+        // -> Refunded, plus one re-anchor: at most 2 * maxVerifierDraws + 4 rounds.
+        uint256 bound_ = 2 * uint256(market.params().maxVerifierDraws) + 4;
+        handler.driveAllToFinal(bound_);
+        invariant_tokens_are_conserved();
+        invariant_locks_are_the_bonds_of_live_jobs();
+        invariant_no_job_settles_twice();
+        assertEq(token.balanceOf(address(market)), 0, "market empty");
+    }
+
+    function _isFinal(JobState s) internal pure returns (bool) {
+        return s == JobState.Finalized || s == JobState.Cancelled || s == JobState.Refunded;
+    }
+}

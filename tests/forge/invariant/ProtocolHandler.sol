@@ -1,0 +1,326 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {Test} from "../utils/Test.sol";
+import {VeriToken} from "../../../contracts/VeriToken.sol";
+import {StakeManager} from "../../../contracts/StakeManager.sol";
+import {JobMarket} from "../../../contracts/JobMarket.sol";
+import {Job, JobState, MarketParams, Role} from "../../../contracts/Types.sol";
+
+// Deadlines are timestamps by design: windows are minutes to days, far above the seconds a
+// block producer can shift a timestamp.
+// forge-lint: disable-next-item(block-timestamp)
+/// @notice Random actors driving every entry point of the protocol, with ghost sums kept from the
+///         handler's own reading of the rules (not from the contracts' accounting).
+contract ProtocolHandler is Test {
+    uint256 public constant ACTORS = 6;
+    uint256 public constant MAX_JOBS = 24;
+
+    VeriToken public immutable token;
+    StakeManager public immutable stakes;
+    JobMarket public immutable market;
+    address public immutable game;
+
+    address[ACTORS] internal _actors;
+
+    /// Expected token balance of the StakeManager: staked in - withdrawn - slashed.
+    uint256 public ghostStaked;
+    /// Expected token balance of the JobMarket: escrow of jobs not yet final.
+    uint256 public ghostEscrow;
+    /// Times each job entered Finalized.
+    mapping(uint256 jobId => uint256) public finalizations;
+    /// Set when a call succeeded on a job that was already final (a second settlement).
+    bool public settledTwice;
+    /// Successful transitions into each state (coverage of the random walk).
+    mapping(JobState state => uint256) public reached;
+
+    constructor(VeriToken token_, StakeManager stakes_, JobMarket market_, address game_) {
+        token = token_;
+        stakes = stakes_;
+        market = market_;
+        game = game_;
+        for (uint256 i; i < ACTORS; ++i) {
+            // forge-lint: disable-next-line(unsafe-typecast)
+            address a = address(uint160(0xA000 + i)); // small constants
+            _actors[i] = a;
+            vm.startPrank(a);
+            token.approve(address(stakes), type(uint256).max);
+            token.approve(address(market), type(uint256).max);
+            vm.stopPrank();
+        }
+    }
+
+    function actor(uint256 i) external view returns (address) {
+        return _actors[i];
+    }
+
+    /// Called by the test after funding the actors: every actor stakes as solver and verifier.
+    function seedStakes() external {
+        for (uint256 i; i < ACTORS; ++i) {
+            _tryStake(_actors[i], Role.Solver, 200 ether);
+            // forge-lint: disable-next-line(unsafe-typecast)
+            _tryStake(_actors[i], Role.Verifier, uint96(100 ether + i * 50 ether)); // < 500 ether
+        }
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    function _actor(uint256 seed) internal view returns (address) {
+        return _actors[seed % ACTORS];
+    }
+
+    function _role(uint256 seed) internal pure returns (Role) {
+        return Role(seed % 3);
+    }
+
+    /// Mostly a job in state `want` (scanning from a random offset) so the walk goes deep; one
+    /// time in eight, or when none is in that state, any job (exercising the wrong-state reverts).
+    function _pick(uint256 seed, JobState want) internal view returns (uint256) {
+        uint256 n = market.jobCount();
+        if (n == 0) return 0;
+        if (uint256(keccak256(abi.encode("any", seed))) % 8 != 0) {
+            for (uint256 k; k < n; ++k) {
+                uint256 id = 1 + (seed % n + k) % n;
+                if (market.getJob(id).state == want) return id;
+            }
+        }
+        return 1 + (seed >> 3) % n;
+    }
+
+    /// One call in eight comes from a random actor instead of the party entitled to make it.
+    function _stranger(uint256 seed) internal pure returns (bool) {
+        return uint256(keccak256(abi.encode("stranger", seed))) % 8 == 0;
+    }
+
+    function _final(JobState s) internal pure returns (bool) {
+        return s == JobState.Finalized || s == JobState.Cancelled || s == JobState.Refunded;
+    }
+
+    function _tryStake(address who, Role role, uint96 amount) internal {
+        vm.prank(who);
+        try stakes.stake(role, amount) {
+            ghostStaked += amount;
+        } catch {}
+    }
+
+    /// Books the effects of a job call that succeeded: escrow leaves on entering a final state;
+    /// a call that succeeds on a final job is a second settlement.
+    function _settled(uint256 jobId, JobState before) internal {
+        Job memory job = market.getJob(jobId);
+        if (_final(before)) settledTwice = true;
+        if (!_final(before) && _final(job.state)) ghostEscrow -= uint256(job.reward) + job.verifierFee;
+        if (before != JobState.Finalized && job.state == JobState.Finalized) ++finalizations[jobId];
+        if (before != job.state) ++reached[job.state];
+    }
+
+    function _slashShare(uint256 bond) internal view returns (uint256) {
+        return bond * market.params().timeoutSlashBps / 10_000;
+    }
+
+    // ------------------------------------------------------------------ stakes
+
+    function stake(uint256 actorSeed, uint256 roleSeed, uint96 amount) external {
+        _tryStake(_actor(actorSeed), _role(roleSeed), uint96(bound(amount, 1, 300 ether)));
+    }
+
+    function requestUnstake(uint256 actorSeed, uint256 roleSeed, uint96 amount) external {
+        address who = _actor(actorSeed);
+        Role role = _role(roleSeed);
+        uint256 free = stakes.freeStake(who, role);
+        if (free == 0) return;
+        vm.prank(who);
+        try stakes.requestUnstake(role, uint96(bound(amount, 1, free))) {} catch {}
+    }
+
+    function withdraw(uint256 actorSeed, uint256 roleSeed) external {
+        vm.prank(_actor(actorSeed));
+        try stakes.withdraw(_role(roleSeed)) returns (uint256 amount) {
+            ghostStaked -= amount;
+        } catch {}
+    }
+
+    // ------------------------------------------------------------------ lifecycle
+
+    function postJob(uint256 actorSeed, uint96 reward, uint96 fee, uint32 window) external {
+        if (market.jobCount() >= MAX_JOBS) return;
+        reward = uint96(bound(reward, 1, 200 ether));
+        fee = uint96(bound(fee, 1, 20 ether));
+        window = uint32(bound(window, 1, 3 hours));
+        vm.prank(_actor(actorSeed));
+        try market.postJob(keccak256(abi.encode(reward, fee)), reward, fee, window) {
+            ghostEscrow += uint256(reward) + fee;
+        } catch {}
+    }
+
+    function claim(uint256 actorSeed, uint256 jobSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Open);
+        if (jobId == 0) return;
+        JobState before = market.getJob(jobId).state;
+        vm.prank(_actor(actorSeed));
+        try market.claim(jobId) {
+            _settled(jobId, before);
+        } catch {}
+    }
+
+    function commit(uint256 jobSeed, uint32 count) external {
+        uint256 jobId = _pick(jobSeed, JobState.Claimed);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.solver);
+        try market.commit(jobId, keccak256(abi.encode(jobId)), uint32(bound(count, 1, 1000)), bytes32(0), bytes32(0)) {
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    function assignVerifier(uint256 jobSeed, uint8 blocks) external {
+        uint256 jobId = _pick(jobSeed, JobState.Committed);
+        if (jobId == 0) return;
+        vm.roll(block.number + bound(blocks, 1, 3));
+        JobState before = market.getJob(jobId).state;
+        try market.assignVerifier(jobId) {
+            _settled(jobId, before);
+        } catch {}
+    }
+
+    function report(uint256 jobSeed, uint8 verdict) external {
+        uint256 jobId = _pick(jobSeed, JobState.Verifying);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.verifier);
+        try market.report(jobId, verdict % 4 != 0, bytes32(uint256(1))) {
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    function finalize(uint256 jobSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Verified);
+        if (jobId == 0) return;
+        JobState before = market.getJob(jobId).state;
+        try market.finalize(jobId) {
+            _settled(jobId, before);
+        } catch {}
+    }
+
+    function cancel(uint256 jobSeed) external {
+        if (uint256(keccak256(abi.encode("cancel", jobSeed))) % 4 != 0) return; // rarer than the other moves, so jobs live long enough to go deep
+        uint256 jobId = _pick(jobSeed, JobState.Open);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.submitter);
+        try market.cancel(jobId) {
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    function expire(uint256 jobSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Open);
+        if (jobId == 0) return;
+        JobState before = market.getJob(jobId).state;
+        try market.expire(jobId) {
+            _settled(jobId, before);
+        } catch {}
+    }
+
+    function timeoutSolver(uint256 jobSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Claimed);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        try market.timeoutSolver(jobId) {
+            ghostStaked -= _slashShare(market.solverBond(job.reward));
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    function timeoutVerifier(uint256 jobSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Verifying);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        try market.timeoutVerifier(jobId) {
+            ghostStaked -= _slashShare(market.verifierBond(job.reward));
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    function timeoutDispute(uint256 jobSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Disputed);
+        if (jobId == 0) return;
+        JobState before = market.getJob(jobId).state;
+        try market.timeoutDispute(jobId) {
+            _settled(jobId, before);
+        } catch {}
+    }
+
+    function openDispute(uint256 jobSeed, uint256 challengerSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Verified);
+        if (jobId == 0) return;
+        JobState before = market.getJob(jobId).state;
+        vm.prank(game);
+        try market.openDispute(jobId, _actor(challengerSeed)) {
+            _settled(jobId, before);
+        } catch {}
+    }
+
+    function resolveDispute(uint256 jobSeed, bool solverWon, bool verifierSlashed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Disputed);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        vm.prank(game);
+        try market.resolveDispute(jobId, solverWon, verifierSlashed, game) {
+            if (!solverWon) ghostStaked -= market.solverBond(job.reward);
+            if (verifierSlashed) ghostStaked -= market.verifierBond(job.reward);
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    // ------------------------------------------------------------------ time
+
+    function warp(uint32 secondsForward) external {
+        // Mostly short steps (parties act within their windows), sometimes long ones (they miss them).
+        uint256 max = secondsForward % 8 == 0 ? 2 days : 20 minutes;
+        vm.warp(block.timestamp + bound(secondsForward, 1, max));
+    }
+
+    function roll(uint16 blocks) external {
+        // Sometimes past the 256-block horizon of blockhash, so draws re-anchor.
+        vm.roll(block.number + bound(blocks, 1, blocks % 8 == 0 ? 300 : 8));
+    }
+
+    // ------------------------------------------------------------------ liveness driver
+
+    /// With every party silent, moves each job along using only calls anyone may make, warping past
+    /// each deadline. Returns the number of rounds it took for every job to be final (reverts if
+    /// `maxRounds` is not enough).
+    function driveAllToFinal(uint256 maxRounds) external returns (uint256 rounds) {
+        uint256 n = market.jobCount();
+        for (rounds = 0; rounds < maxRounds; ++rounds) {
+            bool open;
+            for (uint256 id = 1; id <= n; ++id) {
+                Job memory job = market.getJob(id);
+                if (_final(job.state)) continue;
+                open = true;
+                if (job.state == JobState.Committed) {
+                    if (block.number <= uint256(job.deadline) + 1) vm.roll(uint256(job.deadline) + 2);
+                    market.assignVerifier(id);
+                } else {
+                    if (block.timestamp <= job.deadline) vm.warp(uint256(job.deadline) + 1);
+                    if (job.state == JobState.Open) {
+                        market.expire(id);
+                    } else if (job.state == JobState.Claimed) {
+                        ghostStaked -= _slashShare(market.solverBond(job.reward));
+                        market.timeoutSolver(id);
+                    } else if (job.state == JobState.Verifying) {
+                        ghostStaked -= _slashShare(market.verifierBond(job.reward));
+                        market.timeoutVerifier(id);
+                    } else if (job.state == JobState.Verified) {
+                        market.finalize(id);
+                    } else {
+                        market.timeoutDispute(id);
+                    }
+                }
+                _settled(id, job.state);
+            }
+            if (!open) return rounds;
+        }
+        revert AssertionFailed("a job did not reach a final state");
+    }
+}
