@@ -110,7 +110,9 @@ interface IDisputeGame {
     /// @notice The solver posted its state at `step` of the segment; `clockLeft` is its time left.
     event MidpointPosted(uint256 indexed gameId, uint256 step, bytes32 stateHash, bytes32 cid, uint256 clockLeft);
     /// @notice The challenger answered the midpoint at `step`; the position is now (lo, hi).
-    event MidpointAnswered(uint256 indexed gameId, uint256 step, bool agreed, uint256 lo, uint256 hi, uint256 clockLeft);
+    event MidpointAnswered(
+        uint256 indexed gameId, uint256 step, bool agreed, uint256 lo, uint256 hi, uint256 clockLeft
+    );
     /// @notice Bisection ended at the single step `step` -> `step + 1` of segment `segment`: from the
     ///         agreed state (`preHash`, `preCid`; preCid 0 = checkpoint j's CID in the manifest) the
     ///         solver claims `postHash`. The committee draw is seeded by blockhash(anchorBlock + 1).
@@ -149,7 +151,9 @@ interface IDisputeGame {
     );
     /// @notice A failing verifier did not open its game within openWindow: it lost, its verifier bond
     ///         (`amount`) went to the solver, and the job finalized.
-    event UnopenedDisputeForfeited(uint256 indexed jobId, address indexed verifier, address indexed solver, uint256 amount);
+    event UnopenedDisputeForfeited(
+        uint256 indexed jobId, address indexed verifier, address indexed solver, uint256 amount
+    );
 
     // ------------------------------------------------------------------ errors
 

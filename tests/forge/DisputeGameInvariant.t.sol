@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {DisputeFixture} from "./handlers/DisputeFixture.sol";
+import {DisputeHandler} from "./handlers/DisputeHandler.sol";
+import {Ballot, Game, GameStatus} from "../../contracts/interfaces/IDisputeGame.sol";
+import {Job, JobState, Role, StakeInfo} from "../../contracts/Types.sol";
+import {LibPosition} from "../../contracts/libraries/LibPosition.sol";
+
+/// @notice Invariants of StakeManager + JobMarket + DisputeGame together under random actors
+///         (DisputeHandler: every entry point, wrong callers, wrong states, time and block jumps).
+/// forge-config: default.invariant.runs = 24
+/// forge-config: default.invariant.depth = 200
+/// forge-config: default.invariant.fail-on-revert = true
+contract DisputeGameInvariantTest is DisputeFixture {
+    DisputeHandler internal handler;
+
+    function setUp() public {
+        _deploy();
+        handler = new DisputeHandler(token, stakes, market, game);
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            assertTrue(token.transfer(handler.actor(i), FUND), "funded");
+        }
+        handler.seedStakes();
+    }
+
+    /// @notice Only the handler is fuzzed (its view helpers and the liveness driver excluded).
+    function targetContracts() public view returns (address[] memory targets) {
+        targets = new address[](1);
+        targets[0] = address(handler);
+    }
+
+    struct FuzzSelector {
+        address addr;
+        bytes4[] selectors;
+    }
+
+    function targetSelectors() public view returns (FuzzSelector[] memory targets) {
+        bytes4[] memory s = new bytes4[](25);
+        s[0] = DisputeHandler.stake.selector;
+        s[1] = DisputeHandler.requestUnstake.selector;
+        s[2] = DisputeHandler.withdraw.selector;
+        s[3] = DisputeHandler.postJob.selector;
+        s[4] = DisputeHandler.claim.selector;
+        s[5] = DisputeHandler.commit.selector;
+        s[6] = DisputeHandler.assignVerifier.selector;
+        s[7] = DisputeHandler.report.selector;
+        s[8] = DisputeHandler.finalize.selector;
+        s[9] = DisputeHandler.expire.selector;
+        s[10] = DisputeHandler.timeoutSolver.selector;
+        s[11] = DisputeHandler.timeoutVerifier.selector;
+        s[12] = DisputeHandler.timeoutDispute.selector;
+        s[13] = DisputeHandler.openGame.selector;
+        s[14] = DisputeHandler.postMidpoint.selector;
+        s[15] = DisputeHandler.answerMidpoint.selector;
+        s[16] = DisputeHandler.timeoutClock.selector;
+        s[17] = DisputeHandler.drawCommittee.selector;
+        s[18] = DisputeHandler.commitVote.selector;
+        s[19] = DisputeHandler.revealVote.selector;
+        s[20] = DisputeHandler.settle.selector;
+        s[21] = DisputeHandler.forfeitUnopened.selector;
+        s[22] = DisputeHandler.warp.selector;
+        s[23] = DisputeHandler.roll.selector;
+        s[24] = DisputeHandler.openGame.selector; // twice: games are the point of this suite
+        targets = new FuzzSelector[](1);
+        targets[0] = FuzzSelector(address(handler), s);
+    }
+
+    function _live(GameStatus s) internal pure returns (bool) {
+        return s >= GameStatus.SolverToMove && s <= GameStatus.Arbitrating;
+    }
+
+    function _isFinal(JobState s) internal pure returns (bool) {
+        return s == JobState.Finalized || s == JobState.Cancelled || s == JobState.Refunded;
+    }
+
+    /// @notice Token balance of the protocol == stakes + escrows + game bonds, each summed from the
+    ///         records, and no token leaves the actors + protocol (no payout to a stranger, none stuck).
+    function invariant_tokens_are_conserved() public view {
+        uint256 held;
+        uint256 wallets;
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            address a = handler.actor(i);
+            wallets += token.balanceOf(a);
+            for (uint256 r; r < 3; ++r) {
+                StakeInfo memory s = stakes.stakeOf(a, Role(r));
+                assertTrue(s.locked <= s.staked, "locked <= staked");
+                held += uint256(s.staked) + s.unbonding;
+            }
+        }
+        assertEq(token.balanceOf(address(stakes)), held, "stake manager == sum of stakes");
+        uint256 escrow;
+        for (uint256 id = 1; id <= market.jobCount(); ++id) {
+            Job memory job = market.getJob(id);
+            if (!_isFinal(job.state)) escrow += uint256(job.reward) + job.verifierFee;
+        }
+        assertEq(token.balanceOf(address(market)), escrow, "market == sum of escrows");
+        uint256 live;
+        for (uint256 id = 1; id <= game.gameCount(); ++id) {
+            if (_live(game.getGame(id).status)) ++live;
+        }
+        assertEq(token.balanceOf(address(game)), live * game.params().challengeBond, "game == live bonds");
+        uint256 protocol =
+            token.balanceOf(address(stakes)) + token.balanceOf(address(market)) + token.balanceOf(address(game));
+        assertEq(wallets + protocol, handler.ACTORS() * FUND, "no token leaves actors + protocol");
+    }
+
+    /// @notice Locked stake is exactly the bonds in flight: job bonds, plus referee bonds of seats in
+    ///         live arbitrations.
+    function invariant_locks_are_the_bonds_in_flight() public view {
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            address a = handler.actor(i);
+            uint256 solverBonds;
+            uint256 verifierBonds;
+            for (uint256 id = 1; id <= market.jobCount(); ++id) {
+                Job memory job = market.getJob(id);
+                if (job.solver == a && job.state >= JobState.Claimed && job.state <= JobState.Disputed) {
+                    solverBonds += market.solverBond(job.reward);
+                }
+                if (job.verifier == a && job.state >= JobState.Verifying && job.state <= JobState.Disputed) {
+                    verifierBonds += market.verifierBond(job.reward);
+                }
+            }
+            for (uint256 id = 1; id <= game.gameCount(); ++id) {
+                if (game.getGame(id).status != GameStatus.Arbitrating) continue;
+                (Ballot b,) = game.ballotOf(id, a);
+                if (b != Ballot.Vacant) verifierBonds += game.params().refereeBond;
+            }
+            assertEq(stakes.stakeOf(a, Role.Solver).locked, solverBonds, "solver locks");
+            assertEq(stakes.stakeOf(a, Role.Verifier).locked, verifierBonds, "verifier locks");
+            assertEq(stakes.stakeOf(a, Role.Whistleblower).locked, 0, "whistleblower locks");
+        }
+    }
+
+    /// @notice A live game is its job's only game and its job is Disputed; bisection stays within
+    ///         ceil(log2 steps) moves; a settled game never moves again.
+    function invariant_games_are_consistent() public view {
+        assertTrue(!handler.settledGameMoved(), "a settled game moved");
+        for (uint256 id = 1; id <= game.gameCount(); ++id) {
+            Game memory g = game.getGame(id);
+            assertTrue(g.lo < g.hi && g.hi <= g.steps, "lo < hi <= steps");
+            assertTrue(g.moves + LibPosition.movesLeft(g.lo, g.hi) <= LibPosition.ceilLog2(g.steps), "move bound");
+            if (!_live(g.status)) continue;
+            assertEq(game.activeGame(g.jobId), id, "the job's active game");
+            assertTrue(market.getJob(g.jobId).state == JobState.Disputed, "job disputed");
+        }
+    }
+
+    /// @notice Liveness: with everyone silent, permissionless calls end every game and every job;
+    ///         then the game and the market hold nothing and no stake is locked.
+    function afterInvariant() public {
+        handler.driveAllToFinal(4 * uint256(market.params().maxVerifierDraws) + 12);
+        invariant_tokens_are_conserved();
+        invariant_locks_are_the_bonds_in_flight();
+        invariant_games_are_consistent();
+        assertEq(token.balanceOf(address(game)), 0, "game empty");
+        assertEq(token.balanceOf(address(market)), 0, "market empty");
+    }
+}

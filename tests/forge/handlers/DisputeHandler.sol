@@ -1,0 +1,357 @@
+// SPDX-License-Identifier: MIT
+pragma solidity ^0.8.28;
+
+import {Test} from "../utils/Test.sol";
+import {TraceTree} from "./DisputeFixture.sol";
+import {VeriToken} from "../../../contracts/VeriToken.sol";
+import {StakeManager} from "../../../contracts/StakeManager.sol";
+import {JobMarket} from "../../../contracts/JobMarket.sol";
+import {DisputeGame} from "../../../contracts/DisputeGame.sol";
+import {Game, GameStatus} from "../../../contracts/interfaces/IDisputeGame.sol";
+import {Job, JobState, Role} from "../../../contracts/Types.sol";
+
+/// @notice Random actors driving StakeManager + JobMarket + DisputeGame through every entry point,
+///         wrong callers and wrong states included (each call is tried; reverts are expected).
+contract DisputeHandler is Test {
+    uint256 public constant ACTORS = 8;
+    uint256 public constant MAX_JOBS = 8;
+    uint256 public constant CHECKPOINTS = 11;
+    uint256 internal constant TRACE = 11;
+
+    VeriToken internal token;
+    StakeManager internal stakes;
+    JobMarket internal market;
+    DisputeGame internal game;
+    address[ACTORS] internal _actors;
+    bytes32[] internal _leaves;
+    bytes32 internal _root;
+
+    /// A call moved a game out of a final status.
+    bool public settledGameMoved;
+    /// Calls that succeeded, per entry point name (coverage of the walk).
+    mapping(bytes32 name => uint256) public calls;
+    mapping(uint256 gameId => mapping(address referee => bool)) internal _vote;
+
+    constructor(VeriToken token_, StakeManager stakes_, JobMarket market_, DisputeGame game_) {
+        token = token_;
+        stakes = stakes_;
+        market = market_;
+        game = game_;
+        _leaves = TraceTree.leaves(TRACE, CHECKPOINTS);
+        _root = TraceTree.root(_leaves);
+        for (uint256 i; i < ACTORS; ++i) {
+            // forge-lint: disable-next-line(unsafe-typecast)
+            address a = address(uint160(0xD000 + i)); // small constants
+            _actors[i] = a;
+            vm.startPrank(a);
+            token.approve(address(stakes), type(uint256).max);
+            token.approve(address(market), type(uint256).max);
+            token.approve(address(game), type(uint256).max);
+            vm.stopPrank();
+        }
+    }
+
+    function actor(uint256 i) external view returns (address) {
+        return _actors[i];
+    }
+
+    /// Called after funding: every actor stakes in every role.
+    function seedStakes() external {
+        for (uint256 i; i < ACTORS; ++i) {
+            _try(_actors[i], abi.encodeCall(stakes.stake, (Role.Solver, 200 ether)), address(stakes));
+            // forge-lint: disable-next-line(unsafe-typecast)
+            _try(
+                _actors[i],
+                abi.encodeCall(stakes.stake, (Role.Verifier, uint96(100 ether + i * 50 ether))),
+                address(stakes)
+            );
+            _try(_actors[i], abi.encodeCall(stakes.stake, (Role.Whistleblower, 50 ether)), address(stakes));
+        }
+    }
+
+    // ------------------------------------------------------------------ helpers
+
+    function _actor(uint256 seed) internal view returns (address) {
+        return _actors[seed % ACTORS];
+    }
+
+    /// Calls `target` as `who`; returns whether it succeeded and counts the success.
+    function _try(address who, bytes memory data, address target) internal returns (bool ok) {
+        vm.prank(who);
+        (ok,) = target.call(data);
+        if (ok) ++calls[bytes32(bytes4(data))];
+    }
+
+    function _pickJob(uint256 seed, JobState want) internal view returns (uint256) {
+        uint256 n = market.jobCount();
+        if (n == 0) return 0;
+        if (seed % 8 != 0) {
+            for (uint256 k; k < n; ++k) {
+                uint256 id = 1 + (seed % n + k) % n;
+                if (market.getJob(id).state == want) return id;
+            }
+        }
+        return 1 + (seed >> 3) % n;
+    }
+
+    function _pickGame(uint256 seed, GameStatus want) internal view returns (uint256) {
+        uint256 n = game.gameCount();
+        if (n == 0) return 0;
+        if (seed % 8 != 0) {
+            for (uint256 k; k < n; ++k) {
+                uint256 id = 1 + (seed % n + k) % n;
+                if (game.getGame(id).status == want) return id;
+            }
+        }
+        return 1 + (seed >> 3) % n;
+    }
+
+    function _final(GameStatus s) internal pure returns (bool) {
+        return s == GameStatus.SolverWon || s == GameStatus.ChallengerWon || s == GameStatus.Undecided;
+    }
+
+    /// Runs a game call and records a final game that changed status.
+    function _gameCall(uint256 gameId, address who, bytes memory data) internal {
+        GameStatus before = gameId == 0 ? GameStatus.None : game.getGame(gameId).status;
+        bool ok = _try(who, data, address(game));
+        if (ok && gameId != 0 && _final(before) && game.getGame(gameId).status != before) settledGameMoved = true;
+    }
+
+    // ------------------------------------------------------------------ stakes
+
+    function stake(uint256 actorSeed, uint256 roleSeed, uint96 amount) external {
+        // forge-lint: disable-next-line(unsafe-typecast)
+        uint96 a = uint96(bound(amount, 1, 300 ether));
+        _try(_actor(actorSeed), abi.encodeCall(stakes.stake, (Role(roleSeed % 3), a)), address(stakes));
+    }
+
+    function requestUnstake(uint256 actorSeed, uint256 roleSeed, uint96 amount) external {
+        address who = _actor(actorSeed);
+        Role role = Role(roleSeed % 3);
+        uint256 free = stakes.freeStake(who, role);
+        if (free == 0) return;
+        // forge-lint: disable-next-line(unsafe-typecast)
+        uint96 a = uint96(bound(amount, 1, free));
+        _try(who, abi.encodeCall(stakes.requestUnstake, (role, a)), address(stakes));
+    }
+
+    function withdraw(uint256 actorSeed, uint256 roleSeed) external {
+        _try(_actor(actorSeed), abi.encodeCall(stakes.withdraw, (Role(roleSeed % 3))), address(stakes));
+    }
+
+    // ------------------------------------------------------------------ jobs
+
+    function postJob(uint256 actorSeed, uint96 reward) external {
+        if (market.jobCount() >= MAX_JOBS) return;
+        // forge-lint: disable-next-line(unsafe-typecast)
+        uint96 r = uint96(bound(reward, 1 ether, 150 ether));
+        _try(
+            _actor(actorSeed), abi.encodeCall(market.postJob, (keccak256("spec"), r, 5 ether, 2 hours)), address(market)
+        );
+    }
+
+    function claim(uint256 actorSeed, uint256 jobSeed) external {
+        uint256 id = _pickJob(jobSeed, JobState.Open);
+        if (id != 0) _try(_actor(actorSeed), abi.encodeCall(market.claim, (id)), address(market));
+    }
+
+    function commit(uint256 jobSeed) external {
+        uint256 id = _pickJob(jobSeed, JobState.Claimed);
+        if (id == 0) return;
+        address who = jobSeed % 8 == 1 ? _actor(jobSeed >> 8) : market.getJob(id).solver;
+        // forge-lint: disable-next-line(unsafe-typecast)
+        _try(
+            who,
+            abi.encodeCall(market.commit, (id, _root, uint32(CHECKPOINTS), bytes32(0), bytes32(0))),
+            address(market)
+        );
+    }
+
+    function assignVerifier(uint256 jobSeed, uint8 blocks) external {
+        uint256 id = _pickJob(jobSeed, JobState.Committed);
+        if (id == 0) return;
+        vm.roll(block.number + bound(blocks, 1, 3));
+        _try(address(this), abi.encodeCall(market.assignVerifier, (id)), address(market));
+    }
+
+    function report(uint256 jobSeed, uint8 verdict) external {
+        uint256 id = _pickJob(jobSeed, JobState.Verifying);
+        if (id == 0) return;
+        address who = jobSeed % 8 == 1 ? _actor(jobSeed >> 8) : market.getJob(id).verifier;
+        _try(who, abi.encodeCall(market.report, (id, verdict % 2 == 0, bytes32(uint256(1)))), address(market));
+    }
+
+    function finalize(uint256 jobSeed) external {
+        uint256 id = _pickJob(jobSeed, JobState.Verified);
+        if (id != 0) _try(address(this), abi.encodeCall(market.finalize, (id)), address(market));
+    }
+
+    function expire(uint256 jobSeed) external {
+        uint256 id = _pickJob(jobSeed, JobState.Open);
+        if (id != 0) _try(address(this), abi.encodeCall(market.expire, (id)), address(market));
+    }
+
+    function timeoutSolver(uint256 jobSeed) external {
+        uint256 id = _pickJob(jobSeed, JobState.Claimed);
+        if (id != 0) _try(address(this), abi.encodeCall(market.timeoutSolver, (id)), address(market));
+    }
+
+    function timeoutVerifier(uint256 jobSeed) external {
+        uint256 id = _pickJob(jobSeed, JobState.Verifying);
+        if (id != 0) _try(address(this), abi.encodeCall(market.timeoutVerifier, (id)), address(market));
+    }
+
+    function timeoutDispute(uint256 jobSeed) external {
+        uint256 id = _pickJob(jobSeed, JobState.Disputed);
+        if (id != 0) _try(address(this), abi.encodeCall(market.timeoutDispute, (id)), address(market));
+    }
+
+    // ------------------------------------------------------------------ games
+
+    function openGame(uint256 jobSeed, uint256 actorSeed, uint256 segment, uint256 steps) external {
+        uint256 id = _pickJob(jobSeed, jobSeed % 2 == 0 ? JobState.Disputed : JobState.Verified);
+        if (id == 0) return;
+        Job memory job = market.getJob(id);
+        address who = job.state == JobState.Disputed && actorSeed % 8 != 0 ? job.verifier : _actor(actorSeed);
+        segment = bound(segment, 0, CHECKPOINTS - 2);
+        steps = bound(steps, 1, 64);
+        bytes memory data = abi.encodeCall(
+            game.open,
+            (
+                id,
+                segment,
+                steps,
+                TraceTree.stateHash(TRACE, segment),
+                TraceTree.proof(_leaves, segment),
+                TraceTree.stateHash(TRACE, segment + 1),
+                TraceTree.proof(_leaves, segment + 1)
+            )
+        );
+        _gameCall(0, who, data);
+    }
+
+    function postMidpoint(uint256 gameSeed, bytes32 stateHash) external {
+        uint256 id = _pickGame(gameSeed, GameStatus.SolverToMove);
+        if (id == 0) return;
+        address who = gameSeed % 8 == 1 ? _actor(gameSeed >> 8) : game.getGame(id).solver;
+        _gameCall(id, who, abi.encodeCall(game.postMidpoint, (id, stateHash, keccak256(abi.encode(stateHash)))));
+    }
+
+    function answerMidpoint(uint256 gameSeed, bool agree) external {
+        uint256 id = _pickGame(gameSeed, GameStatus.ChallengerToMove);
+        if (id == 0) return;
+        address who = gameSeed % 8 == 1 ? _actor(gameSeed >> 8) : game.getGame(id).challenger;
+        _gameCall(id, who, abi.encodeCall(game.answerMidpoint, (id, agree)));
+    }
+
+    function timeoutClock(uint256 gameSeed) external {
+        uint256 id = _pickGame(gameSeed, gameSeed % 2 == 0 ? GameStatus.SolverToMove : GameStatus.ChallengerToMove);
+        if (id != 0) _gameCall(id, address(this), abi.encodeCall(game.timeoutClock, (id)));
+    }
+
+    function drawCommittee(uint256 gameSeed, uint8 blocks) external {
+        uint256 id = _pickGame(gameSeed, GameStatus.Isolated);
+        if (id == 0) return;
+        vm.roll(block.number + bound(blocks, 1, 3));
+        _gameCall(id, address(this), abi.encodeCall(game.drawCommittee, (id)));
+    }
+
+    function commitVote(uint256 gameSeed, uint256 seat, bool solverRight) external {
+        uint256 id = _pickGame(gameSeed, GameStatus.Arbitrating);
+        if (id == 0) return;
+        address[] memory referees = game.committee(id);
+        address who = referees.length == 0 || seat % 8 == 7 ? _actor(seat) : referees[seat % referees.length];
+        _vote[id][who] = solverRight;
+        bytes32 commitment = keccak256(abi.encode(id, solverRight, keccak256(abi.encode(id, who)), who));
+        _gameCall(id, who, abi.encodeCall(game.commitVote, (id, commitment)));
+    }
+
+    function revealVote(uint256 gameSeed, uint256 seat) external {
+        uint256 id = _pickGame(gameSeed, GameStatus.Arbitrating);
+        if (id == 0) return;
+        address[] memory referees = game.committee(id);
+        if (referees.length == 0) return;
+        address who = referees[seat % referees.length];
+        _gameCall(id, who, abi.encodeCall(game.revealVote, (id, _vote[id][who], keccak256(abi.encode(id, who)))));
+    }
+
+    function settle(uint256 gameSeed) external {
+        uint256 id = _pickGame(gameSeed, gameSeed % 2 == 0 ? GameStatus.Arbitrating : GameStatus.Isolated);
+        if (id != 0) _gameCall(id, address(this), abi.encodeCall(game.settle, (id)));
+    }
+
+    function forfeitUnopened(uint256 jobSeed) external {
+        uint256 id = _pickJob(jobSeed, JobState.Disputed);
+        if (id != 0) _gameCall(0, address(this), abi.encodeCall(game.forfeitUnopened, (id)));
+    }
+
+    // ------------------------------------------------------------------ time
+
+    function warp(uint32 secondsForward) external {
+        uint256 max = secondsForward % 8 == 0 ? 1 days : 15 minutes;
+        vm.warp(block.timestamp + bound(secondsForward, 1, max));
+    }
+
+    function roll(uint16 blocks) external {
+        vm.roll(block.number + bound(blocks, 1, blocks % 8 == 0 ? 300 : 8));
+    }
+
+    // ------------------------------------------------------------------ liveness driver
+
+    /// With every party silent, ends every game and then every job using only calls anyone may
+    /// make, warping past each deadline; reverts if `maxRounds` rounds are not enough.
+    function driveAllToFinal(uint256 maxRounds) external returns (uint256 rounds) {
+        for (rounds = 0; rounds < maxRounds; ++rounds) {
+            bool open = _stepGames();
+            if (!open) open = _stepJobs();
+            if (!open) return rounds;
+        }
+        revert AssertionFailed("a game or job did not reach a final state");
+    }
+
+    function _stepGames() internal returns (bool open) {
+        uint256 n = game.gameCount();
+        for (uint256 id = 1; id <= n; ++id) {
+            Game memory g = game.getGame(id);
+            if (_final(g.status)) continue;
+            open = true;
+            if (g.status == GameStatus.SolverToMove || g.status == GameStatus.ChallengerToMove) {
+                vm.warp(uint256(g.lastMoveAt) + game.params().clockTime + 1);
+                game.timeoutClock(id);
+            } else if (g.status == GameStatus.Isolated) {
+                vm.warp(uint256(g.lastMoveAt) + game.params().drawWindow + 1);
+                game.settle(id);
+            } else {
+                vm.warp(uint256(g.deadline) + game.params().revealWindow + 1);
+                game.settle(id);
+            }
+        }
+    }
+
+    function _stepJobs() internal returns (bool open) {
+        uint256 n = market.jobCount();
+        for (uint256 id = 1; id <= n; ++id) {
+            Job memory job = market.getJob(id);
+            JobState s = job.state;
+            if (s == JobState.Finalized || s == JobState.Cancelled || s == JobState.Refunded) continue;
+            open = true;
+            if (s == JobState.Committed) {
+                if (block.number <= uint256(job.deadline) + 1) vm.roll(uint256(job.deadline) + 2);
+                market.assignVerifier(id);
+                continue;
+            }
+            if (s == JobState.Disputed && game.activeGame(id) == 0 && job.challenger == job.verifier) {
+                uint256 openBy = game.openDeadline(id);
+                if (block.timestamp <= openBy) vm.warp(openBy + 1);
+                game.forfeitUnopened(id);
+                continue;
+            }
+            if (block.timestamp <= job.deadline) vm.warp(uint256(job.deadline) + 1);
+            if (s == JobState.Open) market.expire(id);
+            else if (s == JobState.Claimed) market.timeoutSolver(id);
+            else if (s == JobState.Verifying) market.timeoutVerifier(id);
+            else if (s == JobState.Verified) market.finalize(id);
+            else market.timeoutDispute(id);
+        }
+    }
+}
