@@ -1,0 +1,77 @@
+"""veritrain's proof-of-learning engine.
+
+The solver trains deterministically and commits to its trace; verifiers,
+whistleblowers and referees check it. Public API (stable names)::
+
+    from proofs import (JobSpec, load_spec, load_dataset, train_trace, Runtime,
+                        TraceTree, parse_manifest, choose_segments, verify_trace)
+
+    spec = load_spec(spec_bytes)                      # SpecError / LimitExceeded on bad input
+    dataset = load_dataset(spec, dataset_bytes)       # DatasetError on bad data
+    trace = train_trace(spec, dataset, put=store.put, progress=bar)   # solver
+    manifest = trace.manifest(spec_cid)               # CIDs from put
+    trace.root, trace.tree.proof(i)                   # on-chain commitment, 0x-hex bytes32 proofs
+
+    manifest = parse_manifest(manifest_bytes, spec)   # verifier
+    verdict = verify_trace(spec, dataset, manifest, fetch=lambda i: store.get(manifest.checkpoint_cids[i]),
+                           seed=onchain_randomness)   # verdict.passed, verdict.failures[0].detail
+
+    state_at(spec, dataset, ckpt_bytes, step)         # dispute: state hash at a bisection midpoint
+    execute_step(spec, dataset, agreed_state_bytes)   # referee: one step
+
+Every error is a :class:`proofs.errors.ProofError`.
+"""
+
+from proofs.adversary import STRATEGIES, CheatTrace, cheat
+from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
+from proofs.data import BatchOrder, Dataset, load_dataset
+from proofs.errors import (
+    CheckpointError,
+    DatasetError,
+    HashMismatch,
+    LimitExceeded,
+    ManifestError,
+    MerkleError,
+    ProofError,
+    SegmentOutOfRange,
+    SpecError,
+)
+from proofs.evaluate import Evaluation, evaluate
+from proofs.manifest import CheckpointEntry, Manifest, parse_manifest
+from proofs.merkle import TraceTree, leaf_hash, verify_proof
+from proofs.replay import Distances, Reason, SegmentVerdict, TraceVerdict, distances, replay_segment, verify_trace
+from proofs.sampling import (
+    DEFAULT_Q,
+    DEFAULT_R,
+    Selection,
+    choose_segments,
+    detection_probability,
+    replay_fraction,
+    required_random,
+)
+from proofs.spec import JobSpec, Limits, Tolerance, load_spec
+from proofs.steps import Bisection, bisect, execute_step, max_moves, midpoint, segment_bounds, state_at
+from proofs.train import Runtime, Trace, Trainer, train_trace
+
+__all__ = [
+    # spec and data
+    "JobSpec", "Limits", "Tolerance", "load_spec", "Dataset", "BatchOrder", "load_dataset",
+    # training and checkpoints
+    "Runtime", "Trainer", "Trace", "train_trace",
+    "Checkpoint", "encode_checkpoint", "decode_checkpoint", "state_hash", "update_norm",
+    # commitment
+    "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest",
+    # verification
+    "replay_segment", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
+    "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
+    "DEFAULT_Q", "DEFAULT_R",
+    # disputes
+    "state_at", "execute_step", "Bisection", "bisect", "midpoint", "max_moves", "segment_bounds",
+    # evaluation of a trained model
+    "Evaluation", "evaluate",
+    # adversaries
+    "STRATEGIES", "CheatTrace", "cheat",
+    # errors
+    "ProofError", "SpecError", "LimitExceeded", "DatasetError", "CheckpointError", "HashMismatch",
+    "ManifestError", "MerkleError", "SegmentOutOfRange",
+]  # fmt: skip

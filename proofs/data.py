@@ -1,0 +1,192 @@
+"""Training data: load dataset bytes safely, check them against the spec, and derive batches.
+
+The data order is not the solver's choice: the batch of step ``s`` is a pure
+function of ``(spec, dataset, s)``. Each epoch is a permutation of the examples
+drawn by ``torch.randperm`` from a generator seeded with
+``derive_seed(spec.seed, "data", epoch)``; step ``s`` takes slice
+``s % steps_per_epoch`` of epoch ``s // steps_per_epoch`` (the last partial
+batch of an epoch is dropped). For the character transformer an example is a
+window of ``block_size + 1`` consecutive tokens starting at any position.
+
+Datasets are read with ``numpy.load(allow_pickle=False)`` (npz) or safetensors,
+never unpickled; sizes, dtypes, shapes and value ranges are checked before
+training starts.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from safetensors import SafetensorError
+from safetensors.numpy import load as load_safetensors
+
+from proofs.errors import DatasetError, LimitExceeded
+from proofs.seeds import derive_seed
+from proofs.spec import CNNConfig, JobSpec, Limits, MLPConfig
+
+__all__ = ["Dataset", "load_dataset", "BatchOrder"]
+
+_FLOATS = (np.float16, np.float32, np.float64)
+_INTS = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.uint16)
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Validated training tensors on the CPU.
+
+    ``inputs`` is float32 features ``(N, ...)`` with int64 ``targets`` ``(N,)`` for
+    classifiers, or int64 tokens ``(T,)`` with ``targets=None`` for the transformer.
+    """
+
+    inputs: torch.Tensor
+    targets: torch.Tensor | None
+
+    @property
+    def is_tokens(self) -> bool:
+        return self.targets is None
+
+
+def load_dataset(spec: JobSpec, data: bytes) -> Dataset:
+    """Parse dataset bytes as the spec says and check them against the spec's model.
+
+    Raises :class:`LimitExceeded` for oversize input and :class:`DatasetError` for
+    anything that does not fit (wrong length, missing tensor, dtype, shape, label range).
+    """
+    ds = spec.dataset
+    if len(data) > Limits.DATASET_BYTES:
+        raise LimitExceeded("dataset size in bytes", len(data), Limits.DATASET_BYTES)
+    if len(data) != ds.size_bytes:
+        raise DatasetError(f"dataset {ds.cid} is {len(data)} bytes; the spec says {ds.size_bytes}")
+    names = [ds.inputs] + ([ds.targets] if ds.targets is not None else [])
+    arrays = _read_npz(data, names) if ds.format == "npz" else _read_safetensors(data, names)
+    if ds.targets is None:
+        return Dataset(inputs=_tokens(spec, arrays[ds.inputs]), targets=None)
+    inputs = _features(spec, arrays[ds.inputs])
+    targets = _labels(spec, arrays[ds.targets], inputs.shape[0])
+    return Dataset(inputs=inputs, targets=targets)
+
+
+def _read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
+    try:
+        archive = zipfile.ZipFile(io.BytesIO(data))
+        sizes = {info.filename: info.file_size for info in archive.infolist()}
+    except (zipfile.BadZipFile, ValueError) as exc:
+        raise DatasetError(f"dataset is not a valid npz archive: {exc}") from exc
+    out = {}
+    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
+        for name in names:
+            member = name + ".npy"
+            if member not in sizes:
+                raise DatasetError(f"npz dataset has no tensor {name!r} (has {sorted(npz.files)})")
+            if sizes[member] > Limits.DATASET_BYTES:  # a zip bomb stops here, before inflating
+                raise LimitExceeded(f"tensor {name!r} uncompressed size in bytes", sizes[member], Limits.DATASET_BYTES)
+            try:
+                out[name] = npz[name]
+            except (ValueError, OSError, zipfile.BadZipFile) as exc:
+                raise DatasetError(f"npz tensor {name!r} cannot be read without pickle: {exc}") from exc
+    return out
+
+
+def _read_safetensors(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
+    try:
+        tensors = load_safetensors(data)
+    except (SafetensorError, ValueError, TypeError) as exc:
+        raise DatasetError(f"dataset is not valid safetensors: {exc}") from exc
+    missing = [n for n in names if n not in tensors]
+    if missing:
+        raise DatasetError(f"safetensors dataset has no tensor {missing[0]!r} (has {sorted(tensors)})")
+    return {n: tensors[n] for n in names}
+
+
+def _features(spec: JobSpec, arr: np.ndarray) -> torch.Tensor:
+    model = spec.model
+    if arr.dtype.type not in _FLOATS:
+        raise DatasetError(f"inputs must be float16/32/64, got {arr.dtype}")
+    if arr.ndim < 2 or arr.shape[0] == 0:
+        raise DatasetError(f"inputs must be (examples, features...), got shape {arr.shape}")
+    if isinstance(model, MLPConfig):
+        features = int(np.prod(arr.shape[1:]))
+        if features != model.input_dim:
+            raise DatasetError(f"inputs have {features} features per example; the mlp takes {model.input_dim}")
+    elif isinstance(model, CNNConfig):
+        want = (model.in_channels, model.height, model.width)
+        if tuple(arr.shape[1:]) != want:
+            raise DatasetError(f"inputs are {tuple(arr.shape[1:])} per example; the cnn takes {want} (C, H, W)")
+    if arr.shape[0] < spec.batch_size:
+        raise DatasetError(f"{arr.shape[0]} examples is fewer than one batch of {spec.batch_size}")
+    tensor = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
+    if not torch.isfinite(tensor).all():
+        raise DatasetError("inputs hold NaN or infinite values")
+    return tensor
+
+
+def _labels(spec: JobSpec, arr: np.ndarray, count: int) -> torch.Tensor:
+    classes = spec.model.num_classes  # type: ignore[union-attr]
+    if arr.dtype.type not in _INTS:
+        raise DatasetError(f"targets must be integers, got {arr.dtype}")
+    if arr.shape != (count,):
+        raise DatasetError(f"targets must have shape ({count},) like the inputs, got {arr.shape}")
+    labels = torch.from_numpy(arr.astype(np.int64))
+    if labels.min() < 0 or labels.max() >= classes:
+        raise DatasetError(f"labels must lie in [0, {classes}), got [{int(labels.min())}, {int(labels.max())}]")
+    return labels
+
+
+def _tokens(spec: JobSpec, arr: np.ndarray) -> torch.Tensor:
+    model = spec.model
+    if arr.dtype.type not in _INTS:
+        raise DatasetError(f"tokens must be integers, got {arr.dtype}")
+    if arr.ndim != 1:
+        raise DatasetError(f"tokens must be one 1-D tensor, got shape {arr.shape}")
+    windows = arr.shape[0] - model.block_size  # type: ignore[union-attr]
+    if windows < spec.batch_size:
+        raise DatasetError(
+            f"{arr.shape[0]} tokens give {max(windows, 0)} windows of block_size+1; one batch needs {spec.batch_size}"
+        )
+    tokens = torch.from_numpy(arr.astype(np.int64))
+    vocab = model.vocab_size  # type: ignore[union-attr]
+    if tokens.min() < 0 or tokens.max() >= vocab:
+        raise DatasetError(f"tokens must lie in [0, {vocab}), got [{int(tokens.min())}, {int(tokens.max())}]")
+    return tokens
+
+
+class BatchOrder:
+    """The batch of any step, derived from the seed (the solver cannot choose it)."""
+
+    def __init__(self, spec: JobSpec, dataset: Dataset, *, seed: int | None = None) -> None:
+        """``seed`` overrides the spec's seed for the data order (only the adversary library uses it)."""
+        self.spec = spec
+        self.dataset = dataset
+        self.seed = spec.seed if seed is None else seed
+        self.block = spec.model.block_size if dataset.is_tokens else 0  # type: ignore[union-attr]
+        self.examples = dataset.inputs.shape[0] - self.block
+        self.steps_per_epoch = self.examples // spec.batch_size
+        self._epoch = -1
+        self._perm = torch.empty(0, dtype=torch.int64)
+
+    def permutation(self, epoch: int) -> torch.Tensor:
+        if epoch != self._epoch:
+            gen = torch.Generator().manual_seed(derive_seed(self.seed, "data", epoch))
+            self._perm = torch.randperm(self.examples, generator=gen)
+            self._epoch = epoch
+        return self._perm
+
+    def indices(self, step: int) -> torch.Tensor:
+        """Example indices of step ``step`` (0-based: the batch that turns state ``step`` into ``step+1``)."""
+        epoch, pos = divmod(step, self.steps_per_epoch)
+        b = self.spec.batch_size
+        return self.permutation(epoch)[pos * b : (pos + 1) * b]
+
+    def batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(inputs, targets)`` of step ``step``, on the CPU."""
+        idx = self.indices(step)
+        if not self.dataset.is_tokens:
+            assert self.dataset.targets is not None
+            return self.dataset.inputs[idx], self.dataset.targets[idx]
+        offsets = torch.arange(self.block + 1)
+        windows = self.dataset.inputs[idx.unsqueeze(1) + offsets]
+        return windows[:, :-1], windows[:, 1:]

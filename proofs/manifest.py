@@ -1,0 +1,114 @@
+"""The trace manifest: what a solver publishes (by CID) next to its on-chain commitment.
+
+Canonical JSON (sorted keys, compact) listing, for checkpoint ``i = 0..n``, its
+CID and state hash, the per-segment update norms (L2 of the parameter change
+over segment ``i``, the top-Q sampling key), the spec's CID and hash, and the
+Merkle root. Parsing is bounded and checks that the manifest is internally
+consistent: indices in order, ``n + 1`` checkpoints for ``n`` norms, and a root
+that is the :class:`~proofs.merkle.TraceTree` root of the listed hashes.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from proofs.errors import LimitExceeded, ManifestError
+from proofs.merkle import TraceTree
+from proofs.spec import JobSpec, Limits, canonical_json
+
+__all__ = ["MANIFEST_VERSION", "MAX_MANIFEST_BYTES", "CheckpointEntry", "Manifest", "parse_manifest"]
+
+MANIFEST_VERSION = 1
+MAX_MANIFEST_BYTES = 256 * (Limits.SEGMENTS + 1) + 4096
+
+_Hex32 = Annotated[str, Field(pattern=r"^0x[0-9a-f]{64}$")]
+_Cid = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class CheckpointEntry(_Frozen):
+    index: Annotated[int, Field(ge=0, le=Limits.SEGMENTS)]
+    cid: _Cid
+    state_hash: _Hex32
+
+
+class Manifest(_Frozen):
+    version: Literal[1] = MANIFEST_VERSION
+    spec_cid: _Cid
+    spec_hash: _Hex32
+    steps: Annotated[int, Field(ge=1, le=Limits.STEPS)]
+    checkpoint_interval: Annotated[int, Field(ge=1, le=Limits.STEPS)]
+    root: _Hex32
+    checkpoints: tuple[CheckpointEntry, ...] = Field(min_length=2, max_length=Limits.SEGMENTS + 1)
+    update_norms: tuple[Annotated[float, Field(ge=0.0, allow_inf_nan=False)], ...]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Manifest:
+        n = self.segments
+        if self.steps != n * self.checkpoint_interval:
+            raise ValueError(f"{n + 1} checkpoints every {self.checkpoint_interval} steps cannot cover {self.steps} steps")
+        if [c.index for c in self.checkpoints] != list(range(n + 1)):
+            raise ValueError("checkpoint indices must be 0, 1, ..., n in order")
+        if len(self.update_norms) != n:
+            raise ValueError(f"{len(self.update_norms)} update norms for {n} segments")
+        computed = TraceTree(self.state_hashes).root
+        if computed != self.root:
+            raise ValueError(f"root {self.root} is not the Merkle root of the listed state hashes ({computed})")
+        return self
+
+    @property
+    def segments(self) -> int:
+        return len(self.checkpoints) - 1
+
+    @property
+    def state_hashes(self) -> tuple[str, ...]:
+        return tuple(c.state_hash for c in self.checkpoints)
+
+    @property
+    def checkpoint_cids(self) -> tuple[str, ...]:
+        return tuple(c.cid for c in self.checkpoints)
+
+    @property
+    def final_cid(self) -> str:
+        """CID of the last checkpoint: the trained model the submitter receives."""
+        return self.checkpoints[-1].cid
+
+    def tree(self) -> TraceTree:
+        return TraceTree(self.state_hashes)
+
+    def check_spec(self, spec: JobSpec) -> None:
+        """Raise :class:`ManifestError` unless the manifest describes a trace of ``spec``."""
+        if self.spec_hash != spec.spec_hash():
+            raise ManifestError(f"manifest is for spec {self.spec_hash}, not {spec.spec_hash()}")
+        if (self.steps, self.checkpoint_interval) != (spec.steps, spec.checkpoint_interval):
+            raise ManifestError(
+                f"manifest covers {self.steps} steps every {self.checkpoint_interval}; "
+                f"the spec says {spec.steps} every {spec.checkpoint_interval}"
+            )
+
+    def canonical_bytes(self) -> bytes:
+        return canonical_json(self.model_dump(mode="json"))
+
+
+def parse_manifest(data: bytes, spec: JobSpec | None = None) -> Manifest:
+    """Parse canonical manifest bytes (bounded), validate them, and match them to ``spec`` if given."""
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise LimitExceeded("manifest size in bytes", len(data), MAX_MANIFEST_BYTES)
+    try:
+        manifest = Manifest.model_validate_json(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(manifest)'}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
+        )
+        raise ManifestError(f"invalid manifest: {problems}") from exc
+    except json.JSONDecodeError as exc:  # pragma: no cover - pydantic wraps JSON errors
+        raise ManifestError(f"manifest is not JSON: {exc}") from exc
+    if spec is not None:
+        manifest.check_spec(spec)
+    return manifest

@@ -1,0 +1,124 @@
+"""The trace commitment: an OpenZeppelin ``StandardMerkleTree`` over ``(uint256, bytes32)`` leaves.
+
+Leaf ``i`` of a trace is ``(i, state_hash_i)`` and hashes as OpenZeppelin's
+standard tree does::
+
+    leaf = keccak256(keccak256(abi.encode(uint256 index, bytes32 stateHash)))
+
+Leaves are sorted by hash, laid out as ``@openzeppelin/merkle-tree`` lays them
+out, and pairs are hashed sorted, so the root and every proof are the npm
+package's (``StandardMerkleTree.of(values, ["uint256", "bytes32"])``) and a
+proof passes ``MerkleProof.verify(proof, root, leaf)`` on chain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from eth_utils import keccak
+
+from proofs.errors import MerkleError
+
+__all__ = ["Hex32", "leaf_hash", "hash_pair", "TraceTree", "verify_proof"]
+
+Hex32 = str  # "0x" + 64 lowercase hex digits
+
+
+def to_bytes32(value: bytes | str, what: str = "hash") -> bytes:
+    """``bytes`` of length 32 from raw bytes or ``0x`` hex; :class:`MerkleError` otherwise."""
+    if isinstance(value, str):
+        text = value[2:] if value.startswith(("0x", "0X")) else value
+        try:
+            raw = bytes.fromhex(text)
+        except ValueError as exc:
+            raise MerkleError(f"{what} {value!r} is not hex") from exc
+    else:
+        raw = bytes(value)
+    if len(raw) != 32:
+        raise MerkleError(f"{what} must be 32 bytes, got {len(raw)}")
+    return raw
+
+
+def hex32(raw: bytes) -> Hex32:
+    return "0x" + raw.hex()
+
+
+def leaf_hash(index: int, state_hash: bytes | str) -> bytes:
+    """OpenZeppelin's standard leaf of ``(uint256 index, bytes32 stateHash)``."""
+    if not 0 <= index < 2**256:
+        raise MerkleError(f"leaf index {index} does not fit a uint256")
+    encoded = index.to_bytes(32, "big") + to_bytes32(state_hash, "state hash")
+    return keccak(keccak(encoded))
+
+
+def hash_pair(a: bytes, b: bytes) -> bytes:
+    return keccak(a + b if a <= b else b + a)
+
+
+class TraceTree:
+    """The Merkle tree of a trace, built exactly like ``StandardMerkleTree.of``.
+
+    ``TraceTree(hashes)`` commits to leaves ``(i, hashes[i])``; :meth:`of` takes
+    arbitrary ``(index, hash)`` values (in the order the npm package gets them).
+    """
+
+    def __init__(self, state_hashes: Sequence[bytes | str]) -> None:
+        self._init([(i, h) for i, h in enumerate(state_hashes)])
+
+    @classmethod
+    def of(cls, values: Sequence[tuple[int, bytes | str]]) -> TraceTree:
+        tree = cls.__new__(cls)
+        tree._init(list(values))
+        return tree
+
+    def _init(self, values: list[tuple[int, bytes | str]]) -> None:
+        if not values:
+            raise MerkleError("a Merkle tree needs at least one leaf")
+        self.values = [(i, to_bytes32(h, "state hash")) for i, h in values]
+        hashed = sorted(
+            ((leaf_hash(i, h), pos) for pos, (i, h) in enumerate(self.values)),
+            key=lambda t: t[0],
+        )
+        size = 2 * len(hashed) - 1
+        nodes: list[bytes] = [b""] * size
+        self._tree_index = [0] * len(self.values)
+        for leaf_pos, (leaf, value_pos) in enumerate(hashed):
+            nodes[size - 1 - leaf_pos] = leaf
+            self._tree_index[value_pos] = size - 1 - leaf_pos
+        for i in range(size - 1 - len(hashed), -1, -1):
+            nodes[i] = hash_pair(nodes[2 * i + 1], nodes[2 * i + 2])
+        self._nodes = nodes
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    @property
+    def root(self) -> Hex32:
+        return hex32(self._nodes[0])
+
+    def leaf(self, position: int) -> Hex32:
+        """The leaf hash of value ``position`` (for a trace: checkpoint ``position``)."""
+        return hex32(self._nodes[self._tree_index[self._check(position)]])
+
+    def proof(self, position: int) -> list[Hex32]:
+        """Sibling hashes from value ``position``'s leaf to the root, as ``0x`` bytes32 hex."""
+        i = self._tree_index[self._check(position)]
+        out = []
+        while i > 0:
+            sibling = i + 1 if i % 2 else i - 1
+            out.append(hex32(self._nodes[sibling]))
+            i = (i - 1) // 2
+        return out
+
+    def _check(self, position: int) -> int:
+        if not 0 <= position < len(self.values):
+            raise MerkleError(f"no leaf {position} in a tree of {len(self.values)}")
+        return position
+
+
+def verify_proof(root: bytes | str, index: int, state_hash: bytes | str, proof: Sequence[bytes | str]) -> bool:
+    """What ``MerkleProof.verify(proof, root, leaf(index, stateHash))`` returns on chain."""
+    node = leaf_hash(index, state_hash)
+    for sibling in proof:
+        node = hash_pair(node, to_bytes32(sibling, "proof element"))
+    return node == to_bytes32(root, "root")

@@ -1,0 +1,257 @@
+"""The verifier's side: replay a segment and judge it; verify a sampled trace.
+
+:func:`replay_segment` loads checkpoint ``i``, re-runs its ``k`` steps with the
+spec's seeded batches, and compares the result with checkpoint ``i + 1``:
+
+* ``exact`` mode: the replayed checkpoint's bytes must hash to the committed
+  state hash (deterministic CPU replay gives distance 0);
+* ``tolerance`` mode: the parameter vector and the optimizer-state vector must
+  each be within the spec's relative-l2, linf and cosine thresholds.
+
+It returns a :class:`SegmentVerdict` (never prints, never raises on a bad
+trace): served bytes that do not match the commitment, truncated or
+non-canonical checkpoints, a wrong step or spec stamp, a false update-norm
+claim and a state mismatch all come back as a failed verdict with a
+:class:`Reason` and a one-line detail naming the segment.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from proofs.checkpoint import Checkpoint, decode_checkpoint, state_hash, update_norm
+from proofs.data import Dataset
+from proofs.errors import ProofError, SegmentOutOfRange
+from proofs.manifest import Manifest
+from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
+from proofs.spec import JobSpec, Tolerance
+from proofs.train import Runtime, Trainer
+
+__all__ = [
+    "Reason",
+    "Distances",
+    "SegmentVerdict",
+    "TraceVerdict",
+    "distances",
+    "replay_segment",
+    "verify_trace",
+    "Fetch",
+]
+
+log = logging.getLogger(__name__)
+
+#: ``fetch(checkpoint_index) -> bytes`` (the caller verifies bytes against their CID).
+Fetch = Callable[[int], bytes]
+
+#: Relative slack when comparing a claimed update norm with the recomputed one (JSON float round trip).
+_NORM_RTOL = 1e-9
+
+
+class Reason(str, enum.Enum):
+    OK = "ok"
+    HASH_MISMATCH = "hash-mismatch"
+    MALFORMED = "malformed-checkpoint"
+    WRONG_STEP = "wrong-step"
+    WRONG_SPEC = "wrong-spec"
+    NORM_MISMATCH = "norm-mismatch"
+    STATE_MISMATCH = "state-mismatch"
+    OUT_OF_TOLERANCE = "out-of-tolerance"
+
+
+@dataclass(frozen=True)
+class Distances:
+    """Between a replayed vector ``a`` and a committed one ``b`` (float64):
+    ``l2 = |a-b| / |b|`` (relative), ``linf = max |a-b|``, ``cosine = 1 - cos(a, b)``."""
+
+    l2: float
+    linf: float
+    cosine: float
+
+    def within(self, tol: Tolerance) -> bool:
+        assert tol.l2 is not None and tol.linf is not None and tol.cosine is not None
+        return self.l2 <= tol.l2 and self.linf <= tol.linf and self.cosine <= tol.cosine
+
+
+@dataclass(frozen=True)
+class SegmentVerdict:
+    """The judgement of one segment; ``passed`` is ``reason is Reason.OK``."""
+
+    segment: int
+    passed: bool
+    reason: Reason
+    detail: str
+    params: Distances | None = None
+    optimizer: Distances | None = None
+    replayed_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class TraceVerdict:
+    """The sampled segments of a trace and their verdicts (ascending segment order)."""
+
+    selection: Selection
+    verdicts: tuple[SegmentVerdict, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(v.passed for v in self.verdicts)
+
+    @property
+    def failures(self) -> tuple[SegmentVerdict, ...]:
+        return tuple(v for v in self.verdicts if not v.passed)
+
+
+def _flat(tensors: Mapping[str, torch.Tensor]) -> np.ndarray:
+    if not tensors:
+        return np.zeros(0)
+    return np.concatenate([tensors[k].detach().cpu().numpy().astype(np.float64).ravel() for k in sorted(tensors)])
+
+
+def distances(replayed: Mapping[str, torch.Tensor], committed: Mapping[str, torch.Tensor]) -> Distances:
+    """Distances between two states with the same tensor names, over their flattened values."""
+    if sorted(replayed) != sorted(committed):
+        raise ProofError("cannot compare states with different tensors")
+    a, b = _flat(replayed), _flat(committed)
+    diff = a - b
+    norm_b = math.sqrt(float(np.sum(b * b)))
+    norm_a = math.sqrt(float(np.sum(a * a)))
+    norm_d = math.sqrt(float(np.sum(diff * diff)))
+    l2 = norm_d / norm_b if norm_b > 0 else (0.0 if norm_d == 0 else math.inf)
+    linf = float(np.max(np.abs(diff))) if diff.size else 0.0
+    if norm_d == 0:
+        cosine = 0.0
+    elif norm_a == 0 or norm_b == 0:
+        cosine = 1.0
+    else:
+        cosine = max(0.0, 1.0 - float(np.sum(a * b)) / (norm_a * norm_b))
+    return Distances(l2=l2, linf=linf, cosine=cosine)
+
+
+def _fail(segment: int, reason: Reason, detail: str, **extra: object) -> SegmentVerdict:
+    log.info("segment failed", extra={"segment": segment, "reason": reason.value, "detail": detail})
+    return SegmentVerdict(segment=segment, passed=False, reason=reason, detail=f"segment {segment}: {detail}", **extra)  # type: ignore[arg-type]
+
+
+def replay_segment(
+    spec: JobSpec,
+    dataset: Dataset,
+    segment: int,
+    start: bytes,
+    end: bytes,
+    *,
+    start_hash: str | None = None,
+    end_hash: str | None = None,
+    claimed_norm: float | None = None,
+    rt: Runtime = Runtime(),
+) -> SegmentVerdict:
+    """Re-run segment ``segment`` from checkpoint bytes ``start`` and judge ``end``.
+
+    ``start_hash``/``end_hash`` are the committed state hashes (leaves ``segment`` and
+    ``segment + 1``); ``claimed_norm`` the manifest's update norm for the segment.
+    """
+    n, k = spec.segments, spec.checkpoint_interval
+    if not 0 <= segment < n:
+        raise SegmentOutOfRange("segment", segment, n)
+    decoded: list[Checkpoint] = []
+    for label, data, committed, index in (("start", start, start_hash, segment), ("end", end, end_hash, segment + 1)):
+        actual = state_hash(data)
+        if committed is not None and actual != committed.lower():
+            return _fail(segment, Reason.HASH_MISMATCH, f"checkpoint {index} hashes to {actual}, committed {committed}")
+        try:
+            ckpt = decode_checkpoint(data)
+        except ProofError as exc:
+            return _fail(segment, Reason.MALFORMED, f"checkpoint {index} ({label}): {exc}")
+        if ckpt.spec_hash != spec.spec_hash():
+            return _fail(segment, Reason.WRONG_SPEC, f"checkpoint {index} is stamped for spec {ckpt.spec_hash}")
+        if ckpt.step != index * k:
+            return _fail(segment, Reason.WRONG_STEP, f"checkpoint {index} claims step {ckpt.step}, expected {index * k}")
+        decoded.append(ckpt)
+    first, last = decoded
+    trainer = Trainer(spec, dataset, rt)
+    try:
+        trainer.load(first)
+        probe = Trainer(spec, dataset, rt)
+        probe.load(last)  # the end checkpoint must fit the model and optimizer too
+    except ProofError as exc:
+        return _fail(segment, Reason.MALFORMED, str(exc))
+    if claimed_norm is not None:
+        actual_norm = update_norm(first.params(), last.params())
+        if not math.isclose(actual_norm, claimed_norm, rel_tol=_NORM_RTOL, abs_tol=1e-12):
+            return _fail(segment, Reason.NORM_MISMATCH, f"update norm is {actual_norm!r}, the manifest claims {claimed_norm!r}")
+    trainer.run(k)
+    replayed = trainer.to_bytes()
+    replayed_hash = state_hash(replayed)
+    ours = {name: t.detach().cpu() for name, t in trainer.tensors().items()}
+    param_d = distances({k_: v for k_, v in ours.items() if k_.startswith("param.")}, {k_: v for k_, v in last.tensors.items() if k_.startswith("param.")})
+    optim_d = distances({k_: v for k_, v in ours.items() if k_.startswith("optim.")}, dict(last.optimizer_state()))
+    extra = {"params": param_d, "optimizer": optim_d, "replayed_hash": replayed_hash}
+    committed_hash = state_hash(end)
+    if replayed_hash == committed_hash:
+        return SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay reproduces {committed_hash}", **extra)  # type: ignore[arg-type]
+    if spec.tolerance.mode == "exact":
+        return _fail(
+            segment,
+            Reason.STATE_MISMATCH,
+            f"replay gives {replayed_hash}, committed {committed_hash} (param l2 {param_d.l2:.3g}, linf {param_d.linf:.3g})",
+            **extra,
+        )
+    if param_d.within(spec.tolerance) and optim_d.within(spec.tolerance):
+        return SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: within tolerance (param l2 {param_d.l2:.3g})", **extra)  # type: ignore[arg-type]
+    return _fail(
+        segment,
+        Reason.OUT_OF_TOLERANCE,
+        f"param distances l2 {param_d.l2:.3g} linf {param_d.linf:.3g} cos {param_d.cosine:.3g}, "
+        f"optimizer l2 {optim_d.l2:.3g}, over thresholds {spec.tolerance.l2:g}/{spec.tolerance.linf:g}/{spec.tolerance.cosine:g}",
+        **extra,
+    )
+
+
+def verify_trace(
+    spec: JobSpec,
+    dataset: Dataset,
+    manifest: Manifest,
+    fetch: Fetch,
+    seed: bytes | str,
+    q: int = DEFAULT_Q,
+    r: int = DEFAULT_R,
+    *,
+    rt: Runtime = Runtime(),
+) -> TraceVerdict:
+    """Select segments from ``seed`` and replay each against the manifest's commitments.
+
+    ``manifest`` must already be parsed (its root is then the tree of its hashes);
+    it is checked against ``spec`` here. Each checkpoint is fetched at most once.
+    """
+    manifest.check_spec(spec)
+    selection = choose_segments(manifest.update_norms, seed, q, r)
+    cache: dict[int, bytes] = {}
+
+    def get(index: int) -> bytes:
+        if index not in cache:
+            cache[index] = fetch(index)
+        return cache[index]
+
+    verdicts = []
+    for seg in selection.segments:
+        verdicts.append(
+            replay_segment(
+                spec,
+                dataset,
+                seg,
+                get(seg),
+                get(seg + 1),
+                start_hash=manifest.state_hashes[seg],
+                end_hash=manifest.state_hashes[seg + 1],
+                claimed_norm=manifest.update_norms[seg],
+                rt=rt,
+            )
+        )
+        cache.pop(seg, None)  # segments ascend: checkpoint seg is not needed again
+    return TraceVerdict(selection=selection, verdicts=tuple(verdicts))

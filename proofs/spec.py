@@ -1,0 +1,335 @@
+"""The job spec: declarative, versioned, bounded data that says exactly what to train.
+
+A spec names a model architecture from the registry (:mod:`proofs.models`) with
+its typed config, a dataset by content id, an optimizer with every
+hyperparameter pinned, the batch size, the number of steps, the seed (which
+fixes both the initial weights and the data order), the checkpoint interval
+``k`` and how replays are judged. Nothing in it is executable, and every size
+is bounded so that a solver can accept any spec without trusting its author.
+
+Specs travel as canonical JSON (sorted keys, no whitespace, defaults written
+out), so the same spec always has the same bytes, hash and CID::
+
+    spec = load_spec(path.read_bytes())
+    data = spec.canonical_bytes()        # what the submitter uploads
+    spec.spec_hash()                     # keccak256 of those bytes, in every checkpoint
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from eth_utils import keccak
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from proofs.errors import LimitExceeded, SpecError
+
+__all__ = [
+    "SPEC_VERSION",
+    "Limits",
+    "MLPConfig",
+    "CNNConfig",
+    "CharTransformerConfig",
+    "ModelConfig",
+    "DatasetSpec",
+    "SGDConfig",
+    "AdamConfig",
+    "OptimizerConfig",
+    "Tolerance",
+    "JobSpec",
+    "load_spec",
+    "canonical_json",
+]
+
+SPEC_VERSION = 1
+
+
+class Limits:
+    """Upper bounds on everything a spec can ask for (a solver runs any spec within them)."""
+
+    SPEC_BYTES = 16 * 1024
+    PARAMS = 10_000_000
+    STEPS = 1_000_000
+    SEGMENTS = 100_000
+    BATCH = 4096
+    DATASET_BYTES = 256 * 1024 * 1024
+    WIDTH = 8192
+    LAYERS = 16
+    SEQUENCE = 1024
+    VOCAB = 65_536
+    CLASSES = 10_000
+
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+_Width = Annotated[int, Field(ge=1, le=Limits.WIDTH)]
+_PositiveFloat = Annotated[float, Field(gt=0.0, allow_inf_nan=False)]
+_Fraction = Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)]
+
+
+# ----------------------------------------------------------------- models
+
+
+class MLPConfig(_Frozen):
+    """Fully connected classifier: flatten, ``hidden`` ReLU layers, a linear head."""
+
+    kind: Literal["mlp"] = "mlp"
+    input_dim: _Width
+    hidden: tuple[_Width, ...] = Field(min_length=0, max_length=Limits.LAYERS)
+    num_classes: Annotated[int, Field(ge=2, le=Limits.CLASSES)]
+
+    def param_count(self) -> int:
+        dims = (self.input_dim, *self.hidden, self.num_classes)
+        return sum(a * b + b for a, b in zip(dims, dims[1:]))
+
+
+class CNNConfig(_Frozen):
+    """Small convnet: per entry of ``channels`` a same-padded conv, ReLU and 2x2 max-pool;
+    then a ReLU hidden layer and a linear head."""
+
+    kind: Literal["cnn"] = "cnn"
+    in_channels: Annotated[int, Field(ge=1, le=16)]
+    height: Annotated[int, Field(ge=2, le=256)]
+    width: Annotated[int, Field(ge=2, le=256)]
+    channels: tuple[Annotated[int, Field(ge=1, le=512)], ...] = Field(min_length=1, max_length=6)
+    kernel_size: Literal[3, 5] = 3
+    hidden: _Width
+    num_classes: Annotated[int, Field(ge=2, le=Limits.CLASSES)]
+
+    @model_validator(mode="after")
+    def _pools_fit(self) -> CNNConfig:
+        scale = 2 ** len(self.channels)
+        if self.height % scale or self.width % scale:
+            raise ValueError(
+                f"height and width must be divisible by 2**len(channels) = {scale} "
+                f"(got {self.height}x{self.width})"
+            )
+        return self
+
+    @property
+    def flat_features(self) -> int:
+        scale = 2 ** len(self.channels)
+        return self.channels[-1] * (self.height // scale) * (self.width // scale)
+
+    def param_count(self) -> int:
+        total, c_in = 0, self.in_channels
+        for c_out in self.channels:
+            total += c_in * c_out * self.kernel_size**2 + c_out
+            c_in = c_out
+        total += self.flat_features * self.hidden + self.hidden
+        return total + self.hidden * self.num_classes + self.num_classes
+
+
+class CharTransformerConfig(_Frozen):
+    """nanoGPT-style decoder over byte/character tokens (pre-LayerNorm, causal attention,
+    GELU MLP, no dropout so that a step is a pure function of state and batch)."""
+
+    kind: Literal["char-transformer"] = "char-transformer"
+    vocab_size: Annotated[int, Field(ge=2, le=Limits.VOCAB)]
+    block_size: Annotated[int, Field(ge=2, le=Limits.SEQUENCE)]
+    n_layer: Annotated[int, Field(ge=1, le=Limits.LAYERS)]
+    n_head: Annotated[int, Field(ge=1, le=64)]
+    n_embd: Annotated[int, Field(ge=1, le=4096)]
+
+    @model_validator(mode="after")
+    def _heads_divide(self) -> CharTransformerConfig:
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd {self.n_embd} must be divisible by n_head {self.n_head}")
+        return self
+
+    def param_count(self) -> int:
+        e, v = self.n_embd, self.vocab_size
+        per_layer = 2 * e + (3 * e * e + 3 * e) + (e * e + e) + 2 * e + (4 * e * e + 4 * e) + (4 * e * e + e)
+        return v * e + self.block_size * e + self.n_layer * per_layer + 2 * e + e * v
+
+
+ModelConfig = Annotated[MLPConfig | CNNConfig | CharTransformerConfig, Field(discriminator="kind")]
+
+
+# ----------------------------------------------------------------- data
+
+
+class DatasetSpec(_Frozen):
+    """Where the training data is and which tensors to read.
+
+    Classification models (``mlp``, ``cnn``) read ``inputs`` (float features) and
+    ``targets`` (integer labels); the character transformer reads one 1-D integer
+    tensor of tokens named ``inputs`` and needs ``targets`` to be null.
+    ``size_bytes`` is the exact length of the dataset file: a downloader stops
+    past it and the loader refuses anything else.
+    """
+
+    cid: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
+    format: Literal["npz", "safetensors"]
+    size_bytes: Annotated[int, Field(ge=1, le=Limits.DATASET_BYTES)]
+    inputs: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = "x"
+    targets: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] | None = "y"
+
+
+# ----------------------------------------------------------------- optimizers
+
+
+class SGDConfig(_Frozen):
+    """SGD with momentum, PyTorch's formula: ``g += wd*p; b = m*b + (1-dampening)*g;
+    p -= lr * (g + m*b if nesterov else b)`` (the momentum buffer starts at zero)."""
+
+    kind: Literal["sgd"] = "sgd"
+    lr: Annotated[float, Field(gt=0.0, le=10.0, allow_inf_nan=False)]
+    momentum: _Fraction = 0.0
+    dampening: _Fraction = 0.0
+    weight_decay: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.0
+    nesterov: bool = False
+
+    @model_validator(mode="after")
+    def _nesterov_needs_momentum(self) -> SGDConfig:
+        if self.nesterov and (self.momentum == 0.0 or self.dampening != 0.0):
+            raise ValueError("nesterov needs momentum > 0 and dampening = 0")
+        return self
+
+
+class AdamConfig(_Frozen):
+    """Adam (L2 weight decay added to the gradient, as ``torch.optim.Adam``), bias-corrected."""
+
+    kind: Literal["adam"] = "adam"
+    lr: Annotated[float, Field(gt=0.0, le=10.0, allow_inf_nan=False)]
+    beta1: _Fraction = 0.9
+    beta2: _Fraction = 0.999
+    eps: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = 1e-8
+    weight_decay: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.0
+
+
+OptimizerConfig = Annotated[SGDConfig | AdamConfig, Field(discriminator="kind")]
+
+
+# ----------------------------------------------------------------- judging
+
+
+class Tolerance(_Frozen):
+    """How a replayed segment is compared with the committed checkpoint.
+
+    ``exact``: the replayed checkpoint's bytes must hash to the committed state hash
+    (what deterministic CPU replay gives). ``tolerance``: the parameter vector and the
+    optimizer-state vector must each be within all three thresholds: relative l2
+    (``|a-b| / |b|``), absolute linf (``max |a-b|``) and cosine distance
+    (``1 - cos(a, b)``). Thresholds come from :mod:`proofs.calibrate`.
+    """
+
+    mode: Literal["exact", "tolerance"] = "exact"
+    l2: _PositiveFloat | None = None
+    linf: _PositiveFloat | None = None
+    cosine: _PositiveFloat | None = None
+
+    @model_validator(mode="after")
+    def _thresholds_match_mode(self) -> Tolerance:
+        given = [t is not None for t in (self.l2, self.linf, self.cosine)]
+        if self.mode == "exact" and any(given):
+            raise ValueError("exact mode takes no thresholds")
+        if self.mode == "tolerance" and not all(given):
+            raise ValueError("tolerance mode needs l2, linf and cosine thresholds")
+        return self
+
+
+# ----------------------------------------------------------------- the job
+
+
+class JobSpec(_Frozen):
+    """Everything a solver needs to train and a verifier needs to replay."""
+
+    version: Literal[1] = SPEC_VERSION
+    model: ModelConfig
+    dataset: DatasetSpec
+    optimizer: OptimizerConfig
+    batch_size: Annotated[int, Field(ge=1, le=Limits.BATCH)]
+    steps: Annotated[int, Field(ge=1, le=Limits.STEPS)]
+    seed: Annotated[int, Field(ge=0, lt=2**63)]
+    checkpoint_interval: Annotated[int, Field(ge=1, le=Limits.STEPS)]
+    tolerance: Tolerance = Tolerance()
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        k = self.checkpoint_interval
+        if self.steps % k:
+            raise ValueError(f"steps {self.steps} must be a multiple of checkpoint_interval {k}")
+        if self.steps // k > Limits.SEGMENTS:
+            raise ValueError(f"{self.steps // k} segments; at most {Limits.SEGMENTS} are accepted")
+        params = self.model.param_count()
+        if params > Limits.PARAMS:
+            raise ValueError(f"model has {params:,} parameters; at most {Limits.PARAMS:,} are accepted")
+        is_lm = self.model.kind == "char-transformer"
+        if is_lm and self.dataset.targets is not None:
+            raise ValueError("a char-transformer reads one token tensor: dataset.targets must be null")
+        if not is_lm and self.dataset.targets is None:
+            raise ValueError(f"a {self.model.kind} classifier needs dataset.targets (the labels)")
+        return self
+
+    @property
+    def segments(self) -> int:
+        """Number of segments n; the trace has n + 1 checkpoints (0 is the initial state)."""
+        return self.steps // self.checkpoint_interval
+
+    def param_count(self) -> int:
+        return self.model.param_count()
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    def canonical_bytes(self) -> bytes:
+        """Sorted keys, no whitespace, every default written out: the bytes whose CID names the job."""
+        return canonical_json(self.to_json_dict())
+
+    def spec_hash(self) -> str:
+        """``0x`` + keccak256 of :meth:`canonical_bytes` (recorded in every checkpoint)."""
+        return "0x" + keccak(self.canonical_bytes()).hex()
+
+
+def canonical_json(value: Any) -> bytes:
+    """Canonical JSON bytes: sorted keys, compact separators, ASCII, no NaN/inf."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False).encode()
+
+
+def load_spec(source: bytes | str | Mapping[str, Any]) -> JobSpec:
+    """Parse and validate a job spec from JSON bytes/text or an already-decoded mapping.
+
+    Raises :class:`SpecError` (one line per problem, with its field path) or
+    :class:`LimitExceeded` for input over :attr:`Limits.SPEC_BYTES`.
+    """
+    if isinstance(source, (bytes, str)):
+        raw = source.encode() if isinstance(source, str) else source
+        if len(raw) > Limits.SPEC_BYTES:
+            raise LimitExceeded("job spec size in bytes", len(raw), Limits.SPEC_BYTES)
+        try:
+            decoded = json.loads(raw, parse_constant=_reject_constant)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise SpecError(f"job spec is not valid JSON: {exc}") from exc
+    else:
+        decoded = source
+    if not isinstance(decoded, Mapping):
+        raise SpecError(f"job spec must be a JSON object, got {type(decoded).__name__}")
+    try:
+        # Validate in JSON mode: arrays become tuples, ints are accepted where floats are
+        # expected, and nothing but JSON types gets in (strict everywhere else).
+        text = json.dumps(decoded, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise SpecError(f"job spec holds a value JSON cannot carry: {exc}") from exc
+    try:
+        return JobSpec.model_validate_json(text)
+    except ValidationError as exc:
+        raise SpecError(_describe(exc)) from exc
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"{name} is not allowed in a job spec")
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(spec)"
+        lines.append(f"{where}: {err['msg']}")
+    return "invalid job spec: " + "; ".join(lines)
+

@@ -1,0 +1,243 @@
+"""Deterministic, checkpointed training: the solver's side of proof of learning.
+
+Read top to bottom: :class:`Runtime` pins the numerics (threads, deterministic
+kernels, matmul precision, device); :class:`Trainer` holds a model, its
+optimizer slots and the global step, and advances one seeded batch at a time;
+:func:`train_trace` runs a whole job, taking a canonical checkpoint every
+``k`` steps, hashing it, and returns a :class:`Trace` with the Merkle tree and
+per-segment update norms. The caller stores checkpoints (``put``) and builds
+the manifest with their CIDs::
+
+    trace = train_trace(spec, dataset, put=store.put)   # put(bytes) -> CID
+    manifest = trace.manifest(spec_cid)
+    commit(trace.root, len(trace.state_hashes), manifest.final_cid, store.put(manifest.canonical_bytes()))
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch.nn import functional as F
+
+from proofs.checkpoint import Checkpoint, encode_checkpoint, state_hash, update_norm
+from proofs.data import BatchOrder, Dataset
+from proofs.errors import CheckpointError, ProofError
+from proofs.manifest import CheckpointEntry, Manifest
+from proofs.merkle import TraceTree
+from proofs.models import build_model
+from proofs.optim import build_optimizer
+from proofs.spec import JobSpec
+
+__all__ = ["Runtime", "runtime", "Trainer", "Trace", "train_trace", "Progress", "Put"]
+
+log = logging.getLogger(__name__)
+
+#: ``progress(steps_done, steps_total)``, called after every step.
+Progress = Callable[[int, int], None]
+#: ``put(checkpoint_bytes) -> cid``: stores bytes, returns their content id.
+Put = Callable[[bytes], str]
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """The numeric environment a trainer runs in.
+
+    The default is what exact replay needs: one CPU thread, deterministic
+    algorithms, full float32 matmul precision. Calibration varies these.
+    """
+
+    threads: int = 1
+    deterministic: bool = True
+    matmul_precision: Literal["highest", "high", "medium"] = "highest"
+    device: str = "cpu"
+
+
+@contextmanager
+def runtime(rt: Runtime) -> Iterator[None]:
+    """Apply ``rt`` to torch's process-wide settings, restoring the previous ones after."""
+    saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision())
+    torch.set_num_threads(rt.threads)
+    torch.use_deterministic_algorithms(rt.deterministic)
+    torch.set_float32_matmul_precision(rt.matmul_precision)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(saved[0])
+        torch.use_deterministic_algorithms(saved[1])
+        torch.set_float32_matmul_precision(saved[2])
+
+
+class Trainer:
+    """A model, its optimizer state and the global step; advances one seeded batch per step.
+
+    ``data_seed`` and ``stamp`` exist for the adversary library (train on another data
+    order while stamping checkpoints with the honest spec's hash); honest code leaves them.
+    """
+
+    def __init__(
+        self,
+        spec: JobSpec,
+        dataset: Dataset,
+        rt: Runtime = Runtime(),
+        *,
+        data_seed: int | None = None,
+        stamp: str | None = None,
+    ) -> None:
+        self.spec = spec
+        self.rt = rt
+        self.device = torch.device(rt.device)
+        self.stamp = stamp or spec.spec_hash()
+        self.order = BatchOrder(spec, dataset, seed=data_seed)
+        self.model = build_model(spec, self.device)
+        self.params = dict(sorted(self.model.named_parameters()))
+        self.optimizer = build_optimizer(spec.optimizer)
+        self.state = self.optimizer.init_state(self.params)
+        self.step = 0
+
+    # -- training -------------------------------------------------------------------------
+
+    def train_step(self) -> torch.Tensor:
+        """One optimizer step on batch ``self.step``; returns the (detached) loss."""
+        x, y = self.order.batch(self.step)
+        x, y = x.to(self.device), y.to(self.device)
+        for p in self.params.values():
+            p.grad = None
+        logits = self.model(x)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        self.optimizer.update(self.params, self.state, self.step)
+        self.step += 1
+        return loss.detach()
+
+    def run(self, steps: int, progress: Progress | None = None, total: int | None = None) -> None:
+        """Advance ``steps`` steps under this trainer's runtime settings."""
+        with runtime(self.rt):
+            for _ in range(steps):
+                self.train_step()
+                if progress is not None:
+                    progress(self.step, total or self.spec.steps)
+
+    # -- state ----------------------------------------------------------------------------
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The live state tensors, keyed as in a checkpoint (no copy)."""
+        out = {f"param.{n}": p.detach() for n, p in self.params.items()}
+        out.update(self.state)
+        return out
+
+    def to_bytes(self) -> bytes:
+        """Canonical checkpoint bytes of the current state."""
+        return encode_checkpoint(self.step, self.tensors(), self.stamp)
+
+    def checkpoint(self) -> Checkpoint:
+        return Checkpoint(
+            step=self.step,
+            spec_hash=self.stamp,
+            tensors={k: v.detach().cpu().clone() for k, v in self.tensors().items()},
+        )
+
+    def load(self, ckpt: Checkpoint) -> None:
+        """Set the state from a decoded checkpoint; refuses one that does not fit the spec."""
+        live = self.tensors()
+        if sorted(ckpt.tensors) != sorted(live):
+            extra = sorted(set(ckpt.tensors) - set(live))[:3]
+            missing = sorted(set(live) - set(ckpt.tensors))[:3]
+            raise CheckpointError(f"checkpoint does not fit the spec's model/optimizer: extra {extra}, missing {missing}")
+        for name, t in ckpt.tensors.items():
+            if tuple(t.shape) != tuple(live[name].shape):
+                raise CheckpointError(f"tensor {name!r} is {tuple(t.shape)}; the spec's model has {tuple(live[name].shape)}")
+        if ckpt.step > self.spec.steps:
+            raise CheckpointError(f"checkpoint step {ckpt.step} is past the job's {self.spec.steps} steps")
+        with torch.no_grad():
+            for name, t in ckpt.tensors.items():
+                live[name].copy_(t)
+        self.step = ckpt.step
+
+
+@dataclass(frozen=True)
+class Trace:
+    """A finished training trace: ``n + 1`` state hashes, ``n`` update norms, the tree.
+
+    ``checkpoints`` holds the bytes when ``train_trace(keep=True)``; ``cids`` holds what
+    ``put`` returned when one was given.
+    """
+
+    spec: JobSpec
+    state_hashes: tuple[str, ...]
+    update_norms: tuple[float, ...]
+    tree: TraceTree
+    checkpoints: tuple[bytes, ...] = ()
+    cids: tuple[str, ...] = ()
+
+    @property
+    def root(self) -> str:
+        return self.tree.root
+
+    def manifest(self, spec_cid: str, checkpoint_cids: Sequence[str] | None = None) -> Manifest:
+        """The manifest of this trace, with the CIDs ``put`` returned (or the ones given)."""
+        cids = tuple(checkpoint_cids) if checkpoint_cids is not None else self.cids
+        if len(cids) != len(self.state_hashes):
+            raise ProofError(f"{len(cids)} checkpoint CIDs for {len(self.state_hashes)} checkpoints")
+        return Manifest(
+            spec_cid=spec_cid,
+            spec_hash=self.spec.spec_hash(),
+            steps=self.spec.steps,
+            checkpoint_interval=self.spec.checkpoint_interval,
+            root=self.root,
+            checkpoints=tuple(
+                CheckpointEntry(index=i, cid=c, state_hash=h) for i, (c, h) in enumerate(zip(cids, self.state_hashes))
+            ),
+            update_norms=self.update_norms,
+        )
+
+
+def train_trace(
+    spec: JobSpec,
+    dataset: Dataset,
+    rt: Runtime = Runtime(),
+    *,
+    put: Put | None = None,
+    keep: bool = True,
+    progress: Progress | None = None,
+) -> Trace:
+    """Train the whole job, checkpointing every ``k`` steps, and commit to the trace.
+
+    ``put`` stores each checkpoint's bytes as soon as it exists (returning its CID);
+    ``keep=False`` drops the bytes from memory afterwards (for long jobs with ``put``).
+    """
+    trainer = Trainer(spec, dataset, rt)
+    hashes: list[str] = []
+    norms: list[float] = []
+    kept: list[bytes] = []
+    cids: list[str] = []
+
+    def record(data: bytes) -> None:
+        hashes.append(state_hash(data))
+        if keep:
+            kept.append(data)
+        if put is not None:
+            cids.append(put(data))
+
+    record(trainer.to_bytes())
+    before = {n: p.detach().clone() for n, p in trainer.params.items()}
+    k = spec.checkpoint_interval
+    for segment in range(spec.segments):
+        trainer.run(k, progress)
+        record(trainer.to_bytes())
+        after = {n: p.detach() for n, p in trainer.params.items()}
+        norms.append(update_norm(before, after))
+        before = {n: p.clone() for n, p in after.items()}
+        log.debug("segment done", extra={"segment": segment, "state_hash": hashes[-1], "update_norm": norms[-1]})
+    return Trace(
+        spec=spec,
+        state_hashes=tuple(hashes),
+        update_norms=tuple(norms),
+        tree=TraceTree(hashes),
+        checkpoints=tuple(kept),
+        cids=tuple(cids),
+    )

@@ -1,0 +1,166 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from proofs import (
+    ManifestError,
+    Reason,
+    SegmentOutOfRange,
+    decode_checkpoint,
+    distances,
+    execute_step,
+    parse_manifest,
+    replay_segment,
+    state_at,
+    state_hash,
+    train_trace,
+    verify_trace,
+)
+from proofs.calibrate import calibrate
+from proofs.train import Runtime
+
+KINDS = ["mlp", "cnn", "char-transformer"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_training_is_reproducible_bit_for_bit(kind: str, jobs, traces) -> None:
+    again = train_trace(jobs[kind].spec, jobs[kind].dataset)
+    assert again.state_hashes == traces[kind].state_hashes
+    assert again.root == traces[kind].root
+    assert len(again.state_hashes) == jobs[kind].spec.segments + 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_honest_replay_is_exact_on_cpu(kind: str, jobs, traces) -> None:
+    job, trace = jobs[kind], traces[kind]
+    for seg in range(job.spec.segments):
+        v = replay_segment(
+            job.spec, job.dataset, seg, trace.checkpoints[seg], trace.checkpoints[seg + 1],
+            start_hash=trace.state_hashes[seg], end_hash=trace.state_hashes[seg + 1],
+            claimed_norm=trace.update_norms[seg],
+        )
+        assert v.passed and v.reason is Reason.OK, v.detail
+        assert v.replayed_hash == trace.state_hashes[seg + 1]
+        assert v.params is not None and v.params.l2 == 0.0 and v.params.linf == 0.0
+
+
+def test_checkpoints_record_the_step_and_spec(mlp, traces) -> None:
+    k = mlp.spec.checkpoint_interval
+    for i, data in enumerate(traces["mlp"].checkpoints):
+        ckpt = decode_checkpoint(data, expect_hash=traces["mlp"].state_hashes[i], expect_spec=mlp.spec.spec_hash())
+        assert ckpt.step == i * k
+
+
+def test_verify_trace_passes_an_honest_trace_through_its_manifest(mlp, traces) -> None:
+    trace = traces["mlp"]
+    manifest = trace.manifest("QmSpec", [f"QmCkpt{i}" for i in range(len(trace.state_hashes))])
+    parsed = parse_manifest(manifest.canonical_bytes(), mlp.spec)
+    assert parsed == manifest and parsed.root == trace.root and parsed.final_cid == f"QmCkpt{mlp.spec.segments}"
+    fetched = []
+    verdict = verify_trace(mlp.spec, mlp.dataset, parsed, lambda i: fetched.append(i) or trace.checkpoints[i], "0x" + "42" * 32)
+    assert verdict.passed and not verdict.failures
+    assert [v.segment for v in verdict.verdicts] == list(verdict.selection.segments)
+    assert len(fetched) == len(set(fetched))
+
+
+def test_manifest_with_wrong_root_or_spec_is_refused(mlp, traces, make_spec, datasets) -> None:
+    trace = traces["mlp"]
+    good = trace.manifest("QmSpec", ["QmC"] * len(trace.state_hashes))
+    body = good.canonical_bytes().replace(trace.root[2:].encode(), b"00" * 32)
+    with pytest.raises(ManifestError, match="root"):
+        parse_manifest(body)
+    other = make_spec("mlp", datasets["mlp"], seed=99)
+    with pytest.raises(ManifestError, match="spec"):
+        parse_manifest(good.canonical_bytes(), other)
+    with pytest.raises(ManifestError):
+        parse_manifest(b'{"version": 1}')
+    with pytest.raises(ManifestError):
+        parse_manifest(good.canonical_bytes()[:-5])
+
+
+def test_served_bytes_that_differ_from_the_commitment_fail_with_hash_mismatch(mlp, traces) -> None:
+    t = traces["mlp"]
+    v = replay_segment(mlp.spec, mlp.dataset, 1, t.checkpoints[1], t.checkpoints[3],
+                       start_hash=t.state_hashes[1], end_hash=t.state_hashes[2])
+    assert not v.passed and v.reason is Reason.HASH_MISMATCH and "segment 1" in v.detail and "checkpoint 2" in v.detail
+
+
+def test_truncated_committed_checkpoint_fails_as_malformed(mlp, traces) -> None:
+    t = traces["mlp"]
+    cut = t.checkpoints[2][:-10]
+    v = replay_segment(mlp.spec, mlp.dataset, 1, t.checkpoints[1], cut, end_hash=state_hash(cut))
+    assert not v.passed and v.reason is Reason.MALFORMED and "truncated" in v.detail
+
+
+def test_checkpoint_with_wrong_step_fails(mlp, traces) -> None:
+    t = traces["mlp"]
+    v = replay_segment(mlp.spec, mlp.dataset, 2, t.checkpoints[1], t.checkpoints[3])
+    assert not v.passed and v.reason is Reason.WRONG_STEP
+
+
+def test_false_update_norm_claim_fails(mlp, traces) -> None:
+    t = traces["mlp"]
+    v = replay_segment(mlp.spec, mlp.dataset, 0, t.checkpoints[0], t.checkpoints[1], claimed_norm=t.update_norms[0] * 0.5)
+    assert not v.passed and v.reason is Reason.NORM_MISMATCH
+
+
+def test_segment_out_of_range_raises(mlp, traces) -> None:
+    t = traces["mlp"]
+    with pytest.raises(SegmentOutOfRange):
+        replay_segment(mlp.spec, mlp.dataset, mlp.spec.segments, t.checkpoints[0], t.checkpoints[1])
+
+
+def test_state_at_and_execute_step_agree_with_the_trace(jobs, traces) -> None:
+    job, trace = jobs["cnn"], traces["cnn"]
+    k = job.spec.checkpoint_interval
+    start = trace.checkpoints[2]
+    assert state_at(job.spec, job.dataset, start, 3 * k) == trace.checkpoints[3]
+    mid = state_at(job.spec, job.dataset, start, 2 * k + k // 2)
+    assert decode_checkpoint(mid).step == 2 * k + k // 2
+    stepped = mid
+    for _ in range(k - k // 2):
+        stepped = execute_step(job.spec, job.dataset, stepped)
+    assert stepped == trace.checkpoints[3]
+
+
+def test_tolerance_mode_passes_honest_drift_and_fails_real_change(jobs, traces) -> None:
+    job, trace = jobs["char-transformer"], traces["char-transformer"]
+    cal = calibrate(job.spec, job.dataset, trace.checkpoints[:3], perturbations=[("threads=2", Runtime(threads=2))])
+    assert cal.tolerance.mode == "tolerance"
+    assert all(getattr(cal.tolerance, f) >= getattr(p.params, f) * cal.safety_factor
+               for p in cal.perturbations for f in ("l2", "linf", "cosine"))
+    spec = job.spec.model_copy(update={"tolerance": cal.tolerance})
+    honest = train_trace(spec, job.dataset)
+    drifted = replay_segment(spec, job.dataset, 1, honest.checkpoints[1], honest.checkpoints[2], rt=Runtime(threads=2))
+    assert drifted.passed, drifted.detail
+    other = train_trace(spec.model_copy(update={"optimizer": spec.optimizer.model_copy(update={"lr": 0.02})}), job.dataset)
+    wrong = decode_checkpoint(other.checkpoints[2])
+    forged = type(wrong)(wrong.step, spec.spec_hash(), wrong.tensors).to_bytes()
+    v = replay_segment(spec, job.dataset, 1, honest.checkpoints[1], forged)
+    assert not v.passed and v.reason is Reason.OUT_OF_TOLERANCE
+
+
+vectors = st.lists(
+    st.floats(-1e3, 1e3, allow_nan=False, width=32).filter(lambda v: v == 0 or abs(v) > 1e-6), min_size=1, max_size=30
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(vectors, st.floats(0.01, 100.0))
+def test_distance_properties(values: list[float], scale: float) -> None:
+    a = {"w": torch.tensor(values, dtype=torch.float32)}
+    d0 = distances(a, a)
+    assert (d0.l2, d0.linf, d0.cosine) == (0.0, 0.0, 0.0)
+    scaled = {"w": a["w"] * scale}
+    d = distances(scaled, a)
+    if torch.any(a["w"] != 0):
+        assert d.cosine < 1e-6
+        assert math.isclose(d.l2, abs(scale - 1), rel_tol=1e-4, abs_tol=1e-5)
+    shifted = {"w": a["w"].clone()}
+    shifted["w"][0] += 1.0
+    assert distances(shifted, a).linf == pytest.approx(1.0, abs=1e-3)

@@ -1,0 +1,137 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from proofs import JobSpec, LimitExceeded, Limits, ProofError, SpecError, load_spec
+from proofs.models import build_model
+from proofs.spec import CharTransformerConfig, CNNConfig, MLPConfig
+
+
+def base(**over: Any) -> dict[str, Any]:
+    raw: dict[str, Any] = {
+        "model": {"kind": "mlp", "input_dim": 4, "hidden": [8], "num_classes": 2},
+        "dataset": {"cid": "QmData", "format": "npz", "size_bytes": 1000},
+        "optimizer": {"kind": "sgd", "lr": 0.1, "momentum": 0.9},
+        "batch_size": 8,
+        "steps": 100,
+        "seed": 1,
+        "checkpoint_interval": 10,
+    }
+    raw.update(over)
+    return raw
+
+
+def test_spec_round_trips_through_canonical_bytes() -> None:
+    spec = load_spec(base())
+    assert load_spec(spec.canonical_bytes()) == spec
+    assert load_spec(spec.canonical_bytes()).canonical_bytes() == spec.canonical_bytes()
+    assert spec.segments == 10
+
+
+def test_canonical_bytes_do_not_depend_on_key_order_or_whitespace() -> None:
+    raw = base()
+    shuffled = json.dumps(dict(reversed(list(raw.items()))), indent=4)
+    assert load_spec(shuffled).canonical_bytes() == load_spec(json.dumps(raw)).canonical_bytes()
+    assert load_spec(shuffled).spec_hash() == load_spec(raw).spec_hash()
+
+
+def test_defaults_are_written_out_so_every_hyperparameter_is_pinned() -> None:
+    body = json.loads(load_spec(base(optimizer={"kind": "adam", "lr": 0.001})).canonical_bytes())
+    assert body["optimizer"] == {"kind": "adam", "lr": 0.001, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.0}
+    assert body["tolerance"]["mode"] == "exact"
+
+
+def test_spec_is_frozen() -> None:
+    spec = load_spec(base())
+    with pytest.raises(ValidationError):
+        spec.steps = 5  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("over", "needle"),
+    [
+        ({"steps": 105}, "multiple of checkpoint_interval"),
+        ({"extra_field": 1}, "extra_field"),
+        ({"model": {"kind": "resnet", "input_dim": 4}}, "model"),
+        ({"model": {"kind": "mlp", "input_dim": 4, "hidden": [8], "num_classes": 2, "code": "import os"}}, "code"),
+        ({"optimizer": {"kind": "sgd", "lr": -1.0}}, "optimizer.sgd.lr"),
+        ({"optimizer": {"kind": "sgd", "lr": 0.1, "nesterov": True}}, "nesterov"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": "8"}, "batch_size"),
+        ({"seed": -1}, "seed"),
+        ({"steps": Limits.STEPS + 10}, "steps"),
+        ({"dataset": {"cid": "Qm/../etc", "format": "npz", "size_bytes": 10}}, "dataset.cid"),
+        ({"dataset": {"cid": "QmData", "format": "pickle", "size_bytes": 10}}, "dataset.format"),
+        ({"dataset": {"cid": "QmData", "format": "npz", "size_bytes": Limits.DATASET_BYTES + 1}}, "size_bytes"),
+        ({"dataset": {"cid": "QmData", "format": "npz", "size_bytes": 10, "targets": None}}, "needs dataset.targets"),
+        ({"model": {"kind": "mlp", "input_dim": 8192, "hidden": [8192, 8192], "num_classes": 2}}, "parameters"),
+        ({"tolerance": {"mode": "exact", "l2": 0.1}}, "exact mode takes no thresholds"),
+        ({"tolerance": {"mode": "tolerance", "l2": 0.1}}, "needs l2, linf and cosine"),
+        ({"steps": 1_000_000, "checkpoint_interval": 1}, "segments"),
+        ({"model": {"kind": "cnn", "in_channels": 1, "height": 10, "width": 16, "channels": [4, 4], "hidden": 8,
+                    "num_classes": 2}}, "divisible"),
+    ],
+)
+def test_malformed_specs_raise_clear_errors(over: dict[str, Any], needle: str) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(base(**over))
+    assert needle in str(info.value)
+
+
+@pytest.mark.parametrize("text", [b"not json", b"[1, 2]", b'{"steps": NaN}', b"\xff\xfe"])
+def test_non_object_or_non_json_input_is_a_spec_error(text: bytes) -> None:
+    with pytest.raises(SpecError):
+        load_spec(text)
+
+
+def test_oversize_spec_is_refused_before_parsing() -> None:
+    with pytest.raises(LimitExceeded) as info:
+        load_spec(b" " * (Limits.SPEC_BYTES + 1))
+    assert isinstance(info.value, ProofError)
+
+
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        MLPConfig(input_dim=7, hidden=(5, 3), num_classes=4),
+        MLPConfig(input_dim=7, hidden=(), num_classes=2),
+        CNNConfig(in_channels=3, height=8, width=16, channels=(4, 6), kernel_size=5, hidden=9, num_classes=3),
+        CharTransformerConfig(vocab_size=30, block_size=12, n_layer=2, n_head=2, n_embd=8),
+    ],
+)
+def test_param_count_formula_matches_the_built_model(cfg: Any) -> None:
+    raw = base(model=cfg.model_dump(mode="json"))
+    if cfg.kind == "char-transformer":
+        raw["dataset"] = {**raw["dataset"], "targets": None}
+    spec = load_spec(raw)
+    assert sum(p.numel() for p in build_model(spec).parameters()) == cfg.param_count()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hidden=st.lists(st.integers(1, 64), max_size=3),
+    lr=st.floats(1e-6, 10.0, allow_nan=False),
+    momentum=st.floats(0.0, 0.99),
+    k=st.integers(1, 50),
+    segments=st.integers(1, 100),
+    seed=st.integers(0, 2**63 - 1),
+)
+def test_any_valid_spec_round_trips(hidden: list[int], lr: float, momentum: float, k: int, segments: int, seed: int) -> None:
+    spec = load_spec(
+        base(
+            model={"kind": "mlp", "input_dim": 3, "hidden": hidden, "num_classes": 2},
+            optimizer={"kind": "sgd", "lr": lr, "momentum": momentum},
+            steps=k * segments,
+            checkpoint_interval=k,
+            seed=seed,
+        )
+    )
+    again = load_spec(spec.canonical_bytes())
+    assert again == spec and again.spec_hash() == spec.spec_hash()
+    assert isinstance(again, JobSpec)
