@@ -19,7 +19,10 @@ from typing import Annotated, Any
 import typer
 
 from core.errors import VeritrainError
-from veritrain import deploy_cmd, devnet_cmd
+from solver.cli import app as solver_app
+from submitter.cli import app as submit_app
+from verifier.cli import app as verifier_app
+from veritrain import demo, deploy_cmd, devnet_cmd
 from veritrain.options import err_console
 
 __all__ = ["app", "VeritrainApp"]
@@ -68,4 +71,7 @@ def main(
 app.command(name="devnet", no_args_is_help=False)(devnet_cmd.devnet)
 app.command(name="deploy")(deploy_cmd.deploy)
 
-# Role sub-apps register here, one line each (see the module docstring).
+app.command(name="demo")(demo.demo)
+app.add_typer(submit_app, name="submit")
+app.add_typer(solver_app, name="solver")
+app.add_typer(verifier_app, name="verifier")

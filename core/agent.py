@@ -1,0 +1,434 @@
+"""The one agent shape every role client runs (after Optimism's op-challenger).
+
+A role is three parts and a loop::
+
+    view = loader.load()                       # chain + storage + local db -> frozen dataclasses
+    for action in policy.next_actions(view):   # pure: no I/O, unit-tested without a chain
+        responder.perform(action)              # signs, sends, uploads; idempotent
+
+The loop (:class:`Agent`) adds what every daemon needs and no role should rewrite:
+
+* a poll interval, and a stop flag set by SIGTERM/SIGINT that every wait and every
+  long action (training, replay) checks, so a stop is graceful and prompt;
+* backoff on transient errors (an RPC timeout, a refused connection, a storage node
+  that is not up yet): the tick is abandoned and the next one reloads the view, so
+  nothing is retried on stale facts;
+* no blind retry of reverts: a revert means a precondition no longer holds
+  (another solver claimed first, a deadline passed); it is logged with its decoded
+  name and the action is dropped. The next tick's fresh view decides again;
+* other errors of ours (a malformed spec, content missing from storage) are logged
+  and the action dropped; a bug (any other exception) stops the daemon loudly.
+
+Logs are structured: ``log.info("job claimed", extra={"job": 7})`` prints
+``... job claimed job=7``, or one JSON object per line with ``--log-json``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import random
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Generic, Protocol, TypeVar
+
+from core.chain import is_transient
+from core.contracts import Job, JobId, JobMarket
+from core.errors import ConfigError, TransientRPCError, VeritrainError
+from core.localdb import Heartbeat, LocalDb, write_heartbeat
+from core.storage import ContentStore, IpfsStore, LocalStore
+from core.storage.errors import StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+V = TypeVar("V")
+A = TypeVar("A")
+V_contra = TypeVar("V_contra", contravariant=True)
+A_co = TypeVar("A_co", covariant=True)
+A_contra = TypeVar("A_contra", contravariant=True)
+V_co = TypeVar("V_co", covariant=True)
+
+
+class Loader(Protocol[V_co]):
+    """Reads the world (chain, storage, local db) into one frozen view."""
+
+    def load(self) -> V_co: ...
+
+
+class Policy(Protocol[V_contra, A_co]):
+    """Decides what to do about a view. Pure: same view, same actions, no I/O."""
+
+    def next_actions(self, view: V_contra) -> Sequence[A_co]: ...
+
+
+class Responder(Protocol[A_contra]):
+    """Carries out one action. Idempotent: performing an action twice does no harm."""
+
+    def perform(self, action: A_contra) -> None: ...
+
+
+class Disposition(enum.Enum):
+    """What the loop does about an exception raised while loading or performing."""
+
+    TRANSIENT = "transient"  # back off, reload, decide again
+    DROP = "drop"  # log, drop this action, go on with the next
+    FATAL = "fatal"  # stop the daemon: a bug or a misconfiguration
+
+
+def default_classify(exc: BaseException) -> Disposition:
+    """Transient network trouble backs off; our own errors (reverts included) drop the action.
+
+    :class:`core.errors.TransientRPCError` is what the chain client raises once its own
+    short retries are spent; a store that cannot be reached (``StoreUnavailable``) and raw
+    connection errors and timeouts count too. Every other :class:`VeritrainError` (a decoded revert, a bad
+    spec, a CID mismatch) is a fact about this action, not about the network.
+    """
+    if isinstance(exc, (TransientRPCError, StoreUnavailable)) or is_transient(exc):
+        return Disposition.TRANSIENT
+    if isinstance(exc, VeritrainError):
+        return Disposition.DROP
+    return Disposition.FATAL
+
+
+class StopFlag:
+    """Set once to ask the daemon to stop; long actions poll it between units of work."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to ``seconds``; return True at once if a stop was asked."""
+        return self._event.wait(max(0.0, seconds))
+
+
+class Stopped(VeritrainError):
+    """A long action noticed the stop flag and gave up cleanly (its progress is saved)."""
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """How often the loop polls and how it backs off; not protocol parameters."""
+
+    poll_interval_s: float = 2.0
+    backoff_initial_s: float = 1.0
+    backoff_max_s: float = 30.0
+
+
+@dataclass(frozen=True)
+class TickReport:
+    """What one tick did; handed to the heartbeat observer (the role's ``status``)."""
+
+    started_at: float
+    actions: int
+    performed: int
+    dropped: int
+    transient_error: str | None = None
+
+
+@dataclass
+class _Backoff:
+    settings: LoopSettings
+    current: float = 0.0
+    rng: random.Random = field(default_factory=random.Random)
+
+    def next_delay(self) -> float:
+        base = self.settings.backoff_initial_s if self.current == 0 else self.current * 2
+        self.current = min(base, self.settings.backoff_max_s)
+        return self.current * (0.75 + 0.5 * self.rng.random())  # jitter: daemons do not march in step
+
+    def reset(self) -> None:
+        self.current = 0.0
+
+
+class _TransientTick(Exception):
+    """Internal: carries a transient error out of the action loop."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class Agent(Generic[V, A]):
+    """Runs ``loader -> policy -> responder`` until stopped."""
+
+    def __init__(
+        self,
+        role: str,
+        loader: Loader[V],
+        policy: Policy[V, A],
+        responder: Responder[A],
+        *,
+        settings: LoopSettings = LoopSettings(),
+        stop: StopFlag | None = None,
+        classify: Callable[[BaseException], Disposition] = default_classify,
+        heartbeat: Callable[[TickReport], None] | None = None,
+    ) -> None:
+        self.role = role
+        self.loader = loader
+        self.policy = policy
+        self.responder = responder
+        self.settings = settings
+        self.stop = stop or StopFlag()
+        self.classify = classify
+        self.heartbeat = heartbeat
+        self._backoff = _Backoff(settings)
+
+    def tick(self) -> TickReport:
+        """Load once, decide once, perform each action; transient errors end the tick early."""
+        started = time.time()
+        performed = dropped = 0
+        actions: Sequence[A] = ()
+        try:
+            view = self._guard(self.loader.load)
+            actions = self.policy.next_actions(view)
+            for action in actions:
+                if self.stop.is_set():
+                    break
+                if self._perform(action):
+                    performed += 1
+                else:
+                    dropped += 1
+        except _TransientTick as transient:
+            return TickReport(started, len(actions), performed, dropped, _describe(transient.cause))
+        return TickReport(started, len(actions), performed, dropped)
+
+    def _guard(self, load: Callable[[], V]) -> V:
+        try:
+            return load()
+        except Exception as exc:
+            if self.classify(exc) is Disposition.FATAL:
+                raise
+            # a view that cannot be loaded cannot be decided on: back off either way
+            raise _TransientTick(exc) from exc
+
+    def _perform(self, action: A) -> bool:
+        name = type(action).__name__
+        fields = _action_fields(action)
+        try:
+            self.responder.perform(action)
+        except Stopped:
+            log.info("action interrupted by stop", extra={"action": name, **fields})
+            return False
+        except Exception as exc:
+            disposition = self.classify(exc)
+            if disposition is Disposition.TRANSIENT:
+                raise _TransientTick(exc) from exc
+            if disposition is Disposition.DROP:
+                log.warning(
+                    "action dropped", extra={"action": name, **fields, "error": _describe(exc)}
+                )
+                return False
+            raise
+        return True
+
+    def run(self, *, max_ticks: int | None = None) -> None:
+        """Tick until stopped (signal, :attr:`stop`, or ``max_ticks``); sleeps between ticks."""
+        ticks = 0
+        log.info("agent started", extra={"role": self.role, "poll_s": self.settings.poll_interval_s})
+        with self._signals():
+            while not self.stop.is_set():
+                report = self.tick()
+                ticks += 1
+                if self.heartbeat is not None:
+                    self.heartbeat(report)
+                if max_ticks is not None and ticks >= max_ticks:
+                    break
+                if report.transient_error is not None:
+                    delay = self._backoff.next_delay()
+                    log.warning(
+                        "transient error, backing off",
+                        extra={"error": report.transient_error, "delay_s": round(delay, 2)},
+                    )
+                else:
+                    self._backoff.reset()
+                    delay = self.settings.poll_interval_s
+                self.stop.wait(delay)
+        log.info("agent stopped", extra={"role": self.role, "ticks": ticks})
+
+    @contextmanager
+    def _signals(self) -> Iterator[None]:
+        """SIGTERM and SIGINT set the stop flag (main thread only; elsewhere the caller stops us)."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum: int, _frame: FrameType | None) -> None:
+            log.info("stop requested", extra={"signal": signal.Signals(signum).name})
+            self.stop.set()
+
+        previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield
+        finally:
+            for sig, old in previous.items():
+                signal.signal(sig, old)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _action_fields(action: object) -> dict[str, object]:
+    """The scalar fields of a dataclass action, for the log line."""
+    out: dict[str, object] = {}
+    for key, value in getattr(action, "__dict__", {}).items():
+        if isinstance(value, (int, str, float, bool)) and key not in _RESERVED:
+            out[key] = value
+    return out
+
+
+# ---------------------------------------------------------------- structured logging
+
+_RESERVED = frozenset(
+    vars(logging.LogRecord("x", 0, "x", 0, "x", None, None)).keys() | {"message", "asctime", "taskName"}
+)
+
+
+class KeyValueFormatter(logging.Formatter):
+    """``2026-01-01T00:00:00Z INFO solver.daemon job claimed job=7 gas=91234``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        ts = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(record.created))
+        extras = " ".join(f"{k}={_kv(v)}" for k, v in _extras(record).items())
+        line = f"{ts} {record.levelname} {record.name} {record.getMessage()}"
+        if extras:
+            line += " " + extras
+        if record.exc_info:
+            line += "\n" + self.formatException(record.exc_info)
+        return line
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``{"ts":..., "level":..., "logger":..., "msg":..., **fields}``."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, object] = {
+            "ts": round(record.created, 3),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        payload.update({k: v if _is_json_scalar(v) else str(v) for k, v in _extras(record).items()})
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        return json.dumps(payload, sort_keys=False)
+
+
+def _extras(record: logging.LogRecord) -> dict[str, object]:
+    return {k: v for k, v in vars(record).items() if k not in _RESERVED}
+
+
+def _is_json_scalar(value: object) -> bool:
+    return value is None or isinstance(value, (bool, int, float, str))
+
+
+def _kv(value: object) -> str:
+    text = str(value)
+    return json.dumps(text) if (" " in text or not text) else text
+
+
+def configure_logging(*, level: str = "INFO", json_lines: bool = False) -> None:
+    """Send our logs to stderr in the structured format; called once, at the CLI edge."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter() if json_lines else KeyValueFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    for noisy in ("web3", "urllib3", "asyncio"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def heartbeat_to(db: LocalDb, address: str) -> Callable[[TickReport], None]:
+    """An observer that records each tick in the role's ``heartbeat`` table (for ``status``)."""
+    started = time.time()
+    ticks = 0
+
+    def record(report: TickReport) -> None:
+        nonlocal ticks
+        ticks += 1
+        write_heartbeat(db, Heartbeat(os.getpid(), address, started, time.time(), ticks, report.transient_error))
+
+    return record
+
+
+# ------------------------------------------------------------------ shared by the role loaders
+
+
+@dataclass(frozen=True)
+class MarketScan:
+    """Every job that is not final, read at one block; and the ids that became final since the last scan."""
+
+    jobs: tuple[tuple[JobId, Job], ...]
+    newly_final: tuple[JobId, ...]
+
+
+class MarketWatcher:
+    """Reads the market for the role loaders: live jobs each tick, spec CIDs from ``JobPosted`` events.
+
+    Final is forever, so jobs known final are never read again; ``JobPosted`` logs are read
+    once, incrementally, from the deployment block on (the spec CID is only in that event).
+    """
+
+    def __init__(self, market: JobMarket, deploy_block: int, max_jobs: int = 10_000) -> None:
+        self.market = market
+        self.max_jobs = max_jobs
+        self._next_block = deploy_block
+        self._spec_cids: dict[int, bytes] = {}
+
+    def scan(self, known_final: set[int]) -> MarketScan:
+        """Read each job not yet known final (the newest ``max_jobs`` ids at most)."""
+        count = self.market.job_count()
+        live: list[tuple[JobId, Job]] = []
+        final: list[JobId] = []
+        for raw_id in range(max(1, count - self.max_jobs + 1), count + 1):
+            if raw_id in known_final:
+                continue
+            job_id = JobId(raw_id)
+            job = self.market.get_job(job_id)
+            if job.state.final:
+                final.append(job_id)
+            else:
+                live.append((job_id, job))
+        return MarketScan(tuple(live), tuple(final))
+
+    def spec_cid(self, job_id: JobId) -> bytes:
+        """The spec CID digest a job was posted with."""
+        if job_id not in self._spec_cids:
+            latest = self.market.client.block_number()
+            if latest >= self._next_block:
+                for event in self.market.events("JobPosted", self._next_block, latest):
+                    self._spec_cids[int(event.args["jobId"])] = bytes(event.args["specCid"])
+                self._next_block = latest + 1
+        try:
+            return self._spec_cids[job_id]
+        except KeyError:
+            raise VeritrainError(f"no JobPosted event for job {job_id}") from None
+
+
+def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path) -> ContentStore:
+    """The content store a role uses: an IPFS node's RPC API if given, else a local directory store.
+
+    Processes that must see each other's content without IPFS (the demo's daemons) share one
+    ``store_dir``; the default is ``<data_dir>/store``.
+    """
+    if ipfs_api is not None and store_dir is not None:
+        raise ConfigError("give either --store-dir or --ipfs-api, not both")
+    if ipfs_api is not None:
+        return IpfsStore(ipfs_api)
+    return LocalStore(store_dir if store_dir is not None else data_dir / "store")

@@ -1,0 +1,193 @@
+"""`veritrain solver`: run the solver daemon, or show its status.
+
+Registered in veritrain/cli.py with ``app.add_typer(solver_app, name="solver")``;
+``python -m veritrain solver`` runs it in its own process (the demo starts daemons so).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from core.agent import LoopSettings, configure_logging, open_store
+from core.chain import Address, Signer
+from core.contracts import JobId, Protocol, Role
+from core.localdb import read_heartbeat
+from solver import daemon
+from solver.policy import SolverConfig
+from solver.state import SolverDb
+from solver.work import Limits
+from submitter.amounts import parse_tokens, show_tokens
+from veritrain import options
+from veritrain.options import console
+
+app = typer.Typer(name="solver", help="The solver daemon: stake, claim jobs, train, commit, collect pay.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+StoreDir = Annotated[Path | None, typer.Option("--store-dir", help="local content store directory [env: VERITRAIN_STORE_DIR; default <data-dir>/store]", envvar="VERITRAIN_STORE_DIR", show_default=False)]
+IpfsApi = Annotated[str | None, typer.Option("--ipfs-api", help="IPFS node RPC API URL (instead of the local store), e.g. http://127.0.0.1:5001", envvar="VERITRAIN_IPFS_API", show_default=False)]
+LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
+
+
+@app.command()
+def run(
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    data_dir: options.DataDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
+    stake: Annotated[str, typer.Option(help="solver stake to hold, in VERI (0: the chain's minimum)")] = "0",
+    max_active: Annotated[int, typer.Option(help="jobs trained at once (claimed, not yet committed)", min=1, max=16)] = 1,
+    min_reward: Annotated[str, typer.Option(help="ignore jobs paying less than this, in VERI")] = "0",
+    max_steps: Annotated[int, typer.Option(help="ignore jobs with more training steps than this", min=1)] = Limits().max_steps,
+    poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
+    progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
+    log_json: LogJson = False,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+) -> None:
+    """Run the solver until SIGTERM or Ctrl-C. Safe to kill -9 and restart: it resumes from the chain and its records.
+
+    Examples:
+
+      SOLVER_KEY=0x... veritrain solver run --key-env SOLVER_KEY --stake 200
+
+      VERITRAIN_KEYSTORE_PASSWORD=... veritrain solver run --keystore solver.json --ipfs-api http://127.0.0.1:5001 --log-json
+    """
+    configure_logging(level=log_level, json_lines=log_json)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    signer = options.signer(settings)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    config = SolverConfig(stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"))
+    solver = daemon.build(
+        settings,
+        signer,
+        store,
+        config,
+        limits=Limits(max_steps=max_steps),
+        loop=LoopSettings(poll_interval_s=poll),
+        progress=_bar if (sys.stderr.isatty() if progress is None else progress) else None,
+    )
+    try:
+        solver.run()
+    finally:
+        _BARS.stop()
+
+
+_BARS = Progress(TextColumn("job {task.fields[job]}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"), TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+_TASKS: dict[int, TaskID] = {}
+
+
+def _bar(job_id: JobId, done: int, total: int) -> None:
+    """The training progress bar (interactive runs only; logs say the same at every checkpoint)."""
+    if job_id not in _TASKS:
+        _BARS.start()
+        _TASKS[job_id] = _BARS.add_task("train", total=total, job=job_id)
+    _BARS.update(_TASKS[job_id], completed=done)
+
+
+@app.command()
+def status(
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    data_dir: options.DataDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    address: Annotated[str | None, typer.Option(help="solver address (instead of a key: status needs no secret)")] = None,
+    json_out: options.Json = False,
+) -> None:
+    """Show a solver's stake, its daemon's last heartbeat and its jobs (local progress and chain state).
+
+    Examples:
+
+      veritrain solver status --address 0x70997970C51812dc3A010C7d01b50e0d17dc79C8
+
+      SOLVER_KEY=0x... veritrain solver status --key-env SOLVER_KEY --json
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    me = who(address, settings.keystore, settings.key_env)
+    client = options.client(settings)
+    protocol = Protocol.connect(client, options.address_book(settings, client))
+    report = solver_status(protocol, daemon.state_dir(settings.data_dir, me), me)
+    if json_out:
+        print(json.dumps(report, indent=2))
+        return
+    print_status(report)
+
+
+def who(address: str | None, keystore: Path | None, key_env: str | None) -> Address:
+    """The account a status command is about: ``--address``, else the key's address."""
+    if address is not None:
+        from eth_utils import is_address, to_checksum_address
+
+        if not is_address(address):
+            raise typer.BadParameter(f"{address!r} is not an address", param_hint="--address")
+        return Address(to_checksum_address(address))
+    return Signer.from_settings(keystore, key_env).address
+
+
+def solver_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
+    stake = protocol.stakes.stake_of(me, Role.SOLVER)
+    out: dict[str, object] = {
+        "address": me,
+        "balance": show_tokens(protocol.token.balance_of(me)),
+        "stake": {"staked": show_tokens(stake.staked), "locked": show_tokens(stake.locked), "unbonding": show_tokens(stake.unbonding)},
+        "daemon": None,
+        "jobs": [],
+    }
+    db_path = home / "state.sqlite"
+    if not db_path.exists():
+        return out
+    db = SolverDb(db_path)
+    try:
+        beat = read_heartbeat(db.db)
+        if beat is not None:
+            out["daemon"] = beat.summary(time.time())
+        jobs = []
+        for record in db.jobs():
+            chain_job = protocol.market.get_job(JobId(record.job_id))
+            checkpoints = db.checkpoints(record.job_id)
+            jobs.append(
+                {
+                    "job_id": record.job_id,
+                    "chain_state": chain_job.state.name,
+                    "phase": record.phase.value,
+                    "checkpoints": len(checkpoints),
+                    "deadline": chain_job.deadline,
+                    "manifest_cid": record.manifest_cid,
+                }
+            )
+        out["jobs"] = jobs
+    finally:
+        db.close()
+    return out
+
+
+def print_status(report: dict[str, object]) -> None:
+    stake = report["stake"]
+    assert isinstance(stake, dict)
+    console.print(f"solver [bold]{report['address']}[/]  balance {report['balance']} VERI  staked {stake['staked']} (locked {stake['locked']})")
+    beat = report["daemon"]
+    if isinstance(beat, dict):
+        state = "[green]running[/]" if beat["running"] else "[red]not running[/]"
+        console.print(f"daemon pid {beat['pid']} {state}, last tick {beat['last_tick_s_ago']} s ago, {beat['ticks']} ticks, last error: {beat['last_error'] or '-'}")
+    else:
+        console.print("daemon: no records (never ran with this data dir)")
+    jobs = report["jobs"]
+    assert isinstance(jobs, list)
+    if jobs:
+        table = Table("job", "chain state", "local phase", "checkpoints", "deadline", "manifest")
+        for j in jobs:
+            table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], str(j["checkpoints"]), str(j["deadline"]), j["manifest_cid"] or "-")
+        console.print(table)
+

@@ -1,0 +1,209 @@
+"""What a solver does about what it sees: pure, no I/O, unit-tested without a chain.
+
+The view is what :mod:`solver.loader` read from the chain, storage and the local
+database at one instant; the actions are carried out by :mod:`solver.responder`.
+One action per held job per tick, the next stage of that job; a claim only when
+there is capacity and stake for its bond.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.chain import Address
+from core.contracts import JobId, JobState, TokenAmount
+
+
+class Phase(enum.Enum):
+    """How far this solver got with a claimed job, by its own records (solver/state.py)."""
+
+    CLAIMED = "claimed"  # nothing trained yet (or the records were lost)
+    TRAINING = "training"  # some checkpoints on disk; training resumes from the latest
+    TRAINED = "trained"  # every checkpoint on disk, trace root computed
+    UPLOADED = "uploaded"  # checkpoints, final model and manifest in storage
+    COMMITTED = "committed"  # commit mined
+
+
+@dataclass(frozen=True)
+class SpecCheck:
+    """Whether this solver can run a job's spec: fetched by CID, validated, within its limits."""
+
+    runnable: bool
+    reason: str = ""  # why not, for the log
+    steps: int = 0
+
+
+@dataclass(frozen=True)
+class OpenJob:
+    job_id: JobId
+    reward: TokenAmount
+    bond: TokenAmount  # solver bond this claim would lock
+    expires_at: int
+    commit_window: int
+    spec: SpecCheck
+
+
+@dataclass(frozen=True)
+class HeldJob:
+    """A job whose solver on chain is this account and that is not final."""
+
+    job_id: JobId
+    state: JobState
+    deadline: int  # of the current phase (commit, report, challenge window, dispute)
+    ready_block: int  # block from which assignVerifier can be called (COMMITTED only)
+    phase: Phase  # local progress; CLAIMED when there is no record
+
+
+@dataclass(frozen=True)
+class SolverView:
+    now: int  # latest block timestamp
+    block: int  # latest block number
+    me: Address
+    token_balance: TokenAmount
+    staked: TokenAmount
+    free_stake: TokenAmount
+    min_stake: TokenAmount
+    open_jobs: tuple[OpenJob, ...]
+    held_jobs: tuple[HeldJob, ...]
+    forgettable: tuple[JobId, ...]  # jobs in the local records that are final or no longer ours
+
+
+@dataclass(frozen=True)
+class SolverConfig:
+    """The operator's choices (not protocol parameters: those come from the chain)."""
+
+    stake_target: TokenAmount  # stake up to this much solver stake (0: the chain minimum)
+    max_active: int = 1  # claimed-but-uncommitted jobs at once
+    min_reward: TokenAmount = TokenAmount(0)
+    commit_margin_s: int = 5  # do not start a claim with less than this left before expiry
+
+
+# --------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class Stake:
+    amount: TokenAmount
+
+
+@dataclass(frozen=True)
+class Claim:
+    job_id: JobId
+
+
+@dataclass(frozen=True)
+class Train:
+    job_id: JobId
+    deadline: int  # commit deadline: training stops early if the chain passes it
+
+
+@dataclass(frozen=True)
+class Upload:
+    job_id: JobId
+
+
+@dataclass(frozen=True)
+class Commit:
+    job_id: JobId
+
+
+@dataclass(frozen=True)
+class AssignVerifier:
+    job_id: JobId
+
+
+@dataclass(frozen=True)
+class TimeoutVerifier:
+    job_id: JobId
+
+
+@dataclass(frozen=True)
+class Finalize:
+    job_id: JobId
+
+
+@dataclass(frozen=True)
+class Forget:
+    """Drop local records and files of a job that is final (or was taken from us)."""
+
+    job_id: JobId
+
+
+SolverAction = Stake | Claim | Train | Upload | Commit | AssignVerifier | TimeoutVerifier | Finalize | Forget
+
+
+class SolverPolicy:
+    def __init__(self, config: SolverConfig) -> None:
+        self.config = config
+
+    def next_actions(self, view: SolverView) -> Sequence[SolverAction]:
+        actions: list[SolverAction] = []
+        stake = self._stake(view)
+        if stake is not None:
+            actions.append(stake)
+        for job in sorted(view.held_jobs, key=lambda j: j.job_id):
+            step = self._advance(view, job)
+            if step is not None:
+                actions.append(step)
+        if stake is None:
+            actions.extend(self._claims(view))
+        actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
+        return actions
+
+    def _target(self, view: SolverView) -> int:
+        return max(int(self.config.stake_target), int(view.min_stake))
+
+    def _stake(self, view: SolverView) -> Stake | None:
+        missing = self._target(view) - view.staked
+        if missing <= 0:
+            return None
+        amount = min(missing, int(view.token_balance))
+        if amount <= 0 or view.staked + amount < view.min_stake:
+            return None  # cannot reach the minimum: nothing useful to stake
+        return Stake(TokenAmount(amount))
+
+    def _advance(self, view: SolverView, job: HeldJob) -> SolverAction | None:
+        if job.state is JobState.CLAIMED:
+            if view.now >= job.deadline:
+                return None  # missed: the timeout is someone else's call, and costs us
+            if job.phase in (Phase.CLAIMED, Phase.TRAINING):
+                return Train(job.job_id, job.deadline)
+            if job.phase is Phase.TRAINED:
+                return Upload(job.job_id)
+            if job.phase is Phase.UPLOADED:
+                return Commit(job.job_id)
+            return None  # COMMITTED locally, not yet seen on chain: wait for the receipt's block
+        if job.state is JobState.COMMITTED and view.block >= job.ready_block:
+            return AssignVerifier(job.job_id)  # we want a verifier: it is how we get paid
+        if job.state is JobState.VERIFYING and view.now > job.deadline:  # the contract wants now > deadline
+            return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
+        if job.state is JobState.VERIFIED and view.now > job.deadline:
+            return Finalize(job.job_id)
+        return None
+
+    def _claims(self, view: SolverView) -> list[Claim]:
+        active = sum(1 for j in view.held_jobs if j.state is JobState.CLAIMED)
+        room = self.config.max_active - active
+        if room <= 0:
+            return []
+        free = int(view.free_stake)
+        claims: list[Claim] = []
+        candidates = sorted(
+            (j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, j.job_id)
+        )
+        for job in candidates:
+            if len(claims) == room:
+                break
+            if job.bond <= free:
+                claims.append(Claim(job.job_id))
+                free -= int(job.bond)
+        return claims
+
+    def _claimable(self, view: SolverView, job: OpenJob) -> bool:
+        return (
+            job.spec.runnable
+            and job.reward >= self.config.min_reward
+            and view.now + self.config.commit_margin_s < job.expires_at
+        )

@@ -1,0 +1,86 @@
+"""Carries out the solver's actions: transactions through the typed wrappers, work through solver.work.
+
+Every action is idempotent. A transaction whose precondition no longer holds reverts
+at gas estimation (nothing is sent) and the agent loop drops it; local records are
+written only after the fact they record (a mined receipt, a file fsynced), so a kill
+at any point leaves records that are true, if behind, and the next tick catches up.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from core.agent import MarketWatcher
+from core.chain import Address, Receipt
+from core.cid import cid_to_digest, digest_to_cid
+from core.contracts import Protocol, Role
+from solver.policy import (
+    AssignVerifier,
+    Claim,
+    Commit,
+    Finalize,
+    Forget,
+    Phase,
+    SolverAction,
+    Stake,
+    TimeoutVerifier,
+    Train,
+    Upload,
+)
+from solver.state import SolverDb
+from solver.work import Workshop
+
+log = logging.getLogger(__name__)
+
+
+class SolverResponder:
+    def __init__(self, protocol: Protocol, db: SolverDb, workshop: Workshop, watcher: MarketWatcher, me: Address) -> None:
+        self.protocol = protocol
+        self.watcher = watcher
+        self.db = db
+        self.workshop = workshop
+        self.me = me
+
+    def perform(self, action: SolverAction) -> None:
+        p = self.protocol
+        match action:
+            case Stake(amount):
+                if p.token.allowance(self.me, p.stakes.address) < amount:
+                    self._mined("approve", p.token.approve(p.stakes.address, amount))
+                self._mined("stake", p.stakes.stake(Role.SOLVER, amount), amount=amount)
+            case Claim(job_id):
+                spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
+                receipt = p.market.claim(job_id)
+                self.db.start_job(job_id, spec_cid)
+                self._mined("claim", receipt, job=job_id)
+            case Train(job_id, deadline):
+                self.workshop.train(job_id, deadline)
+            case Upload(job_id):
+                self.workshop.upload(job_id)
+            case Commit(job_id):
+                record = self.db.job(job_id)
+                if record is None or record.manifest_cid is None or record.trace_root is None:
+                    log.warning("nothing to commit", extra={"job": job_id})
+                    return
+                receipt = p.market.commit(
+                    job_id,
+                    bytes.fromhex(record.trace_root.removeprefix("0x")),
+                    int(record.checkpoint_count or 0),
+                    cid_to_digest(record.final_model_cid or ""),
+                    cid_to_digest(record.manifest_cid),
+                )
+                self.db.set_phase(job_id, Phase.COMMITTED)
+                self._mined("commit", receipt, job=job_id, root=record.trace_root)
+            case AssignVerifier(job_id):
+                self._mined("assignVerifier", p.market.assign_verifier(job_id), job=job_id)
+            case TimeoutVerifier(job_id):
+                self._mined("timeoutVerifier", p.market.timeout_verifier(job_id), job=job_id)
+            case Finalize(job_id):
+                self._mined("finalize", p.market.finalize(job_id), job=job_id)
+            case Forget(job_id):
+                self.workshop.release(job_id)
+                self.db.forget(job_id)
+                log.info("job forgotten", extra={"job": job_id})
+
+    def _mined(self, what: str, receipt: Receipt, **fields: object) -> None:
+        log.info(f"{what} mined", extra={**fields, "gas": receipt.gas_used, "tx": receipt.tx_hash})

@@ -1,0 +1,179 @@
+"""The solver's local records (SQLite): what the chain cannot say about its own work.
+
+* ``jobs``: each job this solver holds, how far it got (:class:`solver.policy.Phase`)
+  and, once uploaded, what it will commit.
+* ``checkpoints``: each checkpoint written to disk, with the keccak state hash computed
+  when it was written. On restart a checkpoint is trusted only if its file still hashes
+  to this value; training resumes from the latest one that does.
+* ``specs``: the verdict on each spec CID seen (runnable or why not), so a bad spec is
+  fetched and judged once, not every tick.
+* ``final_jobs``: job ids known to be final on chain (final is forever: never re-read).
+
+Everything here can be lost: the chain says which jobs are ours, and a lost
+``checkpoints`` table only costs a re-training from step 0 (training is deterministic).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.contracts import JobId
+from core.localdb import HEARTBEAT_MIGRATION, LocalDb
+from solver.policy import Phase, SpecCheck
+
+MIGRATIONS: Sequence[str] = (
+    """
+    CREATE TABLE jobs (
+        job_id INTEGER PRIMARY KEY,
+        spec_cid TEXT NOT NULL,
+        phase TEXT NOT NULL,
+        trace_root TEXT,
+        checkpoint_count INTEGER,
+        final_model_cid TEXT,
+        manifest_cid TEXT,
+        updated_at REAL NOT NULL
+    );
+    CREATE TABLE checkpoints (
+        job_id INTEGER NOT NULL REFERENCES jobs (job_id) ON DELETE CASCADE,
+        idx INTEGER NOT NULL,
+        state_hash TEXT NOT NULL,
+        path TEXT NOT NULL,
+        cid TEXT,
+        PRIMARY KEY (job_id, idx)
+    );
+    CREATE TABLE specs (
+        spec_cid TEXT PRIMARY KEY,
+        runnable INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        steps INTEGER NOT NULL
+    );
+    CREATE TABLE final_jobs (job_id INTEGER PRIMARY KEY);
+    """,
+    HEARTBEAT_MIGRATION,
+)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: JobId
+    spec_cid: str
+    phase: Phase
+    trace_root: str | None
+    checkpoint_count: int | None
+    final_model_cid: str | None
+    manifest_cid: str | None
+
+
+@dataclass(frozen=True)
+class CheckpointRecord:
+    index: int
+    state_hash: str  # 0x-prefixed keccak256 of the checkpoint file
+    path: Path
+    cid: str | None
+
+
+class SolverDb:
+    """Typed access to the solver's tables."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = LocalDb(path, MIGRATIONS)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # jobs ----------------------------------------------------------------------------------
+
+    def job(self, job_id: JobId) -> JobRecord | None:
+        row = self.db.query_one("SELECT * FROM jobs WHERE job_id = ?", (job_id,))
+        return None if row is None else _job(row)
+
+    def jobs(self) -> list[JobRecord]:
+        return [_job(r) for r in self.db.query("SELECT * FROM jobs ORDER BY job_id")]
+
+    def start_job(self, job_id: JobId, spec_cid: str) -> None:
+        """Record a claimed job (idempotent: an existing record keeps its progress)."""
+        self.db.execute(
+            "INSERT INTO jobs (job_id, spec_cid, phase, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
+            (job_id, spec_cid, Phase.CLAIMED.value, time.time()),
+        )
+
+    def set_phase(self, job_id: JobId, phase: Phase) -> None:
+        self.db.execute("UPDATE jobs SET phase = ?, updated_at = ? WHERE job_id = ?", (phase.value, time.time(), job_id))
+
+    def set_trained(self, job_id: JobId, trace_root: str, checkpoint_count: int) -> None:
+        self.db.execute(
+            "UPDATE jobs SET phase = ?, trace_root = ?, checkpoint_count = ?, updated_at = ? WHERE job_id = ?",
+            (Phase.TRAINED.value, trace_root, checkpoint_count, time.time(), job_id),
+        )
+
+    def set_uploaded(self, job_id: JobId, final_model_cid: str, manifest_cid: str) -> None:
+        self.db.execute(
+            "UPDATE jobs SET phase = ?, final_model_cid = ?, manifest_cid = ?, updated_at = ? WHERE job_id = ?",
+            (Phase.UPLOADED.value, final_model_cid, manifest_cid, time.time(), job_id),
+        )
+
+    def forget(self, job_id: JobId) -> None:
+        with self.db.transaction() as conn:
+            conn.execute("DELETE FROM checkpoints WHERE job_id = ?", (job_id,))
+            conn.execute("DELETE FROM jobs WHERE job_id = ?", (job_id,))
+
+    # checkpoints ---------------------------------------------------------------------------
+
+    def checkpoints(self, job_id: JobId) -> list[CheckpointRecord]:
+        rows = self.db.query("SELECT idx, state_hash, path, cid FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
+        return [CheckpointRecord(r["idx"], r["state_hash"], Path(r["path"]), r["cid"]) for r in rows]
+
+    def add_checkpoint(self, job_id: JobId, index: int, state_hash: str, path: Path) -> None:
+        """Record a checkpoint file (after it is fully written and fsynced) and mark the job training."""
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO checkpoints (job_id, idx, state_hash, path) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL",
+                (job_id, index, state_hash, str(path)),
+            )
+            conn.execute(
+                "UPDATE jobs SET phase = ?, updated_at = ? WHERE job_id = ? AND phase = ?",
+                (Phase.TRAINING.value, time.time(), job_id, Phase.CLAIMED.value),
+            )
+
+    def drop_checkpoints_from(self, job_id: JobId, index: int) -> None:
+        """Forget checkpoints ``index`` and later (their files failed the hash check)."""
+        self.db.execute("DELETE FROM checkpoints WHERE job_id = ? AND idx >= ?", (job_id, index))
+
+    def set_checkpoint_cid(self, job_id: JobId, index: int, cid: str) -> None:
+        self.db.execute("UPDATE checkpoints SET cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
+
+    # specs and final jobs ------------------------------------------------------------------
+
+    def spec_check(self, spec_cid: str) -> SpecCheck | None:
+        row = self.db.query_one("SELECT runnable, reason, steps FROM specs WHERE spec_cid = ?", (spec_cid,))
+        return None if row is None else SpecCheck(bool(row["runnable"]), row["reason"], row["steps"])
+
+    def set_spec_check(self, spec_cid: str, check: SpecCheck) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO specs (spec_cid, runnable, reason, steps) VALUES (?, ?, ?, ?)",
+            (spec_cid, int(check.runnable), check.reason, check.steps),
+        )
+
+    def final_jobs(self) -> set[int]:
+        return {r[0] for r in self.db.query("SELECT job_id FROM final_jobs")}
+
+    def mark_final(self, job_ids: Sequence[int]) -> None:
+        with self.db.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO final_jobs (job_id) VALUES (?)", [(j,) for j in job_ids])
+
+
+def _job(r: sqlite3.Row) -> JobRecord:
+    return JobRecord(
+        JobId(r["job_id"]),
+        r["spec_cid"],
+        Phase(r["phase"]),
+        r["trace_root"],
+        r["checkpoint_count"],
+        r["final_model_cid"],
+        r["manifest_cid"],
+    )

@@ -1,0 +1,275 @@
+"""The solver's work: judge specs, train with checkpoints that survive a crash, upload the trace.
+
+* :class:`SpecJudge` fetches a spec by CID (bounded, verified by the store), validates it
+  with the proofs engine and checks it against this solver's own limits. The verdict is
+  cached per CID: a bad spec costs one fetch.
+* :class:`Workshop` trains a claimed job with the proofs engine's :class:`Trainer`,
+  writing each checkpoint atomically (temporary file, fsync, rename) and recording its
+  state hash in SQLite only once the file is durable. A restart resumes from the latest
+  checkpoint whose file still hashes to its record (training is deterministic, so a
+  re-trained segment gives the same bytes). Then it uploads the checkpoints and the
+  manifest, and keeps them pinned until the job is final.
+
+Errors of the proofs engine (:class:`proofs.ProofError`) are re-raised as
+:class:`JobWorkError`, a :class:`VeritrainError`, so the agent loop drops the action
+instead of stopping the daemon.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.agent import MarketWatcher, StopFlag, Stopped
+from core.cid import Cid, digest_to_cid
+from core.contracts import JobId, Protocol
+from core.errors import VeritrainError
+from core.storage import ContentNotFound, ContentStore, StorageError
+from proofs.checkpoint import (
+    MAX_CHECKPOINT_BYTES,
+    decode_checkpoint,
+    state_hash,
+    update_norm,
+)
+from proofs.data import load_dataset
+from proofs.errors import ProofError
+from proofs.merkle import TraceTree
+from proofs.spec import JobSpec, load_spec
+from proofs.spec import Limits as SpecLimits
+from proofs.train import Trace, Trainer
+from solver.policy import Phase, SpecCheck
+from solver.state import SolverDb
+
+log = logging.getLogger(__name__)
+
+#: ``progress(job_id, steps_done, steps_total)``: the CLI draws a bar with it when interactive.
+ProgressHook = Callable[[JobId, int, int], None]
+
+
+class JobWorkError(VeritrainError):
+    """A job cannot be worked on as asked (its spec, data or checkpoints are unusable)."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """This solver's own bounds on what it accepts (below the engine's hard limits)."""
+
+    max_steps: int = 20_000
+    max_params: int = 2_000_000
+    max_dataset_bytes: int = 64 * 1024 * 1024
+
+
+class SpecJudge:
+    def __init__(self, store: ContentStore, db: SolverDb, limits: Limits) -> None:
+        self.store = store
+        self.db = db
+        self.limits = limits
+
+    def check(self, spec_digest: bytes) -> SpecCheck:
+        cid = digest_to_cid(spec_digest)
+        cached = self.db.spec_check(cid)
+        if cached is not None:
+            return cached
+        try:
+            spec = load_spec(self.store.get(cid, SpecLimits.SPEC_BYTES))
+        except ContentNotFound:
+            return SpecCheck(False, f"spec {cid} not in storage (yet)")  # not cached: it may appear
+        except (StorageError, ProofError) as exc:  # too large, forged, malformed: final
+            verdict = SpecCheck(False, f"{type(exc).__name__}: {exc}")
+        else:
+            verdict = self._within_limits(spec)
+        if not verdict.runnable:
+            log.info("job spec rejected", extra={"spec": cid, "reason": verdict.reason})
+        self.db.set_spec_check(cid, verdict)
+        return verdict
+
+    def _within_limits(self, spec: JobSpec) -> SpecCheck:
+        lim = self.limits
+        if spec.steps > lim.max_steps:
+            return SpecCheck(False, f"{spec.steps} steps, this solver takes at most {lim.max_steps}")
+        if spec.param_count() > lim.max_params:
+            return SpecCheck(False, f"{spec.param_count():,} parameters, this solver takes at most {lim.max_params:,}")
+        if spec.dataset.size_bytes > lim.max_dataset_bytes:
+            return SpecCheck(False, f"dataset of {spec.dataset.size_bytes:,} bytes, this solver takes at most {lim.max_dataset_bytes:,}")
+        return SpecCheck(True, "", spec.steps)
+
+
+class Workshop:
+    def __init__(
+        self,
+        protocol: Protocol,
+        store: ContentStore,
+        db: SolverDb,
+        watcher: MarketWatcher,
+        jobs_dir: Path,
+        stop: StopFlag,
+        *,
+        progress: ProgressHook | None = None,
+    ) -> None:
+        self.protocol = protocol
+        self.store = store
+        self.db = db
+        self.watcher = watcher
+        self.jobs_dir = jobs_dir
+        self.stop = stop
+        self.progress = progress
+
+    # -- inputs ------------------------------------------------------------------------------
+
+    def _spec_cid(self, job_id: JobId) -> Cid:
+        record = self.db.job(job_id)
+        if record is not None:
+            return Cid(record.spec_cid)
+        cid = digest_to_cid(self.watcher.spec_cid(job_id))  # records lost: the chain still knows
+        self.db.start_job(job_id, cid)
+        return cid
+
+    def _spec(self, job_id: JobId) -> tuple[Cid, JobSpec]:
+        spec_cid = self._spec_cid(job_id)
+        try:
+            return spec_cid, load_spec(self.store.get(spec_cid, SpecLimits.SPEC_BYTES))
+        except ProofError as exc:
+            raise JobWorkError(f"job {job_id}: {exc}") from exc
+
+    def _dir(self, job_id: JobId) -> Path:
+        return self.jobs_dir / str(int(job_id))
+
+    # -- training ----------------------------------------------------------------------------
+
+    def _resume_point(self, job_id: JobId) -> list[str]:
+        """State hashes of the checkpoints 0..i on disk that still verify; later ones are dropped."""
+        hashes: list[str] = []
+        for record in self.db.checkpoints(job_id):
+            ok = record.index == len(hashes)
+            if ok:
+                try:
+                    ok = state_hash(_read_bounded(record.path)) == record.state_hash
+                except OSError:
+                    ok = False
+            if not ok:
+                log.warning("checkpoint on disk does not verify; re-training from the one before", extra={"job": job_id, "index": record.index})
+                self.db.drop_checkpoints_from(job_id, record.index)
+                break
+            hashes.append(record.state_hash)
+        return hashes
+
+    def train(self, job_id: JobId, deadline: int) -> None:
+        """Train (or resume) until every checkpoint is on disk; then record the trace root."""
+        started = time.monotonic()
+        _, spec = self._spec(job_id)
+        data = self.store.get(spec.dataset.cid, spec.dataset.size_bytes)  # verified against its CID
+        try:
+            dataset = load_dataset(spec, data)
+            trainer = Trainer(spec, dataset)
+            hashes = self._resume_point(job_id)
+            folder = self._dir(job_id)
+            folder.mkdir(parents=True, exist_ok=True)
+            if hashes:
+                last = self.db.checkpoints(job_id)[len(hashes) - 1]
+                trainer.load(decode_checkpoint(_read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
+                log.info("training resumed", extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
+            else:
+                hashes.append(self._write_checkpoint(job_id, folder, 0, trainer.to_bytes()))
+                log.info("training started", extra={"job": job_id, "steps": spec.steps, "k": spec.checkpoint_interval})
+            k = spec.checkpoint_interval
+            for index in range(len(hashes), spec.segments + 1):
+                trainer.run(k, self._step_hook(job_id, deadline))
+                hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes()))
+                log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hashes[-1]})
+        except ProofError as exc:
+            raise JobWorkError(f"job {job_id}: {exc}") from exc
+        root = TraceTree(hashes).root
+        self.db.set_trained(job_id, root, len(hashes))
+        log.info("training finished", extra={"job": job_id, "root": root, "checkpoints": len(hashes), "seconds": round(time.monotonic() - started, 2)})
+
+    def _step_hook(self, job_id: JobId, deadline: int) -> Callable[[int, int], None]:
+        last_check = [time.monotonic()]
+
+        def hook(done: int, total: int) -> None:
+            if self.stop.is_set():
+                raise Stopped(f"job {job_id}: stopped at step {done}; resumes from the last checkpoint")
+            if self.progress is not None:
+                self.progress(job_id, done, total)
+            if time.monotonic() - last_check[0] > 10.0:  # every 10 s: is the commit still reachable?
+                last_check[0] = time.monotonic()
+                if self.protocol.client.timestamp() >= deadline:
+                    raise JobWorkError(f"job {job_id}: commit deadline {deadline} passed at step {done}")
+
+        return hook
+
+    def _write_checkpoint(self, job_id: JobId, folder: Path, index: int, data: bytes) -> str:
+        path = folder / f"checkpoint-{index:06d}.safetensors"
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        digest = state_hash(data)
+        self.db.add_checkpoint(job_id, index, digest, path)  # recorded only once the file is durable
+        return digest
+
+    # -- upload ------------------------------------------------------------------------------
+
+    def upload(self, job_id: JobId) -> None:
+        """Store every checkpoint (re-verified) and the manifest; record the CIDs to commit."""
+        started = time.monotonic()
+        record = self.db.job(job_id)
+        if record is None or record.trace_root is None:
+            raise JobWorkError(f"job {job_id}: nothing trained to upload")
+        spec_cid, spec = self._spec(job_id)
+        checkpoints = self.db.checkpoints(job_id)
+        if len(checkpoints) != spec.segments + 1:
+            self.db.set_phase(job_id, Phase.TRAINING)  # records and disk disagree: train again
+            raise JobWorkError(f"job {job_id}: {len(checkpoints)} checkpoints on record, the spec makes {spec.segments + 1}")
+        cids: list[str] = []
+        norms: list[float] = []
+        previous = None
+        try:
+            for ckpt in checkpoints:
+                data = _read_bounded(ckpt.path)
+                decoded = decode_checkpoint(data, expect_hash=ckpt.state_hash, expect_spec=spec.spec_hash())
+                cid = self.store.put(data)
+                self.db.set_checkpoint_cid(job_id, ckpt.index, cid)
+                cids.append(cid)
+                if previous is not None:
+                    norms.append(update_norm(previous, decoded.params()))
+                previous = decoded.params()
+        except ProofError as exc:
+            self.db.drop_checkpoints_from(job_id, 0)
+            self.db.set_phase(job_id, Phase.CLAIMED)
+            raise JobWorkError(f"job {job_id}: a checkpoint on disk is corrupt, re-training: {exc}") from exc
+        hashes = tuple(c.state_hash for c in checkpoints)
+        trace = Trace(spec=spec, state_hashes=hashes, update_norms=tuple(norms), tree=TraceTree(hashes), cids=tuple(cids))
+        if trace.root != record.trace_root:
+            raise JobWorkError(f"job {job_id}: trace root {trace.root} differs from the recorded {record.trace_root}")
+        manifest = trace.manifest(spec_cid)
+        manifest_cid = self.store.put(manifest.canonical_bytes())
+        self.db.set_uploaded(job_id, manifest.final_cid, manifest_cid)
+        log.info(
+            "upload finished",
+            extra={"job": job_id, "manifest": manifest_cid, "model": manifest.final_cid, "seconds": round(time.monotonic() - started, 2)},
+        )
+
+    # -- after the job is final --------------------------------------------------------------
+
+    def release(self, job_id: JobId) -> None:
+        """Unpin the intermediate checkpoints (the job is final: no dispute can ask for them) and
+        delete the local files. The final checkpoint is the submitter's model: it stays pinned."""
+        checkpoints = self.db.checkpoints(job_id)
+        for ckpt in checkpoints[:-1]:
+            if ckpt.cid is not None:
+                self.store.unpin(ckpt.cid)
+        shutil.rmtree(self._dir(job_id), ignore_errors=True)
+
+
+def _read_bounded(path: Path) -> bytes:
+    size = path.stat().st_size
+    if size > MAX_CHECKPOINT_BYTES:
+        raise OSError(f"{path} is {size} bytes, larger than any checkpoint")
+    return path.read_bytes()

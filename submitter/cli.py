@@ -1,0 +1,183 @@
+"""`veritrain submit`: post a training job, follow it, fetch the trained model, cancel.
+
+Registered in veritrain/cli.py with ``app.add_typer(submit_app, name="submit")``.
+Bad input (a missing file, a malformed spec, an unknown job, a balance short of the
+escrow, a wrong CID) ends in one line on stderr and a non-zero exit, before any
+transaction is sent.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from core.agent import open_store
+from core.config import Settings
+from core.contracts import JobId, Protocol
+from solver.cli import IpfsApi, StoreDir
+from submitter import service
+from submitter.amounts import parse_tokens, show_tokens
+from submitter.timeline import job_timeline
+from veritrain import options
+from veritrain.options import console
+
+app = typer.Typer(name="submit", help="Post training jobs and get proven models back.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+
+def _protocol(settings: Settings, *, signing: bool) -> Protocol:
+    client = options.client(settings)
+    book = options.address_book(settings, client)
+    return Protocol.connect(client, book, options.signer(settings) if signing else None)
+
+
+@app.command()
+def post(
+    spec: Annotated[Path, typer.Argument(help="job spec JSON (see docs/roles.md)", show_default=False)],
+    data: Annotated[Path | None, typer.Option("--data", help="dataset file to upload; its CID goes into the spec")] = None,
+    reward: Annotated[str, typer.Option(help="solver reward, in VERI")] = "10",
+    fee: Annotated[str, typer.Option(help="verifier fee, in VERI")] = "2",
+    commit_window: Annotated[int | None, typer.Option(help="seconds the solver has from its claim to its commit [default: the market's maximum]", show_default=False)] = None,
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    data_dir: options.DataDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
+    json_out: options.Json = False,
+) -> None:
+    """Upload the dataset and the spec, escrow reward + fee, post the job; prints the job id.
+
+    Examples:
+
+      veritrain submit post job.json --data dataset.safetensors --reward 10 --fee 2 --key-env SUBMITTER_KEY
+
+      veritrain submit post job.json --ipfs-api http://127.0.0.1:5001 --keystore me.json --json
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
+    protocol = _protocol(settings, signing=True)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window)
+    if json_out:
+        print(json.dumps({
+            "job_id": posted.job_id,
+            "spec_cid": posted.spec_cid,
+            "dataset_cid": posted.dataset_cid,
+            "gas": {k: r.gas_used for k, r in posted.receipts.items()},
+        }))
+        return
+    console.print(f"posted job [bold]{posted.job_id}[/]  spec {posted.spec_cid}  dataset {posted.dataset_cid}")
+    print(posted.job_id)
+
+
+@app.command("list")
+def list_(
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    json_out: options.Json = False,
+) -> None:
+    """List the market's jobs and their states.
+
+    Examples:
+
+      veritrain submit list
+
+      veritrain submit list --json | jq '.[] | select(.state == "OPEN")'
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir)
+    jobs = service.list_jobs(_protocol(settings, signing=False))
+    if json_out:
+        print(json.dumps([service.job_json(i, j) for i, j in jobs], indent=2))
+        return
+    table = Table("job", "state", "reward", "fee", "submitter", "solver", "verifier")
+    for job_id, job in jobs:
+        table.add_row(str(job_id), job.state.name, show_tokens(job.reward), show_tokens(job.verifier_fee), _short(job.submitter), _short(job.solver), _short(job.verifier))
+    console.print(table)
+
+
+@app.command()
+def show(
+    job: Annotated[int, typer.Argument(help="job id", show_default=False)],
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    json_out: options.Json = False,
+) -> None:
+    """Show one job and its timeline (every market event about it, with its gas).
+
+    Examples:
+
+      veritrain submit show 3
+
+      veritrain submit show 3 --json
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir)
+    protocol = _protocol(settings, signing=False)
+    record = service.get_job(protocol, job)
+    timeline = job_timeline(protocol, JobId(job))
+    if json_out:
+        print(json.dumps({"job": service.job_json(JobId(job), record), "timeline": [e.to_json() for e in timeline]}, indent=2))
+        return
+    console.print(f"job [bold]{job}[/]: {record.state.name}  reward {show_tokens(record.reward)} VERI  fee {show_tokens(record.verifier_fee)} VERI")
+    table = Table("block", "time (UTC)", "event", "from", "gas", "details")
+    for e in timeline:
+        details = ", ".join(f"{k}={v}" for k, v in e.args.items())
+        table.add_row(str(e.block), time.strftime("%H:%M:%S", time.gmtime(e.timestamp)), e.event, _short(e.sender), f"{e.gas_used:,}", details)
+    console.print(table)
+
+
+@app.command()
+def fetch(
+    job: Annotated[int, typer.Argument(help="job id", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="file to write the trained model to (safetensors)", show_default=False)],
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    data_dir: options.DataDir = None,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
+) -> None:
+    """Download a finalized job's model; every byte is checked against the CID its solver committed.
+
+    Examples:
+
+      veritrain submit fetch 3 --out model.safetensors
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
+    protocol = _protocol(settings, signing=False)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    cid, size = service.fetch_model(protocol, store, job, out)
+    console.print(f"wrote {out} ({size:,} bytes, CID {cid} verified)")
+
+
+@app.command()
+def cancel(
+    job: Annotated[int, typer.Argument(help="job id", show_default=False)],
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+) -> None:
+    """Cancel an OPEN job you posted; the escrow comes back.
+
+    Examples:
+
+      veritrain submit cancel 3 --key-env SUBMITTER_KEY
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    receipt = service.cancel_job(_protocol(settings, signing=True), job)
+    console.print(f"job {job} cancelled (gas {receipt.gas_used:,})")
+
+
+def _short(address: str) -> str:
+    return "-" if int(address, 16) == 0 else f"{address[:6]}..{address[-4:]}"
+

@@ -1,0 +1,164 @@
+"""What the submitter's commands do, without the command line: post, list, show, fetch, cancel.
+
+Every check that can fail on bad input runs before the first transaction, so a bad
+input costs nothing and leaves nothing on chain: the spec is parsed and validated,
+the files exist and are within bounds, the balance covers the escrow, the job exists
+and is in a state that allows the call. Only then are the dataset and spec uploaded,
+the escrow approved and the job posted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.chain import Address, Receipt
+from core.cid import Cid, cid_to_digest, digest_to_cid
+from core.contracts import Job, JobId, JobState, Protocol, TokenAmount
+from core.storage import ContentStore
+from submitter.amounts import show_tokens
+from submitter.errors import SubmitError
+from submitter.specfile import MAX_MODEL_BYTES, publish, read_job
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Posted:
+    job_id: JobId
+    spec_cid: Cid
+    dataset_cid: Cid
+    receipts: dict[str, Receipt]
+
+
+def post_job(
+    protocol: Protocol,
+    store: ContentStore,
+    spec_path: Path,
+    data_path: Path | None,
+    reward: TokenAmount,
+    verifier_fee: TokenAmount,
+    commit_window: int | None,
+) -> Posted:
+    """Validate everything, upload dataset and spec, approve the escrow, post the job."""
+    if reward <= 0:
+        raise SubmitError("--reward must be above 0")
+    if verifier_fee <= 0:
+        raise SubmitError("--fee must be above 0")
+    market, token = protocol.market, protocol.token
+    max_window = market.params().max_commit_window
+    if commit_window is None:
+        commit_window = max_window
+    if not 0 < commit_window <= max_window:
+        raise SubmitError(f"--commit-window must be in 1..{max_window} seconds (the market's maximum)")
+    draft = read_job(spec_path, data_path, store)  # parse and validate spec and dataset, upload nothing
+    me = _me(protocol)
+    need = reward + verifier_fee
+    have = token.balance_of(me)
+    if have < need:
+        raise SubmitError(
+            f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)} (reward + fee)"
+        )
+    spec_cid = publish(draft, store)
+    receipts: dict[str, Receipt] = {}
+    if token.allowance(me, market.address) < need:
+        receipts["approve"] = token.approve(market.address, need)
+    job_id, receipts["postJob"] = market.post_job(cid_to_digest(spec_cid), reward, verifier_fee, commit_window)
+    log.info("job posted", extra={"job": job_id, "spec": spec_cid, "dataset": draft.dataset_cid})
+    return Posted(job_id, spec_cid, draft.dataset_cid, receipts)
+
+
+def get_job(protocol: Protocol, job_id: int) -> Job:
+    """The job, or a one-line error naming the known range."""
+    count = protocol.market.job_count()
+    if not 1 <= job_id <= count:
+        raise SubmitError(f"unknown job {job_id}: jobs on this market are 1..{count}" if count else f"unknown job {job_id}: no job posted yet")
+    return protocol.market.get_job(JobId(job_id))
+
+
+def list_jobs(protocol: Protocol, limit: int = 1_000) -> list[tuple[JobId, Job]]:
+    count = protocol.market.job_count()
+    return [(JobId(i), protocol.market.get_job(JobId(i))) for i in range(max(1, count - limit + 1), count + 1)]
+
+
+@dataclass(frozen=True)
+class Commitment:
+    """What the job's current solver committed (from its latest TraceCommitted event)."""
+
+    trace_root: bytes
+    checkpoint_count: int
+    final_model_cid: Cid
+    manifest_cid: Cid
+
+
+def commitment(protocol: Protocol, job_id: JobId, job: Job) -> Commitment | None:
+    """The commitment of the job's current solver, or None before its commit."""
+    events = protocol.market.events("TraceCommitted", protocol.book.deploy_block, jobId=job_id)
+    ours = [e for e in events if e.args["solver"] == job.solver and e.args["traceRoot"] == job.trace_root]
+    if not ours or job.state in (JobState.OPEN, JobState.CLAIMED):
+        return None
+    last = ours[-1].args
+    return Commitment(last["traceRoot"], last["checkpointCount"], digest_to_cid(last["finalModelCid"]), digest_to_cid(last["manifestCid"]))
+
+
+def fetch_model(protocol: Protocol, store: ContentStore, job_id: int, out: Path) -> tuple[Cid, int]:
+    """Write the finalized job's model to ``out`` (bytes verified against the committed CID)."""
+    job = get_job(protocol, job_id)
+    if job.state is not JobState.FINALIZED:
+        raise SubmitError(f"job {job_id} is {job.state.name}: the model can be fetched once it is FINALIZED")
+    done = commitment(protocol, JobId(job_id), job)
+    if done is None:
+        raise SubmitError(f"job {job_id} has no trace commitment on chain")
+    if out.is_dir():
+        raise SubmitError(f"--out {out} is a directory; give a file path")
+    if not out.parent.exists():
+        raise SubmitError(f"--out {out}: directory {out.parent} does not exist")
+    data = store.get(done.final_model_cid, MAX_MODEL_BYTES)  # verified against the CID by the store
+    tmp = out.with_name(out.name + ".part")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, out)
+    return done.final_model_cid, len(data)
+
+
+def cancel_job(protocol: Protocol, job_id: int) -> Receipt:
+    job = get_job(protocol, job_id)
+    me = _me(protocol)
+    if job.submitter != me:
+        raise SubmitError(f"job {job_id} was posted by {job.submitter}, not by {me}: only its submitter can cancel it")
+    if job.state is not JobState.OPEN:
+        raise SubmitError(f"job {job_id} is {job.state.name}: only an OPEN job can be cancelled")
+    return protocol.market.cancel(JobId(job_id))
+
+
+def job_json(job_id: JobId, job: Job) -> dict[str, object]:
+    return {
+        "job_id": job_id,
+        "state": job.state.name,
+        "submitter": job.submitter,
+        "reward": str(job.reward),
+        "verifier_fee": str(job.verifier_fee),
+        "deadline": job.deadline,
+        "commit_window": job.commit_window,
+        "solver": job.solver,
+        "verifier": job.verifier,
+        "checkpoint_count": job.checkpoint_count,
+        "trace_root": "0x" + job.trace_root.hex(),
+        "draws": job.draws,
+    }
+
+
+def _me(protocol: Protocol) -> Address:
+    signer = protocol.market.signer
+    if signer is None:
+        raise SubmitError("this command signs a transaction: pass --key-env or --keystore")
+    return signer.address
+
+
+def dumps(value: object) -> str:
+    return json.dumps(value, indent=2, sort_keys=False)

@@ -1,0 +1,90 @@
+"""From a spec file and a dataset file on disk to a validated job spec, before anything is uploaded.
+
+The spec file is the proofs engine's JSON job spec; its ``dataset.cid`` and
+``dataset.size_bytes`` may be left out when ``--data`` is given: they are computed
+from the file (the CID is the one ``ipfs add`` would give it). Without ``--data`` the
+spec must name a dataset CID that the store already holds, with that exact size.
+Everything is checked locally first (:func:`read_job`); :func:`publish` uploads.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.cid import Cid, validate_cid
+from core.storage import ContentStore, file_cid
+from proofs import Limits, ProofError, load_dataset, load_spec
+from proofs.spec import JobSpec
+from submitter.errors import SubmitError
+
+#: A spec file larger than this is not a spec (the canonical spec is bounded far below).
+MAX_SPEC_FILE_BYTES = 64 * 1024
+#: A final model is at most the parameters and two optimizer buffers in float32, plus headers.
+MAX_MODEL_BYTES = 3 * 4 * Limits.PARAMS + (1 << 20)
+
+
+@dataclass(frozen=True)
+class JobDraft:
+    """A validated spec, its canonical bytes, and the dataset it names (bytes, if given on disk)."""
+
+    spec: JobSpec
+    spec_bytes: bytes
+    dataset_cid: Cid
+    dataset: bytes | None
+
+
+def _read(path: Path, what: str, limit: int) -> bytes:
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise SubmitError(f"{what} {path} is not a file")
+        if size > limit:
+            raise SubmitError(f"{what} {path} is {size:,} bytes, over the limit of {limit:,}")
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise SubmitError(f"{what} {path} does not exist") from None
+    except PermissionError:
+        raise SubmitError(f"{what} {path} is not readable") from None
+
+
+def read_job(spec_path: Path, data_path: Path | None, store: ContentStore) -> JobDraft:
+    """Parse and validate the spec (and the dataset against it); nothing is uploaded yet."""
+    raw = _read(spec_path, "spec file", MAX_SPEC_FILE_BYTES)
+    try:
+        decoded = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise SubmitError(f"spec file {spec_path} is not valid JSON: {exc}") from None
+    if not isinstance(decoded, dict) or not isinstance(decoded.get("dataset", {}), dict):
+        raise SubmitError(f"spec file {spec_path}: a job spec is a JSON object with a 'dataset' object")
+    dataset: bytes | None = None
+    if data_path is not None:
+        dataset = _read(data_path, "dataset file", Limits.DATASET_BYTES)
+        decoded["dataset"] = {**decoded.get("dataset", {}), "cid": file_cid(dataset), "size_bytes": len(dataset)}
+    try:
+        spec = load_spec(decoded)
+    except ProofError as exc:
+        raise SubmitError(f"spec file {spec_path}: {exc}") from None
+    cid = validate_cid(spec.dataset.cid)
+    if dataset is None:
+        if not store.has(cid):
+            raise SubmitError(f"dataset {cid} named by {spec_path} is not in the store: give the file with --data")
+        stored = store.stat(cid).size
+        if stored != spec.dataset.size_bytes:
+            raise SubmitError(f"dataset {cid} is {stored:,} bytes, the spec says {spec.dataset.size_bytes:,}")
+    else:
+        try:
+            load_dataset(spec, dataset)  # the tensors the spec names, with the shapes it needs
+        except ProofError as exc:
+            raise SubmitError(f"dataset file {data_path} does not fit the spec: {exc}") from None
+    return JobDraft(spec, spec.canonical_bytes(), cid, dataset)
+
+
+def publish(draft: JobDraft, store: ContentStore) -> Cid:
+    """Upload the dataset (if given) and the canonical spec; returns the spec's CID."""
+    if draft.dataset is not None:
+        stored = store.put(draft.dataset)
+        if stored != draft.dataset_cid:  # both computed by the same UnixFS code: a store that disagrees is broken
+            raise SubmitError(f"store returned CID {stored} for the dataset, expected {draft.dataset_cid}")
+    return store.put(draft.spec_bytes)

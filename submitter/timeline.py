@@ -1,0 +1,102 @@
+"""A job's history, read from the market's events: who did what, when, and what it cost in gas.
+
+Used by ``veritrain submit show`` and by the demo. Every JobMarket event carries the
+job id as an indexed topic, so one filtered log query per event name gives the whole
+history; each entry adds its block's timestamp, its transaction's sender and gas used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from core.chain import Address
+from core.cid import digest_to_cid
+from core.contracts import JobId, Protocol
+
+#: JobMarket events about one job, in lifecycle order (ties in one transaction keep log order).
+JOB_EVENTS = (
+    "JobPosted",
+    "JobClaimed",
+    "SolverTimedOut",
+    "TraceCommitted",
+    "DrawReanchored",
+    "VerifierAssigned",
+    "VerifierTimedOut",
+    "ReportSubmitted",
+    "DisputeOpened",
+    "DisputeResolved",
+    "JobReopened",
+    "JobFinalized",
+    "JobCancelled",
+    "JobRefunded",
+)
+
+_CID_FIELDS = frozenset({"specCid", "finalModelCid", "manifestCid", "reportCid"})
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    event: str
+    block: int
+    timestamp: int
+    log_index: int
+    tx_hash: str
+    sender: Address
+    gas_used: int
+    args: Mapping[str, Any]  # JSON-ready: bytes32 CIDs as CIDv0 strings, other bytes as 0x-hex
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "event": self.event,
+            "block": self.block,
+            "timestamp": self.timestamp,
+            "tx": self.tx_hash,
+            "from": self.sender,
+            "gas_used": self.gas_used,
+            "args": dict(self.args),
+        }
+
+
+def job_timeline(protocol: Protocol, job_id: JobId) -> list[TimelineEntry]:
+    """Every market event about ``job_id`` since the deployment, in chain order."""
+    market = protocol.market
+    client = protocol.client
+    start = protocol.book.deploy_block
+    events = [e for name in JOB_EVENTS for e in market.events(name, start, jobId=job_id)]
+    events.sort(key=lambda e: (e.block_number, e.log_index))
+    receipts: dict[str, tuple[Address, int]] = {}
+    stamps: dict[int, int] = {}
+    entries = []
+    for event in events:
+        if event.tx_hash not in receipts:
+            receipts[event.tx_hash] = _sender_and_gas(protocol, event.tx_hash)
+        if event.block_number not in stamps:
+            stamps[event.block_number] = client.timestamp(event.block_number)
+        sender, gas = receipts[event.tx_hash]
+        args = {k: _jsonable(k, v) for k, v in event.args.items() if k != "jobId"}
+        entries.append(
+            TimelineEntry(event.name, event.block_number, stamps[event.block_number], event.log_index, event.tx_hash, sender, gas, args)
+        )
+    return entries
+
+
+def _sender_and_gas(protocol: Protocol, tx_hash: str) -> tuple[Address, int]:
+    client = protocol.client
+
+    def fetch() -> Any:
+        return client.w3.eth.get_transaction_receipt(tx_hash)  # type: ignore[arg-type]
+
+    receipt = client.with_retry("eth_getTransactionReceipt", fetch)
+    return Address(receipt["from"]), int(receipt["gasUsed"])
+
+
+def _jsonable(name: str, value: Any) -> Any:
+    if isinstance(value, bytes):
+        if name in _CID_FIELDS and any(value):
+            return digest_to_cid(value)
+        return "0x" + value.hex()
+    if isinstance(value, (bool, int, str)):
+        return value.value if hasattr(value, "value") else value
+    return str(value)

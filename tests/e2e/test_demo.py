@@ -1,0 +1,42 @@
+"""The demo's flow, for real: anvil, the embedded store, a solver and a verifier daemon as processes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from veritrain.demo import run_demo
+
+TOKEN = 10**18
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    # a zombie still answers kill(0); it is gone if /proc says so
+    status = Path(f"/proc/{pid}/status")
+    return not status.exists() or "zombie" in status.read_text()
+
+
+def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) -> None:
+    figures = run_demo(tmp_path, timeout_s=240, job_name="tiny")
+
+    assert figures["state"] == "FINALIZED"
+    assert list(figures["gas"]) == ["JobPosted", "JobClaimed", "TraceCommitted", "VerifierAssigned", "ReportSubmitted", "JobFinalized", "approve (submitter)"]
+    balances = figures["balances"]
+
+    def total(label: str, when: str) -> int:
+        wallet, staked = balances[label][when]
+        return wallet + staked
+
+    # the submitter paid reward + fee; the solver earned the reward, the verifier the fee; no escrow left
+    assert total("submitter", "after") - total("submitter", "before") == -12 * TOKEN
+    assert total("solver", "after") - total("solver", "before") == 10 * TOKEN
+    assert total("verifier", "after") - total("verifier", "before") == 2 * TOKEN
+    assert tuple(balances["market (escrow)"]["after"]) == (0, 0)
+    # the fetched model was verified against its CID and actually learned the task (3 classes: chance is 1/3)
+    assert figures["model"]["test_accuracy"] > 0.8
+    assert (tmp_path / "model.safetensors").stat().st_size == figures["model"]["bytes"]
+    assert all(_gone(pid) for pid in figures["pids"])

@@ -1,0 +1,163 @@
+"""The agent loop: transient errors back off and reload, reverts drop the action, bugs stop it."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+from dataclasses import dataclass, field
+
+import pytest
+
+from core.agent import Agent, Disposition, JsonFormatter, KeyValueFormatter, LoopSettings, StopFlag, Stopped, default_classify
+from core.errors import ContractRevert, TransientRPCError, VeritrainError
+
+
+@dataclass(frozen=True)
+class Do:
+    name: str
+
+
+@dataclass
+class World:
+    """A loader, policy and responder in one, scripted per test."""
+
+    loads: int = 0
+    done: list[str] = field(default_factory=list)
+    load_errors: list[BaseException] = field(default_factory=list)
+    perform_errors: dict[str, list[BaseException]] = field(default_factory=dict)
+    actions: tuple[str, ...] = ("a", "b", "c")
+
+    def load(self) -> int:
+        self.loads += 1
+        if self.load_errors:
+            raise self.load_errors.pop(0)
+        return self.loads
+
+    def next_actions(self, view: int) -> list[Do]:
+        return [Do(n) for n in self.actions]
+
+    def perform(self, action: Do) -> None:
+        errors = self.perform_errors.get(action.name)
+        if errors:
+            raise errors.pop(0)
+        self.done.append(action.name)
+
+
+FAST = LoopSettings(poll_interval_s=0.0, backoff_initial_s=0.001, backoff_max_s=0.002)
+
+
+def make(world: World) -> Agent[int, Do]:
+    return Agent("test", world, world, world, settings=FAST)
+
+
+class ClaimTaken(ContractRevert):
+    error_name = "JobNotOpen"
+
+
+def test_tick_performs_every_action_in_order() -> None:
+    world = World()
+    report = make(world).tick()
+    assert world.done == ["a", "b", "c"]
+    assert (report.actions, report.performed, report.dropped, report.transient_error) == (3, 3, 0, None)
+
+
+def test_revert_drops_only_that_action_and_is_not_retried() -> None:
+    world = World(perform_errors={"b": [ClaimTaken(7, fields=("jobId",))]})
+    agent = make(world)
+    report = agent.tick()
+    assert world.done == ["a", "c"]
+    assert report.dropped == 1 and report.transient_error is None
+    # the next tick decides again from a fresh view; the revert was not replayed within the tick
+    agent.tick()
+    assert world.done == ["a", "c", "a", "b", "c"]
+    assert world.loads == 2
+
+
+def test_transient_error_ends_the_tick_and_the_next_tick_reloads() -> None:
+    world = World(perform_errors={"b": [TransientRPCError("eth_call timed out")]})
+    agent = make(world)
+    report = agent.tick()
+    assert world.done == ["a"]
+    assert report.transient_error is not None and "TransientRPCError" in report.transient_error
+    agent.tick()
+    assert world.loads == 2 and world.done == ["a", "a", "b", "c"]
+
+
+def test_load_failure_is_a_transient_tick() -> None:
+    world = World(load_errors=[ConnectionError("refused")])
+    report = make(world).tick()
+    assert report.transient_error is not None and world.done == []
+
+
+def test_bug_propagates() -> None:
+    world = World(perform_errors={"a": [KeyError("bug")]})
+    with pytest.raises(KeyError):
+        make(world).tick()
+
+
+def test_stopped_action_is_not_an_error() -> None:
+    world = World(perform_errors={"a": [Stopped("training interrupted at step 40")]})
+    report = make(world).tick()
+    assert report.dropped == 1 and world.done == ["b", "c"]
+
+
+def test_classification() -> None:
+    assert default_classify(TransientRPCError("x")) is Disposition.TRANSIENT
+    assert default_classify(ConnectionError()) is Disposition.TRANSIENT
+    assert default_classify(ClaimTaken(1, fields=("jobId",))) is Disposition.DROP
+    assert default_classify(VeritrainError("bad spec")) is Disposition.DROP
+    assert default_classify(ValueError("bug")) is Disposition.FATAL
+
+
+def test_run_backs_off_then_recovers_and_honours_max_ticks() -> None:
+    world = World(load_errors=[TransientRPCError("a"), TransientRPCError("b")])
+    reports = []
+    agent = Agent("test", world, world, world, settings=FAST, heartbeat=reports.append)
+    agent.run(max_ticks=3)
+    assert [r.transient_error is None for r in reports] == [False, False, True]
+    assert world.done == ["a", "b", "c"]
+
+
+def test_sigterm_stops_the_loop_gracefully() -> None:
+    world = World(actions=())
+    stop = StopFlag()
+    agent = Agent("test", world, world, world, settings=LoopSettings(poll_interval_s=30.0), stop=stop)
+    timer = threading.Timer(0.2, lambda: os.kill(os.getpid(), signal.SIGTERM))
+    timer.start()
+    agent.run()  # would sleep 30 s per tick if the signal did not wake it
+    timer.join()
+    assert stop.is_set() and world.loads >= 1
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handler restored
+
+
+def test_stop_flag_interrupts_between_actions() -> None:
+    stop = StopFlag()
+
+    class Stopping(World):
+        def perform(self, action: Do) -> None:
+            super().perform(action)
+            stop.set()
+
+    world = Stopping()
+    Agent("test", world, world, world, settings=FAST, stop=stop).tick()
+    assert world.done == ["a"]
+
+
+def _record(**extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("solver.daemon", logging.INFO, __file__, 1, "job claimed", None, None)
+    record.__dict__.update(extra)
+    return record
+
+
+def test_key_value_log_line_carries_the_fields() -> None:
+    line = KeyValueFormatter().format(_record(job=7, error="JobNotOpen(jobId=7)", note="two words"))
+    assert line.endswith('INFO solver.daemon job claimed job=7 error=JobNotOpen(jobId=7) note="two words"')
+
+
+def test_json_log_line_is_one_object() -> None:
+    import json
+
+    payload = json.loads(JsonFormatter().format(_record(job=7, cid=b"\x01")))
+    assert payload["msg"] == "job claimed" and payload["job"] == 7 and payload["cid"] == "b'\\x01'"

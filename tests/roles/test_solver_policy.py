@@ -1,0 +1,145 @@
+"""The solver's decisions, from views built by hand: no chain, no storage."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.chain import Address
+from core.contracts import JobId, JobState, TokenAmount
+from solver.policy import (
+    AssignVerifier,
+    Claim,
+    Commit,
+    Finalize,
+    Forget,
+    HeldJob,
+    OpenJob,
+    Phase,
+    SolverConfig,
+    SolverPolicy,
+    SpecCheck,
+    Stake,
+    TimeoutVerifier,
+    Train,
+    Upload,
+)
+
+ME = Address("0x000000000000000000000000000000000000bEEF")
+OK = SpecCheck(runnable=True, steps=100)
+T = TokenAmount
+
+
+def view(**over: object):
+    from solver.policy import SolverView
+
+    base = SolverView(
+        now=1_000,
+        block=50,
+        me=ME,
+        token_balance=T(0),
+        staked=T(100),
+        free_stake=T(100),
+        min_stake=T(100),
+        open_jobs=(),
+        held_jobs=(),
+        forgettable=(),
+    )
+    return replace(base, **over)
+
+
+def open_job(job_id: int, reward: int = 10, bond: int = 20, spec: SpecCheck = OK, expires_at: int = 5_000) -> OpenJob:
+    return OpenJob(JobId(job_id), T(reward), T(bond), expires_at, 600, spec)
+
+
+def held(job_id: int, state: JobState, phase: Phase = Phase.CLAIMED, deadline: int = 2_000, ready_block: int = 0) -> HeldJob:
+    return HeldJob(JobId(job_id), state, deadline, ready_block, phase)
+
+
+POLICY = SolverPolicy(SolverConfig(stake_target=T(0)))
+
+
+def test_stakes_up_to_the_minimum_before_claiming() -> None:
+    actions = POLICY.next_actions(view(staked=T(0), free_stake=T(0), token_balance=T(500), open_jobs=(open_job(1),)))
+    assert actions == [Stake(T(100))]
+
+
+def test_does_not_stake_what_cannot_reach_the_minimum() -> None:
+    assert POLICY.next_actions(view(staked=T(0), free_stake=T(0), token_balance=T(99))) == []
+
+
+def test_claims_the_best_paying_runnable_job_it_can_bond() -> None:
+    jobs = (
+        open_job(1, reward=10),
+        open_job(2, reward=50, spec=SpecCheck(False, "unknown architecture")),
+        open_job(3, reward=30, bond=500),  # bond above free stake
+        open_job(4, reward=20),
+        open_job(5, reward=99, expires_at=1_002),  # expires before a claim could matter
+    )
+    assert POLICY.next_actions(view(open_jobs=jobs)) == [Claim(JobId(4))]
+
+
+def test_claims_only_up_to_capacity() -> None:
+    busy = view(open_jobs=(open_job(1),), held_jobs=(held(9, JobState.CLAIMED, Phase.TRAINING),))
+    assert POLICY.next_actions(busy) == [Train(JobId(9), 2_000)]
+    roomy = SolverPolicy(SolverConfig(stake_target=T(0), max_active=3))
+    assert roomy.next_actions(view(free_stake=T(45), open_jobs=(open_job(1), open_job(2), open_job(3)))) == [
+        Claim(JobId(1)),
+        Claim(JobId(2)),
+    ]
+
+
+def test_a_claimed_job_moves_one_stage_per_tick() -> None:
+    stages = {
+        Phase.CLAIMED: Train(JobId(1), 2_000),
+        Phase.TRAINING: Train(JobId(1), 2_000),
+        Phase.TRAINED: Upload(JobId(1)),
+        Phase.UPLOADED: Commit(JobId(1)),
+    }
+    for phase, expected in stages.items():
+        assert POLICY.next_actions(view(held_jobs=(held(1, JobState.CLAIMED, phase),), free_stake=T(0))) == [expected]
+    committed_locally = view(held_jobs=(held(1, JobState.CLAIMED, Phase.COMMITTED),), free_stake=T(0))
+    assert POLICY.next_actions(committed_locally) == []
+
+
+def test_no_work_on_a_job_past_its_commit_deadline() -> None:
+    late = view(now=2_000, held_jobs=(held(1, JobState.CLAIMED, Phase.TRAINING),), free_stake=T(0))
+    assert POLICY.next_actions(late) == []
+
+
+def test_after_commit_the_solver_asks_for_a_verifier_once_randomness_exists() -> None:
+    job = held(1, JobState.COMMITTED, Phase.COMMITTED, ready_block=52)
+    assert POLICY.next_actions(view(block=51, held_jobs=(job,), free_stake=T(0))) == []
+    assert POLICY.next_actions(view(block=52, held_jobs=(job,), free_stake=T(0))) == [AssignVerifier(JobId(1))]
+
+
+def test_silent_verifier_is_timed_out_and_pay_is_collected_after_the_window() -> None:
+    verifying = held(1, JobState.VERIFYING, Phase.COMMITTED, deadline=1_500)
+    verified = held(2, JobState.VERIFIED, Phase.COMMITTED, deadline=1_500)
+    assert POLICY.next_actions(view(now=1_500, held_jobs=(verifying, verified), free_stake=T(0))) == []
+    assert POLICY.next_actions(view(now=1_501, held_jobs=(verifying, verified), free_stake=T(0))) == [
+        TimeoutVerifier(JobId(1)),
+        Finalize(JobId(2)),
+    ]
+
+
+def test_final_jobs_are_forgotten() -> None:
+    assert POLICY.next_actions(view(forgettable=(JobId(3), JobId(1)), free_stake=T(0))) == [Forget(JobId(1)), Forget(JobId(3))]
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 50), st.integers(0, 100), st.integers(1, 60), st.booleans()), max_size=12, unique_by=lambda t: t[0]),
+    st.integers(0, 200),
+    st.integers(1, 4),
+)
+def test_claims_never_exceed_free_stake_or_capacity(jobs, free, capacity) -> None:
+    policy = SolverPolicy(SolverConfig(stake_target=T(0), max_active=capacity))
+    v = view(free_stake=T(free), open_jobs=tuple(open_job(i, r, b, SpecCheck(ok)) for i, r, b, ok in jobs))
+    claims = [a for a in policy.next_actions(v) if isinstance(a, Claim)]
+    by_id = {i: (b, ok) for i, _, b, ok in jobs}
+    assert len(claims) <= capacity
+    assert sum(by_id[c.job_id][0] for c in claims) <= free
+    assert all(by_id[c.job_id][1] for c in claims)
+    assert len({c.job_id for c in claims}) == len(claims)

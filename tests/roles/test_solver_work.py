@@ -1,0 +1,89 @@
+"""The solver's training survives a crash: it resumes from the last checkpoint whose file still verifies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.agent import MarketWatcher, StopFlag, Stopped
+from core.cid import cid_to_digest
+from core.contracts import JobId
+from core.storage import LocalStore
+from proofs import parse_manifest
+from proofs.datasets import reference_job
+from solver.policy import Phase
+from solver.state import SolverDb
+from solver.work import Limits, SpecJudge, Workshop
+
+JOB = JobId(1)
+FAR = 2**32 - 1
+
+
+@pytest.fixture
+def bench(tmp_path: Path, devnet):  # type: ignore[no-untyped-def]
+    store = LocalStore(tmp_path / "store")
+    ref = reference_job("mlp-spirals", steps=200, checkpoint_interval=20)
+    spec = ref.spec(store.put(ref.dataset))
+    spec_cid = store.put(spec.canonical_bytes())
+    db = SolverDb(tmp_path / "state.sqlite")
+    db.start_job(JOB, spec_cid)
+    protocol = devnet.protocol()
+    stop = StopFlag()
+    workshop = Workshop(protocol, store, db, MarketWatcher(protocol.market, protocol.book.deploy_block), tmp_path / "jobs", stop)
+    yield workshop, db, store, spec, stop
+    db.close()
+
+
+def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_trace(bench) -> None:  # type: ignore[no-untyped-def]
+    workshop, db, _, spec, _ = bench
+    workshop.train(JOB, FAR)
+    honest = db.job(JOB)
+    assert honest is not None and honest.phase is Phase.TRAINED and honest.checkpoint_count == spec.segments + 1
+
+    # as if killed after checkpoint 6 was recorded, with checkpoint 4's file torn on disk
+    db.drop_checkpoints_from(JOB, 7)
+    db.set_phase(JOB, Phase.TRAINING)
+    torn = db.checkpoints(JOB)[4].path
+    torn.write_bytes(torn.read_bytes()[:-7])
+
+    workshop.train(JOB, FAR)
+    again = db.job(JOB)
+    assert again is not None and again.trace_root == honest.trace_root
+    assert [c.index for c in db.checkpoints(JOB)] == list(range(spec.segments + 1))
+
+
+def test_stop_interrupts_training_and_keeps_what_is_on_disk(bench) -> None:  # type: ignore[no-untyped-def]
+    workshop, db, _, _, stop = bench
+    def progress(job_id: JobId, done: int, total: int) -> None:
+        if done == 50:
+            stop.set()
+
+    workshop.progress = progress
+    with pytest.raises(Stopped):
+        workshop.train(JOB, FAR)
+    assert [c.index for c in db.checkpoints(JOB)] == [0, 1, 2]  # steps 0, 20, 40 written; 41..50 lost
+    record = db.job(JOB)
+    assert record is not None and record.phase is Phase.TRAINING
+
+
+def test_upload_stores_a_manifest_that_matches_the_trace(bench) -> None:  # type: ignore[no-untyped-def]
+    workshop, db, store, spec, _ = bench
+    workshop.train(JOB, FAR)
+    workshop.upload(JOB)
+    record = db.job(JOB)
+    assert record is not None and record.phase is Phase.UPLOADED and record.manifest_cid is not None
+    manifest = parse_manifest(store.get(record.manifest_cid, 1 << 20), spec)
+    assert manifest.root == record.trace_root
+    assert manifest.final_cid == record.final_model_cid
+    assert all(store.has(cid) for cid in manifest.checkpoint_cids)
+
+
+def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(bench) -> None:  # type: ignore[no-untyped-def]
+    _, db, store, spec, _ = bench
+    digest = cid_to_digest(store.put(spec.canonical_bytes()))
+    assert SpecJudge(store, db, Limits(max_steps=100)).check(digest).runnable is False
+    # cached: a more generous judge over the same records gives the same verdict without refetching
+    assert SpecJudge(store, db, Limits()).check(digest).reason.startswith("200 steps")
+    unknown = SpecJudge(store, db, Limits()).check(bytes(32))  # a CID nobody stored: not runnable, not cached
+    assert unknown.runnable is False and "not in storage" in unknown.reason

@@ -1,0 +1,103 @@
+"""The verifier's decisions, from views built by hand: its own work, then the anyone-may duties."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from core.chain import Address
+from core.contracts import JobId, JobState, TokenAmount
+from verifier.policy import (
+    Assignment,
+    AssignVerifier,
+    Finalize,
+    Forget,
+    MarketJob,
+    Phase,
+    Replay,
+    Report,
+    Stake,
+    Timeout,
+    TimeoutKind,
+    VerifierConfig,
+    VerifierPolicy,
+    VerifierView,
+)
+
+ME = Address("0x000000000000000000000000000000000000bEEF")
+SOLVER = Address("0x0000000000000000000000000000000000000501")
+OTHER = Address("0x0000000000000000000000000000000000000777")
+SUBMITTER = Address("0x0000000000000000000000000000000000000999")
+T = TokenAmount
+POLICY = VerifierPolicy(VerifierConfig(stake_target=T(0), own_grace_s=5, duty_grace_s=30))
+
+
+def view(**over: object) -> VerifierView:
+    base = VerifierView(
+        now=1_000, block=100, me=ME, token_balance=T(0), staked=T(100), min_stake=T(100),
+        assignments=(), jobs=(), forgettable=(),
+    )
+    return replace(base, **over)
+
+
+def job(job_id: int, state: JobState, deadline: int = 900, verifier: Address = OTHER, ready_block: int = 0) -> MarketJob:
+    return MarketJob(JobId(job_id), state, deadline, ready_block, SOLVER, verifier, SUBMITTER)
+
+
+def test_stakes_first() -> None:
+    assert POLICY.next_actions(view(staked=T(0), token_balance=T(1_000))) == [Stake(T(100))]
+
+
+def test_assignments_replay_then_report_nearest_deadline_first() -> None:
+    v = view(assignments=(
+        Assignment(JobId(1), 1_500, Phase.ASSIGNED),
+        Assignment(JobId(2), 1_200, Phase.REPLAYED),
+        Assignment(JobId(3), 1_100, Phase.REPORTED),
+        Assignment(JobId(4), 999, Phase.ASSIGNED),  # missed
+    ))
+    assert POLICY.next_actions(v) == [Report(JobId(2)), Replay(JobId(1), 1_500)]
+
+
+def test_draws_a_verifier_soon_when_it_could_be_drawn_itself() -> None:
+    committed = job(1, JobState.COMMITTED, ready_block=100)
+    assert POLICY.next_actions(view(block=104, jobs=(committed,))) == []  # the solver goes first
+    assert POLICY.next_actions(view(block=105, jobs=(committed,))) == [AssignVerifier(JobId(1))]
+
+
+def test_draw_for_a_job_it_cannot_win_waits_for_the_grace() -> None:
+    own = replace(job(1, JobState.COMMITTED, ready_block=100), solver=ME)
+    assert POLICY.next_actions(view(block=129, jobs=(own,))) == []
+    assert POLICY.next_actions(view(block=130, jobs=(own,))) == [AssignVerifier(JobId(1))]
+    unstaked = view(block=105, staked=T(0), token_balance=T(0), jobs=(job(2, JobState.COMMITTED, ready_block=100),))
+    assert POLICY.next_actions(unstaked) == []
+
+
+def test_finalizes_its_own_job_soon_and_others_after_the_grace() -> None:
+    mine = job(1, JobState.VERIFIED, deadline=1_000, verifier=ME)
+    theirs = job(2, JobState.VERIFIED, deadline=1_000)
+    assert POLICY.next_actions(view(now=1_005, jobs=(mine, theirs))) == []
+    assert POLICY.next_actions(view(now=1_006, jobs=(mine, theirs))) == [Finalize(JobId(1))]
+    assert POLICY.next_actions(view(now=1_031, jobs=(mine, theirs))) == [Finalize(JobId(1)), Finalize(JobId(2))]
+
+
+def test_timeouts_after_the_grace() -> None:
+    jobs = (
+        job(1, JobState.OPEN, deadline=960),
+        job(2, JobState.CLAIMED, deadline=969),
+        job(3, JobState.VERIFYING, deadline=900),
+        job(4, JobState.DISPUTED, deadline=970),
+        job(5, JobState.VERIFYING, deadline=900, verifier=ME),  # never time ourselves out
+    )
+    assert POLICY.next_actions(view(jobs=jobs)) == [
+        Timeout(JobId(1), TimeoutKind.EXPIRE),
+        Timeout(JobId(2), TimeoutKind.SOLVER),
+        Timeout(JobId(3), TimeoutKind.VERIFIER),
+    ]
+
+
+def test_duties_can_be_turned_off() -> None:
+    policy = VerifierPolicy(VerifierConfig(stake_target=T(0), duties=False))
+    assert policy.next_actions(view(jobs=(job(1, JobState.COMMITTED), job(2, JobState.CLAIMED, deadline=0)))) == []
+
+
+def test_final_jobs_are_forgotten() -> None:
+    assert POLICY.next_actions(view(forgettable=(JobId(2),))) == [Forget(JobId(2))]
