@@ -22,7 +22,9 @@ $(STAMPS)/venv: requirements.lock pyproject.toml
 
 $(STAMPS)/npm: package.json package-lock.json
 	@mkdir -p $(STAMPS)
-	npm ci --no-audit --no-fund --loglevel=error
+	# `npm install --no-save` from the lock, not `npm ci`: npm 11 leaves the other platforms'
+	# optional foundry binaries out of the lock and `npm ci` then refuses it as out of sync.
+	npm install --no-save --no-audit --no-fund --loglevel=error
 	@touch $@
 
 build: setup
