@@ -326,10 +326,16 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (msg.sender != disputeGame) revert NotAuthorized(msg.sender);
         Job storage job = _jobIn(jobId, JobState.Verified);
         if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        // The challenge window pauses while the game runs (resumed by resolveDispute if the solver
+        // wins): an accomplice cannot run out an honest whistleblower's window by opening and
+        // stalling a game it means to lose. job.deadline >= now, checked above.
+        // forge-lint: disable-next-line(unsafe-typecast)
+        uint32 left = uint32(job.deadline - block.timestamp);
         uint32 deadline = _after(_disputeWindow);
         job.state = JobState.Disputed;
         job.deadline = deadline;
         job.challenger = challenger;
+        job.challengeLeft = left;
         emit DisputeOpened(jobId, challenger, deadline);
     }
 
@@ -344,6 +350,10 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (solverWon) {
             if (verifierSlashed) {
                 stakeManager.slash(job.verifier, Role.Verifier, verifierBond(job.reward), slashRecipient);
+            } else if (job.challenger != job.verifier) {
+                // INVARIANT: a whistleblower's lost challenge does not end the challenge window.
+                _resumeChallengeWindow(jobId, job);
+                return;
             }
             _finalize(jobId, job, !verifierSlashed);
             return;
@@ -406,6 +416,17 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         token.safeTransfer(payVerifier ? verifier : job.submitter, fee);
     }
 
+    /// Back to Verified after a whistleblower lost its dispute: the challenge window resumes with the
+    /// time it had left when the dispute opened; both bonds stay locked.
+    function _resumeChallengeWindow(uint256 jobId, Job storage job) private {
+        uint32 deadline = _after(job.challengeLeft);
+        job.state = JobState.Verified;
+        job.deadline = deadline;
+        delete job.challenger;
+        delete job.challengeLeft;
+        emit ChallengeWindowResumed(jobId, deadline);
+    }
+
     /// Ends the job Refunded: escrow back to the submitter, every bond still locked released.
     function _refund(uint256 jobId, Job storage job, RefundReason reason) private {
         JobState state = job.state;
@@ -434,6 +455,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         job.checkpointCount = 0;
         delete job.traceRoot;
         delete job.challenger;
+        delete job.challengeLeft;
         emit JobReopened(jobId, claimDeadline);
     }
 

@@ -73,6 +73,10 @@ struct Job {
     bytes32 traceRoot;
     // slot 4: written only when a dispute opens
     address challenger;
+    /// Seconds of the challenge window that were left when a whistleblower's dispute opened
+    /// (JobMarket.openDispute): the window is paused while the game runs and, if the solver wins
+    /// without a verdict against the verifier, resumes with this much time (resolveDispute).
+    uint32 challengeLeft;
 }
 
 /// @notice JobMarket deployment parameters, all immutable. Amounts in token base units,

@@ -1,4 +1,4 @@
-"""Typed wrappers over the deployed VeriToken, StakeManager and JobMarket.
+"""Typed wrappers over the deployed VeriToken, StakeManager, JobMarket and DisputeGame.
 
 Each wrapper method is one line over the compiled ABI (read from
 build/contracts): argument encoding, return decoding, revert decoding and
@@ -30,22 +30,30 @@ from core.errors import ArtifactsMissing, ChainError, SignerError
 
 __all__ = [
     "JobId",
+    "GameId",
     "TokenAmount",
     "Bytes32",
     "Role",
     "JobState",
     "RefundReason",
+    "GameStatus",
+    "Ballot",
+    "SettleReason",
     "Job",
     "MarketParams",
     "StakeInfo",
+    "Game",
+    "GameParams",
     "Event",
     "VeriToken",
     "StakeManager",
     "JobMarket",
+    "DisputeGame",
     "Protocol",
 ]
 
 JobId = NewType("JobId", int)
+GameId = NewType("GameId", int)
 TokenAmount = NewType("TokenAmount", int)  # token base units (18 decimals)
 Bytes32 = NewType("Bytes32", bytes)  # a CID digest, a Merkle root, a state hash
 
@@ -82,7 +90,56 @@ class RefundReason(IntEnum):
     DISPUTE_TIMED_OUT = 3
 
 
-_ENUMS: Mapping[str, type[IntEnum]] = {"Role": Role, "JobState": JobState, "RefundReason": RefundReason}
+class GameStatus(IntEnum):
+    """Where a dispute game stands (IDisputeGame.sol ``GameStatus``; docs/dispute.md)."""
+
+    NONE = 0
+    SOLVER_TO_MOVE = 1
+    CHALLENGER_TO_MOVE = 2
+    ISOLATED = 3
+    ARBITRATING = 4
+    SOLVER_WON = 5
+    CHALLENGER_WON = 6
+    UNDECIDED = 7
+
+    @property
+    def final(self) -> bool:
+        return self in (GameStatus.SOLVER_WON, GameStatus.CHALLENGER_WON, GameStatus.UNDECIDED)
+
+    @property
+    def bisecting(self) -> bool:
+        return self in (GameStatus.SOLVER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE)
+
+
+class Ballot(IntEnum):
+    """A referee's ballot in one game (VACANT: not on the committee)."""
+
+    VACANT = 0
+    SEATED = 1
+    COMMITTED = 2
+    REVEALED_SOLVER_RIGHT = 3
+    REVEALED_SOLVER_WRONG = 4
+
+
+class SettleReason(IntEnum):
+    """How a game ended (``DisputeSettled.reason``)."""
+
+    VERDICT = 0
+    SOLVER_CLOCK = 1
+    CHALLENGER_CLOCK = 2
+    NO_COMMITTEE = 3
+    NO_MAJORITY = 4
+    JOB_GONE = 5
+
+
+_ENUMS: Mapping[str, type[IntEnum]] = {
+    "Role": Role,
+    "JobState": JobState,
+    "RefundReason": RefundReason,
+    "GameStatus": GameStatus,
+    "Ballot": Ballot,
+    "SettleReason": SettleReason,
+}
 
 
 @dataclass(frozen=True)
@@ -102,6 +159,8 @@ class Job:
     checkpoint_count: int
     trace_root: Bytes32
     challenger: Address
+    challenge_left: int
+    """Seconds of the challenge window left when a whistleblower's dispute paused it (0 otherwise)."""
 
 
 @dataclass(frozen=True)
@@ -133,6 +192,60 @@ class StakeInfo:
     @property
     def free(self) -> TokenAmount:
         return TokenAmount(self.staked - self.locked)
+
+
+@dataclass(frozen=True)
+class Game:
+    """DisputeGame's stored game (IDisputeGame.sol ``Game``): position ``(lo, hi)`` inside the segment's
+    ``steps`` steps, both chess clocks, the agreed / disputed / last posted state hashes.
+
+    ``deadline`` is the draw anchor BLOCK while Isolated and the end of the commit phase while
+    Arbitrating; ``commits`` and the vote counters count the committee's ballots.
+    """
+
+    solver: Address
+    job_id: JobId
+    segment: int
+    by_verifier: bool
+    challenger: Address
+    steps: int
+    commits: int
+    votes_solver_right: int
+    votes_solver_wrong: int
+    status: GameStatus
+    lo: int
+    hi: int
+    solver_clock: int
+    challenger_clock: int
+    last_move_at: int
+    deadline: int
+    moves: int
+    agreed_hash: Bytes32
+    agreed_cid: Bytes32
+    disputed_hash: Bytes32
+    mid_hash: Bytes32
+    mid_cid: Bytes32
+
+
+@dataclass(frozen=True)
+class GameParams:
+    """DisputeGame's immutable deployment parameters (amounts in base units, times in seconds)."""
+
+    challenge_bond: TokenAmount
+    referee_bond: TokenAmount
+    referee_fee: TokenAmount
+    clock_time: int
+    open_window: int
+    draw_window: int
+    commit_window: int
+    reveal_window: int
+    max_segment_steps: int
+    committee_size: int
+
+    @property
+    def max_game_duration(self) -> int:
+        """``2 * clockTime + drawWindow + commitWindow + revealWindow``, as the contract computes it."""
+        return 2 * self.clock_time + self.draw_window + self.commit_window + self.reveal_window
 
 
 @dataclass(frozen=True)
@@ -427,14 +540,117 @@ class JobMarket(_Wrapper):
         return self._send("setDisputeGame", game)
 
 
+class DisputeGame(_Wrapper):
+    """The dispute game: opening, bisection moves, clocks, the referee committee, settlement.
+
+    Pure helpers for its clients (opening arguments, vote commitments, who moves next) are in
+    :mod:`core.dispute`.
+    """
+
+    ARTIFACT = "DisputeGame"
+
+    # views
+    def token(self) -> Address:
+        return Address(self._call("token"))
+
+    def stake_manager(self) -> Address:
+        return Address(self._call("stakeManager"))
+
+    def market(self) -> Address:
+        return Address(self._call("market"))
+
+    def params(self) -> GameParams:
+        return self._struct(GameParams, "params")
+
+    def max_game_duration(self) -> int:
+        return int(self._call("maxGameDuration"))
+
+    def game_count(self) -> int:
+        return int(self._call("gameCount"))
+
+    def get_game(self, game_id: GameId) -> Game:
+        return self._struct(Game, "getGame", game_id)
+
+    def active_game(self, job_id: JobId) -> GameId:
+        """The job's open (or undecided) game; 0 if none."""
+        return GameId(self._call("activeGame", job_id))
+
+    def committee(self, game_id: GameId) -> list[Address]:
+        return [Address(to_checksum_address(a)) for a in self._call("committee", game_id)]
+
+    def ballot_of(self, game_id: GameId, referee: str) -> tuple[Ballot, Bytes32]:
+        ballot, commitment = self._call("ballotOf", game_id, referee)
+        return Ballot(ballot), Bytes32(bytes(commitment))
+
+    def clocks(self, game_id: GameId) -> tuple[int, int]:
+        """Seconds left now (solver, challenger); the running clock ticks."""
+        solver_left, challenger_left = self._call("clocks", game_id)
+        return int(solver_left), int(challenger_left)
+
+    def next_midpoint(self, game_id: GameId) -> int:
+        return int(self._call("nextMidpoint", game_id))
+
+    def max_moves(self, steps: int) -> int:
+        return int(self._call("maxMoves", steps))
+
+    def open_deadline(self, job_id: JobId) -> int:
+        """When a failing verifier must have opened its game (0: not a failed, unopened dispute)."""
+        return int(self._call("openDeadline", job_id))
+
+    # moves
+    def open(
+        self,
+        job_id: JobId,
+        segment: int,
+        steps: int,
+        start_hash: bytes,
+        start_proof: Sequence[bytes],
+        end_hash: bytes,
+        end_proof: Sequence[bytes],
+    ) -> tuple[GameId, Receipt]:
+        """Open a game on ``segment`` escrowing challengeBond (approve the game first); returns its id.
+
+        :func:`core.dispute.opening` builds these arguments from a manifest's trace.
+        """
+        receipt = self._send("open", job_id, segment, steps, start_hash, list(start_proof), end_hash, list(end_proof))
+        (opened,) = self.decode_events(receipt, "DisputeOpened")
+        return GameId(opened.args["gameId"]), receipt
+
+    def post_midpoint(self, game_id: GameId, state_hash: bytes, cid: bytes) -> Receipt:
+        return self._send("postMidpoint", game_id, state_hash, cid)
+
+    def answer_midpoint(self, game_id: GameId, agree: bool) -> Receipt:
+        return self._send("answerMidpoint", game_id, agree)
+
+    def timeout_clock(self, game_id: GameId) -> Receipt:
+        return self._send("timeoutClock", game_id)
+
+    def draw_committee(self, game_id: GameId) -> Receipt:
+        return self._send("drawCommittee", game_id)
+
+    def commit_vote(self, game_id: GameId, commitment: bytes) -> Receipt:
+        """:func:`core.dispute.vote_commitment` computes ``commitment`` as the contract checks it."""
+        return self._send("commitVote", game_id, commitment)
+
+    def reveal_vote(self, game_id: GameId, solver_right: bool, salt: bytes) -> Receipt:
+        return self._send("revealVote", game_id, solver_right, salt)
+
+    def settle(self, game_id: GameId) -> Receipt:
+        return self._send("settle", game_id)
+
+    def forfeit_unopened(self, job_id: JobId) -> Receipt:
+        return self._send("forfeitUnopened", job_id)
+
+
 @dataclass(frozen=True)
 class Protocol:
-    """The three deployed contracts, bound to one client (and optionally one signer)."""
+    """The deployed contracts, bound to one client (and optionally one signer)."""
 
     token: VeriToken
     stakes: StakeManager
     market: JobMarket
     book: AddressBook
+    game: DisputeGame
 
     @classmethod
     def connect(cls, client: ChainClient, book: AddressBook, signer: Signer | None = None) -> Protocol:
@@ -445,10 +661,17 @@ class Protocol:
             stakes=StakeManager(client, book.address("StakeManager"), signer),
             market=JobMarket(client, book.address("JobMarket"), signer),
             book=book,
+            game=DisputeGame(client, book.address("DisputeGame"), signer),
         )
 
     def with_signer(self, signer: Signer) -> Protocol:
-        return Protocol(self.token.with_signer(signer), self.stakes.with_signer(signer), self.market.with_signer(signer), self.book)
+        return Protocol(
+            self.token.with_signer(signer),
+            self.stakes.with_signer(signer),
+            self.market.with_signer(signer),
+            self.book,
+            self.game.with_signer(signer),
+        )
 
     @property
     def client(self) -> ChainClient:

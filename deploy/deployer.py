@@ -1,13 +1,16 @@
-"""Deploy VeriToken, StakeManager and JobMarket, wire them, and write the chain's address book.
+"""Deploy VeriToken, StakeManager, JobMarket and DisputeGame, wire them, and write the chain's address book.
 
 Idempotent: when ``<book_dir>/<chainId>.json`` exists and every address in it
 has code on the chain, nothing is sent and that book is returned. A book
 whose addresses have no code (a fresh devnet, a reset chain) is replaced.
 
 Parameters come from a JSON file (``deploy/params/devnet.json`` is the
-devnet default) whose keys are the Solidity names; the MarketParams struct
-is encoded by the field names of the compiled ABI, so a field added to the
-struct is a key added to the file, not a code change here.
+devnet default) whose keys are the Solidity names; the MarketParams and
+GameParams structs are encoded by the field names of the compiled ABI, so a
+field added to a struct is a key added to the file, not a code change here.
+
+Wiring (both one-shot on chain): ``StakeManager.authorize([JobMarket,
+DisputeGame])`` and ``JobMarket.setDisputeGame(DisputeGame)``.
 """
 
 from __future__ import annotations
@@ -21,12 +24,12 @@ from typing import Any
 from eth_abi import encode as abi_encode
 from eth_abi.exceptions import EncodingError
 from eth_utils.abi import get_abi_input_types
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core import artifacts
 from core.address_book import AddressBook, DeployedContract, book_path
 from core.chain import Address, ChainClient, Receipt, Signer
-from core.contracts import StakeManager
+from core.contracts import JobMarket, StakeManager
 from core.errors import ArtifactsMissing, ConfigError
 
 __all__ = ["DeployParams", "RoleAmounts", "DEVNET_PARAMS", "deploy_protocol", "encode_constructor"]
@@ -55,6 +58,23 @@ class DeployParams(BaseModel):
     min_stakes: RoleAmounts = Field(alias="minStakes")
     unbonding_delay: int = Field(alias="unbondingDelay", ge=0, lt=2**32)
     market: dict[str, int] = Field(description="JobMarket MarketParams by Solidity field name")
+    game: dict[str, int] = Field(description="DisputeGame GameParams by Solidity field name")
+
+    @model_validator(mode="after")
+    def _game_fits_the_dispute_window(self) -> DeployParams:
+        """The DisputeGame constructor's check, told before anything is sent: a game opened at its
+        last moment must end before the JobMarket's dispute timeout can refund the job."""
+        g, window = self.game, self.market.get("disputeWindow")
+        names = ("openWindow", "clockTime", "drawWindow", "commitWindow", "revealWindow")
+        if window is None or any(n not in g for n in names):
+            return self  # missing keys are reported against the compiled ABI by encode_constructor
+        longest = g["openWindow"] + 2 * g["clockTime"] + g["drawWindow"] + g["commitWindow"] + g["revealWindow"]
+        if longest >= window:
+            raise ValueError(
+                f"game.openWindow + 2 * clockTime + drawWindow + commitWindow + revealWindow = {longest} s "
+                f"must be below market.disputeWindow = {window} s"
+            )
+        return self
 
     @classmethod
     def load(cls, path: Path) -> DeployParams:
@@ -68,7 +88,8 @@ class DeployParams(BaseModel):
             raise ConfigError(f"parameters file {path} is not JSON: {exc}") from None
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise ConfigError(f"parameters file {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
+            where = ".".join(map(str, first["loc"])) or "(parameters)"
+            raise ConfigError(f"parameters file {path}: {where}: {first['msg']}") from None
 
     @classmethod
     def devnet(cls) -> DeployParams:
@@ -132,6 +153,7 @@ def _plan(params: DeployParams) -> list[tuple[str, list[Any]]]:
         ("VeriToken", [params.token_supply]),
         ("StakeManager", [_address_of("VeriToken"), [stakes.solver, stakes.verifier, stakes.whistleblower], params.unbonding_delay]),
         ("JobMarket", [_address_of("VeriToken"), _address_of("StakeManager"), params.market]),
+        ("DisputeGame", [_address_of("JobMarket"), params.game]),
     ]
 
 
@@ -145,14 +167,18 @@ def deploy_protocol(
 ) -> AddressBook:
     """Deploy and wire the protocol unless this chain's book already points at live code."""
     path = book_path(book_dir, client.chain_id)
+    plan = _plan(params)
     if path.exists() and not force:
         existing = AddressBook.load(path)
-        if existing.chain_id == client.chain_id and not existing.missing_code(client):
+        lacking = [name for name, _ in plan if name not in existing.contracts]
+        if existing.chain_id == client.chain_id and not lacking and not existing.missing_code(client):
             log.info("protocol already deployed on chain %d (address book %s)", client.chain_id, path)
             return existing
-        log.warning("address book %s points at no code on this chain: redeploying", path)
+        if lacking:
+            log.warning("address book %s has no %s: redeploying", path, ", ".join(lacking))
+        else:
+            log.warning("address book %s points at no code on this chain: redeploying", path)
 
-    plan = _plan(params)
     placeholder = Address("0x" + "00" * 20)
     for name, args in plan:  # check every argument against the compiled ABI before sending anything
         encode_constructor(name, [placeholder if callable(a) else a for a in args])
@@ -166,9 +192,10 @@ def deploy_protocol(
     for name, args in plan:
         values = [a(deployed) if callable(a) else a for a in args]
         record(name, *_deploy(client, signer, name, values))
-    stakes, market = deployed["StakeManager"].address, deployed["JobMarket"].address
-    StakeManager(client, stakes, signer).authorize([market])
-    log.info("StakeManager authorized JobMarket")
+    stakes, market, game = (deployed[n].address for n in ("StakeManager", "JobMarket", "DisputeGame"))
+    StakeManager(client, stakes, signer).authorize([market, game])
+    JobMarket(client, market, signer).set_dispute_game(game)
+    log.info("wired: StakeManager authorized JobMarket and DisputeGame; JobMarket's dispute game set")
 
     book = AddressBook(
         chainId=client.chain_id,

@@ -26,6 +26,7 @@ def _summary(net: Devnet) -> dict[str, object]:
         "rpc_url": net.rpc_url,
         "chain_id": net.client.chain_id,
         "address_book": {name: c.address for name, c in net.book.contracts.items()},
+        "dispute_game": net.book.address("DisputeGame"),
         "deployer": net.deployer.address,
         "accounts": [
             {"index": i, "address": s.address, "private_key": dev_private_key(i), "tokens": net.fund if i else None}
@@ -42,6 +43,7 @@ def _print(net: Devnet, book_file: Path) -> None:
     for name, c in net.book.contracts.items():
         contracts.add_row(name, c.address)
     console.print(contracts)
+    console.print(f"dispute game: [bold]{net.book.address('DisputeGame')}[/] (wired to the JobMarket and the StakeManager)")
     console.print("[bold]dev accounts[/] (#, address, private key, VERI):")
     for i, s in enumerate([net.deployer, *net.accounts]):
         tokens = "deployer, rest of the supply" if i == 0 else f"{net.fund / 10**18:,.0f}"

@@ -49,6 +49,10 @@ interface IJobMarket {
     event DisputeOpened(uint256 indexed jobId, address indexed challenger, uint32 deadline);
     /// @notice The dispute game settled the dispute.
     event DisputeResolved(uint256 indexed jobId, bool solverWon, bool verifierSlashed);
+    /// @notice A whistleblower's dispute ended with the solver winning and no verdict against the
+    ///         verifier: the job is Verified again and its challenge window, paused while the game
+    ///         ran, resumes until `deadline` (the time it had left when the dispute opened).
+    event ChallengeWindowResumed(uint256 indexed jobId, uint32 deadline);
     /// @notice The solver was paid `reward`, the verifier `verifierFee`, and both bonds released.
     event JobFinalized(uint256 indexed jobId, address indexed solver, address indexed verifier, uint256 reward, uint256 verifierFee);
     /// @notice The job went back to Open for another solver (escrow kept), claimable until claimDeadline.
@@ -168,11 +172,15 @@ interface IJobMarket {
 
     // ------------------------------------------------------------------ dispute game only
 
-    /// @notice The dispute game opens a dispute on a Verified job inside its challenge window.
+    /// @notice The dispute game opens a dispute on a Verified job inside its challenge window; the
+    ///         window pauses (the time left is stored in Job.challengeLeft).
     function openDispute(uint256 jobId, address challenger) external;
     /// @notice The dispute game settles a Disputed job.
     ///         solverWon: solver bond released, job Finalized (solver paid the reward; the verifier
-    ///         paid its fee unless slashed, else the fee goes back to the submitter).
+    ///         paid its fee unless slashed, else the fee goes back to the submitter); except a
+    ///         whistleblower's dispute (challenger != verifier) without verifierSlashed: the job goes
+    ///         back to Verified, bonds still locked, and the challenge window resumes with the time
+    ///         it had left when the dispute opened (ChallengeWindowResumed).
     ///         !solverWon: solver bond slashed in full to `slashRecipient`; the job reopens with its
     ///         escrow and a fresh claim window.
     ///         verifierSlashed: the verifier bond is slashed in full to `slashRecipient`, else released.

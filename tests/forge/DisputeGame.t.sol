@@ -405,6 +405,12 @@ contract DisputeGameTest is DisputeFixture {
         game.timeoutClock(gameId);
 
         assertTrue(_status(gameId) == GameStatus.SolverWon, "solver won");
+        assertEq(_bal(solver) - solverBefore, CHALLENGE_BOND, "whistleblower bond");
+        // JobMarket patch 1: the challenge window, paused while the game ran, resumes
+        assertTrue(_jobState(jobId) == JobState.Verified, "job Verified again");
+        assertEq(game.activeGame(jobId), 0, "another whistleblower may open");
+        vm.warp(uint256(market.getJob(jobId).deadline) + 1);
+        market.finalize(jobId);
         assertEq(_bal(solver) - solverBefore, REWARD + CHALLENGE_BOND, "reward + whistleblower bond");
         assertEq(_bal(verifier) - verifierBefore, FEE, "passing verifier paid");
         assertEq(_locked(solver, Role.Solver), 0, "solver bond released");

@@ -594,7 +594,7 @@ contract JobMarketTest is Fixture {
         market.openDispute(jobId, stranger);
     }
 
-    function test_resolve_solver_won_finalizes() public {
+    function test_resolve_solver_won_a_whistleblower_dispute_resumes_the_window_then_finalizes() public {
         (uint256 jobId, address verifier) = _verified();
         vm.prank(game);
         market.openDispute(jobId, stranger);
@@ -604,6 +604,10 @@ contract JobMarketTest is Fixture {
         emit IJobMarket.DisputeResolved(jobId, true, false);
         vm.prank(game);
         market.resolveDispute(jobId, true, false, game);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "back to Verified");
+        assertEq(_bal(solver), solverBefore, "not paid yet");
+        vm.warp(market.getJob(jobId).deadline + 1);
+        market.finalize(jobId);
         assertEq(uint8(_state(jobId)), uint8(JobState.Finalized), "finalized");
         assertEq(_bal(solver), solverBefore + REWARD, "solver paid");
         assertEq(_bal(verifier), verifierBefore + FEE, "verifier paid");
@@ -710,5 +714,92 @@ contract JobMarketTest is Fixture {
         assertTrue(market.verifyCheckpoint(jobId, 0, keccak256("s0"), proof), "leaf 0 inside count");
         proof[0] = b;
         assertTrue(!market.verifyCheckpoint(jobId, 4, keccak256("s4"), proof), "leaf 4 beyond count");
+    }
+
+    // ------------------------------------------------------------------ patch 1: a lost whistleblower challenge
+
+    /// openDispute pauses the challenge window: the time left is stored with the job.
+    function test_open_dispute_stores_the_challenge_time_left() public {
+        (uint256 jobId,) = _verified();
+        uint256 deadline = market.getJob(jobId).deadline;
+        vm.warp(block.timestamp + 20 minutes);
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        Job memory job = market.getJob(jobId);
+        assertEq(job.challengeLeft, deadline - block.timestamp, "time left stored");
+        assertEq(job.challenger, stranger, "challenger");
+    }
+
+    /// The solver wins a whistleblower's dispute: Verified again, bonds still locked, the window
+    /// resumes with what it had left (not what is left of the original deadline), and another
+    /// whistleblower may challenge in it.
+    function test_lost_whistleblower_challenge_resumes_the_paused_window() public {
+        (uint256 jobId, address verifier) = _verified();
+        vm.warp(block.timestamp + 40 minutes); // 20 minutes of the 1 hour window left
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        vm.warp(block.timestamp + 2 hours); // a game longer than the whole window
+        uint32 resumed = uint32(block.timestamp + 20 minutes);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.ChallengeWindowResumed(jobId, resumed);
+        vm.prank(game);
+        market.resolveDispute(jobId, true, false, game);
+
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Verified), "Verified");
+        assertEq(job.deadline, resumed, "window resumed with the time it had left");
+        assertEq(job.challenger, address(0), "challenger cleared");
+        assertEq(job.challengeLeft, 0, "time left cleared");
+        assertEq(_locked(solver, Role.Solver), SOLVER_BOND, "solver bond still locked");
+        assertEq(_locked(verifier, Role.Verifier), VERIFIER_BOND, "verifier bond still locked");
+        assertEq(_bal(address(market)), REWARD + FEE, "escrow kept");
+
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlineNotReached.selector, jobId, resumed));
+        market.finalize(jobId);
+        // a second (honest) whistleblower challenges inside the resumed window
+        vm.warp(resumed);
+        vm.prank(game);
+        market.openDispute(jobId, solver2);
+        assertEq(market.getJob(jobId).challengeLeft, 0, "opened at the last second");
+        vm.prank(game);
+        market.resolveDispute(jobId, false, true, game);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Open), "the second challenge won: reopened");
+        assertEq(market.getJob(jobId).challengeLeft, 0, "reopen clears the paused window");
+    }
+
+    /// Outcomes other than "solver won a whistleblower's dispute, verifier not slashed" finalize
+    /// as before: a failing verifier's dispute, and a verdict that slashes the passing verifier.
+    function test_resolve_solver_won_finalizes_failing_verifier_disputes_and_verifier_slashes() public {
+        (uint256 jobId,) = _disputed();
+        vm.prank(game);
+        market.resolveDispute(jobId, true, false, game);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Finalized), "failing verifier's dispute: finalized");
+
+        (uint256 jobId2, address verifier2) = _verified();
+        uint256 stake = _staked(verifier2, Role.Verifier);
+        vm.prank(game);
+        market.openDispute(jobId2, stranger);
+        vm.prank(game);
+        market.resolveDispute(jobId2, true, true, game);
+        assertEq(uint8(_state(jobId2)), uint8(JobState.Finalized), "verifier slashed: finalized");
+        assertEq(stake - _staked(verifier2, Role.Verifier), VERIFIER_BOND, "verifier slashed");
+    }
+
+    /// Fuzz: wherever in the window the dispute opens and however long the game runs, the resumed
+    /// deadline is the resolution time plus exactly the time that was left at opening.
+    function testFuzz_resumed_window_is_the_time_left_at_opening(uint32 openAfter, uint32 gameTime) public {
+        (uint256 jobId,) = _verified();
+        uint256 deadline = market.getJob(jobId).deadline;
+        openAfter = uint32(bound(openAfter, 0, deadline - block.timestamp));
+        gameTime = uint32(bound(gameTime, 0, 1 days));
+        vm.warp(block.timestamp + openAfter);
+        uint256 left = deadline - block.timestamp;
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        vm.warp(block.timestamp + gameTime);
+        vm.prank(game);
+        market.resolveDispute(jobId, true, false, game);
+        assertEq(market.getJob(jobId).deadline, block.timestamp + left, "resumed deadline");
+        assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "Verified");
     }
 }

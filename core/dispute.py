@@ -1,0 +1,293 @@
+"""Pure helpers for the dispute game's clients (verifier, whistleblower, solver, referees).
+
+No I/O here: the chain is read through :class:`core.contracts.DisputeGame`, training states
+come from the proofs engine; these functions turn one into the other's arguments::
+
+    from core.dispute import opening, next_turn, isolated_step, vote_commitment, derive_salt
+
+    # challenger: segment j of a committed trace (hashes and tree from the solver's manifest)
+    args = opening(manifest.state_hashes, manifest.tree(), j, spec.checkpoint_interval)
+    game_id, receipt = proto.game.open(job_id, *args.call_args())
+
+    # everyone: what the game waits for, from whom, until when
+    turn = next_turn(proto.game.get_game(game_id), params, now=client.timestamp(), block=client.block_number())
+    if turn.action is Action.POST_MIDPOINT:          # solver
+        step = global_step(game, spec.checkpoint_interval, turn.step)   # proofs.state_at(..., step)
+
+    # referee: the isolated step and its vote
+    task = isolated_step(game, spec.checkpoint_interval, manifest.checkpoint_cids)
+    salt = derive_salt(my_secret, game_id)            # re-derivable after a restart
+    proto.game.commit_vote(game_id, vote_commitment(game_id, solver_right, salt, me.address))
+    proto.game.reveal_vote(game_id, solver_right, salt)
+
+The formulas mirror ``contracts/DisputeGame.sol`` and ``contracts/libraries/LibPosition.sol``;
+``tests/dispute`` checks them against the deployed contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Protocol as Structural
+
+from eth_abi import encode as abi_encode
+from eth_utils import keccak, to_checksum_address
+
+from core.chain import Address
+from core.cid import Cid, digest_to_cid
+from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus
+from core.errors import VeritrainError
+
+__all__ = [
+    "DisputeError",
+    "ProofSource",
+    "Opening",
+    "opening",
+    "Action",
+    "Actor",
+    "Turn",
+    "next_turn",
+    "midpoint",
+    "max_moves",
+    "global_step",
+    "IsolatedStep",
+    "isolated_step",
+    "vote_commitment",
+    "derive_salt",
+    "winner",
+    "ZERO32",
+]
+
+ZERO32 = Bytes32(b"\x00" * 32)
+_SALT_DOMAIN = b"veritrain/referee-vote-salt/v1"
+
+
+class DisputeError(VeritrainError):
+    """Arguments that cannot make a valid dispute move (wrong segment, malformed hash, ...)."""
+
+    exit_code = 2
+
+
+class ProofSource(Structural):
+    """A trace tree that hands out Merkle proofs by checkpoint index (``proofs.TraceTree``)."""
+
+    def proof(self, position: int) -> Sequence[bytes | str]: ...
+
+
+def _bytes32(value: bytes | str, what: str) -> Bytes32:
+    if isinstance(value, str):
+        text = value[2:] if value.startswith(("0x", "0X")) else value
+        try:
+            raw = bytes.fromhex(text)
+        except ValueError:
+            raise DisputeError(f"{what} is not hex: {value!r}") from None
+    else:
+        raw = bytes(value)
+    if len(raw) != 32:
+        raise DisputeError(f"{what} must be 32 bytes, got {len(raw)}")
+    return Bytes32(raw)
+
+
+# ------------------------------------------------------------------ opening (level 1)
+
+
+@dataclass(frozen=True)
+class Opening:
+    """The arguments of ``DisputeGame.open`` after the job id."""
+
+    segment: int
+    steps: int
+    start_hash: Bytes32
+    start_proof: tuple[Bytes32, ...]
+    end_hash: Bytes32
+    end_proof: tuple[Bytes32, ...]
+
+    def call_args(self) -> tuple[int, int, Bytes32, list[Bytes32], Bytes32, list[Bytes32]]:
+        """``(segment, steps, startHash, startProof, endHash, endProof)`` for ``game.open(job_id, *args)``."""
+        return self.segment, self.steps, self.start_hash, list(self.start_proof), self.end_hash, list(self.end_proof)
+
+
+def opening(state_hashes: Sequence[bytes | str], tree: ProofSource, segment: int, checkpoint_interval: int) -> Opening:
+    """Open segment ``segment`` (checkpoint j -> j + 1) of a trace of ``len(state_hashes) - 1``
+    segments of ``checkpoint_interval`` steps: both ends and their proofs from the solver's tree.
+
+    ``steps`` is the spec's k (every proofs-engine segment has exactly k steps); the contract
+    cannot read the spec, and referees rule for the solver if it is not the spec's k.
+    """
+    segments = len(state_hashes) - 1
+    if not 0 <= segment < segments:
+        raise DisputeError(f"segment {segment} is not in 0..{segments - 1} (a trace of {len(state_hashes)} checkpoints)")
+    if checkpoint_interval < 1:
+        raise DisputeError(f"a segment has at least one step, got checkpoint interval {checkpoint_interval}")
+    return Opening(
+        segment=segment,
+        steps=checkpoint_interval,
+        start_hash=_bytes32(state_hashes[segment], f"state hash {segment}"),
+        start_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(segment)),
+        end_hash=_bytes32(state_hashes[segment + 1], f"state hash {segment + 1}"),
+        end_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(segment + 1)),
+    )
+
+
+# ------------------------------------------------------------------ bisection (level 2)
+
+
+def midpoint(lo: int, hi: int) -> int:
+    """``LibPosition.midpoint``: the step whose state the solver posts next."""
+    return lo + (hi - lo) // 2
+
+
+def max_moves(steps: int) -> int:
+    """``LibPosition.maxMoves``: ceil(log2 steps), the most answers a segment of ``steps`` takes."""
+    if steps < 1:
+        raise DisputeError(f"a segment has at least one step, got {steps}")
+    return (steps - 1).bit_length()
+
+
+def global_step(game: Game, checkpoint_interval: int, step: int) -> int:
+    """The training step (from the job's start) of ``step`` steps into the game's segment:
+    the argument of ``proofs.state_at`` for a midpoint, or the referee's pre-state step."""
+    if not 0 <= step <= game.steps:
+        raise DisputeError(f"step {step} is outside the game's segment of {game.steps} steps")
+    return game.segment * checkpoint_interval + step
+
+
+class Actor(StrEnum):
+    SOLVER = "solver"
+    CHALLENGER = "challenger"
+    REFEREES = "referees"
+    ANYONE = "anyone"
+    NOBODY = "nobody"
+
+
+class Action(StrEnum):
+    POST_MIDPOINT = "postMidpoint"
+    ANSWER_MIDPOINT = "answerMidpoint"
+    TIMEOUT_CLOCK = "timeoutClock"
+    DRAW_COMMITTEE = "drawCommittee"
+    COMMIT_VOTE = "commitVote"
+    REVEAL_VOTE = "revealVote"
+    SETTLE = "settle"
+    NONE = "none"
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What a game waits for at time ``now``: ``action`` by ``actor``.
+
+    ``ready_at`` is the first unix second the call can succeed (and ``ready_block`` the first
+    block, for the committee draw); ``deadline`` the last unix second it can (None: no deadline;
+    the call that follows then becomes possible). ``step`` is the midpoint of a bisection move.
+    """
+
+    action: Action
+    actor: Actor
+    ready_at: int
+    deadline: int | None = None
+    ready_block: int | None = None
+    step: int | None = None
+
+
+def next_turn(game: Game, params: GameParams, now: int, block: int | None = None) -> Turn:
+    """Who must move next and by when, exactly as the contract's checks decide at ``now``
+    (``block``: the latest block number, for the committee draw's readiness)."""
+    s = game.status
+    if s.final or s is GameStatus.NONE:
+        return Turn(Action.NONE, Actor.NOBODY, ready_at=now)
+    if s.bisecting:
+        solver = s is GameStatus.SOLVER_TO_MOVE
+        expires_at = game.last_move_at + (game.solver_clock if solver else game.challenger_clock)
+        if now > expires_at:  # timeoutClock: block.timestamp > expiresAt
+            return Turn(Action.TIMEOUT_CLOCK, Actor.ANYONE, ready_at=now)
+        return Turn(
+            Action.POST_MIDPOINT if solver else Action.ANSWER_MIDPOINT,
+            Actor.SOLVER if solver else Actor.CHALLENGER,
+            ready_at=now,
+            deadline=expires_at,  # a move reverts ClockRanOut once now - lastMoveAt > clock
+            step=midpoint(game.lo, game.hi),
+        )
+    if s is GameStatus.ISOLATED:
+        draw_deadline = game.last_move_at + params.draw_window
+        if now > draw_deadline:
+            return Turn(Action.SETTLE, Actor.ANYONE, ready_at=now)
+        ready_block = game.deadline + 2  # seed blockhash(anchor + 1) must exist
+        return Turn(Action.DRAW_COMMITTEE, Actor.ANYONE, ready_at=now, deadline=draw_deadline, ready_block=ready_block)
+    # Arbitrating: game.deadline is the end of the commit phase
+    commit_end = game.deadline
+    reveal_end = commit_end + params.reveal_window
+    size = params.committee_size
+    all_committed = game.commits >= size
+    all_revealed = game.votes_solver_right + game.votes_solver_wrong >= size
+    if now <= commit_end and not all_committed:
+        return Turn(Action.COMMIT_VOTE, Actor.REFEREES, ready_at=now, deadline=commit_end)
+    if now <= reveal_end and not all_revealed:
+        return Turn(Action.REVEAL_VOTE, Actor.REFEREES, ready_at=now, deadline=reveal_end)
+    return Turn(Action.SETTLE, Actor.ANYONE, ready_at=now)
+
+
+# ------------------------------------------------------------------ arbitration (level 3)
+
+
+@dataclass(frozen=True)
+class IsolatedStep:
+    """The one step a referee re-executes: from the agreed state at ``step`` of the segment
+    (``pre_hash``, stored at ``pre_cid``) to the solver's claimed ``post_hash``."""
+
+    segment: int
+    step: int
+    global_step: int
+    """Training steps done by the pre-state (its checkpoint's ``step``)."""
+    pre_hash: Bytes32
+    pre_cid: Cid
+    post_hash: Bytes32
+
+
+def isolated_step(game: Game, checkpoint_interval: int, checkpoint_cids: Sequence[str]) -> IsolatedStep:
+    """The isolated step of a game in Isolated or Arbitrating. A zero pre-state CID on chain means
+    the pre-state is checkpoint j itself, whose CID is in the manifest (``checkpoint_cids``)."""
+    if game.status not in (GameStatus.ISOLATED, GameStatus.ARBITRATING) and not (
+        game.status.final and game.hi - game.lo == 1
+    ):
+        raise DisputeError(f"game is {game.status.name}: no step isolated yet")
+    if bytes(game.agreed_cid) == ZERO32:
+        if not 0 <= game.segment < len(checkpoint_cids):
+            raise DisputeError(f"no checkpoint CID for segment {game.segment} in {len(checkpoint_cids)} CIDs")
+        pre_cid = Cid(checkpoint_cids[game.segment])
+    else:
+        pre_cid = digest_to_cid(bytes(game.agreed_cid))
+    return IsolatedStep(
+        segment=game.segment,
+        step=game.lo,
+        global_step=global_step(game, checkpoint_interval, game.lo),
+        pre_hash=Bytes32(bytes(game.agreed_hash)),
+        pre_cid=pre_cid,
+        post_hash=Bytes32(bytes(game.disputed_hash)),
+    )
+
+
+def vote_commitment(game_id: GameId | int, solver_right: bool, salt: bytes | str, referee: str) -> Bytes32:
+    """``keccak256(abi.encode(gameId, solverRight, salt, referee))``, what ``revealVote`` checks."""
+    encoded = abi_encode(
+        ["uint256", "bool", "bytes32", "address"],
+        [int(game_id), bool(solver_right), _bytes32(salt, "salt"), to_checksum_address(referee)],
+    )
+    return Bytes32(keccak(encoded))
+
+
+def derive_salt(secret: bytes, game_id: GameId | int) -> Bytes32:
+    """A vote salt a referee can re-derive after a restart from one ``secret`` it keeps (at least
+    32 random bytes, never published): keccak256(domain || secret || gameId). Salts of different
+    games are unrelated to anyone without the secret."""
+    if len(secret) < 32:
+        raise DisputeError(f"a salt secret needs at least 32 bytes, got {len(secret)}")
+    return Bytes32(keccak(_SALT_DOMAIN + bytes(secret) + int(game_id).to_bytes(32, "big")))
+
+
+def winner(game: Game) -> Address | None:
+    """The winner of a settled game (None while it runs or if Undecided)."""
+    if game.status is GameStatus.SOLVER_WON:
+        return game.solver
+    if game.status is GameStatus.CHALLENGER_WON:
+        return game.challenger
+    return None

@@ -1,0 +1,167 @@
+"""core.dispute without a chain: opening arguments, position math, turns, commitments, salts."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from eth_abi import encode as abi_encode
+from eth_utils import keccak
+from hypothesis import given
+from hypothesis import strategies as st
+
+from core.chain import Address
+from core.cid import cid_to_digest
+from core.contracts import Bytes32, Game, GameParams, GameStatus, JobId, TokenAmount
+from core.dispute import (
+    ZERO32,
+    Action,
+    Actor,
+    DisputeError,
+    derive_salt,
+    global_step,
+    isolated_step,
+    max_moves,
+    midpoint,
+    next_turn,
+    opening,
+    vote_commitment,
+    winner,
+)
+from proofs import TraceTree, verify_proof
+from proofs.steps import Bisection
+from proofs.steps import max_moves as engine_max_moves
+
+SOLVER = Address("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
+CHALLENGER = Address("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC")
+PARAMS = GameParams(
+    challenge_bond=TokenAmount(20), referee_bond=TokenAmount(10), referee_fee=TokenAmount(2), clock_time=30,
+    open_window=15, draw_window=10, commit_window=15, reveal_window=15, max_segment_steps=100_000, committee_size=3,
+)  # fmt: skip
+CID_A = "QmWvQxBLsmXh3mxoVLPKhshqDfK8Ydj2ZVTqKQ3pL8n1z4"
+
+
+def _game(**changes: object) -> Game:
+    base = Game(
+        solver=SOLVER, job_id=JobId(1), segment=2, by_verifier=False, challenger=CHALLENGER, steps=50, commits=0,
+        votes_solver_right=0, votes_solver_wrong=0, status=GameStatus.SOLVER_TO_MOVE, lo=0, hi=50, solver_clock=30,
+        challenger_clock=30, last_move_at=1_000, deadline=0, moves=0, agreed_hash=Bytes32(b"\x11" * 32),
+        agreed_cid=ZERO32, disputed_hash=Bytes32(b"\x22" * 32), mid_hash=ZERO32, mid_cid=ZERO32,
+    )  # fmt: skip
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+@given(st.lists(st.binary(min_size=32, max_size=32), min_size=2, max_size=40), st.data())
+def test_opening_proves_both_ends_of_the_segment(hashes: list[bytes], data: st.DataObject) -> None:
+    tree = TraceTree(hashes)
+    j = data.draw(st.integers(0, len(hashes) - 2))
+    args = opening(["0x" + h.hex() for h in hashes], tree, j, 50)
+    assert (args.segment, args.steps, args.start_hash, args.end_hash) == (j, 50, hashes[j], hashes[j + 1])
+    assert verify_proof(tree.root, j, args.start_hash, args.start_proof)
+    assert verify_proof(tree.root, j + 1, args.end_hash, args.end_proof)
+    segment, steps, start, start_proof, end, end_proof = args.call_args()
+    assert isinstance(start_proof, list) and all(len(p) == 32 for p in start_proof + end_proof)
+
+
+@pytest.mark.parametrize(
+    ("segment", "k", "hashes", "match"),
+    [(2, 50, 3, "segment 2"), (-1, 50, 3, "segment -1"), (0, 0, 3, "at least one step"), (0, 50, 1, "segment 0")],
+)
+def test_opening_refuses_impossible_arguments(segment: int, k: int, hashes: int, match: str) -> None:
+    values = [bytes([i + 1]) * 32 for i in range(hashes)]
+    with pytest.raises(DisputeError, match=match):
+        opening(values, TraceTree(values), segment, k)
+
+
+def test_opening_refuses_malformed_hashes() -> None:
+    values = [b"\x01" * 32, b"\x02" * 32]
+    with pytest.raises(DisputeError, match="32 bytes"):
+        opening(["0x1234", "0x" + "02" * 32], TraceTree(values), 0, 4)
+    with pytest.raises(DisputeError, match="not hex"):
+        opening(["0xzz" + "00" * 31, "0x" + "02" * 32], TraceTree(values), 0, 4)
+
+
+@given(st.integers(1, 2**32 - 1), st.lists(st.booleans(), min_size=32, max_size=32))
+def test_position_math_matches_the_engine_and_ends_within_max_moves(k: int, answers: list[bool]) -> None:
+    assert max_moves(k) == engine_max_moves(k)
+    lo, hi, moves = 0, k, 0
+    pos = Bisection(0, k) if k > 1 else None
+    while hi - lo > 1:
+        mid = midpoint(lo, hi)
+        assert pos is not None and mid == pos.mid and lo < mid < hi
+        agree = answers[moves]
+        lo, hi = (mid, hi) if agree else (lo, mid)
+        pos = pos.agree() if agree else pos.disagree()
+        moves += 1
+    assert moves <= max_moves(k)
+
+
+def test_max_moves_refuses_an_empty_segment() -> None:
+    with pytest.raises(DisputeError):
+        max_moves(0)
+
+
+def test_turns_while_bisecting() -> None:
+    game = _game(lo=12, hi=25, solver_clock=20, last_move_at=1_000)
+    turn = next_turn(game, PARAMS, now=1_020)
+    assert (turn.action, turn.actor, turn.deadline, turn.step) == (Action.POST_MIDPOINT, Actor.SOLVER, 1_020, 18)
+    assert next_turn(game, PARAMS, now=1_021).action is Action.TIMEOUT_CLOCK
+    game = _game(status=GameStatus.CHALLENGER_TO_MOVE, challenger_clock=7, last_move_at=500)
+    turn = next_turn(game, PARAMS, now=501)
+    assert (turn.action, turn.actor, turn.deadline) == (Action.ANSWER_MIDPOINT, Actor.CHALLENGER, 507)
+    assert next_turn(game, PARAMS, now=508).actor is Actor.ANYONE
+
+
+def test_turns_after_isolation() -> None:
+    game = _game(status=GameStatus.ISOLATED, lo=7, hi=8, last_move_at=2_000, deadline=77)
+    turn = next_turn(game, PARAMS, now=2_010, block=78)
+    assert (turn.action, turn.ready_block, turn.deadline) == (Action.DRAW_COMMITTEE, 79, 2_010)
+    assert next_turn(game, PARAMS, now=2_011).action is Action.SETTLE
+    arb = _game(status=GameStatus.ARBITRATING, lo=7, hi=8, deadline=3_000)
+    assert next_turn(arb, PARAMS, now=3_000).action is Action.COMMIT_VOTE
+    assert next_turn(dataclasses.replace(arb, commits=3), PARAMS, now=2_990).action is Action.REVEAL_VOTE
+    turn = next_turn(dataclasses.replace(arb, commits=2), PARAMS, now=3_001)
+    assert (turn.action, turn.deadline) == (Action.REVEAL_VOTE, 3_015)
+    assert next_turn(dataclasses.replace(arb, commits=2), PARAMS, now=3_016).action is Action.SETTLE
+    done = dataclasses.replace(arb, commits=3, votes_solver_right=2, votes_solver_wrong=1)
+    assert next_turn(done, PARAMS, now=2_990).action is Action.SETTLE
+    for status in (GameStatus.SOLVER_WON, GameStatus.CHALLENGER_WON, GameStatus.UNDECIDED):
+        assert next_turn(_game(status=status), PARAMS, now=0).actor is Actor.NOBODY
+
+
+def test_isolated_step_names_the_pre_state_by_cid() -> None:
+    cids = [CID_A, "QmPZ9gcCEpqKTo6aq61g2nXGUhM4iCL3ewB6LDXZCtioEB", "QmTest"]
+    game = _game(status=GameStatus.ISOLATED, lo=0, hi=1, segment=1)
+    task = isolated_step(game, 50, cids)
+    assert (task.pre_cid, task.step, task.global_step) == (cids[1], 0, 50)
+    posted = _game(status=GameStatus.ARBITRATING, lo=24, hi=25, segment=1, agreed_cid=Bytes32(cid_to_digest(CID_A)))
+    task = isolated_step(posted, 50, cids)
+    assert (task.pre_cid, task.global_step, task.post_hash) == (CID_A, 74, b"\x22" * 32)
+    with pytest.raises(DisputeError, match="no step isolated"):
+        isolated_step(_game(), 50, cids)
+    with pytest.raises(DisputeError, match="outside"):
+        global_step(_game(), 50, 51)
+
+
+def test_vote_commitment_is_the_contracts_preimage() -> None:
+    salt = b"\x05" * 32
+    want = keccak(abi_encode(["uint256", "bool", "bytes32", "address"], [7, True, salt, SOLVER]))
+    assert vote_commitment(7, True, salt, SOLVER) == want
+    assert vote_commitment(7, True, "0x" + salt.hex(), SOLVER.lower()) == want
+    others = {vote_commitment(8, True, salt, SOLVER), vote_commitment(7, False, salt, SOLVER),
+              vote_commitment(7, True, b"\x06" * 32, SOLVER), vote_commitment(7, True, salt, CHALLENGER)}  # fmt: skip
+    assert want not in others and len(others) == 4
+
+
+def test_salts_are_rederivable_per_game_and_need_a_real_secret() -> None:
+    secret = b"s" * 32
+    assert derive_salt(secret, 1) == derive_salt(secret, 1)
+    assert len({derive_salt(secret, 1), derive_salt(secret, 2), derive_salt(b"t" * 32, 1)}) == 3
+    with pytest.raises(DisputeError, match="32 bytes"):
+        derive_salt(b"short", 1)
+
+
+def test_winner() -> None:
+    assert winner(_game(status=GameStatus.SOLVER_WON)) == SOLVER
+    assert winner(_game(status=GameStatus.CHALLENGER_WON)) == CHALLENGER
+    assert winner(_game(status=GameStatus.UNDECIDED)) is None and winner(_game()) is None
