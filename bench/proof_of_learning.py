@@ -1,6 +1,6 @@
 """Proof-of-learning engine benchmark: solver overhead, verifier cost, detection, false rejects.
 
-    .venv/bin/python -m bench.proofs [--quick]
+    .venv/bin/python -m bench.proof_of_learning [--quick]
 
 Everything is measured side by side in one run on this machine:
 

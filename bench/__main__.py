@@ -1,0 +1,65 @@
+"""Every benchmark, one after the other: ``.venv/bin/python -m bench [--quick] [--only NAME ...]``.
+
+Each benchmark is a module of this folder with a ``main()`` that reads its own flags
+from ``sys.argv``; this runner calls them in turn with the flags listed below (the
+``--quick`` column for a smoke run), prints a header before each and its wall time
+after, and exits non-zero if any failed (the others still run).
+
+| module | default flags | --quick flags |
+|---|---|---|
+| proof_of_learning (solver overhead, replay share, detection, false rejects) | none | --quick |
+| storage_throughput (both backends, 50 MB blob) | none | --mb 10 --repeat 1 |
+| incentives (economic simulation, plots in docs/img) | none | --jobs 20000 --no-plots |
+| daemon_capacity (concurrent jobs, real daemons on anvil) | none | --quick |
+
+Run from the repository root with ``-m``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+import time
+import traceback
+
+#: module name -> (default argv, --quick argv)
+BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
+    "proof_of_learning": ([], ["--quick"]),
+    "storage_throughput": ([], ["--mb", "10", "--repeat", "1"]),
+    "incentives": ([], ["--jobs", "20000", "--no-plots"]),
+    "daemon_capacity": ([], ["--quick"]),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="each benchmark's smoke settings")
+    parser.add_argument("--only", action="append", choices=sorted(BENCHMARKS), help="run only this benchmark (repeatable)")
+    args = parser.parse_args()
+    failed: list[str] = []
+    saved_argv = sys.argv
+    for name, (full, quick) in BENCHMARKS.items():
+        if args.only and name not in args.only:
+            continue
+        flags = quick if args.quick else full
+        print(f"\n=== bench.{name} {' '.join(flags)}".rstrip(), flush=True)
+        start = time.monotonic()
+        sys.argv = [f"bench.{name}", *flags]
+        try:
+            importlib.import_module(f"bench.{name}").main()
+        except (Exception, SystemExit) as exc:  # one failing benchmark does not stop the others
+            if isinstance(exc, SystemExit) and exc.code in (0, None):
+                pass
+            else:
+                traceback.print_exc()
+                failed.append(name)
+        finally:
+            sys.argv = saved_argv
+        print(f"=== bench.{name}: {time.monotonic() - start:.0f} s", flush=True)
+    if failed:
+        raise SystemExit(f"failed: {', '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,279 @@
+"""Daemon capacity: how many concurrent jobs one solver and one verifier daemon handle.
+
+    .venv/bin/python -m bench.daemon_capacity --quick     # N = 1, 2, 4 (under 2 minutes)
+    .venv/bin/python -m bench.daemon_capacity             # N = 1, 2, 4, ..., 64 (stops at the first miss)
+    .venv/bin/python -m bench.daemon_capacity --n 8 --n 16 --max-active 4
+
+What runs, as in ``veritrain demo`` (and through its helpers): a devnet (anvil, the
+demo's market parameters: commit window of the job, report window 180 s, challenge
+window 8 s; one block a second), the embedded store, and one solver daemon and one
+verifier daemon as real processes (``python -m veritrain solver run ...``), both started
+once and kept for the whole sweep. For each N, N copies of a tiny job (``tiny``: the
+MLP on spirals, 200 steps, a checkpoint every 20) are posted at once (the chain
+switched to automine while posting, so all N land within a second or two), and the
+batch is followed until every job is final.
+
+Measured per batch: time from the first post to the last final state, throughput
+(FINALIZED jobs a minute),
+each job's latency (its post to its final state, seen by polling every 0.25 s),
+the daemons' CPU seconds (utime + stime from /proc/<pid>/stat, the batch's delta) and
+peak RSS (VmRSS sampled every 0.25 s), missed deadlines (a job that ended anything but
+FINALIZED, or saw SolverTimedOut / VerifierTimedOut), and the least slack left on the
+commit deadline (claim + commit window) and the report deadline (draw + report window),
+from the block timestamps of the job's events: the deadline a larger N would miss first.
+
+The daemon flags are set explicitly: ``--max-active`` (jobs a solver trains at once,
+claimed but not committed), ``--stake`` for both sized so that stake never limits a
+batch (a solver bond per held job, a verifier bond per assignment), ``--poll 0.5`` and
+``--duty-grace 30`` as in the demo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from core.anvil import dev_private_key
+from core.contracts import JobId, JobState, Protocol, RefundReason, Role
+from core.storage import LocalStore
+from deploy.build import build
+from deploy.devnet import Devnet, start_devnet
+from submitter import service
+from submitter.demo_job import DemoJob, build_demo_job
+from submitter.timeline import job_timeline
+from veritrain.demo import RoleProcess, daemon_argv, demo_params
+
+_TICK_S = 0.25
+_SLASHING_EVENTS = ("SolverTimedOut", "VerifierTimedOut")
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """utime + stime of a process, in seconds (/proc/<pid>/stat fields 14 and 15)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    return statistics.quantiles(ordered, n=100, method="inclusive")[round(q) - 1]
+
+
+@dataclass(frozen=True)
+class Batch:
+    n: int
+    wall_s: float
+    latencies: tuple[float, ...]
+    finalized: int
+    cpu_s: dict[str, float]
+    peak_rss_mb: dict[str, float]
+    missed: tuple[str, ...]  # "job 7: REFUNDED (VerifierTimedOut)" ...
+    unfinished: int
+    commit_slack_s: int | None  # least seconds left before a commit deadline
+    report_slack_s: int | None  # least seconds left before a report deadline
+
+    @property
+    def ok(self) -> bool:
+        return not self.missed and not self.unfinished
+
+
+class Rig:
+    """A devnet, a store, one solver daemon and one verifier daemon, started once."""
+
+    def __init__(self, net: Devnet, root: Path, job: DemoJob, *, max_active: int, max_n: int) -> None:
+        self.net = net
+        self.root = root
+        self.job = job
+        self.store = LocalStore(root / "store")
+        self.protocol: Protocol = net.protocol(net.accounts[0])
+        params = self.protocol.market.params()
+        self.commit_window = job.commit_window
+        self.report_window = params.report_window
+        min_solver = int(self.protocol.stakes.min_stake(Role.SOLVER))
+        min_verifier = int(self.protocol.stakes.min_stake(Role.VERIFIER))
+        solver_bond = max(int(params.min_solver_bond), int(job.reward) * params.solver_bond_bps // 10_000)
+        verifier_bond = max(int(params.min_verifier_bond), int(job.reward) * params.verifier_bond_bps // 10_000)
+        self.stakes = {
+            "solver": max(min_solver, max_n * solver_bond),
+            "verifier": max(min_verifier, max_n * verifier_bond),
+        }
+        flags = {
+            "solver": ("--stake", str(self.stakes["solver"] // 10**18), "--max-active", str(max_active), "--poll", "0.5", "--no-progress"),
+            "verifier": ("--stake", str(self.stakes["verifier"] // 10**18), "--duty-grace", "30", "--poll", "0.5"),
+        }
+        self.daemons: dict[str, RoleProcess] = {}
+        for role, index in (("solver", 2), ("verifier", 3)):  # dev account i+1 is net.accounts[i]
+            key_env = f"VERITRAIN_BENCH_{role.upper()}_KEY"
+            argv = daemon_argv(role, rpc_url=net.rpc_url, book_dir=root / "deployments", data_dir=root / role, store_dir=root / "store", key_env=key_env, extra=flags[role])
+            self.daemons[role] = RoleProcess(role, argv, {key_env: dev_private_key(index)}, root / "logs" / f"{role}.log")
+        self.flags = flags
+
+    def start(self) -> None:
+        for process in self.daemons.values():
+            process.start()
+
+    def stop(self) -> None:
+        for process in self.daemons.values():
+            process.stop()
+
+    def pids(self) -> dict[str, int]:
+        out = {}
+        for name, process in self.daemons.items():
+            if not process.running or process.process is None:
+                raise SystemExit(f"the {name} daemon exited ({process.process.returncode if process.process else '?'}): see {process.log_path}")
+            out[name] = process.process.pid
+        return out
+
+    def wait_staked(self, timeout_s: float) -> float:
+        """Seconds until both daemons hold their stake (start-up: imports, approve, stake)."""
+        start = time.monotonic()
+        roles = {"solver": Role.SOLVER, "verifier": Role.VERIFIER}
+        accounts = {"solver": self.net.accounts[1].address, "verifier": self.net.accounts[2].address}
+        while time.monotonic() - start < timeout_s:
+            self.pids()
+            if all(self.protocol.stakes.stake_of(accounts[r], roles[r]).staked >= self.stakes[r] for r in roles):
+                return time.monotonic() - start
+            time.sleep(_TICK_S)
+        raise SystemExit(f"daemons not staked after {timeout_s:.0f}s; logs in {self.root / 'logs'}")
+
+    def run_batch(self, n: int, timeout_s: float) -> Batch:
+        pids = self.pids()
+        cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
+        peak = {name: _rss_mb(pid) for name, pid in pids.items()}
+        client = self.net.client
+        t0 = time.monotonic()
+        client.rpc("evm_setAutomine", [True])  # all N posts land at once, not one block a second each
+        try:
+            posted: dict[JobId, float] = {}
+            for _ in range(n):
+                job_id = service.post_job(self.protocol, self.store, self.job.spec_path, self.job.data_path, self.job.reward, self.job.fee, self.job.commit_window).job_id
+                posted[job_id] = time.monotonic()
+        finally:
+            client.rpc("evm_setIntervalMining", [1])
+        done: dict[JobId, tuple[float, JobState]] = {}
+        while len(done) < n and time.monotonic() - t0 < timeout_s:
+            for job_id in posted.keys() - done.keys():
+                state = self.protocol.market.get_job(job_id).state
+                if state.final:
+                    done[job_id] = (time.monotonic(), state)
+            for name, pid in self.pids().items():
+                peak[name] = max(peak[name], _rss_mb(pid))
+            time.sleep(_TICK_S)
+        wall = (max(t for t, _ in done.values()) if done else time.monotonic()) - t0
+        cpu = {name: _cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+        missed: list[str] = []
+        commit_slack: list[int] = []
+        report_slack: list[int] = []
+        for job_id in posted:
+            timeline = {e.event: e for e in job_timeline(self.protocol, job_id)}
+            slashed = [e for e in _SLASHING_EVENTS if e in timeline]
+            state = done[job_id][1] if job_id in done else None
+            if (state is not None and state is not JobState.FINALIZED) or slashed:
+                refund = timeline.get("JobRefunded")
+                why = ", ".join(slashed) or (f"refunded: {RefundReason(int(refund.args['reason'])).name}" if refund else "no timeout event")
+                missed.append(f"job {job_id}: {state.name if state else 'not final'} ({why})")
+            if "JobClaimed" in timeline and "TraceCommitted" in timeline:
+                commit_slack.append(timeline["JobClaimed"].timestamp + self.commit_window - timeline["TraceCommitted"].timestamp)
+            if "VerifierAssigned" in timeline and "ReportSubmitted" in timeline:
+                report_slack.append(timeline["VerifierAssigned"].timestamp + self.report_window - timeline["ReportSubmitted"].timestamp)
+        return Batch(
+            n=n,
+            wall_s=wall,
+            latencies=tuple(t - posted[j] for j, (t, _) in done.items()),
+            finalized=sum(1 for _, state in done.values() if state is JobState.FINALIZED),
+            cpu_s=cpu,
+            peak_rss_mb=peak,
+            missed=tuple(missed),
+            unfinished=n - len(done),
+            commit_slack_s=min(commit_slack, default=None),
+            report_slack_s=min(report_slack, default=None),
+        )
+
+
+def _print_table(batches: Sequence[Batch]) -> None:
+    head = f"{'N':>3} {'all final s':>11} {'final/min':>9} {'p50 s':>6} {'p95 s':>6} {'solver cpu s':>12} {'verif cpu s':>11} {'solver RSS MB':>13} {'verif RSS MB':>12} {'commit slack s':>14} {'report slack s':>14} {'missed':>6}"
+    print(head)
+    print("-" * len(head))
+    for b in batches:
+        lat = b.latencies or (float("nan"),)
+        throughput = 60 * b.finalized / b.wall_s if b.wall_s else float("nan")
+        missed = f"{len(b.missed)}" + (f"+{b.unfinished}?" if b.unfinished else "")
+        print(
+            f"{b.n:>3} {b.wall_s:>11.1f} {throughput:>9.1f} {_percentile(lat, 50):>6.1f} {_percentile(lat, 95):>6.1f}"
+            f" {b.cpu_s['solver']:>12.1f} {b.cpu_s['verifier']:>11.1f} {b.peak_rss_mb['solver']:>13.0f} {b.peak_rss_mb['verifier']:>12.0f}"
+            f" {_opt(b.commit_slack_s):>14} {_opt(b.report_slack_s):>14} {missed:>6}"
+        )
+    for b in batches:
+        reasons = Counter(line.split(": ", 1)[1] for line in b.missed)
+        for reason, count in reasons.most_common():
+            jobs = [line.split(":", 1)[0] for line in b.missed if line.endswith(reason)]
+            print(f"  N={b.n}: {count} missed deadline(s), {reason}: {', '.join(jobs[:5])}{' ...' if count > 5 else ''}")
+        if b.unfinished:
+            print(f"  N={b.n}: {b.unfinished} job(s) not final within the batch timeout")
+
+
+def _opt(value: int | None) -> str:
+    return "-" if value is None else str(value)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="N = 1, 2, 4 only (under 2 minutes)")
+    parser.add_argument("--n", type=int, action="append", help="batch sizes to run, in order (repeatable); default 1 2 4 8 16 32 64")
+    parser.add_argument("--job", default="tiny", help="shipped demo job posted N times (default tiny: 200 steps, k=20)")
+    parser.add_argument("--max-active", type=int, default=16, help="solver --max-active: jobs claimed and trained at once (1..16), default 16")
+    parser.add_argument("--batch-timeout", type=float, default=900.0, help="give up on a batch after this many seconds, default 900")
+    parser.add_argument("--keep-going", action="store_true", help="run larger N after a batch that missed a deadline")
+    args = parser.parse_args(argv)
+    sizes = args.n or ([1, 2, 4] if args.quick else [1, 2, 4, 8, 16, 32, 64])
+    build()
+    t_start = time.monotonic()
+    batches: list[Batch] = []
+    with tempfile.TemporaryDirectory(prefix="veritrain-capacity-") as tmp:
+        root = Path(tmp)
+        job = build_demo_job(args.job, root / "job")
+        with start_devnet(book_dir=root / "deployments", accounts=3, params=demo_params()) as net:
+            net.client.rpc("evm_setIntervalMining", [1])
+            rig = Rig(net, root, job, max_active=args.max_active, max_n=max(sizes))
+            try:
+                rig.start()
+                startup = rig.wait_staked(120)
+                print(f"{os.cpu_count()} CPUs; job {args.job!r} x N; commit window {rig.commit_window} s, report window {rig.report_window} s, challenge window {rig.protocol.market.params().challenge_window} s, 1 block/s")
+                print(f"solver flags: {' '.join(rig.flags['solver'])}; verifier flags: {' '.join(rig.flags['verifier'])}; daemons staked {startup:.1f} s after start")
+                for n in sizes:
+                    batch = rig.run_batch(n, args.batch_timeout)
+                    batches.append(batch)
+                    print(f"  N={n}: all final in {batch.wall_s:.1f} s, {len(batch.missed)} missed, {batch.unfinished} unfinished", flush=True)
+                    if not batch.ok and not args.keep_going:
+                        break
+            finally:
+                rig.stop()
+    print()
+    _print_table(batches)
+    good = [b.n for b in batches if b.ok]
+    bad = [b for b in batches if not b.ok]
+    print()
+    print(f"largest N with no missed deadline: {max(good) if good else 'none'}" + (f"; first miss at N={bad[0].n}" if bad else f" (no miss up to N={max(sizes)})"))
+    print(f"sweep wall time {time.monotonic() - t_start:.0f} s")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
