@@ -39,12 +39,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, TypeVar
+from typing import Protocol as Structural
 
-from core.chain import is_transient
-from core.contracts import Job, JobId, JobMarket
+from core.address_book import AddressBook
+from core.chain import Address, ChainClient, Receipt, Signer, is_transient
+from core.config import Settings
+from core.contracts import DisputeGame, Game, GameId, Job, JobId, JobMarket, Protocol, Role, TokenAmount
 from core.errors import ConfigError, TransientRPCError, VeritrainError
-from core.localdb import Heartbeat, LocalDb, write_heartbeat
+from core.localdb import Heartbeat, LocalDb, read_heartbeat, write_heartbeat
 from core.storage import ContentStore, IpfsStore, LocalStore
 from core.storage.errors import StoreUnavailable
 
@@ -58,19 +61,19 @@ A_contra = TypeVar("A_contra", contravariant=True)
 V_co = TypeVar("V_co", covariant=True)
 
 
-class Loader(Protocol[V_co]):
+class Loader(Structural[V_co]):
     """Reads the world (chain, storage, local db) into one frozen view."""
 
     def load(self) -> V_co: ...
 
 
-class Policy(Protocol[V_contra, A_co]):
+class Policy(Structural[V_contra, A_co]):
     """Decides what to do about a view. Pure: same view, same actions, no I/O."""
 
     def next_actions(self, view: V_contra) -> Sequence[A_co]: ...
 
 
-class Responder(Protocol[A_contra]):
+class Responder(Structural[A_contra]):
     """Carries out one action. Idempotent: performing an action twice does no harm."""
 
     def perform(self, action: A_contra) -> None: ...
@@ -367,7 +370,99 @@ def heartbeat_to(db: LocalDb, address: str) -> Callable[[TickReport], None]:
     return record
 
 
-# ------------------------------------------------------------------ shared by the role loaders
+# ------------------------------------------------------------------ shared by the role daemons
+
+
+@dataclass(frozen=True)
+class RoleDaemon(Generic[V, A]):
+    """A built daemon: its agent loop and the records it closes on the way out."""
+
+    agent: Agent[V, A]
+    db: RoleDb
+
+    def run(self) -> None:
+        try:
+            self.agent.run()
+        finally:
+            self.db.close()
+
+
+def connect(settings: Settings, signer: Signer) -> Protocol:
+    """The deployed protocol at ``settings.rpc_url`` (address book by chain id), signing as ``signer``."""
+    client = ChainClient(settings.rpc_url, timeout=settings.rpc_timeout, expected_chain_id=settings.chain_id)
+    return Protocol.connect(client, AddressBook.for_chain(settings.address_book_dir, client), signer)
+
+
+def state_dir(data_dir: Path, role: str, address: str) -> Path:
+    """One directory per role and account: its records (and a solver's checkpoints)."""
+    return data_dir / f"{role}-{address.lower()}"
+
+
+class RoleDb:
+    """A role's SQLite records (its ``migrations`` must create ``final_jobs`` and the heartbeat)."""
+
+    def __init__(self, path: Path, migrations: Sequence[str]) -> None:
+        self.db = LocalDb(path, migrations)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def final_jobs(self) -> set[int]:
+        return {r[0] for r in self.db.query("SELECT job_id FROM final_jobs")}
+
+    def mark_final(self, job_ids: Sequence[int]) -> None:
+        with self.db.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO final_jobs (job_id) VALUES (?)", [(j,) for j in job_ids])
+
+
+def stake_needed(target: int, min_stake: int, staked: int, balance: int) -> TokenAmount | None:
+    """How much more to stake to hold ``max(target, min_stake)``; None if nothing useful can be staked."""
+    missing = max(target, min_stake) - staked
+    if missing <= 0:
+        return None
+    amount = min(missing, balance)
+    if amount <= 0 or staked + amount < min_stake:
+        return None  # cannot reach the minimum: nothing useful to stake
+    return TokenAmount(amount)
+
+
+def stake(protocol: Protocol, me: Address, role: Role, amount: int) -> None:
+    """Approve (if needed) and stake ``amount`` in ``role``, logging each mined call."""
+    if protocol.token.allowance(me, protocol.stakes.address) < amount:
+        log_mined(log, "approve", protocol.token.approve(protocol.stakes.address, amount))
+    log_mined(log, "stake", protocol.stakes.stake(role, amount), amount=amount)
+
+
+def log_mined(logger: logging.Logger, what: str, receipt: Receipt, **fields: object) -> None:
+    """``<what> mined gas=... tx=...`` with the action's fields, on the role's own logger."""
+    logger.info(f"{what} mined", extra={**fields, "gas": receipt.gas_used, "tx": receipt.tx_hash})
+
+
+def status_base(protocol: Protocol, me: Address, role: Role, db: LocalDb | None, show_tokens: Callable[[int], str]) -> dict[str, object]:
+    """The part of a role's ``status`` report every role shares: balance, stake, the daemon's heartbeat
+    (``show_tokens`` formats an amount, at the CLI edge)."""
+    info = protocol.stakes.stake_of(me, role)
+    beat = read_heartbeat(db) if db is not None else None
+    return {
+        "address": me,
+        "balance": show_tokens(protocol.token.balance_of(me)),
+        "stake": {"staked": show_tokens(info.staked), "locked": show_tokens(info.locked), "unbonding": show_tokens(info.unbonding)},
+        "daemon": None if beat is None else beat.summary(time.time()),
+    }
+
+
+def status_lines(role: str, report: dict[str, object]) -> list[str]:
+    """The header lines of a role's ``status`` (rich markup), from :func:`status_base`'s report."""
+    stake_info = report["stake"]
+    assert isinstance(stake_info, dict)
+    lines = [f"{role} [bold]{report['address']}[/]  balance {report['balance']} VERI  staked {stake_info['staked']} (locked {stake_info['locked']})"]
+    beat = report["daemon"]
+    if isinstance(beat, dict):
+        state = "[green]running[/]" if beat["running"] else "[red]not running[/]"
+        lines.append(f"daemon pid {beat['pid']} {state}, last tick {beat['last_tick_s_ago']} s ago, {beat['ticks']} ticks, last error: {beat['last_error'] or '-'}")
+    else:
+        lines.append("daemon: no records (never ran with this data dir)")
+    return lines
 
 
 @dataclass(frozen=True)
@@ -376,6 +471,14 @@ class MarketScan:
 
     jobs: tuple[tuple[JobId, Job], ...]
     newly_final: tuple[JobId, ...]
+
+
+@dataclass(frozen=True)
+class Moment:
+    """The latest block and its timestamp: every view is read "as of" one."""
+
+    block: int
+    now: int
 
 
 class MarketWatcher:
@@ -407,6 +510,15 @@ class MarketWatcher:
                 live.append((job_id, job))
         return MarketScan(tuple(live), tuple(final))
 
+    def read(self, records: RoleDb) -> tuple[Moment, MarketScan]:
+        """The latest block and the live jobs, remembering in ``records`` the ones that became final."""
+        block = self.market.client.block_number()
+        moment = Moment(block, self.market.client.timestamp(block))
+        scan = self.scan(records.final_jobs())
+        if scan.newly_final:
+            records.mark_final(scan.newly_final)
+        return moment, scan
+
     def spec_cid(self, job_id: JobId) -> bytes:
         """The spec CID digest a job was posted with."""
         if job_id not in self._spec_cids:
@@ -419,6 +531,29 @@ class MarketWatcher:
             return self._spec_cids[job_id]
         except KeyError:
             raise VeritrainError(f"no JobPosted event for job {job_id}") from None
+
+
+class GameWatcher:
+    """Reads the dispute games that are not final; settled games are never read again (in memory:
+    after a restart one read each tells again which are final)."""
+
+    def __init__(self, game: DisputeGame, max_games: int = 10_000) -> None:
+        self.game = game
+        self.max_games = max_games
+        self._final: set[int] = set()
+
+    def live(self) -> list[tuple[GameId, Game]]:
+        count = self.game.game_count()
+        out: list[tuple[GameId, Game]] = []
+        for raw_id in range(max(1, count - self.max_games + 1), count + 1):
+            if raw_id in self._final:
+                continue
+            game = self.game.get_game(GameId(raw_id))
+            if game.status.final:
+                self._final.add(raw_id)
+            else:
+                out.append((GameId(raw_id), game))
+        return out
 
 
 def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path) -> ContentStore:

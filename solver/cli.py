@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,10 +17,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from core.agent import LoopSettings, configure_logging, open_store
+from core.agent import LoopSettings, configure_logging, open_store, status_base, status_lines
 from core.chain import Address, Signer
+from core.config import Settings
 from core.contracts import JobId, Protocol, Role
-from core.localdb import read_heartbeat
+from proofs.adversary import STRATEGIES
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.state import SolverDb
@@ -54,6 +55,7 @@ def run(
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     log_json: LogJson = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+    cheat: Annotated[str | None, typer.Option(hidden=True, help="TEST/DEMO ADVERSARY: commit a cheating trace (proofs.adversary strategy)")] = None,
 ) -> None:
     """Run the solver until SIGTERM or Ctrl-C. Safe to kill -9 and restart: it resumes from the chain and its records.
 
@@ -63,6 +65,8 @@ def run(
 
       VERITRAIN_KEYSTORE_PASSWORD=... veritrain solver run --keystore solver.json --ipfs-api http://127.0.0.1:5001 --log-json
     """
+    if cheat is not None and cheat not in STRATEGIES:
+        raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(STRATEGIES)}", param_hint="--cheat")
     configure_logging(level=log_level, json_lines=log_json)
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
     signer = options.signer(settings)
@@ -76,6 +80,7 @@ def run(
         limits=Limits(max_steps=max_steps),
         loop=LoopSettings(poll_interval_s=poll),
         progress=_bar if (sys.stderr.isatty() if progress is None else progress) else None,
+        cheat=cheat,
     )
     try:
         solver.run()
@@ -115,14 +120,31 @@ def status(
       SOLVER_KEY=0x... veritrain solver status --key-env SOLVER_KEY --json
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    show_status("solver", settings, address, json_out, daemon.state_dir, solver_status, _jobs_table)
+
+
+def show_status(
+    role: str,
+    settings: Settings,
+    address: str | None,
+    json_out: bool,
+    home_of: Callable[[Path, str], Path],
+    report_of: Callable[[Protocol, Path, Address], dict[str, object]],
+    table_of: Callable[[dict[str, object]], Table | None],
+) -> None:
+    """The body of every role's ``status`` command: the report as JSON, or its header lines and table."""
     me = who(address, settings.keystore, settings.key_env)
     client = options.client(settings)
     protocol = Protocol.connect(client, options.address_book(settings, client))
-    report = solver_status(protocol, daemon.state_dir(settings.data_dir, me), me)
+    report = report_of(protocol, home_of(settings.data_dir, me), me)
     if json_out:
         print(json.dumps(report, indent=2))
         return
-    print_status(report)
+    for line in status_lines(role, report):
+        console.print(line)
+    table = table_of(report)
+    if table is not None:
+        console.print(table)
 
 
 def who(address: str | None, keystore: Path | None, key_env: str | None) -> Address:
@@ -137,22 +159,12 @@ def who(address: str | None, keystore: Path | None, key_env: str | None) -> Addr
 
 
 def solver_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
-    stake = protocol.stakes.stake_of(me, Role.SOLVER)
-    out: dict[str, object] = {
-        "address": me,
-        "balance": show_tokens(protocol.token.balance_of(me)),
-        "stake": {"staked": show_tokens(stake.staked), "locked": show_tokens(stake.locked), "unbonding": show_tokens(stake.unbonding)},
-        "daemon": None,
-        "jobs": [],
-    }
     db_path = home / "state.sqlite"
     if not db_path.exists():
-        return out
+        return {**status_base(protocol, me, Role.SOLVER, None, show_tokens), "jobs": []}
     db = SolverDb(db_path)
     try:
-        beat = read_heartbeat(db.db)
-        if beat is not None:
-            out["daemon"] = beat.summary(time.time())
+        out = status_base(protocol, me, Role.SOLVER, db.db, show_tokens)
         jobs = []
         for record in db.jobs():
             chain_job = protocol.market.get_job(JobId(record.job_id))
@@ -173,21 +185,13 @@ def solver_status(protocol: Protocol, home: Path, me: Address) -> dict[str, obje
     return out
 
 
-def print_status(report: dict[str, object]) -> None:
-    stake = report["stake"]
-    assert isinstance(stake, dict)
-    console.print(f"solver [bold]{report['address']}[/]  balance {report['balance']} VERI  staked {stake['staked']} (locked {stake['locked']})")
-    beat = report["daemon"]
-    if isinstance(beat, dict):
-        state = "[green]running[/]" if beat["running"] else "[red]not running[/]"
-        console.print(f"daemon pid {beat['pid']} {state}, last tick {beat['last_tick_s_ago']} s ago, {beat['ticks']} ticks, last error: {beat['last_error'] or '-'}")
-    else:
-        console.print("daemon: no records (never ran with this data dir)")
+def _jobs_table(report: dict[str, object]) -> Table | None:
     jobs = report["jobs"]
     assert isinstance(jobs, list)
-    if jobs:
-        table = Table("job", "chain state", "local phase", "checkpoints", "deadline", "manifest")
-        for j in jobs:
-            table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], str(j["checkpoints"]), str(j["deadline"]), j["manifest_cid"] or "-")
-        console.print(table)
+    if not jobs:
+        return None
+    table = Table("job", "chain state", "local phase", "checkpoints", "deadline", "manifest")
+    for j in jobs:
+        table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], str(j["checkpoints"]), str(j["deadline"]), j["manifest_cid"] or "-")
+    return table
 

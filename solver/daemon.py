@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
-from core.address_book import AddressBook
-from core.agent import Agent, LoopSettings, MarketWatcher, StopFlag, heartbeat_to
-from core.chain import ChainClient, Signer
+from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
+from core.agent import state_dir as role_state_dir
+from core.chain import Signer
 from core.config import Settings
-from core.contracts import Protocol
 from core.storage import ContentStore
 from solver.loader import SolverLoader
 from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
@@ -17,22 +16,16 @@ from solver.responder import SolverResponder
 from solver.state import SolverDb
 from solver.work import Limits, ProgressHook, SpecJudge, Workshop
 
+SolverDaemon = RoleDaemon[SolverView, SolverAction]
+
+#: Adversaries that go silent when challenged (they lose on their clock); the others defend
+#: with their own wrong states and lose at the referees.
+SILENT_CHEATS = frozenset({"fake-final"})
+
 
 def state_dir(data_dir: Path, address: str) -> Path:
     """One directory per solver account: its records and its checkpoints."""
-    return data_dir / f"solver-{address.lower()}"
-
-
-@dataclass(frozen=True)
-class SolverDaemon:
-    agent: Agent[SolverView, SolverAction]
-    db: SolverDb
-
-    def run(self) -> None:
-        try:
-            self.agent.run()
-        finally:
-            self.db.close()
+    return role_state_dir(data_dir, "solver", address)
 
 
 def build(
@@ -44,16 +37,19 @@ def build(
     limits: Limits = Limits(),
     loop: LoopSettings = LoopSettings(),
     progress: ProgressHook | None = None,
+    cheat: str | None = None,
 ) -> SolverDaemon:
-    client = ChainClient(settings.rpc_url, timeout=settings.rpc_timeout, expected_chain_id=settings.chain_id)
-    book = AddressBook.for_chain(settings.address_book_dir, client)
-    protocol = Protocol.connect(client, book, signer)
+    """``cheat``: a name of ``proofs.adversary.STRATEGIES``; the solver then commits that adversary's
+    trace instead of training honestly (a test and demo adversary, never for real use)."""
+    if cheat is not None:  # the adversary cheats on one job (so tests and the demo know which), and may go silent
+        config = replace(config, defend=cheat not in SILENT_CHEATS, max_claims=1)
+    protocol = connect(settings, signer)
     home = state_dir(settings.data_dir, signer.address)
     db = SolverDb(home / "state.sqlite")
     stop = StopFlag()
-    watcher = MarketWatcher(protocol.market, book.deploy_block)
+    watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
     judge = SpecJudge(store, db, limits)
-    workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress)
+    workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, cheat=cheat)
     agent: Agent[SolverView, SolverAction] = Agent(
         "solver",
         SolverLoader(protocol, watcher, db, judge, signer.address),
@@ -63,4 +59,4 @@ def build(
         stop=stop,
         heartbeat=heartbeat_to(db.db, signer.address),
     )
-    return SolverDaemon(agent, db)
+    return RoleDaemon(agent, db)

@@ -2,7 +2,9 @@
 
 The chain says which jobs are open and which are ours; the local records say how far
 our work on each got. Specs of open jobs are fetched by CID and judged once
-(:class:`solver.work.SpecJudge`), the verdict cached in the records.
+(:class:`solver.work.SpecJudge`), the verdict cached in the records. A disputed job of
+ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
+a restart mid-game loses nothing.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import logging
 
 from core.agent import MarketWatcher
 from core.chain import Address
-from core.contracts import JobState, Protocol, Role, TokenAmount
+from core.contracts import Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
 from solver.policy import HeldJob, OpenJob, Phase, SolverView
 from solver.state import SolverDb
 from solver.work import SpecJudge
@@ -29,25 +31,26 @@ class SolverLoader:
         self.judge = judge
         self.me = me
         self._min_stake: TokenAmount | None = None
+        self._game_params: GameParams | None = None
 
     def load(self) -> SolverView:
         p = self.protocol
-        block = p.client.block_number()
-        now = p.client.timestamp(block)
-        scan = self.watcher.scan(self.db.final_jobs())
-        if scan.newly_final:
-            self.db.mark_final(scan.newly_final)
-        if self._min_stake is None:
+        moment, scan = self.watcher.read(self.db)
+        now = moment.now
+        if self._min_stake is None or self._game_params is None:
             self._min_stake = p.stakes.min_stake(Role.SOLVER)  # immutable: read once
+            self._game_params = p.game.params()
         stake = p.stakes.stake_of(self.me, Role.SOLVER)
         records = {r.job_id: r for r in self.db.jobs()}
+        claimed = self.db.claimed()
 
         open_jobs: list[OpenJob] = []
         held: list[HeldJob] = []
         for job_id, job in scan.jobs:
             if job.state is JobState.OPEN and now <= job.deadline:  # OPEN: deadline = claim by
                 spec = self.judge.check(self.watcher.spec_cid(job_id))
-                open_jobs.append(OpenJob(job_id, job.reward, p.market.solver_bond(job.reward), job.deadline, job.commit_window, spec))
+                bond = p.market.solver_bond(job.reward)
+                open_jobs.append(OpenJob(job_id, job.reward, bond, job.deadline, job.commit_window, spec))
             elif job.state in _HELD_STATES and job.solver == self.me:
                 record = records.get(job_id)
                 if job.state is JobState.CLAIMED:
@@ -56,11 +59,11 @@ class SolverLoader:
                     phase = Phase.COMMITTED
                 # COMMITTED: deadline holds the draw's anchor block; the draw needs blockhash(anchor + 1)
                 ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0
-                held.append(HeldJob(job_id, job.state, job.deadline, ready, phase))
+                held.append(HeldJob(job_id, job.state, job.deadline, ready, phase, *self._dispute(job_id, job)))
         held_ids = {h.job_id for h in held}
         return SolverView(
             now=now,
-            block=block,
+            block=moment.block,
             me=self.me,
             token_balance=p.token.balance_of(self.me),
             staked=stake.staked,
@@ -69,4 +72,17 @@ class SolverLoader:
             open_jobs=tuple(open_jobs),
             held_jobs=tuple(held),
             forgettable=tuple(sorted(j for j in records if j not in held_ids)),
+            game_params=self._game_params,
+            claims_made=len(claimed),
         )
+
+    def _dispute(self, job_id: JobId, job: Job) -> tuple[GameId, Game | None, int | None]:
+        """A disputed job's active game, or the failing verifier's open deadline while it has none."""
+        if job.state is not JobState.DISPUTED:
+            return GameId(0), None, None
+        game_id = self.protocol.game.active_game(job_id)
+        if game_id:
+            return game_id, self.protocol.game.get_game(game_id), None
+        if job.challenger == job.verifier:
+            return GameId(0), None, self.protocol.game.open_deadline(job_id)
+        return GameId(0), None, None

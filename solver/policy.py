@@ -4,6 +4,11 @@ The view is what :mod:`solver.loader` read from the chain, storage and the local
 database at one instant; the actions are carried out by :mod:`solver.responder`.
 One action per held job per tick, the next stage of that job; a claim only when
 there is capacity and stake for its bond.
+
+A job of ours that a challenger disputes is defended: each bisection move posts the state
+at the game's midpoint (recomputed from our checkpoint), as long as our clock runs; a
+challenger whose clock ran out is timed out, and a failing verifier that never opened its
+game forfeits after the open window.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.agent import stake_needed
 from core.chain import Address
-from core.contracts import JobId, JobState, TokenAmount
+from core.contracts import Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.dispute import Action, next_turn
 
 
 class Phase(enum.Enum):
@@ -54,6 +61,9 @@ class HeldJob:
     deadline: int  # of the current phase (commit, report, challenge window, dispute)
     ready_block: int  # block from which assignVerifier can be called (COMMITTED only)
     phase: Phase  # local progress; CLAIMED when there is no record
+    game_id: GameId = GameId(0)  # DISPUTED: the job's active game (0: not opened yet)
+    game: Game | None = None
+    open_deadline: int | None = None  # DISPUTED by its verifier, no game yet: open by then
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,8 @@ class SolverView:
     open_jobs: tuple[OpenJob, ...]
     held_jobs: tuple[HeldJob, ...]
     forgettable: tuple[JobId, ...]  # jobs in the local records that are final or no longer ours
+    game_params: GameParams | None = None  # the dispute game's (immutable) parameters
+    claims_made: int = 0  # jobs this solver ever claimed (its records)
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,8 @@ class SolverConfig:
     max_active: int = 1  # claimed-but-uncommitted jobs at once
     min_reward: TokenAmount = TokenAmount(0)
     commit_margin_s: int = 5  # do not start a claim with less than this left before expiry
+    defend: bool = True  # answer disputes (False: a test adversary that goes silent)
+    max_claims: int | None = None  # claims in this solver's lifetime (1: a test adversary that cheats once)
 
 
 # --------------------------------------------------------------------- actions
@@ -125,13 +139,35 @@ class Finalize:
 
 
 @dataclass(frozen=True)
+class PostMidpoint:
+    """Post our state at ``step`` steps into the disputed ``segment``."""
+
+    job_id: JobId
+    game_id: GameId
+    segment: int
+    step: int
+
+
+@dataclass(frozen=True)
+class TimeoutClock:
+    game_id: GameId
+
+
+@dataclass(frozen=True)
+class ForfeitUnopened:
+    job_id: JobId
+
+
+@dataclass(frozen=True)
 class Forget:
     """Drop local records and files of a job that is final (or was taken from us)."""
 
     job_id: JobId
 
 
-SolverAction = Stake | Claim | Train | Upload | Commit | AssignVerifier | TimeoutVerifier | Finalize | Forget
+SolverAction = (
+    Stake | Claim | Train | Upload | Commit | AssignVerifier | TimeoutVerifier | Finalize | PostMidpoint | TimeoutClock | ForfeitUnopened | Forget
+)
 
 
 class SolverPolicy:
@@ -152,17 +188,9 @@ class SolverPolicy:
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
         return actions
 
-    def _target(self, view: SolverView) -> int:
-        return max(int(self.config.stake_target), int(view.min_stake))
-
     def _stake(self, view: SolverView) -> Stake | None:
-        missing = self._target(view) - view.staked
-        if missing <= 0:
-            return None
-        amount = min(missing, int(view.token_balance))
-        if amount <= 0 or view.staked + amount < view.min_stake:
-            return None  # cannot reach the minimum: nothing useful to stake
-        return Stake(TokenAmount(amount))
+        amount = stake_needed(self.config.stake_target, view.min_stake, view.staked, view.token_balance)
+        return None if amount is None else Stake(amount)
 
     def _advance(self, view: SolverView, job: HeldJob) -> SolverAction | None:
         if job.state is JobState.CLAIMED:
@@ -181,11 +209,29 @@ class SolverPolicy:
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
         if job.state is JobState.VERIFIED and view.now > job.deadline:
             return Finalize(job.job_id)
+        if job.state is JobState.DISPUTED:
+            return self._defend(view, job)
+        return None
+
+    def _defend(self, view: SolverView, job: HeldJob) -> SolverAction | None:
+        if job.game is None:
+            if job.open_deadline is not None and view.now > job.open_deadline:
+                return ForfeitUnopened(job.job_id)  # the failing verifier never opened: its bond is ours
+            return None
+        if view.game_params is None:
+            return None
+        turn = next_turn(job.game, view.game_params, view.now, view.block)
+        if turn.action is Action.POST_MIDPOINT and self.config.defend and turn.step is not None:
+            return PostMidpoint(job.job_id, job.game_id, job.game.segment, turn.step)
+        if turn.action is Action.TIMEOUT_CLOCK and job.game.status is GameStatus.CHALLENGER_TO_MOVE:
+            return TimeoutClock(job.game_id)  # the challenger ran out of time: we win
         return None
 
     def _claims(self, view: SolverView) -> list[Claim]:
         active = sum(1 for j in view.held_jobs if j.state is JobState.CLAIMED)
         room = self.config.max_active - active
+        if self.config.max_claims is not None:
+            room = min(room, self.config.max_claims - view.claims_made)
         if room <= 0:
             return []
         free = int(view.free_stake)

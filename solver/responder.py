@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 
-from core.agent import MarketWatcher
-from core.chain import Address, Receipt
+from core.agent import MarketWatcher, log_mined, stake
+from core.chain import Address
 from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import Protocol, Role
 from solver.policy import (
@@ -19,10 +19,13 @@ from solver.policy import (
     Claim,
     Commit,
     Finalize,
+    ForfeitUnopened,
     Forget,
     Phase,
+    PostMidpoint,
     SolverAction,
     Stake,
+    TimeoutClock,
     TimeoutVerifier,
     Train,
     Upload,
@@ -45,14 +48,12 @@ class SolverResponder:
         p = self.protocol
         match action:
             case Stake(amount):
-                if p.token.allowance(self.me, p.stakes.address) < amount:
-                    self._mined("approve", p.token.approve(p.stakes.address, amount))
-                self._mined("stake", p.stakes.stake(Role.SOLVER, amount), amount=amount)
+                stake(p, self.me, Role.SOLVER, amount)
             case Claim(job_id):
                 spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
                 receipt = p.market.claim(job_id)
                 self.db.start_job(job_id, spec_cid)
-                self._mined("claim", receipt, job=job_id)
+                log_mined(log, "claim", receipt, job=job_id)
             case Train(job_id, deadline):
                 self.workshop.train(job_id, deadline)
             case Upload(job_id):
@@ -70,17 +71,22 @@ class SolverResponder:
                     cid_to_digest(record.manifest_cid),
                 )
                 self.db.set_phase(job_id, Phase.COMMITTED)
-                self._mined("commit", receipt, job=job_id, root=record.trace_root)
+                log_mined(log, "commit", receipt, job=job_id, root=record.trace_root)
             case AssignVerifier(job_id):
-                self._mined("assignVerifier", p.market.assign_verifier(job_id), job=job_id)
+                log_mined(log, "assignVerifier", p.market.assign_verifier(job_id), job=job_id)
             case TimeoutVerifier(job_id):
-                self._mined("timeoutVerifier", p.market.timeout_verifier(job_id), job=job_id)
+                log_mined(log, "timeoutVerifier", p.market.timeout_verifier(job_id), job=job_id)
             case Finalize(job_id):
-                self._mined("finalize", p.market.finalize(job_id), job=job_id)
+                log_mined(log, "finalize", p.market.finalize(job_id), job=job_id)
+            case PostMidpoint(job_id, game_id, segment, step):
+                state_hash, cid = self.workshop.midpoint(job_id, segment, step)
+                receipt = p.game.post_midpoint(game_id, bytes.fromhex(state_hash.removeprefix("0x")), cid_to_digest(cid))
+                log_mined(log, "postMidpoint", receipt, job=job_id, game=game_id, step=step, state_hash=state_hash, cid=cid)
+            case TimeoutClock(game_id):
+                log_mined(log, "timeoutClock", p.game.timeout_clock(game_id), game=game_id)
+            case ForfeitUnopened(job_id):
+                log_mined(log, "forfeitUnopened", p.game.forfeit_unopened(job_id), job=job_id)
             case Forget(job_id):
                 self.workshop.release(job_id)
                 self.db.forget(job_id)
                 log.info("job forgotten", extra={"job": job_id})
-
-    def _mined(self, what: str, receipt: Receipt, **fields: object) -> None:
-        log.info(f"{what} mined", extra={**fields, "gas": receipt.gas_used, "tx": receipt.tx_hash})

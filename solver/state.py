@@ -8,6 +8,8 @@
 * ``specs``: the verdict on each spec CID seen (runnable or why not), so a bad spec is
   fetched and judged once, not every tick.
 * ``final_jobs``: job ids known to be final on chain (final is forever: never re-read).
+* ``claimed``: every job this solver ever claimed (kept after ``forget``): a solver with a
+  lifetime claim limit (the test adversary cheats once) counts them.
 
 Everything here can be lost: the chain says which jobs are ours, and a lost
 ``checkpoints`` table only costs a re-training from step 0 (training is deterministic).
@@ -21,8 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.agent import RoleDb
 from core.contracts import JobId
-from core.localdb import HEARTBEAT_MIGRATION, LocalDb
+from core.localdb import HEARTBEAT_MIGRATION
 from solver.policy import Phase, SpecCheck
 
 MIGRATIONS: Sequence[str] = (
@@ -54,6 +57,7 @@ MIGRATIONS: Sequence[str] = (
     CREATE TABLE final_jobs (job_id INTEGER PRIMARY KEY);
     """,
     HEARTBEAT_MIGRATION,
+    "CREATE TABLE claimed (job_id INTEGER PRIMARY KEY);",
 )
 
 
@@ -76,14 +80,11 @@ class CheckpointRecord:
     cid: str | None
 
 
-class SolverDb:
+class SolverDb(RoleDb):
     """Typed access to the solver's tables."""
 
     def __init__(self, path: Path) -> None:
-        self.db = LocalDb(path, MIGRATIONS)
-
-    def close(self) -> None:
-        self.db.close()
+        super().__init__(path, MIGRATIONS)
 
     # jobs ----------------------------------------------------------------------------------
 
@@ -96,10 +97,16 @@ class SolverDb:
 
     def start_job(self, job_id: JobId, spec_cid: str) -> None:
         """Record a claimed job (idempotent: an existing record keeps its progress)."""
-        self.db.execute(
-            "INSERT INTO jobs (job_id, spec_cid, phase, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
-            (job_id, spec_cid, Phase.CLAIMED.value, time.time()),
-        )
+        with self.db.transaction() as conn:
+            conn.execute(
+                "INSERT INTO jobs (job_id, spec_cid, phase, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (job_id) DO NOTHING",
+                (job_id, spec_cid, Phase.CLAIMED.value, time.time()),
+            )
+            conn.execute("INSERT OR IGNORE INTO claimed (job_id) VALUES (?)", (job_id,))
+
+    def claimed(self) -> set[int]:
+        """Every job this solver ever claimed."""
+        return {r[0] for r in self.db.query("SELECT job_id FROM claimed")}
 
     def set_phase(self, job_id: JobId, phase: Phase) -> None:
         self.db.execute("UPDATE jobs SET phase = ?, updated_at = ? WHERE job_id = ?", (phase.value, time.time(), job_id))
@@ -147,7 +154,7 @@ class SolverDb:
     def set_checkpoint_cid(self, job_id: JobId, index: int, cid: str) -> None:
         self.db.execute("UPDATE checkpoints SET cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
 
-    # specs and final jobs ------------------------------------------------------------------
+    # specs ------------------------------------------------------------------
 
     def spec_check(self, spec_cid: str) -> SpecCheck | None:
         row = self.db.query_one("SELECT runnable, reason, steps FROM specs WHERE spec_cid = ?", (spec_cid,))
@@ -159,12 +166,6 @@ class SolverDb:
             (spec_cid, int(check.runnable), check.reason, check.steps),
         )
 
-    def final_jobs(self) -> set[int]:
-        return {r[0] for r in self.db.query("SELECT job_id FROM final_jobs")}
-
-    def mark_final(self, job_ids: Sequence[int]) -> None:
-        with self.db.transaction() as conn:
-            conn.executemany("INSERT OR IGNORE INTO final_jobs (job_id) VALUES (?)", [(j,) for j in job_ids])
 
 
 def _job(r: sqlite3.Row) -> JobRecord:

@@ -8,7 +8,12 @@
   state hash in SQLite only once the file is durable. A restart resumes from the latest
   checkpoint whose file still hashes to its record (training is deterministic, so a
   re-trained segment gives the same bytes). Then it uploads the checkpoints and the
-  manifest, and keeps them pinned until the job is final.
+  manifest, and keeps them pinned until the job is final. In a dispute it recomputes the
+  state at a bisection midpoint from the segment's checkpoint on disk (``proofs.state_at``)
+  and stores it, so the challenger and the referees can fetch it by CID.
+* A test and demo adversary (``cheat``, a name of ``proofs.adversary.STRATEGIES``): the
+  trace is built by ``proofs.adversary.cheat`` instead of honest training, then uploaded and
+  committed like any other; defended from its own (wrong) checkpoints.
 
 Errors of the proofs engine (:class:`proofs.ProofError`) are re-raised as
 :class:`JobWorkError`, a :class:`VeritrainError`, so the agent loop drops the action
@@ -36,11 +41,13 @@ from proofs.checkpoint import (
     state_hash,
     update_norm,
 )
-from proofs.data import load_dataset
+from proofs.adversary import cheat as cheating_trace
+from proofs.data import Dataset, load_dataset
 from proofs.errors import ProofError
 from proofs.merkle import TraceTree
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
+from proofs.steps import state_at
 from proofs.train import Trace, Trainer
 from solver.policy import Phase, SpecCheck
 from solver.state import SolverDb
@@ -110,8 +117,10 @@ class Workshop:
         stop: StopFlag,
         *,
         progress: ProgressHook | None = None,
+        cheat: str | None = None,
     ) -> None:
         self.protocol = protocol
+        self.cheat = cheat
         self.store = store
         self.db = db
         self.watcher = watcher
@@ -135,6 +144,9 @@ class Workshop:
             return spec_cid, load_spec(self.store.get(spec_cid, SpecLimits.SPEC_BYTES))
         except ProofError as exc:
             raise JobWorkError(f"job {job_id}: {exc}") from exc
+
+    def _dataset(self, spec: JobSpec) -> Dataset:
+        return load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))  # verified against its CID
 
     def _dir(self, job_id: JobId) -> Path:
         return self.jobs_dir / str(int(job_id))
@@ -162,9 +174,12 @@ class Workshop:
         """Train (or resume) until every checkpoint is on disk; then record the trace root."""
         started = time.monotonic()
         _, spec = self._spec(job_id)
-        data = self.store.get(spec.dataset.cid, spec.dataset.size_bytes)  # verified against its CID
         try:
-            dataset = load_dataset(spec, data)
+            dataset = self._dataset(spec)
+            if self.cheat is not None:
+                hashes = self._cheat(job_id, spec, dataset)
+                self.db.set_trained(job_id, TraceTree(hashes).root, len(hashes))
+                return
             trainer = Trainer(spec, dataset)
             hashes = self._resume_point(job_id)
             folder = self._dir(job_id)
@@ -186,6 +201,17 @@ class Workshop:
         root = TraceTree(hashes).root
         self.db.set_trained(job_id, root, len(hashes))
         log.info("training finished", extra={"job": job_id, "root": root, "checkpoints": len(hashes), "seconds": round(time.monotonic() - started, 2)})
+
+    def _cheat(self, job_id: JobId, spec: JobSpec, dataset: Dataset) -> list[str]:
+        """The adversary's trace, written as this job's checkpoints (test and demo adversary only)."""
+        assert self.cheat is not None
+        faked = cheating_trace(self.cheat, spec, dataset)
+        folder = self._dir(job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.db.drop_checkpoints_from(job_id, 0)
+        hashes = [self._write_checkpoint(job_id, folder, i, data) for i, data in enumerate(faked.trace.checkpoints or ())]
+        log.warning("cheating trace written", extra={"job": job_id, "strategy": self.cheat, "bad_segments": str(list(faked.bad_segments))})
+        return hashes
 
     def _step_hook(self, job_id: JobId, deadline: int) -> Callable[[int, int], None]:
         last_check = [time.monotonic()]
@@ -255,6 +281,24 @@ class Workshop:
             "upload finished",
             extra={"job": job_id, "manifest": manifest_cid, "model": manifest.final_cid, "seconds": round(time.monotonic() - started, 2)},
         )
+
+    # -- disputes ----------------------------------------------------------------------------
+
+    def midpoint(self, job_id: JobId, segment: int, step: int) -> tuple[str, Cid]:
+        """Our state ``step`` steps into ``segment``, recomputed from checkpoint ``segment`` on
+        disk, stored (the challenger and referees fetch it by CID): ``(state hash, CID)``."""
+        _, spec = self._spec(job_id)
+        records = self.db.checkpoints(job_id)
+        if not 0 <= segment < len(records) or records[segment].index != segment:
+            raise JobWorkError(f"job {job_id}: no checkpoint {segment} on record to defend segment {segment}")
+        start = _read_bounded(records[segment].path)
+        if state_hash(start) != records[segment].state_hash:
+            raise JobWorkError(f"job {job_id}: checkpoint {segment} on disk does not match its recorded hash")
+        try:
+            state = state_at(spec, self._dataset(spec), start, segment * spec.checkpoint_interval + step)
+        except ProofError as exc:
+            raise JobWorkError(f"job {job_id}: cannot recompute step {step} of segment {segment}: {exc}") from exc
+        return state_hash(state), self.store.put(state)
 
     # -- after the job is final --------------------------------------------------------------
 

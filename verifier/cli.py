@@ -6,27 +6,23 @@ Registered in veritrain/cli.py with ``app.add_typer(verifier_app, name="verifier
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
-from core.agent import LoopSettings, configure_logging, open_store
+from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
-from core.localdb import read_heartbeat
-from solver.cli import IpfsApi, LogJson, StoreDir, who
+from solver.cli import IpfsApi, LogJson, StoreDir, show_status
 from submitter.amounts import parse_tokens, show_tokens
 from verifier import daemon
 from verifier.policy import VerifierConfig
 from verifier.state import VerifierDb
 from veritrain import options
-from veritrain.options import console
 
-app = typer.Typer(name="verifier", help="The verifier daemon: stake, replay sampled segments when drawn, report; keep jobs moving.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(name="verifier", help="The verifier daemon: stake, replay sampled segments when drawn, report, open and play disputes, sit as referee; keep jobs moving.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 
 
 @app.command()
@@ -45,8 +41,12 @@ def run(
     poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
     log_json: LogJson = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+    lie: Annotated[bool, typer.Option("--lie", hidden=True, help="TEST ADVERSARY: fail honest traces and answer every midpoint wrong")] = False,
 ) -> None:
     """Run the verifier until SIGTERM or Ctrl-C. Safe to kill -9 and restart.
+
+    When its replay fails it opens the dispute game on the first failing segment and answers
+    the solver's midpoints; drawn as a referee it re-executes the isolated step and votes.
 
     Examples:
 
@@ -59,7 +59,7 @@ def run(
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
-    daemon.build(settings, signer, store, config, loop=LoopSettings(poll_interval_s=poll)).run()
+    daemon.build(settings, signer, store, config, loop=LoopSettings(poll_interval_s=poll), lie=lie).run()
 
 
 @app.command()
@@ -80,49 +80,28 @@ def status(
       veritrain verifier status --address 0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC --json
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
-    me = who(address, settings.keystore, settings.key_env)
-    client = options.client(settings)
-    protocol = Protocol.connect(client, options.address_book(settings, client))
-    report = verifier_status(protocol, daemon.state_dir(settings.data_dir, me), me)
-    if json_out:
-        print(json.dumps(report, indent=2))
-        return
-    stake = report["stake"]
-    assert isinstance(stake, dict)
-    console.print(f"verifier [bold]{report['address']}[/]  balance {report['balance']} VERI  staked {stake['staked']} (locked {stake['locked']})")
-    beat = report["daemon"]
-    if isinstance(beat, dict):
-        state = "[green]running[/]" if beat["running"] else "[red]not running[/]"
-        console.print(f"daemon pid {beat['pid']} {state}, last tick {beat['last_tick_s_ago']} s ago, {beat['ticks']} ticks, last error: {beat['last_error'] or '-'}")
-    else:
-        console.print("daemon: no records (never ran with this data dir)")
+    show_status("verifier", settings, address, json_out, daemon.state_dir, verifier_status, _assignments_table)
+
+
+def _assignments_table(report: dict[str, object]) -> Table | None:
     jobs = report["assignments"]
     assert isinstance(jobs, list)
-    if jobs:
-        table = Table("job", "chain state", "local phase", "verdict", "report")
-        for j in jobs:
-            verdict = "-" if j["passed"] is None else ("pass" if j["passed"] else "FAIL")
-            table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], verdict, j["report_cid"] or "-")
-        console.print(table)
+    if not jobs:
+        return None
+    table = Table("job", "chain state", "local phase", "verdict", "report")
+    for j in jobs:
+        verdict = "-" if j["passed"] is None else ("pass" if j["passed"] else "FAIL")
+        table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], verdict, j["report_cid"] or "-")
+    return table
 
 
 def verifier_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
-    stake = protocol.stakes.stake_of(me, Role.VERIFIER)
-    out: dict[str, object] = {
-        "address": me,
-        "balance": show_tokens(protocol.token.balance_of(me)),
-        "stake": {"staked": show_tokens(stake.staked), "locked": show_tokens(stake.locked), "unbonding": show_tokens(stake.unbonding)},
-        "daemon": None,
-        "assignments": [],
-    }
     db_path = home / "state.sqlite"
     if not db_path.exists():
-        return out
+        return {**status_base(protocol, me, Role.VERIFIER, None, show_tokens), "assignments": []}
     db = VerifierDb(db_path)
     try:
-        beat = read_heartbeat(db.db)
-        if beat is not None:
-            out["daemon"] = beat.summary(time.time())
+        out = status_base(protocol, me, Role.VERIFIER, db.db, show_tokens)
         out["assignments"] = [
             {
                 "job_id": r.job_id,

@@ -2,36 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
-from core.address_book import AddressBook
-from core.agent import Agent, LoopSettings, StopFlag, heartbeat_to
-from core.chain import ChainClient, Signer
+from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
+from core.agent import state_dir as role_state_dir
+from core.chain import Signer
 from core.config import Settings
-from core.contracts import Protocol
 from core.storage import ContentStore
+from verifier.dispute import DisputeDesk
 from verifier.loader import VerifierLoader
 from verifier.policy import VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
 from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
 from verifier.work import Inspector
 
+VerifierDaemon = RoleDaemon[VerifierView, VerifierAction]
+
 
 def state_dir(data_dir: Path, address: str) -> Path:
-    return data_dir / f"verifier-{address.lower()}"
-
-
-@dataclass(frozen=True)
-class VerifierDaemon:
-    agent: Agent[VerifierView, VerifierAction]
-    db: VerifierDb
-
-    def run(self) -> None:
-        try:
-            self.agent.run()
-        finally:
-            self.db.close()
+    return role_state_dir(data_dir, "verifier", address)
 
 
 def build(
@@ -41,21 +30,22 @@ def build(
     config: VerifierConfig,
     *,
     loop: LoopSettings = LoopSettings(),
+    lie: bool = False,
 ) -> VerifierDaemon:
-    client = ChainClient(settings.rpc_url, timeout=settings.rpc_timeout, expected_chain_id=settings.chain_id)
-    book = AddressBook.for_chain(settings.address_book_dir, client)
-    protocol = Protocol.connect(client, book, signer)
-    home = state_dir(settings.data_dir, signer.address)
-    db = VerifierDb(home / "state.sqlite")
+    """``lie``: a TEST adversary that fails honest traces and answers every midpoint wrong."""
+    protocol = connect(settings, signer)
+    db = VerifierDb(state_dir(settings.data_dir, signer.address) / "state.sqlite")
+    db.salt_secret()  # made on first start, kept for good
     stop = StopFlag()
-    inspector = Inspector(protocol, store, stop)
+    watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
+    desk = DisputeDesk(protocol, store, watcher, lie=lie)
     agent: Agent[VerifierView, VerifierAction] = Agent(
         "verifier",
-        VerifierLoader(protocol, db, signer.address),
+        VerifierLoader(protocol, watcher, db, signer.address),
         VerifierPolicy(config),
-        VerifierResponder(protocol, db, inspector, signer.address),
+        VerifierResponder(protocol, db, Inspector(protocol, store, stop, lie=lie), desk, signer.address),
         settings=loop,
         stop=stop,
         heartbeat=heartbeat_to(db.db, signer.address),
     )
-    return VerifierDaemon(agent, db)
+    return RoleDaemon(agent, db)

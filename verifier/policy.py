@@ -7,6 +7,13 @@ business at once (its pay depends on them); a verifier that profits too (a draw 
 may win, its own fee) follows ``own_grace_s`` later, so the two do not race and
 waste gas on a reverted duplicate, and any other call waits ``duty_grace_s`` past
 due, so the interested parties go first, yet no job stays stuck when they are silent.
+
+Disputes: a verifier whose replay failed opens the game on its first failing segment
+within the open window and answers each of the solver's midpoints while its clock runs;
+seated on a committee, it commits its vote and reveals it; the game's permissionless
+calls (time a silent side out, draw the committee, settle) are made at once by the
+challenger and by everyone else ``own_grace_s`` (draw, settle) or ``duty_grace_s``
+(timeout) past due.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.agent import stake_needed
 from core.chain import Address
-from core.contracts import JobId, JobState, TokenAmount
+from core.contracts import Ballot, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.dispute import Action, next_turn
 
 
 class Phase(enum.Enum):
@@ -50,6 +59,24 @@ class Assignment:
 
 
 @dataclass(frozen=True)
+class PendingOpen:
+    """A job our failing report disputed, with no game yet: open it on ``segment`` by ``open_deadline``."""
+
+    job_id: JobId
+    segment: int
+    open_deadline: int
+
+
+@dataclass(frozen=True)
+class LiveGame:
+    """A dispute game that is not final; ``ballot`` is ours (VACANT unless we are seated)."""
+
+    game_id: GameId
+    game: Game
+    ballot: Ballot = Ballot.VACANT
+
+
+@dataclass(frozen=True)
 class VerifierView:
     now: int
     block: int
@@ -60,6 +87,9 @@ class VerifierView:
     assignments: tuple[Assignment, ...]
     jobs: tuple[MarketJob, ...]  # every non-final job (for the duties)
     forgettable: tuple[JobId, ...]  # jobs in the local records that are final
+    openings: tuple[PendingOpen, ...] = ()
+    games: tuple[LiveGame, ...] = ()
+    game_params: GameParams | None = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +147,22 @@ class Forget:
     job_id: JobId
 
 
-VerifierAction = Stake | Replay | Report | AssignVerifier | Finalize | Timeout | Forget
+@dataclass(frozen=True)
+class OpenGame:
+    job_id: JobId
+    segment: int
+
+
+@dataclass(frozen=True)
+class GameMove:
+    """One call in a game: ``answerMidpoint`` (as its challenger), ``commitVote`` / ``revealVote``
+    (as a seated referee), or a permissionless ``timeoutClock``, ``drawCommittee``, ``settle``."""
+
+    game_id: GameId
+    action: Action
+
+
+VerifierAction = Stake | Replay | Report | AssignVerifier | Finalize | Timeout | Forget | OpenGame | GameMove
 
 _TIMEOUTS = {
     JobState.OPEN: TimeoutKind.EXPIRE,
@@ -143,6 +188,14 @@ class VerifierPolicy:
                 actions.append(Replay(a.job_id, a.deadline))
             elif a.phase is Phase.REPLAYED:
                 actions.append(Report(a.job_id))
+        for pending in view.openings:
+            if view.now <= pending.open_deadline:
+                actions.append(OpenGame(pending.job_id, pending.segment))
+        if view.game_params is not None:
+            for live in sorted(view.games, key=lambda g: g.game_id):
+                move = self._game(view, view.game_params, live)
+                if move is not None:
+                    actions.append(move)
         if self.config.duties:
             for job in sorted(view.jobs, key=lambda j: j.job_id):
                 duty = self._duty(view, job)
@@ -152,13 +205,47 @@ class VerifierPolicy:
         return actions
 
     def _stake(self, view: VerifierView) -> Stake | None:
-        missing = max(int(self.config.stake_target), int(view.min_stake)) - view.staked
-        if missing <= 0:
+        amount = stake_needed(self.config.stake_target, view.min_stake, view.staked, view.token_balance)
+        return None if amount is None else Stake(amount)
+
+    def _game(self, view: VerifierView, params: GameParams, live: LiveGame) -> VerifierAction | None:
+        game = live.game
+        turn = next_turn(game, params, view.now, view.block)
+        challenger = game.challenger == view.me
+        # bystanders (not the challenger) make the permissionless calls only with duties on, after a grace
+        own = self.config.own_grace_s if self.config.duties else None
+        duty = self.config.duty_grace_s if self.config.duties else None
+        match turn.action:
+            case Action.ANSWER_MIDPOINT:
+                return GameMove(live.game_id, turn.action) if challenger else None
+            case Action.COMMIT_VOTE:
+                return GameMove(live.game_id, turn.action) if live.ballot is Ballot.SEATED else None
+            case Action.REVEAL_VOTE:
+                return GameMove(live.game_id, turn.action) if live.ballot is Ballot.COMMITTED else None
+            case Action.TIMEOUT_CLOCK:
+                clock = game.solver_clock if game.status is GameStatus.SOLVER_TO_MOVE else game.challenger_clock
+                if challenger and game.status is GameStatus.CHALLENGER_TO_MOVE:
+                    return None  # our own clock ran out: the solver times us out, not we
+                wait = 0 if challenger else duty
+                due = game.last_move_at + clock
+            case Action.DRAW_COMMITTEE:
+                assert turn.ready_block is not None
+                wait = 0 if challenger else own
+                ready = wait is not None and view.block >= turn.ready_block + wait
+                return GameMove(live.game_id, Action.DRAW_COMMITTEE) if ready else None
+            case Action.SETTLE:
+                wait = 0 if challenger else own
+                if game.status is GameStatus.ISOLATED:
+                    due = game.last_move_at + params.draw_window
+                else:
+                    due = game.deadline + params.reveal_window
+                    if challenger:
+                        due = view.now - 1  # settleable early (all revealed): the challenger goes at once
+            case _:
+                return None
+        if wait is None or view.now <= due + wait:
             return None
-        amount = min(missing, int(view.token_balance))
-        if amount <= 0 or view.staked + amount < view.min_stake:
-            return None
-        return Stake(TokenAmount(amount))
+        return GameMove(live.game_id, turn.action)
 
     def _duty(self, view: VerifierView, job: MarketJob) -> AssignVerifier | Finalize | Timeout | None:
         grace = self.config.duty_grace_s

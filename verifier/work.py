@@ -57,6 +57,7 @@ class Verdict:
     passed: bool
     report_cid: Cid
     summary: str  # e.g. "4/4 segments ok" or the first failure
+    failed_segment: int | None = None  # the first failing segment replayed: where the dispute opens
 
 
 class _Failed(Exception):
@@ -64,7 +65,10 @@ class _Failed(Exception):
 
 
 class Inspector:
-    def __init__(self, protocol: Protocol, store: ContentStore, stop: StopFlag, *, q: int = DEFAULT_Q, r: int = DEFAULT_R) -> None:
+    def __init__(
+        self, protocol: Protocol, store: ContentStore, stop: StopFlag, *, q: int = DEFAULT_Q, r: int = DEFAULT_R, lie: bool = False
+    ) -> None:
+        self.lie = lie  # TEST adversary: fail every trace, accusing its first replayed segment
         self.protocol = protocol
         self.store = store
         self.stop = stop
@@ -105,11 +109,17 @@ class Inspector:
             dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
         except (ProofError, StorageError) as exc:  # the submitter's spec or data: not the solver's fault
             raise VeritrainError(f"job {job_id}: cannot load spec or dataset: {exc}") from exc
+        failed_segment: int | None = None
         try:
             verdicts = self._judge(job_id, spec, dataset, manifest_cid, committed, job.trace_root, deadline, seed, report)
             passed = all(v.passed for v in verdicts)
-            failures = [v.detail for v in verdicts if not v.passed]
-            summary = f"{len(verdicts) - len(failures)}/{len(verdicts)} segments ok" + (f"; {failures[0]}" if failures else "")
+            failures = [v for v in verdicts if not v.passed]
+            summary = f"{len(verdicts) - len(failures)}/{len(verdicts)} segments ok" + (f"; {failures[0].detail}" if failures else "")
+            if failures:
+                failed_segment = min(v.segment for v in failures)
+            elif self.lie and verdicts:
+                passed, failed_segment = False, min(v.segment for v in verdicts)
+                summary = f"segment {failed_segment} accused by a lying verifier (test adversary)"
         except _Failed as exc:
             passed, summary = False, str(exc)
         except ProofError as exc:  # anything else the engine refuses in what the solver served
@@ -117,7 +127,7 @@ class Inspector:
         report.update({"passed": passed, "summary": summary})
         report_cid = self.store.put(json.dumps(report, sort_keys=True).encode())
         log.info("replay done", extra={"job": job_id, "passed": passed, "summary": summary, "seconds": round(time.monotonic() - started, 2)})
-        return Verdict(passed, report_cid, summary)
+        return Verdict(passed, report_cid, summary, failed_segment)
 
     def _judge(
         self,

@@ -11,7 +11,15 @@ What runs, each for real:
   job and follows it to finalization, printing each event with its gas as it lands.
 
 At the end: the timeline, the gas of each call, balances before and after, the trained
-model's test metric, and where the wall time went. Every process it started is stopped
+model's test metric, and where the wall time went.
+
+``--cheat STRATEGY`` (a name of ``proofs.adversary.STRATEGIES``) plays a dispute first: a
+cheating solver daemon claims the job and commits that adversary's trace, the verifier drawn
+for it fails the replay and opens the dispute game, the bisection isolates one step, three
+other verifier daemons sit as referees (four verifiers in all: the committee excludes the
+solver, the challenger, the job's verifier and the submitter), the cheater is slashed, the
+challenger paid and the job reopened; an honest solver daemon, started once the cheater has
+claimed, then does the job and it finalizes. The moves are printed with their gas. Every process it started is stopped
 on the way out, on Ctrl-C too (and the daemons die with it if it is killed: PDEATHSIG).
 """
 
@@ -36,7 +44,7 @@ from rich.table import Table
 
 from core.anvil import dev_private_key
 from core.chain import Address
-from core.contracts import JobState, Protocol, Role
+from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
 from core.errors import VeritrainError
 from core.storage import LocalStore
 from deploy.deployer import DeployParams
@@ -44,6 +52,7 @@ from deploy.devnet import Devnet, start_devnet
 from submitter import service
 from submitter.amounts import show_tokens
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
+from proofs.adversary import STRATEGIES
 from submitter.timeline import TimelineEntry, job_timeline
 from veritrain.options import console
 
@@ -55,13 +64,39 @@ DEMO_MARKET = {
     "maxCommitWindow": 900,
     "reportWindow": 180,
     "challengeWindow": 8,
-    "disputeWindow": 120,
+    "disputeWindow": 300,  # > the game's openWindow + maxGameDuration (docs/dispute.md)
+}
+
+#: The dispute game's events, in the order a game plays them.
+GAME_EVENTS = (
+    "DisputeOpened",
+    "MidpointPosted",
+    "MidpointAnswered",
+    "StepIsolated",
+    "DrawReanchored",
+    "RefereesDrawn",
+    "VoteCommitted",
+    "VoteRevealed",
+    "RefereeSlashed",
+    "ClockExpired",
+    "DisputeSettled",
+)
+
+
+#: The dispute game's windows, roomier than the devnet's so that ten daemons on two cores keep
+#: their clocks: openWindow + maxGameDuration = 30 + (2 * 60 + 20 + 30 + 30) = 230 s < disputeWindow.
+DEMO_GAME = {
+    "clockTime": 60,
+    "openWindow": 30,
+    "drawWindow": 20,
+    "commitWindow": 30,
+    "revealWindow": 30,
 }
 
 
 def demo_params() -> DeployParams:
     base = DeployParams.devnet()
-    return base.model_copy(update={"market": {**base.market, **DEMO_MARKET}, "unbonding_delay": 60})
+    return base.model_copy(update={"market": {**base.market, **DEMO_MARKET}, "game": {**base.game, **DEMO_GAME}, "unbonding_delay": 60})
 
 
 # ------------------------------------------------------------------ role processes
@@ -166,27 +201,50 @@ class RoleProcess:
 class _Party:
     label: str
     address: Address
+    role: Role | None = None
 
 
 def _balances(protocol: Protocol, parties: Sequence[_Party]) -> dict[str, tuple[int, int]]:
     """label -> (wallet tokens, staked tokens in the party's role)."""
     out: dict[str, tuple[int, int]] = {}
-    roles = {"solver": Role.SOLVER, "verifier": Role.VERIFIER}
     for party in parties:
-        staked = protocol.stakes.stake_of(party.address, roles[party.label]).staked if party.label in roles else 0
+        staked = protocol.stakes.stake_of(party.address, party.role).staked if party.role is not None else 0
         out[party.label] = (protocol.token.balance_of(party.address), staked)
     out["market (escrow)"] = (protocol.token.balance_of(protocol.market.address), 0)
+    out["dispute game (bonds)"] = (protocol.token.balance_of(protocol.game.address), 0)
     return out
+
+
+def game_timeline(protocol: Protocol, job_id: JobId) -> list[TimelineEntry]:
+    """Every dispute-game event of the games on ``job_id``, in chain order, with sender and gas."""
+    start = protocol.book.deploy_block
+    game_ids = [GameId(int(e.args["gameId"])) for e in protocol.game.events("DisputeOpened", start, jobId=job_id)]
+    events = [e for gid in game_ids for name in GAME_EVENTS for e in protocol.game.events(name, start, gameId=gid)]
+    events.sort(key=lambda e: (e.block_number, e.log_index))
+    entries = []
+    for event in events:
+        receipt = protocol.client.with_retry("eth_getTransactionReceipt", lambda tx=event.tx_hash: protocol.client.w3.eth.get_transaction_receipt(tx))  # type: ignore[misc]
+        args = {k: (v.hex()[:10] + ".." if isinstance(v, bytes) else v) for k, v in event.args.items() if k not in ("jobId", "referees")}
+        entries.append(
+            TimelineEntry(event.name, event.block_number, protocol.client.timestamp(event.block_number), event.log_index, event.tx_hash, Address(receipt["from"]), int(receipt["gasUsed"]), args)
+        )
+    return entries
 
 
 _AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "refund"})
 
 
-def _print_entry(entry: TimelineEntry, t0: float) -> None:
+_AMOUNTS_GAME = frozenset({"payout", "refereeFees", "amount"})
+
+
+def _print_entry(entry: TimelineEntry, t0: float, names: dict[str, str]) -> None:
     details = ", ".join(
-        f"{k}={show_tokens(v) + ' VERI' if k in _AMOUNTS else v}" for k, v in entry.args.items() if k not in ("submitter", "solver", "verifier")
+        f"{k}={show_tokens(v) + ' VERI' if k in _AMOUNTS | _AMOUNTS_GAME else names.get(str(v), v)}"
+        for k, v in entry.args.items()
+        if k not in ("submitter", "solver", "verifier")
     )
-    console.print(f"  +{time.monotonic() - t0:6.1f}s  block {entry.block:>4}  [bold]{entry.event:<17}[/] gas {entry.gas_used:>9,}  {details}", highlight=False)
+    who = names.get(entry.sender, entry.sender[:10])
+    console.print(f"  +{time.monotonic() - t0:6.1f}s  block {entry.block:>4}  [bold]{entry.event:<17}[/] by {who:<11} gas {entry.gas_used:>9,}  {details}", highlight=False)
 
 
 @contextmanager
@@ -203,67 +261,102 @@ def _interrupts_as_keyboard() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_demo(workdir: Path, timeout_s: float, job_name: str) -> dict[str, Any]:
-    """The whole demo in ``workdir``; returns the figures it printed (for ``--json`` and the e2e test)."""
+def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None = None) -> dict[str, Any]:
+    """The whole demo in ``workdir``; returns the figures it printed (for ``--json`` and the e2e test).
+
+    ``cheat``: a cheating solver claims the job first and is caught (see the module docstring)."""
+    if cheat is not None and cheat not in STRATEGIES:
+        raise VeritrainError(f"no adversary strategy {cheat!r}; choose one of {', '.join(STRATEGIES)}")
     t_start = time.monotonic()
-    figures: dict[str, Any] = {}
+    figures: dict[str, Any] = {"cheat": cheat}
     with ExitStack() as stack, _interrupts_as_keyboard():
-        console.rule("[bold]veritrain demo")
+        console.rule("[bold]veritrain demo" + (f": a {cheat} cheater caught" if cheat else ""))
         job: DemoJob = build_demo_job(job_name, workdir / "job")  # first: a bad name fails before anything starts
-        net: Devnet = stack.enter_context(start_devnet(book_dir=workdir / "deployments", accounts=3, params=demo_params()))
+        verifiers = 4 if cheat else 1  # a dispute needs the job's verifier + a committee of 3 others
+        solvers = 2 if cheat else 1
+        net: Devnet = stack.enter_context(start_devnet(book_dir=workdir / "deployments", accounts=1 + solvers + verifiers, params=demo_params()))
         net.client.rpc("evm_setIntervalMining", [1])  # a block a second, as a real chain would
         console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}), contracts deployed")
         store_dir = workdir / "store"
         store = LocalStore(store_dir)
-        submitter, solver, verifier = net.accounts[0], net.accounts[1], net.accounts[2]
+        submitter = net.accounts[0]
         protocol = net.protocol(submitter)
-        parties = [_Party("submitter", submitter.address), _Party("solver", solver.address), _Party("verifier", verifier.address)]
+        # (label, role, cli role, account index in net.accounts, extra flags)
+        plan: list[tuple[str, Role | None, str, int, tuple[str, ...]]] = []
+        if cheat:
+            plan.append(("cheater", Role.SOLVER, "solver", 1, ("--cheat", cheat)))
+            plan.append(("solver", Role.SOLVER, "solver", 2, ()))
+        else:
+            plan.append(("solver", Role.SOLVER, "solver", 1, ()))
+        for i in range(verifiers):
+            plan.append((f"verifier{i + 1}" if cheat else "verifier", Role.VERIFIER, "verifier", 1 + solvers + i, ("--duty-grace", "5")))
+        parties = [_Party("submitter", submitter.address), *(_Party(label, net.accounts[i].address, role) for label, role, _, i, _ in plan)]
+        names = {p.address: p.label for p in parties}
         before = _balances(protocol, parties)
 
-        daemons = []
-        for role, index in (("solver", 2), ("verifier", 3)):
-            key_env = f"VERITRAIN_DEMO_{role.upper()}_KEY"
+        daemons: dict[str, RoleProcess] = {}
+        figures["pids"] = [net.anvil.process.pid]  # type: ignore[union-attr]
+        cheater = next((p.address for p in parties if p.label == "cheater"), None)
+
+        def start(label: str) -> None:
+            _, _, cli_role, index, extra = next(p for p in plan if p[0] == label)
+            key_env = f"VERITRAIN_DEMO_{label.upper()}_KEY"
             process = RoleProcess(
-                role,
-                daemon_argv(role, rpc_url=net.rpc_url, book_dir=workdir / "deployments", data_dir=workdir / role, store_dir=store_dir, key_env=key_env, extra=("--poll", "0.5")),
-                {key_env: dev_private_key(index)},  # dev account i+1 is net.accounts[i]
-                workdir / "logs" / f"{role}.log",
+                label,
+                daemon_argv(cli_role, rpc_url=net.rpc_url, book_dir=workdir / "deployments", data_dir=workdir / label, store_dir=store_dir, key_env=key_env, extra=("--poll", "0.5", *extra)),
+                {key_env: dev_private_key(index + 1)},  # dev account i+1 is net.accounts[i]
+                workdir / "logs" / f"{label}.log",
             ).start()
             stack.callback(process.stop)
-            daemons.append(process)
-        figures["pids"] = [net.anvil.process.pid, *(d.process.pid for d in daemons)]  # type: ignore[union-attr]
-        console.print(f"solver daemon pid {daemons[0].process.pid}, verifier daemon pid {daemons[1].process.pid}; logs in {workdir / 'logs'}")  # type: ignore[union-attr]
+            daemons[label] = process
+            figures["pids"].append(process.process.pid)  # type: ignore[union-attr]
+            console.print(f"{label} daemon pid {process.process.pid}" + (f" ([red]cheating: {cheat}[/])" if label == "cheater" else ""))  # type: ignore[union-attr]
+
+        for label, *_ in plan:
+            if label != "solver" or not cheat:  # the honest solver joins once the cheater has claimed
+                start(label)
+        console.print(f"logs in {workdir / 'logs'}")
 
         t_post = time.monotonic()
         posted = service.post_job(protocol, store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window)
         console.print(f"posted job [bold]{posted.job_id}[/]: {job.description}; spec {posted.spec_cid}, dataset {posted.dataset_cid}")
 
-        seen = 0
+        seen: set[tuple[str, int]] = set()
         state = JobState.OPEN
+
+        def show_new() -> list[TimelineEntry]:
+            entries = sorted(job_timeline(protocol, posted.job_id) + game_timeline(protocol, posted.job_id), key=lambda e: (e.block, e.log_index))
+            for entry in entries:
+                if (entry.tx_hash, entry.log_index) not in seen:
+                    seen.add((entry.tx_hash, entry.log_index))
+                    _print_entry(entry, t_post, names)
+            return entries
+
         while True:
-            timeline = job_timeline(protocol, posted.job_id)
-            for entry in timeline[seen:]:
-                _print_entry(entry, t_post)
-            seen = len(timeline)
-            state = protocol.market.get_job(posted.job_id).state
+            show_new()
+            job_now = protocol.market.get_job(posted.job_id)
+            state = job_now.state
+            if cheat and "solver" not in daemons and job_now.solver == cheater:
+                start("solver")
             if state.final:
-                timeline = job_timeline(protocol, posted.job_id)  # the final event landed after the read above
-                for entry in timeline[seen:]:
-                    _print_entry(entry, t_post)
                 break
-            for d in daemons:
+            for d in daemons.values():
                 if not d.running:
                     raise VeritrainError(f"the {d.name} daemon exited ({d.process.returncode if d.process else '?'}): see {d.log_path}")
             if time.monotonic() - t_post > timeout_s:
                 raise VeritrainError(f"job {posted.job_id} not final after {timeout_s:.0f}s (state {state.name}); logs in {workdir / 'logs'}")
             time.sleep(0.5)
+        timeline = show_new()  # the final event landed after the read above
         t_final = time.monotonic()
         after = _balances(protocol, parties)
         figures["job_id"] = posted.job_id
         figures["state"] = state.name
-        figures["gas"] = {e.event: e.gas_used for e in timeline}
+        figures["gas"] = {e.event: e.gas_used for e in timeline if e.event not in GAME_EVENTS}
         figures["gas"].update({f"{k} (submitter)": r.gas_used for k, r in posted.receipts.items() if k == "approve"})
         figures["balances"] = {k: {"before": before[k], "after": after[k]} for k in before}
+        figures["addresses"] = {p.label: p.address for p in parties}
+        if cheat:
+            figures["dispute"] = _dispute_figures(protocol, posted.job_id, timeline, names)
         if state is not JobState.FINALIZED:
             raise VeritrainError(f"job {posted.job_id} ended {state.name}, not FINALIZED; logs in {workdir / 'logs'}")
 
@@ -271,11 +364,41 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str) -> dict[str, Any]:
         cid, size = service.fetch_model(protocol, store, posted.job_id, model_path)
         metric = evaluate_model(job, model_path, posted.dataset_cid)
         figures["model"] = {"cid": cid, "bytes": size, **metric}
-        figures["timing"] = _timing(daemons, t_start, t_post, t_final)
-        _report(figures, timeline, before, after)
+        figures["timing"] = _timing(list(daemons.values()), t_start, t_post, t_final)
+        _report(figures, timeline, before, after, names)
     figures["timing"]["wall_s"] = round(time.monotonic() - t_start, 1)
     console.print(f"all processes stopped; total wall time {figures['timing']['wall_s']} s")
     return figures
+
+
+def _dispute_figures(protocol: Protocol, job_id: JobId, timeline: Sequence[TimelineEntry], names: dict[str, str]) -> dict[str, Any]:
+    """The game(s) on the job: outcome, winner, the moves and their gas, who finished the job."""
+    start = protocol.book.deploy_block
+    games = []
+    for opened in protocol.game.events("DisputeOpened", start, jobId=job_id):
+        gid = GameId(int(opened.args["gameId"]))
+        game = protocol.game.get_game(gid)
+        settled = protocol.game.events("DisputeSettled", start, gameId=gid)
+        moves = [(e.event, names.get(e.sender, e.sender), e.gas_used) for e in timeline if e.event in GAME_EVENTS and e.args.get("gameId") == gid]
+        games.append(
+            {
+                "game_id": gid,
+                "segment": game.segment,
+                "status": GameStatus(game.status).name,
+                "reason": int(settled[0].args["reason"]) if settled else None,
+                "winner": names.get(settled[0].args["winner"], settled[0].args["winner"]) if settled else None,
+                "payout": int(settled[0].args["payout"]) if settled else 0,
+                "bisection_moves": game.moves,
+                "moves": moves,
+                "gas_total": sum(g for _, _, g in moves),
+            }
+        )
+    claims = protocol.market.events("JobClaimed", start, jobId=job_id)
+    return {
+        "games": games,
+        "claimed_by": [names.get(e.args["solver"], e.args["solver"]) for e in claims],
+        "reopened": len(protocol.market.events("JobReopened", start, jobId=job_id)),
+    }
 
 
 def _timing(daemons: Sequence[RoleProcess], t_start: float, t_post: float, t_final: float) -> dict[str, float]:
@@ -297,11 +420,16 @@ def _timing(daemons: Sequence[RoleProcess], t_start: float, t_post: float, t_fin
     }
 
 
-def _report(figures: dict[str, Any], timeline: Sequence[TimelineEntry], before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> None:
-    gas = Table("call (event)", "from", "gas used", title="gas of each call")
+def _report(
+    figures: dict[str, Any], timeline: Sequence[TimelineEntry], before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], names: dict[str, str]
+) -> None:
+    gas = Table("transaction (its events)", "from", "gas used", title="gas of each transaction (dispute moves included)")
+    by_tx: dict[str, list[TimelineEntry]] = {}
     for e in timeline:
-        gas.add_row(e.event, e.sender[:10] + "..", f"{e.gas_used:,}")
-    gas.add_row("[bold]total[/]", "", f"[bold]{sum(e.gas_used for e in timeline):,}[/]")
+        by_tx.setdefault(e.tx_hash, []).append(e)
+    for entries in by_tx.values():
+        gas.add_row(" + ".join(e.event for e in entries), names.get(entries[0].sender, entries[0].sender[:10] + ".."), f"{entries[0].gas_used:,}")
+    gas.add_row("[bold]total[/]", "", f"[bold]{sum(entries[0].gas_used for entries in by_tx.values()):,}[/]")
     console.print(gas)
     balances = Table("party", "wallet before", "wallet after", "staked before", "staked after", "change (wallet+stake)", title="VERI balances")
     for label in before:
@@ -309,6 +437,14 @@ def _report(figures: dict[str, Any], timeline: Sequence[TimelineEntry], before: 
         delta = (wa + sa) - (wb + sb)
         balances.add_row(label, show_tokens(wb), show_tokens(wa), show_tokens(sb), show_tokens(sa), ("+" if delta >= 0 else "-") + show_tokens(abs(delta)))
     console.print(balances)
+    for game in figures.get("dispute", {}).get("games", []):
+        console.print(
+            f"dispute game {game['game_id']} on segment {game['segment']}: {game['status']}, winner {game['winner']} paid"
+            f" {show_tokens(game['payout'])} VERI; {game['bisection_moves']} bisection moves, {len(game['moves'])} game transactions,"
+            f" {game['gas_total']:,} gas in all"
+        )
+    if "dispute" in figures:
+        console.print(f"job claimed by {', '.join(figures['dispute']['claimed_by'])}; reopened {figures['dispute']['reopened']} time(s)")
     model = figures["model"]
     metric = ", ".join(f"{k} {v}" for k, v in model.items() if k not in ("cid", "bytes"))
     console.print(f"trained model {model['cid']} ({model['bytes']:,} bytes, verified against its CID): {metric}")
@@ -323,6 +459,7 @@ def demo(
     workdir: Annotated[Path | None, typer.Option(help="keep everything (chain data, store, logs, model) here instead of a temporary directory")] = None,
     job: Annotated[str, typer.Option(help="which shipped demo job to post: mlp-spirals, char-text, cnn-shapes, tiny")] = "mlp-spirals",
     timeout: Annotated[float, typer.Option(help="give up if the job is not final after this many seconds", min=10)] = 600.0,
+    cheat: Annotated[str | None, typer.Option(help=f"play a dispute first: a cheating solver (demo adversary: {', '.join(STRATEGIES)}) claims the job, is caught and slashed, an honest one then does it")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="also print the figures as one JSON object at the end")] = False,
 ) -> None:
     """Run the whole protocol once on a local chain: post a real training job, watch it solved, verified and paid.
@@ -337,12 +474,14 @@ def demo(
       veritrain demo
 
       veritrain demo --workdir /tmp/vt-demo --json
+
+      veritrain demo --cheat wrong-lr --job tiny
     """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-        figures = run_demo(workdir.resolve(), timeout, job)
+        figures = run_demo(workdir.resolve(), timeout, job, cheat)
     else:
         with tempfile.TemporaryDirectory(prefix="veritrain-demo-") as tmp:
-            figures = run_demo(Path(tmp), timeout, job)
+            figures = run_demo(Path(tmp), timeout, job, cheat)
     if json_out:
         print(json.dumps(figures, default=str))

@@ -103,10 +103,12 @@ def _tail(process: RoleProcess, lines: int = 25) -> str:
 
 
 @pytest.fixture(scope="module")
-def devnet_e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Devnet, Path]]:
+def devnet_e2e(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Devnet, Path]]:
+    """One chain per test module; a module sets ``E2E_ACCOUNTS`` for more funded accounts than 6."""
     build()
     root = tmp_path_factory.mktemp("e2e")
-    with start_devnet(book_dir=root / "deployments", accounts=6, params=demo_params()) as net:
+    accounts = getattr(request.module, "E2E_ACCOUNTS", 6)
+    with start_devnet(book_dir=root / "deployments", accounts=accounts, params=demo_params()) as net:
         net.client.rpc("evm_setIntervalMining", [1])
         yield net, root
 

@@ -40,3 +40,27 @@ def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) 
     assert figures["model"]["test_accuracy"] > 0.8
     assert (tmp_path / "model.safetensors").stat().st_size == figures["model"]["bytes"]
     assert all(_gone(pid) for pid in figures["pids"])
+
+
+def test_demo_cheat_catches_the_cheater_and_the_job_is_then_done_honestly(tmp_path: Path) -> None:
+    figures = run_demo(tmp_path, timeout_s=360, job_name="tiny", cheat="tamper")
+
+    assert figures["state"] == "FINALIZED"
+    dispute = figures["dispute"]
+    (game,) = dispute["games"]
+    assert game["status"] == "CHALLENGER_WON" and game["reason"] == 0  # by the referees' verdict
+    assert game["winner"].startswith("verifier") and game["bisection_moves"] == 5
+    assert dispute["claimed_by"] == ["cheater", "solver"] and dispute["reopened"] == 1
+    balances = figures["balances"]
+
+    def change(label: str) -> int:
+        (wb, sb), (wa, sa) = balances[label]["before"], balances[label]["after"]
+        return (wa + sa) - (wb + sb)
+
+    assert change("cheater") == -10 * TOKEN  # its solver bond, slashed
+    assert change("solver") == 10 * TOKEN  # the reward, for the honest redo
+    assert change("submitter") == -12 * TOKEN  # reward + fee, once: made whole for the cheat
+    assert change(game["winner"]) >= game["payout"] - 20 * TOKEN > 0  # the challenger was paid
+    assert sum(change(label) for label in balances) == 0
+    assert figures["model"]["test_accuracy"] > 0.8
+    assert all(_gone(pid) for pid in figures["pids"])

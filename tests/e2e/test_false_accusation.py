@@ -1,0 +1,67 @@
+"""A false accusation against an honest solver daemon costs the accuser, with restarts mid-game.
+
+A verifier daemon in its test-only ``--lie`` mode is the only staked verifier when the job's
+verifier is drawn; it fails the honest trace, opens the game and answers every midpoint wrong.
+The honest solver daemon defends (killed with SIGKILL after its first move and restarted: it
+re-reads the game from the chain and goes on); three honest verifier daemons, started after the
+draw, are the committee (one is killed after its commit and restarted: its vote salt comes back
+from its SQLite secret and it reveals). The solver wins by verdict and is paid the reward plus
+the pot; the liar loses its challenge bond and its verifier bond.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.contracts import Ballot, GameId, GameStatus, JobState, Role, SettleReason
+from tests.e2e.conftest import Market, wait_for
+from tests.e2e.disputes import post_tiny, settled, total_wealth, wealth
+
+SOLVER, LIAR, REFEREES = 1, 2, (3, 4, 5)
+
+
+def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver(market: Market, tmp_path: Path) -> None:
+    protocol = market.protocol()
+    deploy = protocol.book.deploy_block
+    before_total = total_wealth(protocol, market, range(0, 6))
+    solver_addr, liar_addr = market.account(SOLVER).address, market.account(LIAR).address
+    before = {a: wealth(protocol, a) for a in (solver_addr, liar_addr)}
+
+    market.daemon("verifier", LIAR, "liar", "--lie", "--duty-grace", "5")
+    wait_for("the liar staked", lambda: protocol.stakes.stake_of(liar_addr, Role.VERIFIER).staked > 0, 60, market)
+    solver = market.daemon("solver", SOLVER, "solver")
+    job_id = post_tiny(market, tmp_path / "job")
+    wait_for("the liar drawn as the job's verifier", lambda: protocol.market.get_job(job_id).verifier == liar_addr, 120, market)
+    referees = {i: market.daemon("verifier", i, f"referee{i}", "--duty-grace", "5") for i in REFEREES}
+
+    game_id = GameId(int(wait_for("the game opened", lambda: protocol.game.active_game(job_id), 120, market)))
+    wait_for("the solver's first move", lambda: protocol.game.events("MidpointPosted", deploy, gameId=game_id), 60, market)
+    solver.kill()  # SIGKILL mid-game
+    market.daemon("solver", SOLVER, "solver", run=2)
+
+    committed = wait_for("a referee committed", lambda: protocol.game.events("VoteCommitted", deploy, gameId=game_id), 180, market)
+    referee_addr = committed[0].args["referee"]
+    index = next(i for i in REFEREES if market.account(i).address == referee_addr)
+    ballot_at_kill = protocol.game.ballot_of(game_id, referee_addr)[0]
+    referees[index].kill()  # between its commit and its reveal
+    restarted = market.daemon("verifier", index, f"referee{index}", "--duty-grace", "5", run=2)
+
+    event = wait_for("the game settled", lambda: settled(protocol, job_id), 240, market)
+    game = protocol.game.get_game(game_id)
+    assert game.status is GameStatus.SOLVER_WON and SettleReason(event.args["reason"]) is SettleReason.VERDICT
+    assert game.hi - game.lo == 1 and game.lo == 0, "answered wrong every time: isolated at the segment's first step"
+    assert protocol.game.ballot_of(game_id, referee_addr)[0] is Ballot.REVEALED_SOLVER_RIGHT
+    if ballot_at_kill is Ballot.COMMITTED:  # killed before its reveal: the restarted daemon revealed
+        assert any(r["msg"] == "revealVote mined" for r in restarted.log_records())
+    assert any(r["msg"] == "postMidpoint mined" for p in market.processes if p.name == "solver#2" for r in p.log_records()), "the restarted solver moved"
+
+    job = protocol.market.get_job(job_id)
+    assert job.state is JobState.FINALIZED
+    params = protocol.game.params()
+    reward = job.reward
+    v_bond = protocol.market.verifier_bond(reward)
+    fees = params.committee_size * params.referee_fee
+    assert event.args["winner"] == solver_addr and event.args["payout"] == params.challenge_bond + v_bond - fees
+    assert wealth(protocol, solver_addr) - before[solver_addr] == reward + params.challenge_bond + v_bond - fees
+    assert before[liar_addr] - wealth(protocol, liar_addr) == params.challenge_bond + v_bond
+    assert total_wealth(protocol, market, range(0, 6)) == before_total

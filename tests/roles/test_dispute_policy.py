@@ -1,0 +1,120 @@
+"""The dispute decisions of the solver and verifier policies, from views built by hand: who moves
+when, the permissionless calls and their grace, and the adversary switches (silent, cheat once)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from core.chain import Address
+from core.contracts import Ballot, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.dispute import Action
+from solver.policy import ForfeitUnopened, HeldJob, OpenJob, Phase, PostMidpoint, SolverConfig, SolverPolicy, SolverView, SpecCheck, TimeoutClock
+from verifier.policy import GameMove, LiveGame, OpenGame, PendingOpen, VerifierConfig, VerifierPolicy, VerifierView
+
+ME = Address("0x000000000000000000000000000000000000bEEF")
+OTHER = Address("0x0000000000000000000000000000000000000777")
+T = TokenAmount
+Z = b"\x00" * 32
+PARAMS = GameParams(T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3)
+GID = GameId(4)
+
+
+def game(status: GameStatus, *, solver: Address = ME, challenger: Address = OTHER, lo: int = 0, hi: int = 20, last_move_at: int = 1_000, deadline: int = 0, commits: int = 0, votes: int = 0) -> Game:
+    return Game(
+        solver=solver, job_id=JobId(7), segment=3, by_verifier=True, challenger=challenger, steps=20, commits=commits,
+        votes_solver_right=votes, votes_solver_wrong=0, status=status, lo=lo, hi=hi, solver_clock=60, challenger_clock=60,
+        last_move_at=last_move_at, deadline=deadline, moves=0, agreed_hash=Z, agreed_cid=Z, disputed_hash=Z, mid_hash=Z, mid_cid=Z,
+    )  # fmt: skip
+
+
+def solver_view(now: int, *jobs: HeldJob, **over: object) -> SolverView:
+    base = SolverView(now=now, block=100, me=ME, token_balance=T(0), staked=T(100), free_stake=T(100), min_stake=T(100),
+                      open_jobs=(), held_jobs=jobs, forgettable=(), game_params=PARAMS)  # fmt: skip
+    return replace(base, **over)
+
+
+def disputed(g: Game | None, open_deadline: int | None = None) -> HeldJob:
+    return HeldJob(JobId(7), JobState.DISPUTED, 5_000, 0, Phase.COMMITTED, GID if g else GameId(0), g, open_deadline)
+
+
+SOLVER = SolverPolicy(SolverConfig(stake_target=T(0)))
+
+
+def test_solver_posts_the_midpoint_while_its_clock_runs_then_not_at_all() -> None:
+    g = game(GameStatus.SOLVER_TO_MOVE, lo=8, hi=12)
+    assert SOLVER.next_actions(solver_view(1_030, disputed(g))) == [PostMidpoint(JobId(7), GID, 3, 10)]
+    assert SOLVER.next_actions(solver_view(1_060, disputed(g))) == [PostMidpoint(JobId(7), GID, 3, 10)]  # last second
+    assert SOLVER.next_actions(solver_view(1_061, disputed(g))) == []  # clock out: the challenger times us out
+
+
+def test_a_silent_adversary_does_not_defend() -> None:
+    silent = SolverPolicy(SolverConfig(stake_target=T(0), defend=False))
+    assert silent.next_actions(solver_view(1_010, disputed(game(GameStatus.SOLVER_TO_MOVE)))) == []
+
+
+def test_solver_times_out_a_challenger_out_of_clock_and_forfeits_an_unopened_game() -> None:
+    assert SOLVER.next_actions(solver_view(1_061, disputed(game(GameStatus.CHALLENGER_TO_MOVE)))) == [TimeoutClock(GID)]
+    assert SOLVER.next_actions(solver_view(1_059, disputed(game(GameStatus.CHALLENGER_TO_MOVE)))) == []
+    assert SOLVER.next_actions(solver_view(1_030, disputed(None, open_deadline=1_030))) == []
+    assert SOLVER.next_actions(solver_view(1_031, disputed(None, open_deadline=1_030))) == [ForfeitUnopened(JobId(7))]
+
+
+def test_a_cheat_once_solver_claims_no_second_job() -> None:
+    once = SolverPolicy(SolverConfig(stake_target=T(0), max_claims=1))
+    job = OpenJob(JobId(9), T(10), T(10), 5_000, 600, SpecCheck(True, "", 100))
+    assert once.next_actions(solver_view(1_000, open_jobs=(job,))) != []
+    assert once.next_actions(solver_view(1_000, open_jobs=(job,), claims_made=1)) == []
+
+
+def verifier_view(now: int, *games: LiveGame, block: int = 100, **over: object) -> VerifierView:
+    base = VerifierView(now=now, block=block, me=ME, token_balance=T(0), staked=T(100), min_stake=T(100), assignments=(),
+                        jobs=(), forgettable=(), games=games, game_params=PARAMS)  # fmt: skip
+    return replace(base, **over)
+
+
+VERIFIER = VerifierPolicy(VerifierConfig(stake_target=T(0), own_grace_s=5, duty_grace_s=30))
+
+
+def test_failing_verifier_opens_within_the_open_window() -> None:
+    pending = PendingOpen(JobId(7), 3, open_deadline=1_030)
+    assert VERIFIER.next_actions(verifier_view(1_030, openings=(pending,))) == [OpenGame(JobId(7), 3)]
+    assert VERIFIER.next_actions(verifier_view(1_031, openings=(pending,))) == []
+
+
+def test_challenger_answers_only_its_own_games() -> None:
+    mine = LiveGame(GID, game(GameStatus.CHALLENGER_TO_MOVE, solver=OTHER, challenger=ME))
+    theirs = LiveGame(GameId(5), game(GameStatus.CHALLENGER_TO_MOVE, solver=OTHER, challenger=OTHER))
+    assert VERIFIER.next_actions(verifier_view(1_010, mine, theirs)) == [GameMove(GID, Action.ANSWER_MIDPOINT)]
+
+
+@pytest.mark.parametrize(("ballot", "commits", "now", "want"), [
+    (Ballot.SEATED, 0, 1_100, GameMove(GID, Action.COMMIT_VOTE)),
+    (Ballot.COMMITTED, 1, 1_100, None),  # reveals open once all committed or the commit phase ended
+    (Ballot.COMMITTED, 3, 1_100, GameMove(GID, Action.REVEAL_VOTE)),
+    (Ballot.COMMITTED, 1, 1_121, GameMove(GID, Action.REVEAL_VOTE)),
+    (Ballot.VACANT, 0, 1_100, None),
+])  # fmt: skip
+def test_referee_commits_then_reveals(ballot: Ballot, commits: int, now: int, want: object) -> None:
+    g = game(GameStatus.ARBITRATING, solver=OTHER, deadline=1_120, commits=commits)
+    assert VERIFIER.next_actions(verifier_view(now, LiveGame(GID, g, ballot))) == ([want] if want else [])
+
+
+def test_permissionless_game_calls_the_challenger_first_others_after_grace() -> None:
+    isolated = game(GameStatus.ISOLATED, solver=OTHER, challenger=ME, deadline=90, last_move_at=1_000)
+    assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, isolated), block=92)) == [GameMove(GID, Action.DRAW_COMMITTEE)]
+    bystander = replace(isolated, challenger=OTHER)
+    assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, bystander), block=92)) == []
+    assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, bystander), block=97)) == [GameMove(GID, Action.DRAW_COMMITTEE)]
+    silent_solver = game(GameStatus.SOLVER_TO_MOVE, solver=OTHER, challenger=ME)
+    assert VERIFIER.next_actions(verifier_view(1_061, LiveGame(GID, silent_solver))) == [GameMove(GID, Action.TIMEOUT_CLOCK)]
+    my_clock_out = game(GameStatus.CHALLENGER_TO_MOVE, solver=OTHER, challenger=ME)
+    assert VERIFIER.next_actions(verifier_view(1_200, LiveGame(GID, my_clock_out))) == []  # never times itself out
+    other_game = replace(silent_solver, challenger=OTHER)
+    assert VERIFIER.next_actions(verifier_view(1_061, LiveGame(GID, other_game))) == []
+    assert VERIFIER.next_actions(verifier_view(1_091, LiveGame(GID, other_game))) == [GameMove(GID, Action.TIMEOUT_CLOCK)]
+    done = game(GameStatus.ARBITRATING, solver=OTHER, challenger=OTHER, deadline=1_120, commits=3, votes=3)
+    assert VERIFIER.next_actions(verifier_view(1_130, LiveGame(GID, done))) == []  # all revealed: the challenger settles
+    assert VERIFIER.next_actions(verifier_view(1_130, LiveGame(GID, replace(done, challenger=ME)))) == [GameMove(GID, Action.SETTLE)]
+    assert VERIFIER.next_actions(verifier_view(1_156, LiveGame(GID, done))) == [GameMove(GID, Action.SETTLE)]
