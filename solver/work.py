@@ -16,8 +16,7 @@
   committed like any other; defended from its own (wrong) checkpoints.
 
 Errors of the proofs engine (:class:`proofs.ProofError`) are re-raised as
-:class:`JobWorkError`, a :class:`VeritrainError`, so the agent loop drops the action
-instead of stopping the daemon.
+:class:`JobWorkError` with the job id in the message.
 """
 
 from __future__ import annotations

@@ -7,13 +7,13 @@ history; each entry adds its block's timestamp, its transaction's sender and gas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import JobId, Protocol
+from core.contracts import Event, JobId, Protocol
 
 #: JobMarket events about one job, in lifecycle order (ties in one transaction keep log order).
 JOB_EVENTS = (
@@ -61,23 +61,30 @@ class TimelineEntry:
 
 def job_timeline(protocol: Protocol, job_id: JobId) -> list[TimelineEntry]:
     """Every market event about ``job_id`` since the deployment, in chain order."""
-    market = protocol.market
-    client = protocol.client
     start = protocol.book.deploy_block
-    events = [e for name in JOB_EVENTS for e in market.events(name, start, jobId=job_id)]
-    events.sort(key=lambda e: (e.block_number, e.log_index))
+    events = [e for name in JOB_EVENTS for e in protocol.market.events(name, start, jobId=job_id)]
+    return timeline_entries(protocol, events, lambda e: {k: _jsonable(k, v) for k, v in e.args.items() if k != "jobId"})
+
+
+def timeline_entries(
+    protocol: Protocol, events: Iterable[Event], args: Callable[[Event], Mapping[str, Any]]
+) -> list[TimelineEntry]:
+    """``events`` as timeline entries in chain order, with ``args(event)`` as their arguments.
+
+    Each block's timestamp and each transaction's sender and gas are fetched once.
+    """
+    client = protocol.client
     receipts: dict[str, tuple[Address, int]] = {}
     stamps: dict[int, int] = {}
     entries = []
-    for event in events:
+    for event in sorted(events, key=lambda e: (e.block_number, e.log_index)):
         if event.tx_hash not in receipts:
             receipts[event.tx_hash] = _sender_and_gas(protocol, event.tx_hash)
         if event.block_number not in stamps:
             stamps[event.block_number] = client.timestamp(event.block_number)
         sender, gas = receipts[event.tx_hash]
-        args = {k: _jsonable(k, v) for k, v in event.args.items() if k != "jobId"}
         entries.append(
-            TimelineEntry(event.name, event.block_number, stamps[event.block_number], event.log_index, event.tx_hash, sender, gas, args)
+            TimelineEntry(event.name, event.block_number, stamps[event.block_number], event.log_index, event.tx_hash, sender, gas, args(event))
         )
     return entries
 

@@ -53,7 +53,7 @@ from submitter import service
 from submitter.amounts import show_tokens
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
 from proofs.adversary import STRATEGIES
-from submitter.timeline import TimelineEntry, job_timeline
+from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
 from veritrain.options import console
 
 __all__ = ["demo", "RoleProcess", "daemon_argv", "demo_params"]
@@ -220,15 +220,11 @@ def game_timeline(protocol: Protocol, job_id: JobId) -> list[TimelineEntry]:
     start = protocol.book.deploy_block
     game_ids = [GameId(int(e.args["gameId"])) for e in protocol.game.events("DisputeOpened", start, jobId=job_id)]
     events = [e for gid in game_ids for name in GAME_EVENTS for e in protocol.game.events(name, start, gameId=gid)]
-    events.sort(key=lambda e: (e.block_number, e.log_index))
-    entries = []
-    for event in events:
-        receipt = protocol.client.with_retry("eth_getTransactionReceipt", lambda tx=event.tx_hash: protocol.client.w3.eth.get_transaction_receipt(tx))  # type: ignore[misc]
-        args = {k: (v.hex()[:10] + ".." if isinstance(v, bytes) else v) for k, v in event.args.items() if k not in ("jobId", "referees")}
-        entries.append(
-            TimelineEntry(event.name, event.block_number, protocol.client.timestamp(event.block_number), event.log_index, event.tx_hash, Address(receipt["from"]), int(receipt["gasUsed"]), args)
-        )
-    return entries
+    return timeline_entries(
+        protocol,
+        events,
+        lambda e: {k: (v.hex()[:10] + ".." if isinstance(v, bytes) else v) for k, v in e.args.items() if k not in ("jobId", "referees")},
+    )
 
 
 _AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "refund"})

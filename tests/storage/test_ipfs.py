@@ -11,6 +11,7 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
+from core.anvil import free_port
 from core.cid import InvalidCid
 from core.storage import (
     CidMismatch,
@@ -83,9 +84,7 @@ def test_cidv1_argument_and_malformed_cids(ipfs_store: IpfsStore) -> None:
 
 
 def test_closed_port_is_unavailable() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    url = f"http://127.0.0.1:{free_port()}"
     store = IpfsStore(url, timeout=2.0)
     with pytest.raises(StoreUnavailable, match=url):
         store.put(b"x")
