@@ -2,7 +2,7 @@
 
     .venv/bin/python -m bench.incentives [--jobs 100000] [--seed 7] [--img docs/img] [--no-plots]
 
-Prints the proposed deployment defaults (with their on-chain names), the closed-form payoffs and
+Prints the deployment parameters of deploy/params/devnet.json (with their model symbols), the closed-form payoffs and
 equilibrium margins, and a table of closed form vs Monte Carlo (mean +- batch-means standard error,
 ratio) for honest and lazy verifiers; writes docs/img/incentives_region.png and
 docs/img/incentives_payoffs.png. The model is bench/incentives_model.py; docs/incentives.md explains it.
@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,19 +39,28 @@ from bench.incentives_model import (
     whistleblower_profit,
 )
 
-DEFAULTS = GameParams()
+DEPLOYMENT = Path(__file__).resolve().parents[1] / "deploy" / "params" / "devnet.json"
+"""The deployment whose parameters the figures are computed at (tests/incentives checks GameParams() equals it)."""
 
-ONCHAIN_DEFAULTS: dict[str, int] = {
-    # Immutable deployment parameters for issue 5 item 1, shares in basis points (1e4 = 100 %).
-    "forcedErrorRateBps": round(DEFAULTS.forced_error_rate * 1e4),  # p_f = 1 %
-    "jackpotTaxBps": round(DEFAULTS.jackpot_tax * 1e4),  # t = 3 % of reward + fee, paid by the submitter on top
-    "jackpotShareBps": round(DEFAULTS.jackpot_share * 1e4),  # s = 20 % of the pool per caught forced error
-    "maxJackpotShareBps": 3333,  # Truebit: the constructor rejects jackpotShareBps above a third
-    "verifierSlashBps": round(DEFAULTS.verifier_slash * 1e4),  # sigma_v = the whole verifier bond
-    "finderShareBps": round(DEFAULTS.finder_share * 1e4),  # rho: half of a slash to the prover, half to the pool
-    "challengeBondBps": round(DEFAULTS.whistleblower_bond / DEFAULTS.reward * 1e4),  # B_w = 20 % of the reward
+ONCHAIN_NAMES = {
+    # deployment parameter -> model symbol; shares in basis points (1e4 = 100 %)
+    "market.forcedErrorRateBps": "p_f",
+    "market.jackpotTaxBps": "t",
+    "market.jackpotShareBps": "s",
+    "market.verifierBondBps": "B_v / R",
+    "market.solverBondBps": "B_s / R",
+    "market.probeCount": "(h = 1: probes per passing report)",
+    "game.challengeBond": "B_w (base units)",
 }
-"""JobMarket/DisputeGame parameter names proposed for the on-chain version, with the default values."""
+
+
+def deployment_defaults(path: Path = DEPLOYMENT) -> tuple[dict[str, Any], GameParams]:
+    """The deployment parameters file and the model of a 100-token job under it."""
+    deployment = json.loads(path.read_text())
+    return deployment, GameParams.from_deployment(deployment)
+
+
+DEPLOYED, DEFAULTS = deployment_defaults()
 
 _SYMBOLS = {
     "reward": "R", "fee": "F", "replay_cost": "c_v", "audit_cost": "c_w", "forced_error_rate": "p_f",
@@ -103,9 +114,10 @@ def _report(p: GameParams, jobs: int, seed: int) -> None:
     print("parameters (tokens; probabilities per job)")
     for name, value in p.as_dict().items():
         print(f"  {_SYMBOLS[name]:>8} {name:<20} {value:g}")
-    print("proposed on-chain deployment parameters (issue 5 item 1)")
-    for name, value in ONCHAIN_DEFAULTS.items():
-        print(f"  {name:<22} {value}")
+    print(f"deployment parameters ({DEPLOYMENT.relative_to(DEPLOYMENT.parents[2])})")
+    for key, symbol in ONCHAIN_NAMES.items():
+        part, name = key.split(".")
+        print(f"  {name:<22} {DEPLOYED[part][name]:<24} {symbol}")
     eq = equilibrium(p)
     honest_j = steady_jackpot(p, Strategy.HONEST, 0.0)
     print("closed form at the defaults")

@@ -15,7 +15,8 @@ Roles and moves (docs/incentives.md has the derivation and the figures):
   copied from the solver's commitment);
 * a verifier that passed a bad trace or a lazy report without being forced loses
   ``verifier_slash`` x B_v and its fee; the solver of a bad trace loses B_s; the finder (verifier or
-  whistleblower) gets ``finder_share`` rho of what is slashed, the jackpot pool the rest;
+  whistleblower) gets ``finder_share`` rho of what is slashed, the jackpot pool the rest (the deployed
+  contracts pay all of it to the winner of the game: rho = 1);
 * the pool also receives ``jackpot_tax`` t of each job's payment (R + F), paid by the submitter on top.
 
 Amounts are in tokens (one job reward R = 100 by default); every probability is per job.
@@ -25,7 +26,9 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
@@ -54,6 +57,9 @@ __all__ = [
     "verifier_payoff",
     "whistleblower_profit",
 ]
+
+_BPS = 10_000
+_UNIT = 10**18  # token base units per token (VeriToken has 18 decimals)
 
 MAX_JACKPOT_SHARE = 1.0 / 3.0
 """Truebit: one jackpot payout takes at most a third of the pool."""
@@ -88,7 +94,7 @@ class GameParams:
     verifier_bond: float = 20.0  # B_v (JobMarket: verifierBondBps 2000 of R)
     verifier_slash: float = 1.0  # sigma_v, share of B_v slashed for passing a bad trace / a lazy report
     solver_bond: float = 50.0  # B_s (JobMarket: solverBondBps 5000 of R)
-    finder_share: float = 0.5  # rho, share of slashed stake paid to whoever proved the fault
+    finder_share: float = 1.0  # rho, share of slashed stake paid to whoever proved the fault (on chain: all of it)
     whistleblower_bond: float = 20.0  # B_w, posted with a challenge, lost if the challenge is wrong
     cheat_rate: float = 0.05  # q, environment: share of solvers that commit a bad trace
     audit_rate: float = 0.5  # a, each whistleblower's probability of auditing a job
@@ -135,6 +141,34 @@ class GameParams:
 
     def as_dict(self) -> dict[str, float]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_deployment(cls, deployment: Mapping[str, Any], *, reward: float = 100.0, fee: float = 10.0, **rest: float) -> GameParams:
+        """The model of a job of ``reward`` + ``fee`` tokens under a deployment parameters file.
+
+        ``deployment`` is a ``deploy/params/*.json`` object (its ``market`` and ``game`` parts, amounts
+        in token base units of 18 decimals): p_f, t, s and the bonds come from it; sigma_v = rho = 1
+        because the contracts slash the whole verifier bond and pay every slash to the game's winner.
+        ``rest`` sets the behavioural parameters (costs, q, a, N, detection rates).
+        """
+        market, game = deployment["market"], deployment["game"]
+
+        def bond(bps_key: str, min_key: str) -> float:
+            return max(reward * market[bps_key] / _BPS, market[min_key] / _UNIT)
+
+        return cls(
+            reward=reward,
+            fee=fee,
+            forced_error_rate=market["forcedErrorRateBps"] / _BPS,
+            jackpot_tax=market["jackpotTaxBps"] / _BPS,
+            jackpot_share=market["jackpotShareBps"] / _BPS,
+            verifier_bond=bond("verifierBondBps", "minVerifierBond"),
+            solver_bond=bond("solverBondBps", "minSolverBond"),
+            verifier_slash=1.0,
+            finder_share=1.0,
+            whistleblower_bond=game["challengeBond"] / _UNIT,
+            **rest,
+        )
 
 
 # ---------------------------------------------------------------- closed form

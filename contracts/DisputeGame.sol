@@ -5,10 +5,18 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
-import {Ballot, Game, GameParams, GameStatus, IDisputeGame, SettleReason} from "./interfaces/IDisputeGame.sol";
+import {
+    Ballot,
+    Game,
+    GameParams,
+    GameStatus,
+    IDisputeGame,
+    ProbeClaim,
+    SettleReason
+} from "./interfaces/IDisputeGame.sol";
 import {IJobMarket} from "./interfaces/IJobMarket.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
-import {Job, JobState, Role} from "./Types.sol";
+import {Job, JobState, MarketParams, ReportSeal, Role} from "./Types.sol";
 import {LibPosition} from "./libraries/LibPosition.sol";
 import {TraceLib} from "./libraries/TraceLib.sol";
 
@@ -19,6 +27,8 @@ import {TraceLib} from "./libraries/TraceLib.sol";
 /// @notice Settles a JobMarket dispute: bisection of one trace segment down to one training step
 ///         (chess clocks per side), then arbitration of that step by a stake-drawn committee voting by
 ///         commit-reveal; the settlement resolves the job in the JobMarket and pays the winner.
+///         A report game runs the same machinery with the job's verifier defending one probe of its
+///         passing report; a forced verifier concedes it instead (the jackpot pays the whistleblower).
 /// @dev Token balance of this contract == challengeBond x (games not yet settled): every settlement
 ///      pays out, in the same transaction, the bond it held plus everything slashed to it.
 ///      docs/dispute.md has the state machine, the payouts and the fallback rules.
@@ -62,6 +72,9 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     mapping(uint256 gameId => Game) private _games;
     mapping(uint256 gameId => address[]) private _committees;
     mapping(uint256 gameId => mapping(address referee => Seat)) private _seats;
+    /// keccak256(abi.encode(seal)) of the job's last conceded forced error: a seal pays the jackpot
+    /// once, and its probe 0 (the forced one) cannot be disputed again. A new draw has a new seal.
+    mapping(uint256 jobId => bytes32 sealKey) private _concededSeal;
 
     /// @param market_ the JobMarket (its token and StakeManager are this game's); wire it with
     ///        market_.setDisputeGame(game) and stakeManager.authorize([market_, game])
@@ -82,7 +95,13 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         if (p.commitWindow == 0 || p.commitWindow > MAX_WINDOW) revert InvalidParameter("commitWindow");
         if (p.revealWindow == 0 || p.revealWindow > MAX_WINDOW) revert InvalidParameter("revealWindow");
         if (p.maxSegmentSteps == 0) revert InvalidParameter("maxSegmentSteps");
-        uint256 disputeWindow = market_.params().disputeWindow;
+        MarketParams memory marketParams = market_.params();
+        // A whistleblower that wins a report game by verdict gets challengeBond + the verifier bond
+        // - the majority's fees: it nets more than nothing only if the fees stay below the smallest bond.
+        if (uint256(p.refereeFee) * p.committeeSize >= marketParams.minVerifierBond) {
+            revert InvalidParameter("refereeFee");
+        }
+        uint256 disputeWindow = marketParams.disputeWindow;
         // A game opened at the last moment still ends (and settles) before the JobMarket's
         // dispute timeout can refund the job.
         uint256 longest = 2 * uint256(p.clockTime) + p.drawWindow + p.commitWindow + p.revealWindow;
@@ -189,9 +208,47 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         bytes32[] calldata endProof
     ) external nonReentrant returns (uint256 gameId) {
         (address solver, bool byVerifier) = _admit(jobId, segment, steps, startHash, startProof, endHash, endProof);
-        gameId = _create(jobId, segment, steps, startHash, endHash, solver, byVerifier);
+        gameId = _create(jobId, segment, steps, startHash, endHash, solver, byVerifier, false);
         if (!byVerifier) market.openDispute(jobId, msg.sender);
         token.safeTransferFrom(msg.sender, address(this), _challengeBond);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function openOnReport(
+        uint256 jobId,
+        ReportSeal calldata seal,
+        ProbeClaim calldata probe,
+        bytes32 startHash,
+        bytes32[] calldata startProof
+    ) external nonReentrant returns (uint256 gameId) {
+        address verifier = _admitReport(jobId, seal, probe, startHash, startProof);
+        gameId = _create(jobId, probe.segment, probe.step, startHash, probe.stateHash, verifier, false, true);
+        emit ReportDisputeOpened(gameId, jobId, probe.index, seal.assignSeed);
+        market.openDispute(jobId, msg.sender);
+        token.safeTransferFrom(msg.sender, address(this), _challengeBond);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function concedeForced(uint256 gameId, bytes32 secret, ReportSeal calldata seal) external nonReentrant {
+        Game storage g = _game(gameId);
+        GameStatus s = g.status;
+        if (msg.sender != g.solver) revert NotAuthorized(msg.sender);
+        // INVARIANT: a forced error is conceded before the committee is drawn (no referee does work on it).
+        if (
+            !g.onReport
+                || (s != GameStatus.SolverToMove && s != GameStatus.ChallengerToMove && s != GameStatus.Isolated)
+        ) revert NotConcedable(gameId);
+        uint256 jobId = g.jobId;
+        bytes32 sealKey = keccak256(abi.encode(seal));
+        // INVARIANT: one jackpot payout per seal (a draw); payForcedError checks the seal is the job's.
+        if (_concededSeal[jobId] == sealKey) revert NotConcedable(gameId);
+        _concededSeal[jobId] = sealKey;
+        g.status = GameStatus.ChallengerWon;
+        delete activeGame[jobId];
+        address challenger = g.challenger;
+        uint256 payout = market.payForcedError(jobId, seal, secret, challenger) + _challengeBond;
+        emit DisputeSettled(gameId, jobId, GameStatus.ChallengerWon, SettleReason.ForcedError, challenger, payout, 0);
+        token.safeTransfer(challenger, _challengeBond);
     }
 
     /// @inheritdoc IDisputeGame
@@ -270,7 +327,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         address[] memory exclude = new address[](3 + size);
         exclude[0] = g.solver;
         exclude[1] = g.challenger;
-        exclude[2] = job.verifier;
+        // A report game's defender (g.solver) is the job's verifier: exclude the job's solver instead.
+        exclude[2] = g.onReport ? job.solver : job.verifier;
         exclude[3] = job.submitter;
         address[] memory drawn = new address[](size);
         for (uint256 i; i < size; ++i) {
@@ -414,7 +472,43 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         solver = job.solver;
     }
 
-    /// Stores a new game opened by the caller (checked by _admit) and starts the solver's clock.
+    /// The checks of `openOnReport`: the whistleblower rules of `open`, the probe under the job's
+    /// report seal, its step, and the start checkpoint. Returns the job's verifier (the defender).
+    function _admitReport(
+        uint256 jobId,
+        ReportSeal calldata seal,
+        ProbeClaim calldata probe,
+        bytes32 startHash,
+        bytes32[] calldata startProof
+    ) private view returns (address verifier) {
+        uint256 existing = activeGame[jobId];
+        // INVARIANT: one game per dispute.
+        if (existing != 0) revert GameExists(jobId, existing);
+        Job memory job = market.getJob(jobId);
+        // INVARIANT: a passed report is challenged only inside its challenge window.
+        if (job.state != JobState.Verified || block.timestamp > job.deadline) revert NotChallengeable(jobId);
+        // INVARIANT: no party challenges the trace it made or passed.
+        if (msg.sender == job.solver || msg.sender == job.verifier) revert NotAuthorized(msg.sender);
+        if (!stakeManager.isEligible(msg.sender, Role.Whistleblower)) revert NotWhistleblower(msg.sender);
+        // INVARIANT: the disputed probe is one the verifier committed to under the job's seal, and a
+        // conceded forced probe is not disputed again (it is wrong by design, not by laziness).
+        if (
+            (probe.index == 0 && _concededSeal[jobId] == keccak256(abi.encode(seal)))
+                || !market.verifyProbe(
+                    jobId, seal, probe.index, probe.segment, probe.step, probe.stateHash, probe.proof
+                )
+        ) revert InvalidProbe(jobId, probe.index);
+        if (probe.step == 0 || probe.step > _maxSegmentSteps) revert InvalidSteps(probe.step, _maxSegmentSteps);
+        if (startHash == bytes32(0) || probe.stateHash == bytes32(0)) revert ZeroHash();
+        // INVARIANT: the agreed end of the bisection is the solver's committed checkpoint.
+        if (!TraceLib.verify(job.traceRoot, probe.segment, startHash, startProof)) {
+            revert InvalidCheckpointProof(probe.segment, startHash);
+        }
+        verifier = job.verifier;
+    }
+
+    /// Stores a new game opened by the caller (checked by _admit / _admitReport) and starts the
+    /// defender's clock. `solver` is the defender: the job's solver, or its verifier if `onReport`.
     function _create(
         uint256 jobId,
         uint256 segment,
@@ -422,18 +516,20 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         bytes32 startHash,
         bytes32 endHash,
         address solver,
-        bool byVerifier
+        bool byVerifier,
+        bool onReport
     ) private returns (uint256 gameId) {
         gameId = ++gameCount;
         activeGame[jobId] = gameId;
         Game storage g = _games[gameId];
         g.solver = solver;
         g.jobId = SafeCast.toUint64(jobId);
-        // segment + 1 < checkpointCount < 2**24 and steps <= maxSegmentSteps < 2**32 (_admit): fit
+        // segment + 1 < checkpointCount < 2**24 and steps <= maxSegmentSteps < 2**32 (_admit, _admitReport): fit
         // forge-lint: disable-next-line(unsafe-typecast)
         g.segment = uint24(segment);
         g.byVerifier = byVerifier;
         g.challenger = msg.sender;
+        g.onReport = onReport;
         // forge-lint: disable-next-line(unsafe-typecast)
         g.steps = uint32(steps);
         // forge-lint: disable-next-line(unsafe-typecast)
@@ -508,7 +604,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         address[] memory earners = _closeCommittee(gameId, majority);
         bool solverWon = outcome == GameStatus.SolverWon;
         if (outcome != GameStatus.Undecided) {
-            market.resolveDispute(jobId, solverWon, _verifierSlashed(g, solverWon, reason), address(this));
+            if (g.onReport) market.resolveReportDispute(jobId, solverWon, address(this));
+            else market.resolveDispute(jobId, solverWon, _verifierSlashed(g, solverWon, reason), address(this));
         }
         // Slashed referee bonds and job bonds that came in during this settlement.
         uint256 incoming = token.balanceOf(address(this)) - before;
@@ -560,8 +657,9 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
 
     /// Who answers for the job's verifier bond: a failing verifier that lost (any way) failed an
     /// honest trace; a passing verifier is slashed only when the committee found the trace wrong (a
-    /// solver that merely went silent proves nothing about the verifier). Issue 5's forced errors
-    /// plug in here.
+    /// solver that merely went silent proves nothing about the verifier). Report games do not come
+    /// here: there the verifier is the defender and loses its bond whenever it loses (a forced one
+    /// concedes instead).
     function _verifierSlashed(Game storage g, bool solverWon, SettleReason reason) private view returns (bool) {
         if (g.byVerifier) return solverWon;
         return !solverWon && reason == SettleReason.Verdict;

@@ -7,7 +7,8 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IJobMarket} from "./interfaces/IJobMarket.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
-import {Job, JobState, MarketParams, RefundReason, Role} from "./Types.sol";
+import {ForcedSeed, Job, JobState, MarketParams, Probe, RefundReason, ReportSeal, Role} from "./Types.sol";
+import {ProbeLib} from "./libraries/ProbeLib.sol";
 import {TraceLib} from "./libraries/TraceLib.sol";
 
 // Deadlines are timestamps by design: windows are minutes to days, far above the seconds a
@@ -15,15 +16,22 @@ import {TraceLib} from "./libraries/TraceLib.sol";
 // forge-lint: disable-next-item(block-timestamp)
 /// @title JobMarket
 /// @notice Escrow and lifecycle of training jobs: post, claim, commit, verifier draw, report,
-///         challenge window, finalize; a timeout for every party; dispute hooks for the dispute game.
-/// @dev Token balance of this contract == sum of reward + verifierFee over jobs not in a final
-///      state (Finalized, Cancelled, Refunded): every final transition pays out exactly that.
+///         challenge window, finalize; a timeout for every party; dispute hooks for the dispute game;
+///         the jackpot that pays whistleblowers for caught forced errors, and the report seals that
+///         bind a verifier to its probes and its forced-error draw.
+/// @dev Token balance of this contract == jackpot + sum of reward + verifierFee + jackpotTax over jobs
+///      not in a final state (Finalized, Cancelled, Refunded): every final transition pays out exactly
+///      reward + fee + tax, except finalize, which moves the tax into the jackpot; the jackpot pays out
+///      only payForcedError's jackpot * share / 1e4 (share <= 1/3), so it never pays more than it holds.
 ///      Bonds are locked stake in the StakeManager, never held here.
 contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
 
     uint256 private constant BPS = 10_000;
     uint256 private constant MAX_WINDOW = 365 days;
+
+    /// @inheritdoc IJobMarket
+    uint256 public constant MAX_JACKPOT_SHARE_BPS = 3333;
 
     /// @inheritdoc IJobMarket
     IERC20 public immutable token;
@@ -43,6 +51,10 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     uint32 private immutable _challengeWindow;
     uint32 private immutable _disputeWindow;
     uint8 private immutable _maxVerifierDraws;
+    uint16 private immutable _jackpotTaxBps;
+    uint16 private immutable _jackpotShareBps;
+    uint16 private immutable _forcedErrorRateBps;
+    uint8 private immutable _probeCount;
 
     /// @inheritdoc IJobMarket
     address public disputeGame;
@@ -50,8 +62,13 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     bool public wired;
     /// @inheritdoc IJobMarket
     uint256 public jobCount;
+    /// @inheritdoc IJobMarket
+    uint256 public jackpot;
 
     mapping(uint256 jobId => Job) private _jobs;
+    /// The seal of each job's last draw (and report): its own slot, so the packed Job stays 4 slots.
+    mapping(uint256 jobId => bytes32 seal) private _seals;
+    mapping(address verifier => ForcedSeed) private _forcedSeeds;
 
     /// @param token_ the ERC20 of rewards, fees and bonds (the StakeManager's token)
     /// @param stakeManager_ the StakeManager; its wiring must authorize this contract
@@ -71,6 +88,11 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (p.challengeWindow == 0 || p.challengeWindow > MAX_WINDOW) revert InvalidParameter("challengeWindow");
         if (p.disputeWindow == 0 || p.disputeWindow > MAX_WINDOW) revert InvalidParameter("disputeWindow");
         if (p.maxVerifierDraws == 0) revert InvalidParameter("maxVerifierDraws");
+        if (p.jackpotTaxBps > BPS) revert InvalidParameter("jackpotTaxBps");
+        // INVARIANT: one payout never takes more than a third of the jackpot (Truebit's bound).
+        if (p.jackpotShareBps > MAX_JACKPOT_SHARE_BPS) revert InvalidParameter("jackpotShareBps");
+        if (p.forcedErrorRateBps > BPS) revert InvalidParameter("forcedErrorRateBps");
+        if (p.probeCount == 0 || p.probeCount > ProbeLib.MAX_PROBES) revert InvalidParameter("probeCount");
         token = token_;
         stakeManager = stakeManager_;
         wiringAdmin = msg.sender;
@@ -85,6 +107,10 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         _challengeWindow = p.challengeWindow;
         _disputeWindow = p.disputeWindow;
         _maxVerifierDraws = p.maxVerifierDraws;
+        _jackpotTaxBps = p.jackpotTaxBps;
+        _jackpotShareBps = p.jackpotShareBps;
+        _forcedErrorRateBps = p.forcedErrorRateBps;
+        _probeCount = p.probeCount;
     }
 
     // ------------------------------------------------------------------ views
@@ -102,7 +128,11 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
             reportWindow: _reportWindow,
             challengeWindow: _challengeWindow,
             disputeWindow: _disputeWindow,
-            maxVerifierDraws: _maxVerifierDraws
+            maxVerifierDraws: _maxVerifierDraws,
+            jackpotTaxBps: _jackpotTaxBps,
+            jackpotShareBps: _jackpotShareBps,
+            forcedErrorRateBps: _forcedErrorRateBps,
+            probeCount: _probeCount
         });
     }
 
@@ -121,6 +151,58 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     function verifierBond(uint256 reward) public view returns (uint256) {
         uint256 scaled = reward * _verifierBondBps / BPS;
         return scaled > _minVerifierBond ? scaled : _minVerifierBond;
+    }
+
+    /// @inheritdoc IJobMarket
+    function jackpotTax(uint256 reward, uint256 fee) public view returns (uint256) {
+        return (reward + fee) * _jackpotTaxBps / BPS;
+    }
+
+    /// @inheritdoc IJobMarket
+    function forcedSeedOf(address verifier) external view returns (ForcedSeed memory) {
+        return _forcedSeeds[verifier];
+    }
+
+    /// @inheritdoc IJobMarket
+    function reportSeal(uint256 jobId) external view returns (bytes32) {
+        _job(jobId);
+        return _seals[jobId];
+    }
+
+    /// @inheritdoc IJobMarket
+    function probeSegment(bytes32 assignSeed, uint256 index, uint256 checkpointCount)
+        external
+        pure
+        returns (uint256)
+    {
+        if (checkpointCount < 2) revert InvalidTrace(bytes32(0), checkpointCount);
+        return ProbeLib.segmentOf(assignSeed, index, checkpointCount);
+    }
+
+    /// @inheritdoc IJobMarket
+    function isForced(bytes32 secret, address verifier, ReportSeal calldata seal) public view returns (bool) {
+        // INVARIANT: only the committed secret proves a forced draw, and only a commitment snapshotted
+        // at the draw counts (forcedCommitment 0: the verifier had no seed by the anchor block).
+        if (seal.forcedCommitment == bytes32(0)) return false;
+        if (keccak256(abi.encode(secret, verifier)) != seal.forcedCommitment) return false;
+        return uint256(keccak256(abi.encode(secret, seal.assignSeed))) % BPS < _forcedErrorRateBps;
+    }
+
+    /// @inheritdoc IJobMarket
+    function verifyProbe(
+        uint256 jobId,
+        ReportSeal calldata seal,
+        uint256 index,
+        uint256 segment,
+        uint256 step,
+        bytes32 stateHash,
+        bytes32[] calldata proof
+    ) external view returns (bool) {
+        Job storage job = _job(jobId);
+        uint256 checkpointCount = job.checkpointCount;
+        if (checkpointCount < 2 || _sealHash(seal) != _seals[jobId] || index >= _probeCount) return false;
+        if (segment != ProbeLib.segmentOf(seal.assignSeed, index, checkpointCount)) return false;
+        return ProbeLib.verify(seal.probeRoot, index, segment, step, stateHash, proof);
     }
 
     /// @inheritdoc IJobMarket
@@ -160,7 +242,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         // forge-lint: disable-next-line(unsafe-typecast)
         job.commitWindow = uint24(commitWindow);
         emit JobPosted(jobId, msg.sender, specCid, reward, verifierFee, commitWindow, claimDeadline);
-        token.safeTransferFrom(msg.sender, address(this), uint256(reward) + verifierFee);
+        token.safeTransferFrom(msg.sender, address(this), _escrow(reward, verifierFee));
     }
 
     /// @inheritdoc IJobMarket
@@ -220,8 +302,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         exclude[1] = job.submitter;
         if (previous != address(0)) exclude[2] = previous;
         uint256 bond = verifierBond(job.reward);
-        address verifier =
-            stakeManager.drawVerifier(keccak256(abi.encode(entropy, jobId, draws)), exclude, bond);
+        bytes32 drawSeed = keccak256(abi.encode(entropy, jobId, draws));
+        address verifier = stakeManager.drawVerifier(drawSeed, exclude, bond);
         if (verifier == address(0)) {
             _refund(jobId, job, RefundReason.NoEligibleVerifier);
             return;
@@ -229,25 +311,39 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         uint32 deadline = _after(_reportWindow);
         job.state = JobState.Verifying;
         job.deadline = deadline;
-        job.draws = draws + 1; // draws < maxVerifierDraws <= 255: timeoutVerifier refunds at the maximum
+        job.draws = draws + 1; // draws < maxVerifierDraws <= 255: the timeouts refund at the maximum
         job.verifier = verifier;
-        emit VerifierAssigned(jobId, verifier, bond, deadline);
+        (bytes32 assignSeed, bytes32 forcedCommitment) = _sealDraw(jobId, drawSeed, verifier, anchor);
+        emit VerifierAssigned(jobId, verifier, bond, deadline, assignSeed, forcedCommitment);
     }
 
     /// @inheritdoc IJobMarket
-    function report(uint256 jobId, bool passed, bytes32 reportCid) external {
+    function report(
+        uint256 jobId,
+        bool passed,
+        bytes32 reportCid,
+        bytes32 assignSeed,
+        bytes32 forcedCommitment,
+        Probe[] calldata probes
+    ) external {
         Job storage job = _jobIn(jobId, JobState.Verifying);
         if (msg.sender != job.verifier) revert NotAuthorized(msg.sender);
         if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        if (keccak256(abi.encode(assignSeed, forcedCommitment)) != _seals[jobId]) revert InvalidSeal(jobId);
+        // INVARIANT: a passing report publishes its probes on the drawn segments (report games prove
+        // against the root computed here); a failing one publishes none.
+        bytes32 probeRoot = passed ? _probeRoot(jobId, assignSeed, job.checkpointCount, probes) : bytes32(0);
+        if (!passed && probes.length != 0) revert InvalidProbe(jobId, 0);
         uint32 deadline = _after(passed ? _challengeWindow : _disputeWindow);
         job.deadline = deadline;
+        _seals[jobId] = keccak256(abi.encode(_seals[jobId], probeRoot));
         if (passed) {
             job.state = JobState.Verified;
-            emit ReportSubmitted(jobId, msg.sender, true, reportCid, deadline);
+            emit ReportSubmitted(jobId, msg.sender, true, reportCid, probeRoot, probes, deadline);
         } else {
             job.state = JobState.Disputed;
             job.challenger = msg.sender;
-            emit ReportSubmitted(jobId, msg.sender, false, reportCid, deadline);
+            emit ReportSubmitted(jobId, msg.sender, false, reportCid, probeRoot, probes, deadline);
             emit DisputeOpened(jobId, msg.sender, deadline);
         }
     }
@@ -263,10 +359,25 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     function cancel(uint256 jobId) external nonReentrant {
         Job storage job = _jobIn(jobId, JobState.Open);
         if (msg.sender != job.submitter) revert NotAuthorized(msg.sender);
-        uint256 refund = uint256(job.reward) + job.verifierFee;
+        uint256 refund = _escrow(job.reward, job.verifierFee);
         job.state = JobState.Cancelled;
         emit JobCancelled(jobId, refund);
         token.safeTransfer(msg.sender, refund);
+    }
+
+    /// @inheritdoc IJobMarket
+    function fundJackpot(uint256 amount) external nonReentrant {
+        uint256 funded = jackpot + amount;
+        jackpot = funded;
+        emit JackpotFunded(msg.sender, amount, funded);
+        token.safeTransferFrom(msg.sender, address(this), amount);
+    }
+
+    /// @inheritdoc IJobMarket
+    function commitForcedSeed(bytes32 commitment) external {
+        if (commitment == bytes32(0)) revert ZeroCommitment();
+        _forcedSeeds[msg.sender] = ForcedSeed({commitment: commitment, setAtBlock: SafeCast.toUint64(block.number)});
+        emit ForcedSeedCommitted(msg.sender, commitment, block.number);
     }
 
     // ------------------------------------------------------------------ timeouts (anyone)
@@ -300,15 +411,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         uint256 slashed = bond * _timeoutSlashBps / BPS;
         emit VerifierTimedOut(jobId, verifier, slashed);
         _releaseBond(verifier, Role.Verifier, bond, slashed, job.solver);
-        // Back to Committed (the verifier holds no bond any more); job.verifier stays set so the
-        // next draw excludes it.
-        job.state = JobState.Committed;
-        if (job.draws >= _maxVerifierDraws) {
-            _refund(jobId, job, RefundReason.VerifierDrawsExhausted);
-            return;
-        }
-        job.deadline = _blockNumber();
-        emit DrawReanchored(jobId, block.number);
+        _redraw(jobId, job);
     }
 
     /// @inheritdoc IJobMarket
@@ -367,6 +470,50 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         _reopen(jobId, job);
     }
 
+    /// @inheritdoc IJobMarket
+    function resolveReportDispute(uint256 jobId, bool verifierWon, address slashRecipient) external nonReentrant {
+        if (msg.sender != disputeGame) revert NotAuthorized(msg.sender);
+        Job storage job = _jobIn(jobId, JobState.Disputed);
+        if (verifierWon) {
+            // INVARIANT: a whistleblower's lost challenge does not end the challenge window.
+            _resumeChallengeWindow(jobId, job);
+            return;
+        }
+        // An unforced verifier stated a wrong probe: it did not replay. Its whole bond goes to the
+        // game's winner; the trace itself was not judged, so the solver keeps its claim and bond.
+        address verifier = job.verifier;
+        uint256 bond = verifierBond(job.reward);
+        emit ReportOverturned(jobId, verifier, bond);
+        stakeManager.slash(verifier, Role.Verifier, bond, slashRecipient);
+        delete job.challenger;
+        delete job.challengeLeft;
+        _redraw(jobId, job);
+    }
+
+    /// @inheritdoc IJobMarket
+    function payForcedError(uint256 jobId, ReportSeal calldata seal, bytes32 secret, address whistleblower)
+        external
+        nonReentrant
+        returns (uint256 payout)
+    {
+        if (msg.sender != disputeGame) revert NotAuthorized(msg.sender);
+        Job storage job = _jobIn(jobId, JobState.Disputed);
+        if (_sealHash(seal) != _seals[jobId]) revert InvalidSeal(jobId);
+        address verifier = job.verifier;
+        if (!isForced(secret, verifier, seal)) revert NotForced(jobId);
+        // INVARIANT: the jackpot never pays more than it holds: share <= 1/3 (constructor).
+        uint256 pool = jackpot;
+        payout = pool * _jackpotShareBps / BPS;
+        pool -= payout;
+        jackpot = pool;
+        // The secret is public now: the verifier must commit a new one to be forced again.
+        if (_forcedSeeds[verifier].commitment == seal.forcedCommitment) delete _forcedSeeds[verifier];
+        emit ForcedErrorCaught(jobId, verifier, whistleblower, payout, pool);
+        // INVARIANT: a forced error never changes a verdict: the job continues as if unchallenged.
+        _resumeChallengeWindow(jobId, job);
+        if (payout != 0) token.safeTransfer(whistleblower, payout);
+    }
+
     // ------------------------------------------------------------------ wiring
 
     /// @inheritdoc IJobMarket
@@ -409,7 +556,11 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         address verifier = job.verifier;
         uint256 reward = job.reward;
         uint256 fee = job.verifierFee;
+        uint256 tax = jackpotTax(reward, fee);
+        uint256 pool = jackpot + tax;
+        jackpot = pool;
         emit JobFinalized(jobId, solver, verifier, reward, payVerifier ? fee : 0);
+        emit JackpotTaxed(jobId, tax, pool);
         stakeManager.unlock(solver, Role.Solver, solverBond(reward));
         if (payVerifier) stakeManager.unlock(verifier, Role.Verifier, verifierBond(reward));
         token.safeTransfer(solver, reward);
@@ -432,7 +583,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         JobState state = job.state;
         // INVARIANT: a job settles once (callers pass a non-final job).
         job.state = JobState.Refunded;
-        uint256 refund = uint256(job.reward) + job.verifierFee;
+        uint256 refund = _escrow(job.reward, job.verifierFee);
         emit JobRefunded(jobId, reason, refund);
         // The solver's bond is locked from claim until settlement (every non-final state but Open).
         if (state != JobState.Open) {
@@ -443,6 +594,63 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
             stakeManager.unlock(job.verifier, Role.Verifier, verifierBond(job.reward));
         }
         token.safeTransfer(job.submitter, refund);
+    }
+
+    /// Back to Committed for a new verifier draw after the verifier's bond was settled (a report
+    /// timeout or a lost report game); job.verifier stays set so the next draw excludes it. Ends
+    /// refunded once maxVerifierDraws draws were made.
+    function _redraw(uint256 jobId, Job storage job) private {
+        job.state = JobState.Committed;
+        if (job.draws >= _maxVerifierDraws) {
+            _refund(jobId, job, RefundReason.VerifierDrawsExhausted);
+            return;
+        }
+        job.deadline = _blockNumber();
+        emit DrawReanchored(jobId, block.number);
+    }
+
+    /// Stores the seal of a draw: assignSeed = keccak256(abi.encode(drawSeed, verifier)) and the
+    /// verifier's forced commitment if it was set at or before the anchor block, else 0.
+    function _sealDraw(uint256 jobId, bytes32 drawSeed, address verifier, uint256 anchor)
+        private
+        returns (bytes32 assignSeed, bytes32 forcedCommitment)
+    {
+        assignSeed = keccak256(abi.encode(drawSeed, verifier));
+        ForcedSeed storage seed = _forcedSeeds[verifier];
+        // INVARIANT: a forced seed counts only if it was set before the draw entropy existed, so a
+        // verifier cannot grind its secret against the draw (a later replacement snapshots nothing).
+        if (seed.setAtBlock <= anchor) forcedCommitment = seed.commitment;
+        _seals[jobId] = keccak256(abi.encode(assignSeed, forcedCommitment));
+    }
+
+    /// What a job escrows: reward + fee + jackpotTax(reward, fee).
+    function _escrow(uint256 reward, uint256 fee) private view returns (uint256) {
+        return reward + fee + jackpotTax(reward, fee);
+    }
+
+    /// The probe root of a passing report: exactly probeCount probes, slot i on segment
+    /// probeSegment(assignSeed, i, checkpointCount), none with a zero state hash (else InvalidProbe).
+    function _probeRoot(uint256 jobId, bytes32 assignSeed, uint256 checkpointCount, Probe[] calldata probes)
+        private
+        view
+        returns (bytes32)
+    {
+        uint256 count = _probeCount;
+        if (probes.length != count) revert InvalidProbe(jobId, probes.length < count ? probes.length : count);
+        for (uint256 i = 0; i < count; ++i) {
+            if (
+                probes[i].stateHash == bytes32(0)
+                    || probes[i].segment != ProbeLib.segmentOf(assignSeed, i, checkpointCount)
+            ) {
+                revert InvalidProbe(jobId, i);
+            }
+        }
+        return ProbeLib.root(probes);
+    }
+
+    /// The stored form of a ReportSeal (see Types.sol).
+    function _sealHash(ReportSeal calldata seal) private pure returns (bytes32) {
+        return keccak256(abi.encode(keccak256(abi.encode(seal.assignSeed, seal.forcedCommitment)), seal.probeRoot));
     }
 
     /// Back to Open for another solver with a fresh claim window; the trace and any dispute are

@@ -93,4 +93,42 @@ struct MarketParams {
     uint32 challengeWindow; // time after a passing report during which a dispute may open
     uint32 disputeWindow; // time the dispute game has to resolve; then the job ends refunded
     uint8 maxVerifierDraws; // verifier draws per job before it ends refunded
+    uint16 jackpotTaxBps; // share of reward + fee the submitter pays on top, into the jackpot at finalize
+    uint16 jackpotShareBps; // share of the jackpot paid per caught forced error; <= MAX_JACKPOT_SHARE_BPS (3333)
+    uint16 forcedErrorRateBps; // chance, in bps, that a seeded verifier is forced on a job (<= 10000)
+    uint8 probeCount; // probe slots of a passing report, 1..32
+}
+
+/// @notice A verifier's forced-error seed: `commitment` = keccak256(abi.encode(secret, verifier)),
+///         committed on chain at block `setAtBlock`.
+/// @dev A draw snapshots the commitment only if it was set at or before the draw's anchor block, i.e.
+///      before the draw entropy blockhash(anchor + 1) existed: a verifier cannot pick its secret after
+///      seeing whether it would be forced. One slot: commitment; the next: setAtBlock.
+struct ForcedSeed {
+    bytes32 commitment;
+    uint64 setAtBlock;
+}
+
+/// @notice What a passing report is bound to. Stored on chain only as its hash (JobMarket.reportSeal):
+///         keccak256(abi.encode(keccak256(abi.encode(assignSeed, forcedCommitment)), probeRoot)); the
+///         values are in the VerifierAssigned and ReportSubmitted events.
+/// @dev assignSeed = keccak256(abi.encode(drawSeed, verifier)) fixes the probe segments and steps;
+///      forcedCommitment is the verifier's ForcedSeed snapshotted at the draw (0: it cannot be forced);
+///      probeRoot is the root of the report's probe tree (ProbeLib).
+struct ReportSeal {
+    bytes32 assignSeed;
+    bytes32 forcedCommitment;
+    bytes32 probeRoot;
+}
+
+/// @notice One probe of a passing report, as JobMarket.report takes and ReportSubmitted emits it; the
+///         probe slot (index) is its position in the array.
+/// @dev `segment` must be ProbeLib.segmentOf(assignSeed, slot, checkpointCount) (checked at report);
+///      `stateHash` is the model state hash after `step` steps of that segment. The step rule
+///      (1 + keccak256(abi.encode(assignSeed, slot, 1)) % max(k - 1, 1)) needs the spec's k, which the
+///      chain does not know: the referees enforce it (a report game's shape), the chain does not.
+struct Probe {
+    uint256 segment;
+    uint256 step;
+    bytes32 stateHash;
 }

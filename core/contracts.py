@@ -18,9 +18,10 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, ClassVar, NewType, Self, TypeVar
+from typing import Any, ClassVar, NamedTuple, NewType, Self, TypeVar
 
-from eth_utils import event_abi_to_log_topic, to_checksum_address
+from eth_abi import encode as abi_encode
+from eth_utils import event_abi_to_log_topic, keccak, to_checksum_address
 from web3.contract import Contract
 
 from core import artifacts
@@ -41,6 +42,9 @@ __all__ = [
     "SettleReason",
     "Job",
     "MarketParams",
+    "ReportSeal",
+    "ReportedProbe",
+    "ForcedSeed",
     "StakeInfo",
     "Game",
     "GameParams",
@@ -130,6 +134,8 @@ class SettleReason(IntEnum):
     NO_COMMITTEE = 3
     NO_MAJORITY = 4
     JOB_GONE = 5
+    FORCED_ERROR = 6
+    """A report game's defender conceded a forced error (``concedeForced``); the challenger won."""
 
 
 _ENUMS: Mapping[str, type[IntEnum]] = {
@@ -178,6 +184,56 @@ class MarketParams:
     challenge_window: int
     dispute_window: int
     max_verifier_draws: int
+    jackpot_tax_bps: int
+    """Share of reward + fee the submitter pays on top at postJob, into the jackpot at finalize."""
+    jackpot_share_bps: int
+    """Share of the jackpot paid per caught forced error (at most ``MAX_JACKPOT_SHARE_BPS``)."""
+    forced_error_rate_bps: int
+    """Chance that a verifier with a forced seed is forced on a job."""
+    probe_count: int
+    """Probe slots of a passing report (``proofs.probes``)."""
+
+
+@dataclass(frozen=True)
+class ReportSeal:
+    """What a report is bound to (Types.sol ``ReportSeal``). The chain stores only its hash
+    (``JobMarket.reportSeal``); the values are in the job's last ``VerifierAssigned`` and
+    ``ReportSubmitted`` events, so clients rebuild it with :meth:`JobMarket.seal_of`."""
+
+    assign_seed: Bytes32
+    """Fixes the probe segments and steps (``proofs.probes``); keccak256(abi.encode(drawSeed, verifier))."""
+    forced_commitment: Bytes32
+    """The verifier's forced seed snapshotted at the draw (zero: it cannot be forced on this job)."""
+    probe_root: Bytes32
+    """Root of the report's probe tree (``proofs.ProbeTree``)."""
+
+    def as_tuple(self) -> tuple[Bytes32, Bytes32, Bytes32]:
+        """The ABI tuple ``(assignSeed, forcedCommitment, probeRoot)``."""
+        return self.assign_seed, self.forced_commitment, self.probe_root
+
+    def digest(self) -> Bytes32:
+        """The stored seal: keccak256(abi.encode(keccak256(abi.encode(assignSeed, forcedCommitment)), probeRoot))."""
+        drawn = keccak(abi_encode(["bytes32", "bytes32"], [self.assign_seed, self.forced_commitment]))
+        return Bytes32(keccak(abi_encode(["bytes32", "bytes32"], [drawn, self.probe_root])))
+
+
+class ReportedProbe(NamedTuple):
+    """One probe of a passing report as ``report()`` takes it and ``ReportSubmitted`` emits it
+    (Types.sol ``Probe``); its slot is its position in the report's list. The chain checks the
+    segment and the non-zero hash at report, not the step (its rule needs the spec's k)."""
+
+    segment: int
+    step: int
+    state_hash: Bytes32
+
+
+@dataclass(frozen=True)
+class ForcedSeed:
+    """A verifier's forced-error commitment keccak256(abi.encode(secret, verifier)) and the block it
+    was set at (a draw snapshots it only if set at or before the draw's anchor block)."""
+
+    commitment: Bytes32
+    set_at_block: int
 
 
 @dataclass(frozen=True)
@@ -204,6 +260,7 @@ class Game:
     """
 
     solver: Address
+    """The defender: the job's solver, or in a report game (``on_report``) the job's verifier."""
     job_id: JobId
     segment: int
     by_verifier: bool
@@ -212,6 +269,9 @@ class Game:
     commits: int
     votes_solver_right: int
     votes_solver_wrong: int
+    on_report: bool
+    """A report game: the challenger disputes probe state ``disputed_hash`` of the job's verifier at
+    step ``steps`` of ``segment``, from checkpoint ``segment`` (``DisputeGame.openOnReport``)."""
     status: GameStatus
     lo: int
     hi: int
@@ -288,6 +348,12 @@ def decode_struct(cls: type[D], components: Sequence[Mapping[str, Any]], value: 
             f"{cls.__name__} fields {expected} do not match the compiled ABI {names}: rebuild, or update core/contracts.py"
         )
     return cls(**{n: _value(c, v) for n, c, v in zip(names, components, value)})
+
+
+def _reported_probe(value: Any) -> ReportedProbe:
+    """A ``Probe`` of a ``ReportSubmitted`` event, decoded as a tuple or by component name."""
+    segment, step, state_hash = (value["segment"], value["step"], value["stateHash"]) if isinstance(value, Mapping) else value
+    return ReportedProbe(int(segment), int(step), Bytes32(bytes(state_hash)))
 
 
 class _Wrapper:
@@ -491,9 +557,66 @@ class JobMarket(_Wrapper):
     def verify_checkpoint(self, job_id: JobId, index: int, state_hash: bytes, proof: Sequence[bytes]) -> bool:
         return bool(self._call("verifyCheckpoint", job_id, index, state_hash, list(proof)))
 
+    def max_jackpot_share_bps(self) -> int:
+        return int(self._call("MAX_JACKPOT_SHARE_BPS"))
+
+    def jackpot(self) -> TokenAmount:
+        return TokenAmount(self._call("jackpot"))
+
+    def jackpot_tax(self, reward: int, fee: int) -> TokenAmount:
+        """What a submitter pays on top of ``reward + fee`` at postJob."""
+        return TokenAmount(self._call("jackpotTax", reward, fee))
+
+    def forced_seed_of(self, verifier: str) -> ForcedSeed:
+        return self._struct(ForcedSeed, "forcedSeedOf", verifier)
+
+    def report_seal(self, job_id: JobId) -> Bytes32:
+        """The job's stored seal hash (:meth:`ReportSeal.digest` of :meth:`seal_of` once reported)."""
+        return Bytes32(bytes(self._call("reportSeal", job_id)))
+
+    def probe_segment(self, assign_seed: bytes, index: int, checkpoint_count: int) -> int:
+        return int(self._call("probeSegment", assign_seed, index, checkpoint_count))
+
+    def is_forced(self, secret: bytes, verifier: str, seal: ReportSeal) -> bool:
+        return bool(self._call("isForced", secret, verifier, seal.as_tuple()))
+
+    def verify_probe(
+        self, job_id: JobId, seal: ReportSeal, index: int, segment: int, step: int, state_hash: bytes, proof: Sequence[bytes]
+    ) -> bool:
+        return bool(self._call("verifyProbe", job_id, seal.as_tuple(), index, segment, step, state_hash, list(proof)))
+
+    def seal_of(self, job_id: JobId, from_block: int = 0) -> ReportSeal | None:
+        """The :class:`ReportSeal` of the job's last verifier draw, from its ``VerifierAssigned`` and
+        the report that followed it (scanning from ``from_block``: pass the address book's
+        ``deploy_block``). None while that verifier has not reported (before a report, or after a
+        new draw). Whether the report still stands is the job's state (Verified), not the seal's.
+        Raises :class:`ChainError` if the events do not hash to the stored seal (a node behind).
+        """
+        assigned = self.events("VerifierAssigned", from_block, jobId=job_id)
+        if not assigned:
+            return None
+        draw = max(assigned, key=lambda e: (e.block_number, e.log_index))
+        reports = [
+            e
+            for e in self.events("ReportSubmitted", draw.block_number, jobId=job_id)
+            if (e.block_number, e.log_index) > (draw.block_number, draw.log_index) and e.args["verifier"] == draw.args["verifier"]
+        ]
+        if not reports:
+            return None
+        seal = ReportSeal(
+            Bytes32(bytes(draw.args["assignSeed"])),
+            Bytes32(bytes(draw.args["forcedCommitment"])),
+            Bytes32(bytes(reports[0].args["probeRoot"])),
+        )
+        stored = self.report_seal(job_id)
+        if stored != seal.digest():
+            raise ChainError(f"job {job_id}: the draw and report events do not hash to the stored seal 0x{stored.hex()}")
+        return seal
+
     # lifecycle
     def post_job(self, spec_cid: bytes, reward: int, verifier_fee: int, commit_window: int) -> tuple[JobId, Receipt]:
-        """Escrow ``reward + verifier_fee`` (approve the market first); returns the new job id."""
+        """Escrow ``reward + verifier_fee + jackpot_tax(reward, verifier_fee)`` (approve the market
+        first); returns the new job id."""
         receipt = self._send("postJob", spec_cid, reward, verifier_fee, commit_window)
         (posted,) = self.decode_events(receipt, "JobPosted")
         return JobId(posted.args["jobId"]), receipt
@@ -507,14 +630,46 @@ class JobMarket(_Wrapper):
     def assign_verifier(self, job_id: JobId) -> Receipt:
         return self._send("assignVerifier", job_id)
 
-    def report(self, job_id: JobId, passed: bool, report_cid: bytes) -> Receipt:
-        return self._send("report", job_id, passed, report_cid)
+    def report(
+        self,
+        job_id: JobId,
+        passed: bool,
+        report_cid: bytes,
+        assign_seed: bytes,
+        forced_commitment: bytes,
+        probes: Sequence[tuple[int, int, bytes]],
+    ) -> Receipt:
+        """Report on the job drawn with ``(assign_seed, forced_commitment)`` (its ``VerifierAssigned``;
+        else ``InvalidSeal``). A pass gives exactly ``probe_count`` probes ``(segment, step,
+        state_hash)``, slot i on ``probe_segment(assign_seed, i, checkpoint_count)`` with a non-zero
+        hash (else ``InvalidProbe``); the chain computes their probe root (``proofs.ProbeTree``) and
+        emits them. A fail gives none."""
+        entries = [(int(segment), int(step), bytes(state_hash)) for segment, step, state_hash in probes]
+        return self._send("report", job_id, passed, report_cid, assign_seed, forced_commitment, entries)
+
+    def probes_of(self, job_id: JobId, from_block: int = 0) -> list[ReportedProbe] | None:
+        """The probes of the job's last ``ReportSubmitted`` (scanning from ``from_block``; empty for a
+        failing report), slot i at position i; None before any report. Match it with
+        :meth:`seal_of` (same last report) to prove a probe against the sealed probe root."""
+        reports = self.events("ReportSubmitted", from_block, jobId=job_id)
+        if not reports:
+            return None
+        last = max(reports, key=lambda e: (e.block_number, e.log_index))
+        return [_reported_probe(p) for p in last.args["probes"]]
 
     def finalize(self, job_id: JobId) -> Receipt:
         return self._send("finalize", job_id)
 
     def cancel(self, job_id: JobId) -> Receipt:
         return self._send("cancel", job_id)
+
+    def fund_jackpot(self, amount: int) -> Receipt:
+        """Add ``amount`` to the jackpot (approve the market first)."""
+        return self._send("fundJackpot", amount)
+
+    def commit_forced_seed(self, commitment: bytes) -> Receipt:
+        """Commit ``proofs.forced_commitment(secret, me)``; it counts for draws anchored from this block."""
+        return self._send("commitForcedSeed", commitment)
 
     # timeouts (anyone)
     def expire(self, job_id: JobId) -> Receipt:
@@ -535,6 +690,12 @@ class JobMarket(_Wrapper):
 
     def resolve_dispute(self, job_id: JobId, solver_won: bool, verifier_slashed: bool, slash_recipient: str) -> Receipt:
         return self._send("resolveDispute", job_id, solver_won, verifier_slashed, slash_recipient)
+
+    def resolve_report_dispute(self, job_id: JobId, verifier_won: bool, slash_recipient: str) -> Receipt:
+        return self._send("resolveReportDispute", job_id, verifier_won, slash_recipient)
+
+    def pay_forced_error(self, job_id: JobId, seal: ReportSeal, secret: bytes, whistleblower: str) -> Receipt:
+        return self._send("payForcedError", job_id, seal.as_tuple(), secret, whistleblower)
 
     def set_dispute_game(self, game: str) -> Receipt:
         return self._send("setDisputeGame", game)
@@ -615,6 +776,34 @@ class DisputeGame(_Wrapper):
         receipt = self._send("open", job_id, segment, steps, start_hash, list(start_proof), end_hash, list(end_proof))
         (opened,) = self.decode_events(receipt, "DisputeOpened")
         return GameId(opened.args["gameId"]), receipt
+
+    def open_on_report(
+        self,
+        job_id: JobId,
+        seal: ReportSeal,
+        index: int,
+        segment: int,
+        step: int,
+        state_hash: bytes,
+        proof: Sequence[bytes],
+        start_hash: bytes,
+        start_proof: Sequence[bytes],
+    ) -> tuple[GameId, Receipt]:
+        """Open a report game on probe ``index`` of the job's passing report, the verifier defending
+        its ``state_hash`` at ``step`` of ``segment`` from checkpoint ``segment`` (``start_hash``,
+        proven against the trace root); escrows challengeBond. Returns the game id.
+
+        :func:`core.dispute.opening_on_report` builds these arguments from the report's probes.
+        """
+        probe = (index, segment, step, state_hash, list(proof))
+        receipt = self._send("openOnReport", job_id, seal.as_tuple(), probe, start_hash, list(start_proof))
+        (opened,) = self.decode_events(receipt, "DisputeOpened")
+        return GameId(opened.args["gameId"]), receipt
+
+    def concede_forced(self, game_id: GameId, secret: bytes, seal: ReportSeal) -> Receipt:
+        """The defender of a report game reveals that its probe was a forced error: the challenger
+        wins and is paid from the jackpot; the verifier keeps its bond and fee."""
+        return self._send("concedeForced", game_id, secret, seal.as_tuple())
 
     def post_midpoint(self, game_id: GameId, state_hash: bytes, cid: bytes) -> Receipt:
         return self._send("postMidpoint", game_id, state_hash, cid)

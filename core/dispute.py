@@ -9,16 +9,26 @@ come from the proofs engine; these functions turn one into the other's arguments
     args = opening(manifest.state_hashes, manifest.tree(), j, spec.checkpoint_interval)
     game_id, receipt = proto.game.open(job_id, *args.call_args())
 
+    # whistleblower: probe i of a passing report (ProbeTree of the probes ``market.probes_of`` read from the chain)
+    args = opening_on_report(proto.market.seal_of(job_id), ProbeTree(probes), i, manifest.state_hashes, manifest.tree())
+    game_id, receipt = proto.game.open_on_report(job_id, *args.call_args())
+
     # everyone: what the game waits for, from whom, until when
     turn = next_turn(proto.game.get_game(game_id), params, now=client.timestamp(), block=client.block_number())
     if turn.action is Action.POST_MIDPOINT:          # solver
         step = global_step(game, spec.checkpoint_interval, turn.step)   # proofs.state_at(..., step)
+    move = party_move(game, params, now, block, Actor.CHALLENGER)   # a party's call now, if any
 
     # referee: the isolated step and its vote
     task = isolated_step(game, spec.checkpoint_interval, manifest.checkpoint_cids)
     salt = derive_salt(my_secret, game_id)            # re-derivable after a restart
     proto.game.commit_vote(game_id, vote_commitment(game_id, solver_right, salt, me.address))
     proto.game.reveal_vote(game_id, solver_right, salt)
+
+In a REPORT game (``Game.on_report``) the job's verifier defends its probe state: ``Game.solver``
+is the defender, so ``Actor.SOLVER`` and a ``SOLVER_WON`` status name the verifier there. The game
+bisects from checkpoint ``segment`` (agreed) to the probe's step ``steps`` (disputed), so the
+global step of a position is ``segment * k + step`` as in any game.
 
 The formulas mirror ``contracts/DisputeGame.sol`` and ``contracts/libraries/LibPosition.sol``;
 ``tests/dispute`` checks them against the deployed contract.
@@ -36,7 +46,7 @@ from eth_utils import keccak, to_checksum_address
 
 from core.chain import Address
 from core.cid import Cid, digest_to_cid
-from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus
+from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, ReportSeal
 from core.errors import VeritrainError
 
 __all__ = [
@@ -44,10 +54,15 @@ __all__ = [
     "ProofSource",
     "Opening",
     "opening",
+    "PublishedProbe",
+    "ProbeSource",
+    "ReportOpening",
+    "opening_on_report",
     "Action",
     "Actor",
     "Turn",
     "next_turn",
+    "party_move",
     "midpoint",
     "max_moves",
     "global_step",
@@ -73,6 +88,27 @@ class ProofSource(Structural):
     """A trace tree that hands out Merkle proofs by checkpoint index (``proofs.TraceTree``)."""
 
     def proof(self, position: int) -> Sequence[bytes | str]: ...
+
+
+class PublishedProbe(Structural):
+    """One probe of a passing report (``proofs.Probe``)."""
+
+    @property
+    def index(self) -> int: ...
+    @property
+    def segment(self) -> int: ...
+    @property
+    def step(self) -> int: ...
+    @property
+    def state_hash(self) -> bytes | str: ...
+
+
+class ProbeSource(Structural):
+    """A report's probe tree, by probe slot (``proofs.ProbeTree``)."""
+
+    def probe(self, index: int) -> PublishedProbe: ...
+
+    def proof(self, index: int) -> Sequence[bytes | str]: ...
 
 
 def _bytes32(value: bytes | str, what: str) -> Bytes32:
@@ -127,6 +163,60 @@ def opening(state_hashes: Sequence[bytes | str], tree: ProofSource, segment: int
         start_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(segment)),
         end_hash=_bytes32(state_hashes[segment + 1], f"state hash {segment + 1}"),
         end_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(segment + 1)),
+    )
+
+
+@dataclass(frozen=True)
+class ReportOpening:
+    """The arguments of ``DisputeGame.openOnReport`` after the job id (flattened as
+    :meth:`core.contracts.DisputeGame.open_on_report` takes them)."""
+
+    seal: ReportSeal
+    index: int
+    segment: int
+    step: int
+    state_hash: Bytes32
+    proof: tuple[Bytes32, ...]
+    start_hash: Bytes32
+    start_proof: tuple[Bytes32, ...]
+
+    def call_args(self) -> tuple[ReportSeal, int, int, int, Bytes32, list[Bytes32], Bytes32, list[Bytes32]]:
+        """``(seal, index, segment, step, stateHash, proof, startHash, startProof)`` for
+        ``game.open_on_report(job_id, *args)``."""
+        return (
+            self.seal, self.index, self.segment, self.step, self.state_hash, list(self.proof), self.start_hash, list(self.start_proof)
+        )  # fmt: skip
+
+
+def opening_on_report(
+    seal: ReportSeal | None, probes: ProbeSource, index: int, state_hashes: Sequence[bytes | str], tree: ProofSource
+) -> ReportOpening:
+    """Dispute probe ``index`` of a passing report: the verifier's probe and its proof from the
+    report's probe tree, the agreed start (checkpoint ``segment``) from the solver's trace.
+
+    ``seal`` is the job's (``JobMarket.seal_of``; None means there is no report to dispute). The
+    contract checks the probe against the seal and the start against the trace root; the probe's
+    step must be inside the segment (1..maxSegmentSteps on chain, 1..k by the spec).
+    """
+    if seal is None:
+        raise DisputeError("the job has no report of its current verifier to dispute")
+    probe = probes.probe(index)
+    if probe.index != index:
+        raise DisputeError(f"the probe tree's slot {index} holds probe {probe.index}")
+    segments = len(state_hashes) - 1
+    if not 0 <= probe.segment < segments:
+        raise DisputeError(f"probe {index} is on segment {probe.segment}, not in 0..{segments - 1}")
+    if probe.step < 1:
+        raise DisputeError(f"probe {index} is at step {probe.step}: a report game needs at least one step")
+    return ReportOpening(
+        seal=seal,
+        index=index,
+        segment=probe.segment,
+        step=probe.step,
+        state_hash=_bytes32(probe.state_hash, f"probe {index} state hash"),
+        proof=tuple(_bytes32(p, "proof element") for p in probes.proof(index)),
+        start_hash=_bytes32(state_hashes[probe.segment], f"state hash {probe.segment}"),
+        start_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(probe.segment)),
     )
 
 
@@ -191,7 +281,8 @@ class Turn:
 
 def next_turn(game: Game, params: GameParams, now: int, block: int | None = None) -> Turn:
     """Who must move next and by when, exactly as the contract's checks decide at ``now``
-    (``block``: the latest block number, for the committee draw's readiness)."""
+    (``block``: the latest block number, for the committee draw's readiness). ``Actor.SOLVER`` is
+    the defender, ``Game.solver``: the job's verifier in a report game."""
     s = game.status
     if s.final or s is GameStatus.NONE:
         return Turn(Action.NONE, Actor.NOBODY, ready_at=now)
@@ -226,6 +317,27 @@ def next_turn(game: Game, params: GameParams, now: int, block: int | None = None
     return Turn(Action.SETTLE, Actor.ANYONE, ready_at=now)
 
 
+def party_move(game: Game, params: GameParams, now: int, block: int, party: Actor) -> Action | None:
+    """The call a party of ``game`` makes now, if any (``party``: ``Actor.SOLVER``, the defender, or
+    ``Actor.CHALLENGER``): its own bisection move, or a permissionless call that pays it (time the
+    other side out, draw the committee, settle), at once since each does. Never a timeout of its
+    own clock (the other side's business) and never a vote (parties are not seated)."""
+    turn = next_turn(game, params, now, block)
+    match turn.action:
+        case Action.POST_MIDPOINT | Action.ANSWER_MIDPOINT:
+            return turn.action if turn.actor is party else None
+        case Action.TIMEOUT_CLOCK:
+            out_of_time = Actor.SOLVER if game.status is GameStatus.SOLVER_TO_MOVE else Actor.CHALLENGER
+            return turn.action if out_of_time is not party else None
+        case Action.DRAW_COMMITTEE:
+            assert turn.ready_block is not None
+            return turn.action if block >= turn.ready_block else None
+        case Action.SETTLE:
+            return turn.action  # next_turn says SETTLE only once the contract accepts it
+        case _:
+            return None
+
+
 # ------------------------------------------------------------------ arbitration (level 3)
 
 
@@ -245,7 +357,9 @@ class IsolatedStep:
 
 def isolated_step(game: Game, checkpoint_interval: int, checkpoint_cids: Sequence[str]) -> IsolatedStep:
     """The isolated step of a game in Isolated or Arbitrating. A zero pre-state CID on chain means
-    the pre-state is checkpoint j itself, whose CID is in the manifest (``checkpoint_cids``)."""
+    the pre-state is checkpoint j itself, whose CID is in the manifest (``checkpoint_cids``): in a
+    report game too, which starts from the solver's checkpoint j (the defender's ``post_hash`` is
+    then the verifier's state, and ``solver_right`` in the vote means "the defender is right")."""
     if game.status not in (GameStatus.ISOLATED, GameStatus.ARBITRATING) and not (
         game.status.final and game.hi - game.lo == 1
     ):

@@ -10,7 +10,11 @@ GameParams structs are encoded by the field names of the compiled ABI, so a
 field added to a struct is a key added to the file, not a code change here.
 
 Wiring (both one-shot on chain): ``StakeManager.authorize([JobMarket,
-DisputeGame])`` and ``JobMarket.setDisputeGame(DisputeGame)``.
+DisputeGame])`` and ``JobMarket.setDisputeGame(DisputeGame)``. Then the
+jackpot is seeded with ``jackpotSeed`` tokens (``approve`` + ``fundJackpot``,
+topping up to the seed, so nothing is sent when it already holds that much):
+forced errors start paying a whistleblower more than an audit costs from the
+first job instead of after ~1000 taxed jobs (docs/incentives.md, "Seeding").
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core import artifacts
 from core.address_book import AddressBook, DeployedContract, book_path
 from core.chain import Address, ChainClient, Receipt, Signer
-from core.contracts import JobMarket, StakeManager
+from core.contracts import JobMarket, StakeManager, VeriToken
 from core.errors import ArtifactsMissing, ConfigError
 
 __all__ = ["DeployParams", "RoleAmounts", "DEVNET_PARAMS", "deploy_protocol", "encode_constructor"]
@@ -59,6 +63,16 @@ class DeployParams(BaseModel):
     unbonding_delay: int = Field(alias="unbondingDelay", ge=0, lt=2**32)
     market: dict[str, int] = Field(description="JobMarket MarketParams by Solidity field name")
     game: dict[str, int] = Field(description="DisputeGame GameParams by Solidity field name")
+    jackpot_seed: int = Field(
+        alias="jackpotSeed", default=0, ge=0, description="tokens the deployer puts into the jackpot after wiring"
+    )
+
+    @model_validator(mode="after")
+    def _seed_fits_the_supply(self) -> DeployParams:
+        """The deployer holds the whole supply at deployment: it cannot seed more than that."""
+        if self.jackpot_seed > self.token_supply:
+            raise ValueError(f"jackpotSeed = {self.jackpot_seed} exceeds tokenSupply = {self.token_supply}")
+        return self
 
     @model_validator(mode="after")
     def _game_fits_the_dispute_window(self) -> DeployParams:
@@ -157,6 +171,18 @@ def _plan(params: DeployParams) -> list[tuple[str, list[Any]]]:
     ]
 
 
+def _seed_jackpot(client: ChainClient, signer: Signer, token: str, market: str, seed: int) -> None:
+    """Tops the jackpot up to ``seed`` tokens from the deployer (approve + fundJackpot); sends nothing
+    when it already holds that much."""
+    jobs = JobMarket(client, market, signer)
+    missing = seed - jobs.jackpot()
+    if missing <= 0:
+        return
+    VeriToken(client, token, signer).approve(market, missing)
+    jobs.fund_jackpot(missing)
+    log.info("jackpot seeded with %d base units", missing)
+
+
 def deploy_protocol(
     client: ChainClient,
     signer: Signer,
@@ -196,6 +222,7 @@ def deploy_protocol(
     StakeManager(client, stakes, signer).authorize([market, game])
     JobMarket(client, market, signer).set_dispute_game(game)
     log.info("wired: StakeManager authorized JobMarket and DisputeGame; JobMarket's dispute game set")
+    _seed_jackpot(client, signer, deployed["VeriToken"].address, market, params.jackpot_seed)
 
     book = AddressBook(
         chainId=client.chain_id,

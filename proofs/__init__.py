@@ -16,6 +16,9 @@ whistleblowers and referees check it. Public API (stable names)::
     verdict = verify_trace(spec, dataset, manifest, fetch=lambda i: store.get(manifest.checkpoint_cids[i]),
                            seed=onchain_randomness)   # verdict.passed, verdict.failures[0].detail
 
+    probes = [Probe(i, s, m, state_hash(...)) for i, s, m in probe_positions(seed, count, n + 1, k)]
+    ProbeTree(probes).root, .proof(i)                 # a passing report's probe commitment
+
     state_at(spec, dataset, ckpt_bytes, step)         # dispute: state hash at a bisection midpoint
     execute_step(spec, dataset, agreed_state_bytes)   # referee: one step
 
@@ -39,6 +42,18 @@ from proofs.errors import (
 from proofs.evaluate import Evaluation, evaluate
 from proofs.manifest import CheckpointEntry, Manifest, parse_manifest
 from proofs.merkle import TraceTree, leaf_hash, verify_proof
+from proofs.probes import (
+    FORCED_DOMAIN,
+    Probe,
+    ProbeTree,
+    forced_commitment,
+    forced_hash,
+    is_forced,
+    probe_positions,
+    probe_segment,
+    probe_step,
+    verify_probe,
+)
 from proofs.replay import Distances, Reason, SegmentVerdict, TraceVerdict, distances, replay_segment, verify_trace
 from proofs.sampling import (
     DEFAULT_Q,
@@ -65,6 +80,9 @@ __all__ = [
     "replay_segment", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
     "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
     "DEFAULT_Q", "DEFAULT_R",
+    # probes of a passing report, forced errors
+    "Probe", "ProbeTree", "probe_segment", "probe_step", "probe_positions", "verify_probe",
+    "forced_commitment", "is_forced", "forced_hash", "FORCED_DOMAIN",
     # disputes
     "state_at", "execute_step", "Bisection", "bisect", "midpoint", "max_moves", "segment_bounds",
     # evaluation of a trained model

@@ -1,4 +1,5 @@
-"""The trace commitment: an OpenZeppelin ``StandardMerkleTree`` over ``(uint256, bytes32)`` leaves.
+"""The trace commitment: an OpenZeppelin ``StandardMerkleTree`` over ``(uint256, bytes32)`` leaves
+(and :class:`StandardTree`, the layout it shares with the probe tree of :mod:`proofs.probes`).
 
 Leaf ``i`` of a trace is ``(i, state_hash_i)`` and hashes as OpenZeppelin's
 standard tree does::
@@ -19,7 +20,7 @@ from eth_utils import keccak
 
 from proofs.errors import MerkleError
 
-__all__ = ["Hex32", "leaf_hash", "hash_pair", "TraceTree", "verify_proof"]
+__all__ = ["Hex32", "leaf_hash", "hash_pair", "StandardTree", "TraceTree", "verify_proof", "verify_leaf"]
 
 Hex32 = str  # "0x" + 64 lowercase hex digits
 
@@ -55,33 +56,21 @@ def hash_pair(a: bytes, b: bytes) -> bytes:
     return keccak(a + b if a <= b else b + a)
 
 
-class TraceTree:
-    """The Merkle tree of a trace, built exactly like ``StandardMerkleTree.of``.
+class StandardTree:
+    """An OpenZeppelin ``StandardMerkleTree`` over leaf hashes already computed, value ``position``
+    being ``leaves[position]``: sorted by hash, laid out and pair-hashed as the npm package does.
 
-    ``TraceTree(hashes)`` commits to leaves ``(i, hashes[i])``; :meth:`of` takes
-    arbitrary ``(index, hash)`` values (in the order the npm package gets them).
+    The layout is shared by every tree the contracts check with ``MerkleProof`` (the trace tree
+    here, the probe tree in :mod:`proofs.probes`); only the leaf encoding differs between them.
     """
 
-    def __init__(self, state_hashes: Sequence[bytes | str]) -> None:
-        self._init([(i, h) for i, h in enumerate(state_hashes)])
-
-    @classmethod
-    def of(cls, values: Sequence[tuple[int, bytes | str]]) -> TraceTree:
-        tree = cls.__new__(cls)
-        tree._init(list(values))
-        return tree
-
-    def _init(self, values: list[tuple[int, bytes | str]]) -> None:
-        if not values:
+    def __init__(self, leaves: Sequence[bytes]) -> None:
+        if not leaves:
             raise MerkleError("a Merkle tree needs at least one leaf")
-        self.values = [(i, to_bytes32(h, "state hash")) for i, h in values]
-        hashed = sorted(
-            ((leaf_hash(i, h), pos) for pos, (i, h) in enumerate(self.values)),
-            key=lambda t: t[0],
-        )
+        hashed = sorted(((leaf, pos) for pos, leaf in enumerate(leaves)), key=lambda t: t[0])
         size = 2 * len(hashed) - 1
         nodes: list[bytes] = [b""] * size
-        self._tree_index = [0] * len(self.values)
+        self._tree_index = [0] * len(hashed)
         for leaf_pos, (leaf, value_pos) in enumerate(hashed):
             nodes[size - 1 - leaf_pos] = leaf
             self._tree_index[value_pos] = size - 1 - leaf_pos
@@ -90,7 +79,7 @@ class TraceTree:
         self._nodes = nodes
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self._tree_index)
 
     @property
     def root(self) -> Hex32:
@@ -111,14 +100,40 @@ class TraceTree:
         return out
 
     def _check(self, position: int) -> int:
-        if not 0 <= position < len(self.values):
-            raise MerkleError(f"no leaf {position} in a tree of {len(self.values)}")
+        if not 0 <= position < len(self._tree_index):
+            raise MerkleError(f"no leaf {position} in a tree of {len(self._tree_index)}")
         return position
+
+
+class TraceTree(StandardTree):
+    """The Merkle tree of a trace, built exactly like ``StandardMerkleTree.of(values, ["uint256", "bytes32"])``.
+
+    ``TraceTree(hashes)`` commits to leaves ``(i, hashes[i])``; :meth:`of` takes
+    arbitrary ``(index, hash)`` values (in the order the npm package gets them).
+    """
+
+    def __init__(self, state_hashes: Sequence[bytes | str]) -> None:
+        self._init(list(enumerate(state_hashes)))
+
+    @classmethod
+    def of(cls, values: Sequence[tuple[int, bytes | str]]) -> TraceTree:
+        tree = cls.__new__(cls)
+        tree._init(list(values))
+        return tree
+
+    def _init(self, values: list[tuple[int, bytes | str]]) -> None:
+        self.values = [(i, to_bytes32(h, "state hash")) for i, h in values]
+        super().__init__([leaf_hash(i, h) for i, h in self.values])
 
 
 def verify_proof(root: bytes | str, index: int, state_hash: bytes | str, proof: Sequence[bytes | str]) -> bool:
     """What ``MerkleProof.verify(proof, root, leaf(index, stateHash))`` returns on chain."""
-    node = leaf_hash(index, state_hash)
+    return verify_leaf(root, leaf_hash(index, state_hash), proof)
+
+
+def verify_leaf(root: bytes | str, leaf: bytes, proof: Sequence[bytes | str]) -> bool:
+    """``MerkleProof.verify(proof, root, leaf)`` for a leaf hash of any standard tree."""
+    node = leaf
     for sibling in proof:
         node = hash_pair(node, to_bytes32(sibling, "proof element"))
     return node == to_bytes32(root, "root")

@@ -8,7 +8,8 @@ there is capacity and stake for its bond.
 A job of ours that a challenger disputes is defended: each bisection move posts the state
 at the game's midpoint (recomputed from our checkpoint), as long as our clock runs; a
 challenger whose clock ran out is timed out, and a failing verifier that never opened its
-game forfeits after the open window.
+game forfeits after the open window. A report game on our job (a whistleblower disputing the
+verifier's probe) is the verifier's to defend: we only wait for the job to come back.
 """
 
 from __future__ import annotations
@@ -218,8 +219,8 @@ class SolverPolicy:
             if job.open_deadline is not None and view.now > job.open_deadline:
                 return ForfeitUnopened(job.job_id)  # the failing verifier never opened: its bond is ours
             return None
-        if view.game_params is None:
-            return None
+        if view.game_params is None or job.game.solver != view.me:
+            return None  # a report game: the job's verifier defends its probe, not us
         turn = next_turn(job.game, view.game_params, view.now, view.block)
         if turn.action is Action.POST_MIDPOINT and self.config.defend and turn.step is not None:
             return PostMidpoint(job.job_id, job.game_id, job.game.segment, turn.step)

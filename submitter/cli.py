@@ -52,7 +52,7 @@ def post(
     ipfs_api: IpfsApi = None,
     json_out: options.Json = False,
 ) -> None:
-    """Upload the dataset and the spec, escrow reward + fee, post the job; prints the job id.
+    """Upload the dataset and the spec, escrow reward + fee + the jackpot tax, post the job; prints the job id.
 
     Examples:
 
@@ -70,10 +70,14 @@ def post(
             "job_id": posted.job_id,
             "spec_cid": posted.spec_cid,
             "dataset_cid": posted.dataset_cid,
+            "jackpot_tax": str(posted.tax),
             "gas": {k: r.gas_used for k, r in posted.receipts.items()},
         }))
         return
-    console.print(f"posted job [bold]{posted.job_id}[/]  spec {posted.spec_cid}  dataset {posted.dataset_cid}")
+    console.print(
+        f"posted job [bold]{posted.job_id}[/]  spec {posted.spec_cid}  dataset {posted.dataset_cid}"
+        f"  jackpot tax {show_tokens(posted.tax)} VERI"
+    )
     print(posted.job_id)
 
 

@@ -31,6 +31,8 @@ class Posted:
     job_id: JobId
     spec_cid: Cid
     dataset_cid: Cid
+    tax: TokenAmount
+    """The jackpot tax escrowed on top of reward + fee (into the jackpot at finalize, else refunded)."""
     receipts: dict[str, Receipt]
 
 
@@ -43,7 +45,8 @@ def post_job(
     verifier_fee: TokenAmount,
     commit_window: int | None,
 ) -> Posted:
-    """Validate everything, upload dataset and spec, approve the escrow, post the job."""
+    """Validate everything, upload dataset and spec, approve the escrow (reward + fee + the market's
+    jackpot tax on them), post the job."""
     if reward <= 0:
         raise SubmitError("--reward must be above 0")
     if verifier_fee <= 0:
@@ -56,11 +59,13 @@ def post_job(
         raise SubmitError(f"--commit-window must be in 1..{max_window} seconds (the market's maximum)")
     draft = read_job(spec_path, data_path, store)  # parse and validate spec and dataset, upload nothing
     me = _me(protocol)
-    need = reward + verifier_fee
+    tax = market.jackpot_tax(reward, verifier_fee)
+    need = reward + verifier_fee + tax
     have = token.balance_of(me)
     if have < need:
         raise SubmitError(
-            f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)} (reward + fee)"
+            f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)}"
+            f" (reward + fee + {show_tokens(tax)} jackpot tax)"
         )
     spec_cid = publish(draft, store)
     receipts: dict[str, Receipt] = {}
@@ -68,7 +73,7 @@ def post_job(
         receipts["approve"] = token.approve(market.address, need)
     job_id, receipts["postJob"] = market.post_job(cid_to_digest(spec_cid), reward, verifier_fee, commit_window)
     log.info("job posted", extra={"job": job_id, "spec": spec_cid, "dataset": draft.dataset_cid})
-    return Posted(job_id, spec_cid, draft.dataset_cid, receipts)
+    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts)
 
 
 def get_job(protocol: Protocol, job_id: int) -> Job:

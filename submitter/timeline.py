@@ -27,8 +27,11 @@ JOB_EVENTS = (
     "ReportSubmitted",
     "DisputeOpened",
     "DisputeResolved",
+    "ReportOverturned",
+    "ForcedErrorCaught",
     "JobReopened",
     "JobFinalized",
+    "JackpotTaxed",
     "JobCancelled",
     "JobRefunded",
 )
@@ -106,4 +109,8 @@ def _jsonable(name: str, value: Any) -> Any:
         return "0x" + value.hex()
     if isinstance(value, (bool, int, str)):
         return value.value if hasattr(value, "value") else value
+    if isinstance(value, Mapping):  # a struct, e.g. one of ReportSubmitted's probes
+        return {k: _jsonable(k, v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(name, v) for v in value]
     return str(value)

@@ -22,7 +22,7 @@ from verifier.policy import VerifierConfig
 from verifier.state import VerifierDb
 from veritrain import options
 
-app = typer.Typer(name="verifier", help="The verifier daemon: stake, replay sampled segments when drawn, report, open and play disputes, sit as referee; keep jobs moving.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(name="verifier", help="The verifier daemon: stake, replay sampled segments when drawn, report with probes, open and play disputes, defend its probes, sit as referee; keep jobs moving.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 
 
 @app.command()
@@ -42,11 +42,13 @@ def run(
     log_json: LogJson = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
     lie: Annotated[bool, typer.Option("--lie", hidden=True, help="TEST ADVERSARY: fail honest traces and answer every midpoint wrong")] = False,
+    lazy: Annotated[bool, typer.Option("--lazy", hidden=True, help="TEST ADVERSARY: pass every trace without replaying, guessing the probes")] = False,
 ) -> None:
     """Run the verifier until SIGTERM or Ctrl-C. Safe to kill -9 and restart.
 
     When its replay fails it opens the dispute game on the first failing segment and answers
-    the solver's midpoints; drawn as a referee it re-executes the isolated step and votes.
+    the solver's midpoints; when a whistleblower disputes one of its probes it concedes a forced
+    error or defends the probe; drawn as a referee it re-executes the isolated step and votes.
 
     Examples:
 
@@ -54,12 +56,14 @@ def run(
 
       veritrain verifier run --keystore verifier.json --no-duties --log-json
     """
+    if lie and lazy:
+        raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
     configure_logging(level=log_level, json_lines=log_json)
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
-    daemon.build(settings, signer, store, config, loop=LoopSettings(poll_interval_s=poll), lie=lie).run()
+    daemon.build(settings, signer, store, config, loop=LoopSettings(poll_interval_s=poll), lie=lie, lazy=lazy).run()
 
 
 @app.command()
@@ -96,12 +100,15 @@ def _assignments_table(report: dict[str, object]) -> Table | None:
 
 
 def verifier_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
+    """The status report; ``forced_seed_on_chain``: the chain holds the commitment of one of our forced
+    secrets (draws can snapshot it), which the daemon keeps true."""
     db_path = home / "state.sqlite"
     if not db_path.exists():
-        return {**status_base(protocol, me, Role.VERIFIER, None, show_tokens), "assignments": []}
+        return {**status_base(protocol, me, Role.VERIFIER, None, show_tokens), "forced_seed_on_chain": False, "assignments": []}
     db = VerifierDb(db_path)
     try:
         out = status_base(protocol, me, Role.VERIFIER, db.db, show_tokens)
+        out["forced_seed_on_chain"] = bytes(protocol.market.forced_seed_of(me).commitment) in db.forced_commitments()
         out["assignments"] = [
             {
                 "job_id": r.job_id,

@@ -31,8 +31,10 @@ def build(
     *,
     loop: LoopSettings = LoopSettings(),
     lie: bool = False,
+    lazy: bool = False,
 ) -> VerifierDaemon:
-    """``lie``: a TEST adversary that fails honest traces and answers every midpoint wrong."""
+    """TEST adversaries: ``lie`` fails honest traces and answers every midpoint wrong; ``lazy``
+    passes every trace without replaying, its probes guessed (a whistleblower catches them)."""
     protocol = connect(settings, signer)
     db = VerifierDb(state_dir(settings.data_dir, signer.address) / "state.sqlite")
     db.salt_secret()  # made on first start, kept for good
@@ -43,7 +45,7 @@ def build(
         "verifier",
         VerifierLoader(protocol, watcher, db, signer.address),
         VerifierPolicy(config),
-        VerifierResponder(protocol, db, Inspector(protocol, store, stop, lie=lie), desk, signer.address),
+        VerifierResponder(protocol, db, Inspector(protocol, store, stop, lie=lie, lazy=lazy), desk, signer.address),
         settings=loop,
         stop=stop,
         heartbeat=heartbeat_to(db.db, signer.address),

@@ -1,11 +1,15 @@
 """The verifier's work in dispute games: open on the first failing segment, answer the solver's
-midpoints, and re-execute an isolated step as a referee.
+midpoints, defend its own probe in a whistleblower's report game, and re-execute an isolated
+step as a referee.
 
 Everything a move needs is re-read by CID and checked: the job's spec and dataset (from the
 ``JobPosted`` event), its manifest (from the latest ``TraceCommitted`` event, its root checked
 against the job's committed root), checkpoint ``j`` (against the manifest's state hash), and a
 referee's pre-state (against the agreed hash on chain). The truth at a midpoint is recomputed
-with ``proofs.state_at`` from checkpoint ``j``; a referee runs ``proofs.execute_step`` once.
+with ``proofs.state_at`` from checkpoint ``j``, both to answer the solver and to post our own
+midpoints as a report game's defender (stored, so that the challenger and the referees can
+fetch them by CID: the solver's defence, from the checkpoint in the store rather than on disk);
+a referee runs ``proofs.execute_step`` once.
 The material of a job is cached in memory per committed root (a reopened job gets a new one).
 """
 
@@ -15,14 +19,28 @@ import logging
 from dataclasses import dataclass
 
 from core.agent import MarketWatcher
-from core.cid import digest_to_cid
+from core.cid import Cid, digest_to_cid
 from core.contracts import Game, GameId, JobId, Protocol
 from core.dispute import Opening, global_step, isolated_step, midpoint, opening
 from core.errors import VeritrainError
 from core.storage import ContentStore, StorageError
-from proofs import Dataset, JobSpec, Limits, Manifest, ProofError, execute_step, load_dataset, load_spec, parse_manifest, state_at, state_hash
+from proofs import (
+    Dataset,
+    JobSpec,
+    Limits,
+    Manifest,
+    ProofError,
+    execute_step,
+    load_dataset,
+    load_spec,
+    parse_manifest,
+    probe_step,
+    state_at,
+    state_hash,
+)
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from proofs.manifest import MAX_MANIFEST_BYTES
+from verifier.policy import vote_from_shape
 
 log = logging.getLogger(__name__)
 
@@ -86,21 +104,41 @@ class DisputeDesk:
             self._starts[key] = data
         return self._starts[key]
 
+    def _truth(self, game: Game) -> bytes:
+        """The state honest training gives at the game's next midpoint (from checkpoint ``segment``)."""
+        m = self.material(game.job_id)
+        step = global_step(game, m.spec.checkpoint_interval, midpoint(game.lo, game.hi))
+        return state_at(m.spec, m.dataset, self._start(game.job_id, m, game.segment), step)
+
     def answer(self, game_id: GameId, game: Game) -> bool:
         """Agree with the solver's posted midpoint? True iff it is the state honest training gives."""
-        m = self.material(game.job_id)
-        step = midpoint(game.lo, game.hi)
-        truth = state_at(m.spec, m.dataset, self._start(game.job_id, m, game.segment), global_step(game, m.spec.checkpoint_interval, step))
-        agree = state_hash(truth) == _hex(game.mid_hash)
-        log.info("midpoint checked", extra={"game": game_id, "step": step, "agree": agree, "lie": self.lie})
+        agree = state_hash(self._truth(game)) == _hex(game.mid_hash)
+        log.info("midpoint checked", extra={"game": game_id, "step": midpoint(game.lo, game.hi), "agree": agree, "lie": self.lie})
         return agree != self.lie
 
+    def midpoint(self, game: Game) -> tuple[str, Cid]:
+        """Our midpoint as a report game's defender: the true state, stored; ``(state hash, CID)``."""
+        truth = self._truth(game)
+        return state_hash(truth), self.store.put(truth)
+
+    def _probe_step(self, game_id: GameId, checkpoint_interval: int) -> int:
+        """The step the draw fixed for the disputed probe (its slot and assign seed are in the
+        game's ``ReportDisputeOpened`` event)."""
+        events = self.protocol.game.events("ReportDisputeOpened", self.protocol.book.deploy_block, gameId=game_id)
+        if not events:
+            raise DisputeWorkError(f"game {game_id}: a report game without its ReportDisputeOpened event")
+        opened = events[-1].args
+        return probe_step(bytes(opened["assignSeed"]), int(opened["probeIndex"]), checkpoint_interval)
+
     def vote(self, game_id: GameId, game: Game) -> bool:
-        """A referee's vote: is the solver's post-state what one step from the agreed state gives?"""
+        """A referee's vote: is the defender's post-state what one step from the agreed state gives
+        (and, in a report game, is the game at the probe's step)?"""
         m = self.material(game.job_id)
         k = m.spec.checkpoint_interval
-        if game.steps != k:
-            return True  # a challenger cannot frame a solver with a wrong k (docs/dispute.md, "Opening")
+        shaped = vote_from_shape(game, k, self._probe_step(game_id, k) if game.on_report else None)
+        if shaped is not None:
+            log.info("vote decided by the game's steps", extra={"game": game_id, "steps": game.steps, "solver_right": shaped})
+            return shaped
         task = isolated_step(game, k, m.manifest.checkpoint_cids)
         try:
             pre = self.store.get(task.pre_cid, MAX_CHECKPOINT_BYTES)

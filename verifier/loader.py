@@ -2,17 +2,55 @@
 
 Besides its assignments and the market's live jobs: the jobs its failing report disputed that
 have no game yet (with the first failing segment from its records), every dispute game that is
-not final, and its own ballot in the games it sits on. All of it from the chain each tick,
-so a restart mid-game resumes where the chain stands.
+not final, its own ballot in the games it sits on, and its forced seed (on chain and kept).
+All of it from the chain each tick, so a restart mid-game resumes where the chain stands.
+
+Its draws (``VerifierAssigned``: the assign seed and the forced commitment snapshotted) and its
+seed commitments (``ForcedSeedCommitted``) are read from logs filtered by its address,
+incrementally from the deployment block (:class:`DrawIndex`). Whether a job is forced on it is
+decided here, with the secret from the records, and travels in the view only as a flag.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from core.agent import GameWatcher, MarketWatcher
 from core.chain import Address
-from core.contracts import Ballot, GameParams, GameStatus, JobState, Protocol, Role, TokenAmount
-from verifier.policy import Assignment, LiveGame, MarketJob, PendingOpen, Phase, VerifierView
+from core.contracts import Ballot, Bytes32, GameParams, GameStatus, JobMarket, JobState, MarketParams, Protocol, Role, TokenAmount
+from proofs.probes import is_forced
+from verifier.policy import Assignment, Draw, LiveGame, MarketJob, PendingOpen, Phase, SeedView, VerifierView
 from verifier.state import VerifierDb
+
+
+@dataclass(frozen=True)
+class Drawn:
+    """One ``VerifierAssigned`` event of ours: ``deadline`` tells which draw of the job it is."""
+
+    deadline: int
+    assign_seed: Bytes32
+    forced_commitment: Bytes32
+
+
+class DrawIndex:
+    """Our latest draw per job and every seed commitment we made, from the logs up to a block."""
+
+    def __init__(self, market: JobMarket, deploy_block: int, me: Address) -> None:
+        self.market = market
+        self.me = me
+        self._next_block = deploy_block
+        self.draws: dict[int, Drawn] = {}
+        self.committed: set[Bytes32] = set()
+
+    def update(self, block: int) -> None:
+        if block < self._next_block:
+            return
+        for e in self.market.events("VerifierAssigned", self._next_block, block, verifier=self.me):
+            a = e.args
+            self.draws[int(a["jobId"])] = Drawn(int(a["deadline"]), Bytes32(bytes(a["assignSeed"])), Bytes32(bytes(a["forcedCommitment"])))
+        for e in self.market.events("ForcedSeedCommitted", self._next_block, block, verifier=self.me):
+            self.committed.add(Bytes32(bytes(e.args["commitment"])))
+        self._next_block = block + 1
 
 
 class VerifierLoader:
@@ -20,30 +58,42 @@ class VerifierLoader:
         self.protocol = protocol
         self.watcher = watcher
         self.games = GameWatcher(protocol.game)
+        self.index = DrawIndex(protocol.market, protocol.book.deploy_block, me)
         self.db = db
         self.me = me
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
+        self._market_params: MarketParams | None = None
 
     def load(self) -> VerifierView:
         p = self.protocol
         moment, scan = self.watcher.read(self.db)
-        if self._min_stake is None or self._game_params is None:
+        if self._min_stake is None or self._game_params is None or self._market_params is None:
             self._min_stake = p.stakes.min_stake(Role.VERIFIER)  # immutable: read once
             self._game_params = p.game.params()
+            self._market_params = p.market.params()
+        self.index.update(moment.block)
+        rate = self._market_params.forced_error_rate_bps
         records = {r.job_id: r for r in self.db.assignments()}
         assignments: list[Assignment] = []
         openings: list[PendingOpen] = []
         jobs: list[MarketJob] = []
         ours: set[int] = set()
+        snapshotted: set[Bytes32] = set()
         for job_id, job in scan.jobs:
             ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0  # COMMITTED: deadline = anchor block
             jobs.append(MarketJob(job_id, job.state, job.deadline, ready, job.solver, job.verifier, job.submitter))
+            drawn = self.index.draws.get(job_id)
+            if job.verifier == self.me and drawn is not None:
+                snapshotted.add(drawn.forced_commitment)
             if job.verifier == self.me and job.state in (JobState.VERIFYING, JobState.VERIFIED, JobState.DISPUTED):
                 ours.add(job_id)
                 record = records.get(job_id)
                 if job.state is JobState.VERIFYING:
-                    assignments.append(Assignment(job_id, job.deadline, record.phase if record else Phase.ASSIGNED))
+                    if drawn is None or drawn.deadline != job.deadline:
+                        continue  # drawn after the block the logs were read to: next tick
+                    draw = Draw(drawn.assign_seed, drawn.forced_commitment, self._forced(drawn, rate))
+                    assignments.append(Assignment(job_id, job.deadline, record.phase if record else Phase.ASSIGNED, draw))
                 elif (
                     job.state is JobState.DISPUTED
                     and job.challenger == self.me
@@ -56,7 +106,15 @@ class VerifierLoader:
         for game_id, game in self.games.live():
             seated = game.status is GameStatus.ARBITRATING
             ballot = p.game.ballot_of(game_id, self.me)[0] if seated else Ballot.VACANT
-            games.append(LiveGame(game_id, game, ballot))
+            drawn = self.index.draws.get(game.job_id) if game.on_report and game.solver == self.me else None
+            games.append(LiveGame(game_id, game, ballot, forced=drawn is not None and self._forced(drawn, rate)))
+        kept = tuple(Bytes32(c) for c in self.db.forced_commitments())
+        seed = SeedView(
+            on_chain=p.market.forced_seed_of(self.me).commitment,
+            kept=kept,
+            current_committed=bool(kept) and kept[-1] in self.index.committed,
+            snapshotted=frozenset(snapshotted),
+        )
         return VerifierView(
             now=moment.now,
             block=moment.block,
@@ -70,4 +128,10 @@ class VerifierLoader:
             openings=tuple(openings),
             games=tuple(games),
             game_params=self._game_params,
+            seed=seed,
         )
+
+    def _forced(self, drawn: Drawn, rate_bps: int) -> bool:
+        """Whether the draw forced an error on us: its snapshot is a commitment of ours whose secret says so."""
+        secret = self.db.forced_secret(drawn.forced_commitment)
+        return secret is not None and is_forced(secret, drawn.assign_seed, rate_bps)

@@ -12,8 +12,14 @@ Disputes: a verifier whose replay failed opens the game on its first failing seg
 within the open window and answers each of the solver's midpoints while its clock runs;
 seated on a committee, it commits its vote and reveals it; the game's permissionless
 calls (time a silent side out, draw the committee, settle) are made at once by the
-challenger and by everyone else ``own_grace_s`` (draw, settle) or ``duty_grace_s``
-(timeout) past due.
+game's parties (challenger, or defender of a report game) and by everyone else
+``own_grace_s`` (draw, settle) or ``duty_grace_s`` (timeout) past due.
+
+Forced errors (docs/incentives.md): the verifier keeps a forced seed committed on chain
+(:func:`seed_moves`: a first one, and a fresh one once a concession revealed the last), and
+forgets an old secret once no live job snapshotted it. A whistleblower's report game on one
+of its reports is conceded at once when the job was forced on it (the probe was wrong on
+purpose), and defended otherwise: each midpoint is the true state, as the solver defends.
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ from dataclasses import dataclass
 
 from core.agent import stake_needed
 from core.chain import Address
-from core.contracts import Ballot, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
-from core.dispute import Action, next_turn
+from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 
 
 class Phase(enum.Enum):
@@ -50,12 +56,24 @@ class MarketJob:
 
 
 @dataclass(frozen=True)
+class Draw:
+    """What the chain fixed when this verifier was drawn for a job (its ``VerifierAssigned`` event),
+    and whether that makes the job a forced one for us (known only to us: the loader checks it
+    with the secret behind ``forced_commitment``; never in a log line)."""
+
+    assign_seed: Bytes32  # seeds the sampling and fixes the probes
+    forced_commitment: Bytes32 = ZERO32  # our forced seed snapshotted at the draw (zero: none)
+    forced: bool = False
+
+
+@dataclass(frozen=True)
 class Assignment:
     """A VERIFYING job whose drawn verifier is this account."""
 
     job_id: JobId
     deadline: int
     phase: Phase
+    draw: Draw = Draw(ZERO32)
 
 
 @dataclass(frozen=True)
@@ -69,11 +87,30 @@ class PendingOpen:
 
 @dataclass(frozen=True)
 class LiveGame:
-    """A dispute game that is not final; ``ballot`` is ours (VACANT unless we are seated)."""
+    """A dispute game that is not final; ``ballot`` is ours (VACANT unless we are seated);
+    ``forced``: a report game on one of our reports, on a job that was forced on us."""
 
     game_id: GameId
     game: Game
     ballot: Ballot = Ballot.VACANT
+    forced: bool = False
+
+
+@dataclass(frozen=True)
+class SeedView:
+    """This verifier's forced seed: the commitment on chain (``forcedSeedOf(me)``, zero: none), the
+    commitments of the secrets it keeps (the last is the current one), whether the current one
+    was ever committed (a ``ForcedSeedCommitted`` event of ours carries it), and the commitments
+    that live jobs drawn to us snapshotted (their secrets may still be needed to concede)."""
+
+    on_chain: Bytes32
+    kept: tuple[Bytes32, ...]
+    current_committed: bool
+    snapshotted: frozenset[Bytes32] = frozenset()
+
+    @property
+    def current(self) -> Bytes32 | None:
+        return self.kept[-1] if self.kept else None
 
 
 @dataclass(frozen=True)
@@ -90,6 +127,7 @@ class VerifierView:
     openings: tuple[PendingOpen, ...] = ()
     games: tuple[LiveGame, ...] = ()
     game_params: GameParams | None = None
+    seed: SeedView | None = None  # None: forced errors left alone (not loaded)
 
 
 @dataclass(frozen=True)
@@ -112,6 +150,7 @@ class Stake:
 class Replay:
     job_id: JobId
     deadline: int
+    draw: Draw
 
 
 @dataclass(frozen=True)
@@ -155,14 +194,45 @@ class OpenGame:
 
 @dataclass(frozen=True)
 class GameMove:
-    """One call in a game: ``answerMidpoint`` (as its challenger), ``commitVote`` / ``revealVote``
-    (as a seated referee), or a permissionless ``timeoutClock``, ``drawCommittee``, ``settle``."""
+    """One call in a game: ``answerMidpoint`` (as its challenger), ``postMidpoint`` (as the defender
+    of a report game), ``commitVote`` / ``revealVote`` (as a seated referee), or a permissionless
+    ``timeoutClock``, ``drawCommittee``, ``settle``."""
 
     game_id: GameId
     action: Action
 
 
-VerifierAction = Stake | Replay | Report | AssignVerifier | Finalize | Timeout | Forget | OpenGame | GameMove
+@dataclass(frozen=True)
+class ConcedeForced:
+    """Reveal the forced secret of ``job_id`` in its report game: the whistleblower is paid from the
+    jackpot, we keep bond and fee."""
+
+    game_id: GameId
+    job_id: JobId
+
+
+@dataclass(frozen=True)
+class CommitForcedSeed:
+    """Commit the current forced secret's commitment; ``fresh``: make a new secret first (the
+    current one was committed once and is no longer on chain: a concession revealed it)."""
+
+    fresh: bool
+
+
+@dataclass(frozen=True)
+class ForgetForcedSecret:
+    """Drop an old forced secret that no live job snapshotted."""
+
+    commitment: Bytes32
+
+
+VerifierAction = (
+    Stake | CommitForcedSeed | ForgetForcedSecret | Replay | Report | AssignVerifier | Finalize | Timeout | Forget | OpenGame | GameMove
+    | ConcedeForced
+)  # fmt: skip
+
+#: Where ``concedeForced`` is accepted (else the contract reverts ``NotConcedable``).
+CONCEDABLE = frozenset({GameStatus.SOLVER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE, GameStatus.ISOLATED})
 
 _TIMEOUTS = {
     JobState.OPEN: TimeoutKind.EXPIRE,
@@ -181,11 +251,13 @@ class VerifierPolicy:
         stake = self._stake(view)
         if stake is not None:
             actions.append(stake)
+        if view.seed is not None:
+            actions.extend(seed_moves(view.seed))
         for a in sorted(view.assignments, key=lambda a: a.deadline):  # nearest deadline first
             if view.now >= a.deadline:
                 continue  # missed; our bond pays for it
             if a.phase is Phase.ASSIGNED:
-                actions.append(Replay(a.job_id, a.deadline))
+                actions.append(Replay(a.job_id, a.deadline, a.draw))
             elif a.phase is Phase.REPLAYED:
                 actions.append(Report(a.job_id))
         for pending in view.openings:
@@ -210,42 +282,42 @@ class VerifierPolicy:
 
     def _game(self, view: VerifierView, params: GameParams, live: LiveGame) -> VerifierAction | None:
         game = live.game
-        turn = next_turn(game, params, view.now, view.block)
+        defender = game.on_report and game.solver == view.me  # a report game on our report
+        if defender and live.forced and game.status in CONCEDABLE:
+            return ConcedeForced(live.game_id, game.job_id)  # the probe was wrong on purpose: nothing to defend
         challenger = game.challenger == view.me
-        # bystanders (not the challenger) make the permissionless calls only with duties on, after a grace
-        own = self.config.own_grace_s if self.config.duties else None
-        duty = self.config.duty_grace_s if self.config.duties else None
+        if defender or challenger:
+            move = party_move(game, params, view.now, view.block, Actor.SOLVER if defender else Actor.CHALLENGER)
+            return None if move is None else GameMove(live.game_id, move)
+        return self._bystander(view, params, live)
+
+    def _bystander(self, view: VerifierView, params: GameParams, live: LiveGame) -> GameMove | None:
+        """A game we are no party to: our votes when seated; the permissionless calls only with
+        duties on, after a grace, so the parties (paid by them) go first."""
+        game = live.game
+        turn = next_turn(game, params, view.now, view.block)
         match turn.action:
-            case Action.ANSWER_MIDPOINT:
-                return GameMove(live.game_id, turn.action) if challenger else None
             case Action.COMMIT_VOTE:
                 return GameMove(live.game_id, turn.action) if live.ballot is Ballot.SEATED else None
             case Action.REVEAL_VOTE:
                 return GameMove(live.game_id, turn.action) if live.ballot is Ballot.COMMITTED else None
+        if not self.config.duties:
+            return None
+        match turn.action:
             case Action.TIMEOUT_CLOCK:
                 clock = game.solver_clock if game.status is GameStatus.SOLVER_TO_MOVE else game.challenger_clock
-                if challenger and game.status is GameStatus.CHALLENGER_TO_MOVE:
-                    return None  # our own clock ran out: the solver times us out, not we
-                wait = 0 if challenger else duty
-                due = game.last_move_at + clock
+                due, wait = game.last_move_at + clock, self.config.duty_grace_s
             case Action.DRAW_COMMITTEE:
                 assert turn.ready_block is not None
-                wait = 0 if challenger else own
-                ready = wait is not None and view.block >= turn.ready_block + wait
+                ready = view.block >= turn.ready_block + self.config.own_grace_s
                 return GameMove(live.game_id, Action.DRAW_COMMITTEE) if ready else None
             case Action.SETTLE:
-                wait = 0 if challenger else own
-                if game.status is GameStatus.ISOLATED:
-                    due = game.last_move_at + params.draw_window
-                else:
-                    due = game.deadline + params.reveal_window
-                    if challenger:
-                        due = view.now - 1  # settleable early (all revealed): the challenger goes at once
+                isolated = game.status is GameStatus.ISOLATED
+                due = game.last_move_at + params.draw_window if isolated else game.deadline + params.reveal_window
+                wait = self.config.own_grace_s
             case _:
                 return None
-        if wait is None or view.now <= due + wait:
-            return None
-        return GameMove(live.game_id, turn.action)
+        return GameMove(live.game_id, turn.action) if view.now > due + wait else None
 
     def _duty(self, view: VerifierView, job: MarketJob) -> AssignVerifier | Finalize | Timeout | None:
         grace = self.config.duty_grace_s
@@ -269,6 +341,39 @@ class VerifierPolicy:
         if view.now > job.deadline + grace:
             return Timeout(job.job_id, kind)
         return None
+
+
+def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
+    """Keep a forced seed of ours on chain, and no secret longer than a live job may need it.
+
+    Only this account commits its seed, and the market clears it only when a concession revealed
+    it: so a current commitment that was on chain once and is not now was revealed, and a new
+    secret is made (committing a revealed one again would let anyone tell our forced jobs). One
+    that was never committed (first start, or a crash before the commit was mined) is committed
+    as it is. An old secret is forgotten once no live job snapshotted its commitment.
+    """
+    moves: list[CommitForcedSeed | ForgetForcedSecret] = []
+    current = seed.current
+    if current is None:
+        moves.append(CommitForcedSeed(fresh=True))
+    elif seed.on_chain != current:
+        moves.append(CommitForcedSeed(fresh=seed.current_committed))
+    moves.extend(ForgetForcedSecret(c) for c in seed.kept[:-1] if c not in seed.snapshotted)
+    return moves
+
+
+def vote_from_shape(game: Game, checkpoint_interval: int, probe_step: int | None) -> bool | None:
+    """A referee's vote when the game's shape alone decides it, else None (the isolated step does).
+
+    A trace game must bisect the spec's k steps: with any other ``steps`` the challenger is trying
+    to frame the solver, so the solver is right (docs/dispute.md, "Opening"). A report game must
+    bisect up to the probe's step fixed by the draw (``probe_step``: ``proofs.probe_step`` of the
+    game's assign seed and probe slot): the verifier put the step in its own probe leaf, so a
+    leaf at another step is the defender's fault and the defender is wrong.
+    """
+    if game.on_report:
+        return None if game.steps == probe_step else False
+    return None if game.steps == checkpoint_interval else True
 
 
 def _overdue_blocks(block: int, ready_block: int, grace_s: int) -> bool:

@@ -4,6 +4,10 @@ A dispute move re-reads its game first: a move the chain no longer waits for (th
 was stale) is skipped rather than sent to revert. A vote is committed with a salt derived from
 the secret in the records (:meth:`verifier.state.VerifierDb.salt_secret`) and revealed after a
 restart by matching the commitment on chain, so nothing about a vote needs to be stored.
+
+Forced secrets leave the records only as the argument of ``concedeForced``; a new one is
+recorded before its commitment is sent, so a crash in between leaves a secret that the next
+tick commits (``seed_moves``: never committed yet), not a commitment without its secret.
 """
 
 from __future__ import annotations
@@ -13,13 +17,17 @@ import logging
 from core.agent import log_mined, stake
 from core.chain import Address
 from core.cid import cid_to_digest
-from core.contracts import Ballot, GameId, GameStatus, Protocol, Role
+from core.contracts import Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
 from verifier.dispute import DisputeDesk
 from verifier.policy import (
+    CONCEDABLE,
     AssignVerifier,
+    CommitForcedSeed,
+    ConcedeForced,
     Finalize,
     Forget,
+    ForgetForcedSecret,
     GameMove,
     OpenGame,
     Replay,
@@ -48,19 +56,43 @@ class VerifierResponder:
         match action:
             case Stake(amount):
                 stake(p, self.me, Role.VERIFIER, amount)
-            case Replay(job_id, deadline):
-                verdict = self.inspector.inspect(job_id, deadline)
-                self.db.set_verdict(job_id, verdict.passed, verdict.report_cid, verdict.summary, verdict.failed_segment)
+            case CommitForcedSeed(fresh):
+                kept = self.db.forced_commitments()
+                commitment = self.db.new_forced_secret(self.me) if fresh or not kept else kept[-1]
+                log_mined(log, "commitForcedSeed", p.market.commit_forced_seed(commitment), fresh=fresh)
+            case ForgetForcedSecret(commitment):
+                self.db.forget_forced_secret(commitment)
+                log.info("old forced secret forgotten (no live job snapshotted it)")
+            case Replay(job_id, deadline, draw):
+                verdict = self.inspector.inspect(job_id, deadline, draw)
+                self.db.set_verdict(
+                    job_id,
+                    verdict.passed,
+                    verdict.report_cid,
+                    verdict.summary,
+                    verdict.probe_root,
+                    verdict.failed_segment,
+                    draw=draw,
+                    probes=[(p.segment, p.step, bytes.fromhex(p.state_hash[2:])) for p in verdict.probes],
+                )
                 log.info(
                     "replay done",
                     extra={"job": job_id, "passed": verdict.passed, "segments": verdict.summary, "report": verdict.report_cid},
                 )
             case Report(job_id):
                 record = self.db.assignment(job_id)
-                if record is None or record.passed is None or record.report_cid is None:
+                if record is None or record.passed is None or record.report_cid is None or record.draw is None or record.probes is None:
                     log.warning("no verdict to report", extra={"job": job_id})
                     return
-                receipt = p.market.report(job_id, record.passed, cid_to_digest(record.report_cid))
+                # The probes go on chain (the chain checks their segments and computes their root).
+                receipt = p.market.report(
+                    job_id,
+                    record.passed,
+                    cid_to_digest(record.report_cid),
+                    record.draw.assign_seed,
+                    record.draw.forced_commitment,
+                    record.probes,
+                )
                 self.db.set_reported(job_id)
                 log_mined(log, "report", receipt, job=job_id, passed=record.passed)
             case AssignVerifier(job_id):
@@ -86,6 +118,14 @@ class VerifierResponder:
                     log_mined(log, "approve", p.token.approve(p.game.address, bond), job=job_id)
                 game_id, receipt = p.game.open(job_id, *self.desk.opening(job_id, segment).call_args())
                 log_mined(log, "open", receipt, job=job_id, game=game_id, segment=segment)
+            case ConcedeForced(game_id, job_id):
+                self._concede(game_id, job_id)
+            case GameMove(game_id, Action.POST_MIDPOINT):
+                game = p.game.get_game(game_id)
+                if game.status is GameStatus.SOLVER_TO_MOVE and game.on_report and game.solver == self.me:
+                    state_hash, cid = self.desk.midpoint(game)
+                    receipt = p.game.post_midpoint(game_id, bytes.fromhex(state_hash.removeprefix("0x")), cid_to_digest(cid))
+                    log_mined(log, "postMidpoint", receipt, game=game_id, step=midpoint(game.lo, game.hi), state_hash=state_hash, cid=cid)
             case GameMove(game_id, Action.ANSWER_MIDPOINT):
                 game = p.game.get_game(game_id)
                 if game.status is GameStatus.CHALLENGER_TO_MOVE:
@@ -101,6 +141,19 @@ class VerifierResponder:
             case GameMove(game_id, what):
                 call = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]
                 log_mined(log, what.value, call(game_id), game=game_id)
+
+    def _concede(self, game_id: GameId, job_id: JobId) -> None:
+        """Reveal the secret that forced the job's probe 0 (the report game's whistleblower is paid
+        from the jackpot, we keep bond and fee); the market then clears our seed if it was this one."""
+        p = self.protocol
+        if p.game.get_game(game_id).status not in CONCEDABLE:
+            return
+        seal = p.market.seal_of(job_id, p.book.deploy_block)
+        secret = None if seal is None else self.db.forced_secret(seal.forced_commitment)
+        if seal is None or secret is None:
+            log.error("cannot concede: no forced secret of ours behind the job's seal", extra={"game": game_id, "job": job_id})
+            return
+        log_mined(log, "concedeForced", p.game.concede_forced(game_id, secret, seal), game=game_id, job=job_id)
 
     def _salt(self, game_id: GameId) -> bytes:
         return derive_salt(self.db.salt_secret(), game_id)

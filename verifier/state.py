@@ -1,22 +1,30 @@
 """The verifier's local records (SQLite).
 
 * ``assignments``: each job this verifier was drawn for, how far it got
-  (:class:`verifier.policy.Phase`), and once replayed, its verdict and the CID of
-  its report, so that a restart between replay and report sends the same report
-  without replaying again.
+  (:class:`verifier.policy.Phase`), and once replayed, its verdict, the CID of its report, the
+  draw's seal parts (assign seed, forced commitment) and the probes the report publishes (with
+  their root), so that a restart between replay and report sends the same report without
+  replaying again: ``report()`` takes the probes themselves, the chain computes their root.
   A failing verdict keeps the first failing segment: the one the dispute game is opened on.
 * ``final_jobs``: job ids known to be final on chain.
 * ``referee``: one random 32-byte secret, made once; every vote salt is derived from it and
   the game id (:func:`core.dispute.derive_salt`), so a referee that restarts between its
   commit and its reveal can still reveal.
+* ``forced_secrets``: the forced-error secrets (32 random bytes each) by their on-chain
+  commitment ``proofs.forced_commitment(secret, me)``; the newest is the current one. A job
+  snapshots the commitment at its draw, so an older secret is kept until every job that
+  snapshotted it is final (docs/roles.md, "Forced errors").
 
-All of it but the secret can be lost: the chain says which jobs are assigned to us, and a
-lost verdict only costs a second replay. A lost secret costs the referee bonds of the votes
-committed and not yet revealed.
+All of it but the secrets can be lost: the chain says which jobs are assigned to us, and a
+lost verdict only costs a second replay. A lost salt secret costs the referee bonds of the votes
+committed and not yet revealed; a lost forced secret costs the verifier bond of each of its
+forced jobs that a whistleblower then catches (it can no longer concede). So the state
+directory is private to its owner (0700, the file 0600), and no secret is ever logged.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import time
@@ -25,9 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.agent import RoleDb
-from core.contracts import JobId
+from core.contracts import Bytes32, JobId, ReportedProbe
 from core.localdb import HEARTBEAT_MIGRATION
-from verifier.policy import Phase
+from proofs.probes import forced_commitment
+from verifier.policy import Draw, Phase
 
 MIGRATIONS: Sequence[str] = (
     """
@@ -46,6 +55,23 @@ MIGRATIONS: Sequence[str] = (
     ALTER TABLE assignments ADD COLUMN failed_segment INTEGER;
     CREATE TABLE referee (id INTEGER PRIMARY KEY CHECK (id = 1), salt_secret BLOB NOT NULL);
     """,
+    """
+    ALTER TABLE assignments ADD COLUMN probe_root BLOB;
+    CREATE TABLE forced_secrets (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        commitment BLOB NOT NULL UNIQUE,
+        secret BLOB NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
+    # report() takes the probes and the draw's seal parts: a verdict recorded before this
+    # migration has neither, so it is replayed again (the records are a cache of the replay).
+    """
+    ALTER TABLE assignments ADD COLUMN assign_seed BLOB;
+    ALTER TABLE assignments ADD COLUMN forced_commitment BLOB;
+    ALTER TABLE assignments ADD COLUMN probes TEXT;
+    UPDATE assignments SET phase = 'assigned' WHERE phase = 'replayed';
+    """,
 )
 
 
@@ -57,11 +83,17 @@ class AssignmentRecord:
     report_cid: str | None
     summary: str | None
     failed_segment: int | None
+    probe_root: bytes | None  # zero when no probe tree could be built (a failing report only)
+    draw: Draw | None = None  # the seal parts the verdict was computed for (forced: not stored)
+    probes: tuple[ReportedProbe, ...] | None = None  # published (segment, step, state_hash), slot i at i; () on a fail
 
 
 class VerifierDb(RoleDb):
     def __init__(self, path: Path) -> None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)  # the secrets' files (WAL included) are the owner's only
         super().__init__(path, MIGRATIONS)
+        os.chmod(path, 0o600)
 
     def assignment(self, job_id: JobId) -> AssignmentRecord | None:
         row = self.db.query_one("SELECT * FROM assignments WHERE job_id = ?", (job_id,))
@@ -70,13 +102,41 @@ class VerifierDb(RoleDb):
     def assignments(self) -> list[AssignmentRecord]:
         return [_record(r) for r in self.db.query("SELECT * FROM assignments ORDER BY job_id")]
 
-    def set_verdict(self, job_id: JobId, passed: bool, report_cid: str, summary: str, failed_segment: int | None = None) -> None:
+    def set_verdict(
+        self,
+        job_id: JobId,
+        passed: bool,
+        report_cid: str,
+        summary: str,
+        probe_root: bytes,
+        failed_segment: int | None = None,
+        *,
+        draw: Draw,
+        probes: Sequence[tuple[int, int, bytes]] = (),
+    ) -> None:
+        """Record the verdict of the replay made for ``draw`` and the ``probes`` its report publishes
+        (``(segment, step, state_hash)``, slot i at position i; none on a fail)."""
+        entries = json.dumps([[int(s), int(m), "0x" + bytes(h).hex()] for s, m, h in probes])
         self.db.execute(
-            "INSERT INTO assignments (job_id, phase, passed, report_cid, summary, failed_segment, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO assignments (job_id, phase, passed, report_cid, summary, failed_segment, probe_root,"
+            " assign_seed, forced_commitment, probes, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
             " ON CONFLICT (job_id) DO UPDATE SET phase = excluded.phase, passed = excluded.passed,"
             " report_cid = excluded.report_cid, summary = excluded.summary, failed_segment = excluded.failed_segment,"
-            " updated_at = excluded.updated_at",
-            (job_id, Phase.REPLAYED.value, int(passed), report_cid, summary, failed_segment, time.time()),
+            " probe_root = excluded.probe_root, assign_seed = excluded.assign_seed,"
+            " forced_commitment = excluded.forced_commitment, probes = excluded.probes, updated_at = excluded.updated_at",
+            (
+                job_id,
+                Phase.REPLAYED.value,
+                int(passed),
+                report_cid,
+                summary,
+                failed_segment,
+                bytes(probe_root),
+                bytes(draw.assign_seed),
+                bytes(draw.forced_commitment),
+                entries,
+                time.time(),
+            ),
         )
 
     def set_reported(self, job_id: JobId) -> None:
@@ -92,6 +152,28 @@ class VerifierDb(RoleDb):
         assert row is not None
         return bytes(row["salt_secret"])
 
+    # -- forced errors -------------------------------------------------------------------------
+
+    def new_forced_secret(self, me: str) -> bytes:
+        """Make a new current forced secret (32 random bytes) for account ``me``; returns its commitment.
+        The secret itself only leaves this file in a ``concedeForced`` transaction."""
+        secret = os.urandom(32)
+        commitment = forced_commitment(secret, me)
+        self.db.execute("INSERT INTO forced_secrets (commitment, secret, created_at) VALUES (?, ?, ?)", (commitment, secret, time.time()))
+        return commitment
+
+    def forced_commitments(self) -> list[bytes]:
+        """The commitments of the secrets kept, oldest first: the last is the current one."""
+        return [bytes(r["commitment"]) for r in self.db.query("SELECT commitment FROM forced_secrets ORDER BY id")]
+
+    def forced_secret(self, commitment: bytes) -> bytes | None:
+        """Our secret behind ``commitment``; None if it is not ours (a zero commitment: no seed snapshotted)."""
+        row = self.db.query_one("SELECT secret FROM forced_secrets WHERE commitment = ?", (bytes(commitment),))
+        return None if row is None else bytes(row["secret"])
+
+    def forget_forced_secret(self, commitment: bytes) -> None:
+        self.db.execute("DELETE FROM forced_secrets WHERE commitment = ?", (bytes(commitment),))
+
 
 def _record(r: sqlite3.Row) -> AssignmentRecord:
     return AssignmentRecord(
@@ -101,4 +183,7 @@ def _record(r: sqlite3.Row) -> AssignmentRecord:
         r["report_cid"],
         r["summary"],
         r["failed_segment"],
+        None if r["probe_root"] is None else bytes(r["probe_root"]),
+        None if r["assign_seed"] is None else Draw(Bytes32(bytes(r["assign_seed"])), Bytes32(bytes(r["forced_commitment"]))),
+        None if r["probes"] is None else tuple(ReportedProbe(s, m, Bytes32(bytes.fromhex(h[2:]))) for s, m, h in json.loads(r["probes"])),
     )

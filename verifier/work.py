@@ -2,9 +2,16 @@
 
 Every byte comes from the content store by CID (verified there) and every checkpoint is
 also checked against the state hash in the manifest, whose root must be the one on
-chain. The segments come from the proofs engine's sampling, seeded by
-``keccak256(blockhash(B) || jobId)`` where B is the block of this verifier's
-``VerifierAssigned`` event: a hash that did not exist when the solver committed.
+chain. The segments come from the proofs engine's sampling seeded by the ``assignSeed`` of
+this verifier's ``VerifierAssigned`` event (keccak256(drawSeed, verifier): fixed after the
+solver committed, and different for every verifier drawn), plus the report's probe segments.
+
+A passing report commits to ``probeCount`` probes (``proofs.probes``): for each slot, the
+state hash at the inner step the assign seed fixes in the slot's segment, recomputed with
+``proofs.state_at`` from the segment's start checkpoint once the segment replayed. The solver
+never committed those states: they prove the replay. On a job forced on this verifier
+(:class:`verifier.policy.Draw`) probe 0 is published as ``forced_hash`` of the true one
+(:func:`published_probes`); the verdict is always the true one and the report says nothing of it.
 
 A trace the solver does not serve (manifest or checkpoint missing from the store) is
 retried on later ticks while the report deadline is comfortably ahead, then judged a
@@ -16,13 +23,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
-
-from eth_utils import keccak
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
-from core.contracts import JobId, Protocol
+from core.contracts import Bytes32, JobId, Protocol
+from core.dispute import ZERO32
 from core.errors import VeritrainError
 from core.storage import ContentNotFound, ContentStore, StorageError
 from proofs import (
@@ -30,17 +37,24 @@ from proofs import (
     DEFAULT_R,
     Dataset,
     Limits,
+    Probe,
+    ProbeTree,
     ProofError,
     SegmentVerdict,
     choose_segments,
+    forced_hash,
     load_dataset,
     load_spec,
     parse_manifest,
+    probe_positions,
     replay_segment,
+    state_at,
+    state_hash,
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.spec import JobSpec
+from verifier.policy import Draw
 
 log = logging.getLogger(__name__)
 
@@ -57,30 +71,58 @@ class Verdict:
     passed: bool
     report_cid: Cid
     summary: str  # e.g. "4/4 segments ok" or the first failure
+    probe_root: Bytes32  # of the published probes; zero on a failing report (it publishes none)
     failed_segment: int | None = None  # the first failing segment replayed: where the dispute opens
+    probes: tuple[Probe, ...] = ()  # what report() publishes on chain, slot i at i; () on a fail
 
 
 class _Failed(Exception):
     """Internal: the trace is bad before any replay (unserved, inconsistent with the chain)."""
 
 
+def published_probes(probes: Sequence[Probe], forced: bool) -> list[Probe]:
+    """The probes a report publishes: the true ones, except probe 0 of a job forced on us, whose state
+    hash is ``forced_hash`` of the true one (a value no replay gives: docs/incentives.md)."""
+    return [replace(p, state_hash=forced_hash(p.state_hash)) if forced and p.index == 0 else p for p in probes]
+
+
 class Inspector:
+    """``lie`` and ``lazy`` are TEST adversaries: ``lie`` fails every trace, accusing its first
+    replayed segment; ``lazy`` passes every trace without replaying, guessing each probe as the
+    solver's checkpoint at the end of the probe's segment (a plausible state, and a wrong one)."""
+
     def __init__(
-        self, protocol: Protocol, store: ContentStore, stop: StopFlag, *, q: int = DEFAULT_Q, r: int = DEFAULT_R, lie: bool = False
+        self,
+        protocol: Protocol,
+        store: ContentStore,
+        stop: StopFlag,
+        *,
+        q: int = DEFAULT_Q,
+        r: int = DEFAULT_R,
+        lie: bool = False,
+        lazy: bool = False,
     ) -> None:
-        self.lie = lie  # TEST adversary: fail every trace, accusing its first replayed segment
+        self.lie = lie
+        self.lazy = lazy
         self.protocol = protocol
         self.store = store
         self.stop = stop
         self.q = q
         self.r = r
+        self._probe_count: int | None = None
+
+    @property
+    def probe_count(self) -> int:
+        """The market's ``probeCount`` (immutable: read once)."""
+        if self._probe_count is None:
+            self._probe_count = self.protocol.market.params().probe_count
+        return self._probe_count
 
     def _event(self, name: str, job_id: JobId) -> dict[str, object] | None:
         events = self.protocol.market.events(name, self.protocol.book.deploy_block, jobId=job_id)
         if not events:
             return None
-        last = events[-1]
-        return {**last.args, "_block": last.block_number}
+        return dict(events[-1].args)
 
     def _get(self, cid: str, limit: int, deadline: int, what: str) -> bytes:
         try:
@@ -92,29 +134,30 @@ class Inspector:
         except StorageError as exc:  # too large, forged: the solver's fault
             raise _Failed(f"{what} {cid}: {exc}") from None
 
-    def inspect(self, job_id: JobId, deadline: int) -> Verdict:
+    def inspect(self, job_id: JobId, deadline: int, draw: Draw) -> Verdict:
         started = time.monotonic()
         job = self.protocol.market.get_job(job_id)
         committed = self._event("TraceCommitted", job_id)
         posted = self._event("JobPosted", job_id)
-        assigned = self._event("VerifierAssigned", job_id)
-        if committed is None or posted is None or assigned is None:
-            raise VeritrainError(f"job {job_id}: missing JobPosted/TraceCommitted/VerifierAssigned events")
-        block_hash = bytes(self.protocol.client.w3.eth.get_block(int(assigned["_block"]))["hash"])  # type: ignore[call-overload]
-        seed = keccak(block_hash + int(job_id).to_bytes(32, "big"))
+        if committed is None or posted is None:
+            raise VeritrainError(f"job {job_id}: missing JobPosted/TraceCommitted events")
+        seed = bytes(draw.assign_seed)
         manifest_cid = digest_to_cid(committed["manifestCid"])  # type: ignore[arg-type]
-        report: dict[str, object] = {"job": int(job_id), "manifest": manifest_cid, "seed": "0x" + seed.hex(), "q": self.q, "r": self.r}
+        report: dict[str, object] = {"job": int(job_id), "manifest": manifest_cid, "assign_seed": "0x" + seed.hex(), "q": self.q, "r": self.r}
         try:
             spec = load_spec(self.store.get(digest_to_cid(posted["specCid"]), Limits.SPEC_BYTES))  # type: ignore[arg-type]
             dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
         except (ProofError, StorageError) as exc:  # the submitter's spec or data: not the solver's fault
             raise VeritrainError(f"job {job_id}: cannot load spec or dataset: {exc}") from exc
         failed_segment: int | None = None
+        probes: list[Probe] = []
         try:
-            verdicts = self._judge(job_id, spec, dataset, manifest_cid, committed, job.trace_root, deadline, seed, report)
+            verdicts, probes = self._judge(job_id, spec, dataset, manifest_cid, committed, job.trace_root, deadline, seed, report)
             passed = all(v.passed for v in verdicts)
             failures = [v for v in verdicts if not v.passed]
             summary = f"{len(verdicts) - len(failures)}/{len(verdicts)} segments ok" + (f"; {failures[0].detail}" if failures else "")
+            if self.lazy:
+                summary = "passed without replay (lazy verifier, test adversary)"
             if failures:
                 failed_segment = min(v.segment for v in failures)
             elif self.lie and verdicts:
@@ -124,10 +167,15 @@ class Inspector:
             passed, summary = False, str(exc)
         except ProofError as exc:  # anything else the engine refuses in what the solver served
             passed, summary = False, f"{type(exc).__name__}: {exc}"
-        report.update({"passed": passed, "summary": summary})
+        if draw.forced:
+            log.debug("forced", extra={"job": job_id})
+        # A pass always has them all; a fail publishes none (report() rejects probes on a fail).
+        shown = published_probes(probes, draw.forced) if passed and len(probes) == self.probe_count else []
+        probe_root = Bytes32(bytes.fromhex(ProbeTree(shown).root[2:])) if shown else ZERO32
+        report.update({"passed": passed, "summary": summary, "probes": [p.to_json() for p in shown], "probe_root": "0x" + probe_root.hex()})
         report_cid = self.store.put(json.dumps(report, sort_keys=True).encode())
         log.info("replay done", extra={"job": job_id, "passed": passed, "summary": summary, "seconds": round(time.monotonic() - started, 2)})
-        return Verdict(passed, report_cid, summary, failed_segment)
+        return Verdict(passed, report_cid, summary, probe_root, failed_segment, tuple(shown))
 
     def _judge(
         self,
@@ -140,7 +188,9 @@ class Inspector:
         deadline: int,
         seed: bytes,
         report: dict[str, object],
-    ) -> list[SegmentVerdict]:
+    ) -> tuple[list[SegmentVerdict], list[Probe]]:
+        """The verdicts of the replayed segments (the sample and the probe segments) and the true
+        probes of the segments that replayed (all of them when the trace passes)."""
         try:
             manifest = parse_manifest(self._get(manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest"), spec)
         except ProofError as exc:
@@ -151,11 +201,18 @@ class Inspector:
             raise _Failed(f"manifest lists {len(manifest.checkpoints)} checkpoints, {committed['checkpointCount']} were committed")
         if manifest.final_cid != digest_to_cid(committed["finalModelCid"]):  # type: ignore[arg-type]
             raise _Failed(f"manifest's final checkpoint {manifest.final_cid} is not the committed model")
+        k = spec.checkpoint_interval
+        positions = probe_positions(seed, self.probe_count, len(manifest.checkpoints), k)
         selection = choose_segments(manifest.update_norms, seed, self.q, self.r)
-        report["segments"] = list(selection.segments)
+        replayed = sorted(set(selection.segments) | {segment for _, segment, _ in positions})
+        report["segments"] = replayed
+        if self.lazy:
+            log.warning("report passed without replay (lazy test adversary)", extra={"job": job_id})
+            return [], [Probe(i, segment, step, manifest.state_hashes[segment + 1]) for i, segment, step in positions]
         verdicts: list[SegmentVerdict] = []
+        probes: list[Probe] = []
         cache: dict[int, bytes] = {}
-        for segment in selection.segments:
+        for segment in replayed:
             if self.stop.is_set():
                 raise Stopped(f"job {job_id}: replay stopped; it starts again on restart")
             for index in (segment, segment + 1):
@@ -171,8 +228,11 @@ class Inspector:
                 end_hash=manifest.state_hashes[segment + 1],
                 claimed_norm=manifest.update_norms[segment],
             )
+            if verdict.passed:  # a probe in a segment that does not replay is moot: the report fails
+                for i, _, step in (p for p in positions if p[1] == segment):
+                    probes.append(Probe(i, segment, step, state_hash(state_at(spec, dataset, cache[segment], segment * k + step))))
             cache.pop(segment, None)
             verdicts.append(verdict)
             log.info("segment replayed", extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
         report["verdicts"] = [{"segment": v.segment, "passed": v.passed, "reason": v.reason.value, "detail": v.detail} for v in verdicts]
-        return verdicts
+        return verdicts, sorted(probes, key=lambda p: p.index)

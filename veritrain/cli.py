@@ -24,6 +24,7 @@ from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
 from veritrain import demo, deploy_cmd, devnet_cmd
 from veritrain.options import err_console
+from whistleblower.cli import app as whistleblower_app
 
 __all__ = ["app", "VeritrainApp"]
 
@@ -75,3 +76,4 @@ app.command(name="demo")(demo.demo)
 app.add_typer(submit_app, name="submit")
 app.add_typer(solver_app, name="solver")
 app.add_typer(verifier_app, name="verifier")
+app.add_typer(whistleblower_app, name="whistleblower")

@@ -19,8 +19,17 @@ for it fails the replay and opens the dispute game, the bisection isolates one s
 other verifier daemons sit as referees (four verifiers in all: the committee excludes the
 solver, the challenger, the job's verifier and the submitter), the cheater is slashed, the
 challenger paid and the job reopened; an honest solver daemon, started once the cheater has
-claimed, then does the job and it finalizes. The moves are printed with their gas. Every process it started is stopped
-on the way out, on Ctrl-C too (and the daemons die with it if it is killed: PDEATHSIG).
+claimed, then does the job and it finalizes. The moves are printed with their gas.
+
+``--lazy-verifier`` plays the incentive game instead (docs/incentives.md): the verifier drawn for
+the job is lazy (``verifier run --lazy``: passes without replaying, guessing its probes), a
+whistleblower daemon audits the report, finds a wrong probe and opens a report game in which the
+lazy verifier defends its probe; three honest verifier daemons, started once the lazy one is
+drawn, sit as referees; the whistleblower wins, the lazy verifier's bond is slashed, the job goes
+back to a verifier draw (the lazy one excluded) and an honest verifier re-verifies it; it finalizes.
+
+Every process it started is stopped on the way out, on Ctrl-C too (and the daemons die with it if
+it is killed: PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +64,7 @@ from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
 from proofs.adversary import STRATEGIES
 from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
 from veritrain.options import console
+from whistleblower.daemon import economics
 
 __all__ = ["demo", "RoleProcess", "daemon_argv", "demo_params"]
 
@@ -67,9 +77,14 @@ DEMO_MARKET = {
     "disputeWindow": 300,  # > the game's openWindow + maxGameDuration (docs/dispute.md)
 }
 
+#: ``--lazy-verifier``: a whistleblower must fetch the report, replay its probes and segments and
+#: open its game inside the challenge window; 8 s is too tight for that on two busy cores.
+LAZY_MARKET = {"challengeWindow": 30}
+
 #: The dispute game's events, in the order a game plays them.
 GAME_EVENTS = (
     "DisputeOpened",
+    "ReportDisputeOpened",
     "MidpointPosted",
     "MidpointAnswered",
     "StepIsolated",
@@ -94,9 +109,12 @@ DEMO_GAME = {
 }
 
 
-def demo_params() -> DeployParams:
+def demo_params(market: Mapping[str, int] | None = None) -> DeployParams:
+    """The devnet's parameters with the demo's windows; ``market`` overrides JobMarket fields on top
+    (the e2e tests set e.g. ``forcedErrorRateBps``)."""
     base = DeployParams.devnet()
-    return base.model_copy(update={"market": {**base.market, **DEMO_MARKET}, "game": {**base.game, **DEMO_GAME}, "unbonding_delay": 60})
+    merged = {**base.market, **DEMO_MARKET, **(market or {})}
+    return base.model_copy(update={"market": merged, "game": {**base.game, **DEMO_GAME}, "unbonding_delay": 60})
 
 
 # ------------------------------------------------------------------ role processes
@@ -118,7 +136,7 @@ def daemon_argv(
     key_env: str,
     extra: Sequence[str] = (),
 ) -> list[str]:
-    """The command line of a role daemon (``solver`` or ``verifier``), logging JSON lines."""
+    """The command line of a role daemon (``solver``, ``verifier`` or ``whistleblower``), logging JSON lines."""
     return [
         sys.executable, "-m", "veritrain", role, "run",
         "--rpc", rpc_url,
@@ -205,12 +223,15 @@ class _Party:
 
 
 def _balances(protocol: Protocol, parties: Sequence[_Party]) -> dict[str, tuple[int, int]]:
-    """label -> (wallet tokens, staked tokens in the party's role)."""
+    """label -> (wallet tokens, staked tokens in the party's role); the market's balance split into
+    the jobs' escrow and the jackpot (seeded by the deployer, fed by the jobs' tax)."""
     out: dict[str, tuple[int, int]] = {}
     for party in parties:
         staked = protocol.stakes.stake_of(party.address, party.role).staked if party.role is not None else 0
         out[party.label] = (protocol.token.balance_of(party.address), staked)
-    out["market (escrow)"] = (protocol.token.balance_of(protocol.market.address), 0)
+    jackpot = protocol.market.jackpot()
+    out["market (escrow)"] = (protocol.token.balance_of(protocol.market.address) - jackpot, 0)
+    out["jackpot"] = (jackpot, 0)
     out["dispute game (bonds)"] = (protocol.token.balance_of(protocol.game.address), 0)
     return out
 
@@ -257,60 +278,94 @@ def _interrupts_as_keyboard() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None = None) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Seat:
+    """One daemon of the demo's cast: its label, role, CLI sub-app, account (index in ``net.accounts``)
+    and flags; ``later`` ones start only once the adversary holds the job (so that it goes first)."""
+
+    label: str
+    role: Role
+    cli_role: str
+    account: int
+    extra: tuple[str, ...] = ()
+    later: bool = False
+
+
+#: The adversary of each story: who must hold the job (as its solver or verifier) first.
+ADVERSARIES = {"cheater": "a cheating solver", "lazy": "a lazy verifier"}
+
+
+def _cast(cheat: str | None, lazy_verifier: bool) -> list[_Seat]:
+    """The daemons of a run. A dispute needs the job's verifier plus a committee of three others
+    (the committee excludes the solver, the challenger, the job's verifier and the submitter)."""
+    duty = ("--duty-grace", "5")
+    if cheat:
+        return [
+            _Seat("cheater", Role.SOLVER, "solver", 1, ("--cheat", cheat)),
+            _Seat("solver", Role.SOLVER, "solver", 2, later=True),  # joins once the cheater has claimed
+            *(_Seat(f"verifier{i + 1}", Role.VERIFIER, "verifier", 3 + i, duty) for i in range(4)),
+        ]
+    if lazy_verifier:
+        return [
+            _Seat("solver", Role.SOLVER, "solver", 1),
+            _Seat("lazy", Role.VERIFIER, "verifier", 2, ("--lazy", *duty)),
+            # honest: the report game's referees, then the re-draw; they join once the lazy one is drawn
+            *(_Seat(f"verifier{i + 1}", Role.VERIFIER, "verifier", 3 + i, duty, later=True) for i in range(3)),
+            _Seat("whistleblower", Role.WHISTLEBLOWER, "whistleblower", 6),
+        ]
+    return [_Seat("solver", Role.SOLVER, "solver", 1), _Seat("verifier", Role.VERIFIER, "verifier", 2, duty)]
+
+
+def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None = None, lazy_verifier: bool = False) -> dict[str, Any]:
     """The whole demo in ``workdir``; returns the figures it printed (for ``--json`` and the e2e test).
 
-    ``cheat``: a cheating solver claims the job first and is caught (see the module docstring)."""
+    ``cheat``: a cheating solver claims the job first and is caught; ``lazy_verifier``: a lazy
+    verifier is drawn first, caught by a whistleblower and slashed (see the module docstring)."""
     if cheat is not None and cheat not in STRATEGIES:
         raise VeritrainError(f"no adversary strategy {cheat!r}; choose one of {', '.join(STRATEGIES)}")
+    if cheat is not None and lazy_verifier:
+        raise VeritrainError("--cheat and --lazy-verifier tell two stories: choose one")
     t_start = time.monotonic()
-    figures: dict[str, Any] = {"cheat": cheat}
+    figures: dict[str, Any] = {"cheat": cheat, "lazy_verifier": lazy_verifier}
+    title = f": a {cheat} cheater caught" if cheat else ": a lazy verifier caught by a whistleblower" if lazy_verifier else ""
     with ExitStack() as stack, _interrupts_as_keyboard():
-        console.rule("[bold]veritrain demo" + (f": a {cheat} cheater caught" if cheat else ""))
+        console.rule("[bold]veritrain demo" + title)
         job: DemoJob = build_demo_job(job_name, workdir / "job")  # first: a bad name fails before anything starts
-        verifiers = 4 if cheat else 1  # a dispute needs the job's verifier + a committee of 3 others
-        solvers = 2 if cheat else 1
-        net: Devnet = stack.enter_context(start_devnet(book_dir=workdir / "deployments", accounts=1 + solvers + verifiers, params=demo_params()))
+        cast = _cast(cheat, lazy_verifier)
+        params = demo_params(LAZY_MARKET if lazy_verifier else None)
+        net: Devnet = stack.enter_context(start_devnet(book_dir=workdir / "deployments", accounts=1 + len(cast), params=params))
         net.client.rpc("evm_setIntervalMining", [1])  # a block a second, as a real chain would
         console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}), contracts deployed")
         store_dir = workdir / "store"
         store = LocalStore(store_dir)
         submitter = net.accounts[0]
         protocol = net.protocol(submitter)
-        # (label, role, cli role, account index in net.accounts, extra flags)
-        plan: list[tuple[str, Role | None, str, int, tuple[str, ...]]] = []
-        if cheat:
-            plan.append(("cheater", Role.SOLVER, "solver", 1, ("--cheat", cheat)))
-            plan.append(("solver", Role.SOLVER, "solver", 2, ()))
-        else:
-            plan.append(("solver", Role.SOLVER, "solver", 1, ()))
-        for i in range(verifiers):
-            plan.append((f"verifier{i + 1}" if cheat else "verifier", Role.VERIFIER, "verifier", 1 + solvers + i, ("--duty-grace", "5")))
-        parties = [_Party("submitter", submitter.address), *(_Party(label, net.accounts[i].address, role) for label, role, _, i, _ in plan)]
+        console.print(f"jackpot {show_tokens(protocol.market.jackpot())} VERI (seeded by the deployer)")
+        parties = [_Party("submitter", submitter.address), *(_Party(seat.label, net.accounts[seat.account].address, seat.role) for seat in cast)]
         names = {p.address: p.label for p in parties}
         before = _balances(protocol, parties)
 
         daemons: dict[str, RoleProcess] = {}
         figures["pids"] = [net.anvil.process.pid]  # type: ignore[union-attr]
-        cheater = next((p.address for p in parties if p.label == "cheater"), None)
+        adversary = next((p.address for p in parties if p.label in ADVERSARIES), None)
 
-        def start(label: str) -> None:
-            _, _, cli_role, index, extra = next(p for p in plan if p[0] == label)
-            key_env = f"VERITRAIN_DEMO_{label.upper()}_KEY"
+        def start(seat: _Seat) -> None:
+            key_env = f"VERITRAIN_DEMO_{seat.label.upper()}_KEY"
             process = RoleProcess(
-                label,
-                daemon_argv(cli_role, rpc_url=net.rpc_url, book_dir=workdir / "deployments", data_dir=workdir / label, store_dir=store_dir, key_env=key_env, extra=("--poll", "0.5", *extra)),
-                {key_env: dev_private_key(index + 1)},  # dev account i+1 is net.accounts[i]
-                workdir / "logs" / f"{label}.log",
+                seat.label,
+                daemon_argv(seat.cli_role, rpc_url=net.rpc_url, book_dir=workdir / "deployments", data_dir=workdir / seat.label, store_dir=store_dir, key_env=key_env, extra=("--poll", "0.5", *seat.extra)),
+                {key_env: dev_private_key(seat.account + 1)},  # dev account i+1 is net.accounts[i]
+                workdir / "logs" / f"{seat.label}.log",
             ).start()
             stack.callback(process.stop)
-            daemons[label] = process
+            daemons[seat.label] = process
             figures["pids"].append(process.process.pid)  # type: ignore[union-attr]
-            console.print(f"{label} daemon pid {process.process.pid}" + (f" ([red]cheating: {cheat}[/])" if label == "cheater" else ""))  # type: ignore[union-attr]
+            role = f" ([red]{ADVERSARIES[seat.label]}{': ' + cheat if cheat else ''}[/])" if seat.label in ADVERSARIES else ""
+            console.print(f"{seat.label} daemon pid {process.process.pid}{role}")  # type: ignore[union-attr]
 
-        for label, *_ in plan:
-            if label != "solver" or not cheat:  # the honest solver joins once the cheater has claimed
-                start(label)
+        for seat in cast:
+            if not seat.later:
+                start(seat)
         console.print(f"logs in {workdir / 'logs'}")
 
         t_post = time.monotonic()
@@ -332,8 +387,10 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
             show_new()
             job_now = protocol.market.get_job(posted.job_id)
             state = job_now.state
-            if cheat and "solver" not in daemons and job_now.solver == cheater:
-                start("solver")
+            if adversary in (job_now.solver, job_now.verifier):  # the adversary holds the job: the others join
+                for seat in cast:
+                    if seat.later and seat.label not in daemons:
+                        start(seat)
             if state.final:
                 break
             for d in daemons.values():
@@ -351,8 +408,10 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
         figures["gas"].update({f"{k} (submitter)": r.gas_used for k, r in posted.receipts.items() if k == "approve"})
         figures["balances"] = {k: {"before": before[k], "after": after[k]} for k in before}
         figures["addresses"] = {p.label: p.address for p in parties}
-        if cheat:
+        if cheat or lazy_verifier:
             figures["dispute"] = _dispute_figures(protocol, posted.job_id, timeline, names)
+        if lazy_verifier:
+            figures["economics"] = economics(protocol)
         if state is not JobState.FINALIZED:
             raise VeritrainError(f"job {posted.job_id} ended {state.name}, not FINALIZED; logs in {workdir / 'logs'}")
 
@@ -368,7 +427,8 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
 
 
 def _dispute_figures(protocol: Protocol, job_id: JobId, timeline: Sequence[TimelineEntry], names: dict[str, str]) -> dict[str, Any]:
-    """The game(s) on the job: outcome, winner, the moves and their gas, who finished the job."""
+    """The game(s) on the job (trace games and report games): outcome, winner, the moves and their gas;
+    who claimed and who verified the job, the verifiers slashed by a report game, the jackpot paid."""
     start = protocol.book.deploy_block
     games = []
     for opened in protocol.game.events("DisputeOpened", start, jobId=job_id):
@@ -379,7 +439,9 @@ def _dispute_figures(protocol: Protocol, job_id: JobId, timeline: Sequence[Timel
         games.append(
             {
                 "game_id": gid,
+                "on_report": game.on_report,
                 "segment": game.segment,
+                "steps": game.steps,
                 "status": GameStatus(game.status).name,
                 "reason": int(settled[0].args["reason"]) if settled else None,
                 "winner": names.get(settled[0].args["winner"], settled[0].args["winner"]) if settled else None,
@@ -390,17 +452,24 @@ def _dispute_figures(protocol: Protocol, job_id: JobId, timeline: Sequence[Timel
             }
         )
     claims = protocol.market.events("JobClaimed", start, jobId=job_id)
+    draws = protocol.market.events("VerifierAssigned", start, jobId=job_id)
     return {
         "games": games,
         "claimed_by": [names.get(e.args["solver"], e.args["solver"]) for e in claims],
+        "verified_by": [names.get(e.args["verifier"], e.args["verifier"]) for e in draws],
         "reopened": len(protocol.market.events("JobReopened", start, jobId=job_id)),
+        "overturned": [
+            {"verifier": names.get(e.args["verifier"], e.args["verifier"]), "slashed": int(e.args["slashed"])}
+            for e in protocol.market.events("ReportOverturned", start, jobId=job_id)
+        ],
+        "jackpot_paid": sum(int(e.args["payout"]) for e in protocol.market.events("ForcedErrorCaught", start, jobId=job_id)),
     }
 
 
 def _timing(daemons: Sequence[RoleProcess], t_start: float, t_post: float, t_final: float) -> dict[str, float]:
     """Where the time went, from the daemons' own log records (seconds each step took)."""
-    totals = {"training_s": 0.0, "upload_s": 0.0, "verification_s": 0.0}
-    keys = {"training finished": "training_s", "upload finished": "upload_s", "replay done": "verification_s"}
+    totals = {"training_s": 0.0, "upload_s": 0.0, "verification_s": 0.0, "audit_s": 0.0}
+    keys = {"training finished": "training_s", "upload finished": "upload_s", "replay done": "verification_s", "audit done": "audit_s"}
     for d in daemons:
         for record in d.log_records():
             key = keys.get(str(record.get("msg")))
@@ -435,19 +504,36 @@ def _report(
     console.print(balances)
     for game in figures.get("dispute", {}).get("games", []):
         console.print(
-            f"dispute game {game['game_id']} on segment {game['segment']}: {game['status']}, winner {game['winner']} paid"
+            ("report game" if game["on_report"] else "dispute game")
+            + f" {game['game_id']} on segment {game['segment']}"
+            + (f" (the verifier's probe at step {game['steps']})" if game["on_report"] else "")
+            + f": {game['status']}, winner {game['winner']} paid"
             f" {show_tokens(game['payout'])} VERI; {game['bisection_moves']} bisection moves, {len(game['moves'])} game transactions,"
             f" {game['gas_total']:,} gas in all"
         )
     if "dispute" in figures:
-        console.print(f"job claimed by {', '.join(figures['dispute']['claimed_by'])}; reopened {figures['dispute']['reopened']} time(s)")
+        dispute = figures["dispute"]
+        console.print(f"job claimed by {', '.join(dispute['claimed_by'])}; reopened {dispute['reopened']} time(s); verified by {', '.join(dispute['verified_by'])}")
+        for overturned in dispute["overturned"]:
+            console.print(f"report of {overturned['verifier']} overturned: its verifier bond of {show_tokens(overturned['slashed'])} VERI slashed to the whistleblower's game")
+        if dispute["jackpot_paid"]:
+            console.print(f"forced errors caught: {show_tokens(dispute['jackpot_paid'])} VERI paid from the jackpot")
+    (jackpot_before, _), (jackpot_after, _) = before["jackpot"], after["jackpot"]
+    console.print(f"jackpot {show_tokens(jackpot_before)} -> {show_tokens(jackpot_after)} VERI (seeded by the deployer, fed by each finalized job's tax)")
+    if "economics" in figures:
+        econ = figures["economics"]
+        console.print(
+            f"a whistleblower's expected jackpot income per audit, p_f s J = {econ['forced_error_rate_bps']} bps x {econ['jackpot_share_bps']} bps"
+            f" x {show_tokens(econ['jackpot'])} = {show_tokens(econ['expected_per_audit'])} VERI (docs/incentives.md)"
+        )
     model = figures["model"]
     metric = ", ".join(f"{k} {v}" for k, v in model.items() if k not in ("cid", "bytes"))
     console.print(f"trained model {model['cid']} ({model['bytes']:,} bytes, verified against its CID): {metric}")
     timing = figures["timing"]
+    audit = f" + audit {timing['audit_s']}s" if timing["audit_s"] else ""  # a whistleblower ran
     console.print(
         "wall time: setup {setup_s}s; post to final {post_to_final_s}s = training {training_s}s + upload {upload_s}s"
-        " + verification {verification_s}s + chain and waits {chain_and_waits_s}s".format(**timing)
+        " + verification {verification_s}s{audit} + chain and waits {chain_and_waits_s}s".format(**timing, audit=audit)
     )
 
 
@@ -456,6 +542,7 @@ def demo(
     job: Annotated[str, typer.Option(help="which shipped demo job to post: mlp-spirals, char-text, cnn-shapes, tiny")] = "mlp-spirals",
     timeout: Annotated[float, typer.Option(help="give up if the job is not final after this many seconds", min=10)] = 600.0,
     cheat: Annotated[str | None, typer.Option(help=f"play a dispute first: a cheating solver (demo adversary: {', '.join(STRATEGIES)}) claims the job, is caught and slashed, an honest one then does it")] = None,
+    lazy_verifier: Annotated[bool, typer.Option("--lazy-verifier", help="a lazy verifier (passes without replaying) is drawn first; a whistleblower daemon catches its wrong probe, it is slashed, an honest verifier re-verifies")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="also print the figures as one JSON object at the end")] = False,
 ) -> None:
     """Run the whole protocol once on a local chain: post a real training job, watch it solved, verified and paid.
@@ -472,12 +559,14 @@ def demo(
       veritrain demo --workdir /tmp/vt-demo --json
 
       veritrain demo --cheat wrong-lr --job tiny
+
+      veritrain demo --lazy-verifier --job tiny
     """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-        figures = run_demo(workdir.resolve(), timeout, job, cheat)
+        figures = run_demo(workdir.resolve(), timeout, job, cheat, lazy_verifier)
     else:
         with tempfile.TemporaryDirectory(prefix="veritrain-demo-") as tmp:
-            figures = run_demo(Path(tmp), timeout, job, cheat)
+            figures = run_demo(Path(tmp), timeout, job, cheat, lazy_verifier)
     if json_out:
         print(json.dumps(figures, default=str))

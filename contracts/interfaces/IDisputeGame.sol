@@ -4,6 +4,7 @@ pragma solidity ^0.8.28;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IJobMarket} from "./IJobMarket.sol";
 import {IStakeManager} from "./IStakeManager.sol";
+import {ReportSeal} from "../Types.sol";
 
 /// @notice Where a dispute game stands (docs/dispute.md has the state machine).
 /// @dev None: unknown id. SolverToMove / ChallengerToMove: bisection, the named side's clock runs.
@@ -37,16 +38,20 @@ enum SettleReason {
     ChallengerClock, // the challenger's clock ran out
     NoCommittee, // a committee could not be drawn (or was not drawn in time)
     NoMajority, // the revealed votes tied (zero reveals included)
-    JobGone // the job left Disputed before settlement (the JobMarket's dispute timeout ran)
+    JobGone, // the job left Disputed before settlement (the JobMarket's dispute timeout ran)
+    ForcedError // a report game's defender conceded a forced error (concedeForced)
 }
 
 /// @notice One dispute game, packed into 8 storage slots.
-/// @dev Positions and clocks are uint32 (steps per segment and seconds). `deadline` means: the
+/// @dev In a REPORT game (`onReport`) the defender is the job's verifier: `solver` holds the verifier,
+///      the bisection runs from checkpoint `segment` (agreed) to the verifier's probe state at inner
+///      step `steps` (disputed), and the referees judge the verifier's step.
+///      Positions and clocks are uint32 (steps per segment and seconds). `deadline` means: the
 ///      draw anchor BLOCK while Isolated (seed = blockhash(deadline + 1)); the end of the commit
 ///      phase while Arbitrating (the reveal phase ends revealWindow later).
 struct Game {
     // slot 0: written once at opening
-    address solver;
+    address solver; // the defender: the job's solver, or its verifier in a report game
     uint64 jobId;
     uint24 segment; // j: the game bisects checkpoint j -> j + 1
     bool byVerifier; // the challenger is the job's verifier (failing report), not a whistleblower
@@ -56,6 +61,7 @@ struct Game {
     uint8 commits; // referees that committed
     uint8 votesSolverRight;
     uint8 votesSolverWrong;
+    bool onReport; // a report game: a whistleblower disputes a probe of the verifier's passing report
     // slot 2: every move
     GameStatus status;
     uint32 lo; // the agreed step
@@ -77,7 +83,8 @@ struct Game {
 struct GameParams {
     uint96 challengeBond; // tokens a challenger escrows in the game at opening
     uint96 refereeBond; // verifier stake each referee has locked while seated
-    uint96 refereeFee; // paid from the loser's side to each referee of the majority
+    uint96 refereeFee; // paid from the loser's side to each referee of the majority; committeeSize * refereeFee
+    // must be <= challengeBond and < the market's minVerifierBond (a report game won by verdict pays its winner)
     uint32 clockTime; // chess clock per side for the whole bisection
     uint32 openWindow; // time a failing verifier has, after its report, to open the game
     uint32 drawWindow; // time, after the step is isolated, for anyone to draw the committee
@@ -85,6 +92,16 @@ struct GameParams {
     uint32 revealWindow; // referees' reveal phase
     uint32 maxSegmentSteps; // upper bound on the steps of a disputed segment (k)
     uint8 committeeSize; // odd, 1 .. StakeManager.MAX_EXCLUDED() - 3
+}
+
+/// @notice One probe of a passing report, as a whistleblower disputes it (ProbeLib leaf + proof
+///         under the report's probe root).
+struct ProbeClaim {
+    uint256 index; // probe slot, < probeCount
+    uint256 segment; // JobMarket.probeSegment(assignSeed, index, checkpointCount)
+    uint256 step; // the inner step of the segment the verifier stated, 1..maxSegmentSteps
+    bytes32 stateHash; // the verifier's state hash at that step
+    bytes32[] proof; // proof of the leaf under the seal's probeRoot
 }
 
 /// @title Dispute game: bisection of one segment to one training step, then referee arbitration.
@@ -149,6 +166,10 @@ interface IDisputeGame {
         uint256 payout,
         uint256 refereeFees
     );
+    /// @notice A whistleblower opened report game `gameId` on probe slot `probeIndex` of the job's
+    ///         passing report (emitted with DisputeOpened, whose `solver` is the defending verifier,
+    ///         `endHash` the disputed probe state and `steps` the probe's step).
+    event ReportDisputeOpened(uint256 indexed gameId, uint256 indexed jobId, uint256 probeIndex, bytes32 assignSeed);
     /// @notice A failing verifier did not open its game within openWindow: it lost, its verifier bond
     ///         (`amount`) went to the solver, and the job finalized.
     event UnopenedDisputeForfeited(
@@ -201,6 +222,12 @@ interface IDisputeGame {
     error NotSettleable(uint256 gameId, uint256 readyAt);
     /// @notice A constructor parameter is out of range.
     error InvalidParameter(bytes32 name);
+    /// @notice concedeForced on a game that is not a live report game before its committee draw, or
+    ///         whose seal already paid a forced error.
+    error NotConcedable(uint256 gameId);
+    /// @notice The probe is not proven under the job's report seal (JobMarket.verifyProbe), or it is
+    ///         slot 0 of a seal whose forced error was already conceded.
+    error InvalidProbe(uint256 jobId, uint256 index);
 
     // ------------------------------------------------------------------ views
 
@@ -253,6 +280,25 @@ interface IDisputeGame {
         bytes32 endHash,
         bytes32[] calldata endProof
     ) external returns (uint256 gameId);
+    /// @notice A whistleblower disputes probe `probe` of the job's passing report, escrowing
+    ///         challengeBond: the whistleblower rules of `open` (eligible, not the solver or the
+    ///         verifier, inside the challenge window, which pauses); the probe must verify under `seal`
+    ///         (JobMarket.verifyProbe, else InvalidProbe) with 1 <= step <= maxSegmentSteps; `startHash`
+    ///         is checkpoint `probe.segment`, proven against the trace root. The job's verifier defends:
+    ///         the game bisects `probe.step` steps from `startHash` (agreed) to `probe.stateHash` (disputed).
+    function openOnReport(
+        uint256 jobId,
+        ReportSeal calldata seal,
+        ProbeClaim calldata probe,
+        bytes32 startHash,
+        bytes32[] calldata startProof
+    ) external returns (uint256 gameId);
+    /// @notice The defender of a report game concedes a forced error by revealing its `secret`, before
+    ///         the committee draw (SolverToMove, ChallengerToMove or Isolated; else NotConcedable):
+    ///         JobMarket.payForcedError pays the whistleblower jackpot * jackpotShareBps / 1e4, the game
+    ///         returns its challenge bond, and the job's challenge window resumes (the verifier keeps
+    ///         its bond and fee). Settles ChallengerWon / ForcedError. One concession per seal.
+    function concedeForced(uint256 gameId, bytes32 secret, ReportSeal calldata seal) external;
     /// @notice The solver posts its state hash (and checkpoint CID) at nextMidpoint, on its clock.
     function postMidpoint(uint256 gameId, bytes32 stateHash, bytes32 cid) external;
     /// @notice The challenger agrees (its state at the midpoint is the same) or disagrees, on its clock.
@@ -261,7 +307,8 @@ interface IDisputeGame {
     function timeoutClock(uint256 gameId) external;
     /// @notice Anyone, from the block after anchor + 1 and within drawWindow of the isolation:
     ///         draw committeeSize referees by verifier stake, excluding the solver, the challenger,
-    ///         the job's verifier and submitter and each other, locking refereeBond of each.
+    ///         the job's verifier and submitter and each other (a report game: the defending verifier,
+    ///         the challenger, the job's solver and submitter), locking refereeBond of each.
     ///         Seed older than 256 blocks: re-anchors and returns. A seat that cannot be filled
     ///         releases the seats drawn and settles Undecided (NoCommittee).
     function drawCommittee(uint256 gameId) external;
@@ -270,7 +317,8 @@ interface IDisputeGame {
     /// @notice A referee reveals its vote once the commit phase ended (or everyone committed).
     function revealVote(uint256 gameId, bool solverRight, bytes32 salt) external;
     /// @notice Anyone: end an arbitration (after the reveal phase, or once every referee revealed),
-    ///         or a game whose committee was not drawn within drawWindow.
+    ///         or a game whose committee was not drawn within drawWindow. A report game resolves through
+    ///         JobMarket.resolveReportDispute, any other through JobMarket.resolveDispute.
     function settle(uint256 gameId) external;
     /// @notice Anyone: a failing verifier that did not open its game within openWindow loses; its
     ///         verifier bond goes to the solver and the job finalizes.

@@ -3,7 +3,7 @@ pragma solidity ^0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IStakeManager} from "./IStakeManager.sol";
-import {Job, JobState, MarketParams, RefundReason} from "../Types.sol";
+import {ForcedSeed, Job, JobState, MarketParams, Probe, RefundReason, ReportSeal} from "../Types.sol";
 
 /// @title Job escrow, lifecycle with a deadline for every party, and settlement.
 /// @notice Open -> Claimed -> Committed -> Verifying -> Verified -> Finalized, with
@@ -12,7 +12,7 @@ import {Job, JobState, MarketParams, RefundReason} from "../Types.sol";
 interface IJobMarket {
     // ------------------------------------------------------------------ events
 
-    /// @notice A job was posted and `reward + verifierFee` escrowed.
+    /// @notice A job was posted and `reward + verifierFee + jackpotTax(reward, verifierFee)` escrowed.
     event JobPosted(
         uint256 indexed jobId,
         address indexed submitter,
@@ -37,12 +37,30 @@ interface IJobMarket {
     ///         timeout, or when the previous seed block was more than 256 blocks old. Call
     ///         assignVerifier from block anchorBlock + 2.
     event DrawReanchored(uint256 indexed jobId, uint256 anchorBlock);
-    /// @notice `verifier` was drawn; its `bond` is locked; it must report by `reportDeadline`.
-    event VerifierAssigned(uint256 indexed jobId, address indexed verifier, uint256 bond, uint32 reportDeadline);
+    /// @notice `verifier` was drawn; its `bond` is locked; it must report by `deadline`. `assignSeed`
+    ///         fixes the report's probe segments and steps; `forcedCommitment` is the verifier's forced
+    ///         seed snapshotted by this draw (0: not seeded by the anchor block, cannot be forced here).
+    event VerifierAssigned(
+        uint256 indexed jobId,
+        address indexed verifier,
+        uint256 bond,
+        uint256 deadline,
+        bytes32 assignSeed,
+        bytes32 forcedCommitment
+    );
     /// @notice The verifier reported. A pass opens the challenge window, a fail opens a dispute;
-    ///         `deadline` ends whichever opened. The report CID is only in this event.
+    ///         `deadline` ends whichever opened. The report CID is only in this event; `probeRoot` (the
+    ///         root of the report's probe tree, computed by the chain from `probes`, ProbeLib) completes
+    ///         the job's ReportSeal. `probes` (slot i = probes[i]; empty on a fail) are what a
+    ///         whistleblower checks and proves in a report game: no off-chain report is needed for that.
     event ReportSubmitted(
-        uint256 indexed jobId, address indexed verifier, bool passed, bytes32 reportCid, uint32 deadline
+        uint256 indexed jobId,
+        address indexed verifier,
+        bool passed,
+        bytes32 reportCid,
+        bytes32 probeRoot,
+        Probe[] probes,
+        uint256 deadline
     );
     /// @notice The job entered Disputed, opened by `challenger` (the verifier on a failing report,
     ///         or the one the dispute game names); the game must resolve it by `deadline`.
@@ -65,6 +83,20 @@ interface IJobMarket {
     event SolverTimedOut(uint256 indexed jobId, address indexed solver, uint256 slashed);
     /// @notice The verifier missed its report deadline; `slashed` of its bond went to the solver.
     event VerifierTimedOut(uint256 indexed jobId, address indexed verifier, uint256 slashed);
+    /// @notice `from` added `amount` to the jackpot, which now holds `jackpot`.
+    event JackpotFunded(address indexed from, uint256 amount, uint256 jackpot);
+    /// @notice A job finalized and its escrowed jackpot tax `amount` moved into the jackpot (now `jackpot`).
+    event JackpotTaxed(uint256 indexed jobId, uint256 amount, uint256 jackpot);
+    /// @notice `verifier` committed (or replaced) its forced-error seed at block `blockNumber`.
+    event ForcedSeedCommitted(address indexed verifier, bytes32 commitment, uint256 blockNumber);
+    /// @notice A forced error of `verifier` on the job was caught by `whistleblower`, who was paid
+    ///         `payout` from the jackpot (now `jackpot`); the job's challenge window resumes.
+    event ForcedErrorCaught(
+        uint256 indexed jobId, address indexed verifier, address indexed whistleblower, uint256 payout, uint256 jackpot
+    );
+    /// @notice An unforced verifier lost a report game: its whole bond (`slashed`) went to the game, and
+    ///         the job went back to Committed for a new verifier draw (or ended refunded after the last).
+    event ReportOverturned(uint256 indexed jobId, address indexed verifier, uint256 slashed);
     /// @notice The one-shot wiring set the dispute game (address(0): none; disputes then only time out).
     event DisputeGameSet(address indexed disputeGame);
 
@@ -96,9 +128,20 @@ interface IJobMarket {
     error RandomnessNotReady(uint256 jobId, uint256 readyBlock);
     /// @notice A constructor parameter is out of range.
     error InvalidParameter(bytes32 name);
+    /// @notice The ReportSeal (or report()'s assignSeed and forcedCommitment) does not hash to the job's stored seal.
+    error InvalidSeal(uint256 jobId);
+    /// @notice Probe slot `index` of the job's report is not proven (wrong seal, slot, segment or leaf), or
+    ///         report() got a probe set that is not exactly the drawn one (count, segment, zero hash).
+    error InvalidProbe(uint256 jobId, uint256 index);
+    /// @notice The revealed secret does not show the job's verifier was forced.
+    error NotForced(uint256 jobId);
+    /// @notice commitForcedSeed with a zero commitment.
+    error ZeroCommitment();
 
     // ------------------------------------------------------------------ views
 
+    /// @notice Truebit's cap on jackpotShareBps (1/3): one payout never takes most of the pool.
+    function MAX_JACKPOT_SHARE_BPS() external view returns (uint256);
     /// @notice The ERC20 of rewards, fees and bonds.
     function token() external view returns (IERC20);
     /// @notice The stake manager holding bonds.
@@ -119,6 +162,35 @@ interface IJobMarket {
     function solverBond(uint256 reward) external view returns (uint256);
     /// @notice The verifier bond for a job of `reward`: max(minVerifierBond, reward * verifierBondBps / 1e4).
     function verifierBond(uint256 reward) external view returns (uint256);
+    /// @notice Tokens held for forced-error payouts (funded by finalized jobs' taxes and fundJackpot).
+    function jackpot() external view returns (uint256);
+    /// @notice The tax a submitter pays on top of a job of `reward` and `fee`: (reward + fee) * jackpotTaxBps / 1e4.
+    function jackpotTax(uint256 reward, uint256 fee) external view returns (uint256);
+    /// @notice The forced-error seed `verifier` committed last (zero if none, or cleared by a payout).
+    function forcedSeedOf(address verifier) external view returns (ForcedSeed memory);
+    /// @notice The job's stored seal: keccak256(abi.encode(assignSeed, forcedCommitment)) from its last
+    ///         verifier draw, then keccak256(abi.encode(that, probeRoot)) once it reported (0 before any draw).
+    function reportSeal(uint256 jobId) external view returns (bytes32);
+    /// @notice The segment probe slot `index` samples: keccak256(abi.encode(assignSeed, index)) %
+    ///         (checkpointCount - 1) (reverts InvalidTrace below 2 checkpoints).
+    function probeSegment(bytes32 assignSeed, uint256 index, uint256 checkpointCount) external pure returns (uint256);
+    /// @notice True when `secret` shows `verifier` was forced on the job of `seal`: forcedCommitment != 0,
+    ///         keccak256(abi.encode(secret, verifier)) == forcedCommitment and
+    ///         uint256(keccak256(abi.encode(secret, assignSeed))) % 1e4 < forcedErrorRateBps.
+    ///         Does not check `seal` against a job (payForcedError does).
+    function isForced(bytes32 secret, address verifier, ReportSeal calldata seal) external view returns (bool);
+    /// @notice True when `seal` is the job's stored seal, index < probeCount, segment is
+    ///         probeSegment(seal.assignSeed, index, checkpointCount) and (index, segment, step, stateHash)
+    ///         is proven under seal.probeRoot (ProbeLib leaf encoding, OpenZeppelin MerkleProof).
+    function verifyProbe(
+        uint256 jobId,
+        ReportSeal calldata seal,
+        uint256 index,
+        uint256 segment,
+        uint256 step,
+        bytes32 stateHash,
+        bytes32[] calldata proof
+    ) external view returns (bool);
     /// @notice True when (index, stateHash) is a leaf of the job's committed trace tree
     ///         (TraceLib leaf encoding, OpenZeppelin MerkleProof) and index < checkpointCount.
     function verifyCheckpoint(uint256 jobId, uint256 index, bytes32 stateHash, bytes32[] calldata proof)
@@ -128,7 +200,9 @@ interface IJobMarket {
 
     // ------------------------------------------------------------------ lifecycle
 
-    /// @notice Post a job: escrows `reward + verifierFee` (transferFrom; approve first).
+    /// @notice Post a job: escrows `reward + verifierFee + jackpotTax(reward, verifierFee)`
+    ///         (transferFrom; approve first); the tax moves into the jackpot when the job finalizes
+    ///         and is refunded with the rest otherwise.
     ///         Claims are accepted for `openWindow` seconds; the solver has `commitWindow` seconds
     ///         (1..maxCommitWindow) from its claim to commit.
     function postJob(bytes32 specCid, uint96 reward, uint96 verifierFee, uint32 commitWindow)
@@ -143,17 +217,38 @@ interface IJobMarket {
         external;
     /// @notice Anyone: draw the verifier from blockhash(anchor + 1) (anchor: the commit block, or the
     ///         block of the last verifier timeout), stake-weighted, excluding the solver, the submitter
-    ///         and the verifier that just timed out, and lock its bond.
+    ///         and the verifier that just timed out (or lost a report game), and lock its bond.
+    ///         Stores the seal of (assignSeed, forcedCommitment) (see VerifierAssigned).
     ///         Too early: reverts RandomnessNotReady. Seed block older than 256 blocks: re-anchors
     ///         (DrawReanchored) and returns. No eligible verifier: the job ends refunded.
     function assignVerifier(uint256 jobId) external;
     /// @notice The drawn verifier reports before its deadline: pass -> Verified (challenge window),
-    ///         fail -> Disputed.
-    function report(uint256 jobId, bool passed, bytes32 reportCid) external;
+    ///         fail -> Disputed. (assignSeed, forcedCommitment) are its draw's (VerifierAssigned) and must
+    ///         hash to the stored seal (else InvalidSeal). A pass takes exactly probeCount `probes`, slot
+    ///         i on segment probeSegment(assignSeed, i, checkpointCount) with a non-zero state hash (else
+    ///         InvalidProbe(jobId, i)); the chain computes probeRoot = ProbeLib.root(probes). A fail takes
+    ///         no probes (else InvalidProbe(jobId, 0)) and probeRoot = 0. The stored seal becomes
+    ///         keccak256(abi.encode(seal, probeRoot)); ReportSubmitted carries the probes.
+    /// @dev The probe's step is not checked here: its rule needs the spec's k, which is off chain; the
+    ///      referees of a report game rule on it.
+    function report(
+        uint256 jobId,
+        bool passed,
+        bytes32 reportCid,
+        bytes32 assignSeed,
+        bytes32 forcedCommitment,
+        Probe[] calldata probes
+    ) external;
     /// @notice Anyone, after the challenge window: pay the solver and the verifier, release bonds.
     function finalize(uint256 jobId) external;
-    /// @notice The submitter cancels an Open job and gets its escrow back.
+    /// @notice The submitter cancels an Open job and gets its escrow back (reward, fee and tax).
     function cancel(uint256 jobId) external;
+    /// @notice Anyone adds `amount` to the jackpot (transferFrom; approve first).
+    function fundJackpot(uint256 amount) external;
+    /// @notice The caller commits keccak256(abi.encode(secret, caller)) as its forced-error seed, replacing
+    ///         any previous one; it counts for draws anchored at or after this block. Zero reverts
+    ///         ZeroCommitment.
+    function commitForcedSeed(bytes32 commitment) external;
 
     // ------------------------------------------------------------------ timeouts (anyone)
 
@@ -185,6 +280,19 @@ interface IJobMarket {
     ///         escrow and a fresh claim window.
     ///         verifierSlashed: the verifier bond is slashed in full to `slashRecipient`, else released.
     function resolveDispute(uint256 jobId, bool solverWon, bool verifierSlashed, address slashRecipient) external;
+    /// @notice The dispute game settles a report game (the job's verifier defended a probe).
+    ///         verifierWon: the job is Verified again and the challenge window resumes (bonds stay locked).
+    ///         Else the verifier bond is slashed in full to `slashRecipient` (ReportOverturned) and the job
+    ///         goes back to Committed for a draw that excludes this verifier (the solver is not at fault),
+    ///         or ends refunded once maxVerifierDraws draws were made.
+    function resolveReportDispute(uint256 jobId, bool verifierWon, address slashRecipient) external;
+    /// @notice The dispute game pays a caught forced error: checks `seal` against the stored one
+    ///         (InvalidSeal) and isForced(secret, verifier, seal) (NotForced), pays `whistleblower`
+    ///         jackpot * jackpotShareBps / 1e4, clears the verifier's forced seed if it is the revealed
+    ///         one, and the job is Verified again with its challenge window resumed.
+    function payForcedError(uint256 jobId, ReportSeal calldata seal, bytes32 secret, address whistleblower)
+        external
+        returns (uint256 payout);
 
     // ------------------------------------------------------------------ wiring
 

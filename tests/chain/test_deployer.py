@@ -24,6 +24,24 @@ def test_deployed_protocol_is_wired_and_reads_its_parameters_from_chain(devnet: 
     assert proto.stakes.unbonding_delay() == params.unbonding_delay
     assert proto.market.params().challenge_window == params.market["challengeWindow"]
     assert proto.token.total_supply() == params.token_supply
+    onchain = proto.market.params()
+    assert (onchain.jackpot_tax_bps, onchain.jackpot_share_bps) == (params.market["jackpotTaxBps"], params.market["jackpotShareBps"])
+    assert (onchain.forced_error_rate_bps, onchain.probe_count) == (params.market["forcedErrorRateBps"], params.market["probeCount"])
+
+
+def test_deployment_seeds_the_jackpot(devnet: Devnet, tmp_path: Path) -> None:
+    params = DeployParams.devnet()
+    assert params.jackpot_seed == 1000 * 10**18
+    assert devnet.protocol().market.jackpot() == params.jackpot_seed
+    book = deploy_protocol(devnet.client, devnet.deployer, params, tmp_path)
+    proto = Protocol.connect(devnet.client, book)
+    assert proto.market.jackpot() == params.jackpot_seed
+    assert proto.token.balance_of(proto.market.address) == params.jackpot_seed  # no job yet: all of it is the pool
+    (funded,) = [e for e in proto.market.events("JackpotFunded", book.deploy_block) if e.args["from"] == devnet.deployer.address]
+    assert funded.args["amount"] == funded.args["jackpot"] == params.jackpot_seed
+    unseeded = DeployParams.model_validate({**params.to_json(), "jackpotSeed": 0})
+    bare = deploy_protocol(devnet.client, devnet.deployer, unseeded, tmp_path / "bare")
+    assert Protocol.connect(devnet.client, bare).market.jackpot() == 0
 
 
 def test_redeploy_with_a_live_address_book_sends_nothing(devnet: Devnet, tmp_path: Path) -> None:
@@ -82,3 +100,9 @@ def test_parameter_file_errors(tmp_path: Path) -> None:
     (tmp_path / "p.json").write_text(json.dumps(raw))
     with pytest.raises(ConfigError, match="minStakes.solver"):
         DeployParams.load(tmp_path / "p.json")
+    for seed, message in ((-1, "jackpotSeed"), (DeployParams.devnet().token_supply + 1, "exceeds tokenSupply")):
+        raw = DeployParams.devnet().to_json()
+        raw["jackpotSeed"] = seed
+        (tmp_path / "p.json").write_text(json.dumps(raw))
+        with pytest.raises(ConfigError, match=message):
+            DeployParams.load(tmp_path / "p.json")

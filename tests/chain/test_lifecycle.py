@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import pytest
+from eth_utils import keccak
 
 from core.chain import Receipt, Signer
 from core.contracts import JobId, JobState, Protocol, Role, TokenAmount
@@ -46,9 +47,20 @@ def stake(proto: Protocol, who: Signer, role: Role, amount: int | None = None) -
 
 
 def post(proto: Protocol, submitter: Signer, reward: int = REWARD, fee: int = FEE) -> tuple[JobId, Receipt]:
+    """Post a job, approving exactly its escrow: reward + fee + the jackpot tax."""
     p = proto.with_signer(submitter)
-    p.token.approve(p.market.address, reward + fee)
+    p.token.approve(p.market.address, reward + fee + p.market.jackpot_tax(reward, fee))
     return p.market.post_job(SPEC, reward, fee, COMMIT_WINDOW)
+
+
+def report_pass(proto: Protocol, verifier: Signer, job_id: JobId) -> Receipt:
+    """``verifier`` passes the job under its last draw's seal parts (``VerifierAssigned``), with
+    made-up probe states on the segments the draw fixed (the chain checks those, not the states)."""
+    market = proto.market
+    drawn = max(market.events("VerifierAssigned", 0, jobId=job_id), key=lambda e: (e.block_number, e.log_index))
+    seed, checkpoints = bytes(drawn.args["assignSeed"]), market.get_job(job_id).checkpoint_count
+    probes = [(market.probe_segment(seed, i, checkpoints), i + 1, keccak(b"probe %d" % i)) for i in range(market.params().probe_count)]
+    return proto.with_signer(verifier).market.report(job_id, True, REPORT, seed, bytes(drawn.args["forcedCommitment"]), probes)
 
 
 def past(devnet: Devnet, deadline: int) -> None:
@@ -66,13 +78,16 @@ def test_honest_lifecycle_pays_solver_and_verifier_and_releases_bonds(devnet: De
     before = wallets(proto, people)
     stakes_before = {r: proto.stakes.stake_of(a.address, r) for a, r in ((sol, Role.SOLVER), (ver, Role.VERIFIER))}
     params = proto.market.params()
+    tax = proto.market.jackpot_tax(REWARD, FEE)
+    assert tax == (REWARD + FEE) * params.jackpot_tax_bps // 10_000 > 0
+    jackpot = proto.market.jackpot()
     gas: dict[str, int] = {}
 
     job_id, receipt = post(proto, sub)
     gas["postJob"] = receipt.gas_used
     job = proto.market.get_job(job_id)
     assert (job.state, job.submitter, job.reward, job.verifier_fee) == (JobState.OPEN, sub.address, REWARD, FEE)
-    assert proto.token.balance_of(proto.market.address) == before[proto.market.address] + REWARD + FEE
+    assert proto.token.balance_of(proto.market.address) == before[proto.market.address] + REWARD + FEE + tax
 
     solver_bond = proto.market.solver_bond(REWARD)
     gas["claim"] = proto.with_signer(sol).market.claim(job_id).gas_used
@@ -93,22 +108,26 @@ def test_honest_lifecycle_pays_solver_and_verifier_and_releases_bonds(devnet: De
     verifier_bond = proto.market.verifier_bond(REWARD)
     assert proto.stakes.stake_of(ver.address, Role.VERIFIER).locked == verifier_bond
 
-    gas["report"] = proto.with_signer(ver).market.report(job_id, True, REPORT).gas_used
+    gas["report"] = report_pass(proto, ver, job_id).gas_used
     job = proto.market.get_job(job_id)
     assert job.state is JobState.VERIFIED
     with pytest.raises(revert_class("DeadlineNotReached")):
         proto.with_signer(anyone).market.finalize(job_id)  # the challenge window is still open
     assert job.deadline - devnet.client.timestamp() <= params.challenge_window
     past(devnet, job.deadline)
-    gas["finalize"] = proto.with_signer(anyone).market.finalize(job_id).gas_used
+    receipt = proto.with_signer(anyone).market.finalize(job_id)
+    gas["finalize"] = receipt.gas_used
+    (taxed,) = proto.market.decode_events(receipt, "JackpotTaxed")
+    assert (taxed.args["amount"], taxed.args["jackpot"]) == (tax, jackpot + tax)
 
     assert proto.market.get_job(job_id).state is JobState.FINALIZED
     after = wallets(proto, people)
-    assert after[sub.address] == before[sub.address] - REWARD - FEE
+    assert after[sub.address] == before[sub.address] - REWARD - FEE - tax
     assert after[sol.address] == before[sol.address] + REWARD
     assert after[ver.address] == before[ver.address] + FEE
     assert after[anyone.address] == before[anyone.address]
-    assert after[proto.market.address] == before[proto.market.address]
+    assert after[proto.market.address] == before[proto.market.address] + tax  # the tax stays, in the jackpot
+    assert proto.market.jackpot() == jackpot + tax
     assert after[proto.stakes.address] == before[proto.stakes.address]
     for (account, role), info in zip(((sol, Role.SOLVER), (ver, Role.VERIFIER)), stakes_before.values()):
         now = proto.stakes.stake_of(account.address, role)
@@ -178,7 +197,7 @@ def test_silent_verifier_is_slashed_and_a_new_verifier_finishes_the_job(devnet: 
 
     past(devnet, proto.market.get_job(job_id).deadline)
     with pytest.raises(revert_class("DeadlinePassed")):
-        proto.with_signer(silent).market.report(job_id, True, REPORT)
+        report_pass(proto, silent, job_id)
     receipt = proto.with_signer(anyone).market.timeout_verifier(job_id)
     (timed_out,) = proto.market.decode_events(receipt, "VerifierTimedOut")
     assert timed_out.args["slashed"] == slashed
@@ -195,7 +214,7 @@ def test_silent_verifier_is_slashed_and_a_new_verifier_finishes_the_job(devnet: 
     receipt = proto.with_signer(anyone).market.assign_verifier(job_id)
     (assigned,) = proto.market.decode_events(receipt, "VerifierAssigned")
     assert assigned.args["verifier"] == parties.verifier2.address
-    proto.with_signer(parties.verifier2).market.report(job_id, True, REPORT)
+    report_pass(proto, parties.verifier2, job_id)
     past(devnet, proto.market.get_job(job_id).deadline)
     proto.with_signer(anyone).market.finalize(job_id)
 
@@ -205,7 +224,7 @@ def test_silent_verifier_is_slashed_and_a_new_verifier_finishes_the_job(devnet: 
     assert after[parties.verifier2.address] == before[parties.verifier2.address] + FEE
     assert after[silent.address] == before[silent.address]
     assert after[sub.address] == before[sub.address]
-    assert after[proto.market.address] == before[proto.market.address] - REWARD - FEE
+    assert after[proto.market.address] == before[proto.market.address] - REWARD - FEE  # the tax stays, in the jackpot
 
 
 # ------------------------------------------------------------------ bad inputs
@@ -284,7 +303,7 @@ def test_double_finalize_reverts_wrong_state(devnet: Devnet, parties: Parties) -
     proto.with_signer(parties.solver).market.commit(job_id, ROOT, 5, MODEL, MANIFEST)
     devnet.chain.mine(2)
     proto.with_signer(parties.outsider).market.assign_verifier(job_id)
-    proto.with_signer(parties.verifier).market.report(job_id, True, REPORT)
+    report_pass(proto, parties.verifier, job_id)
     past(devnet, proto.market.get_job(job_id).deadline)
     proto.with_signer(parties.outsider).market.finalize(job_id)
     with Unchanged(devnet, proto, parties), pytest.raises(revert_class("WrongState")) as caught:

@@ -34,7 +34,7 @@ def _commit_trace(devnet: Devnet, parties: Parties, root: str, leaves: int) -> i
     proto = devnet.protocol()
     proto.with_signer(parties.solver).token.approve(proto.stakes.address, 1_000 * E18)
     proto.with_signer(parties.solver).stakes.stake(Role.SOLVER, 1_000 * E18)
-    proto.with_signer(parties.submitter).token.approve(proto.market.address, 110 * E18)
+    proto.with_signer(parties.submitter).token.approve(proto.market.address, 110 * E18 + proto.market.jackpot_tax(100 * E18, 10 * E18))
     job_id, _ = proto.with_signer(parties.submitter).market.post_job(ZERO_CID, 100 * E18, 10 * E18, 3_600)
     proto.with_signer(parties.solver).market.claim(job_id)
     proto.with_signer(parties.solver).market.commit(job_id, bytes.fromhex(root[2:]), leaves, ZERO_CID, ZERO_CID)

@@ -9,7 +9,7 @@ import pytest
 
 from core import artifacts
 from core.config import Settings
-from core.contracts import Job, JobMarket, MarketParams, StakeInfo, StakeManager, VeriToken, snake_case
+from core.contracts import ForcedSeed, Job, JobMarket, MarketParams, ReportSeal, StakeInfo, StakeManager, VeriToken, snake_case
 from core.errors import ArtifactsMissing, ConfigError
 from deploy.build import build
 
@@ -29,12 +29,24 @@ def test_every_abi_function_has_a_wrapper_method(wrapper: type) -> None:
 
 @pytest.mark.parametrize(
     ("cls", "artifact", "function"),
-    [(Job, "JobMarket", "getJob"), (MarketParams, "JobMarket", "params"), (StakeInfo, "StakeManager", "stakeOf")],
+    [
+        (Job, "JobMarket", "getJob"),
+        (MarketParams, "JobMarket", "params"),
+        (ForcedSeed, "JobMarket", "forcedSeedOf"),
+        (StakeInfo, "StakeManager", "stakeOf"),
+    ],
 )
 def test_result_dataclasses_match_the_abi_structs(cls: type, artifact: str, function: str) -> None:
     (entry,) = [e for e in artifacts.load(artifact).abi if e.get("name") == function]
     components = [snake_case(c["name"]) for c in entry["outputs"][0]["components"]]
     assert components == [f.name for f in dataclasses.fields(cls)]
+
+
+def test_report_seal_fields_are_the_abi_tuple_in_order() -> None:
+    """``ReportSeal.as_tuple()`` is sent positionally: its fields must be the struct's, in order."""
+    (entry,) = [e for e in artifacts.load("JobMarket").abi if e.get("name") == "isForced"]
+    (seal,) = [i for i in entry["inputs"] if i["name"] == "seal"]
+    assert [snake_case(c["name"]) for c in seal["components"]] == [f.name for f in dataclasses.fields(ReportSeal)]
 
 
 def test_decode_struct_refuses_a_drifted_abi() -> None:

@@ -7,7 +7,9 @@ it afterwards), so the bisection has one real divergence.
 
 :class:`Arena` plays parties against each other through the typed client (``core.contracts``)
 and the pure helpers (``core.dispute``): job set-up to Verified (a whistleblower challenges) or
-Disputed (a failing verifier challenges), opening, bisection with per-move strategies, the
+Disputed (a failing verifier challenges), a passing report committing to probes of the verifier's
+states (honest, lazy or forced), opening (on a segment, or on a probe: a report game with the
+verifier as the defender), bisection with per-move strategies, the
 committee draw, referees re-executing the isolated step with ``proofs.execute_step`` and voting
 by commit-reveal, and settlement; it books every party's wealth so tests check conservation
 and exact payouts.
@@ -23,19 +25,22 @@ from dataclasses import dataclass, field
 from core.chain import Address, Receipt, Signer
 from core.cid import cid_to_digest
 from core.contracts import Game, GameId, GameParams, GameStatus, JobId, JobState, Protocol, Role, TokenAmount
-from core.dispute import Action, derive_salt, isolated_step, next_turn, opening, vote_commitment
+from core.dispute import Action, derive_salt, isolated_step, next_turn, opening, opening_on_report, vote_commitment
 from core.errors import revert_class
 from core.storage.local import LocalStore
 from deploy.devnet import Devnet
 from proofs import (
     Dataset,
     JobSpec,
+    Probe,
+    ProbeTree,
     Trainer,
     TraceTree,
     decode_checkpoint,
     encode_checkpoint,
     execute_step,
     load_dataset,
+    probe_positions,
     state_at,
     state_hash,
 )
@@ -125,7 +130,9 @@ class Arena:
         self.by_address = {s.address: s for s in net.accounts}
         self.base = net.protocol()
         self.params: GameParams = self.base.game.params()
+        self.market_params = self.base.market.params()
         self.salt_secret = os.urandom(32)
+        self.probes: dict[JobId, ProbeTree] = {}
 
     # -------------------------------------------------------------- set-up
 
@@ -159,10 +166,19 @@ class Arena:
             out[name] = token.balance_of(self.net.book.address(name))
         return out
 
-    def commit_job(self, states: Sequence[bytes], *, by_verifier: bool) -> tuple[JobId, Signer, list[str]]:
+    def commit_job(
+        self,
+        states: Sequence[bytes],
+        *,
+        by_verifier: bool,
+        probe_hash: Callable[[int, int, int], str] | None = None,
+    ) -> tuple[JobId, Signer, list[str]]:
         """Post, claim, commit the trace of ``states``, draw the verifier and report: pass (a
         whistleblower will challenge) or fail (the verifier challenges). Returns the job, the
-        challenger and the checkpoint CIDs."""
+        challenger and the checkpoint CIDs.
+
+        A pass commits to the probes its draw fixes (``self.probes[job_id]``), each the state hash
+        ``probe_hash(index, segment, step)``: by default the true one, from the honest training."""
         checkpoints = self.trained.checkpoints(states)
         cids = [self.store.put(c) for c in checkpoints]
         hashes = [state_hash(c) for c in checkpoints]
@@ -173,9 +189,17 @@ class Arena:
         solver.market.claim(job_id)
         solver.market.commit(job_id, bytes.fromhex(tree.root[2:]), len(hashes), cid_to_digest(cids[-1]), b"\x02" * 32)
         self.net.chain.mine(2)
-        self.proto(self.outsider).market.assign_verifier(job_id)
-        verifier = self.by_address[self.base.market.get_job(job_id).verifier]
-        self.proto(verifier).market.report(job_id, not by_verifier, b"\x03" * 32)
+        receipt = self.proto(self.outsider).market.assign_verifier(job_id)
+        (assigned,) = self.base.market.decode_events(receipt, "VerifierAssigned")
+        verifier = self.by_address[assigned.args["verifier"]]
+        published: list[tuple[int, int, bytes]] = []  # a fail publishes no probes
+        if not by_verifier:
+            truth = probe_hash or (lambda _i, segment, step: state_hash(self.trained.honest[segment * K + step]))
+            positions = probe_positions(assigned.args["assignSeed"], self.market_params.probe_count, len(hashes), K)
+            self.probes[job_id] = ProbeTree([Probe(i, seg, m, truth(i, seg, m)) for i, seg, m in positions])
+            published = [(p.segment, p.step, bytes.fromhex(p.state_hash[2:])) for p in self.probes[job_id].probes]
+        seal = (assigned.args["assignSeed"], assigned.args["forcedCommitment"])
+        self.proto(verifier).market.report(job_id, not by_verifier, b"\x03" * 32, *seal, published)
         return job_id, (verifier if by_verifier else self.whistleblower), cids
 
     # -------------------------------------------------------------- the game
@@ -186,6 +210,17 @@ class Arena:
         game_id, receipt = self.proto(challenger).game.open(job_id, *args.call_args())
         out = Played(job_id, game_id, challenger.address != self.whistleblower.address)
         out.gas.append(("open", receipt.gas_used))
+        return out
+
+    def open_on_report(self, job_id: JobId, index: int, states: Sequence[bytes]) -> Played:
+        """The whistleblower disputes probe ``index`` of the job's passing report (a report game:
+        the job's verifier defends), its start proven against the trace of ``states``."""
+        hashes = [state_hash(c) for c in self.trained.checkpoints(states)]
+        seal = self.base.market.seal_of(job_id, self.net.book.deploy_block)
+        args = opening_on_report(seal, self.probes[job_id], index, hashes, TraceTree(hashes))
+        game_id, receipt = self.proto(self.whistleblower).game.open_on_report(job_id, *args.call_args())
+        out = Played(job_id, game_id, by_verifier=False)
+        out.gas.append(("openOnReport", receipt.gas_used))
         return out
 
     def _spend_then(self, side_left: int, fraction: float) -> None:
@@ -204,13 +239,14 @@ class Arena:
         challenger_moves: Callable[[int], str],
     ) -> Played:
         """Plays the bisection until isolation or a clock expiry; move i of each side uses its
-        strategy ``*_moves(i)``. The true states are the honest training's."""
+        strategy ``*_moves(i)``. The true states are the honest training's. The "solver" side is
+        the game's defender (the job's verifier in a report game), ``solver_states`` its states."""
         game_api = self.base.game
-        solver = self.proto(self.solver).game
-        challenger_signer = self.by_address[game_api.get_game(played.game_id).challenger]
-        challenger = self.proto(challenger_signer).game
+        opened = game_api.get_game(played.game_id)
+        solver = self.proto(self.by_address[opened.solver]).game
+        challenger = self.proto(self.by_address[opened.challenger]).game
         honest = self.trained.honest
-        base_step = SEGMENT * K
+        base_step = opened.segment * K
         move = 0
         while True:
             game = game_api.get_game(played.game_id)

@@ -53,7 +53,8 @@ def test_a_solver_wrong_at_one_step_is_isolated_slashed_and_the_challenger_paid(
     assert played.game is not None and played.game.status is GameStatus.CHALLENGER_WON
     job = arena.base.market.get_job(job_id)
     assert job.state is JobState.OPEN, "job reopened for another solver"
-    assert arena.base.token.balance_of(arena.base.market.address) == REWARD + FEE, "the submitter's escrow is kept"
+    escrow = REWARD + FEE + arena.base.market.jackpot_tax(REWARD, FEE)
+    assert arena.base.token.balance_of(arena.base.market.address) == escrow + arena.base.market.jackpot(), "the submitter's escrow is kept"
     _check_payouts(arena, before, played, challenger.address, verifier, verdict=True)
     log.info("dispute gas %s", played.gas)
 

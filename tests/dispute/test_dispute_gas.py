@@ -38,9 +38,12 @@ def test_gas_of_a_whole_dispute(arena: Arena, k: int) -> None:
     solver.market.claim(job_id)
     solver.market.commit(job_id, bytes.fromhex(tree.root[2:]), 4, b"\x02" * 32, b"\x03" * 32)
     arena.net.chain.mine(2)
-    arena.proto(arena.outsider).market.assign_verifier(job_id)
-    verifier = arena.by_address[arena.base.market.get_job(job_id).verifier]
-    arena.proto(verifier).market.report(job_id, True, b"\x04" * 32)
+    receipt = arena.proto(arena.outsider).market.assign_verifier(job_id)
+    (assigned,) = arena.base.market.decode_events(receipt, "VerifierAssigned")
+    verifier = arena.by_address[assigned.args["verifier"]]
+    seed = assigned.args["assignSeed"]
+    probes = [(arena.base.market.probe_segment(seed, i, 4), 1, _hash("probe", i)) for i in range(arena.market_params.probe_count)]
+    arena.proto(verifier).market.report(job_id, True, b"\x04" * 32, seed, assigned.args["forcedCommitment"], probes)
 
     gas: dict[str, list[int]] = defaultdict(list)
     sent = {"challenger": 0, "solver": 0}

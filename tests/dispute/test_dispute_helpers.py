@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from core.chain import Address
 from core.cid import cid_to_digest
-from core.contracts import Bytes32, Game, GameParams, GameStatus, JobId, TokenAmount
+from core.contracts import Bytes32, Game, GameParams, GameStatus, JobId, ReportSeal, TokenAmount
 from core.dispute import (
     ZERO32,
     Action,
@@ -25,10 +25,12 @@ from core.dispute import (
     midpoint,
     next_turn,
     opening,
+    opening_on_report,
+    party_move,
     vote_commitment,
     winner,
 )
-from proofs import TraceTree, verify_proof
+from proofs import Probe, ProbeTree, TraceTree, verify_probe, verify_proof
 from proofs.steps import Bisection
 from proofs.steps import max_moves as engine_max_moves
 
@@ -43,7 +45,7 @@ CID_A = "QmWvQxBLsmXh3mxoVLPKhshqDfK8Ydj2ZVTqKQ3pL8n1z4"
 
 def _game(**changes: object) -> Game:
     base = Game(
-        solver=SOLVER, job_id=JobId(1), segment=2, by_verifier=False, challenger=CHALLENGER, steps=50, commits=0,
+        solver=SOLVER, job_id=JobId(1), segment=2, by_verifier=False, challenger=CHALLENGER, steps=50, on_report=False, commits=0,
         votes_solver_right=0, votes_solver_wrong=0, status=GameStatus.SOLVER_TO_MOVE, lo=0, hi=50, solver_clock=30,
         challenger_clock=30, last_move_at=1_000, deadline=0, moves=0, agreed_hash=Bytes32(b"\x11" * 32),
         agreed_cid=ZERO32, disputed_hash=Bytes32(b"\x22" * 32), mid_hash=ZERO32, mid_cid=ZERO32,
@@ -71,6 +73,38 @@ def test_opening_refuses_impossible_arguments(segment: int, k: int, hashes: int,
     values = [bytes([i + 1]) * 32 for i in range(hashes)]
     with pytest.raises(DisputeError, match=match):
         opening(values, TraceTree(values), segment, k)
+
+
+SEAL = ReportSeal(Bytes32(b"\x01" * 32), ZERO32, Bytes32(b"\x02" * 32))
+
+
+@given(st.lists(st.binary(min_size=32, max_size=32), min_size=2, max_size=20), st.data())
+def test_opening_on_report_proves_the_probe_and_its_start(hashes: list[bytes], data: st.DataObject) -> None:
+    trace = TraceTree(hashes)
+    probes = ProbeTree([Probe(i, data.draw(st.integers(0, len(hashes) - 2)), 1 + i, "0x" + bytes([i + 1]).hex() * 32) for i in range(4)])
+    index = data.draw(st.integers(0, 3))
+    args = opening_on_report(SEAL, probes, index, hashes, trace)
+    probe = probes.probe(index)
+    assert (args.seal, args.index, args.segment, args.step) == (SEAL, index, probe.segment, probe.step)
+    assert verify_probe(probes.root, probe, args.proof) and "0x" + args.state_hash.hex() == probe.state_hash
+    assert args.start_hash == hashes[probe.segment] and verify_proof(trace.root, probe.segment, args.start_hash, args.start_proof)
+    assert args.call_args()[0] == SEAL and isinstance(args.call_args()[5], list)
+
+
+@pytest.mark.parametrize(
+    ("seal", "probe", "match"),
+    [(None, Probe(0, 0, 1, b"\x03" * 32), "no report"), (SEAL, Probe(0, 2, 1, b"\x03" * 32), "segment 2"), (SEAL, Probe(0, 0, 0, b"\x03" * 32), "at least one step")],
+)  # fmt: skip
+def test_opening_on_report_refuses_impossible_probes(seal: ReportSeal | None, probe: Probe, match: str) -> None:
+    hashes = [b"\x01" * 32, b"\x02" * 32, b"\x03" * 32]
+    with pytest.raises(DisputeError, match=match):
+        opening_on_report(seal, ProbeTree([probe]), 0, hashes[:2], TraceTree(hashes[:2]))
+
+
+def test_report_seal_digest_is_the_stored_preimage() -> None:
+    drawn = keccak(abi_encode(["bytes32", "bytes32"], [SEAL.assign_seed, SEAL.forced_commitment]))
+    assert SEAL.digest() == keccak(drawn + SEAL.probe_root)
+    assert SEAL.as_tuple() == (SEAL.assign_seed, SEAL.forced_commitment, SEAL.probe_root)
 
 
 def test_opening_refuses_malformed_hashes() -> None:
@@ -127,6 +161,22 @@ def test_turns_after_isolation() -> None:
     assert next_turn(done, PARAMS, now=2_990).action is Action.SETTLE
     for status in (GameStatus.SOLVER_WON, GameStatus.CHALLENGER_WON, GameStatus.UNDECIDED):
         assert next_turn(_game(status=status), PARAMS, now=0).actor is Actor.NOBODY
+
+
+def test_a_party_makes_its_own_moves_and_the_calls_that_pay_it_at_once() -> None:
+    S, C = Actor.SOLVER, Actor.CHALLENGER
+    bisecting = _game(solver_clock=20, last_move_at=1_000)
+    assert (party_move(bisecting, PARAMS, 1_020, 0, S), party_move(bisecting, PARAMS, 1_020, 0, C)) == (Action.POST_MIDPOINT, None)
+    assert (party_move(bisecting, PARAMS, 1_021, 0, S), party_move(bisecting, PARAMS, 1_021, 0, C)) == (None, Action.TIMEOUT_CLOCK)  # never its own clock
+    answering = _game(status=GameStatus.CHALLENGER_TO_MOVE, challenger_clock=7, last_move_at=500)
+    assert (party_move(answering, PARAMS, 501, 0, S), party_move(answering, PARAMS, 501, 0, C)) == (None, Action.ANSWER_MIDPOINT)
+    assert (party_move(answering, PARAMS, 508, 0, S), party_move(answering, PARAMS, 508, 0, C)) == (Action.TIMEOUT_CLOCK, None)
+    isolated = _game(status=GameStatus.ISOLATED, lo=7, hi=8, last_move_at=2_000, deadline=77)
+    assert [party_move(isolated, PARAMS, 2_010, b, C) for b in (78, 79)] == [None, Action.DRAW_COMMITTEE]
+    assert party_move(isolated, PARAMS, 2_011, 0, S) is Action.SETTLE
+    arb = _game(status=GameStatus.ARBITRATING, lo=7, hi=8, deadline=3_000)
+    assert party_move(arb, PARAMS, 3_000, 0, C) is None  # the referees vote, not the parties
+    assert party_move(dataclasses.replace(arb, commits=3, votes_solver_right=3), PARAMS, 2_990, 0, C) is Action.SETTLE  # early
 
 
 def test_isolated_step_names_the_pre_state_by_cid() -> None:

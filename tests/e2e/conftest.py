@@ -104,11 +104,13 @@ def _tail(process: RoleProcess, lines: int = 25) -> str:
 
 @pytest.fixture(scope="module")
 def devnet_e2e(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Devnet, Path]]:
-    """One chain per test module; a module sets ``E2E_ACCOUNTS`` for more funded accounts than 6."""
+    """One chain per test module; a module sets ``E2E_ACCOUNTS`` for more funded accounts than 6, and
+    ``E2E_MARKET`` (a dict of JobMarket params by their Solidity names) to override the demo's market."""
     build()
     root = tmp_path_factory.mktemp("e2e")
     accounts = getattr(request.module, "E2E_ACCOUNTS", 6)
-    with start_devnet(book_dir=root / "deployments", accounts=accounts, params=demo_params()) as net:
+    params = demo_params(getattr(request.module, "E2E_MARKET", None))
+    with start_devnet(book_dir=root / "deployments", accounts=accounts, params=params) as net:
         net.client.rpc("evm_setIntervalMining", [1])
         yield net, root
 

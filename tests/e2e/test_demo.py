@@ -8,6 +8,7 @@ from pathlib import Path
 from veritrain.demo import run_demo
 
 TOKEN = 10**18
+TAX = 12 * TOKEN * 300 // 10_000  # the devnet's jackpotTaxBps on reward + fee, paid on top
 
 
 def _gone(pid: int) -> bool:
@@ -24,15 +25,15 @@ def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) 
     figures = run_demo(tmp_path, timeout_s=240, job_name="tiny")
 
     assert figures["state"] == "FINALIZED"
-    assert list(figures["gas"]) == ["JobPosted", "JobClaimed", "TraceCommitted", "VerifierAssigned", "ReportSubmitted", "JobFinalized", "approve (submitter)"]
+    assert list(figures["gas"]) == ["JobPosted", "JobClaimed", "TraceCommitted", "VerifierAssigned", "ReportSubmitted", "JobFinalized", "JackpotTaxed", "approve (submitter)"]
     balances = figures["balances"]
 
     def total(label: str, when: str) -> int:
         wallet, staked = balances[label][when]
         return wallet + staked
 
-    # the submitter paid reward + fee; the solver earned the reward, the verifier the fee; no escrow left
-    assert total("submitter", "after") - total("submitter", "before") == -12 * TOKEN
+    # the submitter paid reward + fee + tax; the solver earned the reward, the verifier the fee; no escrow left
+    assert total("submitter", "after") - total("submitter", "before") == -12 * TOKEN - TAX
     assert total("solver", "after") - total("solver", "before") == 10 * TOKEN
     assert total("verifier", "after") - total("verifier", "before") == 2 * TOKEN
     assert tuple(balances["market (escrow)"]["after"]) == (0, 0)
@@ -59,7 +60,7 @@ def test_demo_cheat_catches_the_cheater_and_the_job_is_then_done_honestly(tmp_pa
 
     assert change("cheater") == -10 * TOKEN  # its solver bond, slashed
     assert change("solver") == 10 * TOKEN  # the reward, for the honest redo
-    assert change("submitter") == -12 * TOKEN  # reward + fee, once: made whole for the cheat
+    assert change("submitter") == -12 * TOKEN - TAX  # reward + fee + tax, once: made whole for the cheat
     assert change(game["winner"]) >= game["payout"] - 20 * TOKEN > 0  # the challenger was paid
     assert sum(change(label) for label in balances) == 0
     assert figures["model"]["test_accuracy"] > 0.8

@@ -140,6 +140,10 @@ def test_job_commands_refuse_unknown_and_wrong_jobs(market: Market, job_files: t
 def test_read_commands_work_and_speak_json(market: Market, job_files: tuple[Path, Path]) -> None:
     spec, data = job_files
     posted = service.post_job(market.protocol(market.account(0)), market.store, spec, data, 10**18, 10**18, 600)
+    assert posted.tax == market.protocol().market.jackpot_tax(10**18, 10**18) > 0  # escrowed on top of reward + fee
+    by_cli = run(market, "post", str(spec), "--data", str(data), "--reward", "10", "--fee", "2", "--json")
+    assert by_cli.returncode == 0, by_cli.stderr
+    assert int(json.loads(by_cli.stdout)["jackpot_tax"]) == market.protocol().market.jackpot_tax(10 * 10**18, 2 * 10**18)
     listed = run(market, "list", "--json")
     assert listed.returncode == 0, listed.stderr
     assert any(j["job_id"] == posted.job_id and j["state"] == "OPEN" for j in json.loads(listed.stdout))

@@ -12,7 +12,7 @@ import {
     SettleReason
 } from "../../contracts/interfaces/IDisputeGame.sol";
 import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
-import {Job, JobState, MarketParams, Role} from "../../contracts/Types.sol";
+import {Job, JobState, MarketParams, Probe, ReportSeal, Role} from "../../contracts/Types.sol";
 import {JobMarket} from "../../contracts/JobMarket.sol";
 import {LibPosition} from "../../contracts/libraries/LibPosition.sol";
 
@@ -100,6 +100,22 @@ contract DisputeGameTest is DisputeFixture {
         GameParams memory p = _gameParams();
         p.refereeFee = 7 ether; // 3 * 7 > 20
         vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("refereeFee")));
+        new DisputeGame(market, p);
+    }
+
+    /// A whistleblower that wins a report game by verdict gets challengeBond + the verifier bond - the
+    /// majority's fees: the fees must stay below the smallest verifier bond (10 VERI here), even when
+    /// the challenge bond covers them.
+    function test_constructor_rejects_fees_a_report_game_winner_would_not_recover() public {
+        GameParams memory p = _gameParams();
+        p.refereeFee = 4 ether; // 3 * 4 <= 20 (challenge bond) but >= 10 (minVerifierBond)
+        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("refereeFee")));
+        new DisputeGame(market, p);
+        p.committeeSize = 5;
+        p.refereeFee = 2 ether; // 5 * 2 == 10: the winner would net nothing
+        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("refereeFee")));
+        new DisputeGame(market, p);
+        p.refereeFee = 1.99 ether; // 9.95 < 10
         new DisputeGame(market, p);
     }
 
@@ -812,11 +828,10 @@ contract DisputeGameTest is DisputeFixture {
         vm.prank(solver);
         // forge-lint: disable-next-line(unsafe-typecast)
         market.commit(jobId, TraceTree.root(traceLeaves), uint32(CHECKPOINTS), keccak256("m"), keccak256("n"));
-        vm.roll(block.number + 2);
-        market.assignVerifier(jobId);
-        address v2 = market.getJob(jobId).verifier;
+        address v2 = _assign(jobId);
+        ReportSeal memory seal = seals[jobId];
         vm.prank(v2);
-        market.report(jobId, false, keccak256("r"));
+        market.report(jobId, false, keccak256("r"), seal.assignSeed, seal.forcedCommitment, new Probe[](0));
         assertEq(_open(v2, jobId, SEGMENT, K), gameId + 1, "second game");
     }
 

@@ -4,7 +4,7 @@ pragma solidity ^0.8.28;
 import {DisputeFixture} from "./handlers/DisputeFixture.sol";
 import {DisputeHandler} from "./handlers/DisputeHandler.sol";
 import {Ballot, Game, GameStatus} from "../../contracts/interfaces/IDisputeGame.sol";
-import {Job, JobState, Role, StakeInfo} from "../../contracts/Types.sol";
+import {Job, JobState, MarketParams, Role, StakeInfo} from "../../contracts/Types.sol";
 import {LibPosition} from "../../contracts/libraries/LibPosition.sol";
 
 /// @notice Invariants of StakeManager + JobMarket + DisputeGame together under random actors
@@ -14,6 +14,12 @@ import {LibPosition} from "../../contracts/libraries/LibPosition.sol";
 /// forge-config: default.invariant.fail-on-revert = true
 contract DisputeGameInvariantTest is DisputeFixture {
     DisputeHandler internal handler;
+
+    /// Half of the seeded draws forced, so report games meet both forced and unforced verifiers.
+    function _marketParams() internal pure override returns (MarketParams memory p) {
+        p = super._marketParams();
+        p.forcedErrorRateBps = 5000;
+    }
 
     function setUp() public {
         _deploy();
@@ -36,7 +42,7 @@ contract DisputeGameInvariantTest is DisputeFixture {
     }
 
     function targetSelectors() public view returns (FuzzSelector[] memory targets) {
-        bytes4[] memory s = new bytes4[](25);
+        bytes4[] memory s = new bytes4[](30);
         s[0] = DisputeHandler.stake.selector;
         s[1] = DisputeHandler.requestUnstake.selector;
         s[2] = DisputeHandler.withdraw.selector;
@@ -62,6 +68,11 @@ contract DisputeGameInvariantTest is DisputeFixture {
         s[22] = DisputeHandler.warp.selector;
         s[23] = DisputeHandler.roll.selector;
         s[24] = DisputeHandler.openGame.selector; // twice: games are the point of this suite
+        s[25] = DisputeHandler.openOnReport.selector;
+        s[26] = DisputeHandler.openOnReport.selector; // twice: report games as often as the others
+        s[27] = DisputeHandler.concedeForced.selector;
+        s[28] = DisputeHandler.fundJackpot.selector;
+        s[29] = DisputeHandler.commitForcedSeed.selector;
         targets = new FuzzSelector[](1);
         targets[0] = FuzzSelector(address(handler), s);
     }
@@ -74,8 +85,9 @@ contract DisputeGameInvariantTest is DisputeFixture {
         return s == JobState.Finalized || s == JobState.Cancelled || s == JobState.Refunded;
     }
 
-    /// @notice Token balance of the protocol == stakes + escrows + game bonds, each summed from the
-    ///         records, and no token leaves the actors + protocol (no payout to a stranger, none stuck).
+    /// @notice Token balance of the protocol == stakes + escrows + jackpot + game bonds, each summed
+    ///         from the records (an escrow is reward + fee + tax of a non-final job), and no token leaves
+    ///         the actors + protocol (no payout to a stranger, none stuck).
     function invariant_tokens_are_conserved() public view {
         uint256 held;
         uint256 wallets;
@@ -92,9 +104,11 @@ contract DisputeGameInvariantTest is DisputeFixture {
         uint256 escrow;
         for (uint256 id = 1; id <= market.jobCount(); ++id) {
             Job memory job = market.getJob(id);
-            if (!_isFinal(job.state)) escrow += uint256(job.reward) + job.verifierFee;
+            if (!_isFinal(job.state)) {
+                escrow += uint256(job.reward) + job.verifierFee + market.jackpotTax(job.reward, job.verifierFee);
+            }
         }
-        assertEq(token.balanceOf(address(market)), escrow, "market == sum of escrows");
+        assertEq(token.balanceOf(address(market)), escrow + market.jackpot(), "market == sum of escrows + jackpot");
         uint256 live;
         for (uint256 id = 1; id <= game.gameCount(); ++id) {
             if (_live(game.getGame(id).status)) ++live;
@@ -146,6 +160,11 @@ contract DisputeGameInvariantTest is DisputeFixture {
         }
     }
 
+    /// @notice Every conceded forced error paid exactly jackpot * share / 1e4 (share <= 1/3).
+    function invariant_jackpot_pays_its_share() public view {
+        assertTrue(!handler.badPayout(), "payout != jackpot * share / 1e4");
+    }
+
     /// @notice Liveness: with everyone silent, permissionless calls end every game and every job;
     ///         then the game and the market hold nothing and no stake is locked.
     function afterInvariant() public {
@@ -154,6 +173,6 @@ contract DisputeGameInvariantTest is DisputeFixture {
         invariant_locks_are_the_bonds_in_flight();
         invariant_games_are_consistent();
         assertEq(token.balanceOf(address(game)), 0, "game empty");
-        assertEq(token.balanceOf(address(market)), 0, "market empty");
+        assertEq(token.balanceOf(address(market)), market.jackpot(), "market holds only the jackpot");
     }
 }

@@ -7,8 +7,21 @@ import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
 import {IStakeManager} from "../../contracts/interfaces/IStakeManager.sol";
 import {StakeManager} from "../../contracts/StakeManager.sol";
 import {VeriToken} from "../../contracts/VeriToken.sol";
-import {Job, JobState, MarketParams, RefundReason, Role} from "../../contracts/Types.sol";
+import {
+    ForcedSeed,
+    Job,
+    JobState,
+    MarketParams,
+    Probe,
+    RefundReason,
+    ReportSeal,
+    Role
+} from "../../contracts/Types.sol";
+import {ProbeLib} from "../../contracts/libraries/ProbeLib.sol";
 import {TraceLib} from "../../contracts/libraries/TraceLib.sol";
+import {ProbeClaim} from "../../contracts/interfaces/IDisputeGame.sol";
+import {ProbeTree} from "./handlers/DisputeFixture.sol";
+import {StandardTree} from "./utils/StandardTree.sol";
 import {IERC20Errors} from "@openzeppelin/contracts/interfaces/draft-IERC6093.sol";
 
 contract JobMarketTest is Fixture {
@@ -48,6 +61,31 @@ contract JobMarketTest is Fixture {
         p.reportWindow = 0;
         vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "reportWindow"));
         new JobMarket(token, stakes, p);
+        p = _params();
+        p.jackpotTaxBps = 10_001;
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "jackpotTaxBps"));
+        new JobMarket(token, stakes, p);
+        p = _params();
+        p.jackpotShareBps = 3334;
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "jackpotShareBps"));
+        new JobMarket(token, stakes, p);
+        p = _params();
+        p.forcedErrorRateBps = 10_001;
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "forcedErrorRateBps"));
+        new JobMarket(token, stakes, p);
+        p = _params();
+        p.probeCount = 0;
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "probeCount"));
+        new JobMarket(token, stakes, p);
+        p.probeCount = 33;
+        vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "probeCount"));
+        new JobMarket(token, stakes, p);
+        p.probeCount = 32;
+        p.jackpotShareBps = 3333;
+        p.forcedErrorRateBps = 10_000;
+        p.jackpotTaxBps = 10_000;
+        assertEq(new JobMarket(token, stakes, p).params().probeCount, 32, "the bounds are allowed");
+        assertEq(market.MAX_JACKPOT_SHARE_BPS(), 3333, "Truebit's third");
         VeriToken other = new VeriToken(1);
         vm.expectRevert(_withName(IJobMarket.InvalidParameter.selector, "token"));
         new JobMarket(other, stakes, _params());
@@ -86,8 +124,10 @@ contract JobMarketTest is Fixture {
         uint256 jobId = _post();
         assertEq(jobId, 1, "first id");
         assertEq(market.jobCount(), 1, "count");
-        assertEq(_bal(submitter), before - REWARD - FEE, "paid");
-        assertEq(_bal(address(market)), REWARD + FEE, "escrowed");
+        assertEq(_bal(submitter), before - ESCROW, "paid reward, fee and tax");
+        assertEq(_bal(address(market)), ESCROW, "escrowed");
+        assertEq(market.jackpotTax(REWARD, FEE), TAX, "tax");
+        assertEq(market.jackpot(), 0, "the tax joins the jackpot only at finalize");
         Job memory job = market.getJob(jobId);
         assertEq(job.submitter, submitter, "submitter");
         assertEq(job.reward, REWARD, "reward");
@@ -126,7 +166,7 @@ contract JobMarketTest is Fixture {
         token.approve(address(market), 0);
         _expectPostRevert(
             abi.encodeWithSelector(
-                IERC20Errors.ERC20InsufficientAllowance.selector, address(market), 0, uint256(REWARD) + FEE
+                IERC20Errors.ERC20InsufficientAllowance.selector, address(market), 0, ESCROW
             ),
             SPEC,
             REWARD,
@@ -141,7 +181,9 @@ contract JobMarketTest is Fixture {
         window = uint32(bound(window, 1, 7 days));
         vm.prank(submitter);
         uint256 jobId = market.postJob(SPEC, reward, fee, window);
-        assertEq(_bal(address(market)), uint256(reward) + fee, "escrow");
+        uint256 tax = (uint256(reward) + fee) * 300 / 10_000;
+        assertEq(market.jackpotTax(reward, fee), tax, "tax");
+        assertEq(_bal(address(market)), uint256(reward) + fee + tax, "escrow");
         assertEq(market.getJob(jobId).commitWindow, window, "window");
     }
 
@@ -160,7 +202,7 @@ contract JobMarketTest is Fixture {
         vm.expectRevert(err);
         market.assignVerifier(jobId);
         vm.expectRevert(err);
-        market.report(jobId, true, REPORT);
+        market.report(jobId, true, REPORT, bytes32(0), bytes32(0), new Probe[](0));
         vm.expectRevert(err);
         market.finalize(jobId);
         vm.expectRevert(err);
@@ -335,7 +377,7 @@ contract JobMarketTest is Fixture {
         uint256 jobId = _committed();
         vm.roll(block.number + 2);
         vm.expectEmit(true, false, false, true, address(market));
-        emit IJobMarket.JobRefunded(jobId, RefundReason.NoEligibleVerifier, uint256(REWARD) + FEE);
+        emit IJobMarket.JobRefunded(jobId, RefundReason.NoEligibleVerifier, ESCROW);
         market.assignVerifier(jobId);
         assertEq(uint8(_state(jobId)), uint8(JobState.Refunded), "refunded");
         assertEq(_bal(submitter), submitterBefore, "escrow back");
@@ -347,19 +389,23 @@ contract JobMarketTest is Fixture {
 
     function test_report_pass_opens_challenge_window() public {
         (uint256 jobId, address verifier) = _verifying();
+        Probe[] memory probes = _probes(jobId);
+        bytes32 root = StandardTree.root(StandardTree.probeLeaves(probes));
         vm.expectEmit(true, true, false, true, address(market));
-        emit IJobMarket.ReportSubmitted(jobId, verifier, true, REPORT, uint32(block.timestamp + 1 hours));
-        vm.prank(verifier);
-        market.report(jobId, true, REPORT);
+        emit IJobMarket.ReportSubmitted(jobId, verifier, true, REPORT, root, probes, block.timestamp + 1 hours);
+        _report(jobId, verifier, true);
         assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "verified");
     }
 
     function test_report_fail_opens_dispute() public {
         (uint256 jobId, address verifier) = _verifying();
         vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.ReportSubmitted(
+            jobId, verifier, false, REPORT, bytes32(0), new Probe[](0), block.timestamp + 1 days
+        );
+        vm.expectEmit(true, true, false, true, address(market));
         emit IJobMarket.DisputeOpened(jobId, verifier, uint32(block.timestamp + 1 days));
-        vm.prank(verifier);
-        market.report(jobId, false, REPORT);
+        _report(jobId, verifier, false);
         Job memory job = market.getJob(jobId);
         assertEq(uint8(job.state), uint8(JobState.Disputed), "disputed");
         assertEq(job.challenger, verifier, "verifier challenges");
@@ -367,14 +413,125 @@ contract JobMarketTest is Fixture {
 
     function test_report_access_and_deadline() public {
         (uint256 jobId, address verifier) = _verifying();
+        ReportSeal memory seal = seals[jobId];
+        Probe[] memory probes = _probes(jobId);
         vm.prank(solver);
         vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, solver));
-        market.report(jobId, true, REPORT);
+        market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, probes);
         uint256 deadline = market.getJob(jobId).deadline;
         vm.warp(deadline + 1);
         vm.prank(verifier);
         vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlinePassed.selector, jobId, deadline));
-        market.report(jobId, true, REPORT);
+        market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, probes);
+    }
+
+    /// A pass reports exactly probeCount probes: fewer or more revert at the first slot that differs.
+    function test_pass_with_wrong_probe_count_reverts() public {
+        (uint256 jobId, address verifier) = _verifying();
+        ReportSeal memory seal = seals[jobId];
+        Probe[] memory four = _probes(jobId);
+        Probe[] memory three = new Probe[](3);
+        Probe[] memory five = new Probe[](5);
+        for (uint256 i; i < 4; ++i) {
+            if (i < 3) three[i] = four[i];
+            five[i] = four[i];
+        }
+        five[4] = four[0];
+        vm.startPrank(verifier);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidProbe.selector, jobId, 3));
+        market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, three);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidProbe.selector, jobId, 4));
+        market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, five);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidProbe.selector, jobId, 0));
+        market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, new Probe[](0));
+        vm.stopPrank();
+    }
+
+    /// Each slot's segment is the drawn one and its state hash is not 0: a verifier cannot put its
+    /// probes where a whistleblower could not dispute them.
+    function test_pass_with_a_wrong_segment_or_zero_hash_reverts() public {
+        (uint256 jobId, address verifier) = _verifying();
+        ReportSeal memory seal = seals[jobId];
+        for (uint256 i; i < 4; ++i) {
+            Probe[] memory probes = _probes(jobId);
+            probes[i].segment = (probes[i].segment + 1) % 10;
+            vm.prank(verifier);
+            vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidProbe.selector, jobId, i));
+            market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, probes);
+            probes = _probes(jobId);
+            probes[i].stateHash = bytes32(0);
+            vm.prank(verifier);
+            vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidProbe.selector, jobId, i));
+            market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, probes);
+        }
+        // the step is not the chain's rule (it needs k): any step is accepted here
+        Probe[] memory anyStep = _probes(jobId);
+        anyStep[2].step = 12345;
+        vm.prank(verifier);
+        market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, anyStep);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "verified");
+    }
+
+    /// The report names the seal parts of its draw: another assign seed or forced commitment reverts
+    /// (on a pass and on a fail), so the probes are bound to the segments the draw fixed.
+    function test_report_with_wrong_seal_parts_reverts() public {
+        (uint256 jobId, address verifier) = _verifying();
+        ReportSeal memory seal = seals[jobId];
+        bytes32 other = keccak256("other seed");
+        Probe[] memory drawn = _probes(jobId);
+        Probe[] memory probes = _probes(jobId);
+        for (uint256 i; i < probes.length; ++i) {
+            probes[i].segment = market.probeSegment(other, i, 11); // consistent with the wrong seed
+        }
+        vm.startPrank(verifier);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidSeal.selector, jobId));
+        market.report(jobId, true, REPORT, other, seal.forcedCommitment, probes);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidSeal.selector, jobId));
+        market.report(jobId, true, REPORT, seal.assignSeed, keccak256("fc"), drawn);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidSeal.selector, jobId));
+        market.report(jobId, false, REPORT, seal.assignSeed, keccak256("fc"), new Probe[](0));
+        vm.stopPrank();
+    }
+
+    function test_failing_report_with_probes_reverts() public {
+        (uint256 jobId, address verifier) = _verifying();
+        ReportSeal memory seal = seals[jobId];
+        Probe[] memory probes = _probes(jobId);
+        vm.prank(verifier);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidProbe.selector, jobId, 0));
+        market.report(jobId, false, REPORT, seal.assignSeed, seal.forcedCommitment, probes);
+        _report(jobId, verifier, false);
+        assertEq(
+            market.reportSeal(jobId),
+            keccak256(abi.encode(keccak256(abi.encode(seal.assignSeed, seal.forcedCommitment)), bytes32(0))),
+            "a fail seals probe root 0"
+        );
+    }
+
+    /// The root the chain computes from the probes is the OpenZeppelin StandardMerkleTree root that
+    /// proofs.probes.ProbeTree gives, for 1..5 probes and for the most (32): a fixed vector from Python,
+    ///   .venv/bin/python -c 'from proofs.probes import Probe, ProbeTree; from eth_utils import keccak
+    ///   print([ProbeTree([Probe(i, 3 * i + 1, i + 2, keccak((i + 1).to_bytes(32, "big"))) for i in range(n)])
+    ///          .root for n in (1, 2, 3, 4, 5, 32)])'
+    function test_probe_root_matches_the_python_probe_tree() public {
+        ProbeRootHarness harness = new ProbeRootHarness();
+        uint8[6] memory sizes = [1, 2, 3, 4, 5, 32];
+        bytes32[6] memory want = [
+            bytes32(0x49db66b721e0240f6562579e47d537d79b164a091577836aee698aacc50d6b68),
+            0x5dd3ea3a29fafe44da5776d8e2e6d7a8efd936909358fb334177388e78e80a0e,
+            0xa0899db1948320a03c92646fe911842dbeb0aaa2c7e530fdf8026d1e0695cf4c,
+            0x3aebb3530bebeb776f39eeaf1cf7209a392f2ced2d203d2ffab467b8ec4932a1,
+            0x17bd60f2638fe360a069e3430051c77fab89c590b3dbe323cc84201003ec0a62,
+            0xbe834faba3bc0797b23701bf7483231453e906423217d52db8254ba867c67a92
+        ];
+        for (uint256 t; t < sizes.length; ++t) {
+            Probe[] memory probes = new Probe[](sizes[t]);
+            for (uint256 i; i < probes.length; ++i) {
+                probes[i] = Probe(3 * i + 1, i + 2, keccak256(abi.encode(i + 1)));
+            }
+            assertEq(harness.root(probes), want[t], "ProbeLib.root");
+            assertEq(StandardTree.root(StandardTree.probeLeaves(probes)), want[t], "test tree");
+        }
     }
 
     // ------------------------------------------------------------------ finalize
@@ -391,10 +548,11 @@ contract JobMarketTest is Fixture {
         market.finalize(jobId);
         assertEq(_bal(solver), solverBefore + REWARD, "solver paid");
         assertEq(_bal(verifier), verifierBefore + FEE, "verifier paid");
-        assertEq(_bal(submitter), submitterBefore - REWARD - FEE, "submitter paid once");
+        assertEq(_bal(submitter), submitterBefore - ESCROW, "submitter paid once");
         assertEq(_locked(solver, Role.Solver), 0, "solver bond released");
         assertEq(_locked(verifier, Role.Verifier), 0, "verifier bond released");
-        assertEq(_bal(address(market)), 0, "escrow empty");
+        assertEq(market.jackpot(), TAX, "the tax moved into the jackpot");
+        assertEq(_bal(address(market)), TAX, "escrow empty: only the jackpot is held");
         assertEq(uint8(_state(jobId)), uint8(JobState.Finalized), "finalized");
     }
 
@@ -427,7 +585,7 @@ contract JobMarketTest is Fixture {
         vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, stranger));
         market.cancel(jobId);
         vm.expectEmit(true, false, false, true, address(market));
-        emit IJobMarket.JobCancelled(jobId, uint256(REWARD) + FEE);
+        emit IJobMarket.JobCancelled(jobId, ESCROW);
         vm.prank(submitter);
         market.cancel(jobId);
         assertEq(_bal(submitter), before, "refunded");
@@ -526,12 +684,9 @@ contract JobMarketTest is Fixture {
         assertEq(_staked(first, Role.Verifier), firstStake - VERIFIER_BOND / 2, "verifier slashed");
         assertEq(_locked(first, Role.Verifier), 0, "rest released");
         assertEq(uint8(_state(jobId)), uint8(JobState.Committed), "back to draw");
-        vm.roll(block.number + 2);
-        market.assignVerifier(jobId);
-        address second = market.getJob(jobId).verifier;
+        address second = _assign(jobId);
         assertTrue(second != first && second != address(0), "a different verifier");
-        vm.prank(second);
-        market.report(jobId, true, REPORT);
+        _report(jobId, second, true);
         assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "verified by the second");
     }
 
@@ -547,7 +702,7 @@ contract JobMarketTest is Fixture {
         assertEq(market.getJob(jobId).draws, 3, "three draws");
         vm.warp(block.timestamp + 1 hours + 1);
         vm.expectEmit(true, false, false, true, address(market));
-        emit IJobMarket.JobRefunded(jobId, RefundReason.VerifierDrawsExhausted, uint256(REWARD) + FEE);
+        emit IJobMarket.JobRefunded(jobId, RefundReason.VerifierDrawsExhausted, ESCROW);
         market.timeoutVerifier(jobId);
         assertEq(uint8(_state(jobId)), uint8(JobState.Refunded), "refunded");
         assertEq(_bal(submitter), before, "escrow back");
@@ -625,8 +780,9 @@ contract JobMarketTest is Fixture {
         assertEq(_staked(verifier, Role.Verifier), verifierStake - VERIFIER_BOND, "verifier bond slashed");
         assertEq(_locked(verifier, Role.Verifier), 0, "nothing left locked");
         assertEq(_bal(game), gameBefore + VERIFIER_BOND, "slash to recipient");
-        assertEq(_bal(submitter), submitterBefore - REWARD, "fee back to submitter");
-        assertEq(_bal(address(market)), 0, "escrow empty");
+        assertEq(_bal(submitter), submitterBefore - REWARD - TAX, "fee back to submitter, tax to the jackpot");
+        assertEq(market.jackpot(), TAX, "taxed");
+        assertEq(_bal(address(market)), TAX, "escrow empty");
     }
 
     function test_resolve_solver_lost_slashes_and_reopens() public {
@@ -642,7 +798,7 @@ contract JobMarketTest is Fixture {
         assertEq(job.traceRoot, bytes32(0), "trace cleared");
         assertEq(job.challenger, address(0), "dispute cleared");
         assertTrue(!market.verifyCheckpoint(jobId, 0, bytes32(0), new bytes32[](0)), "no trace to verify");
-        assertEq(_bal(address(market)), uint256(REWARD) + FEE, "escrow kept");
+        assertEq(_bal(address(market)), ESCROW, "escrow kept");
         vm.prank(solver2);
         market.claim(jobId);
     }
@@ -752,7 +908,7 @@ contract JobMarketTest is Fixture {
         assertEq(job.challengeLeft, 0, "time left cleared");
         assertEq(_locked(solver, Role.Solver), SOLVER_BOND, "solver bond still locked");
         assertEq(_locked(verifier, Role.Verifier), VERIFIER_BOND, "verifier bond still locked");
-        assertEq(_bal(address(market)), REWARD + FEE, "escrow kept");
+        assertEq(_bal(address(market)), ESCROW, "escrow kept");
 
         vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlineNotReached.selector, jobId, resumed));
         market.finalize(jobId);
@@ -801,5 +957,359 @@ contract JobMarketTest is Fixture {
         market.resolveDispute(jobId, true, false, game);
         assertEq(market.getJob(jobId).deadline, block.timestamp + left, "resumed deadline");
         assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "Verified");
+    }
+
+    // ------------------------------------------------------------------ jackpot
+
+    function test_fund_jackpot() public {
+        uint256 before = _bal(stranger);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.JackpotFunded(stranger, 7 ether, 7 ether);
+        vm.prank(stranger);
+        market.fundJackpot(7 ether);
+        vm.prank(submitter);
+        market.fundJackpot(1 ether);
+        assertEq(market.jackpot(), 8 ether, "jackpot");
+        assertEq(_bal(stranger), before - 7 ether, "paid");
+        assertEq(_bal(address(market)), 8 ether, "held");
+    }
+
+    /// Every finalize moves the job's tax into the jackpot: the plain one and the one a dispute
+    /// resolution ends in.
+    function test_finalize_paths_move_the_tax_into_the_jackpot() public {
+        (uint256 a,) = _verified();
+        vm.warp(block.timestamp + 1 hours + 1);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.JackpotTaxed(a, TAX, TAX);
+        market.finalize(a);
+        (uint256 b,) = _disputed();
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.JackpotTaxed(b, TAX, 2 * TAX);
+        vm.prank(game);
+        market.resolveDispute(b, true, false, game);
+        (uint256 c,) = _disputed();
+        vm.prank(game);
+        market.resolveDispute(c, true, true, game); // the verifier's fee goes back, the tax does not
+        assertEq(market.jackpot(), 3 * TAX, "three taxes");
+        assertEq(_bal(address(market)), 3 * TAX, "only the jackpot is held");
+    }
+
+    /// Every other end returns the tax with the escrow.
+    function test_refunds_and_cancel_return_the_tax() public {
+        uint256 before = _bal(submitter);
+        uint256 a = _post();
+        vm.prank(submitter);
+        market.cancel(a);
+        uint256 b = _post();
+        vm.warp(block.timestamp + 1 days + 1);
+        market.expire(b);
+        (uint256 c,) = _disputed();
+        vm.warp(block.timestamp + 1 days + 1);
+        market.timeoutDispute(c);
+        assertEq(_bal(submitter), before, "reward, fee and tax back every time");
+        assertEq(market.jackpot(), 0, "nothing taxed");
+        assertEq(_bal(address(market)), 0, "nothing held");
+    }
+
+    // ------------------------------------------------------------------ forced seeds and seals
+
+    function test_commit_forced_seed() public {
+        vm.expectRevert(IJobMarket.ZeroCommitment.selector);
+        vm.prank(verifier1);
+        market.commitForcedSeed(bytes32(0));
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.ForcedSeedCommitted(verifier1, keccak256("a"), block.number);
+        vm.prank(verifier1);
+        market.commitForcedSeed(keccak256("a"));
+        vm.roll(block.number + 5);
+        vm.prank(verifier1);
+        market.commitForcedSeed(keccak256("b"));
+        ForcedSeed memory seed = market.forcedSeedOf(verifier1);
+        assertEq(seed.commitment, keccak256("b"), "replaced");
+        assertEq(seed.setAtBlock, block.number, "at this block");
+    }
+
+    function _seedAll(bytes32 secret) internal {
+        address[3] memory vs = [verifier1, verifier2, verifier3];
+        for (uint256 i; i < 3; ++i) {
+            vm.prank(vs[i]);
+            market.commitForcedSeed(keccak256(abi.encode(secret, vs[i])));
+        }
+    }
+
+    /// The draw snapshots a seed set at or before its anchor block, and the seal is stored and
+    /// extended by the report exactly as specified.
+    function test_seal_snapshots_a_seed_set_by_the_anchor() public {
+        _seedAll(keccak256("s"));
+        (uint256 jobId, address verifier) = _verifying();
+        ReportSeal memory seal = seals[jobId];
+        assertEq(seal.forcedCommitment, keccak256(abi.encode(keccak256("s"), verifier)), "snapshotted");
+        assertEq(market.reportSeal(jobId), keccak256(abi.encode(seal.assignSeed, seal.forcedCommitment)), "draw seal");
+        _report(jobId, verifier, true);
+        bytes32 probeRoot = seals[jobId].probeRoot;
+        bytes32 stored = keccak256(abi.encode(keccak256(abi.encode(seal.assignSeed, seal.forcedCommitment)), probeRoot));
+        assertEq(market.reportSeal(jobId), stored, "report seal");
+    }
+
+    /// A seed set after the anchor (when the draw entropy may be known) is not snapshotted: the job's
+    /// forced commitment is 0 and it can never be claimed forced, whatever secret is revealed.
+    function test_seed_set_after_the_anchor_is_not_snapshotted() public {
+        uint256 jobId = _committed();
+        vm.roll(block.number + 1); // the anchor's successor exists: its hash is the draw entropy
+        _seedAll(keccak256("late"));
+        address verifier = _assign(jobId);
+        ReportSeal memory seal = seals[jobId];
+        assertEq(seal.forcedCommitment, bytes32(0), "not snapshotted");
+        assertEq(market.reportSeal(jobId), keccak256(abi.encode(seal.assignSeed, bytes32(0))), "stored with 0");
+        _report(jobId, verifier, true);
+        seal = seals[jobId];
+        assertTrue(!market.isForced(keccak256("late"), verifier, seal), "cannot be forced");
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        vm.prank(game);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotForced.selector, jobId));
+        market.payForcedError(jobId, seal, keccak256("late"), stranger);
+    }
+
+    /// Fuzz: isForced holds exactly for the committed secret and a draw under the rate; any other
+    /// secret never passes, nor does a zero commitment.
+    function testFuzz_is_forced_needs_the_secret_and_the_rate(bytes32 secret, bytes32 other, bytes32 assignSeed, address v)
+        public
+        view
+    {
+        vm.assume(other != secret);
+        ReportSeal memory seal = ReportSeal(assignSeed, keccak256(abi.encode(secret, v)), keccak256("root"));
+        bool draw = uint256(keccak256(abi.encode(secret, assignSeed))) % 10_000 < 100;
+        assertTrue(market.isForced(secret, v, seal) == draw, "the committed secret: forced iff under the rate");
+        assertTrue(!market.isForced(other, v, seal), "another secret never");
+        assertTrue(!market.isForced(secret, address(uint160(v) ^ 1), seal), "another verifier never");
+        seal.forcedCommitment = bytes32(0);
+        assertTrue(!market.isForced(secret, v, seal), "no commitment never");
+    }
+
+    /// Fuzz: a forced claim on a draw that is not forced (99 % of seeds at 1 %) reverts NotForced.
+    function testFuzz_forced_claim_on_an_unforced_draw_reverts(bytes32 secret) public {
+        _seedAll(secret);
+        (uint256 jobId, address verifier) = _verified();
+        ReportSeal memory seal = seals[jobId];
+        vm.assume(!market.isForced(secret, verifier, seal));
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        vm.prank(game);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotForced.selector, jobId));
+        market.payForcedError(jobId, seal, secret, stranger);
+    }
+
+    /// A report of probeCount probes over the fixture trace (11 checkpoints, k = 8).
+    function _probed() internal returns (uint256 jobId, ReportSeal memory seal, ProbeClaim[] memory claims) {
+        address verifier;
+        (jobId, verifier) = _verifying();
+        seal = seals[jobId];
+        bytes32[] memory hashes = new bytes32[](4);
+        for (uint256 i; i < 4; ++i) {
+            hashes[i] = ProbeTree.trueHash(1, i);
+        }
+        bytes32[] memory leaves;
+        (claims, leaves) = ProbeTree.claims(seal.assignSeed, 11, hashes);
+        seal.probeRoot = StandardTree.root(leaves);
+        vm.prank(verifier);
+        market.report(jobId, true, REPORT, seal.assignSeed, seal.forcedCommitment, ProbeTree.probes(claims));
+        bytes32 drawSeal = keccak256(abi.encode(seal.assignSeed, seal.forcedCommitment));
+        assertEq(market.reportSeal(jobId), keccak256(abi.encode(drawSeal, seal.probeRoot)), "same root on chain");
+    }
+
+    function _verifyProbe(uint256 jobId, ReportSeal memory seal, ProbeClaim memory c) internal view returns (bool) {
+        return market.verifyProbe(jobId, seal, c.index, c.segment, c.step, c.stateHash, c.proof);
+    }
+
+    function test_verify_probe() public {
+        (uint256 jobId, ReportSeal memory seal, ProbeClaim[] memory claims) = _probed();
+        for (uint256 i; i < claims.length; ++i) {
+            assertTrue(_verifyProbe(jobId, seal, claims[i]), "published probe");
+            assertEq(claims[i].segment, market.probeSegment(seal.assignSeed, i, 11), "segment rule");
+            assertTrue(claims[i].segment < 10, "a segment of the trace");
+        }
+        ProbeClaim memory p = claims[1];
+        ProbeClaim memory c = ProbeClaim(p.index, (p.segment + 1) % 10, p.step, p.stateHash, p.proof);
+        assertTrue(!_verifyProbe(jobId, seal, c), "wrong segment");
+        c = ProbeClaim(p.index, p.segment, p.step + 1, p.stateHash, p.proof);
+        assertTrue(!_verifyProbe(jobId, seal, c), "wrong step");
+        c = ProbeClaim(p.index, p.segment, p.step, keccak256("lazy"), p.proof);
+        assertTrue(!_verifyProbe(jobId, seal, c), "wrong state");
+        c = ProbeClaim(0, market.probeSegment(seal.assignSeed, 0, 11), p.step, p.stateHash, p.proof);
+        assertTrue(!_verifyProbe(jobId, seal, c), "another slot's leaf");
+        ReportSeal memory bad = ReportSeal(keccak256("seed"), seal.forcedCommitment, seal.probeRoot);
+        assertTrue(!_verifyProbe(jobId, bad, p), "wrong assign seed");
+        bad = ReportSeal(seal.assignSeed, keccak256("fc"), seal.probeRoot);
+        assertTrue(!_verifyProbe(jobId, bad, p), "wrong forced commitment");
+        bad = ReportSeal(seal.assignSeed, seal.forcedCommitment, keccak256("root"));
+        assertTrue(!_verifyProbe(jobId, bad, p), "wrong probe root");
+        assertTrue(_verifyProbe(jobId, seal, p), "the original still verifies");
+    }
+
+    /// A slot at or past probeCount is rejected (the chain's tree has exactly probeCount slots).
+    function test_verify_probe_rejects_slots_past_probe_count() public {
+        (uint256 jobId, ReportSeal memory seal, ProbeClaim[] memory claims) = _probed();
+        assertTrue(_verifyProbe(jobId, seal, claims[3]), "slot 3 of 4");
+        ProbeClaim memory p = claims[3];
+        ProbeClaim memory past =
+            ProbeClaim(4, market.probeSegment(seal.assignSeed, 4, 11), p.step, p.stateHash, p.proof);
+        assertTrue(!_verifyProbe(jobId, seal, past), "slot 4 >= probeCount");
+    }
+
+    function test_probe_segment_needs_a_segment() public {
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidTrace.selector, bytes32(0), 1));
+        market.probeSegment(bytes32(0), 0, 1);
+        assertEq(market.probeSegment(keccak256("s"), 3, 2), 0, "one segment");
+    }
+
+    // ------------------------------------------------------------------ report disputes
+
+    function test_report_dispute_hooks_are_game_only() public {
+        (uint256 jobId,) = _verified();
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, stranger));
+        market.resolveReportDispute(jobId, false, stranger);
+        vm.prank(stranger);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, stranger));
+        market.payForcedError(jobId, seals[jobId], bytes32(0), stranger);
+    }
+
+    function test_report_dispute_verifier_won_resumes_the_window() public {
+        (uint256 jobId, address verifier) = _verified();
+        vm.warp(block.timestamp + 10 minutes);
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        vm.warp(block.timestamp + 5 hours);
+        vm.prank(game);
+        market.resolveReportDispute(jobId, true, game);
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Verified), "Verified");
+        assertEq(job.deadline, block.timestamp + 50 minutes, "the time left");
+        assertEq(_locked(verifier, Role.Verifier), VERIFIER_BOND, "bond still locked");
+        assertEq(_bal(address(market)), ESCROW, "escrow kept");
+    }
+
+    function test_report_dispute_verifier_lost_is_slashed_and_redrawn() public {
+        (uint256 jobId, address verifier) = _verified();
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        uint256 stake = _staked(verifier, Role.Verifier);
+        uint256 gameBefore = _bal(game);
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.ReportOverturned(jobId, verifier, VERIFIER_BOND);
+        vm.prank(game);
+        market.resolveReportDispute(jobId, false, game);
+        assertEq(_staked(verifier, Role.Verifier), stake - VERIFIER_BOND, "whole bond");
+        assertEq(_bal(game), gameBefore + VERIFIER_BOND, "to the recipient");
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Committed), "Committed");
+        assertEq(job.deadline, block.number, "re-anchored");
+        assertEq(_locked(solver, Role.Solver), SOLVER_BOND, "solver bond kept");
+        for (uint256 i; i < 2; ++i) {
+            // every later draw excludes the verifier that just lost, the solver and the submitter
+            address next = _assign(jobId);
+            assertTrue(next != verifier && next != address(0), "re-drawn without it");
+            _report(jobId, next, true);
+            vm.prank(game);
+            market.openDispute(jobId, stranger);
+            verifier = next;
+            vm.prank(game);
+            market.resolveReportDispute(jobId, false, game);
+        }
+        // the third overturned report used the last of maxVerifierDraws draws: refunded
+        assertEq(uint8(_state(jobId)), uint8(JobState.Refunded), "draws exhausted");
+        assertEq(_locked(solver, Role.Solver), 0, "solver released");
+        assertEq(_bal(address(market)), 0, "escrow and tax refunded");
+    }
+}
+
+/// @notice payForcedError at the market level, with every seeded draw forced (rate 100 %).
+contract JobMarketForcedTest is Fixture {
+    uint256 internal constant POOL = 1000 ether;
+    bytes32 internal constant SECRET = keccak256("secret");
+
+    function _params() internal pure override returns (MarketParams memory p) {
+        p = super._params();
+        p.forcedErrorRateBps = 10_000;
+        p.jackpotShareBps = 3333;
+    }
+
+    function setUp() public {
+        _setUpActors();
+        vm.prank(stranger);
+        market.fundJackpot(POOL);
+        address[3] memory vs = [verifier1, verifier2, verifier3];
+        for (uint256 i; i < 3; ++i) {
+            vm.prank(vs[i]);
+            market.commitForcedSeed(keccak256(abi.encode(SECRET, vs[i])));
+        }
+    }
+
+    function test_pay_forced_error() public {
+        (uint256 jobId, address verifier) = _verified();
+        vm.warp(block.timestamp + 20 minutes);
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        uint256 payout = POOL * 3333 / 10_000;
+        uint256 before = _bal(stranger);
+        vm.prank(game);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.InvalidSeal.selector, jobId));
+        market.payForcedError(jobId, ReportSeal(seals[jobId].assignSeed, seals[jobId].forcedCommitment, 0), SECRET, stranger);
+        vm.prank(game);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotForced.selector, jobId));
+        market.payForcedError(jobId, seals[jobId], keccak256("guess"), stranger);
+        vm.expectEmit(true, true, true, true, address(market));
+        emit IJobMarket.ForcedErrorCaught(jobId, verifier, stranger, payout, POOL - payout);
+        vm.prank(game);
+        assertEq(market.payForcedError(jobId, seals[jobId], SECRET, stranger), payout, "returned payout");
+        assertEq(_bal(stranger), before + payout, "paid jackpot * share");
+        assertEq(market.jackpot(), POOL - payout, "jackpot");
+        assertEq(_bal(address(market)), POOL - payout + ESCROW, "balance == jackpot + escrow");
+        assertEq(market.forcedSeedOf(verifier).commitment, bytes32(0), "revealed seed cleared");
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Verified), "window resumes");
+        assertEq(job.deadline, block.timestamp + 40 minutes, "with the time left");
+        assertEq(_locked(verifier, Role.Verifier), market.verifierBond(REWARD), "bond kept");
+    }
+
+    /// A seed replaced after the draw is not the one revealed: it stays (the verifier's next draws use it).
+    function test_pay_forced_error_keeps_a_newer_seed() public {
+        (uint256 jobId, address verifier) = _verified();
+        vm.prank(verifier);
+        market.commitForcedSeed(keccak256("newer"));
+        vm.prank(game);
+        market.openDispute(jobId, stranger);
+        vm.prank(game);
+        market.payForcedError(jobId, seals[jobId], SECRET, stranger);
+        assertEq(market.forcedSeedOf(verifier).commitment, keccak256("newer"), "newer seed kept");
+    }
+
+    /// The jackpot never pays more than a third of what it holds, however often it pays.
+    function test_repeated_payouts_never_exceed_the_pool() public {
+        uint256 paid;
+        for (uint256 i; i < 5; ++i) {
+            (uint256 jobId, address verifier) = _verified();
+            vm.prank(game);
+            market.openDispute(jobId, stranger);
+            uint256 pool = market.jackpot();
+            vm.prank(game);
+            uint256 payout = market.payForcedError(jobId, seals[jobId], SECRET, stranger);
+            assertEq(payout, pool * 3333 / 10_000, "share of the current pool");
+            assertTrue(3 * payout <= pool, "at most a third");
+            paid += payout;
+            vm.prank(verifier);
+            market.commitForcedSeed(keccak256(abi.encode(SECRET, verifier))); // re-seed for the next job
+        }
+        assertEq(market.jackpot(), POOL - paid, "pool == funded - paid");
+    }
+}
+
+/// @notice Exposes ProbeLib.root (a calldata function) to the tests.
+contract ProbeRootHarness {
+    function root(Probe[] calldata probes) external pure returns (bytes32) {
+        return ProbeLib.root(probes);
     }
 }

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -32,6 +37,28 @@ def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:
     }
     raw.update(overrides)
     return load_spec(raw)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+OZ_TREE = Path(__file__).with_name("oz_tree.js")
+
+OpenZeppelin = Callable[[Sequence[str], Sequence[Sequence[Sequence[Any]]]], list[dict[str, Any]]]
+
+
+@pytest.fixture(scope="session")
+def openzeppelin() -> OpenZeppelin:
+    """``openzeppelin(types, sets)``: root and proofs of ``StandardMerkleTree.of(values, types)``
+    for each leaf set, from the npm package itself (integers are sent as decimal strings)."""
+    if shutil.which("node") is None or not (ROOT / "node_modules/@openzeppelin/merkle-tree").is_dir():
+        pytest.skip("node and node_modules/@openzeppelin/merkle-tree are needed for the cross-check")
+
+    def run(types: Sequence[str], sets: Sequence[Sequence[Sequence[Any]]]) -> list[dict[str, Any]]:
+        values = [[[str(v) if isinstance(v, int) else v for v in value] for value in values] for values in sets]
+        payload = json.dumps({"types": list(types), "sets": values})
+        done = subprocess.run(["node", str(OZ_TREE)], input=payload, capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
+        return list(json.loads(done.stdout))
+
+    return run
 
 
 @pytest.fixture(scope="session", name="make_spec")

@@ -1,9 +1,6 @@
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from eth_utils import keccak
@@ -12,33 +9,27 @@ from hypothesis import strategies as st
 
 from proofs import MerkleError, TraceTree, leaf_hash, verify_proof
 
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = Path(__file__).with_name("oz_tree.js")
+if TYPE_CHECKING:
+    from tests.proofs.conftest import OpenZeppelin
+
+TRACE_TYPES = ["uint256", "bytes32"]
 
 hashes32 = st.binary(min_size=32, max_size=32).map(lambda b: "0x" + b.hex())
 leaf_sets = st.lists(st.tuples(st.integers(0, 2**256 - 1), hashes32), min_size=1, max_size=40)
 
 
-def openzeppelin(sets: list[list[tuple[int, str]]]) -> list[dict]:
-    if shutil.which("node") is None or not (ROOT / "node_modules/@openzeppelin/merkle-tree").is_dir():
-        pytest.skip("node and node_modules/@openzeppelin/merkle-tree are needed for the cross-check")
-    payload = json.dumps([[[str(i), h] for i, h in values] for values in sets])
-    done = subprocess.run(["node", str(SCRIPT)], input=payload, capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
-    return json.loads(done.stdout)
-
-
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(leaf_sets, min_size=1, max_size=8))
-def test_root_and_proofs_match_openzeppelin_merkle_tree(sets: list[list[tuple[int, str]]]) -> None:
-    for values, expected in zip(sets, openzeppelin(sets)):
+def test_root_and_proofs_match_openzeppelin_merkle_tree(openzeppelin: OpenZeppelin, sets: list[list[tuple[int, str]]]) -> None:
+    for values, expected in zip(sets, openzeppelin(TRACE_TYPES, sets)):
         tree = TraceTree.of(values)
         assert tree.root == expected["root"]
         assert [tree.proof(i) for i in range(len(values))] == expected["proofs"]
 
 
-def test_trace_tree_of_sequential_indices_matches_openzeppelin() -> None:
+def test_trace_tree_of_sequential_indices_matches_openzeppelin(openzeppelin: OpenZeppelin) -> None:
     hashes = ["0x" + keccak(bytes([i])).hex() for i in range(11)]
-    (expected,) = openzeppelin([list(enumerate(hashes))])
+    (expected,) = openzeppelin(TRACE_TYPES, [list(enumerate(hashes))])
     assert TraceTree(hashes).root == expected["root"]
 
 

@@ -1,5 +1,7 @@
 """The dispute decisions of the solver and verifier policies, from views built by hand: who moves
-when, the permissionless calls and their grace, and the adversary switches (silent, cheat once)."""
+when, the permissionless calls and their grace, the adversary switches (silent, cheat once), and
+the verifier as the defender of its probes in report games (concede a forced error, else defend)
+and as a referee of them."""
 
 from __future__ import annotations
 
@@ -11,7 +13,17 @@ from core.chain import Address
 from core.contracts import Ballot, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action
 from solver.policy import ForfeitUnopened, HeldJob, OpenJob, Phase, PostMidpoint, SolverConfig, SolverPolicy, SolverView, SpecCheck, TimeoutClock
-from verifier.policy import GameMove, LiveGame, OpenGame, PendingOpen, VerifierConfig, VerifierPolicy, VerifierView
+from verifier.policy import (
+    ConcedeForced,
+    GameMove,
+    LiveGame,
+    OpenGame,
+    PendingOpen,
+    VerifierConfig,
+    VerifierPolicy,
+    VerifierView,
+    vote_from_shape,
+)
 
 ME = Address("0x000000000000000000000000000000000000bEEF")
 OTHER = Address("0x0000000000000000000000000000000000000777")
@@ -21,9 +33,9 @@ PARAMS = GameParams(T(20), T(10), T(2), clock_time=60, open_window=30, draw_wind
 GID = GameId(4)
 
 
-def game(status: GameStatus, *, solver: Address = ME, challenger: Address = OTHER, lo: int = 0, hi: int = 20, last_move_at: int = 1_000, deadline: int = 0, commits: int = 0, votes: int = 0) -> Game:
+def game(status: GameStatus, *, solver: Address = ME, challenger: Address = OTHER, lo: int = 0, hi: int = 20, last_move_at: int = 1_000, deadline: int = 0, commits: int = 0, votes: int = 0, on_report: bool = False) -> Game:
     return Game(
-        solver=solver, job_id=JobId(7), segment=3, by_verifier=True, challenger=challenger, steps=20, commits=commits,
+        solver=solver, job_id=JobId(7), segment=3, by_verifier=True, challenger=challenger, steps=20, on_report=on_report, commits=commits,
         votes_solver_right=votes, votes_solver_wrong=0, status=status, lo=lo, hi=hi, solver_clock=60, challenger_clock=60,
         last_move_at=last_move_at, deadline=deadline, moves=0, agreed_hash=Z, agreed_cid=Z, disputed_hash=Z, mid_hash=Z, mid_cid=Z,
     )  # fmt: skip
@@ -59,6 +71,12 @@ def test_solver_times_out_a_challenger_out_of_clock_and_forfeits_an_unopened_gam
     assert SOLVER.next_actions(solver_view(1_059, disputed(game(GameStatus.CHALLENGER_TO_MOVE)))) == []
     assert SOLVER.next_actions(solver_view(1_030, disputed(None, open_deadline=1_030))) == []
     assert SOLVER.next_actions(solver_view(1_031, disputed(None, open_deadline=1_030))) == [ForfeitUnopened(JobId(7))]
+
+
+def test_the_solver_leaves_a_report_game_on_its_job_to_the_verifier() -> None:
+    report_game = game(GameStatus.SOLVER_TO_MOVE, solver=OTHER, on_report=True)  # the verifier defends its probe
+    assert SOLVER.next_actions(solver_view(1_010, disputed(report_game))) == []
+    assert SOLVER.next_actions(solver_view(1_061, disputed(replace(report_game, status=GameStatus.CHALLENGER_TO_MOVE)))) == []
 
 
 def test_a_cheat_once_solver_claims_no_second_job() -> None:
@@ -118,3 +136,53 @@ def test_permissionless_game_calls_the_challenger_first_others_after_grace() -> 
     assert VERIFIER.next_actions(verifier_view(1_130, LiveGame(GID, done))) == []  # all revealed: the challenger settles
     assert VERIFIER.next_actions(verifier_view(1_130, LiveGame(GID, replace(done, challenger=ME)))) == [GameMove(GID, Action.SETTLE)]
     assert VERIFIER.next_actions(verifier_view(1_156, LiveGame(GID, done))) == [GameMove(GID, Action.SETTLE)]
+
+
+# ------------------------------------------------------------------ report games (the verifier defends its probe)
+
+
+@pytest.mark.parametrize("status", [GameStatus.SOLVER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE, GameStatus.ISOLATED])
+def test_a_forced_verifier_concedes_its_report_game_at_once(status: GameStatus) -> None:
+    forced = LiveGame(GID, game(status, on_report=True, deadline=90), forced=True)
+    assert VERIFIER.next_actions(verifier_view(1_001, forced)) == [ConcedeForced(GID, JobId(7))]
+    assert VERIFIER.next_actions(verifier_view(1_200, forced)) == [ConcedeForced(GID, JobId(7))]  # whatever the clocks say
+
+
+def test_a_forced_flag_means_nothing_outside_our_own_report_games() -> None:
+    theirs = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE, solver=OTHER, on_report=True), forced=True)
+    assert VERIFIER.next_actions(verifier_view(1_010, theirs)) == []
+    arbitrating = LiveGame(GID, game(GameStatus.ARBITRATING, on_report=True, deadline=1_120), forced=True)
+    assert VERIFIER.next_actions(verifier_view(1_100, arbitrating)) == []  # too late to concede: the referees decide
+
+
+def test_an_unforced_verifier_defends_its_probe_while_its_clock_runs() -> None:
+    defended = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE, on_report=True, lo=8, hi=12))
+    assert VERIFIER.next_actions(verifier_view(1_060, defended)) == [GameMove(GID, Action.POST_MIDPOINT)]
+    assert VERIFIER.next_actions(verifier_view(1_061, defended)) == []  # clock out: never times itself out
+    waiting = LiveGame(GID, game(GameStatus.CHALLENGER_TO_MOVE, on_report=True))
+    assert VERIFIER.next_actions(verifier_view(1_030, waiting)) == []
+    assert VERIFIER.next_actions(verifier_view(1_061, waiting)) == [GameMove(GID, Action.TIMEOUT_CLOCK)]  # at once: it pays us
+
+
+def test_the_verifier_posts_midpoints_only_in_its_own_report_games() -> None:
+    trace_game = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE))  # the solver's to defend, from its checkpoints
+    other_defender = LiveGame(GameId(5), game(GameStatus.SOLVER_TO_MOVE, solver=OTHER, on_report=True))
+    assert VERIFIER.next_actions(verifier_view(1_010, trace_game, other_defender)) == []
+
+
+def test_the_defender_makes_the_permissionless_calls_of_its_game_at_once() -> None:
+    isolated = game(GameStatus.ISOLATED, on_report=True, deadline=90, last_move_at=1_000)
+    assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, isolated), block=92)) == [GameMove(GID, Action.DRAW_COMMITTEE)]
+    done = game(GameStatus.ARBITRATING, on_report=True, deadline=1_120, commits=3, votes=3)
+    assert VERIFIER.next_actions(verifier_view(1_130, LiveGame(GID, done))) == [GameMove(GID, Action.SETTLE)]
+
+
+@pytest.mark.parametrize(("on_report", "steps", "probe_step", "want"), [
+    (False, 20, None, None),  # a trace game at the spec's k: the isolated step decides
+    (False, 19, None, True),  # a trace game at another k: the challenger tries to frame the solver
+    (True, 7, 7, None),  # a report game at the probe's step: the isolated step decides
+    (True, 8, 7, False),  # a probe leaf at another step than the draw fixed: the defender is wrong
+])  # fmt: skip
+def test_the_referee_rule_by_the_game_s_steps(on_report: bool, steps: int, probe_step: int | None, want: bool | None) -> None:
+    g = replace(game(GameStatus.ARBITRATING, on_report=on_report), steps=steps)
+    assert vote_from_shape(g, 20, probe_step) is want

@@ -1,20 +1,28 @@
-"""The verifier's decisions, from views built by hand: its own work, then the anyone-may duties."""
+"""The verifier's decisions, from views built by hand: its own work, its forced seed, then the
+anyone-may duties."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from core.chain import Address
-from core.contracts import JobId, JobState, TokenAmount
+from core.contracts import Bytes32, JobId, JobState, TokenAmount
+from core.dispute import ZERO32
 from verifier.policy import (
     Assignment,
     AssignVerifier,
+    CommitForcedSeed,
+    Draw,
     Finalize,
     Forget,
+    ForgetForcedSecret,
     MarketJob,
     Phase,
     Replay,
     Report,
+    SeedView,
     Stake,
     Timeout,
     TimeoutKind,
@@ -48,13 +56,40 @@ def test_stakes_first() -> None:
 
 
 def test_assignments_replay_then_report_nearest_deadline_first() -> None:
+    draw = Draw(Bytes32(b"\x01" * 32), Bytes32(b"\x02" * 32), forced=True)
     v = view(assignments=(
-        Assignment(JobId(1), 1_500, Phase.ASSIGNED),
+        Assignment(JobId(1), 1_500, Phase.ASSIGNED, draw),
         Assignment(JobId(2), 1_200, Phase.REPLAYED),
         Assignment(JobId(3), 1_100, Phase.REPORTED),
         Assignment(JobId(4), 999, Phase.ASSIGNED),  # missed
     ))
-    assert POLICY.next_actions(v) == [Report(JobId(2)), Replay(JobId(1), 1_500)]
+    assert POLICY.next_actions(v) == [Report(JobId(2)), Replay(JobId(1), 1_500, draw)]  # the draw travels to the replay
+
+
+A, B, C = (Bytes32(bytes([i]) * 32) for i in (0xA, 0xB, 0xC))
+
+
+@pytest.mark.parametrize(("seed", "want"), [
+    (SeedView(ZERO32, (), current_committed=False), [CommitForcedSeed(fresh=True)]),  # first start: make one, commit it
+    (SeedView(ZERO32, (A,), current_committed=False), [CommitForcedSeed(fresh=False)]),  # made, crashed before the commit
+    (SeedView(A, (A,), current_committed=True), []),  # on chain: nothing to do
+    (SeedView(ZERO32, (A,), current_committed=True), [CommitForcedSeed(fresh=True)]),  # cleared by a concession: revealed
+    (SeedView(C, (A,), current_committed=True), [CommitForcedSeed(fresh=True)]),  # replaced: not ours any more
+    (SeedView(C, (A,), current_committed=False), [CommitForcedSeed(fresh=False)]),  # records lost and remade: ours again
+])  # fmt: skip
+def test_the_forced_seed_is_committed_and_rotated_once_revealed(seed: SeedView, want: list[object]) -> None:
+    assert POLICY.next_actions(view(seed=seed)) == want
+
+
+def test_old_forced_secrets_are_kept_while_a_live_job_snapshotted_them() -> None:
+    seed = SeedView(C, (A, B, C), current_committed=True, snapshotted=frozenset({B, C}))
+    assert POLICY.next_actions(view(seed=seed)) == [ForgetForcedSecret(A)]
+    assert POLICY.next_actions(view(seed=replace(seed, snapshotted=frozenset()))) == [ForgetForcedSecret(A), ForgetForcedSecret(B)]
+
+
+def test_the_seed_is_committed_before_the_replays_so_the_next_draws_snapshot_it() -> None:
+    v = view(seed=SeedView(ZERO32, (), current_committed=False), assignments=(Assignment(JobId(1), 1_500, Phase.REPLAYED),))
+    assert POLICY.next_actions(v) == [CommitForcedSeed(fresh=True), Report(JobId(1))]
 
 
 def test_draws_a_verifier_soon_when_it_could_be_drawn_itself() -> None:

@@ -7,9 +7,11 @@ import {VeriToken} from "../../../contracts/VeriToken.sol";
 import {StakeManager} from "../../../contracts/StakeManager.sol";
 import {JobMarket} from "../../../contracts/JobMarket.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
-import {Game, GameParams, GameStatus} from "../../../contracts/interfaces/IDisputeGame.sol";
-import {JobState, MarketParams, Role} from "../../../contracts/Types.sol";
+import {Game, GameParams, GameStatus, ProbeClaim} from "../../../contracts/interfaces/IDisputeGame.sol";
+import {ForcedSeed, JobState, MarketParams, Probe, ReportSeal, Role} from "../../../contracts/Types.sol";
+import {ProbeLib} from "../../../contracts/libraries/ProbeLib.sol";
 import {TraceLib} from "../../../contracts/libraries/TraceLib.sol";
+import {StandardTree} from "../utils/StandardTree.sol";
 
 /// @notice Trace trees the way the solver builds them: OpenZeppelin-compatible (sorted-pair keccak),
 ///         leaves TraceLib.leaf(index, stateHash). Any tree shape verifies with MerkleProof; this one
@@ -56,6 +58,56 @@ library TraceTree {
     }
 }
 
+/// @notice Probe trees the way the chain builds them (JobMarket.report, ProbeLib.root): leaves
+///         ProbeLib.leaf(index, segment, step, stateHash) in an OpenZeppelin StandardMerkleTree
+///         (StandardTree); segments and steps from the assign seed.
+library ProbeTree {
+    /// Steps per segment of the fixture traces (the spec's checkpoint interval k).
+    uint256 internal constant K = 8;
+
+    /// The inner step probe slot `index` states: 1 + keccak256(abi.encode(assignSeed, index, 1)) % (K - 1).
+    function step(bytes32 assignSeed, uint256 index) internal pure returns (uint256) {
+        return 1 + uint256(keccak256(abi.encode(assignSeed, index, 1))) % (K - 1);
+    }
+
+    /// The true model state at probe slot `index` of trace `salt` (what a replay yields).
+    function trueHash(uint256 salt, uint256 index) internal pure returns (bytes32) {
+        return keccak256(abi.encode("probe state", salt, index));
+    }
+
+    /// What a forced verifier publishes instead of `truth` (proofs/probes.py forced_hash).
+    function forcedHash(bytes32 truth) internal pure returns (bytes32) {
+        return keccak256(bytes.concat("veritrain/forced", truth));
+    }
+
+    /// The claims (with proofs against StandardTree.root(leaves)) of `hashes.length` probe slots under
+    /// `assignSeed`.
+    function claims(bytes32 assignSeed, uint256 checkpoints, bytes32[] memory hashes)
+        internal
+        pure
+        returns (ProbeClaim[] memory out, bytes32[] memory leaves)
+    {
+        out = new ProbeClaim[](hashes.length);
+        leaves = new bytes32[](hashes.length);
+        for (uint256 i; i < hashes.length; ++i) {
+            uint256 segment = ProbeLib.segmentOf(assignSeed, i, checkpoints);
+            out[i] = ProbeClaim(i, segment, step(assignSeed, i), hashes[i], new bytes32[](0));
+            leaves[i] = ProbeLib.leaf(i, segment, out[i].step, hashes[i]);
+        }
+        for (uint256 i; i < hashes.length; ++i) {
+            out[i].proof = StandardTree.proof(leaves, i);
+        }
+    }
+
+    /// The probes of `published` as JobMarket.report takes them (slot i = published[i]).
+    function probes(ProbeClaim[] memory published) internal pure returns (Probe[] memory out) {
+        out = new Probe[](published.length);
+        for (uint256 i; i < published.length; ++i) {
+            out[i] = Probe(published[i].segment, published[i].step, published[i].stateHash);
+        }
+    }
+}
+
 /// @notice The real protocol (token, StakeManager, JobMarket, DisputeGame) deployed and wired the way
 ///         deploy/ wires it, with funded and staked actors and a committed trace of CHECKPOINTS leaves.
 abstract contract DisputeFixture is Test {
@@ -73,6 +125,10 @@ abstract contract DisputeFixture is Test {
     JobMarket internal market;
     DisputeGame internal game;
     bytes32[] internal traceLeaves;
+    /// Each job's last ReportSeal as the tests computed it (independently of the market's storage).
+    mapping(uint256 jobId => ReportSeal) internal seals;
+    /// Each job's published probe claims (with proofs) of its last passing report made by _passedProbes.
+    mapping(uint256 jobId => ProbeClaim[]) internal probes;
 
     address internal submitter = address(0x5B);
     address internal solver = address(0x50);
@@ -81,11 +137,11 @@ abstract contract DisputeFixture is Test {
     address[VERIFIERS] internal verifiers =
         [address(0xF1), address(0xF2), address(0xF3), address(0xF4), address(0xF5), address(0xF6)];
 
-    function _marketParams() internal pure returns (MarketParams memory) {
+    function _marketParams() internal pure virtual returns (MarketParams memory) {
         return MarketParams({
             minSolverBond: 10 ether,
             solverBondBps: 5000, // solver bond 50 VERI at REWARD
-            minVerifierBond: 5 ether,
+            minVerifierBond: 10 ether, // > committeeSize * refereeFee (DisputeGame constructor)
             verifierBondBps: 2000, // verifier bond 20 VERI at REWARD
             timeoutSlashBps: 5000,
             openWindow: 1 days,
@@ -93,7 +149,11 @@ abstract contract DisputeFixture is Test {
             reportWindow: 1 hours,
             challengeWindow: 1 hours,
             disputeWindow: 1 days,
-            maxVerifierDraws: 3
+            maxVerifierDraws: 3,
+            jackpotTaxBps: 300,
+            jackpotShareBps: 2000,
+            forcedErrorRateBps: 100,
+            probeCount: 4
         });
     }
 
@@ -168,23 +228,85 @@ abstract contract DisputeFixture is Test {
         market.commit(
             jobId, TraceTree.root(traceLeaves), uint32(CHECKPOINTS), keccak256("model"), keccak256("manifest")
         );
-        vm.roll(block.number + 2);
+        verifier = _assign(jobId);
+    }
+
+    /// Draws the job's verifier (waiting for the seed block) and records the seal of the draw,
+    /// computed the way the market specifies it.
+    function _assign(uint256 jobId) internal returns (address verifier) {
+        uint256 anchor = market.getJob(jobId).deadline;
+        uint256 draws = market.getJob(jobId).draws;
+        if (block.number < anchor + 2) vm.roll(anchor + 2);
         market.assignVerifier(jobId);
         verifier = market.getJob(jobId).verifier;
+        bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, draws));
+        ForcedSeed memory seed = market.forcedSeedOf(verifier);
+        seals[jobId] = ReportSeal(
+            keccak256(abi.encode(drawSeed, verifier)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
+        );
+    }
+
+    /// The secret verifier `v` commits with _seedVerifiers.
+    function _secret(address v) internal pure returns (bytes32) {
+        return keccak256(abi.encode("secret", v));
+    }
+
+    /// Every verifier commits its forced-error seed (before any draw anchored from now on).
+    function _seedVerifiers() internal {
+        for (uint256 i; i < VERIFIERS; ++i) {
+            vm.prank(verifiers[i]);
+            market.commitForcedSeed(keccak256(abi.encode(_secret(verifiers[i]), verifiers[i])));
+        }
+    }
+
+    /// The verifier passes the job with probeCount probes: the true states, except probe 0 when it is
+    /// forced (isForced with its secret), which carries the forced hash. Records the claims and the seal.
+    function _passedProbes(uint256 jobId, address verifier) internal returns (bool forced) {
+        ReportSeal memory seal = seals[jobId];
+        forced = market.isForced(_secret(verifier), verifier, seal);
+        bytes32[] memory hashes = new bytes32[](market.params().probeCount);
+        for (uint256 i; i < hashes.length; ++i) {
+            hashes[i] = ProbeTree.trueHash(TRACE, i);
+        }
+        if (forced) hashes[0] = ProbeTree.forcedHash(hashes[0]);
+        (ProbeClaim[] memory claims, bytes32[] memory leaves) = ProbeTree.claims(seal.assignSeed, CHECKPOINTS, hashes);
+        seal.probeRoot = StandardTree.root(leaves);
+        seals[jobId] = seal;
+        delete probes[jobId];
+        for (uint256 i; i < claims.length; ++i) {
+            probes[jobId].push(claims[i]);
+        }
+        vm.prank(verifier);
+        market.report(
+            jobId, true, keccak256("report"), seal.assignSeed, seal.forcedCommitment, ProbeTree.probes(claims)
+        );
+    }
+
+    /// `challenger` opens a report game on probe `index` of the job's last passing report.
+    function _openOnReport(address challenger, uint256 jobId, uint256 index) internal returns (uint256 gameId) {
+        ProbeClaim memory probe = probes[jobId][index];
+        vm.prank(challenger);
+        gameId = game.openOnReport(
+            jobId,
+            seals[jobId],
+            probe,
+            TraceTree.stateHash(TRACE, probe.segment),
+            TraceTree.proof(traceLeaves, probe.segment)
+        );
     }
 
     /// A job whose verifier reported a failure (Disputed, the verifier is the challenger).
     function _failed() internal returns (uint256 jobId, address verifier) {
         (jobId, verifier) = _verifying();
+        ReportSeal memory seal = seals[jobId];
         vm.prank(verifier);
-        market.report(jobId, false, keccak256("report"));
+        market.report(jobId, false, keccak256("report"), seal.assignSeed, seal.forcedCommitment, new Probe[](0));
     }
 
-    /// A job whose verifier passed it (Verified, challenge window running).
+    /// A job whose verifier passed it (Verified, challenge window running) with the true probes.
     function _passed() internal returns (uint256 jobId, address verifier) {
         (jobId, verifier) = _verifying();
-        vm.prank(verifier);
-        market.report(jobId, true, keccak256("report"));
+        _passedProbes(jobId, verifier);
     }
 
     /// `challenger` opens a game on `segment` of `jobId` with `steps` steps.

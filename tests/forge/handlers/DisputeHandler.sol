@@ -2,13 +2,14 @@
 pragma solidity ^0.8.28;
 
 import {Test} from "../utils/Test.sol";
-import {TraceTree} from "./DisputeFixture.sol";
+import {ProbeTree, TraceTree} from "./DisputeFixture.sol";
+import {StandardTree} from "../utils/StandardTree.sol";
 import {VeriToken} from "../../../contracts/VeriToken.sol";
 import {StakeManager} from "../../../contracts/StakeManager.sol";
 import {JobMarket} from "../../../contracts/JobMarket.sol";
 import {DisputeGame} from "../../../contracts/DisputeGame.sol";
-import {Game, GameStatus} from "../../../contracts/interfaces/IDisputeGame.sol";
-import {Job, JobState, Role} from "../../../contracts/Types.sol";
+import {Game, GameStatus, ProbeClaim} from "../../../contracts/interfaces/IDisputeGame.sol";
+import {ForcedSeed, Job, JobState, ReportSeal, Role} from "../../../contracts/Types.sol";
 
 /// @notice Random actors driving StakeManager + JobMarket + DisputeGame through every entry point,
 ///         wrong callers and wrong states included (each call is tried; reverts are expected).
@@ -31,6 +32,14 @@ contract DisputeHandler is Test {
     /// Calls that succeeded, per entry point name (coverage of the walk).
     mapping(bytes32 name => uint256) public calls;
     mapping(uint256 gameId => mapping(address referee => bool)) internal _vote;
+    /// Set when a forced-error payout was not exactly jackpot * share / 1e4.
+    bool public badPayout;
+    /// Each job's seal as the handler computed it from the draw and the report's probe root.
+    mapping(uint256 jobId => ReportSeal) internal _seals;
+    /// Each job's published probes (with proofs) of its last passing report.
+    mapping(uint256 jobId => ProbeClaim[]) internal _probes;
+    /// The secret behind each forced-seed commitment an actor made.
+    mapping(bytes32 commitment => bytes32 secret) internal _secrets;
 
     constructor(VeriToken token_, StakeManager stakes_, JobMarket market_, DisputeGame game_) {
         token = token_;
@@ -55,7 +64,7 @@ contract DisputeHandler is Test {
         return _actors[i];
     }
 
-    /// Called after funding: every actor stakes in every role.
+    /// Called after funding: every actor stakes in every role and commits a forced-error seed.
     function seedStakes() external {
         for (uint256 i; i < ACTORS; ++i) {
             _try(_actors[i], abi.encodeCall(stakes.stake, (Role.Solver, 200 ether)), address(stakes));
@@ -66,6 +75,7 @@ contract DisputeHandler is Test {
                 address(stakes)
             );
             _try(_actors[i], abi.encodeCall(stakes.stake, (Role.Whistleblower, 50 ether)), address(stakes));
+            this.commitForcedSeed(i, keccak256(abi.encode("seed", i)));
         }
     }
 
@@ -171,14 +181,67 @@ contract DisputeHandler is Test {
         uint256 id = _pickJob(jobSeed, JobState.Committed);
         if (id == 0) return;
         vm.roll(block.number + bound(blocks, 1, 3));
-        _try(address(this), abi.encodeCall(market.assignVerifier, (id)), address(market));
+        Job memory before = market.getJob(id);
+        if (_try(address(this), abi.encodeCall(market.assignVerifier, (id)), address(market))) _sealDraw(id, before);
     }
 
+    /// Records the seal of a draw that just happened, computed from the rules (not the contract).
+    function _sealDraw(uint256 jobId, Job memory before) internal {
+        Job memory job = market.getJob(jobId);
+        if (job.state != JobState.Verifying) return; // re-anchored or refunded: no draw
+        uint256 anchor = before.deadline;
+        bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
+        ForcedSeed memory seed = market.forcedSeedOf(job.verifier);
+        _seals[jobId] = ReportSeal(
+            keccak256(abi.encode(drawSeed, job.verifier)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
+        );
+    }
+
+    /// The verifier reports: a pass publishes probeCount probes (the true states; probe 0 forced when
+    /// the verifier is; one report in four lazy: made-up states), a fail publishes none.
     function report(uint256 jobSeed, uint8 verdict) external {
         uint256 id = _pickJob(jobSeed, JobState.Verifying);
         if (id == 0) return;
-        address who = jobSeed % 8 == 1 ? _actor(jobSeed >> 8) : market.getJob(id).verifier;
-        _try(who, abi.encodeCall(market.report, (id, verdict % 2 == 0, bytes32(uint256(1)))), address(market));
+        address verifier = market.getJob(id).verifier;
+        address who = jobSeed % 8 == 1 ? _actor(jobSeed >> 8) : verifier;
+        bool passed = verdict % 2 == 0;
+        ReportSeal memory seal = _seals[id];
+        ProbeClaim[] memory claims;
+        if (passed) {
+            bytes32[] memory hashes = new bytes32[](market.params().probeCount);
+            for (uint256 i; i < hashes.length; ++i) {
+                hashes[i] = verdict % 8 == 2 ? keccak256(abi.encode("lazy", i)) : ProbeTree.trueHash(TRACE, i);
+            }
+            if (market.isForced(_secrets[seal.forcedCommitment], verifier, seal)) {
+                hashes[0] = ProbeTree.forcedHash(hashes[0]);
+            }
+            bytes32[] memory leaves;
+            (claims, leaves) = ProbeTree.claims(seal.assignSeed, CHECKPOINTS, hashes);
+            seal.probeRoot = StandardTree.root(leaves);
+        }
+        bytes memory call = abi.encodeCall(
+            market.report,
+            (id, passed, bytes32(uint256(1)), seal.assignSeed, seal.forcedCommitment, ProbeTree.probes(claims))
+        );
+        if (!_try(who, call, address(market))) return;
+        _seals[id] = seal;
+        delete _probes[id];
+        for (uint256 i; i < claims.length; ++i) {
+            _probes[id].push(claims[i]);
+        }
+    }
+
+    function fundJackpot(uint256 actorSeed, uint96 amount) external {
+        _try(_actor(actorSeed), abi.encodeCall(market.fundJackpot, (bound(amount, 0, 100 ether))), address(market));
+    }
+
+    /// An actor commits (or replaces) its forced-error seed; the handler keeps the secret.
+    function commitForcedSeed(uint256 actorSeed, bytes32 secret) external {
+        address who = _actor(actorSeed);
+        bytes32 commitment = keccak256(abi.encode(secret, who));
+        if (_try(who, abi.encodeCall(market.commitForcedSeed, (commitment)), address(market))) {
+            _secrets[commitment] = secret;
+        }
     }
 
     function finalize(uint256 jobSeed) external {
@@ -228,6 +291,38 @@ contract DisputeHandler is Test {
             )
         );
         _gameCall(0, who, data);
+    }
+
+    /// A whistleblower disputes probe `index` of a passed job (one time in eight a slot past probeCount).
+    function openOnReport(uint256 jobSeed, uint256 actorSeed, uint256 index) external {
+        uint256 id = _pickJob(jobSeed, JobState.Verified);
+        if (id == 0 || _probes[id].length == 0) return;
+        ProbeClaim memory probe = _probes[id][index % _probes[id].length];
+        if (index % 8 == 7) probe.index = _probes[id].length;
+        bytes memory data = abi.encodeCall(
+            game.openOnReport,
+            (id, _seals[id], probe, TraceTree.stateHash(TRACE, probe.segment), TraceTree.proof(_leaves, probe.segment))
+        );
+        _gameCall(0, _actor(actorSeed), data);
+    }
+
+    /// The defender of a report game concedes with its secret (one time in eight a stranger or a guess).
+    function concedeForced(uint256 gameSeed) external {
+        uint256 id = _pickGame(gameSeed, GameStatus(1 + gameSeed % 3)); // SolverToMove .. Isolated
+        if (id == 0) return;
+        Game memory g = game.getGame(id);
+        ReportSeal memory seal = _seals[g.jobId];
+        address who = gameSeed % 8 == 1 ? _actor(gameSeed >> 8) : g.solver;
+        bytes32 secret = gameSeed % 8 == 2 ? keccak256(abi.encode(gameSeed)) : _secrets[seal.forcedCommitment];
+        uint256 pool = market.jackpot();
+        GameStatus before = g.status;
+        _gameCall(id, who, abi.encodeCall(game.concedeForced, (id, secret, seal)));
+        if (
+            game.getGame(id).status != before
+                && market.jackpot() != pool - pool * market.params().jackpotShareBps / 10_000
+        ) {
+            badPayout = true;
+        }
     }
 
     function postMidpoint(uint256 gameSeed, bytes32 stateHash) external {
@@ -338,6 +433,7 @@ contract DisputeHandler is Test {
             if (s == JobState.Committed) {
                 if (block.number <= uint256(job.deadline) + 1) vm.roll(uint256(job.deadline) + 2);
                 market.assignVerifier(id);
+                _sealDraw(id, job);
                 continue;
             }
             if (s == JobState.Disputed && game.activeGame(id) == 0 && job.challenger == job.verifier) {

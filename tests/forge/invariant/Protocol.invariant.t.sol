@@ -6,7 +6,7 @@ import {ProtocolHandler} from "./ProtocolHandler.sol";
 import {StakeManager} from "../../../contracts/StakeManager.sol";
 import {JobMarket} from "../../../contracts/JobMarket.sol";
 import {VeriToken} from "../../../contracts/VeriToken.sol";
-import {Job, JobState, Role, StakeInfo} from "../../../contracts/Types.sol";
+import {Job, JobState, MarketParams, Role, StakeInfo} from "../../../contracts/Types.sol";
 
 /// @notice Invariants of StakeManager + JobMarket under random actors (ProtocolHandler).
 ///         fail-on-revert: the handler catches every revert the protocol may give, so any other
@@ -16,6 +16,13 @@ import {Job, JobState, Role, StakeInfo} from "../../../contracts/Types.sol";
 /// forge-config: default.invariant.fail-on-revert = true
 contract ProtocolInvariantTest is Fixture {
     ProtocolHandler internal handler;
+
+    /// Half of the seeded draws forced and the largest share, so payForcedError succeeds often.
+    function _params() internal pure override returns (MarketParams memory p) {
+        p = super._params();
+        p.forcedErrorRateBps = 5000;
+        p.jackpotShareBps = 3333;
+    }
 
     function setUp() public {
         _deploy();
@@ -39,7 +46,7 @@ contract ProtocolInvariantTest is Fixture {
 
     /// @notice Every handler action but the set-up and the end-of-run liveness driver.
     function targetSelectors() public view returns (FuzzSelector[] memory targets) {
-        bytes4[] memory s = new bytes4[](18);
+        bytes4[] memory s = new bytes4[](22);
         s[0] = ProtocolHandler.stake.selector;
         s[1] = ProtocolHandler.requestUnstake.selector;
         s[2] = ProtocolHandler.withdraw.selector;
@@ -58,15 +65,21 @@ contract ProtocolInvariantTest is Fixture {
         s[15] = ProtocolHandler.resolveDispute.selector;
         s[16] = ProtocolHandler.warp.selector;
         s[17] = ProtocolHandler.roll.selector;
+        s[18] = ProtocolHandler.resolveReportDispute.selector;
+        s[19] = ProtocolHandler.payForcedError.selector;
+        s[20] = ProtocolHandler.fundJackpot.selector;
+        s[21] = ProtocolHandler.commitForcedSeed.selector;
         targets = new FuzzSelector[](1);
         targets[0] = FuzzSelector(address(handler), s);
     }
 
-    /// @notice Token balance of the protocol == stakes (bonds included) + escrows, by the handler's
-    ///         independent bookkeeping and by summing every account and every job.
+    /// @notice Token balance of the protocol == stakes (bonds included) + escrows + jackpot, by the
+    ///         handler's independent bookkeeping and by summing every account and every job: the
+    ///         market holds reward + fee + tax of every non-final job plus the jackpot.
     function invariant_tokens_are_conserved() public view {
         assertEq(token.balanceOf(address(stakes)), handler.ghostStaked(), "stake manager balance");
-        assertEq(token.balanceOf(address(market)), handler.ghostEscrow(), "market balance");
+        assertEq(market.jackpot(), handler.ghostJackpot(), "jackpot");
+        assertEq(token.balanceOf(address(market)), handler.ghostEscrow() + handler.ghostJackpot(), "market balance");
         uint256 held;
         for (uint256 i; i < handler.ACTORS(); ++i) {
             for (uint256 r; r < 3; ++r) {
@@ -80,9 +93,16 @@ contract ProtocolInvariantTest is Fixture {
         uint256 n = market.jobCount();
         for (uint256 id = 1; id <= n; ++id) {
             Job memory job = market.getJob(id);
-            if (!_isFinal(job.state)) escrow += uint256(job.reward) + job.verifierFee;
+            if (!_isFinal(job.state)) {
+                escrow += uint256(job.reward) + job.verifierFee + market.jackpotTax(job.reward, job.verifierFee);
+            }
         }
-        assertEq(escrow, token.balanceOf(address(market)), "sum of escrows");
+        assertEq(escrow + market.jackpot(), token.balanceOf(address(market)), "sum of escrows + jackpot");
+    }
+
+    /// @notice Every forced-error payout was exactly jackpot * share / 1e4, at most a third of the pool.
+    function invariant_jackpot_pays_its_share() public view {
+        assertTrue(!handler.badPayout(), "payout != jackpot * share / 1e4");
     }
 
     /// @notice Every locked amount is exactly the bonds of the jobs in flight.
@@ -137,7 +157,7 @@ contract ProtocolInvariantTest is Fixture {
         invariant_tokens_are_conserved();
         invariant_locks_are_the_bonds_of_live_jobs();
         invariant_no_job_settles_twice();
-        assertEq(token.balanceOf(address(market)), 0, "market empty");
+        assertEq(token.balanceOf(address(market)), market.jackpot(), "market holds only the jackpot");
     }
 
     function _isFinal(JobState s) internal pure returns (bool) {

@@ -5,7 +5,8 @@ import {Test} from "../utils/Test.sol";
 import {VeriToken} from "../../../contracts/VeriToken.sol";
 import {StakeManager} from "../../../contracts/StakeManager.sol";
 import {JobMarket} from "../../../contracts/JobMarket.sol";
-import {Job, JobState, MarketParams, Role} from "../../../contracts/Types.sol";
+import {ForcedSeed, Job, JobState, MarketParams, Probe, ReportSeal, Role} from "../../../contracts/Types.sol";
+import {StandardTree} from "../utils/StandardTree.sol";
 
 // Deadlines are timestamps by design: windows are minutes to days, far above the seconds a
 // block producer can shift a timestamp.
@@ -25,8 +26,16 @@ contract ProtocolHandler is Test {
 
     /// Expected token balance of the StakeManager: staked in - withdrawn - slashed.
     uint256 public ghostStaked;
-    /// Expected token balance of the JobMarket: escrow of jobs not yet final.
+    /// Expected escrow of the JobMarket: reward + fee + tax of jobs not yet final.
     uint256 public ghostEscrow;
+    /// Expected jackpot: funded + taxes of finalized jobs - forced-error payouts.
+    uint256 public ghostJackpot;
+    /// Set when a forced-error payout was not exactly jackpot * share / 1e4 or above a third of it.
+    bool public badPayout;
+    /// Each job's seal as the handler computed it from the draw (and the report's probe root).
+    mapping(uint256 jobId => ReportSeal) internal _seals;
+    /// The secret behind each forced-seed commitment an actor made.
+    mapping(bytes32 commitment => bytes32 secret) internal _secrets;
     /// Times each job entered Finalized.
     mapping(uint256 jobId => uint256) public finalizations;
     /// Set when a call succeeded on a job that was already final (a second settlement).
@@ -54,12 +63,14 @@ contract ProtocolHandler is Test {
         return _actors[i];
     }
 
-    /// Called by the test after funding the actors: every actor stakes as solver and verifier.
+    /// Called by the test after funding the actors: every actor stakes as solver and verifier and
+    /// commits a forced-error seed.
     function seedStakes() external {
         for (uint256 i; i < ACTORS; ++i) {
             _tryStake(_actors[i], Role.Solver, 200 ether);
             // forge-lint: disable-next-line(unsafe-typecast)
             _tryStake(_actors[i], Role.Verifier, uint96(100 ether + i * 50 ether)); // < 500 ether
+            this.commitForcedSeed(i, keccak256(abi.encode("seed", i)));
         }
     }
 
@@ -108,7 +119,11 @@ contract ProtocolHandler is Test {
     function _settled(uint256 jobId, JobState before) internal {
         Job memory job = market.getJob(jobId);
         if (_final(before)) settledTwice = true;
-        if (!_final(before) && _final(job.state)) ghostEscrow -= uint256(job.reward) + job.verifierFee;
+        if (!_final(before) && _final(job.state)) {
+            uint256 tax = market.jackpotTax(job.reward, job.verifierFee);
+            ghostEscrow -= uint256(job.reward) + job.verifierFee + tax;
+            if (job.state == JobState.Finalized) ghostJackpot += tax;
+        }
         if (before != JobState.Finalized && job.state == JobState.Finalized) ++finalizations[jobId];
         if (before != job.state) ++reached[job.state];
     }
@@ -148,7 +163,7 @@ contract ProtocolHandler is Test {
         window = uint32(bound(window, 1, 3 hours));
         vm.prank(_actor(actorSeed));
         try market.postJob(keccak256(abi.encode(reward, fee)), reward, fee, window) {
-            ghostEscrow += uint256(reward) + fee;
+            ghostEscrow += uint256(reward) + fee + (uint256(reward) + fee) * market.params().jackpotTaxBps / 10_000;
         } catch {}
     }
 
@@ -176,18 +191,41 @@ contract ProtocolHandler is Test {
         uint256 jobId = _pick(jobSeed, JobState.Committed);
         if (jobId == 0) return;
         vm.roll(block.number + bound(blocks, 1, 3));
-        JobState before = market.getJob(jobId).state;
+        Job memory job = market.getJob(jobId);
         try market.assignVerifier(jobId) {
-            _settled(jobId, before);
+            _sealDraw(jobId, job);
+            _settled(jobId, job.state);
         } catch {}
+    }
+
+    /// Records the seal of a draw that just happened, computed from the rules (not the contract).
+    function _sealDraw(uint256 jobId, Job memory before) internal {
+        Job memory job = market.getJob(jobId);
+        if (job.state != JobState.Verifying) return; // re-anchored or refunded: no draw
+        uint256 anchor = before.deadline;
+        bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
+        ForcedSeed memory seed = market.forcedSeedOf(job.verifier);
+        _seals[jobId] = ReportSeal(
+            keccak256(abi.encode(drawSeed, job.verifier)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
+        );
     }
 
     function report(uint256 jobSeed, uint8 verdict) external {
         uint256 jobId = _pick(jobSeed, JobState.Verifying);
         if (jobId == 0) return;
         Job memory job = market.getJob(jobId);
+        bool passed = verdict % 4 != 0;
+        ReportSeal memory seal = _seals[jobId];
+        Probe[] memory probes = new Probe[](passed ? market.params().probeCount : 0);
+        // The drawn segments, from the rule (a picked job may not be Verifying: any count then).
+        uint256 segments = job.checkpointCount < 2 ? 1 : job.checkpointCount - 1;
+        for (uint256 i; i < probes.length; ++i) {
+            uint256 segment = uint256(keccak256(abi.encode(seal.assignSeed, i))) % segments;
+            probes[i] = Probe(segment, i + 1, keccak256(abi.encode("probe", jobId, verdict, i)));
+        }
         vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.verifier);
-        try market.report(jobId, verdict % 4 != 0, bytes32(uint256(1))) {
+        try market.report(jobId, passed, bytes32(uint256(1)), seal.assignSeed, seal.forcedCommitment, probes) {
+            _seals[jobId].probeRoot = passed ? StandardTree.root(StandardTree.probeLeaves(probes)) : bytes32(0);
             _settled(jobId, job.state);
         } catch {}
     }
@@ -272,6 +310,51 @@ contract ProtocolHandler is Test {
         } catch {}
     }
 
+    function resolveReportDispute(uint256 jobSeed, bool verifierWon) external {
+        uint256 jobId = _pick(jobSeed, JobState.Disputed);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        vm.prank(game);
+        try market.resolveReportDispute(jobId, verifierWon, game) {
+            if (!verifierWon) ghostStaked -= market.verifierBond(job.reward);
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    /// The game pays a forced error with the verifier's revealed secret (one time in eight a guess).
+    function payForcedError(uint256 jobSeed, uint256 whistleblowerSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Disputed);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        ReportSeal memory seal = _seals[jobId];
+        bytes32 secret = _stranger(jobSeed) ? keccak256(abi.encode(jobSeed)) : _secrets[seal.forcedCommitment];
+        uint256 pool = market.jackpot();
+        vm.prank(game);
+        try market.payForcedError(jobId, seal, secret, _actor(whistleblowerSeed)) returns (uint256 payout) {
+            if (payout != pool * market.params().jackpotShareBps / 10_000 || 3 * payout > pool) badPayout = true;
+            ghostJackpot -= payout;
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    function fundJackpot(uint256 actorSeed, uint96 amount) external {
+        uint256 a = bound(amount, 0, 100 ether);
+        vm.prank(_actor(actorSeed));
+        try market.fundJackpot(a) {
+            ghostJackpot += a;
+        } catch {}
+    }
+
+    /// An actor commits (or replaces) its forced-error seed; the handler keeps the secret.
+    function commitForcedSeed(uint256 actorSeed, bytes32 secret) external {
+        address who = _actor(actorSeed);
+        bytes32 commitment = keccak256(abi.encode(secret, who));
+        vm.prank(who);
+        try market.commitForcedSeed(commitment) {
+            _secrets[commitment] = secret;
+        } catch {}
+    }
+
     // ------------------------------------------------------------------ time
 
     function warp(uint32 secondsForward) external {
@@ -301,6 +384,7 @@ contract ProtocolHandler is Test {
                 if (job.state == JobState.Committed) {
                     if (block.number <= uint256(job.deadline) + 1) vm.roll(uint256(job.deadline) + 2);
                     market.assignVerifier(id);
+                    _sealDraw(id, job);
                 } else {
                     if (block.timestamp <= job.deadline) vm.warp(uint256(job.deadline) + 1);
                     if (job.state == JobState.Open) {

@@ -5,7 +5,8 @@ import {Test} from "./Test.sol";
 import {VeriToken} from "../../../contracts/VeriToken.sol";
 import {StakeManager} from "../../../contracts/StakeManager.sol";
 import {JobMarket} from "../../../contracts/JobMarket.sol";
-import {Job, JobState, MarketParams, Role} from "../../../contracts/Types.sol";
+import {ForcedSeed, Job, JobState, MarketParams, Probe, ReportSeal, Role} from "../../../contracts/Types.sol";
+import {StandardTree} from "./StandardTree.sol";
 
 /// @notice A deployed and wired protocol with funded actors; `game` stands in for the dispute game.
 abstract contract Fixture is Test {
@@ -17,6 +18,8 @@ abstract contract Fixture is Test {
     uint32 internal constant UNBONDING = 1 days;
     uint96 internal constant REWARD = 100 ether;
     uint96 internal constant FEE = 10 ether;
+    uint256 internal constant TAX = 3.3 ether; // (REWARD + FEE) * jackpotTaxBps (3 %)
+    uint256 internal constant ESCROW = REWARD + FEE + TAX;
     uint32 internal constant COMMIT_WINDOW = 2 hours;
     bytes32 internal constant SPEC = keccak256("spec");
     bytes32 internal constant ROOT = keccak256("root");
@@ -37,7 +40,10 @@ abstract contract Fixture is Test {
     address internal game = address(0x6A);
     address internal stranger = address(0xBAD);
 
-    function _params() internal pure returns (MarketParams memory) {
+    /// Each job's last draw seal (probeRoot 0) as the tests computed it from the draw's inputs.
+    mapping(uint256 jobId => ReportSeal) internal seals;
+
+    function _params() internal pure virtual returns (MarketParams memory) {
         return MarketParams({
             minSolverBond: 10 ether,
             solverBondBps: 5000,
@@ -49,7 +55,11 @@ abstract contract Fixture is Test {
             reportWindow: 1 hours,
             challengeWindow: 1 hours,
             disputeWindow: 1 days,
-            maxVerifierDraws: 3
+            maxVerifierDraws: 3,
+            jackpotTaxBps: 300,
+            jackpotShareBps: 2000,
+            forcedErrorRateBps: 100,
+            probeCount: 4
         });
     }
 
@@ -112,21 +122,60 @@ abstract contract Fixture is Test {
 
     function _verifying() internal returns (uint256 jobId, address verifier) {
         jobId = _committed();
-        vm.roll(block.number + 2);
+        verifier = _assign(jobId);
+    }
+
+    /// Draws the job's verifier (waiting for the seed block) and records the seal of the draw,
+    /// computed the way the market specifies it: assignSeed = keccak256(abi.encode(drawSeed,
+    /// verifier)), the forced commitment only if set at or before the anchor block.
+    function _assign(uint256 jobId) internal returns (address verifier) {
+        Job memory job = market.getJob(jobId);
+        if (block.number < job.deadline + 2) vm.roll(job.deadline + 2);
         market.assignVerifier(jobId);
+        verifier = _recordSeal(jobId, job);
+    }
+
+    /// Records the seal of the draw that just made `before` (the job before assignVerifier) Verifying.
+    function _recordSeal(uint256 jobId, Job memory before) internal returns (address verifier) {
+        uint256 anchor = before.deadline;
         verifier = market.getJob(jobId).verifier;
+        bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
+        ForcedSeed memory seed = market.forcedSeedOf(verifier);
+        seals[jobId] = ReportSeal(
+            keccak256(abi.encode(drawSeed, verifier)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
+        );
+    }
+
+    /// The probes a passing report of job `jobId` publishes under its last draw's seal: probeCount
+    /// slots, slot i on probeSegment(assignSeed, i, checkpointCount), at step i + 1, a made-up state.
+    function _probes(uint256 jobId) internal view returns (Probe[] memory probes) {
+        bytes32 assignSeed = seals[jobId].assignSeed;
+        uint256 checkpoints = market.getJob(jobId).checkpointCount;
+        probes = new Probe[](market.params().probeCount);
+        for (uint256 i; i < probes.length; ++i) {
+            probes[i] =
+                Probe(market.probeSegment(assignSeed, i, checkpoints), i + 1, keccak256(abi.encode("probe", jobId, i)));
+        }
+    }
+
+    /// `verifier` reports on `jobId` under the seal _assign recorded (with _probes when it passes) and
+    /// the recorded seal gains the probe root (0 on a fail).
+    function _report(uint256 jobId, address verifier, bool passed) internal {
+        Probe[] memory probes = passed ? _probes(jobId) : new Probe[](0);
+        ReportSeal memory seal = seals[jobId];
+        vm.prank(verifier);
+        market.report(jobId, passed, REPORT, seal.assignSeed, seal.forcedCommitment, probes);
+        seals[jobId].probeRoot = passed ? StandardTree.root(StandardTree.probeLeaves(probes)) : bytes32(0);
     }
 
     function _verified() internal returns (uint256 jobId, address verifier) {
         (jobId, verifier) = _verifying();
-        vm.prank(verifier);
-        market.report(jobId, true, REPORT);
+        _report(jobId, verifier, true);
     }
 
     function _disputed() internal returns (uint256 jobId, address verifier) {
         (jobId, verifier) = _verifying();
-        vm.prank(verifier);
-        market.report(jobId, false, REPORT);
+        _report(jobId, verifier, false);
     }
 
     /// Revert data of an error taking one bytes32 name (a string literal converts implicitly).

@@ -3,6 +3,12 @@ pragma solidity ^0.8.28;
 
 /// @notice The few forge cheatcodes these tests use (no forge-std in this repository).
 interface Vm {
+    struct Log {
+        bytes32[] topics;
+        bytes data;
+        address emitter;
+    }
+
     struct Gas {
         uint64 gasLimit;
         uint64 gasTotalUsed;
@@ -27,4 +33,6 @@ interface Vm {
     function lastCallGas() external view returns (Gas memory gas);
     function skip(bool skipTest) external;
     function snapshotValue(string calldata group, string calldata name, uint256 value) external;
+    function recordLogs() external;
+    function getRecordedLogs() external returns (Log[] memory logs);
 }

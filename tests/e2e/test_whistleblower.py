@@ -1,0 +1,113 @@
+"""A real whistleblower daemon on anvil catches forced errors, is paid from the jackpot, and survives kill -9.
+
+The chain is deployed with ``forcedErrorRateBps = 10000``: an honest verifier daemon that has
+committed its forced seed before the draw is forced on every job, so it publishes probe 0 wrong
+(and its true verdict). The whistleblower audits the report, finds probe 0 wrong, opens a report
+game; the verifier concedes by revealing its secret; the whistleblower gets ``jackpot * share /
+1e4`` plus its bond back, the verifier keeps its bond and fee, the challenge window resumes and
+the job finalizes. The challenge window is 45 s: room to audit, and for a restart mid-audit.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
+from submitter import service
+from submitter.amounts import show_tokens
+from submitter.demo_job import build_demo_job
+from tests.e2e.conftest import Market, wait_for
+from tests.e2e.disputes import post_tiny, wealth
+
+SOLVER, VERIFIER, WHISTLEBLOWER = 1, 2, 3
+ZERO = b"\x00" * 32
+E2E_MARKET = {"forcedErrorRateBps": 10_000, "challengeWindow": 45}  # every seeded verifier forced on every job; time to audit
+
+
+def _start_verifier_and_whistleblower(market: Market, protocol: Protocol) -> None:
+    """The verifier first, until its forced seed is on chain (a draw counts it only if set by its anchor)."""
+    market.daemon("verifier", VERIFIER, "verifier", "--duty-grace", "5")
+    verifier = market.account(VERIFIER).address
+    wait_for("the verifier's forced seed on chain", lambda: bytes(protocol.market.forced_seed_of(verifier).commitment) != ZERO, 90, market)
+
+
+def _our_games(protocol: Protocol, job_id: JobId, whistleblower: str) -> list[GameId]:
+    return [GameId(int(e.args["gameId"])) for e in protocol.game.events("DisputeOpened", protocol.book.deploy_block, jobId=job_id, challenger=whistleblower)]
+
+
+def test_a_forced_error_is_caught_and_the_whistleblower_paid_from_the_jackpot(market: Market, tmp_path: Path) -> None:
+    protocol = market.protocol()
+    deploy = protocol.book.deploy_block
+    verifier, whistleblower = market.account(VERIFIER).address, market.account(WHISTLEBLOWER).address
+    _start_verifier_and_whistleblower(market, protocol)
+    wb = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower")
+    wait_for("the whistleblower staked", lambda: protocol.stakes.stake_of(whistleblower, Role.WHISTLEBLOWER).staked > 0, 90, market)
+    market.daemon("solver", SOLVER, "solver")
+    before = {a: wealth(protocol, a) for a in (verifier, whistleblower)}
+    jackpot = protocol.market.jackpot()
+    share = protocol.market.params().jackpot_share_bps
+    job_id = post_tiny(market, tmp_path / "job")
+
+    caught = wait_for("the forced error caught", lambda: protocol.market.events("ForcedErrorCaught", deploy, jobId=job_id), 150, market)
+    assert caught[0].args["whistleblower"] == whistleblower and caught[0].args["verifier"] == verifier
+    payout = jackpot * share // 10_000
+    assert caught[0].args["payout"] == payout > 0
+    (game_id,) = _our_games(protocol, job_id, whistleblower)
+    game = protocol.game.get_game(game_id)
+    assert game.on_report and game.status is GameStatus.CHALLENGER_WON
+    settled = protocol.game.events("DisputeSettled", deploy, gameId=game_id)[0]
+    assert SettleReason(settled.args["reason"]) is SettleReason.FORCED_ERROR
+    opened = protocol.game.events("ReportDisputeOpened", deploy, gameId=game_id)[0]
+    assert opened.args["probeIndex"] == 0  # the forced probe
+
+    wait_for("the job finalized in the resumed window", lambda: protocol.market.get_job(job_id).state is JobState.FINALIZED, 120, market)
+    job = protocol.market.get_job(job_id)
+    assert wealth(protocol, whistleblower) - before[whistleblower] == payout  # its bond back, plus the jackpot share
+    assert wealth(protocol, verifier) - before[verifier] == job.verifier_fee  # not slashed: bond kept, fee paid
+    assert _our_games(protocol, job_id, whistleblower) == [game_id]  # one challenge, none in the resumed window
+    assert protocol.market.events("ReportOverturned", deploy, jobId=job_id) == []
+    records = wb.log_records()
+    assert any(r["msg"] == "expected jackpot income per audit" and int(r["jackpot"]) == jackpot for r in records)
+    assert "Traceback" not in wb.log_path.read_text()
+    status = subprocess.run(
+        [sys.executable, "-m", "veritrain", "whistleblower", "status", "--rpc", market.net.rpc_url, "--address-book-dir", str(market.book_dir),
+         "--data-dir", str(market.root / "whistleblower"), "--address", whistleblower, "--json"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)
+    assert report["daemon"]["ticks"] > 0 and report["economics"]["jackpot_share_bps"] == share
+    earned = report["earnings"]
+    assert (earned["games_opened"], earned["games_won"]) == (1, 1)
+    assert earned["jackpot_paid"] == show_tokens(payout) and earned["net"] == show_tokens(payout)
+    assert [a["job_id"] for a in report["audits"]] in ([job_id], [])  # forgotten once the job is final
+
+
+def test_the_whistleblower_killed_mid_audit_redoes_it_after_a_restart_and_challenges_once(market: Market, tmp_path: Path) -> None:
+    protocol = market.protocol()
+    deploy = protocol.book.deploy_block
+    whistleblower = market.account(WHISTLEBLOWER).address
+    _start_verifier_and_whistleblower(market, protocol)
+    market.daemon("solver", SOLVER, "solver")
+    first = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower")
+    job = build_demo_job("tiny", tmp_path / "job", steps=1200, checkpoint_interval=40)  # 30 segments: an audit of a few seconds
+    job_id = service.post_job(market.protocol(market.account(0)), market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window).job_id
+
+    def mid_audit() -> bool:
+        return any(r["msg"] == "segment replayed" and int(r["job"]) == job_id for r in first.log_records())
+
+    wait_for("the whistleblower replaying the job's segments", mid_audit, 150, market)
+    first.kill()  # SIGKILL mid-audit: nothing recorded
+    assert not [r for r in first.log_records() if r["msg"] == "audit recorded" and int(r["job"]) == job_id], "killed too late"
+    assert _our_games(protocol, job_id, whistleblower) == []
+    second = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower", run=2)
+
+    wait_for("the forced error caught", lambda: protocol.market.events("ForcedErrorCaught", deploy, jobId=job_id), 120, market)
+    wait_for("the job finalized", lambda: protocol.market.get_job(job_id).state is JobState.FINALIZED, 120, market)
+    assert len(_our_games(protocol, job_id, whistleblower)) == 1, "challenged once, before and after the restart"
+    records = [r for r in second.log_records() if r.get("job") is not None and int(r["job"]) == job_id]
+    assert [r["msg"] for r in records if r["msg"] in ("audit started", "audit recorded")] == ["audit started", "audit recorded"]  # redone once
+    assert any(r["msg"] == "openOnReport mined" for r in records)

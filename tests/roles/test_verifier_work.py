@@ -1,0 +1,126 @@
+"""The verifier's report on a real (tiny) trace, the chain stood in for by a stub: the sample is
+seeded by the assign seed, the probes are the true states at the steps the seed fixes, a forced
+job publishes probe 0 as ``forced_hash`` of the truth with the verdict unchanged, and the lazy
+test adversary passes with guessed probes that a replay tells apart."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from core.agent import StopFlag
+from core.cid import cid_to_digest
+from core.contracts import Bytes32, JobId
+from core.dispute import ZERO32
+from core.storage import LocalStore
+from proofs import JobSpec, Probe, ProbeTree, Trace, forced_hash, load_dataset, probe_positions, state_at, state_hash, train_trace
+from proofs.adversary import cheat
+from proofs.datasets import reference_job
+from verifier.policy import Draw
+from verifier.work import Inspector, published_probes
+
+JOB = JobId(3)
+FAR = 2**32 - 1
+SEED = Bytes32(b"\x05" * 32)  # probes on segments 1, 4, 3, 0 of 6: four replays beside the sample
+PROBES = 4
+
+
+@dataclass(frozen=True)
+class _Event:
+    args: dict[str, Any]
+
+
+class _Market:
+    """The little of ``JobMarket`` the inspector reads: the job's root, its events, ``probeCount``."""
+
+    def __init__(self, root: bytes, events: dict[str, dict[str, Any]]) -> None:
+        self.root = root
+        self._events = events
+
+    def get_job(self, job_id: JobId) -> Any:
+        return SimpleNamespace(trace_root=self.root)
+
+    def events(self, name: str, from_block: int, **filters: Any) -> list[_Event]:
+        return [_Event(self._events[name])] if name in self._events else []
+
+    def params(self) -> Any:
+        return SimpleNamespace(probe_count=PROBES)
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    store = LocalStore(tmp_path_factory.mktemp("store"))
+    ref = reference_job("mlp-spirals", steps=60, checkpoint_interval=10)
+    spec = ref.spec(store.put(ref.dataset))
+    dataset = load_dataset(spec, ref.dataset)
+    truth = train_trace(spec, dataset, put=store.put)
+    probes = [
+        Probe(i, s, m, state_hash(state_at(spec, dataset, truth.checkpoints[s], s * spec.checkpoint_interval + m)))
+        for i, s, m in probe_positions(SEED, PROBES, len(truth.state_hashes), spec.checkpoint_interval)
+    ]
+    return SimpleNamespace(store=store, spec=spec, dataset=dataset, trace=truth, truth=probes, protocol=_chain(store, spec, truth))
+
+
+def _chain(store: LocalStore, spec: JobSpec, trace: Trace) -> Any:
+    """A stub of the protocol on which ``trace`` (its checkpoints stored) was committed for ``spec``."""
+    spec_cid = store.put(spec.canonical_bytes())
+    manifest = trace.manifest(spec_cid, [store.put(c) for c in trace.checkpoints])
+    manifest_cid = store.put(manifest.canonical_bytes())
+    market = _Market(bytes.fromhex(trace.root[2:]), {
+        "JobPosted": {"specCid": cid_to_digest(spec_cid)},
+        "TraceCommitted": {"manifestCid": cid_to_digest(manifest_cid), "checkpointCount": len(trace.state_hashes),
+                           "finalModelCid": cid_to_digest(manifest.final_cid)},
+    })  # fmt: skip
+    return SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0), client=SimpleNamespace(timestamp=lambda: 0))
+
+
+def _report(job: Any, draw: Draw, protocol: Any = None, *, q: int = 1, r: int = 1, **adversary: bool) -> tuple[Any, dict[str, Any]]:
+    inspector = Inspector(protocol or job.protocol, job.store, StopFlag(), q=q, r=r, **adversary)
+    verdict = inspector.inspect(JOB, FAR, draw)
+    return verdict, json.loads(job.store.get(verdict.report_cid, 1 << 20))
+
+
+def test_an_honest_report_commits_to_the_true_probes_of_the_assign_seed(job: Any) -> None:
+    verdict, report = _report(job, Draw(SEED))
+    assert verdict.passed and report["passed"] and report["assign_seed"] == "0x" + SEED.hex()
+    assert [Probe.from_json(p) for p in report["probes"]] == job.truth
+    assert report["probe_root"] == ProbeTree(job.truth).root == "0x" + verdict.probe_root.hex()
+    assert {p.segment for p in job.truth} <= set(report["segments"])  # every probe segment is replayed too
+    assert "forced" not in json.dumps(report)
+
+
+def test_a_forced_report_publishes_probe_0_wrong_and_keeps_its_verdict(job: Any) -> None:
+    honest, _ = _report(job, Draw(SEED))
+    verdict, report = _report(job, Draw(SEED, Bytes32(b"\x01" * 32), forced=True))
+    shown = [Probe.from_json(p) for p in report["probes"]]
+    assert verdict.passed and shown[0].state_hash == forced_hash(job.truth[0].state_hash) and shown[1:] == job.truth[1:]
+    assert verdict.probe_root == bytes.fromhex(ProbeTree(shown).root[2:]) != honest.probe_root
+    assert set(report) == set(_report(job, Draw(SEED))[1])  # no field tells a forced report from another
+
+
+def test_published_probes_replace_only_probe_0_and_only_when_forced() -> None:
+    probes = [Probe(i, i, 1, "0x" + bytes([i + 1]).hex() * 32) for i in range(3)]
+    assert published_probes(probes, forced=False) == probes
+    forced = published_probes(probes, forced=True)
+    assert forced[0] == Probe(0, 0, 1, forced_hash(probes[0].state_hash)) and forced[1:] == probes[1:]
+
+
+def test_a_lazy_verifier_passes_with_guessed_probes_that_a_replay_refutes(job: Any) -> None:
+    verdict, report = _report(job, Draw(SEED), lazy=True)
+    shown = [Probe.from_json(p) for p in report["probes"]]
+    assert verdict.passed and verdict.probe_root != ZERO32
+    assert [p.state_hash for p in shown] == [job.trace.state_hashes[p.segment + 1] for p in job.truth]
+    assert all(guess.state_hash != true.state_hash for guess, true in zip(shown, job.truth, strict=True))
+
+
+def test_a_trace_wrong_in_a_probe_segment_fails_there_without_a_probe_tree(job: Any) -> None:
+    bad = job.truth[0].segment
+    faked = cheat("wrong-lr", job.spec, job.dataset, segments=(bad,))
+    verdict, report = _report(job, Draw(SEED), _chain(job.store, job.spec, faked.trace), q=0, r=0)
+    assert report["segments"] == sorted({p.segment for p in job.truth} | {5})  # the last segment and the probes' only
+    assert not verdict.passed and verdict.failed_segment == bad  # a probe segment is replayed: the cheat is caught there
+    assert verdict.probe_root == ZERO32 and report["probes"] == []  # no true state inside a segment that does not replay

@@ -1,0 +1,143 @@
+"""The whistleblower's audit on a real (tiny) trace, the chain and the verifier's desk stood in for by stubs:
+a true report has no fault; a wrong probe, a probe off its step and a bad segment are each found with what
+their challenge needs; the probes come from the chain, so a missing or malformed report JSON still has
+them audited; a node behind defers; the budget and a stop are handled."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from core.agent import StopFlag, Stopped
+from core.cid import digest_to_cid
+from core.contracts import Bytes32, JobId, ReportedProbe, ReportSeal
+from core.storage import LocalStore
+from proofs import Probe, ProbeTree, Trace, load_dataset, probe_positions, state_at, state_hash, train_trace
+from proofs.adversary import cheat
+from proofs.datasets import reference_job
+from proofs.probes import verify_probe
+from verifier.dispute import JobMaterial
+from whistleblower.audit import AuditDeferred, Auditor
+from whistleblower.policy import FindingKind
+
+JOB = JobId(3)
+SEED = Bytes32(b"\x05" * 32)
+PROBES = 4
+
+
+class _Desk:
+    """``DisputeDesk.material``: the job's spec, dataset and manifest, as checked against the chain."""
+
+    def __init__(self, material: JobMaterial) -> None:
+        self._material = material
+
+    def material(self, job_id: JobId) -> JobMaterial:
+        return self._material
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    store = LocalStore(tmp_path_factory.mktemp("store"))
+    ref = reference_job("mlp-spirals", steps=60, checkpoint_interval=10)
+    spec = ref.spec(store.put(ref.dataset))
+    dataset = load_dataset(spec, ref.dataset)
+    return SimpleNamespace(store=store, spec=spec, dataset=dataset, honest=train_trace(spec, dataset, put=store.put))
+
+
+def _probes(job: Any, trace: Trace) -> list[Probe]:
+    k = job.spec.checkpoint_interval
+    positions = probe_positions(SEED, PROBES, len(trace.state_hashes), k)
+    return [Probe(i, s, m, state_hash(state_at(job.spec, job.dataset, trace.checkpoints[s], s * k + m))) for i, s, m in positions]
+
+
+def _audit(
+    job: Any, trace: Trace, probes: list[Probe], *, budget: int = 10_000, stop: StopFlag | None = None, body: bytes | None = None, stored: bool = True,
+    root: str | None = None,
+) -> Any:
+    """Audit a report of ``probes`` (emitted on chain) on ``trace`` (its checkpoints stored); its JSON
+    (``body``, by default one that says the verifier replayed segment 5) stored unless not ``stored``;
+    ``root``: the sealed probe root when it is not the probes' (a node behind)."""
+    spec_cid = job.store.put(job.spec.canonical_bytes())
+    manifest = trace.manifest(spec_cid, [job.store.put(c) for c in trace.checkpoints])
+    tree = ProbeTree(probes)
+    seal = ReportSeal(SEED, Bytes32(b"\x00" * 32), Bytes32(bytes.fromhex((root or tree.root)[2:])))
+    emitted = [ReportedProbe(p.segment, p.step, Bytes32(bytes.fromhex(p.state_hash[2:]))) for p in probes]
+    market = SimpleNamespace(seal_of=lambda job_id, from_block=0: seal, probes_of=lambda job_id, from_block=0: emitted)
+    protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0))
+    report = body or json.dumps({"passed": True, "probes": [p.to_json() for p in probes], "probe_root": tree.root, "segments": [5]}).encode()
+    cid = job.store.put(report) if stored else digest_to_cid(b"\x99" * 32)  # never published
+    auditor = Auditor(protocol, job.store, _Desk(JobMaterial(job.spec, job.dataset, manifest)), stop or StopFlag(), b"\x07" * 32, budget)  # type: ignore[arg-type]
+    return auditor.audit(JOB, cid)
+
+
+def test_a_true_report_on_an_honest_trace_has_no_fault(job: Any) -> None:
+    probes = _probes(job, job.honest)
+    record = _audit(job, job.honest, probes)
+    assert record.findings == ()
+    assert record.replayed_steps == sum(p.step for p in probes) + 6 * 10  # every probe and every segment
+
+
+def test_a_wrong_probe_is_found_with_its_proof_under_the_sealed_root(job: Any) -> None:
+    probes = _probes(job, job.honest)
+    probes[2] = replace(probes[2], state_hash=job.honest.state_hashes[probes[2].segment + 1])  # a lazy guess
+    record = _audit(job, job.honest, probes)
+    (finding,) = record.findings
+    assert (finding.kind, finding.index, finding.segment, finding.step) == (FindingKind.PROBE, 2, probes[2].segment, probes[2].step)
+    assert verify_probe(ProbeTree(probes).root, probes[2], finding.proof)
+
+
+def test_a_probe_off_the_step_the_draw_fixed_is_a_fault_without_replay(job: Any) -> None:
+    probes = _probes(job, job.honest)
+    k = job.spec.checkpoint_interval
+    off = probes[1].step % (k - 1) + 1  # another inner step of the same segment
+    probes[1] = replace(probes[1], step=off, state_hash=state_hash(state_at(job.spec, job.dataset, job.honest.checkpoints[probes[1].segment], probes[1].segment * k + off)))
+    (finding,) = _audit(job, job.honest, probes).findings
+    assert finding.kind is FindingKind.PROBE and finding.index == 1 and "the draw fixed" in finding.detail
+
+
+def test_bad_segments_of_a_cheating_trace_are_found(job: Any) -> None:
+    faked = cheat("tamper", job.spec, job.dataset)  # checkpoint 3 tampered: segments 2 and 3 fail
+    record = _audit(job, faked.trace, _probes(job, faked.trace))
+    assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.SEGMENT, 2), (FindingKind.SEGMENT, 3)]
+
+
+def test_the_budget_bounds_the_replay_and_says_what_it_left_out(job: Any) -> None:
+    probes = _probes(job, job.honest)
+    budget = sum(p.step for p in probes) + 10  # the probes and one segment: the verifier's
+    record = _audit(job, job.honest, probes, budget=budget)
+    assert record.replayed_steps == budget and "5 units over budget" in record.summary
+
+
+@pytest.mark.parametrize("body", [b'{"passed": true, "segments": [99]}', b"{not json"])
+def test_a_malformed_report_json_still_has_its_probes_audited(job: Any, body: bytes) -> None:
+    probes = _probes(job, job.honest)
+    probes[0] = replace(probes[0], state_hash=job.honest.state_hashes[probes[0].segment + 1])
+    record = _audit(job, job.honest, probes, body=body)
+    assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.PROBE, 0)]
+    assert "no claimed segments" in record.summary
+
+
+def test_a_missing_report_json_still_has_its_probes_audited(job: Any) -> None:
+    probes = _probes(job, job.honest)
+    probes[3] = replace(probes[3], state_hash=job.honest.state_hashes[probes[3].segment + 1])
+    record = _audit(job, job.honest, probes, stored=False)
+    (finding,) = record.findings
+    assert (finding.kind, finding.index) == (FindingKind.PROBE, 3) and verify_probe(ProbeTree(probes).root, probes[3], finding.proof)
+    assert record.replayed_steps == sum(p.step for p in probes) + 6 * 10  # the probes, then its own picks: every segment
+    assert "ContentNotFound" in record.summary
+
+
+def test_probes_that_do_not_build_the_sealed_root_mean_a_node_behind(job: Any) -> None:
+    with pytest.raises(AuditDeferred, match="seal holds"):
+        _audit(job, job.honest, _probes(job, job.honest), root="0x" + "ee" * 32)
+
+
+def test_a_stop_ends_the_audit_before_the_next_replay(job: Any) -> None:
+    stop = StopFlag()
+    stop.set()
+    with pytest.raises(Stopped):
+        _audit(job, job.honest, _probes(job, job.honest), stop=stop)

@@ -1,0 +1,42 @@
+"""The whistleblower's SQLite records: audits keyed by report, challenges, the secret, across reopenings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.contracts import GameId, JobId
+from whistleblower.policy import Finding, FindingKind
+from whistleblower.state import AuditRecord, ChallengeRecord, WhistleblowerDb
+
+PROBE = Finding(FindingKind.PROBE, 1, 4, "probe 1 wrong", 7, "0x" + "ab" * 32, ("0x" + "cd" * 32, "0x" + "ef" * 32))
+
+
+def test_audits_survive_a_reopen_and_are_keyed_by_report(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    db = WhistleblowerDb(path)
+    secret = db.secret()
+    db.set_audit(AuditRecord(JobId(7), "QmA", (PROBE,), 120, "1 fault"))
+    db.set_audit(AuditRecord(JobId(7), "QmB", (), 200, "clean"))  # the job re-verified: another report
+    db.add_challenge(ChallengeRecord(GameId(3), JobId(7), "QmA", FindingKind.PROBE, 1))
+    db.add_challenge(ChallengeRecord(GameId(3), JobId(7), "QmA", FindingKind.PROBE, 1))  # idempotent
+    db.close()
+
+    again = WhistleblowerDb(path)
+    assert again.secret() == secret and len(secret) == 32
+    first = again.audit(JobId(7), "QmA")
+    assert first is not None and first.findings == (PROBE,) and first.replayed_steps == 120
+    assert again.audit(JobId(7), "QmB") == AuditRecord(JobId(7), "QmB", (), 200, "clean")
+    assert again.audit(JobId(8), "QmA") is None
+    assert again.challenges() == [ChallengeRecord(GameId(3), JobId(7), "QmA", FindingKind.PROBE, 1)]
+    assert again.audited_jobs() == {7}
+    again.mark_final([JobId(7)])
+    again.forget(JobId(7))
+    assert again.audits() == [] and again.final_jobs() == {7}
+    assert len(again.challenges()) == 1  # kept for status
+    again.close()
+
+
+def test_a_finding_round_trips_through_json() -> None:
+    assert Finding.from_json(PROBE.to_json()) == PROBE
+    segment = Finding(FindingKind.SEGMENT, 2, 2, "segment 2 fails")
+    assert Finding.from_json(segment.to_json()) == segment

@@ -1,0 +1,163 @@
+"""The whistleblower's audit of one passing report: replay its probes and segments, find faults.
+
+The probes are read from the CHAIN (``JobMarket.probes_of``: ``report()`` takes them as calldata,
+checks their segments, computes the probe root and emits them), so every passing report can be
+audited on its probes: a verifier cannot hide them by publishing no report, or a malformed one.
+Their tree must build the probe root the chain sealed (it does by construction; a mismatch means
+the node is behind: the audit waits a tick). The report JSON, fetched by CID and size-bounded, is
+only the source of the segments the verifier says it replayed; when it is missing, malformed or
+too large the audit goes on without them (the bot's own picks then). Through the verifier's
+dispute desk the job's spec, dataset and manifest are checked (its root the committed one); each
+checkpoint against the manifest's state hash.
+
+A probe is replayed from checkpoint ``segment`` to its step (``proofs.state_at``) and its hash
+compared with the published one; a segment is replayed whole (``proofs.replay_segment``, the
+verifier's judgement). The stop flag is checked between units, so SIGTERM stops an audit at
+once; an audit stopped or killed is done again from the start (nothing is recorded before it
+completes).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+
+from core.agent import StopFlag, Stopped
+from core.contracts import JobId, Protocol, ReportSeal
+from core.errors import VeritrainError
+from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
+from proofs import choose_segments, replay_segment, state_at, state_hash
+from proofs.checkpoint import MAX_CHECKPOINT_BYTES
+from proofs.merkle import to_bytes32
+from proofs.probes import Probe, ProbeTree, probe_step
+from verifier.dispute import DisputeDesk, JobMaterial
+from whistleblower.policy import Finding, FindingKind, own_picks_seed, plan_audit
+from whistleblower.state import AuditRecord
+
+log = logging.getLogger(__name__)
+
+#: A report is a small JSON document: 32 probes and a few thousand segment verdicts at most.
+MAX_REPORT_BYTES = 1 << 20
+
+
+class AuditDeferred(VeritrainError):
+    """What the audit needs is not there yet (the job's material, a checkpoint, the report on our node): next tick."""
+
+
+class MalformedReport(VeritrainError):
+    """The report JSON does not say which segments the verifier replayed: its probes are audited without them."""
+
+
+def parse_segments(data: bytes, segments: int) -> tuple[int, ...]:
+    """The segments a passing report says the verifier replayed (else :class:`MalformedReport`)."""
+    try:
+        raw = json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise MalformedReport(f"not JSON: {exc}") from None
+    if not isinstance(raw, dict) or raw.get("passed") is not True:
+        raise MalformedReport("not a passing report")
+    reported = raw.get("segments", [])
+    if not isinstance(reported, list) or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < segments for s in reported):
+        raise MalformedReport(f"segments {reported!r} are not segments of a trace of {segments}")
+    return tuple(reported)
+
+
+class Auditor:
+    def __init__(self, protocol: Protocol, store: ContentStore, desk: DisputeDesk, stop: StopFlag, secret: bytes, budget_steps: int) -> None:
+        self.protocol = protocol
+        self.store = store
+        self.desk = desk
+        self.stop = stop
+        self.secret = secret
+        self.budget_steps = budget_steps
+
+    def audit(self, job_id: JobId, report_cid: str) -> AuditRecord:
+        started = time.monotonic()
+        seal, probes = self._sealed_probes(job_id)
+        material = self.desk.material(job_id)
+        n, k = material.manifest.segments, material.spec.checkpoint_interval
+        notes: list[str] = []
+        try:
+            claimed = parse_segments(self.store.get(report_cid, MAX_REPORT_BYTES), n)
+        except (ContentNotFound, MalformedReport, ContentTooLarge, CidMismatch) as exc:  # the probes are on chain: audit them anyway
+            log.warning("report unusable, probes audited without its segments", extra={"job": job_id, "report": report_cid, "error": str(exc)})
+            claimed = ()
+            notes.append(f"report unusable ({type(exc).__name__}: {exc}): no claimed segments")
+        off_step = [q for q in probes.probes if q.step != probe_step(seal.assign_seed, q.index, k)]
+        on_step = [q for q in probes.probes if q not in off_step]
+        own = choose_segments([0.0] * n, own_picks_seed(self.secret, job_id, report_cid), q=0, r=n, include_last=False).random
+        plan = plan_audit([(q.index, q.step) for q in on_step], claimed, own, k, self.budget_steps)
+        log.info("audit started", extra={"job": job_id, "report": report_cid, "probes": len(plan.probes), "segments": len(plan.segments), "steps": plan.steps, "left_out": plan.left_out})
+        checkpoints: dict[int, bytes] = {}
+        findings = [_off_step(q, probe_step(seal.assign_seed, q.index, k), probes) for q in off_step]
+        findings += [f for f in (self._probe(job_id, material, probes, i, checkpoints) for i in plan.probes) if f is not None]
+        findings += [f for f in (self._segment(job_id, material, s, checkpoints) for s in plan.segments) if f is not None]
+        if plan.left_out:
+            notes.append(f"{plan.left_out} units over budget")
+        summary = "; ".join([f"{len(plan.probes)} probes and {len(plan.segments)} segments replayed ({plan.steps} steps), {len(findings)} faults", *notes])
+        log.info("audit done", extra={"job": job_id, "report": report_cid, "faults": len(findings), "steps": plan.steps, "seconds": round(time.monotonic() - started, 2)})
+        return AuditRecord(job_id, report_cid, tuple(findings), plan.steps, summary)
+
+    def _sealed_probes(self, job_id: JobId) -> tuple[ReportSeal, ProbeTree]:
+        """The current report's seal and its probes as the chain emitted them; their tree builds the
+        sealed probe root (the chain computed it from them), else our node is behind: next tick."""
+        p = self.protocol
+        seal = p.market.seal_of(job_id, p.book.deploy_block)
+        reported = p.market.probes_of(job_id, p.book.deploy_block)
+        if seal is None or not reported:
+            raise AuditDeferred(f"job {job_id}: no passing report sealed on chain yet")
+        tree = ProbeTree([Probe(i, q.segment, q.step, "0x" + bytes(q.state_hash).hex()) for i, q in enumerate(reported)])
+        if to_bytes32(tree.root) != bytes(seal.probe_root):
+            raise AuditDeferred(f"job {job_id}: the emitted probes build {tree.root}, the seal holds 0x{bytes(seal.probe_root).hex()}")
+        return seal, tree
+
+    def _checkpoint(self, job_id: JobId, m: JobMaterial, index: int, cache: dict[int, bytes]) -> bytes:
+        if index not in cache:
+            data = self.store.get(m.manifest.checkpoint_cids[index], MAX_CHECKPOINT_BYTES)  # unserved: retried next tick
+            if state_hash(data) != m.manifest.state_hashes[index]:
+                raise AuditDeferred(f"job {job_id}: checkpoint {index} does not hash to the manifest's state hash")
+            cache[index] = data
+        return cache[index]
+
+    def _check_stop(self, job_id: JobId) -> None:
+        if self.stop.is_set():
+            raise Stopped(f"job {job_id}: audit stopped; it is done again on restart")
+
+    def _probe(self, job_id: JobId, m: JobMaterial, tree: ProbeTree, index: int, cache: dict[int, bytes]) -> Finding | None:
+        self._check_stop(job_id)
+        probe = tree.probe(index)
+        k = m.spec.checkpoint_interval
+        truth = state_hash(state_at(m.spec, m.dataset, self._checkpoint(job_id, m, probe.segment, cache), probe.segment * k + probe.step))
+        ok = truth == probe.state_hash
+        log.info("probe replayed", extra={"job": job_id, "probe": index, "segment": probe.segment, "step": probe.step, "ok": ok})
+        if ok:
+            return None
+        detail = f"probe {index}: state after step {probe.step} of segment {probe.segment} is {truth}, the report says {probe.state_hash}"
+        return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(index)))
+
+    def _segment(self, job_id: JobId, m: JobMaterial, segment: int, cache: dict[int, bytes]) -> Finding | None:
+        self._check_stop(job_id)
+        hashes = m.manifest.state_hashes
+        verdict = replay_segment(
+            m.spec,
+            m.dataset,
+            segment,
+            self._checkpoint(job_id, m, segment, cache),
+            self._checkpoint(job_id, m, segment + 1, cache),
+            start_hash=hashes[segment],
+            end_hash=hashes[segment + 1],
+            claimed_norm=m.manifest.update_norms[segment],
+        )
+        cache.pop(segment, None)  # segments ascend: checkpoint ``segment`` is not needed again
+        log.info("segment replayed", extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
+        return None if verdict.passed else Finding(FindingKind.SEGMENT, segment, segment, verdict.detail)
+
+
+def _off_step(probe: Probe, fixed_step: int, tree: ProbeTree) -> Finding:
+    """A probe at another step than the draw fixed is a fault without replay: the referees of its
+    report game rule against the defender on the game's shape (``verifier.policy.vote_from_shape``);
+    a verifier that did not replay could otherwise state a copyable checkpoint."""
+    detail = f"probe {probe.index} is at step {probe.step} of segment {probe.segment}; the draw fixed step {fixed_step}"
+    return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(probe.index)))
+

@@ -1,0 +1,158 @@
+"""`veritrain whistleblower`: run the whistleblower daemon, or show its status and earnings.
+
+Registered in veritrain/cli.py with ``app.add_typer(whistleblower_app, name="whistleblower")``;
+``python -m veritrain whistleblower`` runs it in its own process (the demo starts daemons so).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from core.agent import LoopSettings, configure_logging, open_store, status_base
+from core.chain import Address
+from core.contracts import JobId, Protocol, Role
+from solver.cli import IpfsApi, LogJson, StoreDir, show_status
+from submitter.amounts import parse_tokens, show_tokens
+from veritrain import options
+from whistleblower import daemon
+from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
+from whistleblower.state import WhistleblowerDb
+
+app = typer.Typer(
+    name="whistleblower",
+    help="The whistleblower daemon: stake, audit passing reports by replaying their probes and segments, challenge wrong reports and bad traces in the window, collect the rewards.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+
+@app.command()
+def run(
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    data_dir: options.DataDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
+    stake: Annotated[str, typer.Option(help="whistleblower stake to hold, in VERI (0: the chain's minimum)")] = "0",
+    audit_rate: Annotated[float, typer.Option(help="probability of auditing each passing report (drawn from a secret in the state dir)", min=0.0, max=1.0)] = 1.0,
+    budget: Annotated[int, typer.Option(help="training steps replayed per report at most: a probe at step m of its segment costs m, a segment its k steps", min=1)] = DEFAULT_BUDGET_STEPS,
+    audit_cost: Annotated[str, typer.Option(help="what one audit costs you, in VERI: audit only while the jackpot income it expects (p_f s J, from the chain) covers it")] = "0",
+    poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
+    log_json: LogJson = False,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
+) -> None:
+    """Run the whistleblower until SIGTERM or Ctrl-C. Safe to kill -9 and restart: an audit cut short is done again, a fault is never challenged twice.
+
+    Each passing report whose challenge window is open is audited (with probability
+    --audit-rate): its probes are replayed, then the segments its verifier replayed, then
+    segments of the bot's own choosing, up to --budget training steps. A wrong probe opens a
+    report game (the verifier defends), a bad segment a trace game (the solver defends); the
+    bot then answers midpoints, times out a silent defender, draws the committee and settles.
+
+    Examples:
+
+      WB_KEY=0x... veritrain whistleblower run --key-env WB_KEY --stake 50
+
+      veritrain whistleblower run --keystore wb.json --audit-rate 0.5 --budget 500 --audit-cost 1.5 --log-json
+    """
+    configure_logging(level=log_level, json_lines=log_json)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    signer = options.signer(settings)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    config = WhistleblowerConfig(stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost"))
+    daemon.build(settings, signer, store, config, loop=LoopSettings(poll_interval_s=poll)).run()
+
+
+@app.command()
+def status(
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    data_dir: options.DataDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    address: Annotated[str | None, typer.Option(help="whistleblower address (instead of a key: status needs no secret)")] = None,
+    json_out: options.Json = False,
+) -> None:
+    """Show a whistleblower's stake, its daemon's last heartbeat, the jackpot's expected value per audit, its earnings and its audits.
+
+    Examples:
+
+      veritrain whistleblower status --address 0x90F79bf6EB2c4f870365E785982E1f101E93b906
+
+      veritrain whistleblower status --key-env WB_KEY --json
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    show_status("whistleblower", settings, address, json_out, daemon.state_dir, whistleblower_status, _tables)
+
+
+def _tables(report: dict[str, object]) -> Table | None:
+    econ, earned = report["economics"], report["earnings"]
+    assert isinstance(econ, dict) and isinstance(earned, dict)
+    table = Table("what", "value", title="jackpot and earnings")
+    table.add_row("jackpot", f"{econ['jackpot']} VERI (share {econ['jackpot_share_bps']} bps per caught forced error, forced rate {econ['forced_error_rate_bps']} bps)")
+    table.add_row("expected jackpot income per audit (if first)", f"{econ['expected_per_audit']} VERI")
+    table.add_row("games opened / won", f"{earned['games_opened']} / {earned['games_won']}")
+    table.add_row("paid by won games (bonds back included)", f"{earned['paid']} VERI, of which jackpot {earned['jackpot_paid']} VERI")
+    table.add_row("bonds posted", f"{earned['bonds_posted']} VERI")
+    table.add_row("[bold]net[/]", f"[bold]{earned['net']} VERI[/]")
+    audits = report["audits"]
+    assert isinstance(audits, list)
+    for a in audits:
+        table.add_row(f"job {a['job_id']} ({a['chain_state']})", f"{a['summary']}; report {a['report_cid']}")
+    return table
+
+
+def whistleblower_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
+    db_path = home / "state.sqlite"
+    db = WhistleblowerDb(db_path) if db_path.exists() else None
+    try:
+        out = status_base(protocol, me, Role.WHISTLEBLOWER, db.db if db else None, show_tokens)
+        out["economics"] = {k: v if k.endswith("_bps") else show_tokens(v) for k, v in daemon.economics(protocol).items()}
+        out["earnings"] = earnings(protocol, me)
+        out["audits"] = [
+            {
+                "job_id": a.job_id,
+                "chain_state": protocol.market.get_job(JobId(a.job_id)).state.name,
+                "report_cid": a.report_cid,
+                "faults": [f.to_json() for f in a.findings],
+                "replayed_steps": a.replayed_steps,
+                "summary": a.summary,
+            }
+            for a in (db.audits() if db else [])
+        ]
+    finally:
+        if db is not None:
+            db.close()
+    return out
+
+
+def earnings(protocol: Protocol, me: Address) -> dict[str, object]:
+    """From chain events, not local records: what the games this account opened paid it.
+
+    A won game's ``DisputeSettled.payout`` includes the challenge bond back and, for a conceded
+    forced error, the jackpot share (also in ``ForcedErrorCaught``); net = paid - bonds posted.
+    """
+    start = protocol.book.deploy_block
+    opened = protocol.game.events("DisputeOpened", start, challenger=me)
+    ours = {int(e.args["gameId"]) for e in opened}
+    won = [e for e in protocol.game.events("DisputeSettled", start) if int(e.args["gameId"]) in ours and e.args["winner"] == me]
+    paid = sum(int(e.args["payout"]) for e in won)
+    jackpot = sum(int(e.args["payout"]) for e in protocol.market.events("ForcedErrorCaught", start, whistleblower=me))
+    bonds = len(opened) * protocol.game.params().challenge_bond
+    return {
+        "games_opened": len(opened),
+        "games_won": len(won),
+        "paid": show_tokens(paid),
+        "jackpot_paid": show_tokens(jackpot),
+        "bonds_posted": show_tokens(bonds),
+        "net": ("-" if paid < bonds else "") + show_tokens(abs(paid - bonds)),
+    }

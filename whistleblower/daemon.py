@@ -1,0 +1,61 @@
+"""Wires the whistleblower agent: chain, storage, local records, policy, responder, loop."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
+from core.agent import state_dir as role_state_dir
+from core.chain import Signer
+from core.config import Settings
+from core.contracts import Protocol
+from core.storage import ContentStore
+from verifier.dispute import DisputeDesk
+from whistleblower.audit import Auditor
+from whistleblower.loader import WhistleblowerLoader
+from whistleblower.policy import WhistleblowerAction, WhistleblowerConfig, WhistleblowerPolicy, WhistleblowerView, expected_jackpot_per_audit
+from whistleblower.responder import WhistleblowerResponder
+from whistleblower.state import WhistleblowerDb
+
+log = logging.getLogger(__name__)
+
+WhistleblowerDaemon = RoleDaemon[WhistleblowerView, WhistleblowerAction]
+
+
+def state_dir(data_dir: Path, address: str) -> Path:
+    return role_state_dir(data_dir, "whistleblower", address)
+
+
+def economics(protocol: Protocol) -> dict[str, int]:
+    """The jackpot game read from chain (docs/incentives.md, requirement 7): the pool, its share per
+    caught forced error, the forced-error rate, and what one audit expects from it (p_f · s · J,
+    when this bot is the first to challenge)."""
+    params = protocol.market.params()
+    jackpot = protocol.market.jackpot()
+    return {
+        "jackpot": jackpot,
+        "jackpot_share_bps": params.jackpot_share_bps,
+        "forced_error_rate_bps": params.forced_error_rate_bps,
+        "expected_per_audit": expected_jackpot_per_audit(jackpot, params.jackpot_share_bps, params.forced_error_rate_bps),
+    }
+
+
+def build(settings: Settings, signer: Signer, store: ContentStore, config: WhistleblowerConfig, *, loop: LoopSettings = LoopSettings()) -> WhistleblowerDaemon:
+    protocol = connect(settings, signer)
+    db = WhistleblowerDb(state_dir(settings.data_dir, signer.address) / "state.sqlite")
+    stop = StopFlag()
+    watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
+    desk = DisputeDesk(protocol, store, watcher)
+    loader = WhistleblowerLoader(protocol, watcher, db, signer.address)
+    log.info("expected jackpot income per audit", extra={**economics(protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost})
+    agent: Agent[WhistleblowerView, WhistleblowerAction] = Agent(
+        "whistleblower",
+        loader,
+        WhistleblowerPolicy(config),
+        WhistleblowerResponder(protocol, db, Auditor(protocol, store, desk, stop, db.secret(), config.budget_steps), desk, loader, signer.address),
+        settings=loop,
+        stop=stop,
+        heartbeat=heartbeat_to(db.db, signer.address),
+    )
+    return RoleDaemon(agent, db)

@@ -1,0 +1,95 @@
+"""Reads what the whistleblower policy needs, at one instant, into a frozen :class:`WhistleblowerView`.
+
+The passing reports whose challenge window is open (Verified jobs before their deadline, with the
+``ReportSubmitted`` event of the current report), what the local records say about each (audited
+or not, the faults found), and which of those faults this account already challenged: read from
+the chain (its ``DisputeOpened`` events on the job since the report), so a kill between a mined
+``open`` and the local record cannot lead to a second challenge of the same fault. Then the games
+it opened that are not final.
+"""
+
+from __future__ import annotations
+
+from core.agent import GameWatcher, MarketWatcher
+from core.chain import Address
+from core.cid import digest_to_cid
+from core.contracts import Event, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
+from whistleblower.policy import FindingKind, OpenReport, OwnGame, WhistleblowerView, expected_jackpot_per_audit
+from whistleblower.state import WhistleblowerDb
+
+
+class WhistleblowerLoader:
+    def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: WhistleblowerDb, me: Address) -> None:
+        self.protocol = protocol
+        self.watcher = watcher
+        self.games = GameWatcher(protocol.game)
+        self.db = db
+        self.me = me
+        self.secret = db.secret()
+        self._min_stake: TokenAmount | None = None
+        self._game_params: GameParams | None = None
+        self._market_params: MarketParams | None = None
+        self._reports: dict[tuple[int, bytes, int], Event] = {}  # (job, trace root, draws) -> its passing report
+
+    def load(self) -> WhistleblowerView:
+        p = self.protocol
+        moment, scan = self.watcher.read(self.db)
+        if self._min_stake is None or self._game_params is None or self._market_params is None:
+            self._min_stake = p.stakes.min_stake(Role.WHISTLEBLOWER)  # immutable: read once
+            self._game_params = p.game.params()
+            self._market_params = p.market.params()
+        reports = []
+        for job_id, job in scan.jobs:
+            if job.state is not JobState.VERIFIED or moment.now >= job.deadline or self.me in (job.solver, job.verifier):
+                continue  # a job's own solver and verifier may not challenge it
+            event = self.current_report(job_id, job)
+            if event is None:
+                continue
+            cid = digest_to_cid(bytes(event.args["reportCid"]))
+            record = self.db.audit(job_id, cid)
+            reports.append(OpenReport(job_id, cid, job.deadline, None if record is None else record.findings, self.challenged(job_id, event.block_number)))
+        final = self.db.final_jobs()
+        return WhistleblowerView(
+            now=moment.now,
+            block=moment.block,
+            me=self.me,
+            token_balance=p.token.balance_of(self.me),
+            staked=p.stakes.stake_of(self.me, Role.WHISTLEBLOWER).staked,
+            min_stake=self._min_stake,
+            secret=self.secret,
+            reports=tuple(reports),
+            expected_per_audit=TokenAmount(
+                expected_jackpot_per_audit(p.market.jackpot(), self._market_params.jackpot_share_bps, self._market_params.forced_error_rate_bps)
+            ),
+            games=tuple(OwnGame(gid, game) for gid, game in self.games.live() if game.challenger == self.me),
+            game_params=self._game_params,
+            forgettable=tuple(sorted(JobId(j) for j in self.db.audited_jobs() & final)),
+        )
+
+    def current_report(self, job_id: JobId, job: Job) -> Event | None:
+        """The job's current passing report (None if the last report of its current draw failed)."""
+        key = (int(job_id), bytes(job.trace_root), job.draws)
+        if key not in self._reports:
+            events = self.protocol.market.events("ReportSubmitted", self.protocol.book.deploy_block, jobId=job_id, verifier=job.verifier)
+            if not events:
+                return None
+            self._reports = {k: v for k, v in self._reports.items() if k[0] != int(job_id)}
+            self._reports[key] = events[-1]
+        event = self._reports[key]
+        return event if event.args["passed"] else None
+
+    def challenged(self, job_id: JobId, since_block: int) -> frozenset[tuple[FindingKind, int]]:
+        """The faults of the current report not to challenge (again): those we opened a game on (report
+        games by probe slot, trace games by segment), and probe 0 once a forced error was paid on it by
+        anyone (the contract pays one jackpot per draw and refuses a second game on that probe)."""
+        game = self.protocol.game
+        out: set[tuple[FindingKind, int]] = set()
+        if self.protocol.market.events("ForcedErrorCaught", since_block, jobId=job_id):
+            out.add((FindingKind.PROBE, 0))
+        for opened in game.events("DisputeOpened", since_block, jobId=job_id, challenger=self.me):
+            on_report = game.events("ReportDisputeOpened", opened.block_number, opened.block_number, gameId=opened.args["gameId"])
+            if on_report:
+                out.add((FindingKind.PROBE, int(on_report[0].args["probeIndex"])))
+            else:
+                out.add((FindingKind.SEGMENT, int(opened.args["segment"])))
+        return frozenset(out)

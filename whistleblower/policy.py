@@ -1,0 +1,286 @@
+"""What a whistleblower does about what it sees: pure, no I/O, unit-tested without a chain.
+
+Its business is the passing reports whose challenge window is open (docs/incentives.md: the
+forced errors are what make auditing pay when everyone is honest). For each such report:
+
+1. **audit** it, with probability ``audit_rate`` (a draw derived from the bot's secret and the
+   report, so a restart draws the same and nobody can predict which reports it skips), and only
+   while the jackpot income an audit expects, p_f · s · J read from the chain, covers
+   ``audit_cost`` (docs/incentives.md, requirement 7: free entry; 0, the default, audits always);
+2. **challenge** the first fault the audit found that it has not challenged yet: wrong probes
+   first (a report game, ``openOnReport``), then bad segments (a trace game, ``open``).
+   A wrong probe costs an unforced verifier its bond whatever the solver does, and a forced one
+   pays the jackpot share and resumes the window, in which a bad segment is challenged next; a
+   trace game slashes the verifier only by the referees' verdict (a silent solver loses on its
+   clock and the verifier goes free). Only one game runs per job, so one challenge at a time.
+3. **play** its games as the challenger: answer each midpoint, time out a defender whose clock
+   ran out, draw the committee, settle: at once, since every one of those pays it
+   (``core.dispute.party_move``, the rule the verifier plays its own games by).
+
+Audit budget: ``budget_steps`` training steps replayed per report (:func:`plan_audit`): a probe
+at step m of its segment costs m steps, a segment its k steps. Probes go first (they catch a
+report that was never replayed, on any trace), then the segments the verifier says it replayed
+(they catch a bad trace it passed), then the bot's own picks in a secret random order (a bad
+segment the verifier's sample missed).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from eth_utils import keccak
+
+from core.agent import stake_needed
+from core.chain import Address
+from core.contracts import Game, GameId, GameParams, JobId, TokenAmount
+from core.dispute import Action, Actor, party_move
+
+_DRAW_DOMAIN = b"veritrain/whistleblower-audit-draw/v1"
+_PICK_DOMAIN = b"veritrain/whistleblower-own-picks/v1"
+
+#: Default audit budget, in training steps per report: the shipped demo jobs (up to 1000 steps,
+#: probes at most one segment each) are replayed in full.
+DEFAULT_BUDGET_STEPS = 2_000
+
+
+class FindingKind(enum.Enum):
+    PROBE = "probe"  # a published probe state that replay does not give: report game
+    SEGMENT = "segment"  # a committed segment whose replay fails: trace game
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A fault an audit proved, with what its challenge needs.
+
+    ``index`` is the probe slot (PROBE) or the segment (SEGMENT). A probe also carries the
+    verifier's published ``step`` and (wrong) ``state_hash`` and its Merkle ``proof`` under
+    the report's probe root, all 0x-hex.
+    """
+
+    kind: FindingKind
+    index: int
+    segment: int
+    detail: str
+    step: int = 0
+    state_hash: str = ""
+    proof: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> tuple[FindingKind, int]:
+        return self.kind, self.index
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "kind": self.kind.value,
+            "index": self.index,
+            "segment": self.segment,
+            "detail": self.detail,
+            "step": self.step,
+            "state_hash": self.state_hash,
+            "proof": list(self.proof),
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, object]) -> Finding:
+        proof = raw.get("proof", [])
+        assert isinstance(proof, list)
+        return cls(
+            FindingKind(raw["kind"]),
+            int(raw["index"]),  # type: ignore[call-overload]
+            int(raw["segment"]),  # type: ignore[call-overload]
+            str(raw["detail"]),
+            int(raw.get("step", 0)),  # type: ignore[call-overload]
+            str(raw.get("state_hash", "")),
+            tuple(str(p) for p in proof),
+        )
+
+
+def challenge_order(findings: Sequence[Finding]) -> list[Finding]:
+    """Probes before segments, lowest index first (see the module doc for why)."""
+    rank = {FindingKind.PROBE: 0, FindingKind.SEGMENT: 1}
+    return sorted(findings, key=lambda f: (rank[f.kind], f.index))
+
+
+# --------------------------------------------------------------------- the bot's own randomness
+
+
+def _derive(domain: bytes, secret: bytes, job_id: int, report_cid: str) -> bytes:
+    return keccak(domain + secret + int(job_id).to_bytes(32, "big") + report_cid.encode())
+
+
+def audit_draw(secret: bytes, job_id: int, report_cid: str) -> float:
+    """A uniform number in [0, 1) for this report; the report is audited iff it is below the rate."""
+    return int.from_bytes(_derive(_DRAW_DOMAIN, secret, job_id, report_cid)[:8], "big") / 2**64
+
+
+def own_picks_seed(secret: bytes, job_id: int, report_cid: str) -> bytes:
+    """The seed of the bot's own segment order for this report (``proofs.choose_segments``)."""
+    return _derive(_PICK_DOMAIN, secret, job_id, report_cid)
+
+
+# --------------------------------------------------------------------- the audit budget
+
+
+@dataclass(frozen=True)
+class AuditPlan:
+    """What one audit replays: probe slots and segments, the training steps that costs, what the budget left out."""
+
+    probes: tuple[int, ...]
+    segments: tuple[int, ...]
+    steps: int
+    left_out: int
+
+
+def plan_audit(probe_steps: Sequence[tuple[int, int]], reported: Sequence[int], own_order: Sequence[int], k: int, budget: int) -> AuditPlan:
+    """Greedy in priority order (probes, the verifier's segments, own picks); a unit that does not
+    fit the remaining budget is left out and the next, maybe cheaper, one is tried.
+
+    ``probe_steps``: ``(probe index, step inside its segment)``; ``k``: steps per segment.
+    """
+    left = budget
+    probes: list[int] = []
+    segments: list[int] = []
+    left_out = 0
+    for index, step in probe_steps:
+        if step <= left:
+            probes.append(index)
+            left -= step
+        else:
+            left_out += 1
+    seen: set[int] = set()
+    for segment in [*reported, *own_order]:
+        if segment in seen:
+            continue
+        seen.add(segment)
+        if k <= left:
+            segments.append(segment)
+            left -= k
+        else:
+            left_out += 1
+    return AuditPlan(tuple(probes), tuple(sorted(segments)), budget - left, left_out)
+
+
+def expected_jackpot_per_audit(jackpot: int, share_bps: int, forced_rate_bps: int) -> int:
+    """p_f · s · J (docs/incentives.md): the jackpot income one audit expects when it is the first
+    to challenge (φ = 1; with N auditors of rate a it is φ = A/(N a) of that)."""
+    return jackpot * share_bps * forced_rate_bps // 10_000**2
+
+
+# --------------------------------------------------------------------- the view
+
+
+@dataclass(frozen=True)
+class OpenReport:
+    """A Verified job's passing report, its challenge window open until ``window_end``."""
+
+    job_id: JobId
+    report_cid: str
+    window_end: int
+    findings: tuple[Finding, ...] | None  # None: not audited yet
+    challenged: frozenset[tuple[FindingKind, int]] = frozenset()  # faults of this report we opened a game on (chain)
+
+
+@dataclass(frozen=True)
+class OwnGame:
+    """A game this bot opened that is not final."""
+
+    game_id: GameId
+    game: Game
+
+
+@dataclass(frozen=True)
+class WhistleblowerView:
+    now: int
+    block: int
+    me: Address
+    token_balance: TokenAmount
+    staked: TokenAmount
+    min_stake: TokenAmount
+    secret: bytes
+    reports: tuple[OpenReport, ...]
+    expected_per_audit: TokenAmount = TokenAmount(0)  # p_f s J at this block
+    games: tuple[OwnGame, ...] = ()
+    game_params: GameParams | None = None
+    forgettable: tuple[JobId, ...] = ()  # audited jobs that are final
+
+
+@dataclass(frozen=True)
+class WhistleblowerConfig:
+    stake_target: TokenAmount  # stake up to this much (0: the chain minimum)
+    audit_rate: float = 1.0  # probability of auditing a report
+    budget_steps: int = DEFAULT_BUDGET_STEPS  # training steps replayed per report at most
+    audit_cost: TokenAmount = TokenAmount(0)  # audit only while p_f s J >= this
+
+
+# --------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class Stake:
+    amount: TokenAmount
+
+
+@dataclass(frozen=True)
+class Audit:
+    job_id: JobId
+    report_cid: str
+
+
+@dataclass(frozen=True)
+class Challenge:
+    job_id: JobId
+    report_cid: str
+    finding: Finding
+
+
+@dataclass(frozen=True)
+class GameMove:
+    """One call in our own game: ``answerMidpoint``, ``timeoutClock``, ``drawCommittee`` or ``settle``."""
+
+    game_id: GameId
+    action: Action
+
+
+@dataclass(frozen=True)
+class Forget:
+    job_id: JobId
+
+
+WhistleblowerAction = Stake | Audit | Challenge | GameMove | Forget
+
+
+class WhistleblowerPolicy:
+    def __init__(self, config: WhistleblowerConfig) -> None:
+        self.config = config
+
+    def next_actions(self, view: WhistleblowerView) -> Sequence[WhistleblowerAction]:
+        actions: list[WhistleblowerAction] = []
+        amount = stake_needed(self.config.stake_target, view.min_stake, view.staked, view.token_balance)
+        if amount is not None:
+            actions.append(Stake(amount))
+        if view.staked >= view.min_stake:  # a challenge needs an eligible stake: no audit without one
+            for report in sorted(view.reports, key=lambda r: (r.window_end, r.job_id)):  # nearest window end first
+                action = self._report(view, report)
+                if action is not None:
+                    actions.append(action)
+        if view.game_params is not None:
+            for own in sorted(view.games, key=lambda g: g.game_id):
+                move = party_move(own.game, view.game_params, view.now, view.block, Actor.CHALLENGER)
+                if move is not None:
+                    actions.append(GameMove(own.game_id, move))
+        actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
+        return actions
+
+    def _report(self, view: WhistleblowerView, report: OpenReport) -> Audit | Challenge | None:
+        if view.now >= report.window_end:
+            return None  # closed: nothing to challenge any more
+        if report.findings is None:
+            pays = view.expected_per_audit >= self.config.audit_cost
+            if pays and audit_draw(view.secret, report.job_id, report.report_cid) < self.config.audit_rate:
+                return Audit(report.job_id, report.report_cid)
+            return None
+        pending = [f for f in challenge_order(report.findings) if f.key not in report.challenged]
+        return Challenge(report.job_id, report.report_cid, pending[0]) if pending else None
+

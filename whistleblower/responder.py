@@ -1,0 +1,96 @@
+"""Carries out the whistleblower's actions. Idempotent; records written after the fact (see solver.responder).
+
+A challenge re-reads the chain first: the job must still be Verified on the same report, with no
+game, and the fault not yet challenged by us (``DisputeOpened`` events, as the loader reads them),
+so a stale view or a restart never sends a second challenge. A game move re-reads its game and
+is skipped if the chain no longer waits for it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from core.agent import log_mined, stake
+from core.chain import Address
+from core.cid import digest_to_cid
+from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
+from core.dispute import Action, midpoint, opening_on_report
+from proofs.probes import Probe
+from verifier.dispute import DisputeDesk
+from whistleblower.audit import Auditor
+from whistleblower.loader import WhistleblowerLoader
+from whistleblower.policy import Audit, Challenge, Finding, FindingKind, Forget, GameMove, Stake, WhistleblowerAction
+from whistleblower.state import ChallengeRecord, WhistleblowerDb
+
+log = logging.getLogger(__name__)
+
+
+class _OneProbe:
+    """The one probe a report game disputes, as :func:`core.dispute.opening_on_report` reads a probe tree."""
+
+    def __init__(self, finding: Finding) -> None:
+        self.finding = finding
+
+    def probe(self, index: int) -> Probe:
+        f = self.finding
+        return Probe(index, f.segment, f.step, f.state_hash)
+
+    def proof(self, index: int) -> tuple[str, ...]:
+        return self.finding.proof
+
+
+class WhistleblowerResponder:
+    def __init__(self, protocol: Protocol, db: WhistleblowerDb, auditor: Auditor, desk: DisputeDesk, loader: WhistleblowerLoader, me: Address) -> None:
+        self.protocol = protocol
+        self.db = db
+        self.auditor = auditor
+        self.desk = desk
+        self.loader = loader
+        self.me = me
+
+    def perform(self, action: WhistleblowerAction) -> None:
+        p = self.protocol
+        match action:
+            case Stake(amount):
+                stake(p, self.me, Role.WHISTLEBLOWER, amount)
+            case Audit(job_id, report_cid):
+                record = self.auditor.audit(job_id, report_cid)
+                self.db.set_audit(record)
+                log.info("audit recorded", extra={"job": job_id, "report": report_cid, "faults": len(record.findings), "summary": record.summary})
+            case Challenge(job_id, report_cid, finding):
+                self._challenge(job_id, report_cid, finding)
+            case GameMove(game_id, Action.ANSWER_MIDPOINT):
+                game = p.game.get_game(game_id)
+                if game.status is GameStatus.CHALLENGER_TO_MOVE:
+                    agree = self.desk.answer(game_id, game)
+                    log_mined(log, "answerMidpoint", p.game.answer_midpoint(game_id, agree), game=game_id, step=midpoint(game.lo, game.hi), agree=agree)
+            case GameMove(game_id, what):
+                call = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]
+                log_mined(log, what.value, call(game_id), game=game_id)
+            case Forget(job_id):
+                self.db.forget(job_id)
+                log.info("job forgotten", extra={"job": job_id})
+
+    def _challenge(self, job_id: JobId, report_cid: str, finding: Finding) -> None:
+        p = self.protocol
+        job = p.market.get_job(job_id)
+        report = self.loader.current_report(job_id, job)
+        if job.state is not JobState.VERIFIED or report is None or digest_to_cid(bytes(report.args["reportCid"])) != report_cid:
+            return  # the view was stale: the next tick decides again
+        if finding.key in self.loader.challenged(job_id, report.block_number):
+            return  # opened before a restart: never twice
+        bond = p.game.params().challenge_bond
+        if p.token.allowance(self.me, p.game.address) < bond:
+            log_mined(log, "approve", p.token.approve(p.game.address, bond), job=job_id)
+        m = self.desk.material(job_id)
+        if finding.kind is FindingKind.PROBE:
+            seal = p.market.seal_of(job_id, p.book.deploy_block)
+            args = opening_on_report(seal, _OneProbe(finding), finding.index, m.manifest.state_hashes, m.manifest.tree())
+            game_id, receipt = p.game.open_on_report(job_id, *args.call_args())
+            what = "openOnReport"
+        else:
+            game_id, receipt = p.game.open(job_id, *self.desk.opening(job_id, finding.segment).call_args())
+            what = "open"
+        log_mined(log, what, receipt, job=job_id, game=game_id, fault=finding.kind.value, index=finding.index, detail=finding.detail)
+        self.db.add_challenge(ChallengeRecord(GameId(game_id), job_id, report_cid, finding.kind, finding.index))
+
