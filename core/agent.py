@@ -414,6 +414,14 @@ class RoleDb:
         with self.db.transaction() as conn:
             conn.executemany("INSERT OR IGNORE INTO final_jobs (job_id) VALUES (?)", [(j,) for j in job_ids])
 
+    def once_secret(self, table: str, column: str) -> bytes:
+        """A secret of 32 random bytes made on first use in the one-row ``table`` (``id = 1``), the same
+        after every restart. ``table`` and ``column`` are the role's own schema names, never input."""
+        self.db.execute(f"INSERT OR IGNORE INTO {table} (id, {column}) VALUES (1, ?)", (os.urandom(32),))
+        row = self.db.query_one(f"SELECT {column} FROM {table} WHERE id = 1")
+        assert row is not None
+        return bytes(row[column])
+
 
 def stake_needed(target: int, min_stake: int, staked: int, balance: int) -> TokenAmount | None:
     """How much more to stake to hold ``max(target, min_stake)``; None if nothing useful can be staked."""

@@ -586,11 +586,17 @@ class JobMarket(_Wrapper):
         return bool(self._call("verifyProbe", job_id, seal.as_tuple(), index, segment, step, state_hash, list(proof)))
 
     def seal_of(self, job_id: JobId, from_block: int = 0) -> ReportSeal | None:
-        """The :class:`ReportSeal` of the job's last verifier draw, from its ``VerifierAssigned`` and
-        the report that followed it (scanning from ``from_block``: pass the address book's
-        ``deploy_block``). None while that verifier has not reported (before a report, or after a
-        new draw). Whether the report still stands is the job's state (Verified), not the seal's.
-        Raises :class:`ChainError` if the events do not hash to the stored seal (a node behind).
+        """The :class:`ReportSeal` of the job's current report (:meth:`sealed_report`)."""
+        sealed = self.sealed_report(job_id, from_block)
+        return None if sealed is None else sealed[0]
+
+    def sealed_report(self, job_id: JobId, from_block: int = 0) -> tuple[ReportSeal, list[ReportedProbe]] | None:
+        """The seal and the probes of the report of the job's last verifier draw, both from that one
+        ``ReportSubmitted`` (after the draw's ``VerifierAssigned``; scanning from ``from_block``: pass
+        the address book's ``deploy_block``); the probes in slot order, none for a failing report.
+        None while that verifier has not reported (before a report, or after a new draw). Whether the
+        report still stands is the job's state (Verified), not the seal's. Raises
+        :class:`ChainError` if the events do not hash to the stored seal (a node behind).
         """
         assigned = self.events("VerifierAssigned", from_block, jobId=job_id)
         if not assigned:
@@ -603,15 +609,16 @@ class JobMarket(_Wrapper):
         ]
         if not reports:
             return None
+        report = reports[0]
         seal = ReportSeal(
             Bytes32(bytes(draw.args["assignSeed"])),
             Bytes32(bytes(draw.args["forcedCommitment"])),
-            Bytes32(bytes(reports[0].args["probeRoot"])),
+            Bytes32(bytes(report.args["probeRoot"])),
         )
         stored = self.report_seal(job_id)
         if stored != seal.digest():
             raise ChainError(f"job {job_id}: the draw and report events do not hash to the stored seal 0x{stored.hex()}")
-        return seal
+        return seal, [_reported_probe(p) for p in report.args["probes"]]
 
     # lifecycle
     def post_job(self, spec_cid: bytes, reward: int, verifier_fee: int, commit_window: int) -> tuple[JobId, Receipt]:
@@ -646,16 +653,6 @@ class JobMarket(_Wrapper):
         emits them. A fail gives none."""
         entries = [(int(segment), int(step), bytes(state_hash)) for segment, step, state_hash in probes]
         return self._send("report", job_id, passed, report_cid, assign_seed, forced_commitment, entries)
-
-    def probes_of(self, job_id: JobId, from_block: int = 0) -> list[ReportedProbe] | None:
-        """The probes of the job's last ``ReportSubmitted`` (scanning from ``from_block``; empty for a
-        failing report), slot i at position i; None before any report. Match it with
-        :meth:`seal_of` (same last report) to prove a probe against the sealed probe root."""
-        reports = self.events("ReportSubmitted", from_block, jobId=job_id)
-        if not reports:
-            return None
-        last = max(reports, key=lambda e: (e.block_number, e.log_index))
-        return [_reported_probe(p) for p in last.args["probes"]]
 
     def finalize(self, job_id: JobId) -> Receipt:
         return self._send("finalize", job_id)

@@ -9,8 +9,9 @@ come from the proofs engine; these functions turn one into the other's arguments
     args = opening(manifest.state_hashes, manifest.tree(), j, spec.checkpoint_interval)
     game_id, receipt = proto.game.open(job_id, *args.call_args())
 
-    # whistleblower: probe i of a passing report (ProbeTree of the probes ``market.probes_of`` read from the chain)
-    args = opening_on_report(proto.market.seal_of(job_id), ProbeTree(probes), i, manifest.state_hashes, manifest.tree())
+    # whistleblower: probe i of a passing report (its seal and probes read from the chain)
+    seal, probes = proto.market.sealed_report(job_id)
+    args = opening_on_report(seal, ProbeTree(probes), i, manifest.state_hashes, manifest.tree())
     game_id, receipt = proto.game.open_on_report(job_id, *args.call_args())
 
     # everyone: what the game waits for, from whom, until when

@@ -147,10 +147,7 @@ class VerifierDb(RoleDb):
 
     def salt_secret(self) -> bytes:
         """The referee's vote-salt secret: made once (32 random bytes), the same after every restart."""
-        self.db.execute("INSERT OR IGNORE INTO referee (id, salt_secret) VALUES (1, ?)", (os.urandom(32),))
-        row = self.db.query_one("SELECT salt_secret FROM referee WHERE id = 1")
-        assert row is not None
-        return bytes(row["salt_secret"])
+        return self.once_secret("referee", "salt_secret")
 
     # -- forced errors -------------------------------------------------------------------------
 

@@ -1,10 +1,10 @@
 """The whistleblower's audit of one passing report: replay its probes and segments, find faults.
 
-The probes are read from the CHAIN (``JobMarket.probes_of``: ``report()`` takes them as calldata,
+The probes are read from the CHAIN (``JobMarket.sealed_report``: ``report()`` takes them as calldata,
 checks their segments, computes the probe root and emits them), so every passing report can be
 audited on its probes: a verifier cannot hide them by publishing no report, or a malformed one.
-Their tree must build the probe root the chain sealed (it does by construction; a mismatch means
-the node is behind: the audit waits a tick). The report JSON, fetched by CID and size-bounded, is
+Their tree must build the probe root the chain sealed (it does by construction: seal and probes
+come from one event; a mismatch would mean our tree and the chain's disagree: the audit waits). The report JSON, fetched by CID and size-bounded, is
 only the source of the segments the verifier says it replayed; when it is missing, malformed or
 too large the audit goes on without them (the bot's own picks then). Through the verifier's
 dispute desk the job's spec, dataset and manifest are checked (its root the committed one); each
@@ -100,13 +100,14 @@ class Auditor:
         return AuditRecord(job_id, report_cid, tuple(findings), plan.steps, summary)
 
     def _sealed_probes(self, job_id: JobId) -> tuple[ReportSeal, ProbeTree]:
-        """The current report's seal and its probes as the chain emitted them; their tree builds the
-        sealed probe root (the chain computed it from them), else our node is behind: next tick."""
+        """The current report's seal and its probes, both from the one event the chain emitted; their
+        tree builds the sealed probe root (the chain computed it from them). A mismatch would mean our
+        ProbeTree and the chain disagree: no challenge could be proven, so the audit waits."""
         p = self.protocol
-        seal = p.market.seal_of(job_id, p.book.deploy_block)
-        reported = p.market.probes_of(job_id, p.book.deploy_block)
-        if seal is None or not reported:
+        sealed = p.market.sealed_report(job_id, p.book.deploy_block)
+        if sealed is None or not sealed[1]:
             raise AuditDeferred(f"job {job_id}: no passing report sealed on chain yet")
+        seal, reported = sealed
         tree = ProbeTree([Probe(i, q.segment, q.step, "0x" + bytes(q.state_hash).hex()) for i, q in enumerate(reported)])
         if to_bytes32(tree.root) != bytes(seal.probe_root):
             raise AuditDeferred(f"job {job_id}: the emitted probes build {tree.root}, the seal holds 0x{bytes(seal.probe_root).hex()}")

@@ -19,7 +19,6 @@ Everything but the secret can be lost: it costs one more replay.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Sequence
@@ -114,10 +113,7 @@ class WhistleblowerDb(RoleDb):
 
     def secret(self) -> bytes:
         """The auditor's secret: made once (32 random bytes), the same after every restart."""
-        self.db.execute("INSERT OR IGNORE INTO auditor (id, secret) VALUES (1, ?)", (os.urandom(32),))
-        row = self.db.query_one("SELECT secret FROM auditor WHERE id = 1")
-        assert row is not None
-        return bytes(row["secret"])
+        return self.once_secret("auditor", "secret")
 
 
 def _audit(r: sqlite3.Row) -> AuditRecord:

@@ -4,7 +4,7 @@
 A report's seal is stored only as a hash; :meth:`JobMarket.seal_of` rebuilds it from the draw's
 and the report's events, and that is what ``verifyProbe`` (and so ``openOnReport``) accepts.
 ``report()`` takes the probes themselves: the chain checks their segments, computes their root
-(which must be ``proofs.ProbeTree``'s) and emits them (:meth:`JobMarket.probes_of`).
+(which must be ``proofs.ProbeTree``'s) and emits them (:meth:`JobMarket.sealed_report`).
 """
 
 from __future__ import annotations
@@ -72,14 +72,14 @@ def test_the_seal_rebuilt_from_events_is_what_verify_probe_accepts(devnet: Devne
     market = devnet.protocol().market
     seed = Bytes32(bytes(assigned.args["assignSeed"]))
     assert assigned.args["forcedCommitment"] == ZERO  # no forced seed committed: cannot be forced
-    assert market.seal_of(job_id) is None and market.probes_of(job_id) is None  # drawn, not reported
+    assert market.seal_of(job_id) is None and market.sealed_report(job_id) is None  # drawn, not reported
     tree = _probes(seed, market.params().probe_count)
     assert len(tree) == market.params().probe_count >= 1
 
     receipt = devnet.protocol(parties.verifier).market.report(job_id, True, REPORT, seed, ZERO, _entries(tree))
     (reported,) = market.decode_events(receipt, "ReportSubmitted")
     assert reported.args["probeRoot"] == _b(tree.root)  # the chain computed ProbeTree's root
-    assert market.probes_of(job_id) == _entries(tree)  # the probes are on chain: no report JSON needed
+    assert market.sealed_report(job_id)[1] == _entries(tree)  # the probes are on chain: no report JSON needed
     (shown,) = [e for e in job_timeline(devnet.protocol(), job_id) if e.event == "ReportSubmitted"]
     assert shown.args["probes"] == [  # the submitter's timeline shows them as JSON
         {"segment": p.segment, "step": p.step, "stateHash": p.state_hash} for p in sorted(tree.probes, key=lambda p: p.index)
@@ -134,7 +134,7 @@ def test_report_checks_the_seal_and_the_probes(devnet: Devnet, parties: Parties)
         verifier.report(job_id, False, REPORT, seed, ZERO, probes)
     receipt = verifier.report(job_id, False, REPORT, seed, ZERO, [])  # a failing report opens a dispute
     (reported,) = verifier.decode_events(receipt, "ReportSubmitted")
-    assert reported.args["probeRoot"] == ZERO and verifier.probes_of(job_id) == []
+    assert reported.args["probeRoot"] == ZERO and verifier.sealed_report(job_id)[1] == []
     assert verifier.get_job(job_id).state is JobState.DISPUTED
 
 

@@ -1,7 +1,7 @@
 """The whistleblower's audit on a real (tiny) trace, the chain and the verifier's desk stood in for by stubs:
 a true report has no fault; a wrong probe, a probe off its step and a bad segment are each found with what
 their challenge needs; the probes come from the chain, so a missing or malformed report JSON still has
-them audited; a node behind defers; the budget and a stop are handled."""
+them audited; probes that do not build the sealed root defer; the budget and a stop are handled."""
 
 from __future__ import annotations
 
@@ -60,13 +60,13 @@ def _audit(
 ) -> Any:
     """Audit a report of ``probes`` (emitted on chain) on ``trace`` (its checkpoints stored); its JSON
     (``body``, by default one that says the verifier replayed segment 5) stored unless not ``stored``;
-    ``root``: the sealed probe root when it is not the probes' (a node behind)."""
+    ``root``: the sealed probe root when it is not the probes'."""
     spec_cid = job.store.put(job.spec.canonical_bytes())
     manifest = trace.manifest(spec_cid, [job.store.put(c) for c in trace.checkpoints])
     tree = ProbeTree(probes)
     seal = ReportSeal(SEED, Bytes32(b"\x00" * 32), Bytes32(bytes.fromhex((root or tree.root)[2:])))
     emitted = [ReportedProbe(p.segment, p.step, Bytes32(bytes.fromhex(p.state_hash[2:]))) for p in probes]
-    market = SimpleNamespace(seal_of=lambda job_id, from_block=0: seal, probes_of=lambda job_id, from_block=0: emitted)
+    market = SimpleNamespace(sealed_report=lambda job_id, from_block=0: (seal, emitted))
     protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0))
     report = body or json.dumps({"passed": True, "probes": [p.to_json() for p in probes], "probe_root": tree.root, "segments": [5]}).encode()
     cid = job.store.put(report) if stored else digest_to_cid(b"\x99" * 32)  # never published
