@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal
 from eth_utils import keccak
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from core.bounded import InputRejected, load_json
 from proofs.errors import LimitExceeded, SpecError
 
 __all__ = [
@@ -303,9 +304,9 @@ def load_spec(source: bytes | str | Mapping[str, Any]) -> JobSpec:
         if len(raw) > Limits.SPEC_BYTES:
             raise LimitExceeded("job spec size in bytes", len(raw), Limits.SPEC_BYTES)
         try:
-            decoded = json.loads(raw, parse_constant=_reject_constant)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise SpecError(f"job spec is not valid JSON: {exc}") from exc
+            decoded = load_json(raw, max_bytes=Limits.SPEC_BYTES, what="job spec")  # size and depth bounded first
+        except InputRejected as exc:
+            raise SpecError(str(exc)) from None
     else:
         decoded = source
     if not isinstance(decoded, Mapping):
@@ -320,10 +321,6 @@ def load_spec(source: bytes | str | Mapping[str, Any]) -> JobSpec:
         return JobSpec.model_validate_json(text)
     except ValidationError as exc:
         raise SpecError(_describe(exc)) from exc
-
-
-def _reject_constant(name: str) -> float:
-    raise ValueError(f"{name} is not allowed in a job spec")
 
 
 def _describe(exc: ValidationError) -> str:
