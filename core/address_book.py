@@ -16,6 +16,7 @@ from eth_utils import is_address, to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.chain import Address, ChainClient
+from core.bounded import InputRejected, load_json, read_regular_file
 from core.errors import AddressBookError
 
 __all__ = ["AddressBook", "DeployedContract", "book_path"]
@@ -61,14 +62,12 @@ class AddressBook(BaseModel):
 
     @classmethod
     def load(cls, path: Path) -> AddressBook:
+        if not path.exists():
+            raise AddressBookError(f"no address book at {path}: deploy first (`veritrain deploy` or `veritrain devnet`)")
         try:
-            if path.stat().st_size > _MAX_BOOK_BYTES:
-                raise AddressBookError(f"address book {path} is too large")
-            return cls.model_validate(json.loads(path.read_text()))
-        except FileNotFoundError:
-            raise AddressBookError(f"no address book at {path}: deploy first (`veritrain deploy` or `veritrain devnet`)") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise AddressBookError(f"unreadable address book {path}: {exc}") from None
+            return cls.model_validate(load_json(read_regular_file(path, max_bytes=_MAX_BOOK_BYTES, what="address book"), max_bytes=_MAX_BOOK_BYTES, what=f"address book {path}"))
+        except InputRejected as exc:
+            raise AddressBookError(f"unreadable address book: {exc}") from None
         except ValidationError as exc:
             first = exc.errors()[0]
             raise AddressBookError(f"malformed address book {path}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None

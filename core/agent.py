@@ -158,6 +158,43 @@ class _Backoff:
         self.current = 0.0
 
 
+class DropLog:
+    """Logs a dropped action once, then its repeats at a backoff (not at every tick).
+
+    An action that keeps failing the same way (content still missing, a precondition still
+    unmet) is logged as a WARNING the first time; each repeat is counted and logged again
+    (with the count) only once ``first_s`` has passed, then twice that, up to ``max_s``.
+    The repeats in between go to DEBUG. Keyed by the action's type and fields and the error's type.
+    """
+
+    def __init__(self, first_s: float = 10.0, max_s: float = 600.0, clock: Callable[[], float] = time.monotonic) -> None:
+        self.first_s = first_s
+        self.max_s = max_s
+        self.clock = clock
+        self._seen: dict[tuple[object, ...], tuple[int, float, float]] = {}  # key -> (repeats, next log at, interval)
+
+    def report(self, action: str, fields: dict[str, object], exc: BaseException) -> None:
+        key = (action, tuple(sorted(fields.items())), type(exc).__name__)
+        now = self.clock()
+        extra = {"action": action, **fields, "error": _describe(exc)}
+        seen = self._seen.get(key)
+        if seen is None:
+            if len(self._seen) >= 10_000:
+                self._seen.clear()  # bounded memory: forgetting only means one more WARNING
+            self._seen[key] = (0, now + self.first_s, self.first_s)
+            log.warning("action dropped", extra=extra)
+            return
+        repeats, next_at, interval = seen
+        repeats += 1
+        if now < next_at:
+            self._seen[key] = (repeats, next_at, interval)
+            log.debug("action dropped again", extra={**extra, "repeats": repeats})
+            return
+        interval = min(interval * 2, self.max_s)
+        self._seen[key] = (repeats, now + interval, interval)
+        log.warning("action still dropped", extra={**extra, "repeats": repeats, "next_log_s": interval})
+
+
 class _TransientTick(Exception):
     """Internal: carries a transient error out of the action loop."""
 
@@ -190,6 +227,7 @@ class Agent(Generic[V, A]):
         self.classify = classify
         self.heartbeat = heartbeat
         self._backoff = _Backoff(settings)
+        self._drops = DropLog()
 
     def tick(self) -> TickReport:
         """Load once, decide once, perform each action; transient errors end the tick early."""
@@ -232,9 +270,7 @@ class Agent(Generic[V, A]):
             if disposition is Disposition.TRANSIENT:
                 raise _TransientTick(exc) from exc
             if disposition is Disposition.DROP:
-                log.warning(
-                    "action dropped", extra={"action": name, **fields, "error": _describe(exc)}
-                )
+                self._drops.report(name, fields, exc)
                 return False
             raise
         return True
@@ -399,9 +435,18 @@ def state_dir(data_dir: Path, role: str, address: str) -> Path:
 
 
 class RoleDb:
-    """A role's SQLite records (its ``migrations`` must create ``final_jobs`` and the heartbeat)."""
+    """A role's SQLite records (its ``migrations`` must create ``final_jobs`` and the heartbeat).
+
+    The state directory is the owner's only (0700) and the database file 0600, created so before
+    SQLite opens it (its WAL and shared-memory files take the database file's mode): a role's
+    records hold secrets (salts, forced-error secrets, the auditor's secret) and its work.
+    """
 
     def __init__(self, path: Path, migrations: Sequence[str]) -> None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
+        os.chmod(path, 0o600)
         self.db = LocalDb(path, migrations)
 
     def close(self) -> None:

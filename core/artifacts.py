@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.bounded import InputRejected, load_json, read_regular_file
 from core.errors import ArtifactsMissing
 
 __all__ = ["Artifact", "ARTIFACTS_DIR", "load", "load_all", "fingerprint"]
@@ -49,14 +50,12 @@ def _missing(why: str) -> ArtifactsMissing:
 
 
 def _read_json(path: Path) -> Any:
+    if not path.exists():
+        raise _missing(f"no compiled artifact at {path}")
     try:
-        if path.stat().st_size > _MAX_ARTIFACT_BYTES:
-            raise _missing(f"artifact {path} is larger than {_MAX_ARTIFACT_BYTES} bytes")
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        raise _missing(f"no compiled artifact at {path}") from None
-    except (OSError, json.JSONDecodeError) as exc:
-        raise _missing(f"unreadable artifact {path} ({exc})") from None
+        return load_json(read_regular_file(path, max_bytes=_MAX_ARTIFACT_BYTES, what="artifact"), max_bytes=_MAX_ARTIFACT_BYTES, what=f"artifact {path}")
+    except InputRejected as exc:
+        raise _missing(f"unreadable artifact ({exc})") from None
 
 
 def _parse(path: Path) -> Artifact:

@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -38,6 +37,8 @@ from web3.exceptions import (
 )
 from web3.providers.rpc import HTTPProvider
 
+from core.bounded import InputRejected, load_json, read_regular_file
+from core.config import redact_url
 from core.errors import (
     ChainError,
     ConfigError,
@@ -143,14 +144,11 @@ class Signer:
 
     @classmethod
     def from_keystore(cls, path: Path, password: str) -> Signer:
-        try:
-            if path.stat().st_size > 64 * 1024:
-                raise SignerError(f"keystore {path} is too large to be a key file")
-            keyfile = json.loads(path.read_text())
-        except FileNotFoundError:
-            raise SignerError(f"keystore {path} does not exist") from None
-        except (OSError, json.JSONDecodeError) as exc:
-            raise SignerError(f"keystore {path} is unreadable ({type(exc).__name__})") from None
+        try:  # a FIFO or device is refused at once (it would block), a file is size and depth bounded
+            keyfile = load_json(read_regular_file(path, max_bytes=_MAX_KEYSTORE_BYTES, what="keystore"), max_bytes=_MAX_KEYSTORE_BYTES, what=f"keystore {path}")
+        except InputRejected as exc:
+            raise SignerError(str(exc)) from None
+        _check_kdf(path, keyfile)
         try:
             key = Account.decrypt(keyfile, password)
         except ValueError:
@@ -187,6 +185,28 @@ class Signer:
 
     def __reduce__(self) -> Any:
         raise TypeError("a Signer holds a private key and cannot be pickled")
+
+
+#: A v3 keystore is about 500 bytes.
+_MAX_KEYSTORE_BYTES = 64 * 1024
+#: Key derivation work a keystore may ask for: scrypt's n * r * p (memory 128 * n * r bytes; eth-account's
+#: default is 2**18 * 8 * 1, 256 MiB) and PBKDF2's iterations (default 10**6).
+_MAX_SCRYPT_WORK = 1 << 23
+_MAX_PBKDF2_ROUNDS = 10_000_000
+
+
+def _check_kdf(path: Path, keyfile: Any) -> None:
+    """Refuse a keystore whose key derivation would take unbounded memory or time."""
+    crypto = keyfile.get("crypto", keyfile.get("Crypto")) if isinstance(keyfile, dict) else None
+    params = crypto.get("kdfparams") if isinstance(crypto, dict) else None
+    if not isinstance(params, dict):
+        raise SignerError(f"keystore {path} is not an encrypted key file")
+    numbers = {k: v for k, v in params.items() if k in ("n", "r", "p", "c", "dklen")}
+    if not all(type(v) is int and v > 0 for v in numbers.values()):
+        raise SignerError(f"keystore {path}: key derivation parameters must be positive integers")
+    work = numbers.get("n", 1) * numbers.get("r", 1) * numbers.get("p", 1)
+    if work > _MAX_SCRYPT_WORK or numbers.get("c", 1) > _MAX_PBKDF2_ROUNDS or numbers.get("dklen", 32) > 64:
+        raise SignerError(f"keystore {path} asks for more key derivation work than any wallet uses")
 
 
 class _NonceCache:
@@ -239,16 +259,17 @@ class ChainClient:
         receipt_timeout: float = 120.0,
     ) -> None:
         provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None)
-        self.rpc_url = rpc_url
+        self.rpc_url = rpc_url  # may hold a credential: never in a message, ``endpoint`` is shown instead
+        self.endpoint = redact_url(rpc_url)
         self.w3 = Web3(provider)
         self.retry = retry
         self.receipt_timeout = receipt_timeout
         self._chain_id: int | None = None
         if expected_chain_id is not None and self.chain_id != expected_chain_id:
-            raise ConfigError(f"{rpc_url} serves chain {self.chain_id}, expected {expected_chain_id}")
+            raise ConfigError(f"{self.endpoint} serves chain {self.chain_id}, expected {expected_chain_id}")
 
     def __repr__(self) -> str:
-        return f"ChainClient({self.rpc_url})"
+        return f"ChainClient({self.endpoint})"
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -263,7 +284,7 @@ class ChainClient:
                     raise
                 delay = next(delays, None)
                 if delay is None:
-                    raise TransientRPCError(f"{what} failed at {self.rpc_url} after {self.retry.attempts} attempts: {type(exc).__name__}") from exc
+                    raise TransientRPCError(f"{what} failed at {self.endpoint} after {self.retry.attempts} attempts: {type(exc).__name__}") from exc
                 log.warning("transient RPC failure, retrying", extra={"what": what, "error": type(exc).__name__, "delay": delay})
                 time.sleep(delay)
 

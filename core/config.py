@@ -11,12 +11,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.errors import ConfigError
 
-__all__ = ["Settings", "ENV_PREFIX"]
+__all__ = ["Settings", "ENV_PREFIX", "redact_url"]
 
 ENV_PREFIX = "VERITRAIN_"
 
@@ -29,6 +30,24 @@ _ENV_FIELDS = {
     "key_env": "KEY_ENV",
     "rpc_timeout": "RPC_TIMEOUT",
 }
+
+
+def redact_url(url: str) -> str:
+    """``url`` as errors and logs may show it: scheme, host and port only.
+
+    ``user:secret@`` is replaced by ``***@`` and a path or query (where providers put API
+    keys, ``/v3/<key>``) by ``/...``, so no credential in an endpoint URL is ever echoed.
+    """
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "<malformed URL>"
+    if not parts.scheme or not host:
+        return "<malformed URL>"
+    shown = f"{parts.scheme}://{'***@' if '@' in parts.netloc else ''}{host}{port}"
+    return shown + ("/..." if parts.path.strip("/") or parts.query else "")
 
 
 class Settings(BaseModel):

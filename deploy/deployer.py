@@ -19,7 +19,6 @@ first job instead of after ~1000 taxed jobs (docs/incentives.md, "Seeding").
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ from eth_utils.abi import get_abi_input_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core import artifacts
+from core.bounded import InputRejected, load_json, read_regular_file
 from core.address_book import AddressBook, DeployedContract, book_path
 from core.chain import Address, ChainClient, Receipt, Signer
 from core.contracts import JobMarket, StakeManager, VeriToken
@@ -93,13 +93,9 @@ class DeployParams(BaseModel):
     @classmethod
     def load(cls, path: Path) -> DeployParams:
         try:
-            if path.stat().st_size > _MAX_PARAMS_BYTES:
-                raise ConfigError(f"parameters file {path} is larger than {_MAX_PARAMS_BYTES} bytes")
-            return cls.model_validate(json.loads(path.read_text()))
-        except FileNotFoundError:
-            raise ConfigError(f"parameters file {path} does not exist") from None
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"parameters file {path} is not JSON: {exc}") from None
+            return cls.model_validate(load_json(read_regular_file(path, max_bytes=_MAX_PARAMS_BYTES, what="parameters file"), max_bytes=_MAX_PARAMS_BYTES, what=f"parameters file {path}"))
+        except InputRejected as exc:
+            raise ConfigError(str(exc)) from None
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(map(str, first["loc"])) or "(parameters)"

@@ -29,6 +29,7 @@ from eth_utils import keccak
 from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 
+from core.bounded import safetensors_header
 from proofs.errors import CheckpointError, HashMismatch, LimitExceeded
 from proofs.spec import Limits
 
@@ -112,9 +113,9 @@ def decode_checkpoint(data: bytes, *, expect_hash: str | None = None, expect_spe
             f"checkpoint is truncated or corrupt: header of {head_len} bytes in {len(data)} bytes of data"
         )
     try:
-        meta = json.loads(data[8 : 8 + head_len]).get("__metadata__") or {}
+        meta = safetensors_header(data, max_header=_MAX_HEADER, what="checkpoint").get("__metadata__") or {}
         tensors = load_safetensors(data)
-    except (SafetensorError, ValueError, AttributeError) as exc:
+    except (SafetensorError, ValueError, AttributeError) as exc:  # InputRejected is a ValueError
         raise CheckpointError(f"checkpoint is not valid safetensors (truncated or corrupt?): {exc}") from exc
     if meta.get("format") != FORMAT:
         raise CheckpointError(f"checkpoint format is {meta.get('format')!r}, expected {FORMAT!r}")

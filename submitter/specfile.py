@@ -9,10 +9,10 @@ Everything is checked locally first (:func:`read_job`); :func:`publish` uploads.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.bounded import InputRejected, load_json, read_regular_file
 from core.cid import Cid, validate_cid
 from core.storage import ContentStore, file_cid
 from proofs import Limits, ProofError, load_dataset, load_spec
@@ -37,25 +37,18 @@ class JobDraft:
 
 def _read(path: Path, what: str, limit: int) -> bytes:
     try:
-        size = path.stat().st_size
-        if not path.is_file():
-            raise SubmitError(f"{what} {path} is not a file")
-        if size > limit:
-            raise SubmitError(f"{what} {path} is {size:,} bytes, over the limit of {limit:,}")
-        return path.read_bytes()
-    except FileNotFoundError:
-        raise SubmitError(f"{what} {path} does not exist") from None
-    except PermissionError:
-        raise SubmitError(f"{what} {path} is not readable") from None
+        return read_regular_file(path, max_bytes=limit, what=what)
+    except InputRejected as exc:
+        raise SubmitError(str(exc)) from None
 
 
 def read_job(spec_path: Path, data_path: Path | None, store: ContentStore) -> JobDraft:
     """Parse and validate the spec (and the dataset against it); nothing is uploaded yet."""
     raw = _read(spec_path, "spec file", MAX_SPEC_FILE_BYTES)
     try:
-        decoded = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise SubmitError(f"spec file {spec_path} is not valid JSON: {exc}") from None
+        decoded = load_json(raw, max_bytes=MAX_SPEC_FILE_BYTES, what=f"spec file {spec_path}")
+    except InputRejected as exc:
+        raise SubmitError(str(exc)) from None
     if not isinstance(decoded, dict) or not isinstance(decoded.get("dataset", {}), dict):
         raise SubmitError(f"spec file {spec_path}: a job spec is a JSON object with a 'dataset' object")
     dataset: bytes | None = None

@@ -90,10 +90,7 @@ class AssignmentRecord:
 
 class VerifierDb(RoleDb):
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)  # the secrets' files (WAL included) are the owner's only
-        super().__init__(path, MIGRATIONS)
-        os.chmod(path, 0o600)
+        super().__init__(path, MIGRATIONS)  # RoleDb: the directory 0700, the file 0600
 
     def assignment(self, job_id: JobId) -> AssignmentRecord | None:
         row = self.db.query_one("SELECT * FROM assignments WHERE job_id = ?", (job_id,))

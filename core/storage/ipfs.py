@@ -19,13 +19,14 @@ trusted:
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
 
+from core.bounded import load_json
+from core.config import redact_url
 from core.cid import Cid, to_v0
 from core.storage.base import ContentStat, check_max_size
 from core.storage.errors import CidMismatch, ContentNotFound, ContentTooLarge, StorageError, StoreUnavailable
@@ -71,10 +72,11 @@ class IpfsStore:
     ) -> None:
         parts = urlsplit(api_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise StoreUnavailable(api_url, "the IPFS API URL must be http(s)://host:port")
+            raise StoreUnavailable(redact_url(api_url), "the IPFS API URL must be http(s)://host:port")
         if min(timeout, lookup_timeout, local_timeout) <= 0:
             raise ValueError("timeouts must be positive")
-        self.api_url = api_url.rstrip("/")
+        self._base = api_url.rstrip("/")  # may hold a credential: requests sends it, messages show ``api_url``
+        self.api_url = redact_url(self._base)
         self.timeout = timeout
         self.lookup_timeout = lookup_timeout
         self.local_timeout = local_timeout
@@ -86,7 +88,7 @@ class IpfsStore:
     # -- transport ------------------------------------------------------------------------------
     def _post(self, command: str, params: dict[str, Any], *, files: Any = None, read_timeout: float | None = None) -> requests.Response:
         """POST /api/v0/<command> with a streamed reply; _RpcError on a non-200 reply."""
-        url = f"{self.api_url}/api/v0/{command}"
+        url = f"{self._base}/api/v0/{command}"
         try:
             resp = self._session.post(
                 url, params=params, files=files, stream=True, timeout=(min(self.timeout, 10.0), read_timeout or self.timeout)
@@ -97,8 +99,8 @@ class IpfsStore:
             with resp:
                 body = self._read_bounded(resp, _MAX_REPLY, command)
             try:
-                message = str(json.loads(body).get("Message", ""))
-            except (ValueError, AttributeError):
+                message = str(load_json(body, max_bytes=_MAX_REPLY, what="error reply").get("Message", ""))
+            except (ValueError, AttributeError):  # InputRejected is a ValueError
                 message = body[:200].decode(errors="replace")
             raise _RpcError(message or f"HTTP {resp.status_code}")
         return resp
@@ -119,8 +121,8 @@ class IpfsStore:
         with self._post(command, params, files=files, read_timeout=read_timeout) as resp:
             body = self._read_bounded(resp, _MAX_REPLY, command)
         try:
-            reply = json.loads(body.strip().splitlines()[-1])
-        except (ValueError, IndexError):
+            reply = load_json(body.strip().splitlines()[-1], max_bytes=_MAX_REPLY, what="reply")
+        except (ValueError, IndexError):  # InputRejected is a ValueError
             raise StoreUnavailable(self.api_url, f"{command}: reply is not JSON: {body[:200]!r}") from None
         if not isinstance(reply, dict):
             raise StoreUnavailable(self.api_url, f"{command}: unexpected reply {reply!r:.200}")

@@ -93,7 +93,7 @@ def test_parameter_file_errors(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         DeployParams.load(tmp_path / "nope.json")
     (tmp_path / "p.json").write_text("[1, 2")
-    with pytest.raises(ConfigError, match="not JSON"):
+    with pytest.raises(ConfigError, match="not valid JSON"):
         DeployParams.load(tmp_path / "p.json")
     raw = DeployParams.devnet().to_json()
     raw["minStakes"]["solver"] = 0
