@@ -19,11 +19,11 @@ completes).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 
 from core.agent import StopFlag, Stopped
+from core.bounded import InputRejected, load_json
 from core.contracts import JobId, Protocol, ReportSeal
 from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
@@ -52,9 +52,9 @@ class MalformedReport(VeritrainError):
 def parse_segments(data: bytes, segments: int) -> tuple[int, ...]:
     """The segments a passing report says the verifier replayed (else :class:`MalformedReport`)."""
     try:
-        raw = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise MalformedReport(f"not JSON: {exc}") from None
+        raw = load_json(data, max_bytes=MAX_REPORT_BYTES, what="report")  # bounded: deep nesting would crash the parser
+    except InputRejected as exc:
+        raise MalformedReport(str(exc)) from None
     if not isinstance(raw, dict) or raw.get("passed") is not True:
         raise MalformedReport("not a passing report")
     reported = raw.get("segments", [])
