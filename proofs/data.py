@@ -16,14 +16,17 @@ training starts.
 from __future__ import annotations
 
 import io
+import math
 import zipfile
 from dataclasses import dataclass
+from typing import IO
 
 import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load as load_safetensors
 
+from core.bounded import safetensors_header
 from proofs.errors import DatasetError, LimitExceeded
 from proofs.seeds import derive_seed
 from proofs.spec import CNNConfig, JobSpec, Limits, MLPConfig
@@ -32,6 +35,8 @@ __all__ = ["Dataset", "load_dataset", "BatchOrder"]
 
 _FLOATS = (np.float16, np.float32, np.float64)
 _INTS = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.uint16)
+#: A dataset names one or two tensors: its safetensors header is a few hundred bytes.
+_MAX_SAFETENSORS_HEADER = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -73,28 +78,44 @@ def load_dataset(spec: JobSpec, data: bytes) -> Dataset:
 def _read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
-        sizes = {info.filename: info.file_size for info in archive.infolist()}
-    except (zipfile.BadZipFile, ValueError) as exc:
+        infos = {info.filename: info for info in archive.infolist()}
+    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
         raise DatasetError(f"dataset is not a valid npz archive: {exc}") from exc
     out = {}
-    with np.load(io.BytesIO(data), allow_pickle=False) as npz:
-        for name in names:
-            member = name + ".npy"
-            if member not in sizes:
-                raise DatasetError(f"npz dataset has no tensor {name!r} (has {sorted(npz.files)})")
-            if sizes[member] > Limits.DATASET_BYTES:  # a zip bomb stops here, before inflating
-                raise LimitExceeded(f"tensor {name!r} uncompressed size in bytes", sizes[member], Limits.DATASET_BYTES)
-            try:
-                out[name] = npz[name]
-            except (ValueError, OSError, zipfile.BadZipFile) as exc:
-                raise DatasetError(f"npz tensor {name!r} cannot be read without pickle: {exc}") from exc
+    for name in names:
+        member = infos.get(name + ".npy")
+        if member is None:
+            raise DatasetError(f"npz dataset has no tensor {name!r} (has {sorted(n.removesuffix('.npy') for n in infos)})")
+        if member.file_size > Limits.DATASET_BYTES:  # a zip bomb stops here, before inflating
+            raise LimitExceeded(f"tensor {name!r} uncompressed size in bytes", member.file_size, Limits.DATASET_BYTES)
+        try:
+            with archive.open(member) as fh:
+                _check_npy_header(name, fh, member.file_size)
+            with archive.open(member) as fh:
+                out[name] = np.lib.format.read_array(fh, allow_pickle=False)
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:
+            raise DatasetError(f"npz tensor {name!r} cannot be read: {exc}") from exc
     return out
+
+
+def _check_npy_header(name: str, fh: IO[bytes], member_size: int) -> None:
+    """Refuse an npy member before numpy allocates for it: object arrays (pickles), structured or
+    non-numeric dtypes, and a shape whose data would not fit in the member (numpy allocates the
+    whole shape before reading from a zip member)."""
+    version = np.lib.format.read_magic(fh)
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, _, dtype = read_header(fh)
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biuf":
+        raise DatasetError(f"npz tensor {name!r} has dtype {str(dtype)[:40]}: only plain numeric arrays are read (never pickles)")
+    if any(d < 0 for d in shape) or math.prod(shape) * dtype.itemsize > member_size:
+        raise DatasetError(f"npz tensor {name!r} claims shape {tuple(shape)[:8]}, more data than its {member_size:,} bytes")
 
 
 def _read_safetensors(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
     try:
+        safetensors_header(data, max_header=_MAX_SAFETENSORS_HEADER, what="safetensors dataset")
         tensors = load_safetensors(data)
-    except (SafetensorError, ValueError, TypeError) as exc:
+    except (SafetensorError, ValueError, TypeError) as exc:  # InputRejected is a ValueError
         raise DatasetError(f"dataset is not valid safetensors: {exc}") from exc
     missing = [n for n in names if n not in tensors]
     if missing:
