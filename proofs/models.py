@@ -4,39 +4,99 @@ No code comes from a spec: ``spec.model.kind`` selects one of the builders
 below and the config's validated fields size it. Initial weights come from the
 spec's seed alone (:func:`build_model`), so checkpoint 0 is a pure function of
 the spec.
+
+The arithmetic comes from an :class:`Ops` set picked by ``spec.numerics``:
+``"torch"`` is plain PyTorch (fast BLAS, bits tied to the CPU's kernels);
+``"repro-v1"`` is :mod:`proofs.repro` (the same bits on every machine). The
+parameters, their names and their initial values are the same under both.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from proofs import repro
 from proofs.seeds import derive_seed
-from proofs.spec import CharTransformerConfig, CNNConfig, JobSpec, MLPConfig
+from proofs.spec import CharTransformerConfig, CNNConfig, JobSpec, MLPConfig, Numerics
 
-__all__ = ["REGISTRY", "build_model", "MLP", "CNN", "CharTransformer"]
+__all__ = ["REGISTRY", "Ops", "TORCH_OPS", "REPRO_OPS", "ops_for", "build_model", "MLP", "CNN", "CharTransformer"]
+
+
+@dataclass(frozen=True)
+class Ops:
+    """The operations a model's forward pass and the training loss use."""
+
+    linear: Callable[..., torch.Tensor]
+    conv2d: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
+    max_pool2: Callable[[torch.Tensor], torch.Tensor]
+    layer_norm: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
+    gelu: Callable[[torch.Tensor], torch.Tensor]
+    causal_attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    embedding: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    cross_entropy: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def _torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    # Written out (no fused SDPA kernel) so the arithmetic is the same on every backend.
+    t = q.shape[2]
+    mask = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
+    att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[3]))
+    return att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
+
+
+TORCH_OPS = Ops(
+    linear=F.linear,
+    conv2d=lambda x, w, b, padding: F.conv2d(x, w, b, padding=padding),
+    max_pool2=lambda x: F.max_pool2d(x, 2),
+    layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
+    gelu=F.gelu,
+    causal_attention=_torch_attention,
+    embedding=F.embedding,
+    cross_entropy=F.cross_entropy,
+)
+
+REPRO_OPS = Ops(
+    linear=repro.linear,
+    conv2d=repro.conv2d,
+    max_pool2=repro.max_pool2,
+    layer_norm=repro.layer_norm,
+    gelu=repro.gelu,
+    causal_attention=repro.causal_attention,
+    embedding=repro.embedding,
+    cross_entropy=repro.cross_entropy,
+)
+
+
+def ops_for(numerics: Numerics) -> Ops:
+    return REPRO_OPS if numerics == "repro-v1" else TORCH_OPS
 
 
 class MLP(nn.Module):
-    def __init__(self, cfg: MLPConfig) -> None:
+    def __init__(self, cfg: MLPConfig, ops: Ops = TORCH_OPS) -> None:
         super().__init__()
+        self.ops = ops
         dims = (cfg.input_dim, *cfg.hidden, cfg.num_classes)
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = x.flatten(1)
         for layer in self.layers[:-1]:
-            x = F.relu(layer(x))
-        return self.layers[-1](x)
+            x = F.relu(self.ops.linear(x, layer.weight, layer.bias))
+        last = self.layers[-1]
+        return self.ops.linear(x, last.weight, last.bias)
 
 
 class CNN(nn.Module):
-    def __init__(self, cfg: CNNConfig) -> None:
+    def __init__(self, cfg: CNNConfig, ops: Ops = TORCH_OPS) -> None:
         super().__init__()
+        self.ops = ops
+        self.pad = cfg.kernel_size // 2
         chans = (cfg.in_channels, *cfg.channels)
         pad = cfg.kernel_size // 2
         self.convs = nn.ModuleList(nn.Conv2d(a, b, cfg.kernel_size, padding=pad) for a, b in zip(chans, chans[1:]))
@@ -44,14 +104,17 @@ class CNN(nn.Module):
         self.head = nn.Linear(cfg.hidden, cfg.num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        o = self.ops
         for conv in self.convs:
-            x = F.max_pool2d(F.relu(conv(x)), 2)
-        return self.head(F.relu(self.hidden(x.flatten(1))))
+            x = o.max_pool2(F.relu(o.conv2d(x, conv.weight, conv.bias, self.pad)))
+        x = F.relu(o.linear(x.flatten(1), self.hidden.weight, self.hidden.bias))
+        return o.linear(x, self.head.weight, self.head.bias)
 
 
 class _Block(nn.Module):
-    def __init__(self, cfg: CharTransformerConfig) -> None:
+    def __init__(self, cfg: CharTransformerConfig, ops: Ops) -> None:
         super().__init__()
+        self.ops = ops
         e = cfg.n_embd
         self.n_head = cfg.n_head
         self.ln_1 = nn.LayerNorm(e)
@@ -60,34 +123,32 @@ class _Block(nn.Module):
         self.ln_2 = nn.LayerNorm(e)
         self.fc = nn.Linear(e, 4 * e)
         self.fc_proj = nn.Linear(4 * e, e)
-        mask = torch.tril(torch.ones(cfg.block_size, cfg.block_size, dtype=torch.bool))
-        self.register_buffer("mask", mask, persistent=False)
 
     def _attention(self, x: torch.Tensor) -> torch.Tensor:
         b, t, e = x.shape
-        h = self.n_head
-        q, k, v = self.attn(x).split(e, dim=2)
-        q, k, v = (z.view(b, t, h, e // h).transpose(1, 2) for z in (q, k, v))
-        # Written out (no fused SDPA kernel) so the arithmetic is the same on every backend.
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(e // h))
-        att = att.masked_fill(~self.mask[:t, :t], float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(b, t, e)
-        return self.proj(y)
+        h, o = self.n_head, self.ops
+        q, k, v = o.linear(x, self.attn.weight, self.attn.bias).split(e, dim=2)
+        q, k, v = (z.reshape(b, t, h, e // h).transpose(1, 2) for z in (q, k, v))
+        y = o.causal_attention(q, k, v).transpose(1, 2).reshape(b, t, e)
+        return o.linear(y, self.proj.weight, self.proj.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x + self._attention(self.ln_1(x))
-        return x + self.fc_proj(F.gelu(self.fc(self.ln_2(x))))
+        o = self.ops
+        x = x + self._attention(o.layer_norm(x, self.ln_1.weight, self.ln_1.bias, self.ln_1.eps))
+        hidden = o.gelu(o.linear(o.layer_norm(x, self.ln_2.weight, self.ln_2.bias, self.ln_2.eps), self.fc.weight, self.fc.bias))
+        return x + o.linear(hidden, self.fc_proj.weight, self.fc_proj.bias)
 
 
 class CharTransformer(nn.Module):
     """A nanoGPT in miniature: token and position embeddings, pre-LN blocks, a linear head."""
 
-    def __init__(self, cfg: CharTransformerConfig) -> None:
+    def __init__(self, cfg: CharTransformerConfig, ops: Ops = TORCH_OPS) -> None:
         super().__init__()
+        self.ops = ops
         self.block_size = cfg.block_size
         self.tok = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.pos = nn.Embedding(cfg.block_size, cfg.n_embd)
-        self.blocks = nn.ModuleList(_Block(cfg) for _ in range(cfg.n_layer))
+        self.blocks = nn.ModuleList(_Block(cfg, ops) for _ in range(cfg.n_layer))
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         for name, p in self.named_parameters():
@@ -97,11 +158,11 @@ class CharTransformer(nn.Module):
                 nn.init.zeros_(p)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        t = idx.shape[1]
-        x = self.tok(idx) + self.pos(torch.arange(t, device=idx.device))
+        t, o = idx.shape[1], self.ops
+        x = o.embedding(idx, self.tok.weight) + o.embedding(torch.arange(t, device=idx.device), self.pos.weight)
         for block in self.blocks:
             x = block(x)
-        return self.head(self.ln_f(x))
+        return o.linear(o.layer_norm(x, self.ln_f.weight, self.ln_f.bias, self.ln_f.eps), self.head.weight)
 
 
 REGISTRY: dict[str, Callable[..., nn.Module]] = {
@@ -112,7 +173,8 @@ REGISTRY: dict[str, Callable[..., nn.Module]] = {
 
 
 def build_model(spec: JobSpec, device: torch.device | str = "cpu") -> nn.Module:
-    """The spec's model with its seeded initial weights (float32, on ``device``).
+    """The spec's model with its seeded initial weights (float32, on ``device``), computing
+    with the spec's numerics.
 
     Weights are drawn on the CPU from a generator seeded by the spec alone (the
     process's global RNG is left as it was), then moved, so every device starts
@@ -120,5 +182,5 @@ def build_model(spec: JobSpec, device: torch.device | str = "cpu") -> nn.Module:
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(spec.seed, "init"))
-        model = REGISTRY[spec.model.kind](spec.model)
+        model = REGISTRY[spec.model.kind](spec.model, ops_for(spec.numerics))
     return model.to(device=device, dtype=torch.float32)

@@ -39,6 +39,7 @@ __all__ = [
     "AdamConfig",
     "OptimizerConfig",
     "Tolerance",
+    "Numerics",
     "JobSpec",
     "load_spec",
     "canonical_json",
@@ -235,6 +236,14 @@ class Tolerance(_Frozen):
         return self
 
 
+# ----------------------------------------------------------------- numerics
+
+#: Which kernels compute a step. ``repro-v1``: :mod:`proofs.repro`, the same bits on every
+#: CPU (any instruction set, vector width, thread count); ``torch``: plain PyTorch kernels,
+#: faster on big models but bit-exact only on the same hardware and kernels.
+Numerics = Literal["repro-v1", "torch"]
+
+
 # ----------------------------------------------------------------- the job
 
 
@@ -250,6 +259,7 @@ class JobSpec(_Frozen):
     seed: Annotated[int, Field(ge=0, lt=2**63)]
     checkpoint_interval: Annotated[int, Field(ge=1, le=Limits.STEPS)]
     tolerance: Tolerance = Tolerance()
+    numerics: Numerics = "repro-v1"
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:

@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-from torch.nn import functional as F
 
+from proofs import repro
 from proofs.checkpoint import Checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import CheckpointError, ProofError
 from proofs.manifest import CheckpointEntry, Manifest
 from proofs.merkle import TraceTree
-from proofs.models import build_model
+from proofs.models import build_model, ops_for
 from proofs.optim import build_optimizer
 from proofs.spec import JobSpec
 
@@ -47,8 +47,9 @@ Put = Callable[[bytes], str]
 class Runtime:
     """The numeric environment a trainer runs in.
 
-    The default is what exact replay needs: one CPU thread, deterministic
-    algorithms, full float32 matmul precision. Calibration varies these.
+    The default is what exact replay with ``numerics: torch`` needs: one CPU thread,
+    deterministic algorithms, full float32 matmul precision. Calibration varies these.
+    Under ``repro-v1`` the thread count only changes the speed, never the bits.
     """
 
     threads: int = 1
@@ -59,15 +60,19 @@ class Runtime:
 
 @contextmanager
 def runtime(rt: Runtime) -> Iterator[None]:
-    """Apply ``rt`` to torch's process-wide settings, restoring the previous ones after."""
+    """Apply ``rt`` to torch's (and the repro kernels') process-wide settings, restoring the
+    previous ones after."""
     saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision())
+    saved_repro = repro.threads()
     torch.set_num_threads(rt.threads)
+    repro.set_threads(rt.threads)
     torch.use_deterministic_algorithms(rt.deterministic)
     torch.set_float32_matmul_precision(rt.matmul_precision)
     try:
         yield
     finally:
         torch.set_num_threads(saved[0])
+        repro.set_threads(saved_repro)
         torch.use_deterministic_algorithms(saved[1])
         torch.set_float32_matmul_precision(saved[2])
 
@@ -91,11 +96,14 @@ class Trainer:
         self.spec = spec
         self.rt = rt
         self.device = torch.device(rt.device)
+        if spec.numerics == "repro-v1" and self.device.type != "cpu":
+            raise ProofError(f"numerics repro-v1 runs on the CPU, not {rt.device} (docs/numerics.md has the CUDA design)")
         self.stamp = stamp or spec.spec_hash()
         self.order = BatchOrder(spec, dataset, seed=data_seed)
         self.model = build_model(spec, self.device)
+        self.ops = ops_for(spec.numerics)
         self.params = dict(sorted(self.model.named_parameters()))
-        self.optimizer = build_optimizer(spec.optimizer)
+        self.optimizer = build_optimizer(spec.optimizer, spec.numerics)
         self.state = self.optimizer.init_state(self.params)
         self.step = 0
 
@@ -108,7 +116,7 @@ class Trainer:
         for p in self.params.values():
             p.grad = None
         logits = self.model(x)
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss = self.ops.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         self.optimizer.update(self.params, self.state, self.step)
         self.step += 1

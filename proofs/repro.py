@@ -1,0 +1,273 @@
+"""The ``repro-v1`` numerics: autograd functions over :mod:`proofs.repro_kernels`.
+
+Each operation the model registry and the loss use, forward and backward, is a
+``torch.autograd.Function`` whose arithmetic runs in a numba kernel with a fixed
+operation sequence per output, so its bits do not depend on the CPU's instruction
+set, vector width, thread count or BLAS. What stays in torch does no rounding:
+reshapes, transposes, ReLU (a select), single additions (residuals, gradient
+accumulation: one correctly rounded add) and gathers.
+
+The models reach these through :data:`proofs.models.REPRO_OPS`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numba
+import numpy as np
+import torch
+
+from proofs import repro_kernels as K
+
+__all__ = ["linear", "conv2d", "max_pool2", "layer_norm", "gelu", "causal_attention", "embedding",
+           "cross_entropy", "set_threads", "threads"]
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    """A C-contiguous float32 (or int64) numpy view of ``t``'s values (a copy only when needed)."""
+    return t.detach().contiguous().numpy()
+
+
+def _t(a: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(a)
+
+
+def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`)."""
+    a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b)
+    out = np.empty((1, a.shape[0], b.shape[1]), np.float32)
+    K.bmm(a[None], b[None], out)
+    return out[0]
+
+
+def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = np.ascontiguousarray(a)
+    b = np.ascontiguousarray(b)
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)
+    K.bmm(a, b, out)
+    return out
+
+
+def _colsum(g: np.ndarray) -> np.ndarray:
+    out = np.empty(g.shape[1], np.float32)
+    K.colsum(np.ascontiguousarray(g), out)
+    return out
+
+
+class _Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        xs = _np(x).reshape(-1, x.shape[-1])
+        wn = _np(w)
+        y = _mm(xs, wn.T)
+        if b is not None:
+            y += _np(b)  # one rounded add per output, after the whole dot product
+        ctx.save_for_backward(x, w)
+        ctx.has_bias = b is not None
+        return _t(y).reshape(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, w = ctx.saved_tensors
+        g = _np(dy).reshape(-1, w.shape[0])
+        xs = _np(x).reshape(-1, x.shape[-1])
+        dx = _t(_mm(g, _np(w))).reshape(x.shape)
+        dw = _t(_mm(g.T, xs))
+        db = _t(_colsum(g)) if ctx.has_bias else None
+        return dx, dw, db
+
+
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
+    """``x @ w.T + b`` over the last dimension of ``x``."""
+    return _Linear.apply(x, w, b)
+
+
+class _Conv2d(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int) -> torch.Tensor:
+        nb, _, hh, ww = x.shape
+        c_out, c_in, ks, _ = w.shape
+        cols = np.empty((nb * hh * ww, c_in * ks * ks), np.float32)
+        K.im2col(_np(x), ks, pad, cols)
+        wm = _np(w).reshape(c_out, -1)
+        y = _mm(cols, wm.T)
+        y += _np(b)
+        ctx.save_for_backward(w)
+        ctx.cols, ctx.pad, ctx.x_shape = cols, pad, x.shape
+        return _t(np.ascontiguousarray(y.reshape(nb, hh, ww, c_out).transpose(0, 3, 1, 2)))
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        (w,) = ctx.saved_tensors
+        c_out, _, ks, _ = w.shape
+        g = np.ascontiguousarray(_np(dy).transpose(0, 2, 3, 1)).reshape(-1, c_out)
+        dw = _mm(g.T, ctx.cols).reshape(w.shape)
+        db = _colsum(g)
+        dcols = _mm(g, _np(w).reshape(c_out, -1))
+        dx = np.empty(ctx.x_shape, np.float32)
+        K.col2im(dcols, ks, ctx.pad, dx)
+        return _t(dx), _t(dw), _t(db), None
+
+
+def conv2d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding: int) -> torch.Tensor:
+    """Stride-1 convolution with ``padding`` zeros each side: im2col, then the fixed-order matmul."""
+    return _Conv2d.apply(x, w, b, padding)
+
+
+class _MaxPool2(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        nb, nc, hh, ww = x.shape
+        y = np.empty((nb, nc, hh // 2, ww // 2), np.float32)
+        idx = np.empty(y.shape, np.int8)
+        K.maxpool2(_np(x), y, idx)
+        ctx.idx, ctx.x_shape = idx, x.shape
+        return _t(y)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
+        dx = np.empty(ctx.x_shape, np.float32)
+        K.maxpool2_bwd(_np(dy), ctx.idx, dx)
+        return _t(dx)
+
+
+def max_pool2(x: torch.Tensor) -> torch.Tensor:
+    """2x2 max-pool with stride 2 (the first maximum in scan order takes the gradient)."""
+    return _MaxPool2.apply(x)
+
+
+class _LayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+        xs = _np(x).reshape(-1, x.shape[-1])
+        y = np.empty_like(xs)
+        mean = np.empty(xs.shape[0], np.float64)
+        rstd = np.empty(xs.shape[0], np.float64)
+        K.layer_norm(xs, _np(w), _np(b), eps, y, mean, rstd)
+        ctx.save_for_backward(x, w)
+        ctx.mean, ctx.rstd = mean, rstd
+        return _t(y).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, w = ctx.saved_tensors
+        xs = _np(x).reshape(-1, x.shape[-1])
+        g = _np(dy).reshape(xs.shape)
+        dx = np.empty_like(xs)
+        K.layer_norm_bwd(g, xs, _np(w), ctx.mean, ctx.rstd, dx)
+        dw = np.empty(xs.shape[1], np.float32)
+        db = np.empty(xs.shape[1], np.float32)
+        K.layer_norm_params_bwd(g, xs, ctx.mean, ctx.rstd, dw, db)
+        return _t(dx).reshape(x.shape), _t(dw), _t(db), None
+
+
+def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
+    """Layer norm over the last dimension (statistics in float64)."""
+    return _LayerNorm.apply(x, w, b, eps)
+
+
+class _Gelu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        xs = _np(x).reshape(-1)
+        y = np.empty_like(xs)
+        K.gelu(xs, y)
+        ctx.save_for_backward(x)
+        return _t(y).reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        dx = np.empty(x.numel(), np.float32)
+        K.gelu_bwd(_np(x).reshape(-1), _np(dy).reshape(-1), dx)
+        return _t(dx).reshape(x.shape)
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """GELU, tanh form: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``."""
+    return _Gelu.apply(x)
+
+
+class _CausalAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        shape = q.shape  # (B, H, T, D)
+        qn, kn, vn = (_np(z).reshape(-1, shape[2], shape[3]) for z in (q, k, v))
+        scale = 1.0 / math.sqrt(shape[3])
+        s = _bmm(qn, kn.transpose(0, 2, 1))
+        p = np.empty_like(s)
+        K.causal_softmax(s, scale, p)
+        ctx.saved = (qn, kn, vn, p, scale, shape)
+        return _t(_bmm(p, vn)).reshape(shape)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        qn, kn, vn, p, scale, shape = ctx.saved
+        g = _np(dy).reshape(qn.shape)
+        dp = _bmm(g, vn.transpose(0, 2, 1))
+        dv = _bmm(p.transpose(0, 2, 1), g)
+        ds = np.empty_like(dp)
+        K.causal_softmax_bwd(p, dp, scale, ds)
+        dq = _bmm(ds, kn)
+        dk = _bmm(ds.transpose(0, 2, 1), qn)
+        return _t(dq).reshape(shape), _t(dk).reshape(shape), _t(dv).reshape(shape)
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(d), causal) v`` for (B, H, T, D) inputs."""
+    return _CausalAttention.apply(q, k, v)
+
+
+class _Embedding(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.idx, ctx.w_shape = _np(idx).reshape(-1), w.shape
+        return w.detach()[idx]  # a gather: no arithmetic
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[None, torch.Tensor]:
+        dw = np.zeros(ctx.w_shape, np.float32)
+        K.embedding_bwd(ctx.idx, _np(dy).reshape(-1, ctx.w_shape[1]), dw)
+        return None, _t(dw)
+
+
+def embedding(idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Rows ``w[idx]``; the gradient sums repeated rows in token order."""
+    return _Embedding.apply(idx, w)
+
+
+class _CrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        x, t = _np(logits), _np(targets)
+        if t.size and (t.min() < 0 or t.max() >= x.shape[1]):
+            raise IndexError(f"target out of range [0, {x.shape[1]})")
+        lse = np.empty(x.shape[0], np.float64)
+        loss = K.cross_entropy(x, t, lse)
+        ctx.saved = (x, t, lse)
+        return torch.tensor(np.float32(loss))
+
+    @staticmethod
+    def backward(ctx: Any, dloss: torch.Tensor) -> tuple[torch.Tensor, None]:
+        x, t, lse = ctx.saved
+        grad = np.empty_like(x)
+        K.cross_entropy_bwd(x, t, lse, float(dloss) / x.shape[0], grad)
+        return _t(grad), None
+
+
+def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of (N, C) logits against (N,) integer targets."""
+    return _CrossEntropy.apply(logits, targets)
+
+
+def set_threads(n: int) -> None:
+    """Threads for the kernels (any count gives the same bits)."""
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
+
+
+def threads() -> int:
+    return int(numba.get_num_threads())
+

@@ -1,0 +1,41 @@
+"""Child process of tests/proofs/test_repro.py: replay every segment of the jobs in a folder
+under this process's kernel settings (set through its environment) and print the verdicts.
+
+    python tests/proofs/repro_child.py DIR THREADS
+
+DIR holds ``jobs.json`` (name -> spec file, data file, checkpoint files) written by the test.
+Prints one JSON object: name -> list of [segment, passed, replayed hash], plus ``step``:
+name -> the hash of ``execute_step`` on checkpoint 0 (a referee's single-step re-execution).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from proofs import execute_step, load_dataset, load_spec, replay_segment, state_hash
+from proofs.train import Runtime
+
+
+def main() -> None:
+    folder, threads = Path(sys.argv[1]), int(sys.argv[2])
+    rt = Runtime(threads=threads)
+    jobs = json.loads((folder / "jobs.json").read_text())
+    out: dict[str, object] = {"step": {}}
+    for name, job in jobs.items():
+        spec = load_spec((folder / job["spec"]).read_bytes())
+        dataset = load_dataset(spec, (folder / job["data"]).read_bytes())
+        ckpts = [(folder / f).read_bytes() for f in job["checkpoints"]]
+        verdicts = []
+        for seg in range(spec.segments):
+            v = replay_segment(spec, dataset, seg, ckpts[seg], ckpts[seg + 1], rt=rt,
+                               start_hash=state_hash(ckpts[seg]), end_hash=state_hash(ckpts[seg + 1]))
+            verdicts.append([seg, v.passed, v.replayed_hash])
+        out[name] = verdicts
+        out["step"][name] = state_hash(execute_step(spec, dataset, ckpts[0], rt))  # type: ignore[index]
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

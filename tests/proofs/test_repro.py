@@ -1,0 +1,175 @@
+"""The repro-v1 numerics: each op against float64 torch, and exact replay under other kernels.
+
+The replay matrix trains every registry model with both optimizers in this process, then
+replays every segment in child processes whose CPU kernels differ (ATen's and oneDNN's
+instruction sets, thread counts, numba's target CPU) and requires the same bits in each.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+
+from proofs import execute_step, load_dataset, state_hash, train_trace
+from proofs import repro
+from proofs import repro_kernels as K
+from proofs.errors import SpecError
+from proofs.spec import load_spec
+from proofs.train import Runtime
+
+CHILD = Path(__file__).with_name("repro_child.py")
+KINDS = ["mlp", "cnn", "char-transformer"]
+OPTIMIZERS = {
+    "sgd": {"kind": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.001},
+    "adam": {"kind": "adam", "lr": 0.01, "weight_decay": 0.001},
+}
+#: Kernel settings a verifier or referee may have: (label, environment, threads).
+SETTINGS = [
+    ("aten=default", {"ATEN_CPU_CAPABILITY": "default"}, 1),
+    ("aten=avx2", {"ATEN_CPU_CAPABILITY": "avx2"}, 1),
+    ("aten=avx512", {"ATEN_CPU_CAPABILITY": "avx512"}, 1),
+    ("onednn=SSE41", {"ONEDNN_MAX_CPU_ISA": "SSE41"}, 1),
+    ("onednn=AVX2", {"ONEDNN_MAX_CPU_ISA": "AVX2"}, 1),
+    ("onednn=AVX512_CORE", {"ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}, 1),
+    ("threads=2", {}, 2),
+    ("numba=generic", {"NUMBA_CPU_NAME": "generic"}, 1),
+    ("numba=haswell(avx2,no avx512)", {"NUMBA_CPU_NAME": "haswell"}, 2),
+]
+
+# Tolerances against float64 torch (inputs of order 1): float32 rounding of sums of up to ~100 terms.
+RTOL, ATOL = 1e-5, 1e-5
+
+
+def _grads(fn: Any, inputs: list[torch.Tensor], dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    xs = [t.detach().to(dtype).requires_grad_(t.is_floating_point()) for t in inputs]
+    out = fn(*xs)
+    weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32).to(dtype)
+    (out * weight).sum().backward()
+    return out.detach(), [x.grad for x in xs if x.is_floating_point()]
+
+
+def _check(repro_fn: Any, ref_fn: Any, inputs: list[torch.Tensor]) -> None:
+    out, grads = _grads(repro_fn, inputs, torch.float32)
+    ref, ref_grads = _grads(ref_fn, inputs, torch.float64)
+    assert out.dtype == torch.float32
+    torch.testing.assert_close(out.double(), ref, rtol=RTOL, atol=ATOL)
+    for g, r in zip(grads, ref_grads):
+        assert g is not None and g.dtype == torch.float32
+        torch.testing.assert_close(g.double(), r, rtol=RTOL, atol=ATOL)
+
+
+def _randn(*shape: int, seed: int = 1) -> torch.Tensor:
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+def test_linear_matches_float64() -> None:
+    _check(repro.linear, F.linear, [_randn(2, 7, 33), _randn(19, 33, seed=2) * 0.2, _randn(19, seed=3)])
+    _check(lambda x, w: repro.linear(x, w), F.linear, [_randn(300, 40), _randn(5, 40, seed=2) * 0.2])
+
+
+def test_conv2d_matches_float64() -> None:
+    for ks in (3, 5):
+        _check(lambda x, w, b: repro.conv2d(x, w, b, ks // 2), lambda x, w, b: F.conv2d(x, w, b, padding=ks // 2),
+               [_randn(2, 3, 8, 8), _randn(5, 3, ks, ks, seed=2) * 0.2, _randn(5, seed=3)])
+
+
+def test_max_pool_and_embedding_are_exact() -> None:
+    _check(repro.max_pool2, lambda x: F.max_pool2d(x, 2), [_randn(2, 3, 6, 8)])
+    idx = torch.tensor([[3, 1, 3, 0], [1, 1, 2, 3]])
+    _check(lambda w: repro.embedding(idx, w), lambda w: F.embedding(idx, w), [_randn(4, 6)])
+
+
+def test_layer_norm_gelu_attention_cross_entropy_match_float64() -> None:
+    _check(repro.layer_norm, lambda x, w, b, eps=1e-5: F.layer_norm(x, (x.shape[-1],), w, b, eps),
+           [_randn(3, 4, 24), 1 + 0.1 * _randn(24, seed=2), 0.1 * _randn(24, seed=3)])
+    _check(repro.gelu, lambda x: F.gelu(x, approximate="tanh"), [_randn(1000) * 4])
+
+    def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        t = q.shape[2]
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[3])
+        return att.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf")).softmax(-1) @ v
+
+    _check(repro.causal_attention, attention, [_randn(2, 3, 7, 4, seed=s) for s in (1, 2, 3)])
+    targets = torch.tensor([0, 6, 3, 3, 1, 2, 5, 4, 0])
+    _check(lambda x: repro.cross_entropy(x, targets), lambda x: F.cross_entropy(x, targets), [3 * _randn(9, 7)])
+
+
+def test_exp_and_log_polynomials_are_accurate() -> None:
+    xs = np.concatenate([np.linspace(-700, 700, 20001), np.linspace(-1, 1, 2001)])
+    exp = np.array([K.exp64(float(x)) for x in xs])
+    assert np.max(np.abs(exp - np.exp(xs)) / np.exp(xs)) < 1e-15
+    ys = np.concatenate([np.geomspace(1e-300, 1e300, 20001), np.linspace(0.5, 2, 2001)])
+    log = np.array([K.log64(float(y)) for y in ys])
+    assert np.max(np.abs(log - np.log(ys)) / np.maximum(np.abs(np.log(ys)), 1e-300)) < 1e-15
+    assert K.exp64(-800.0) == 0.0 and K.log64(1.0) == 0.0
+
+
+def test_spec_names_its_numerics_and_defaults_to_repro(make_spec, datasets) -> None:
+    spec = make_spec("mlp", datasets["mlp"])
+    assert spec.numerics == "repro-v1"
+    assert load_spec({**spec.to_json_dict(), "numerics": "torch"}).numerics == "torch"
+    with pytest.raises(SpecError, match="numerics"):
+        load_spec({**spec.to_json_dict(), "numerics": "fast"})
+
+
+def test_threads_change_no_bits(jobs) -> None:
+    job = jobs["char-transformer"]
+    one = train_trace(job.spec, job.dataset, Runtime(threads=1))
+    two = train_trace(job.spec, job.dataset, Runtime(threads=2))
+    assert one.state_hashes == two.state_hashes
+
+
+def _write_job(folder: Path, name: str, spec: Any, data: bytes, checkpoints: tuple[bytes, ...]) -> dict[str, Any]:
+    (folder / f"{name}.spec.json").write_bytes(spec.canonical_bytes())
+    (folder / f"{name}.data").write_bytes(data)
+    files = []
+    for i, c in enumerate(checkpoints):
+        (folder / f"{name}.{i}.ckpt").write_bytes(c)
+        files.append(f"{name}.{i}.ckpt")
+    return {"spec": f"{name}.spec.json", "data": f"{name}.data", "checkpoints": files}
+
+
+def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets) -> None:
+    jobs, expected, steps = {}, {}, {}
+    for kind in KINDS:
+        for opt, cfg in OPTIMIZERS.items():
+            name = f"{kind}-{opt}"
+            spec = make_spec(kind, datasets[kind], optimizer=cfg, steps=12)
+            dataset = load_dataset(spec, datasets[kind])
+            trace = train_trace(spec, dataset, Runtime(threads=2))  # the solver uses both cores
+            jobs[name] = _write_job(tmp_path, name, spec, datasets[kind], trace.checkpoints)
+            expected[name] = trace.state_hashes
+            steps[name] = state_hash(execute_step(spec, dataset, trace.checkpoints[0]))
+    # Control: plain torch numerics, trained here with this machine's default kernels.
+    control = make_spec("char-transformer", datasets["char-transformer"], steps=12, numerics="torch")
+    ctrace = train_trace(control, load_dataset(control, datasets["char-transformer"]))
+    jobs["control-torch"] = _write_job(tmp_path, "control-torch", control, datasets["char-transformer"], ctrace.checkpoints)
+    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+
+    def start(env: dict[str, str], threads: int) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, str(CHILD), str(tmp_path), str(threads)], env={**os.environ, **env},
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    results: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(SETTINGS), 2):  # two children at a time (two cores)
+        running = [(label, start(env, threads)) for label, env, threads in SETTINGS[i:i + 2]]
+        for label, proc in running:
+            out, err = proc.communicate(timeout=600)
+            assert proc.returncode == 0, f"{label}: {err[-2000:]}"
+            results[label] = json.loads(out)
+    for label, got in results.items():
+        for name, hashes in expected.items():
+            assert got[name] == [[seg, True, hashes[seg + 1]] for seg in range(len(hashes) - 1)], f"{label}: {name}"
+            assert got["step"][name] == steps[name], f"{label}: single step of {name}"
+    # The children really run other kernels: plain torch numerics lose exact replay there.
+    assert not all(passed for _, passed, _ in results["aten=default"]["control-torch"])
