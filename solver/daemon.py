@@ -48,11 +48,11 @@ def build(
     db = SolverDb(home / "state.sqlite")
     stop = StopFlag()
     watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
-    judge = SpecJudge(store, db, limits)
+    judge = SpecJudge(store, db, limits, f"{protocol.client.chain_id}:{protocol.market.address}")
     workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, cheat=cheat)
     agent: Agent[SolverView, SolverAction] = Agent(
         "solver",
-        SolverLoader(protocol, watcher, db, judge, signer.address),
+        SolverLoader(protocol, watcher, db, judge, signer.address, config),
         SolverPolicy(config),
         SolverResponder(protocol, db, workshop, watcher, signer.address),
         settings=loop,

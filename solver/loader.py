@@ -2,7 +2,9 @@
 
 The chain says which jobs are open and which are ours; the local records say how far
 our work on each got. Specs of open jobs are fetched by CID and judged once
-(:class:`solver.work.SpecJudge`), the verdict cached in the records. A disputed job of
+(:class:`solver.work.SpecJudge`: spec, dataset, dry run, estimated training time), the
+verdict cached in the records; a job whose spec cannot be run here, or whose commit window
+is shorter than its estimated training time, is refused for good and logged once. A disputed job of
 ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
 a restart mid-game loses nothing.
 """
@@ -13,8 +15,9 @@ import logging
 
 from core.agent import MarketWatcher
 from core.chain import Address
+from core.cid import digest_to_cid
 from core.contracts import Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
-from solver.policy import HeldJob, OpenJob, Phase, SolverView
+from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window
 from solver.state import SolverDb
 from solver.work import SpecJudge
 
@@ -24,8 +27,9 @@ _HELD_STATES = frozenset({JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYI
 
 
 class SolverLoader:
-    def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: SolverDb, judge: SpecJudge, me: Address) -> None:
+    def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: SolverDb, judge: SpecJudge, me: Address, config: SolverConfig) -> None:
         self.protocol = protocol
+        self.config = config
         self.watcher = watcher
         self.db = db
         self.judge = judge
@@ -46,9 +50,10 @@ class SolverLoader:
 
         open_jobs: list[OpenJob] = []
         held: list[HeldJob] = []
-        for job_id, job in scan.jobs:
+        self.judge.new_tick()
+        for job_id, job in sorted(scan.jobs, key=lambda j: (-j[1].reward, j[0])):  # the budget of new judgements goes to the best paid
             if job.state is JobState.OPEN and now <= job.deadline:  # OPEN: deadline = claim by
-                spec = self.judge.check(self.watcher.spec_cid(job_id))
+                spec = self._judge(job_id, job)
                 bond = p.market.solver_bond(job.reward)
                 open_jobs.append(OpenJob(job_id, job.reward, bond, job.deadline, job.commit_window, spec))
             elif job.state in _HELD_STATES and job.solver == self.me:
@@ -59,7 +64,8 @@ class SolverLoader:
                     phase = Phase.COMMITTED
                 # COMMITTED: deadline holds the draw's anchor block; the draw needs blockhash(anchor + 1)
                 ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0
-                held.append(HeldJob(job_id, job.state, job.deadline, ready, phase, *self._dispute(job_id, job)))
+                train_s = self.judge.check(self.watcher.spec_cid(job_id)).train_s if job.state is JobState.CLAIMED else 0.0
+                held.append(HeldJob(job_id, job.state, job.deadline, ready, phase, *self._dispute(job_id, job), train_s=train_s))
         held_ids = {h.job_id for h in held}
         return SolverView(
             now=now,
@@ -75,6 +81,19 @@ class SolverLoader:
             game_params=self._game_params,
             claims_made=len(claimed),
         )
+
+    def _judge(self, job_id: JobId, job: Job) -> SpecCheck:
+        """An open job's check: refused for good already, or its spec's verdict against its commit window."""
+        digest = self.watcher.spec_cid(job_id)
+        spec_cid = digest_to_cid(digest)
+        refused = self.db.refusal(self.judge.deployment, job_id, spec_cid)
+        if refused is not None:
+            return SpecCheck(False, refused)
+        check = fits_window(self.judge.check(digest), job.commit_window, self.config.commit_margin_s)
+        if not check.runnable and check.final:
+            self.db.refuse(self.judge.deployment, job_id, spec_cid, check.reason)
+            log.warning("job refused: it cannot be run here", extra={"job": job_id, "spec": spec_cid, "reason": check.reason})
+        return check
 
     def _dispute(self, job_id: JobId, job: Job) -> tuple[GameId, Game | None, int | None]:
         """A disputed job's active game, or the failing verifier's open deadline while it has none."""

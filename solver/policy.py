@@ -36,11 +36,22 @@ class Phase(enum.Enum):
 
 @dataclass(frozen=True)
 class SpecCheck:
-    """Whether this solver can run a job's spec: fetched by CID, validated, within its limits."""
+    """Whether this solver can run a job's spec: spec and dataset fetched by CID, the dataset loaded
+    against the spec, a few steps dry-run (solver/work.py, ``SpecJudge``)."""
 
     runnable: bool
     reason: str = ""  # why not, for the log
     steps: int = 0
+    train_s: float = 0.0  # estimated seconds from claim to a trace ready to commit, from this solver's measured speed
+    final: bool = True  # False: content not in storage (yet), judged again later
+
+
+def fits_window(check: SpecCheck, commit_window: int, margin_s: int) -> SpecCheck:
+    """The spec check of a job: a runnable spec this solver cannot finish within the job's commit
+    window (plus ``margin_s`` for the claim and the commit to be mined) is refused for good."""
+    if check.runnable and check.train_s + margin_s > commit_window:
+        return SpecCheck(False, f"training takes about {check.train_s:.0f} s here, the commit window is {commit_window} s", check.steps, check.train_s)
+    return check
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,7 @@ class HeldJob:
     game_id: GameId = GameId(0)  # DISPUTED: the job's active game (0: not opened yet)
     game: Game | None = None
     open_deadline: int | None = None  # DISPUTED by its verifier, no game yet: open by then
+    train_s: float = 0.0  # CLAIMED: its spec's estimated training time (what it still needs of this solver)
 
 
 @dataclass(frozen=True)
@@ -236,6 +248,8 @@ class SolverPolicy:
         if room <= 0:
             return []
         free = int(view.free_stake)
+        # jobs train one after another: a claim must finish after the training already owed
+        busy = sum(j.train_s for j in view.held_jobs if j.state is JobState.CLAIMED and j.phase in (Phase.CLAIMED, Phase.TRAINING))
         claims: list[Claim] = []
         candidates = sorted(
             (j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, j.job_id)
@@ -243,9 +257,10 @@ class SolverPolicy:
         for job in candidates:
             if len(claims) == room:
                 break
-            if job.bond <= free:
+            if job.bond <= free and busy + job.spec.train_s + self.config.commit_margin_s <= job.commit_window:
                 claims.append(Claim(job.job_id))
                 free -= int(job.bond)
+                busy += job.spec.train_s
         return claims
 
     def _claimable(self, view: SolverView, job: OpenJob) -> bool:

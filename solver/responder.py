@@ -51,6 +51,7 @@ class SolverResponder:
                 stake(p, self.me, Role.SOLVER, amount)
             case Claim(job_id):
                 spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
+                self.workshop.keep_inputs(job_id)  # spec and dataset pinned before the bond is at stake
                 receipt = p.market.claim(job_id)
                 self.db.start_job(job_id, spec_cid)
                 log_mined(log, "claim", receipt, job=job_id)

@@ -5,8 +5,13 @@
 * ``checkpoints``: each checkpoint written to disk, with the keccak state hash computed
   when it was written. On restart a checkpoint is trusted only if its file still hashes
   to this value; training resumes from the latest one that does.
-* ``specs``: the verdict on each spec CID seen (runnable or why not), so a bad spec is
-  fetched and judged once, not every tick.
+* ``spec_verdicts``: the verdict on each spec CID seen (runnable with its estimated training
+  time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
+  tick; content not in storage yet is looked for again at a backoff (``retry_at``).
+* ``refused_jobs``: each job refused for good (spec or dataset unusable, commit window too short
+  for this solver), logged once: a refused job is never claimed, after a reopen or a restart either.
+  Both are keyed by the deployment (chain id and market address): a redeployed devnet reuses job
+  ids, and its verdicts start afresh.
 * ``final_jobs``: job ids known to be final on chain (final is forever: never re-read).
 * ``claimed``: every job this solver ever claimed (kept after ``forget``): a solver with a
   lifetime claim limit (the test adversary cheats once) counts them.
@@ -58,6 +63,30 @@ MIGRATIONS: Sequence[str] = (
     """,
     HEARTBEAT_MIGRATION,
     "CREATE TABLE claimed (job_id INTEGER PRIMARY KEY);",
+    # verdicts now load the dataset and dry-run the spec: the old ones are judged again
+    """
+    DROP TABLE specs;
+    CREATE TABLE spec_verdicts (
+        deployment TEXT NOT NULL,
+        spec_cid TEXT NOT NULL,
+        runnable INTEGER NOT NULL,
+        final INTEGER NOT NULL,
+        reason TEXT NOT NULL,
+        steps INTEGER NOT NULL,
+        train_s REAL NOT NULL,
+        retry_s REAL NOT NULL,
+        retry_at REAL NOT NULL,
+        PRIMARY KEY (deployment, spec_cid)
+    );
+    CREATE TABLE refused_jobs (
+        deployment TEXT NOT NULL,
+        job_id INTEGER NOT NULL,
+        spec_cid TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        refused_at REAL NOT NULL,
+        PRIMARY KEY (deployment, job_id, spec_cid)
+    );
+    """,
 )
 
 
@@ -70,6 +99,15 @@ class JobRecord:
     checkpoint_count: int | None
     final_model_cid: str | None
     manifest_cid: str | None
+
+
+@dataclass(frozen=True)
+class SpecVerdict:
+    """A spec's check and, when it is not final (content missing), when to look again."""
+
+    check: SpecCheck
+    retry_s: float = 0.0  # the backoff that set ``retry_at`` (doubles at each miss)
+    retry_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -154,16 +192,34 @@ class SolverDb(RoleDb):
     def set_checkpoint_cid(self, job_id: JobId, index: int, cid: str) -> None:
         self.db.execute("UPDATE checkpoints SET cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
 
-    # specs ------------------------------------------------------------------
+    # specs and refused jobs -------------------------------------------------
 
-    def spec_check(self, spec_cid: str) -> SpecCheck | None:
-        row = self.db.query_one("SELECT runnable, reason, steps FROM specs WHERE spec_cid = ?", (spec_cid,))
-        return None if row is None else SpecCheck(bool(row["runnable"]), row["reason"], row["steps"])
+    def spec_verdict(self, deployment: str, spec_cid: str) -> SpecVerdict | None:
+        row = self.db.query_one("SELECT * FROM spec_verdicts WHERE deployment = ? AND spec_cid = ?", (deployment, spec_cid))
+        if row is None:
+            return None
+        check = SpecCheck(bool(row["runnable"]), row["reason"], row["steps"], row["train_s"], bool(row["final"]))
+        return SpecVerdict(check, row["retry_s"], row["retry_at"])
 
-    def set_spec_check(self, spec_cid: str, check: SpecCheck) -> None:
+    def set_spec_verdict(self, deployment: str, spec_cid: str, verdict: SpecVerdict) -> None:
+        c = verdict.check
         self.db.execute(
-            "INSERT OR REPLACE INTO specs (spec_cid, runnable, reason, steps) VALUES (?, ?, ?, ?)",
-            (spec_cid, int(check.runnable), check.reason, check.steps),
+            "INSERT OR REPLACE INTO spec_verdicts (deployment, spec_cid, runnable, final, reason, steps, train_s, retry_s, retry_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (deployment, spec_cid, int(c.runnable), int(c.final), c.reason, c.steps, c.train_s, verdict.retry_s, verdict.retry_at),
+        )
+
+    def refusal(self, deployment: str, job_id: JobId, spec_cid: str) -> str | None:
+        """Why the job was refused for good, or None."""
+        row = self.db.query_one(
+            "SELECT reason FROM refused_jobs WHERE deployment = ? AND job_id = ? AND spec_cid = ?", (deployment, job_id, spec_cid)
+        )
+        return None if row is None else str(row["reason"])
+
+    def refuse(self, deployment: str, job_id: JobId, spec_cid: str, reason: str) -> None:
+        self.db.execute(
+            "INSERT OR IGNORE INTO refused_jobs (deployment, job_id, spec_cid, reason, refused_at) VALUES (?, ?, ?, ?, ?)",
+            (deployment, job_id, spec_cid, reason, time.time()),
         )
 
 

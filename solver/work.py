@@ -1,8 +1,13 @@
 """The solver's work: judge specs, train with checkpoints that survive a crash, upload the trace.
 
-* :class:`SpecJudge` fetches a spec by CID (bounded, verified by the store), validates it
-  with the proofs engine and checks it against this solver's own limits. The verdict is
-  cached per CID: a bad spec costs one fetch.
+* :class:`SpecJudge` decides, before any claim, whether this solver can finish a job: it fetches
+  the spec by CID (bounded, verified by the store), validates it, checks it against this
+  solver's limits, fetches the dataset and loads it against the spec (tensors, shapes, dtypes,
+  vocabulary; never a pickle), dry-runs a few steps and writes a checkpoint to measure its own
+  speed, and estimates the training time (``fits_window`` then compares it with the job's
+  commit window). The verdict is kept per spec CID in the records: a bad spec costs one fetch,
+  across restarts too. A hostile submitter's job that cannot be run is never claimed, so never
+  slashed (docs/roles.md, "A solver that cannot be drained").
 * :class:`Workshop` trains a claimed job with the proofs engine's :class:`Trainer`,
   writing each checkpoint atomically (temporary file, fsync, rename) and recording its
   state hash in SQLite only once the file is durable. A restart resumes from the latest
@@ -33,7 +38,7 @@ from core.agent import MarketWatcher, StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
 from core.contracts import JobId, Protocol
 from core.errors import VeritrainError
-from core.storage import ContentNotFound, ContentStore, StorageError
+from core.storage import ContentNotFound, ContentStore, StoreUnavailable
 from proofs.checkpoint import (
     MAX_CHECKPOINT_BYTES,
     decode_checkpoint,
@@ -49,7 +54,7 @@ from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Trace, Trainer
 from solver.policy import Phase, SpecCheck
-from solver.state import SolverDb
+from solver.state import SolverDb, SpecVerdict
 
 log = logging.getLogger(__name__)
 
@@ -63,46 +68,110 @@ class JobWorkError(VeritrainError):
 
 @dataclass(frozen=True)
 class Limits:
-    """This solver's own bounds on what it accepts (below the engine's hard limits)."""
+    """This solver's own bounds on what it accepts: by default the protocol's (``proofs.spec.Limits``);
+    what really bounds a job is the time it takes here against its commit window."""
 
-    max_steps: int = 20_000
-    max_params: int = 2_000_000
-    max_dataset_bytes: int = 64 * 1024 * 1024
+    max_steps: int = SpecLimits.STEPS
+    max_params: int = SpecLimits.PARAMS
+    max_dataset_bytes: int = SpecLimits.DATASET_BYTES
+    new_specs_per_tick: int = 2  # specs fetched, loaded and dry-run per tick (a flood of new jobs is judged a few at a time)
+
+
+#: Steps of the dry run that measures this solver's speed on a spec.
+DRY_RUN_STEPS = 2
+#: The measured times are multiplied by this (a loaded machine, noise); then the fixed seconds are added.
+ESTIMATE_SAFETY = 2.0
+ESTIMATE_FIXED_S = 2.0
+#: Content not in storage is looked for again after this long, doubling up to the maximum.
+RETRY_FIRST_S = 30.0
+RETRY_MAX_S = 3600.0
 
 
 class SpecJudge:
-    def __init__(self, store: ContentStore, db: SolverDb, limits: Limits) -> None:
+    """``deployment`` (chain id and market address) keys the verdicts kept in the records."""
+
+    def __init__(self, store: ContentStore, db: SolverDb, limits: Limits, deployment: str, *, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.db = db
         self.limits = limits
+        self.deployment = deployment
+        self.clock = clock
+        self._budget = limits.new_specs_per_tick
+
+    def new_tick(self) -> None:
+        """A new tick: ``new_specs_per_tick`` more specs may be judged."""
+        self._budget = self.limits.new_specs_per_tick
 
     def check(self, spec_digest: bytes) -> SpecCheck:
+        """The verdict on a spec: from the records, else judged now (within this tick's budget)."""
         cid = digest_to_cid(spec_digest)
-        cached = self.db.spec_check(cid)
-        if cached is not None:
-            return cached
+        cached = self.db.spec_verdict(self.deployment, cid)
+        if cached is not None and (cached.check.final or self.clock() < cached.retry_at):
+            return cached.check
+        if self._budget <= 0:
+            return SpecCheck(False, "not judged yet", final=False)  # next tick
+        self._budget -= 1
+        try:
+            check = self._judge(cid)
+        except StoreUnavailable as exc:  # our store's trouble says nothing about the spec: not recorded
+            return SpecCheck(False, f"{type(exc).__name__}: {exc}", final=False)
+        retry_s = 0.0 if check.final else min(RETRY_MAX_S, 2 * cached.retry_s if cached is not None and cached.retry_s else RETRY_FIRST_S)
+        self.db.set_spec_verdict(self.deployment, cid, SpecVerdict(check, retry_s, self.clock() + retry_s))
+        if cached is None or cached.check.reason != check.reason:  # once per spec (and when the reason changes)
+            log.info("job spec judged", extra={"spec": cid, "runnable": check.runnable, "reason": check.reason, "train_s": round(check.train_s, 1)})
+        return check
+
+    def _judge(self, cid: Cid) -> SpecCheck:
         try:
             spec = load_spec(self.store.get(cid, SpecLimits.SPEC_BYTES))
+        except StoreUnavailable:
+            raise
         except ContentNotFound:
-            return SpecCheck(False, f"spec {cid} not in storage (yet)")  # not cached: it may appear
-        except (StorageError, ProofError) as exc:  # too large, forged, malformed: final
-            verdict = SpecCheck(False, f"{type(exc).__name__}: {exc}")
-        else:
-            verdict = self._within_limits(spec)
-        if not verdict.runnable:
-            log.info("job spec rejected", extra={"spec": cid, "reason": verdict.reason})
-        self.db.set_spec_check(cid, verdict)
-        return verdict
+            return SpecCheck(False, f"spec {cid} is not in storage", final=False)
+        except VeritrainError as exc:  # too large, forged, malformed
+            return SpecCheck(False, f"{type(exc).__name__}: {exc}")
+        over = self._over_limits(spec)
+        if over:
+            return SpecCheck(False, over, spec.steps)
+        try:
+            data = self.store.get(spec.dataset.cid, spec.dataset.size_bytes)  # verified against its CID
+        except StoreUnavailable:
+            raise
+        except ContentNotFound:
+            return SpecCheck(False, f"dataset {spec.dataset.cid} is not in storage", spec.steps, final=False)
+        except VeritrainError as exc:  # larger than the spec says, forged, not a CID
+            return SpecCheck(False, f"dataset: {type(exc).__name__}: {exc}", spec.steps)
+        try:
+            train_s = _estimate(spec, load_dataset(spec, data))
+        except ProofError as exc:
+            return SpecCheck(False, f"dataset does not fit the spec: {exc}", spec.steps)
+        except Exception as exc:  # noqa: BLE001 - any failure of the engine on a stranger's spec and data: not runnable
+            return SpecCheck(False, f"dry run failed: {type(exc).__name__}: {str(exc)[:200]}", spec.steps)
+        return SpecCheck(True, "", spec.steps, train_s)
 
-    def _within_limits(self, spec: JobSpec) -> SpecCheck:
+    def _over_limits(self, spec: JobSpec) -> str:
         lim = self.limits
         if spec.steps > lim.max_steps:
-            return SpecCheck(False, f"{spec.steps} steps, this solver takes at most {lim.max_steps}")
+            return f"{spec.steps} steps, this solver takes at most {lim.max_steps}"
         if spec.param_count() > lim.max_params:
-            return SpecCheck(False, f"{spec.param_count():,} parameters, this solver takes at most {lim.max_params:,}")
+            return f"{spec.param_count():,} parameters, this solver takes at most {lim.max_params:,}"
         if spec.dataset.size_bytes > lim.max_dataset_bytes:
-            return SpecCheck(False, f"dataset of {spec.dataset.size_bytes:,} bytes, this solver takes at most {lim.max_dataset_bytes:,}")
-        return SpecCheck(True, "", spec.steps)
+            return f"dataset of {spec.dataset.size_bytes:,} bytes, this solver takes at most {lim.max_dataset_bytes:,}"
+        return ""
+
+
+def _estimate(spec: JobSpec, dataset: Dataset) -> float:
+    """Seconds to train ``spec`` here, from a dry run: a checkpoint encoded and hashed (each is
+    written, re-read for upload and stored: three times that), then ``DRY_RUN_STEPS`` steps."""
+    trainer = Trainer(spec, dataset)
+    started = time.monotonic()
+    state_hash(trainer.to_bytes())
+    checkpoint_s = time.monotonic() - started
+    steps = min(spec.steps, DRY_RUN_STEPS)
+    started = time.monotonic()
+    trainer.run(steps)
+    step_s = (time.monotonic() - started) / steps
+    return ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
 
 
 class Workshop:
@@ -143,6 +212,14 @@ class Workshop:
             return spec_cid, load_spec(self.store.get(spec_cid, SpecLimits.SPEC_BYTES))
         except ProofError as exc:
             raise JobWorkError(f"job {job_id}: {exc}") from exc
+
+    def keep_inputs(self, job_id: JobId) -> None:
+        """Pin the job's spec and dataset in our store before claiming it: the judge fetched both, and
+        what the submitter stops serving after our claim cannot then stop our training."""
+        spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
+        spec = load_spec(self.store.get(spec_cid, SpecLimits.SPEC_BYTES))
+        self.store.pin(spec_cid)
+        self.store.pin(spec.dataset.cid)
 
     def _dataset(self, spec: JobSpec) -> Dataset:
         return load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))  # verified against its CID

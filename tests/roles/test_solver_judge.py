@@ -1,0 +1,191 @@
+"""A hostile submitter cannot drain a solver: jobs it cannot run are refused before any claim.
+
+Each hostile job is posted on anvil the way a submitter who skips the CLI's checks would: a
+dataset whose tensors do not fit the model, an npz of object arrays (a pickle), a dataset CID no
+store has, a commit window shorter than the training. The solver daemon (in process, real chain,
+real store) never claims them, is never slashed, remembers them across a restart, and still
+claims a good job posted after them.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from safetensors.numpy import save as save_safetensors
+
+from core.agent import LoopSettings
+from core.cid import cid_to_digest
+from core.config import Settings
+from core.contracts import JobId, Protocol, Role
+from core.storage import ContentStore, LocalStore, file_cid
+from proofs import load_spec
+from proofs.datasets import reference_job
+from solver import daemon
+from solver.policy import SolverConfig
+from solver.state import SolverDb
+from solver.work import Limits, SpecJudge
+
+DEP = "31337:0x0000000000000000000000000000000000000001"
+TOKEN = 10**18
+
+
+def _spec_bytes(dataset: bytes, fmt: str = "safetensors", store: ContentStore | None = None) -> bytes:
+    """The canonical bytes of a small mlp-spirals spec over ``dataset`` (stored when ``store`` is given)."""
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    raw: dict[str, Any] = ref.spec(file_cid(ref.dataset)).to_json_dict()
+    raw["dataset"] = {**raw["dataset"], "cid": file_cid(dataset), "size_bytes": len(dataset), "format": fmt}
+    if store is not None:
+        store.put(dataset)
+    return load_spec(raw).canonical_bytes()
+
+
+def _dataset(width: int = 2, seed: int = 0) -> bytes:
+    """64 examples of ``width`` features and 3 classes (the mlp takes 2 features)."""
+    rng = np.random.default_rng(seed)
+    return save_safetensors({"x": rng.normal(size=(64, width)).astype(np.float32), "y": rng.integers(0, 3, 64).astype(np.int64)})
+
+
+def _misfit() -> bytes:
+    return _dataset(width=3)
+
+
+def _pickled() -> bytes:
+    """An npz whose tensors are object arrays: loading them means unpickling."""
+    buf = io.BytesIO()
+    np.savez(buf, x=np.array([[0.0, 1.0]] * 64, dtype=object), y=np.array([0] * 64, dtype=object))
+    return buf.getvalue()
+
+
+class CountingStore:
+    """A store that counts reads (to see what a judge fetched)."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        self.inner = inner
+        self.gets = 0
+
+    def get(self, cid: str, max_size: int) -> bytes:
+        self.gets += 1
+        return self.inner.get(cid, max_size)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def test_judge_loads_the_dataset_and_refuses_what_does_not_fit(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP)
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+
+    good = judge.check(cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store))))
+    assert good.runnable and good.train_s > 0 and good.steps == 40
+
+    misfit = judge.check(cid_to_digest(store.put(_spec_bytes(_misfit(), store=store))))
+    assert not misfit.runnable and misfit.final and "does not fit" in misfit.reason and "features" in misfit.reason
+
+    pickled = judge.check(cid_to_digest(store.put(_spec_bytes(_pickled(), "npz", store=store))))
+    assert not pickled.runnable and pickled.final and "object" in pickled.reason
+
+    missing = judge.check(cid_to_digest(store.put(_spec_bytes(b"never stored anywhere"))))
+    assert not missing.runnable and not missing.final and "not in storage" in missing.reason
+    db.close()
+
+
+def test_verdicts_survive_a_restart_per_deployment_and_missing_content_is_looked_for_at_a_backoff(tmp_path: Path) -> None:
+    inner = LocalStore(tmp_path / "store")
+    misfit = cid_to_digest(inner.put(_spec_bytes(_misfit(), store=inner)))
+    absent_data = _dataset(seed=1)  # posted before it was uploaded
+    late = cid_to_digest(inner.put(_spec_bytes(absent_data)))
+    now = [1_000.0]
+    store = CountingStore(inner)
+    db = SolverDb(tmp_path / "state.sqlite")
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, clock=lambda: now[0])
+    assert not judge.check(misfit).runnable and not judge.check(late).runnable
+    fetched = store.gets
+    db.close()
+
+    db = SolverDb(tmp_path / "state.sqlite")  # a restart: same records, nothing fetched again
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, clock=lambda: now[0])
+    assert not judge.check(misfit).runnable and not judge.check(late).final
+    assert store.gets == fetched
+    now[0] += 31  # past the first backoff: the missing dataset is looked for again, and now it is there
+    inner.put(absent_data)
+    judge.new_tick()
+    assert judge.check(late).runnable and store.gets > fetched
+    # another deployment (a redeployed devnet reuses job ids and CIDs): judged afresh
+    other = SpecJudge(store, db, Limits(new_specs_per_tick=10), "31337:0x0000000000000000000000000000000000000002")
+    before = store.gets
+    assert not other.check(misfit).runnable and store.gets > before
+    db.close()
+
+
+def test_a_flood_of_new_specs_is_judged_a_few_per_tick(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=1), DEP)
+    specs = [cid_to_digest(store.put(_spec_bytes(f"absent {i}".encode()))) for i in range(3)]
+    first = [judge.check(s) for s in specs]
+    assert ["not judged yet" in c.reason for c in first] == [False, True, True]
+    judge.new_tick()
+    assert "not judged yet" not in judge.check(specs[1]).reason
+    db.close()
+
+
+# ------------------------------------------------------------------ on anvil, the daemon in process
+
+
+def _post(protocol: Protocol, store: LocalStore, spec: bytes, commit_window: int) -> JobId:
+    job_id, _ = protocol.market.post_job(cid_to_digest(store.put(spec)), TOKEN, TOKEN, commit_window)
+    return job_id
+
+
+def _solver(devnet, tmp_path: Path, store: LocalStore, signer) -> daemon.SolverDaemon:  # type: ignore[no-untyped-def]
+    book_dir = tmp_path / "deployments"
+    book_dir.mkdir(exist_ok=True)
+    devnet.book.save(book_dir / f"{devnet.client.chain_id}.json")
+    settings = Settings(rpc_url=devnet.rpc_url, address_book_dir=book_dir, data_dir=tmp_path / "data")
+    return daemon.build(settings, signer, store, SolverConfig(stake_target=0), loop=LoopSettings(poll_interval_s=0.05))
+
+
+def test_a_hostile_submitter_cannot_make_the_solver_claim_what_it_cannot_run(devnet, parties, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+    store = LocalStore(tmp_path / "store")
+    submitter = devnet.protocol(parties.submitter)
+    submitter.token.approve(submitter.market.address, 100 * TOKEN)
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    hostile = [
+        _post(submitter, store, _spec_bytes(_misfit(), store=store), 600),
+        _post(submitter, store, _spec_bytes(_pickled(), "npz", store=store), 600),
+        _post(submitter, store, _spec_bytes(b"a dataset no store has"), 600),
+        _post(submitter, store, _spec_bytes(ref.dataset, store=store), 1),
+    ]
+    solver = _solver(devnet, tmp_path, store, parties.solver)
+    me = parties.solver.address
+    with caplog.at_level(logging.WARNING, logger="solver.loader"):
+        for _ in range(6):
+            solver.agent.tick()
+        staked = devnet.protocol().stakes.stake_of(me, Role.SOLVER).staked
+        assert staked > 0  # it staked, and had the stake to claim every job
+        solver.db.close()
+        solver = _solver(devnet, tmp_path, store, parties.solver)  # a restart: the refusals are remembered
+        for _ in range(3):
+            solver.agent.tick()
+        good = _post(submitter, store, _spec_bytes(ref.dataset, store=store), 600)
+        market = devnet.protocol().market
+        for _ in range(6):
+            solver.agent.tick()
+            if market.get_job(good).solver == me:
+                break
+    solver.db.close()
+    deploy = devnet.book.deploy_block
+    assert market.get_job(good).solver == me  # the good job after them is claimed
+    assert all(market.events("JobClaimed", deploy, jobId=j) == [] for j in hostile)
+    assert devnet.protocol().stakes.stake_of(me, Role.SOLVER).staked == staked  # never slashed
+    refusals = [r for r in caplog.records if r.getMessage().startswith("job refused")]
+    # once each, across the restart: the three unusable specs and the window too short (the CID
+    # nobody has is looked for again later, not refused for good)
+    assert sorted(int(getattr(r, "job")) for r in refusals) == sorted(hostile[i] for i in (0, 1, 3))
