@@ -80,7 +80,7 @@ def _read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = {info.filename: info for info in archive.infolist()}
     except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise DatasetError(f"dataset is not a valid npz archive: {exc}") from exc
+        raise DatasetError(f"dataset is not a valid npz archive: {_line(exc)}") from exc
     out = {}
     for name in names:
         member = infos.get(name + ".npy")
@@ -94,7 +94,7 @@ def _read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
             with archive.open(member) as fh:
                 out[name] = np.lib.format.read_array(fh, allow_pickle=False)
         except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:
-            raise DatasetError(f"npz tensor {name!r} cannot be read: {exc}") from exc
+            raise DatasetError(f"npz tensor {name!r} cannot be read: {_line(exc)}") from exc
     return out
 
 
@@ -116,11 +116,16 @@ def _read_safetensors(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
         safetensors_header(data, max_header=_MAX_SAFETENSORS_HEADER, what="safetensors dataset")
         tensors = load_safetensors(data)
     except (SafetensorError, ValueError, TypeError) as exc:  # InputRejected is a ValueError
-        raise DatasetError(f"dataset is not valid safetensors: {exc}") from exc
+        raise DatasetError(f"dataset is not valid safetensors: {_line(exc)}") from exc
     missing = [n for n in names if n not in tensors]
     if missing:
         raise DatasetError(f"safetensors dataset has no tensor {missing[0]!r} (has {sorted(tensors)})")
     return {n: tensors[n] for n in names}
+
+
+def _line(exc: BaseException) -> str:
+    """The first line of a library's error (numpy's run over several): errors here are one line."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _features(spec: JobSpec, arr: np.ndarray) -> torch.Tensor:

@@ -102,7 +102,8 @@ class IpfsStore:
                 message = str(load_json(body, max_bytes=_MAX_REPLY, what="error reply").get("Message", ""))
             except (ValueError, AttributeError):  # InputRejected is a ValueError
                 message = body[:200].decode(errors="replace")
-            raise _RpcError(message or f"HTTP {resp.status_code}")
+            # the node's words end up in one-line errors and logs: printable characters only, bounded
+            raise _RpcError("".join(c if c.isprintable() else "?" for c in message[:200]) or f"HTTP {resp.status_code}")
         return resp
 
     def _read_bounded(self, resp: requests.Response, limit: int, command: str) -> bytes:
