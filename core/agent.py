@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import random
+import re
 import signal
 import sys
 import threading
@@ -382,10 +383,25 @@ def _kv(value: object) -> str:
     return json.dumps(text) if (" " in text or not text) else text
 
 
+_USERINFO = re.compile(r"(?<=://)[^/\s@]+@")
+
+
+class CredentialFilter(logging.Filter):
+    """Scrubs ``user:secret@`` from every URL in a log line, ours or a library's (web3 logs its
+    endpoint URL at DEBUG). A handler filter: it sees the records of every logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if "@" in message:
+            record.msg, record.args = _USERINFO.sub("***@", message), None
+        return True
+
+
 def configure_logging(*, level: str = "INFO", json_lines: bool = False) -> None:
     """Send our logs to stderr in the structured format; called once, at the CLI edge."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_lines else KeyValueFormatter())
+    handler.addFilter(CredentialFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

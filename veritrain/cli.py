@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from core.agent import CredentialFilter
 from core.errors import VeritrainError
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
@@ -67,6 +68,8 @@ def main(
     """
     level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(CredentialFilter())  # web3 logs its endpoint URL at DEBUG
 
 
 app.command(name="devnet", no_args_is_help=False)(devnet_cmd.devnet)
