@@ -25,7 +25,7 @@ whistleblowers and referees check it. Public API (stable names)::
 Every error is a :class:`proofs.errors.ProofError`.
 """
 
-from proofs.adversary import STRATEGIES, CheatTrace, cheat
+from proofs.adversary import ADAPTIVE, ALL_STRATEGIES, STRATEGIES, CheatTrace, cheat, mix
 from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset, load_dataset
 from proofs.errors import (
@@ -54,7 +54,22 @@ from proofs.probes import (
     probe_step,
     verify_probe,
 )
-from proofs.replay import Distances, Reason, SegmentVerdict, TraceVerdict, distances, replay_segment, verify_trace
+from proofs.replay import (
+    Distances,
+    Reason,
+    SegmentVerdict,
+    TraceVerdict,
+    check_norm,
+    check_start,
+    distances,
+    first_idle_step,
+    initial_state,
+    initial_state_hash,
+    moved_frozen,
+    referee_step,
+    replay_segment,
+    verify_trace,
+)
 from proofs.sampling import (
     DEFAULT_Q,
     DEFAULT_R,
@@ -78,6 +93,7 @@ __all__ = [
     "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest",
     # verification
     "replay_segment", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
+    "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_norm", "first_idle_step", "referee_step",
     "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
     "DEFAULT_Q", "DEFAULT_R",
     # probes of a passing report, forced errors
@@ -88,7 +104,7 @@ __all__ = [
     # evaluation of a trained model
     "Evaluation", "evaluate",
     # adversaries
-    "STRATEGIES", "CheatTrace", "cheat",
+    "STRATEGIES", "ADAPTIVE", "ALL_STRATEGIES", "CheatTrace", "cheat", "mix",
     # errors
     "ProofError", "SpecError", "LimitExceeded", "DatasetError", "CheckpointError", "HashMismatch",
     "ManifestError", "MerkleError", "SegmentOutOfRange",

@@ -13,16 +13,39 @@ the (possibly faked) state before it, so replay fails exactly on the bad ones:
 * ``fake-final``: the final checkpoint is fabricated (the last update, repeated);
 * ``tamper``: one tensor changed in one committed checkpoint (both segments
   touching it fail).
+
+The adaptive cheaters (:data:`ADAPTIVE`, issue 10) know the verifier's rules and pick
+their fakes to fit them; each is caught only by a defence that names its class:
+
+* ``free-start``: checkpoint 0 is a state of the cheater's choosing (here another
+  seed's initialization), every segment honest from there: caught by the bound start;
+* ``coast``: jumps into a state where training does no work (every parameter and slot
+  zero: only the output bias still learns, and its gradient is label counting), coasts
+  through the middle segments, jumps back to the state it left and trains the rest:
+  the jumps fail replay, the coasting segments fail ``no-work``;
+* ``quiet-jumps``: m segments not trained at all, each replaced by a step along the
+  previous update scaled to half the previous segment's norm, so no fake stands out to
+  top-Q;
+* ``half-batch``: a hyperparameter change confined to middle segments (half the batch:
+  half the compute);
+* ``tolerance-drift`` (tolerance-mode specs): every segment honest, plus a small push on
+  coordinates honest training never moves (the embedding of a token the data never
+  holds), within the old whole-vector window each time: a backdoor that adds up.
+
+:func:`mix` plays any per-segment mix of their moves (:data:`MOVES`), with or without a
+free start. ``CheatTrace.work_saved`` is the share of the job's compute the cheater did not
+spend (:data:`WORK_SAVED`, :data:`MOVES`), for the economics of docs/proofs.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import torch
 
-from proofs.checkpoint import decode_checkpoint, encode_checkpoint, state_hash, update_norm
+from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import Dataset
 from proofs.errors import ProofError
 from proofs.merkle import TraceTree
@@ -30,9 +53,14 @@ from proofs.seeds import derive_seed
 from proofs.spec import JobSpec
 from proofs.train import Runtime, Trace, Trainer
 
-__all__ = ["STRATEGIES", "CheatTrace", "cheat"]
+__all__ = ["STRATEGIES", "ADAPTIVE", "ALL_STRATEGIES", "WORK_SAVED", "MOVES", "CheatTrace", "cheat", "mix"]
 
 STRATEGIES = ("skip-steps", "wrong-lr", "wrong-data", "copy-weights", "fake-final", "tamper")
+ADAPTIVE = ("free-start", "coast", "quiet-jumps", "half-batch", "tolerance-drift")
+ALL_STRATEGIES = STRATEGIES + ADAPTIVE
+
+#: Share of a bad segment's training compute a classic strategy does not spend.
+WORK_SAVED = {"skip-steps": 0.5, "wrong-lr": 0.0, "wrong-data": 0.0, "copy-weights": 0.0, "fake-final": 1.0, "tamper": 0.0}
 
 
 @dataclass(frozen=True)
@@ -42,13 +70,20 @@ class CheatTrace:
     strategy: str
     trace: Trace
     bad_segments: tuple[int, ...]
+    work_saved: float = 0.0  # share of the job's training compute the cheater did not spend
 
 
 def _default_segments(strategy: str, n: int) -> tuple[int, ...]:
-    if strategy == "copy-weights":
+    if strategy in ("copy-weights", "tolerance-drift"):
         return tuple(range(n))
     if strategy == "fake-final":
         return (n - 1,)
+    if strategy == "free-start":
+        return (0,)
+    if strategy in ("coast", "half-batch"):
+        return tuple(range(n // 4, max(n // 4 + 1, 3 * n // 4)))
+    if strategy == "quiet-jumps":
+        return tuple(sorted({n // 3, 2 * n // 3}))
     return (n // 2,)
 
 
@@ -65,12 +100,20 @@ def cheat(
     For ``tamper`` the segments name the checkpoints changed: tampering checkpoint
     ``c`` breaks segments ``c - 1`` and ``c``. ``fake-final`` always fakes the last one.
     """
-    if strategy not in STRATEGIES:
-        raise ProofError(f"no adversary strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}")
+    if strategy not in ALL_STRATEGIES:
+        raise ProofError(f"no adversary strategy {strategy!r}; choose one of {', '.join(ALL_STRATEGIES)}")
     n, k = spec.segments, spec.checkpoint_interval
     chosen = tuple(sorted(set(segments))) if segments is not None else _default_segments(strategy, n)
     if strategy == "fake-final":
         chosen = (n - 1,)
+    if strategy == "free-start":
+        chosen = (0,)
+    if strategy == "coast" and chosen != tuple(range(chosen[0], chosen[-1] + 1)):
+        raise ProofError(f"coast fakes one contiguous run of segments, not {chosen}")
+    if strategy == "tolerance-drift" and spec.tolerance.mode != "tolerance":
+        raise ProofError("tolerance-drift attacks tolerance-mode specs only")
+    if strategy in ADAPTIVE:
+        return _adaptive(strategy, spec, dataset, chosen, rt)
     if strategy == "tamper" and segments is None:
         chosen = (max(1, n // 2),)
     if not chosen or any(not 0 <= s < n + (strategy == "tamper") for s in chosen):
@@ -96,7 +139,8 @@ def cheat(
         for c in chosen:
             checkpoints[c] = _tampered(checkpoints[c], stamp)
         bad = tuple(sorted({s for c in chosen for s in (c - 1, c) if 0 <= s < n}))
-    return CheatTrace(strategy=strategy, trace=_assemble(spec, checkpoints), bad_segments=bad)
+    saved = WORK_SAVED[strategy] * len(chosen) / n
+    return CheatTrace(strategy=strategy, trace=_assemble(spec, checkpoints), bad_segments=bad, work_saved=saved)
 
 
 def _other_run(strategy: str, spec: JobSpec, dataset: Dataset, rt: Runtime) -> Trainer | None:
@@ -136,6 +180,99 @@ def _fake_segment(strategy: str, spec: JobSpec, dataset: Dataset, trainer: Train
             for name, p in trainer.params.items():
                 p.copy_(before[name] + (probe.params[name].detach() - before[name]) * k)
         trainer.step += k
+
+
+#: What one segment of an adaptive plan does, and the share of its compute it skips.
+MOVES = {"honest": 0.0, "coast-in": 1.0, "coast": 1.0, "coast-out": 1.0, "quiet-jump": 1.0, "half-batch": 0.5, "drift": 0.0}
+
+
+def _plan(strategy: str, n: int, chosen: tuple[int, ...]) -> dict[int, str]:
+    if strategy == "free-start":
+        return {}
+    if strategy == "coast":
+        plan = dict.fromkeys(chosen, "coast")
+        plan[chosen[0]] = "coast-in"
+        if len(chosen) > 1 and chosen[-1] < n - 1:
+            plan[chosen[-1]] = "coast-out"
+        return plan
+    move = {"quiet-jumps": "quiet-jump", "half-batch": "half-batch", "tolerance-drift": "drift"}[strategy]
+    return dict.fromkeys(chosen, move)
+
+
+def _adaptive(strategy: str, spec: JobSpec, dataset: Dataset, chosen: tuple[int, ...], rt: Runtime) -> CheatTrace:
+    faked = mix(spec, dataset, _plan(strategy, spec.segments, chosen), free_start=strategy == "free-start", rt=rt)
+    return CheatTrace(strategy, faked.trace, faked.bad_segments, faked.work_saved)
+
+
+def mix(
+    spec: JobSpec, dataset: Dataset, plan: Mapping[int, str], *, free_start: bool = False, rt: Runtime = Runtime()
+) -> CheatTrace:
+    """An adaptive cheat mixing the classes: ``plan`` maps segments to a move of :data:`MOVES`
+    (the others are trained honestly); ``free_start`` starts from another seed's initialization.
+    A ``coast-out`` returns to the state the last ``coast-in`` left."""
+    n, k = spec.segments, spec.checkpoint_interval
+    if any(not 0 <= seg < n or move not in MOVES for seg, move in plan.items()):
+        raise ProofError(f"plan {dict(plan)} is not moves of {', '.join(MOVES)} on segments of a trace of {n}")
+    if "drift" in plan.values() and spec.tolerance.mode != "tolerance":
+        raise ProofError("drift attacks tolerance-mode specs only")
+    stamp = spec.spec_hash()
+    trainer = Trainer(spec, dataset, rt)
+    if free_start:
+        twin = spec.model_copy(update={"seed": derive_seed(spec.seed, "adversary")})
+        trainer.load(Trainer(twin, dataset, rt, stamp=stamp).checkpoint())
+    checkpoints = [trainer.to_bytes()]
+    previous = {name: p.detach().clone() for name, p in trainer.params.items()}
+    left: Checkpoint | None = None
+    for seg in range(n):
+        move = plan.get(seg, "honest")
+        before = {name: p.detach().clone() for name, p in trainer.params.items()}
+        if move in ("honest", "coast"):
+            trainer.run(k)  # coasting: what replay gives, bought for the price of label counts
+        elif move == "coast-in":  # every parameter and slot zero: only the output bias still learns
+            left = trainer.checkpoint()
+            with torch.no_grad():
+                for t in trainer.tensors().values():
+                    t.zero_()
+            trainer.step += k
+        elif move == "coast-out":
+            if left is None:
+                raise ProofError(f"coast-out at segment {seg} without an earlier coast-in")
+            trainer.load(Checkpoint(trainer.step + k, stamp, left.tensors))
+        elif move == "quiet-jump":  # no training: half the previous update again
+            with torch.no_grad():
+                for name, p in trainer.params.items():
+                    p.add_((before[name] - previous[name]) * 0.5)
+            trainer.step += k
+        elif move == "half-batch":
+            bent = spec.model_copy(update={"batch_size": max(1, spec.batch_size // 2)})
+            crook = Trainer(bent, dataset, rt, stamp=stamp)
+            crook.load(trainer.checkpoint())
+            crook.run(k)
+            trainer.load(crook.checkpoint())
+        else:  # drift
+            trainer.run(k)
+            _drift(spec, trainer, before)
+        previous = before
+        checkpoints.append(trainer.to_bytes())
+    bad = tuple(sorted(set(plan) | ({0} if free_start else set())))
+    saved = sum(MOVES[m] for m in plan.values()) / n
+    return CheatTrace(strategy="mix", trace=_assemble(spec, checkpoints), bad_segments=bad, work_saved=saved)
+
+
+def _drift(spec: JobSpec, trainer: Trainer, before: dict[str, torch.Tensor]) -> None:
+    """Push the coordinates this segment left unchanged, all in one direction, by half of what the
+    old whole-vector window let through (relative l2, cosine, linf): a backdoor in the making."""
+    tol = spec.tolerance
+    assert tol.l2 is not None and tol.linf is not None and tol.cosine is not None
+    with torch.no_grad():
+        frozen = {name: p == before[name] for name, p in trainer.params.items()}
+        count = sum(int(m.sum()) for m in frozen.values())
+        if count == 0:
+            raise ProofError("tolerance-drift needs coordinates honest training leaves unchanged; this job moves them all")
+        total = math.sqrt(sum(float((p.double() ** 2).sum()) for p in trainer.params.values()))
+        push = min(0.5 * min(tol.l2, math.sqrt(2 * tol.cosine)) * total / math.sqrt(count), 0.5 * tol.linf)
+        for name, p in trainer.params.items():
+            p.add_(frozen[name].to(p.dtype) * push)
 
 
 def _tampered(data: bytes, stamp: str) -> bytes:

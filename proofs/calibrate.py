@@ -5,8 +5,9 @@ and the tolerance thresholds that follow from it.
 :class:`~proofs.train.Runtime` and under each perturbation (thread count,
 deterministic algorithms off, float32 matmul precision, and CPU vs GPU when a GPU
 exists), measures the :class:`~proofs.replay.Distances` of each perturbed end
-state to the reference one, and sets every threshold to the largest distance
-seen times a safety factor (default :data:`SAFETY_FACTOR` = 10, the gap the
+state to the reference one (and counts the coordinates the reference left unchanged that
+the perturbation changed: tolerance mode rejects any, :func:`~proofs.replay.moved_frozen`),
+and sets every threshold to the largest distance seen times a safety factor (default :data:`SAFETY_FACTOR` = 10, the gap the
 Proof-of-Learning authors report between same-machine and cross-machine error),
 never below a floor, so that tolerance mode admits honest hardware variation and
 little else.
@@ -23,7 +24,7 @@ import torch
 from proofs.checkpoint import decode_checkpoint
 from proofs.data import Dataset
 from proofs.errors import ProofError
-from proofs.replay import Distances, distances
+from proofs.replay import Distances, distances, moved_frozen
 from proofs.spec import JobSpec, Tolerance
 from proofs.train import Runtime, Trainer
 
@@ -38,12 +39,14 @@ FLOORS = Distances(l2=1e-6, linf=1e-6, cosine=1e-9)
 
 @dataclass(frozen=True)
 class Perturbation:
-    """One measured runtime and its distance to the reference replay."""
+    """One measured runtime and its distance to the reference replay; ``moved_frozen``: coordinates
+    the reference replay left unchanged that this runtime changed (tolerance mode rejects any)."""
 
     name: str
     runtime: Runtime
     params: Distances
     optimizer: Distances
+    moved_frozen: int = 0
 
     @property
     def exact(self) -> bool:
@@ -111,11 +114,14 @@ def calibrate(
     runs = perturbations if perturbations is not None else default_perturbations(reference)
     measured = []
     for start in starts:
-        ref_params, ref_optim = _split(_replay(spec, dataset, start, reference))
+        begin = dict(decode_checkpoint(start, expect_spec=spec.spec_hash()).tensors)
+        reference_end = _replay(spec, dataset, start, reference)
+        ref_params, ref_optim = _split(reference_end)
         for name, rt in runs:
-            params, optim = _split(_replay(spec, dataset, start, rt))
-            p = Perturbation(name, rt, distances(params, ref_params), distances(optim, ref_optim))
-            log.info("calibration", extra={"perturbation": name, "l2": p.params.l2, "linf": p.params.linf})
+            end = _replay(spec, dataset, start, rt)
+            params, optim = _split(end)
+            p = Perturbation(name, rt, distances(params, ref_params), distances(optim, ref_optim), moved_frozen(begin, reference_end, end))
+            log.info("calibration", extra={"perturbation": name, "l2": p.params.l2, "linf": p.params.linf, "moved_frozen": p.moved_frozen})
             measured.append(p)
 
     def threshold(field: str) -> float:

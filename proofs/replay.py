@@ -5,8 +5,21 @@ spec's seeded batches, and compares the result with checkpoint ``i + 1``:
 
 * ``exact`` mode: the replayed checkpoint's bytes must hash to the committed
   state hash (deterministic CPU replay gives distance 0);
-* ``tolerance`` mode: the parameter vector and the optimizer-state vector must
-  each be within the spec's relative-l2, linf and cosine thresholds.
+* ``tolerance`` mode: a coordinate the replay leaves exactly unchanged must be exactly
+  unchanged in the committed checkpoint (:func:`moved_frozen`), and the parameter vector
+  and the optimizer-state vector must each be within the spec's relative-l2, linf and
+  cosine thresholds. Drift on coordinates honest training never moves therefore fails at
+  once, whatever its size (docs/proofs.md, "Tolerance mode").
+
+In both modes a segment must do learning work: a replayed step in which some parameter
+tensor gets an exactly zero gradient, or a segment after which parameters and
+optimizer slots are bit-identical to its start, fails with ``no-work`` (the spec's
+learning rate is always positive, so honest training never does that: a trace that
+coasts through such states saves the compute it claims).
+
+Checkpoint 0 is bound: it must be :func:`initial_state` of the spec
+(:func:`check_start`), which :func:`verify_trace` checks on every trace, without
+fetching anything.
 
 It returns a :class:`SegmentVerdict` (never prints, never raises on a bad
 trace): served bytes that do not match the commitment, truncated or
@@ -32,7 +45,7 @@ from proofs.errors import ProofError, SegmentOutOfRange
 from proofs.manifest import Manifest
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
-from proofs.train import Runtime, Trainer
+from proofs.train import Runtime, Trainer, runtime
 
 __all__ = [
     "Reason",
@@ -40,6 +53,13 @@ __all__ = [
     "SegmentVerdict",
     "TraceVerdict",
     "distances",
+    "moved_frozen",
+    "initial_state",
+    "initial_state_hash",
+    "check_start",
+    "check_norm",
+    "referee_step",
+    "first_idle_step",
     "replay_segment",
     "verify_trace",
     "Fetch",
@@ -63,6 +83,8 @@ class Reason(str, enum.Enum):
     NORM_MISMATCH = "norm-mismatch"
     STATE_MISMATCH = "state-mismatch"
     OUT_OF_TOLERANCE = "out-of-tolerance"
+    WRONG_START = "wrong-start"
+    NO_WORK = "no-work"
 
 
 @dataclass(frozen=True)
@@ -134,6 +156,95 @@ def distances(replayed: Mapping[str, torch.Tensor], committed: Mapping[str, torc
     return Distances(l2=l2, linf=linf, cosine=cosine)
 
 
+def moved_frozen(start: Mapping[str, torch.Tensor], replayed: Mapping[str, torch.Tensor], committed: Mapping[str, torch.Tensor]) -> int:
+    """How many coordinates the replay left exactly unchanged (``replayed == start``) the committed
+    state changed (``committed != start``). Tolerance mode requires none: what honest training does
+    not move (the embedding row of a token the data never holds, a unit with no gradient) is not
+    moved by other hardware either, so any change there is the solver's own, however small."""
+    if not sorted(start) == sorted(replayed) == sorted(committed):
+        raise ProofError("cannot compare states with different tensors")
+    if not start:
+        return 0
+    s, a, b = (_flat(x) for x in (start, replayed, committed))
+    frozen = a == s
+    return int(np.count_nonzero(b[frozen] != s[frozen]))
+
+
+def initial_state(spec: JobSpec, dataset: Dataset) -> bytes:
+    """Checkpoint 0 of every honest trace of ``spec``: the spec's seeded initialization, zero
+    optimizer slots, step 0. (A spec that names a pretrained model by CID, when the spec
+    format has one, is the one place this changes: it would load that model here.)"""
+    return Trainer(spec, dataset).to_bytes()
+
+
+def initial_state_hash(spec: JobSpec, dataset: Dataset) -> str:
+    """The state hash leaf 0 of every honest trace of ``spec`` commits to."""
+    return state_hash(initial_state(spec, dataset))
+
+
+def check_start(spec: JobSpec, dataset: Dataset, committed: str) -> SegmentVerdict:
+    """Segment 0's start: the committed leaf 0 must be :func:`initial_state_hash` of the spec.
+    A trace that starts anywhere else fails on segment 0 with ``wrong-start``, however its
+    segments replay; a referee of a game on segment 0 rules the same way (``verifier.dispute``)."""
+    expected = initial_state_hash(spec, dataset)
+    if committed.lower() != expected:
+        return _fail(0, Reason.WRONG_START, f"checkpoint 0 is {committed}, the spec's seeded initialization is {expected}")
+    return SegmentVerdict(0, True, Reason.OK, f"segment 0: checkpoint 0 is the spec's initialization {expected}")
+
+
+def _norm_fault(segment: int, first: Checkpoint, last: Checkpoint, claimed: float) -> SegmentVerdict | None:
+    actual = update_norm(first.params(), last.params())
+    if math.isclose(actual, claimed, rel_tol=_NORM_RTOL, abs_tol=1e-12):
+        return None
+    return _fail(segment, Reason.NORM_MISMATCH, f"update norm is {actual!r}, the manifest claims {claimed!r}")
+
+
+def check_norm(segment: int, start: bytes, end: bytes, claimed: float) -> SegmentVerdict:
+    """The manifest's update norm of ``segment`` against the one its committed checkpoints give,
+    without training: what a referee checks in a game on the segment (``verifier.dispute``)."""
+    fault = _norm_fault(segment, decode_checkpoint(start), decode_checkpoint(end), claimed)
+    return fault or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: update norm {claimed!r} as claimed")
+
+
+def _idle_tensor(trainer: Trainer) -> str | None:
+    """After a step: the first parameter tensor whose gradient was exactly zero (no learning work)."""
+    for name, p in trainer.params.items():
+        if p.grad is None or not bool(torch.any(p.grad)):
+            return name
+    return None
+
+
+def _run_watching(trainer: Trainer, steps: int) -> tuple[int, str] | None:
+    """Advance ``steps`` steps; the first idle step (local index, tensor) or None."""
+    idle: tuple[int, str] | None = None
+    with runtime(trainer.rt):
+        for i in range(steps):
+            trainer.train_step()
+            if idle is None and (name := _idle_tensor(trainer)) is not None:
+                idle = (i, name)
+    return idle
+
+
+def first_idle_step(spec: JobSpec, dataset: Dataset, start: bytes, steps: int, rt: Runtime = Runtime()) -> int | None:
+    """Replay ``steps`` steps from checkpoint bytes ``start``: the index (0-based, from the start)
+    of the first step that did no learning work, or None. A challenger steers a dispute over a
+    ``no-work`` segment to that step (``verifier.dispute``)."""
+    trainer = Trainer(spec, dataset, rt)
+    trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
+    found = _run_watching(trainer, steps)
+    return None if found is None else found[0]
+
+
+def referee_step(spec: JobSpec, dataset: Dataset, state: bytes, rt: Runtime = Runtime()) -> tuple[bytes, str | None]:
+    """A referee's one step from ``state``: the state after it and, if the step did no learning
+    work, the parameter tensor whose gradient was exactly zero (the defender is then wrong
+    whatever state it posted)."""
+    trainer = Trainer(spec, dataset, rt)
+    trainer.load(decode_checkpoint(state, expect_spec=spec.spec_hash()))
+    found = _run_watching(trainer, 1)
+    return trainer.to_bytes(), None if found is None else found[1]
+
+
 def _fail(segment: int, reason: Reason, detail: str, **extra: object) -> SegmentVerdict:
     log.info("segment failed", extra={"segment": segment, "reason": reason.value, "detail": detail})
     return SegmentVerdict(segment=segment, passed=False, reason=reason, detail=f"segment {segment}: {detail}", **extra)  # type: ignore[arg-type]
@@ -181,27 +292,28 @@ def replay_segment(
         probe.load(last)  # the end checkpoint must fit the model and optimizer too
     except ProofError as exc:
         return _fail(segment, Reason.MALFORMED, str(exc))
-    if claimed_norm is not None:
-        actual_norm = update_norm(first.params(), last.params())
-        if not math.isclose(actual_norm, claimed_norm, rel_tol=_NORM_RTOL, abs_tol=1e-12):
-            return _fail(segment, Reason.NORM_MISMATCH, f"update norm is {actual_norm!r}, the manifest claims {claimed_norm!r}")
-    trainer.run(k)
+    if claimed_norm is not None and (false_norm := _norm_fault(segment, first, last, claimed_norm)) is not None:
+        return false_norm
+    idle = _run_watching(trainer, k)
     replayed = trainer.to_bytes()
     replayed_hash = state_hash(replayed)
     ours = {name: t.detach().cpu() for name, t in trainer.tensors().items()}
-    param_d = distances({k_: v for k_, v in ours.items() if k_.startswith("param.")}, {k_: v for k_, v in last.tensors.items() if k_.startswith("param.")})
-    optim_d = distances({k_: v for k_, v in ours.items() if k_.startswith("optim.")}, dict(last.optimizer_state()))
+    param_names = [n for n in ours if n.startswith("param.")]
+    param_d = distances({n: ours[n] for n in param_names}, {n: last.tensors[n] for n in param_names})
+    optim_d = distances({n: v for n, v in ours.items() if n.startswith("optim.")}, dict(last.optimizer_state()))
     extra = {"params": param_d, "optimizer": optim_d, "replayed_hash": replayed_hash}
+    if idle is not None:
+        step, name = idle
+        return _fail(segment, Reason.NO_WORK, f"step {segment * k + step} did no learning work: {name} has a zero gradient", **extra)
+    if all(torch.equal(first.tensors[n], last.tensors[n]) for n in first.tensors):
+        return _fail(segment, Reason.NO_WORK, "parameters and optimizer slots are bit-identical to the start", **extra)
     committed_hash = state_hash(end)
     if replayed_hash == committed_hash:
         return SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay reproduces {committed_hash}", **extra)  # type: ignore[arg-type]
     if spec.tolerance.mode == "exact":
-        return _fail(
-            segment,
-            Reason.STATE_MISMATCH,
-            f"replay gives {replayed_hash}, committed {committed_hash} (param l2 {param_d.l2:.3g}, linf {param_d.linf:.3g})",
-            **extra,
-        )
+        return _fail(segment, Reason.STATE_MISMATCH, f"replay gives {replayed_hash}, committed {committed_hash} (param l2 {param_d.l2:.3g}, linf {param_d.linf:.3g})", **extra)
+    if frozen := moved_frozen(first.tensors, ours, last.tensors):
+        return _fail(segment, Reason.OUT_OF_TOLERANCE, f"{frozen} coordinates the replay leaves unchanged were changed", **extra)
     if param_d.within(spec.tolerance) and optim_d.within(spec.tolerance):
         return SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: within tolerance (param l2 {param_d.l2:.3g})", **extra)  # type: ignore[arg-type]
     return _fail(
@@ -227,10 +339,15 @@ def verify_trace(
     """Select segments from ``seed`` and replay each against the manifest's commitments.
 
     ``manifest`` must already be parsed (its root is then the tree of its hashes);
-    it is checked against ``spec`` here. Each checkpoint is fetched at most once.
+    it is checked against ``spec`` here. Each checkpoint is fetched at most once. Leaf 0 is
+    checked against the spec's initialization first (:func:`check_start`, no fetch): a wrong
+    start is a failed verdict on segment 0 whether or not segment 0 is sampled.
     """
     manifest.check_spec(spec)
     selection = choose_segments(manifest.update_norms, seed, q, r)
+    start = check_start(spec, dataset, manifest.state_hashes[0])
+    if not start.passed:
+        return TraceVerdict(selection=selection, verdicts=(start,))
     cache: dict[int, bytes] = {}
 
     def get(index: int) -> bytes:

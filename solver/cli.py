@@ -21,7 +21,7 @@ from core.agent import LoopSettings, configure_logging, open_store, status_base,
 from core.chain import Address, Signer
 from core.config import Settings
 from core.contracts import JobId, Protocol, Role
-from proofs.adversary import STRATEGIES
+from proofs.adversary import ALL_STRATEGIES
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.state import SolverDb
@@ -65,8 +65,8 @@ def run(
 
       VERITRAIN_KEYSTORE_PASSWORD=... veritrain solver run --keystore solver.json --ipfs-api http://127.0.0.1:5001 --log-json
     """
-    if cheat is not None and cheat not in STRATEGIES:
-        raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(STRATEGIES)}", param_hint="--cheat")
+    if cheat is not None and cheat not in ALL_STRATEGIES:
+        raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(ALL_STRATEGIES)}", param_hint="--cheat")
     configure_logging(level=log_level, json_lines=log_json)
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
     signer = options.signer(settings)

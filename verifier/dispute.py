@@ -9,7 +9,15 @@ referee's pre-state (against the agreed hash on chain). The truth at a midpoint 
 with ``proofs.state_at`` from checkpoint ``j``, both to answer the solver and to post our own
 midpoints as a report game's defender (stored, so that the challenger and the referees can
 fetch them by CID: the solver's defence, from the checkpoint in the store rather than on disk);
-a referee runs ``proofs.execute_step`` once.
+a referee runs ``proofs.referee_step`` once.
+
+What the solver committed besides the states is settled without training, by any referee of a
+trace game on segment ``j``: its start (``j = 0``: leaf 0 must be the spec's seeded
+initialization, ``proofs.check_start``) and its update norm (the manifest's norm for ``j`` must be
+the one checkpoints ``j`` and ``j + 1`` give, ``proofs.check_norm``); either false, the solver is
+wrong whatever the isolated step shows. A step that did no learning work (a parameter tensor
+with an exactly zero gradient: ``proofs.referee_step``) is wrong too, and a challenger steers the
+bisection to the first such step of the segment (:meth:`DisputeDesk.answer`).
 The material of a job is cached in memory per committed root (a reopened job gets a new one).
 """
 
@@ -30,11 +38,14 @@ from proofs import (
     Limits,
     Manifest,
     ProofError,
-    execute_step,
+    check_norm,
+    check_start,
+    first_idle_step,
     load_dataset,
     load_spec,
     parse_manifest,
     probe_step,
+    referee_step,
     state_at,
     state_hash,
 )
@@ -70,6 +81,7 @@ class DisputeDesk:
         self.lie = lie
         self._material: dict[tuple[int, bytes], JobMaterial] = {}
         self._starts: dict[tuple[int, bytes, int], bytes] = {}
+        self._idle_steps: dict[tuple[int, bytes, int, int], int | None] = {}
 
     def material(self, job_id: JobId) -> JobMaterial:
         job = self.protocol.market.get_job(job_id)
@@ -110,10 +122,23 @@ class DisputeDesk:
         step = global_step(game, m.spec.checkpoint_interval, midpoint(game.lo, game.hi))
         return state_at(m.spec, m.dataset, self._start(game.job_id, m, game.segment), step)
 
+    def _idle(self, game: Game) -> int | None:
+        """The first step of the game's range (0-based from checkpoint ``segment``) that did no
+        learning work, from one replay of the range, cached per game position's segment."""
+        m = self.material(game.job_id)
+        key = (int(game.job_id), bytes.fromhex(m.manifest.root[2:]), game.segment, game.steps)
+        if key not in self._idle_steps:
+            self._idle_steps[key] = first_idle_step(m.spec, m.dataset, self._start(game.job_id, m, game.segment), game.steps)
+        return self._idle_steps[key]
+
     def answer(self, game_id: GameId, game: Game) -> bool:
-        """Agree with the solver's posted midpoint? True iff it is the state honest training gives."""
-        agree = state_hash(self._truth(game)) == _hex(game.mid_hash)
-        log.info("midpoint checked", extra={"game": game_id, "step": midpoint(game.lo, game.hi), "agree": agree, "lie": self.lie})
+        """Agree with the solver's posted midpoint? True iff it is the state honest training gives and
+        it is not past a step that did no learning work (disagreeing there keeps that step inside the
+        disputed range, so the game isolates it and the referees see the idle step)."""
+        mid = midpoint(game.lo, game.hi)
+        idle = self._idle(game)
+        agree = state_hash(self._truth(game)) == _hex(game.mid_hash) and (idle is None or mid <= idle)
+        log.info("midpoint checked", extra={"game": game_id, "step": mid, "agree": agree, "idle_step": idle, "lie": self.lie})
         return agree != self.lie
 
     def midpoint(self, game: Game) -> tuple[str, Cid]:
@@ -130,15 +155,32 @@ class DisputeDesk:
         opened = events[-1].args
         return probe_step(bytes(opened["assignSeed"]), int(opened["probeIndex"]), checkpoint_interval)
 
+    def commitment_fault(self, job_id: JobId, segment: int) -> str | None:
+        """What is false, without training, in the solver's commitments for ``segment``: its start
+        (segment 0) or its update norm; None when both hold."""
+        m = self.material(job_id)
+        if segment == 0 and not (start := check_start(m.spec, m.dataset, m.manifest.state_hashes[0])).passed:
+            return start.detail
+        try:
+            start, end = self._start(job_id, m, segment), self._start(job_id, m, segment + 1)
+        except StorageError as exc:
+            raise DisputeWorkError(f"job {job_id}: checkpoints of segment {segment}: {exc}") from exc
+        norm = check_norm(segment, start, end, m.manifest.update_norms[segment])
+        return None if norm.passed else norm.detail
+
     def vote(self, game_id: GameId, game: Game) -> bool:
-        """A referee's vote: is the defender's post-state what one step from the agreed state gives
-        (and, in a report game, is the game at the probe's step)?"""
+        """A referee's vote: is the defender's post-state what one step from the agreed state gives,
+        did that step do learning work, (in a trace game) are the segment's start and norm what the
+        solver committed, and (in a report game) is the game at the probe's step?"""
         m = self.material(game.job_id)
         k = m.spec.checkpoint_interval
         shaped = vote_from_shape(game, k, self._probe_step(game_id, k) if game.on_report else None)
         if shaped is not None:
             log.info("vote decided by the game's steps", extra={"game": game_id, "steps": game.steps, "solver_right": shaped})
             return shaped
+        if not game.on_report and (fault := self.commitment_fault(game.job_id, game.segment)) is not None:
+            log.info("vote decided by the solver's commitments", extra={"game": game_id, "fault": fault, "solver_right": False})
+            return False
         task = isolated_step(game, k, m.manifest.checkpoint_cids)
         try:
             pre = self.store.get(task.pre_cid, MAX_CHECKPOINT_BYTES)
@@ -146,7 +188,7 @@ class DisputeDesk:
             raise DisputeWorkError(f"game {game_id}: agreed state {task.pre_cid}: {exc}") from exc
         if state_hash(pre) != _hex(task.pre_hash) or decode_checkpoint(pre).step != task.global_step:
             raise DisputeWorkError(f"game {game_id}: the agreed state at {task.pre_cid} is not the one on chain")
-        after = execute_step(m.spec, m.dataset, pre)
-        right = state_hash(after) == _hex(task.post_hash)
-        log.info("isolated step re-executed", extra={"game": game_id, "step": task.global_step, "solver_right": right})
+        after, idle = referee_step(m.spec, m.dataset, pre)
+        right = state_hash(after) == _hex(task.post_hash) and idle is None
+        log.info("isolated step re-executed", extra={"game": game_id, "step": task.global_step, "idle_tensor": idle, "solver_right": right})
         return right

@@ -5,6 +5,8 @@ also checked against the state hash in the manifest, whose root must be the one 
 chain. The segments come from the proofs engine's sampling seeded by the ``assignSeed`` of
 this verifier's ``VerifierAssigned`` event (keccak256(drawSeed, verifier): fixed after the
 solver committed, and different for every verifier drawn), plus the report's probe segments.
+Before any replay, leaf 0 is checked against the spec's seeded initialization
+(``proofs.check_start``): a trace with another start fails on segment 0, where the dispute opens.
 
 A passing report commits to ``probeCount`` probes (``proofs.probes``): for each slot, the
 state hash at the inner step the assign seed fixes in the slot's segment, recomputed with
@@ -41,6 +43,7 @@ from proofs import (
     ProbeTree,
     ProofError,
     SegmentVerdict,
+    check_start,
     choose_segments,
     forced_hash,
     load_dataset,
@@ -209,6 +212,10 @@ class Inspector:
         if self.lazy:
             log.warning("report passed without replay (lazy test adversary)", extra={"job": job_id})
             return [], [Probe(i, segment, step, manifest.state_hashes[segment + 1]) for i, segment, step in positions]
+        start = check_start(spec, dataset, manifest.state_hashes[0])  # no fetch: leaf 0 is the spec's init or the trace fails
+        if not start.passed:
+            report["verdicts"] = [{"segment": 0, "passed": False, "reason": start.reason.value, "detail": start.detail}]
+            return [start], []
         verdicts: list[SegmentVerdict] = []
         probes: list[Probe] = []
         cache: dict[int, bytes] = {}

@@ -13,7 +13,8 @@ What runs, each for real:
 At the end: the timeline, the gas of each call, balances before and after, the trained
 model's test metric, and where the wall time went.
 
-``--cheat STRATEGY`` (a name of ``proofs.adversary.STRATEGIES``) plays a dispute first: a
+``--cheat STRATEGY`` (a name of ``proofs.adversary.ALL_STRATEGIES``: the six classic cheats
+and the adaptive ones, e.g. ``free-start`` and ``coast``) plays a dispute first: a
 cheating solver daemon claims the job and commits that adversary's trace, the verifier drawn
 for it fails the replay and opens the dispute game, the bisection isolates one step, three
 other verifier daemons sit as referees (four verifiers in all: the committee excludes the
@@ -61,7 +62,7 @@ from deploy.devnet import Devnet, start_devnet
 from submitter import service
 from submitter.amounts import show_tokens
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
-from proofs.adversary import STRATEGIES
+from proofs.adversary import ALL_STRATEGIES
 from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
 from veritrain.options import console
 from whistleblower.daemon import economics
@@ -321,8 +322,8 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
 
     ``cheat``: a cheating solver claims the job first and is caught; ``lazy_verifier``: a lazy
     verifier is drawn first, caught by a whistleblower and slashed (see the module docstring)."""
-    if cheat is not None and cheat not in STRATEGIES:
-        raise VeritrainError(f"no adversary strategy {cheat!r}; choose one of {', '.join(STRATEGIES)}")
+    if cheat is not None and cheat not in ALL_STRATEGIES:
+        raise VeritrainError(f"no adversary strategy {cheat!r}; choose one of {', '.join(ALL_STRATEGIES)}")
     if cheat is not None and lazy_verifier:
         raise VeritrainError("--cheat and --lazy-verifier tell two stories: choose one")
     t_start = time.monotonic()
@@ -541,7 +542,7 @@ def demo(
     workdir: Annotated[Path | None, typer.Option(help="keep everything (chain data, store, logs, model) here instead of a temporary directory")] = None,
     job: Annotated[str, typer.Option(help="which shipped demo job to post: mlp-spirals, char-text, cnn-shapes, tiny")] = "mlp-spirals",
     timeout: Annotated[float, typer.Option(help="give up if the job is not final after this many seconds", min=10)] = 600.0,
-    cheat: Annotated[str | None, typer.Option(help=f"play a dispute first: a cheating solver (demo adversary: {', '.join(STRATEGIES)}) claims the job, is caught and slashed, an honest one then does it")] = None,
+    cheat: Annotated[str | None, typer.Option(help=f"play a dispute first: a cheating solver (demo adversary: {', '.join(ALL_STRATEGIES)}) claims the job, is caught and slashed, an honest one then does it")] = None,
     lazy_verifier: Annotated[bool, typer.Option("--lazy-verifier", help="a lazy verifier (passes without replaying) is drawn first; a whistleblower daemon catches its wrong probe, it is slashed, an honest verifier re-verifies")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="also print the figures as one JSON object at the end")] = False,
 ) -> None:
@@ -559,6 +560,8 @@ def demo(
       veritrain demo --workdir /tmp/vt-demo --json
 
       veritrain demo --cheat wrong-lr --job tiny
+
+      veritrain demo --cheat coast --job tiny      (an adaptive cheater: coasts through zero-work states)
 
       veritrain demo --lazy-verifier --job tiny
     """

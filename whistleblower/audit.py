@@ -10,6 +10,10 @@ too large the audit goes on without them (the bot's own picks then). Through the
 dispute desk the job's spec, dataset and manifest are checked (its root the committed one); each
 checkpoint against the manifest's state hash.
 
+Leaf 0 of the trace is checked against the spec's seeded initialization (``proofs.check_start``):
+a passing report on a trace with another start is a fault on segment 0 (a trace game there, which
+the referees settle on the start alone: ``verifier.dispute``).
+
 A probe is replayed from checkpoint ``segment`` to its step (``proofs.state_at``) and its hash
 compared with the published one; a segment is replayed whole (``proofs.replay_segment``, the
 verifier's judgement). The stop flag is checked between units, so SIGTERM stops an audit at
@@ -27,7 +31,7 @@ from core.bounded import InputRejected, load_json
 from core.contracts import JobId, Protocol, ReportSeal
 from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
-from proofs import choose_segments, replay_segment, state_at, state_hash
+from proofs import check_start, choose_segments, replay_segment, state_at, state_hash
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.merkle import to_bytes32
 from proofs.probes import Probe, ProbeTree, probe_step
@@ -91,8 +95,12 @@ class Auditor:
         log.info("audit started", extra={"job": job_id, "report": report_cid, "probes": len(plan.probes), "segments": len(plan.segments), "steps": plan.steps, "left_out": plan.left_out})
         checkpoints: dict[int, bytes] = {}
         findings = [_off_step(q, probe_step(seal.assign_seed, q.index, k), probes) for q in off_step]
+        start = check_start(material.spec, material.dataset, material.manifest.state_hashes[0])
+        if not start.passed:  # no fetch, no replay: leaf 0 is not the spec's initialization
+            findings.append(Finding(FindingKind.SEGMENT, 0, 0, start.detail))
         findings += [f for f in (self._probe(job_id, material, probes, i, checkpoints) for i in plan.probes) if f is not None]
-        findings += [f for f in (self._segment(job_id, material, s, checkpoints) for s in plan.segments) if f is not None]
+        replays = [s for s in plan.segments if start.passed or s != 0]  # segment 0 already has its finding
+        findings += [f for f in (self._segment(job_id, material, s, checkpoints) for s in replays) if f is not None]
         if plan.left_out:
             notes.append(f"{plan.left_out} units over budget")
         summary = "; ".join([f"{len(plan.probes)} probes and {len(plan.segments)} segments replayed ({plan.steps} steps), {len(findings)} faults", *notes])

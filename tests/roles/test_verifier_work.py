@@ -124,3 +124,10 @@ def test_a_trace_wrong_in_a_probe_segment_fails_there_without_a_probe_tree(job: 
     assert report["segments"] == sorted({p.segment for p in job.truth} | {5})  # the last segment and the probes' only
     assert not verdict.passed and verdict.failed_segment == bad  # a probe segment is replayed: the cheat is caught there
     assert verdict.probe_root == ZERO32 and report["probes"] == []  # no true state inside a segment that does not replay
+
+
+def test_a_trace_with_a_free_start_fails_on_segment_0_before_any_replay(job: Any) -> None:
+    faked = cheat("free-start", job.spec, job.dataset)
+    verdict, report = _report(job, Draw(SEED), _chain(job.store, job.spec, faked.trace), q=0, r=0)
+    assert not verdict.passed and verdict.failed_segment == 0  # the game opens on segment 0, which the referees settle on the start
+    assert [v["reason"] for v in report["verdicts"]] == ["wrong-start"] and "seeded initialization" in verdict.summary

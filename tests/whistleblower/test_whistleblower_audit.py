@@ -81,6 +81,14 @@ def test_a_true_report_on_an_honest_trace_has_no_fault(job: Any) -> None:
     assert record.replayed_steps == sum(p.step for p in probes) + 6 * 10  # every probe and every segment
 
 
+def test_a_trace_with_a_free_start_is_a_fault_on_segment_0(job: Any) -> None:
+    """Every segment replays from the cheater's own start, every probe is true: only the bound start tells."""
+    faked = cheat("free-start", job.spec, job.dataset).trace
+    record = _audit(job, faked, _probes(job, faked), body=json.dumps({"passed": True, "segments": [0, 5]}).encode())
+    assert [(f.kind, f.segment) for f in record.findings] == [(FindingKind.SEGMENT, 0)]
+    assert "seeded initialization" in record.findings[0].detail
+
+
 def test_a_wrong_probe_is_found_with_its_proof_under_the_sealed_root(job: Any) -> None:
     probes = _probes(job, job.honest)
     probes[2] = replace(probes[2], state_hash=job.honest.state_hashes[probes[2].segment + 1])  # a lazy guess

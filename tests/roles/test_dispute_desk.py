@@ -1,0 +1,84 @@
+"""The dispute desk's rules for adaptive cheaters, on real tiny traces (the chain stood in for by a stub):
+a referee finds a false start or a false norm without training, and a challenger steers the bisection
+to the first step of a segment that did no learning work."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from core.contracts import Bytes32, JobId
+from core.storage import LocalStore
+from proofs import Trace, cheat, load_dataset, state_at, state_hash, train_trace
+from proofs.datasets import reference_job
+from verifier.dispute import DisputeDesk, JobMaterial
+
+JOB = JobId(7)
+
+
+class _Desk(DisputeDesk):
+    """``material`` as checked against the chain, here the given trace's."""
+
+    def __init__(self, store: LocalStore, material: JobMaterial) -> None:
+        super().__init__(SimpleNamespace(), store, SimpleNamespace())  # type: ignore[arg-type]
+        self.given = material
+
+    def material(self, job_id: JobId) -> JobMaterial:
+        return self.given
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    store = LocalStore(tmp_path_factory.mktemp("store"))
+    ref = reference_job("mlp-spirals", steps=60, checkpoint_interval=10)
+    spec = ref.spec(store.put(ref.dataset))
+    return SimpleNamespace(store=store, spec=spec, dataset=load_dataset(spec, ref.dataset))
+
+
+def _desk(job: Any, trace: Trace, norms: list[float] | None = None) -> _Desk:
+    manifest = trace.manifest("QmSpec", [job.store.put(c) for c in trace.checkpoints])
+    if norms is not None:
+        manifest = manifest.model_copy(update={"update_norms": tuple(norms)})
+    return _Desk(job.store, JobMaterial(job.spec, job.dataset, manifest))
+
+
+def test_the_referee_rule_on_commitments_passes_an_honest_trace_and_names_a_free_start(job: Any) -> None:
+    honest = train_trace(job.spec, job.dataset)
+    assert all(_desk(job, honest).commitment_fault(JOB, s) is None for s in range(job.spec.segments))
+    free = cheat("free-start", job.spec, job.dataset).trace
+    desk = _desk(job, free)
+    assert "seeded initialization" in (desk.commitment_fault(JOB, 0) or "")
+    assert desk.commitment_fault(JOB, 1) is None  # the start is segment 0's business only
+
+
+def test_the_referee_rule_on_commitments_names_a_false_norm(job: Any) -> None:
+    honest = train_trace(job.spec, job.dataset)
+    lie = list(honest.update_norms)
+    lie[3] /= 4
+    fault = _desk(job, honest, lie).commitment_fault(JOB, 3)
+    assert fault is not None and "manifest claims" in fault
+
+
+def _game(job: Any, trace: Trace, segment: int, lo: int, hi: int) -> Any:
+    k = job.spec.checkpoint_interval
+    mid = (lo + hi) // 2
+    truth = state_hash(state_at(job.spec, job.dataset, trace.checkpoints[segment], segment * k + mid))
+    return SimpleNamespace(job_id=JOB, segment=segment, steps=k, lo=lo, hi=hi, mid_hash=Bytes32(bytes.fromhex(truth[2:])))
+
+
+def test_a_challenger_steers_a_coasting_segment_to_its_first_idle_step(job: Any) -> None:
+    """Every posted midpoint of a coasting segment is the true state; the challenger still disagrees
+    past the first idle step, so the game isolates a step the referees find did no work."""
+    faked = cheat("coast", job.spec, job.dataset, segments=[1, 2, 3])
+    desk = _desk(job, faked.trace)
+    k = job.spec.checkpoint_interval
+    lo, hi = 0, k
+    while hi - lo > 1:
+        game = _game(job, faked.trace, 2, lo, hi)
+        lo, hi = ((lo + hi) // 2, hi) if desk.answer(1, game) else (lo, (lo + hi) // 2)
+    assert (lo, hi) == (0, 1)
+    trace = train_trace(job.spec, job.dataset)
+    assert _desk(job, trace).answer(1, _game(job, trace, 2, 0, k))  # an honest segment: agree with the truth
+
