@@ -7,7 +7,18 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {IJobMarket} from "./interfaces/IJobMarket.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
-import {ForcedSeed, Job, JobState, MarketParams, Probe, RefundReason, ReportSeal, Role} from "./Types.sol";
+import {
+    AvailabilityChallenge,
+    ForcedSeed,
+    Job,
+    JobState,
+    MarketParams,
+    Probe,
+    RefundReason,
+    ReportSeal,
+    Role
+} from "./Types.sol";
+import {CidLib} from "./libraries/CidLib.sol";
 import {ProbeLib} from "./libraries/ProbeLib.sol";
 import {TraceLib} from "./libraries/TraceLib.sol";
 
@@ -20,7 +31,9 @@ import {TraceLib} from "./libraries/TraceLib.sol";
 ///         the jackpot that pays whistleblowers for caught forced errors, and the report seals that
 ///         bind a verifier to its probes and its forced-error draw.
 /// @dev Token balance of this contract == jackpot + sum of reward + verifierFee + jackpotTax over jobs
-///      not in a final state (Finalized, Cancelled, Refunded): every final transition pays out exactly
+///      not in a final state (Finalized, Cancelled, Refunded) + availabilityDeposit per job in
+///      DataChallenged (the deposit leaves when the challenge ends: to the answerer, or back to the
+///      verifier on a timeout): every final transition pays out exactly
 ///      reward + fee + tax, except finalize, which moves the tax into the jackpot; the jackpot pays out
 ///      only payForcedError's jackpot * share / 1e4 (share <= 1/3), so it never pays more than it holds.
 ///      Bonds are locked stake in the StakeManager, never held here.
@@ -32,6 +45,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
 
     /// @inheritdoc IJobMarket
     uint256 public constant MAX_JACKPOT_SHARE_BPS = 3333;
+    /// @inheritdoc IJobMarket
+    uint256 public constant MANIFEST_ITEM = type(uint24).max;
 
     /// @inheritdoc IJobMarket
     IERC20 public immutable token;
@@ -55,6 +70,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     uint16 private immutable _jackpotShareBps;
     uint16 private immutable _forcedErrorRateBps;
     uint8 private immutable _probeCount;
+    uint32 private immutable _availabilityWindow;
+    uint96 private immutable _availabilityDeposit;
 
     /// @inheritdoc IJobMarket
     address public disputeGame;
@@ -69,6 +86,12 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     /// The seal of each job's last draw (and report): its own slot, so the packed Job stays 4 slots.
     mapping(uint256 jobId => bytes32 seal) private _seals;
     mapping(address verifier => ForcedSeed) private _forcedSeeds;
+    /// The committed manifest CID digest: what an availability answer for the manifest must hash to.
+    mapping(uint256 jobId => bytes32 manifestCid) private _manifestCids;
+    mapping(uint256 jobId => AvailabilityChallenge) private _availability;
+    /// Items published on chain, keyed by content: keccak256(abi.encode(traceRoot, index)) for a
+    /// checkpoint, keccak256(abi.encode(manifestCid, MANIFEST_ITEM)) for the manifest.
+    mapping(bytes32 key => bool) private _published;
 
     /// @param token_ the ERC20 of rewards, fees and bonds (the StakeManager's token)
     /// @param stakeManager_ the StakeManager; its wiring must authorize this contract
@@ -93,6 +116,9 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (p.jackpotShareBps > MAX_JACKPOT_SHARE_BPS) revert InvalidParameter("jackpotShareBps");
         if (p.forcedErrorRateBps > BPS) revert InvalidParameter("forcedErrorRateBps");
         if (p.probeCount == 0 || p.probeCount > ProbeLib.MAX_PROBES) revert InvalidParameter("probeCount");
+        if (p.availabilityWindow == 0 || p.availabilityWindow > MAX_WINDOW) {
+            revert InvalidParameter("availabilityWindow");
+        }
         token = token_;
         stakeManager = stakeManager_;
         wiringAdmin = msg.sender;
@@ -111,6 +137,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         _jackpotShareBps = p.jackpotShareBps;
         _forcedErrorRateBps = p.forcedErrorRateBps;
         _probeCount = p.probeCount;
+        _availabilityWindow = p.availabilityWindow;
+        _availabilityDeposit = p.availabilityDeposit;
     }
 
     // ------------------------------------------------------------------ views
@@ -132,7 +160,9 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
             jackpotTaxBps: _jackpotTaxBps,
             jackpotShareBps: _jackpotShareBps,
             forcedErrorRateBps: _forcedErrorRateBps,
-            probeCount: _probeCount
+            probeCount: _probeCount,
+            availabilityWindow: _availabilityWindow,
+            availabilityDeposit: _availabilityDeposit
         });
     }
 
@@ -216,6 +246,23 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         return TraceLib.verify(job.traceRoot, index, stateHash, proof);
     }
 
+    /// @inheritdoc IJobMarket
+    function manifestOf(uint256 jobId) external view returns (bytes32) {
+        _job(jobId);
+        return _manifestCids[jobId];
+    }
+
+    /// @inheritdoc IJobMarket
+    function availabilityChallenge(uint256 jobId) external view returns (AvailabilityChallenge memory) {
+        _job(jobId);
+        return _availability[jobId];
+    }
+
+    /// @inheritdoc IJobMarket
+    function isPublished(uint256 jobId, uint256 item) external view returns (bool) {
+        return _published[_publishedKey(jobId, _job(jobId), item)];
+    }
+
     // ------------------------------------------------------------------ lifecycle
 
     /// @inheritdoc IJobMarket
@@ -278,6 +325,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         // forge-lint: disable-next-line(unsafe-typecast)
         job.checkpointCount = uint24(checkpointCount);
         job.traceRoot = traceRoot;
+        _manifestCids[jobId] = manifestCid;
         emit TraceCommitted(jobId, msg.sender, traceRoot, checkpointCount, finalModelCid, manifestCid);
     }
 
@@ -420,6 +468,75 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
         // No verdict, no slashing: both bonds are released in full.
         _refund(jobId, job, RefundReason.DisputeTimedOut);
+    }
+
+    // ------------------------------------------------------------------ data availability
+
+    /// @inheritdoc IJobMarket
+    function challengeAvailability(uint256 jobId, uint256 item) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.Verifying);
+        if (msg.sender != job.verifier) revert NotAuthorized(msg.sender);
+        uint32 reportDeadline = job.deadline;
+        if (block.timestamp > reportDeadline) revert DeadlinePassed(jobId, reportDeadline);
+        if (item >= job.checkpointCount && item != MANIFEST_ITEM) revert InvalidItem(jobId, item);
+        // INVARIANT: an item is challenged at most once per content: what was published stays readable
+        // (AvailabilityAnswered), so a verifier cannot stall a serving solver by asking again.
+        if (_published[_publishedKey(jobId, job, item)]) revert AlreadyPublished(jobId, item);
+        uint32 deadline = _after(_availabilityWindow);
+        job.state = JobState.DataChallenged;
+        job.deadline = deadline;
+        // INVARIANT: the report clock pauses while the solver owes data: an honest verifier loses no
+        // report time to a solver that does not serve. item <= MANIFEST_ITEM < 2**24, checked above;
+        // reportDeadline >= now, checked above.
+        // forge-lint: disable-next-line(unsafe-typecast)
+        _availability[jobId] = AvailabilityChallenge(uint24(item), uint32(reportDeadline - block.timestamp));
+        uint256 deposit = _availabilityDeposit;
+        emit AvailabilityChallenged(jobId, msg.sender, item, deposit, deadline);
+        if (deposit != 0) token.safeTransferFrom(msg.sender, address(this), deposit);
+    }
+
+    /// @inheritdoc IJobMarket
+    function answerAvailability(uint256 jobId, bytes calldata content, bytes32[] calldata proof)
+        external
+        nonReentrant
+    {
+        Job storage job = _jobIn(jobId, JobState.DataChallenged);
+        if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
+        uint256 item = _availability[jobId].item;
+        // INVARIANT: only the committed bytes answer: the checkpoint whose keccak256 is the committed leaf,
+        // or the manifest whose CIDv0 is the committed manifest CID.
+        bool matches = item == MANIFEST_ITEM
+            ? proof.length == 0 && content.length <= CidLib.CHUNK_SIZE
+                && CidLib.fileDigest(content) == _manifestCids[jobId]
+            : TraceLib.verify(job.traceRoot, item, keccak256(content), proof);
+        if (!matches) revert ContentMismatch(jobId, item);
+        _published[_publishedKey(jobId, job, item)] = true;
+        uint32 reportDeadline = _after(_availability[jobId].reportLeft);
+        delete _availability[jobId];
+        job.state = JobState.Verifying;
+        job.deadline = reportDeadline;
+        emit AvailabilityAnswered(jobId, job.verifier, msg.sender, item, content, reportDeadline);
+        if (_availabilityDeposit != 0) token.safeTransfer(msg.sender, _availabilityDeposit);
+    }
+
+    /// @inheritdoc IJobMarket
+    function timeoutAvailability(uint256 jobId) external nonReentrant {
+        Job storage job = _jobIn(jobId, JobState.DataChallenged);
+        if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
+        address solver = job.solver;
+        address verifier = job.verifier;
+        uint256 sBond = solverBond(job.reward);
+        uint256 item = _availability[jobId].item;
+        delete _availability[jobId];
+        emit AvailabilityTimedOut(jobId, solver, verifier, item, sBond);
+        // INVARIANT: a verifier is never slashed for data it could not get; a solver whose committed
+        // data was not published in time is not paid and loses its whole bond (as on a lost trace game).
+        stakeManager.slash(solver, Role.Solver, sBond, verifier);
+        stakeManager.unlock(verifier, Role.Verifier, verifierBond(job.reward));
+        job.solver = address(0);
+        job.verifier = address(0);
+        _reopen(jobId, job);
+        if (_availabilityDeposit != 0) token.safeTransfer(verifier, _availabilityDeposit);
     }
 
     // ------------------------------------------------------------------ dispute game only
@@ -665,6 +782,13 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         delete job.challenger;
         delete job.challengeLeft;
         emit JobReopened(jobId, claimDeadline);
+    }
+
+    /// Where the publication of `item` of the job's current trace is recorded (see _published).
+    function _publishedKey(uint256 jobId, Job storage job, uint256 item) private view returns (bytes32) {
+        return item == MANIFEST_ITEM
+            ? keccak256(abi.encode(_manifestCids[jobId], item))
+            : keccak256(abi.encode(job.traceRoot, item));
     }
 
     /// Slashes `slashed` of a locked `bond` to `recipient` and unlocks the rest.

@@ -10,7 +10,9 @@ enum Role {
 
 /// @notice Lifecycle of a job (docs/contracts.md has the transition table).
 /// @dev `None` is the zero value of an unknown job id. `Open` is also the state of a reopened job.
-///      Final states: Finalized, Cancelled, Refunded.
+///      Final states: Finalized, Cancelled, Refunded. `DataChallenged` (appended last, so the older
+///      values keep their numbers) is a Verifying job whose verifier could not fetch one item of the
+///      trace: the report clock is paused until the solver publishes it (JobMarket.answerAvailability).
 enum JobState {
     None,
     Open,
@@ -21,7 +23,8 @@ enum JobState {
     Disputed,
     Finalized,
     Cancelled,
-    Refunded
+    Refunded,
+    DataChallenged
 }
 
 /// @notice Why a job ended refunded (the escrow went back to the submitter, bonds were released).
@@ -62,7 +65,8 @@ struct Job {
     address submitter;
     JobState state;
     /// Deadline (unix seconds) of the current phase: Open: claim by; Claimed: commit by;
-    /// Verifying: report by; Verified: end of the challenge window; Disputed: resolve by.
+    /// Verifying: report by; Verified: end of the challenge window; Disputed: resolve by;
+    /// DataChallenged: publish the challenged item by.
     /// Committed has no deadline: there it holds the anchor BLOCK NUMBER of the verifier draw,
     /// which is seeded by blockhash(deadline + 1).
     uint32 deadline;
@@ -97,6 +101,17 @@ struct MarketParams {
     uint16 jackpotShareBps; // share of the jackpot paid per caught forced error; <= MAX_JACKPOT_SHARE_BPS (3333)
     uint16 forcedErrorRateBps; // chance, in bps, that a seeded verifier is forced on a job (<= 10000)
     uint8 probeCount; // probe slots of a passing report, 1..32
+    uint32 availabilityWindow; // time a solver has to publish an item its verifier could not fetch
+    uint96 availabilityDeposit; // tokens a verifier escrows per availability challenge (to the answerer)
+}
+
+/// @notice An open availability challenge (JobMarket.challengeAvailability): the item the job's verifier
+///         could not fetch (a checkpoint index, or JobMarket.MANIFEST_ITEM) and the seconds of its report
+///         window that were left when it challenged (they resume once the item is published).
+/// @dev One slot, written at the challenge and deleted when it ends.
+struct AvailabilityChallenge {
+    uint24 item;
+    uint32 reportLeft;
 }
 
 /// @notice A verifier's forced-error seed: `commitment` = keccak256(abi.encode(secret, verifier)),

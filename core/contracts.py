@@ -45,6 +45,7 @@ __all__ = [
     "ReportSeal",
     "ReportedProbe",
     "ForcedSeed",
+    "AvailabilityChallenge",
     "StakeInfo",
     "Game",
     "GameParams",
@@ -81,6 +82,9 @@ class JobState(IntEnum):
     FINALIZED = 7
     CANCELLED = 8
     REFUNDED = 9
+    DATA_CHALLENGED = 10
+    """A Verifying job whose verifier challenged the availability of one item: the report clock is
+    paused until the solver publishes it (``answerAvailability``) or is slashed (``timeoutAvailability``)."""
 
     @property
     def final(self) -> bool:
@@ -192,6 +196,10 @@ class MarketParams:
     """Chance that a verifier with a forced seed is forced on a job."""
     probe_count: int
     """Probe slots of a passing report (``proofs.probes``)."""
+    availability_window: int
+    """Time a solver has to publish an item its verifier could not fetch (``answerAvailability``)."""
+    availability_deposit: TokenAmount
+    """Tokens a verifier escrows per availability challenge; paid to whoever answers it."""
 
 
 @dataclass(frozen=True)
@@ -234,6 +242,16 @@ class ForcedSeed:
 
     commitment: Bytes32
     set_at_block: int
+
+
+@dataclass(frozen=True)
+class AvailabilityChallenge:
+    """A job's open availability challenge (Types.sol ``AvailabilityChallenge``): the item its verifier
+    could not fetch (a checkpoint index, or ``JobMarket.MANIFEST_ITEM``) and the report seconds that
+    were left when it challenged (they resume once the item is published)."""
+
+    item: int
+    report_left: int
 
 
 @dataclass(frozen=True)
@@ -557,6 +575,31 @@ class JobMarket(_Wrapper):
     def verify_checkpoint(self, job_id: JobId, index: int, state_hash: bytes, proof: Sequence[bytes]) -> bool:
         return bool(self._call("verifyCheckpoint", job_id, index, state_hash, list(proof)))
 
+    def manifest_item(self) -> int:
+        """The item number of the manifest in availability challenges (checkpoints are their index)."""
+        return int(self._call("MANIFEST_ITEM"))
+
+    def manifest_of(self, job_id: JobId) -> Bytes32:
+        """The manifest CID digest the job's solver committed (zero before a commit)."""
+        return Bytes32(bytes(self._call("manifestOf", job_id)))
+
+    def availability_challenge(self, job_id: JobId) -> AvailabilityChallenge:
+        return self._struct(AvailabilityChallenge, "availabilityChallenge", job_id)
+
+    def is_published(self, job_id: JobId, item: int) -> bool:
+        """Whether ``item`` of the job's current trace is on chain already (an ``AvailabilityAnswered``)."""
+        return bool(self._call("isPublished", job_id, item))
+
+    def published(self, job_id: JobId, item: int, from_block: int = 0) -> bytes | None:
+        """The content of ``item`` of the job's current trace as published on chain, or None. The chain
+        checked it when it was published (keccak256 against the committed leaf, or the manifest's
+        CIDv0), under the trace committed then: a caller compares it with what it expects (its
+        state hash or CID), since a reopened job may have another trace."""
+        for e in reversed(self.events("AvailabilityAnswered", from_block, jobId=job_id)):
+            if int(e.args["item"]) == item:
+                return bytes(e.args["content"])
+        return None
+
     def max_jackpot_share_bps(self) -> int:
         return int(self._call("MAX_JACKPOT_SHARE_BPS"))
 
@@ -667,6 +710,20 @@ class JobMarket(_Wrapper):
     def commit_forced_seed(self, commitment: bytes) -> Receipt:
         """Commit ``proofs.forced_commitment(secret, me)``; it counts for draws anchored from this block."""
         return self._send("commitForcedSeed", commitment)
+
+    # data availability
+    def challenge_availability(self, job_id: JobId, item: int) -> Receipt:
+        """As the job's verifier: state that ``item`` (a checkpoint index, or :meth:`manifest_item`)
+        cannot be fetched; escrows ``availability_deposit`` (approve the market first)."""
+        return self._send("challengeAvailability", job_id, item)
+
+    def answer_availability(self, job_id: JobId, content: bytes, proof: Sequence[bytes] = ()) -> Receipt:
+        """Publish the challenged item: a checkpoint's bytes with the proof of its leaf, or the
+        manifest's bytes with no proof (else ``ContentMismatch``); the deposit comes to the caller."""
+        return self._send("answerAvailability", job_id, bytes(content), [bytes(p) for p in proof])
+
+    def timeout_availability(self, job_id: JobId) -> Receipt:
+        return self._send("timeoutAvailability", job_id)
 
     # timeouts (anyone)
     def expire(self, job_id: JobId) -> Receipt:

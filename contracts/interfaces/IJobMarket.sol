@@ -3,7 +3,9 @@ pragma solidity ^0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IStakeManager} from "./IStakeManager.sol";
-import {ForcedSeed, Job, JobState, MarketParams, Probe, RefundReason, ReportSeal} from "../Types.sol";
+import {
+    AvailabilityChallenge, ForcedSeed, Job, JobState, MarketParams, Probe, RefundReason, ReportSeal
+} from "../Types.sol";
 
 /// @title Job escrow, lifecycle with a deadline for every party, and settlement.
 /// @notice Open -> Claimed -> Committed -> Verifying -> Verified -> Finalized, with
@@ -99,6 +101,25 @@ interface IJobMarket {
     event ReportOverturned(uint256 indexed jobId, address indexed verifier, uint256 slashed);
     /// @notice The one-shot wiring set the dispute game (address(0): none; disputes then only time out).
     event DisputeGameSet(address indexed disputeGame);
+    /// @notice The job's verifier could not fetch `item` (a checkpoint index, or MANIFEST_ITEM) and
+    ///         escrowed `deposit`; the solver must publish it by `answerDeadline`; the report clock is paused.
+    event AvailabilityChallenged(
+        uint256 indexed jobId, address indexed verifier, uint256 item, uint256 deposit, uint32 answerDeadline
+    );
+    /// @notice `item` of the job was published on chain by `answerer` (paid the deposit): `content` is the
+    ///         checkpoint whose keccak256 is the committed leaf, or the manifest whose CIDv0 digest is the
+    ///         committed manifest CID. The verifier's report clock resumes until `reportDeadline`.
+    event AvailabilityAnswered(
+        uint256 indexed jobId,
+        address indexed verifier,
+        address indexed answerer,
+        uint256 item,
+        bytes content,
+        uint32 reportDeadline
+    );
+    /// @notice Nobody published `item` in time: the solver's whole bond (`slashed`) went to the verifier,
+    ///         the verifier got its deposit back and its bond released, and the job reopened.
+    event AvailabilityTimedOut(uint256 indexed jobId, address indexed solver, address indexed verifier, uint256 item, uint256 slashed);
 
     // ------------------------------------------------------------------ errors
 
@@ -137,6 +158,16 @@ interface IJobMarket {
     error NotForced(uint256 jobId);
     /// @notice commitForcedSeed with a zero commitment.
     error ZeroCommitment();
+    /// @notice challengeAvailability of an item that is neither a checkpoint index (< checkpointCount) nor
+    ///         MANIFEST_ITEM.
+    error InvalidItem(uint256 jobId, uint256 item);
+    /// @notice challengeAvailability of an item already published on chain for this trace (read it from
+    ///         AvailabilityAnswered).
+    error AlreadyPublished(uint256 jobId, uint256 item);
+    /// @notice answerAvailability with content that is not the challenged item: a checkpoint whose
+    ///         keccak256 and proof are not the committed leaf, or a manifest whose one-block CIDv0 digest is
+    ///         not the committed manifest CID (manifests above CidLib.CHUNK_SIZE bytes cannot match).
+    error ContentMismatch(uint256 jobId, uint256 item);
 
     // ------------------------------------------------------------------ views
 
@@ -191,6 +222,15 @@ interface IJobMarket {
         bytes32 stateHash,
         bytes32[] calldata proof
     ) external view returns (bool);
+    /// @notice The item number of the manifest in availability challenges (checkpoints are their index).
+    function MANIFEST_ITEM() external view returns (uint256);
+    /// @notice The manifest CID digest the job's solver committed (0 before a commit).
+    function manifestOf(uint256 jobId) external view returns (bytes32);
+    /// @notice The job's open availability challenge (zero outside DataChallenged).
+    function availabilityChallenge(uint256 jobId) external view returns (AvailabilityChallenge memory);
+    /// @notice True once `item` of the job's current trace was published on chain (AvailabilityAnswered):
+    ///         keyed by content (the trace root for a checkpoint, the manifest CID for the manifest).
+    function isPublished(uint256 jobId, uint256 item) external view returns (bool);
     /// @notice True when (index, stateHash) is a leaf of the job's committed trace tree
     ///         (TraceLib leaf encoding, OpenZeppelin MerkleProof) and index < checkpointCount.
     function verifyCheckpoint(uint256 jobId, uint256 index, bytes32 stateHash, bytes32[] calldata proof)
@@ -264,6 +304,25 @@ interface IJobMarket {
     function timeoutVerifier(uint256 jobId) external;
     /// @notice A Disputed job past its dispute deadline: ends refunded, both bonds released, no slashing.
     function timeoutDispute(uint256 jobId) external;
+
+    // ------------------------------------------------------------------ data availability
+
+    /// @notice The job's verifier, while Verifying and before its report deadline, states that it could not
+    ///         fetch `item` (checkpoint index < checkpointCount, or MANIFEST_ITEM) by its CID, or got bytes that
+    ///         do not match it. Escrows availabilityDeposit (transferFrom; approve first); the job enters
+    ///         DataChallenged with the report clock paused and the solver must publish the item within
+    ///         availabilityWindow. An item already published for this trace reverts AlreadyPublished.
+    function challengeAvailability(uint256 jobId, uint256 item) external;
+    /// @notice Anyone (normally the solver), before the answer deadline: publish the challenged item on chain.
+    ///         A checkpoint: `content` with keccak256(content) the committed leaf `item` (`proof` under the
+    ///         trace root); the manifest: `content` whose one-block CIDv0 digest is manifestOf(jobId), `proof`
+    ///         empty. Else ContentMismatch. The deposit goes to the caller, the job is Verifying again with
+    ///         the report time that was left, and AvailabilityAnswered carries the content.
+    function answerAvailability(uint256 jobId, bytes calldata content, bytes32[] calldata proof) external;
+    /// @notice Anyone, a DataChallenged job past its answer deadline: the solver's bond is slashed in full to
+    ///         the verifier, the verifier's deposit returned and its bond released, and the job reopens with
+    ///         its escrow (the trace was never shown to be available).
+    function timeoutAvailability(uint256 jobId) external;
 
     // ------------------------------------------------------------------ dispute game only
 

@@ -22,8 +22,9 @@ import {Job, MarketParams, Role} from "../../contracts/Types.sol";
 ///      probes); docs/contracts.md has the figures.
 contract GasSnapshotTest is Fixture {
     /// The honest lifecycle's budget since the report seal and the on-chain probes (was 400k before
-    /// issue 5, 440k with the seal alone).
-    uint256 internal constant HONEST_GOAL = 460_000;
+    /// issue 5, 440k with the seal alone, 460k before commit stored the manifest CID for the
+    /// data-availability game: a fresh slot, ~22k once per job).
+    uint256 internal constant HONEST_GOAL = 485_000;
 
     string internal constant GROUP = "JobMarketGas";
     uint256 internal constant INTRINSIC_GAS = 21_000;

@@ -153,7 +153,9 @@ abstract contract DisputeFixture is Test {
             jackpotTaxBps: 300,
             jackpotShareBps: 2000,
             forcedErrorRateBps: 100,
-            probeCount: 4
+            probeCount: 4,
+            availabilityWindow: 1 hours,
+            availabilityDeposit: 1 ether
         });
     }
 

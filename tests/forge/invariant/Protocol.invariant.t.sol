@@ -46,7 +46,7 @@ contract ProtocolInvariantTest is Fixture {
 
     /// @notice Every handler action but the set-up and the end-of-run liveness driver.
     function targetSelectors() public view returns (FuzzSelector[] memory targets) {
-        bytes4[] memory s = new bytes4[](22);
+        bytes4[] memory s = new bytes4[](25);
         s[0] = ProtocolHandler.stake.selector;
         s[1] = ProtocolHandler.requestUnstake.selector;
         s[2] = ProtocolHandler.withdraw.selector;
@@ -69,17 +69,25 @@ contract ProtocolInvariantTest is Fixture {
         s[19] = ProtocolHandler.payForcedError.selector;
         s[20] = ProtocolHandler.fundJackpot.selector;
         s[21] = ProtocolHandler.commitForcedSeed.selector;
+        s[22] = ProtocolHandler.challengeAvailability.selector;
+        s[23] = ProtocolHandler.answerAvailability.selector;
+        s[24] = ProtocolHandler.timeoutAvailability.selector;
         targets = new FuzzSelector[](1);
         targets[0] = FuzzSelector(address(handler), s);
     }
 
-    /// @notice Token balance of the protocol == stakes (bonds included) + escrows + jackpot, by the
-    ///         handler's independent bookkeeping and by summing every account and every job: the
-    ///         market holds reward + fee + tax of every non-final job plus the jackpot.
+    /// @notice Token balance of the protocol == stakes (bonds included) + escrows + jackpot + open
+    ///         availability deposits, by the handler's independent bookkeeping and by summing every
+    ///         account and every job: the market holds reward + fee + tax of every non-final job, the
+    ///         deposit of every DataChallenged job, plus the jackpot.
     function invariant_tokens_are_conserved() public view {
         assertEq(token.balanceOf(address(stakes)), handler.ghostStaked(), "stake manager balance");
         assertEq(market.jackpot(), handler.ghostJackpot(), "jackpot");
-        assertEq(token.balanceOf(address(market)), handler.ghostEscrow() + handler.ghostJackpot(), "market balance");
+        assertEq(
+            token.balanceOf(address(market)),
+            handler.ghostEscrow() + handler.ghostJackpot() + handler.ghostDeposits(),
+            "market balance"
+        );
         uint256 held;
         for (uint256 i; i < handler.ACTORS(); ++i) {
             for (uint256 r; r < 3; ++r) {
@@ -96,8 +104,9 @@ contract ProtocolInvariantTest is Fixture {
             if (!_isFinal(job.state)) {
                 escrow += uint256(job.reward) + job.verifierFee + market.jackpotTax(job.reward, job.verifierFee);
             }
+            if (job.state == JobState.DataChallenged) escrow += market.params().availabilityDeposit;
         }
-        assertEq(escrow + market.jackpot(), token.balanceOf(address(market)), "sum of escrows + jackpot");
+        assertEq(escrow + market.jackpot(), token.balanceOf(address(market)), "sum of escrows + deposits + jackpot");
     }
 
     /// @notice Every forced-error payout was exactly jackpot * share / 1e4, at most a third of the pool.
@@ -115,10 +124,11 @@ contract ProtocolInvariantTest is Fixture {
             for (uint256 id = 1; id <= n; ++id) {
                 Job memory job = market.getJob(id);
                 JobState s = job.state;
-                if (job.solver == a && s >= JobState.Claimed && s <= JobState.Disputed) {
+                bool challenged = s == JobState.DataChallenged; // a paused Verifying: both bonds locked
+                if (job.solver == a && (challenged || s >= JobState.Claimed && s <= JobState.Disputed)) {
                     solverBonds += market.solverBond(job.reward);
                 }
-                if (job.verifier == a && s >= JobState.Verifying && s <= JobState.Disputed) {
+                if (job.verifier == a && (challenged || s >= JobState.Verifying && s <= JobState.Disputed)) {
                     verifierBonds += market.verifierBond(job.reward);
                 }
             }
@@ -151,13 +161,51 @@ contract ProtocolInvariantTest is Fixture {
     ///         market holds nothing and no stake is locked.
     function afterInvariant() public {
         // Per job: Claimed -> Open -> Refunded, or Committed -> (Verifying -> Committed) x draws
-        // -> Refunded, plus one re-anchor: at most 2 * maxVerifierDraws + 4 rounds.
+        // -> Refunded, plus one re-anchor; DataChallenged -> Open -> Refunded: at most
+        // 2 * maxVerifierDraws + 4 rounds.
         uint256 bound_ = 2 * uint256(market.params().maxVerifierDraws) + 4;
         handler.driveAllToFinal(bound_);
         invariant_tokens_are_conserved();
         invariant_locks_are_the_bonds_of_live_jobs();
         invariant_no_job_settles_twice();
         assertEq(token.balanceOf(address(market)), market.jackpot(), "market holds only the jackpot");
+    }
+
+    /// @notice Reach: the handler's data-availability moves can play every path (a random walk does not
+    ///         reach them in every run, so this scripted walk shows they are not vacuous): a challenge
+    ///         answered with the committed checkpoint, a wrong answer refused, a challenge on an index the
+    ///         solver cannot prove timed out; the conservation invariant holds throughout.
+    function test_handler_reaches_the_availability_game() public {
+        uint256 seed = _plainSeed();
+        handler.postJob(0, 100 ether, 10 ether, 3600);
+        handler.claim(1, seed);
+        handler.commit(seed, 5);
+        handler.assignVerifier(seed, 3); // rolls one block: too early (RandomnessNotReady)
+        handler.assignVerifier(seed, 3); // one more: drawn
+        assertEq(uint8(market.getJob(1).state), uint8(JobState.Verifying), "drawn");
+        handler.challengeAvailability(seed, 1); // checkpoint 1
+        handler.answerAvailability(seed, 2, 0); // how % 4 == 0: another job's bytes, refused
+        assertEq(handler.availabilityAnswers(), 0, "a wrong answer is refused");
+        handler.answerAvailability(seed, 2, 1);
+        assertEq(handler.availabilityAnswers(), 1, "answered");
+        invariant_tokens_are_conserved();
+        handler.challengeAvailability(seed, 2); // checkpoint 2: committed, never provable
+        invariant_tokens_are_conserved();
+        handler.warp(2 hours);
+        handler.timeoutAvailability(seed);
+        assertEq(handler.availabilityTimeouts(), 1, "timed out");
+        assertEq(handler.reached(JobState.DataChallenged), 2, "two challenges");
+        assertEq(uint8(market.getJob(1).state), uint8(JobState.Open), "reopened");
+        invariant_tokens_are_conserved();
+        invariant_locks_are_the_bonds_of_live_jobs();
+    }
+
+    /// A job seed the handler neither redirects to a stranger nor to a random job.
+    function _plainSeed() internal pure returns (uint256 seed) {
+        while (
+            uint256(keccak256(abi.encode("stranger", seed))) % 8 == 0
+                || uint256(keccak256(abi.encode("any", seed))) % 8 == 0
+        ) ++seed;
     }
 
     function _isFinal(JobState s) internal pure returns (bool) {

@@ -7,6 +7,9 @@ import {StakeManager} from "../../../contracts/StakeManager.sol";
 import {JobMarket} from "../../../contracts/JobMarket.sol";
 import {ForcedSeed, Job, JobState, MarketParams, Probe, ReportSeal, Role} from "../../../contracts/Types.sol";
 import {StandardTree} from "../utils/StandardTree.sol";
+import {CidLib} from "../../../contracts/libraries/CidLib.sol";
+import {TraceLib} from "../../../contracts/libraries/TraceLib.sol";
+import {Hashes} from "@openzeppelin/contracts/utils/cryptography/Hashes.sol";
 
 // Deadlines are timestamps by design: windows are minutes to days, far above the seconds a
 // block producer can shift a timestamp.
@@ -30,6 +33,11 @@ contract ProtocolHandler is Test {
     uint256 public ghostEscrow;
     /// Expected jackpot: funded + taxes of finalized jobs - forced-error payouts.
     uint256 public ghostJackpot;
+    /// Expected availability deposits held by the market: challenged - answered - timed out.
+    uint256 public ghostDeposits;
+    /// Availability challenges answered and timed out (coverage of the data-availability game).
+    uint256 public availabilityAnswers;
+    uint256 public availabilityTimeouts;
     /// Set when a forced-error payout was not exactly jackpot * share / 1e4 or above a third of it.
     bool public badPayout;
     /// Each job's seal as the handler computed it from the draw (and the report's probe root).
@@ -181,8 +189,12 @@ contract ProtocolHandler is Test {
         uint256 jobId = _pick(jobSeed, JobState.Claimed);
         if (jobId == 0) return;
         Job memory job = market.getJob(jobId);
+        // The root is a real two-leaf trace tree (checkpoints 0 and 1, see _content), so availability
+        // answers can be proven; the other indices are committed but never answerable.
+        bytes32 root = Hashes.commutativeKeccak256(_leaf(jobId, 0), _leaf(jobId, 1));
+        bytes32 manifestCid = this.cidOf(_manifest(jobId));
         vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.solver);
-        try market.commit(jobId, keccak256(abi.encode(jobId)), uint32(bound(count, 1, 1000)), bytes32(0), bytes32(0)) {
+        try market.commit(jobId, root, uint32(bound(count, 1, 1000)), bytes32(0), manifestCid) {
             _settled(jobId, job.state);
         } catch {}
     }
@@ -228,6 +240,82 @@ contract ProtocolHandler is Test {
             _seals[jobId].probeRoot = passed ? StandardTree.root(StandardTree.probeLeaves(probes)) : bytes32(0);
             _settled(jobId, job.state);
         } catch {}
+    }
+
+    // ------------------------------------------------------------------ data availability
+
+    /// Checkpoint `index` of job `jobId` as every solver of the walk trains it (0 and 1 are in its tree).
+    function _content(uint256 jobId, uint256 index) internal pure returns (bytes memory) {
+        return abi.encode("checkpoint", jobId, index);
+    }
+
+    function _leaf(uint256 jobId, uint256 index) internal pure returns (bytes32) {
+        return TraceLib.leaf(index, keccak256(_content(jobId, index)));
+    }
+
+    function _manifest(uint256 jobId) internal pure returns (bytes memory) {
+        return abi.encode("manifest", jobId);
+    }
+
+    /// CIDv0 digest of `data` (CidLib takes calldata). Not a fuzzed action.
+    function cidOf(bytes calldata data) external pure returns (bytes32) {
+        return CidLib.fileDigest(data);
+    }
+
+    /// The verifier (or one time in eight a stranger) challenges checkpoint 0, 1, a later index, the
+    /// manifest, or an index past the trace.
+    function challengeAvailability(uint256 jobSeed, uint8 itemSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.Verifying);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        uint256 item = itemSeed % 5 == 4 ? market.MANIFEST_ITEM() : itemSeed % 5 == 3 ? job.checkpointCount : itemSeed % 3;
+        vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.verifier);
+        try market.challengeAvailability(jobId, item) {
+            ghostDeposits += market.params().availabilityDeposit;
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    /// Someone publishes the challenged item: the true content with its proof, or (one time in four)
+    /// content that is not the committed one (ContentMismatch).
+    function answerAvailability(uint256 jobSeed, uint256 actorSeed, uint8 how) external {
+        uint256 jobId = _pick(jobSeed, JobState.DataChallenged);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        uint256 item = market.availabilityChallenge(jobId).item;
+        bytes memory content;
+        bytes32[] memory proof;
+        if (item == market.MANIFEST_ITEM()) {
+            content = _manifest(how % 4 == 0 ? jobId + 1 : jobId);
+        } else {
+            content = _content(how % 4 == 0 ? jobId + 1 : jobId, item);
+            proof = new bytes32[](1);
+            proof[0] = _leaf(jobId, 1 - item % 2);
+        }
+        address answerer = _actor(actorSeed);
+        vm.prank(answerer);
+        try market.answerAvailability(jobId, content, proof) {
+            ghostDeposits -= market.params().availabilityDeposit;
+            ++availabilityAnswers;
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    function timeoutAvailability(uint256 jobSeed) external {
+        uint256 jobId = _pick(jobSeed, JobState.DataChallenged);
+        if (jobId == 0) return;
+        Job memory job = market.getJob(jobId);
+        try market.timeoutAvailability(jobId) {
+            _availabilityTimedOut(job);
+            _settled(jobId, job.state);
+        } catch {}
+    }
+
+    /// The solver's whole bond left the StakeManager (to the verifier); the deposit went back.
+    function _availabilityTimedOut(Job memory job) internal {
+        ghostStaked -= market.solverBond(job.reward);
+        ghostDeposits -= market.params().availabilityDeposit;
+        ++availabilityTimeouts;
     }
 
     function finalize(uint256 jobSeed) external {
@@ -397,6 +485,9 @@ contract ProtocolHandler is Test {
                         market.timeoutVerifier(id);
                     } else if (job.state == JobState.Verified) {
                         market.finalize(id);
+                    } else if (job.state == JobState.DataChallenged) {
+                        market.timeoutAvailability(id);
+                        _availabilityTimedOut(job);
                     } else {
                         market.timeoutDispute(id);
                     }

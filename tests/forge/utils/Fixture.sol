@@ -59,7 +59,9 @@ abstract contract Fixture is Test {
             jackpotTaxBps: 300,
             jackpotShareBps: 2000,
             forcedErrorRateBps: 100,
-            probeCount: 4
+            probeCount: 4,
+            availabilityWindow: 1 hours,
+            availabilityDeposit: 1 ether
         });
     }
 
