@@ -33,7 +33,7 @@ __all__ = [
 #: a safetensors header or an IPFS reply, nests 3 levels).
 MAX_DEPTH = 32
 
-_STRINGS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"?', re.DOTALL)  # an unterminated string runs to the end
+_STRINGS = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"?', re.DOTALL)  # an unterminated string runs to the end
 _BRACKETS_ONLY = bytes(range(256)).translate(None, b"[]{}")  # every byte but brackets: deleted
 _STEP = tuple(1 if b in b"[{" else -1 if b in b"]}" else 0 for b in range(256))
 
@@ -45,10 +45,12 @@ class InputRejected(ValueError):
 def json_depth(data: bytes) -> int:
     """How deep arrays and objects nest in ``data`` (brackets inside strings do not count).
 
-    Linear time, no recursion: strings are cut out by one regular expression, then the
-    running sum of +1/-1 per bracket is taken in C (``accumulate``).
+    Linear time, no recursion: strings are cut out (between alternate quotes when nothing is
+    escaped, else by one regular expression), then the running sum of +1/-1 per bracket is
+    taken in C (``accumulate``).
     """
-    brackets = _STRINGS.sub(b"", data).translate(None, _BRACKETS_ONLY)
+    outside = b"".join(data.split(b'"')[0::2]) if b"\\" not in data else _STRINGS.sub(b"", data)
+    brackets = outside.translate(None, _BRACKETS_ONLY)
     return max(accumulate(map(_STEP.__getitem__, brackets)), default=0)
 
 

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from core.bounded import MAX_DEPTH, json_depth
 from proofs.errors import LimitExceeded, ManifestError
 from proofs.merkle import TraceTree
 from proofs.spec import JobSpec, Limits, canonical_json
@@ -100,6 +101,9 @@ def parse_manifest(data: bytes, spec: JobSpec | None = None) -> Manifest:
     """Parse canonical manifest bytes (bounded), validate them, and match them to ``spec`` if given."""
     if len(data) > MAX_MANIFEST_BYTES:
         raise LimitExceeded("manifest size in bytes", len(data), MAX_MANIFEST_BYTES)
+    depth = json_depth(data)  # a manifest nests 3 levels; bounded before any parser sees it
+    if depth > MAX_DEPTH:
+        raise ManifestError(f"manifest nests {depth} levels deep, over the limit of {MAX_DEPTH}")
     try:
         manifest = Manifest.model_validate_json(data)
     except ValidationError as exc:

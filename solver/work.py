@@ -162,15 +162,16 @@ class SpecJudge:
 
 def _estimate(spec: JobSpec, dataset: Dataset) -> float:
     """Seconds to train ``spec`` here, from a dry run: a checkpoint encoded and hashed (each is
-    written, re-read for upload and stored: three times that), then ``DRY_RUN_STEPS`` steps."""
+    written, re-read for upload and stored: three times that), then one step untimed (kernels
+    compile on first use, once per process) and ``DRY_RUN_STEPS`` steps timed."""
     trainer = Trainer(spec, dataset)
     started = time.monotonic()
     state_hash(trainer.to_bytes())
     checkpoint_s = time.monotonic() - started
-    steps = min(spec.steps, DRY_RUN_STEPS)
+    trainer.run(1)
     started = time.monotonic()
-    trainer.run(steps)
-    step_s = (time.monotonic() - started) / steps
+    trainer.run(DRY_RUN_STEPS)
+    step_s = (time.monotonic() - started) / DRY_RUN_STEPS
     return ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
 
 
