@@ -11,6 +11,8 @@ after, and exits non-zero if any failed (the others still run).
 | storage_throughput (both backends, 50 MB blob) | none | --mb 10 --repeat 1 |
 | incentives (economic simulation, plots in docs/img) | none | --jobs 20000 --no-plots |
 | daemon_capacity (concurrent jobs, real daemons on anvil) | none | --quick |
+| adaptive_cheaters (issue 10: catch rate, work saved, expected gain; tolerance drift; norm costs) | none | --quick |
+| repro_numerics (repro-v1 vs plain torch, seconds per step, 1 and 2 threads) | none | --steps 1 --only transformer-100k |
 
 Run from the repository root with ``-m``.
 """
@@ -29,6 +31,8 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "storage_throughput": ([], ["--mb", "10", "--repeat", "1"]),
     "incentives": ([], ["--jobs", "20000", "--no-plots"]),
     "daemon_capacity": ([], ["--quick"]),
+    "adaptive_cheaters": ([], ["--quick"]),
+    "repro_numerics": ([], ["--steps", "1", "--only", "transformer-100k"]),
 }
 
 

@@ -19,9 +19,17 @@ All functions take preallocated C-contiguous outputs and return nothing unless s
 from __future__ import annotations
 
 import math
+import os
 
+import numba
 import numpy as np
 from numba import njit, prange
+
+# numba's workqueue pool sleeps when idle; an OpenMP pool spins, and next to torch's own
+# pool on a busy machine a spinning pool stalls every kernel launch (measured: 5x slower).
+# The layer changes no bits; NUMBA_THREADING_LAYER still chooses another.
+if "NUMBA_THREADING_LAYER" not in os.environ:
+    numba.config.THREADING_LAYER = "workqueue"
 
 __all__ = [
     "exp64", "log64", "bmm", "colsum", "causal_softmax", "causal_softmax_bwd",
@@ -109,19 +117,26 @@ _COLS = 256  # columns per tile: four tile rows stay in L1
 
 
 @njit(cache=True, inline="always")
-def _axpy4(o0, o1, o2, o3, a0, a1, a2, a3, bk, n):  # type: ignore[no-untyped-def]
-    for j in range(n):
-        bv = bk[j]
-        o0[j] += a0 * bv
-        o1[j] += a1 * bv
-        o2[j] += a2 * bv
-        o3[j] += a3 * bv
-
-
-@njit(cache=True, inline="always")
 def _axpy1(o0, a0, bk, n):  # type: ignore[no-untyped-def]
     for j in range(n):
         o0[j] += a0 * bk[j]
+
+
+@njit(cache=True, inline="always")
+def _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n):  # type: ignore[no-untyped-def]
+    # Four k steps for four rows: each output still adds its products in k order, one
+    # rounding per multiply and per add (the partial sum just stays in a register).
+    a00, a01, a02, a03 = a[i0, k], a[i0, k + 1], a[i0, k + 2], a[i0, k + 3]
+    a10, a11, a12, a13 = a[i0 + 1, k], a[i0 + 1, k + 1], a[i0 + 1, k + 2], a[i0 + 1, k + 3]
+    a20, a21, a22, a23 = a[i0 + 2, k], a[i0 + 2, k + 1], a[i0 + 2, k + 2], a[i0 + 2, k + 3]
+    a30, a31, a32, a33 = a[i0 + 3, k], a[i0 + 3, k + 1], a[i0 + 3, k + 2], a[i0 + 3, k + 3]
+    b0, b1, b2, b3 = b[k, j0:j0 + n], b[k + 1, j0:j0 + n], b[k + 2, j0:j0 + n], b[k + 3, j0:j0 + n]
+    for j in range(n):
+        x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
+        o0[j] = (((o0[j] + a00 * x0) + a01 * x1) + a02 * x2) + a03 * x3
+        o1[j] = (((o1[j] + a10 * x0) + a11 * x1) + a12 * x2) + a13 * x3
+        o2[j] = (((o2[j] + a20 * x0) + a21 * x1) + a22 * x2) + a23 * x3
+        o3[j] = (((o3[j] + a30 * x0) + a31 * x1) + a32 * x2) + a33 * x3
 
 
 @njit(cache=True)
@@ -130,8 +145,12 @@ def _tile(a, b, out, i0, rows, j0, n):  # type: ignore[no-untyped-def]
     acc = np.zeros((_ROWS, n), np.float32)
     if rows == _ROWS:
         o0, o1, o2, o3 = acc[0], acc[1], acc[2], acc[3]
-        for k in range(kk):
-            _axpy4(o0, o1, o2, o3, a[i0, k], a[i0 + 1, k], a[i0 + 2, k], a[i0 + 3, k], b[k, j0:j0 + n], n)
+        k4 = kk - kk % 4
+        for k in range(0, k4, 4):
+            _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n)
+        for k in range(k4, kk):
+            for r in range(_ROWS):
+                _axpy1(acc[r], a[i0 + r, k], b[k, j0:j0 + n], n)
     else:
         for r in range(rows):
             o0 = acc[r]

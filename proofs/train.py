@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -49,10 +49,13 @@ class Runtime:
 
     The default is what exact replay with ``numerics: torch`` needs: one CPU thread,
     deterministic algorithms, full float32 matmul precision. Calibration varies these.
-    Under ``repro-v1`` the thread count only changes the speed, never the bits.
+    Under ``repro-v1`` the thread count only changes the speed, never the bits: the kernels
+    use ``threads`` and torch, which then only moves data, gets ``torch_threads`` (a
+    :class:`Trainer` sets 1, so that two thread pools never compete for the cores).
     """
 
     threads: int = 1
+    torch_threads: int | None = None
     deterministic: bool = True
     matmul_precision: Literal["highest", "high", "medium"] = "highest"
     device: str = "cpu"
@@ -64,7 +67,7 @@ def runtime(rt: Runtime) -> Iterator[None]:
     previous ones after."""
     saved = (torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision())
     saved_repro = repro.threads()
-    torch.set_num_threads(rt.threads)
+    torch.set_num_threads(rt.torch_threads or rt.threads)
     repro.set_threads(rt.threads)
     torch.use_deterministic_algorithms(rt.deterministic)
     torch.set_float32_matmul_precision(rt.matmul_precision)
@@ -94,7 +97,7 @@ class Trainer:
         stamp: str | None = None,
     ) -> None:
         self.spec = spec
-        self.rt = rt
+        self.rt = replace(rt, torch_threads=1) if spec.numerics == "repro-v1" else rt
         self.device = torch.device(rt.device)
         if spec.numerics == "repro-v1" and self.device.type != "cpu":
             raise ProofError(f"numerics repro-v1 runs on the CPU, not {rt.device} (docs/numerics.md has the CUDA design)")

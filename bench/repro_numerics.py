@@ -1,0 +1,103 @@
+"""Training speed of the reproducible numerics (repro-v1) against plain torch, side by side in one run.
+
+    .venv/bin/python -m bench.repro_numerics [--steps 3] [--only NAME ...]
+
+For each model (character transformers of about 100k, 1M and 10M parameters, an MLP and a
+CNN of about 1M) it times training steps (``Trainer.run``: forward, backward, optimizer
+update, Adam) under ``numerics: torch`` and ``numerics: repro-v1`` at 1 and 2 threads,
+interleaved step by step, and prints the median seconds per step and the ratios:
+
+* repro / torch at equal threads (the goal is 1.5x or less);
+* repro with every core against today's exact mode (torch, one thread): above 1 means a
+  solver trains faster than today.
+
+The first step of each configuration is a warm-up (numba loads or compiles its kernels,
+torch sizes its allocator) and is not timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from proofs import load_dataset, load_spec
+from proofs.datasets import shapes, spirals, text_tokens
+from proofs.train import Runtime, Trainer
+
+_LM = {"kind": "char-transformer", "vocab_size": 128, "block_size": 64}
+#: name -> (model config, dataset builder, batch size)
+MODELS: dict[str, tuple[dict[str, Any], Any, int]] = {
+    "transformer-100k": ({**_LM, "n_layer": 2, "n_head": 4, "n_embd": 64}, text_tokens, 16),
+    "transformer-1M": ({**_LM, "n_layer": 5, "n_head": 4, "n_embd": 128}, text_tokens, 16),
+    "transformer-10M": ({**_LM, "n_layer": 12, "n_head": 8, "n_embd": 256}, text_tokens, 16),
+    "mlp-1M": ({"kind": "mlp", "input_dim": 2, "hidden": [1000, 1000], "num_classes": 3},
+               lambda: spirals(1, per_class=512), 256),
+    "cnn-1M": ({"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [32, 64], "hidden": 1000,
+                "num_classes": 4}, lambda: shapes(1, count=512), 64),
+}
+THREADS = (1, 2)
+NUMERICS = ("torch", "repro-v1")
+
+
+def _spec(model: dict[str, Any], data: bytes, batch: int, steps: int, numerics: str) -> Any:
+    return load_spec({
+        "model": model,
+        "dataset": {"cid": "QmBench", "format": "safetensors", "size_bytes": len(data),
+                    "targets": None if model["kind"] == "char-transformer" else "y"},
+        "optimizer": {"kind": "adam", "lr": 0.001},
+        "batch_size": batch, "steps": steps, "seed": 1, "checkpoint_interval": steps, "numerics": numerics,
+    })
+
+
+def _seconds_per_step(model: dict[str, Any], data: bytes, batch: int, steps: int) -> dict[tuple[str, int], float]:
+    """Median seconds per step of each (numerics, threads), timed one step each in turn so
+    that load from other processes falls on every cell alike."""
+    trainers = {}
+    for n in NUMERICS:
+        spec = _spec(model, data, batch, steps + 1, n)
+        dataset = load_dataset(spec, data)
+        for t in THREADS:
+            trainers[(n, t)] = Trainer(spec, dataset, Runtime(threads=t))
+            trainers[(n, t)].run(1)  # warm-up
+    times: dict[tuple[str, int], list[float]] = {key: [] for key in trainers}
+    for _ in range(steps):
+        for key, trainer in trainers.items():
+            start = time.perf_counter()
+            trainer.run(1)
+            times[key].append(time.perf_counter() - start)
+    return {key: statistics.median(v) for key, v in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (median), default 3")
+    parser.add_argument("--only", action="append", choices=sorted(MODELS), help="only this model (repeatable)")
+    args = parser.parse_args()
+    table = Table(title=f"repro-v1 vs plain torch: seconds per training step (Adam, median of {args.steps}), "
+                        f"{os.cpu_count()} CPUs")
+    for col in ("model", "params", "batch", "torch 1T", "repro 1T", "repro/torch 1T", "torch 2T", "repro 2T",
+                "repro/torch 2T", "speed-up repro 2T vs torch 1T (today's exact)"):
+        table.add_column(col, justify="right")
+    for name, (model, build, batch) in MODELS.items():
+        if args.only and name not in args.only:
+            continue
+        data = build()
+        params = _spec(model, data, batch, 1, "torch").param_count()
+        cell = _seconds_per_step(model, data, batch, args.steps)
+        row = [name, f"{params:,}", str(batch)]
+        for t in THREADS:
+            plain, ours = cell[("torch", t)], cell[("repro-v1", t)]
+            row += [f"{plain:.4f}", f"{ours:.4f}", f"{ours / plain:.2f}x"]
+        row.append(f"{cell[('torch', 1)] / cell[('repro-v1', 2)]:.2f}x")
+        table.add_row(*row)
+    Console(width=200).print(table)
+
+
+if __name__ == "__main__":
+    main()
