@@ -260,8 +260,8 @@ def mix(
 
 
 def _drift(spec: JobSpec, trainer: Trainer, before: dict[str, torch.Tensor]) -> None:
-    """Push the coordinates this segment left unchanged, all in one direction, by half of what the
-    old whole-vector window let through (relative l2, cosine, linf): a backdoor in the making."""
+    """Push the coordinates this segment left unchanged, the same way every segment, by half of what
+    the old whole-vector window let through (relative l2, cosine, linf): a backdoor in the making."""
     tol = spec.tolerance
     assert tol.l2 is not None and tol.linf is not None and tol.cosine is not None
     with torch.no_grad():
@@ -271,8 +271,9 @@ def _drift(spec: JobSpec, trainer: Trainer, before: dict[str, torch.Tensor]) -> 
             raise ProofError("tolerance-drift needs coordinates honest training leaves unchanged; this job moves them all")
         total = math.sqrt(sum(float((p.double() ** 2).sum()) for p in trainer.params.values()))
         push = min(0.5 * min(tol.l2, math.sqrt(2 * tol.cosine)) * total / math.sqrt(count), 0.5 * tol.linf)
-        for name, p in trainer.params.items():
-            p.add_(frozen[name].to(p.dtype) * push)
+        for name, p in trainer.params.items():  # alternating signs: a mean shift would vanish in a LayerNorm
+            signs = 1.0 - 2.0 * (torch.arange(p.numel()) % 2).to(p.dtype).view(p.shape)
+            p.add_(frozen[name].to(p.dtype) * signs * push)
 
 
 def _tampered(data: bytes, stamp: str) -> bytes:

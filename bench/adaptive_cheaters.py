@@ -1,0 +1,255 @@
+"""Adaptive cheaters against the verifier: caught per job, work saved, expected profit (issue 10).
+
+    .venv/bin/python -m bench.adaptive_cheaters [--quick] [--seeds N]
+
+1. For each attack of ``proofs.adversary`` (one jump; m jumps with honest-looking norms; a free
+   start; coasting, with the jump segments' norms claimed honest-looking; drift in tolerance mode;
+   a hyperparameter or data-order change confined to middle segments; mixes), a real trace of the
+   MLP job with n = 1000 segments (200 with ``--quick``) is built and EVERY segment replayed once
+   with the verifier's judgement (``replay_segment``; leaf 0 with ``check_start``), which gives the
+   set of segments that fail when replayed. Then the verifier's sampling (``choose_segments`` with
+   the claimed norms, the default Q = 2, R = 44, over ``--seeds`` on-chain seeds) is simulated on
+   top of that set: a job is caught when its start is wrong or the sample holds a failing segment.
+   (Replaying the sample of every seed for real would give the same verdicts 200 times over; the
+   per-segment verdicts are real.) Printed side by side: work saved s (share of the job's compute
+   the cheater did not spend), caught (measured), P (formula: 1 for a deterministic defence, else
+   the worst-case hypergeometric of ``proofs.sampling``), and the expected gain over honest work,
+   ``s*C - P*(W + B)``, at the deployment parameters: reward W = C (a job priced at its compute),
+   solver bond B = solverBondBps * W (deploy/params/devnet.json).
+2. Tolerance mode: a char-transformer job under the old whole-vector window (the char-text
+   thresholds of docs/proofs.md); a cheater pushes the coordinates honest training never moves in
+   every segment. How far its model drifts on inputs the data never holds after n segments that the
+   old rule passes, and the segment where the new rule rejects it.
+3. Norms: what checking every segment's norm would cost the verifier (fetch every checkpoint)
+   against what the sample fetches, at the registry sizes and at 10M parameters.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from eth_utils import keccak
+from rich.console import Console
+from rich.table import Table
+
+from proofs import (
+    DEFAULT_Q,
+    DEFAULT_R,
+    Reason,
+    Tolerance,
+    Trainer,
+    check_start,
+    cheat,
+    choose_segments,
+    decode_checkpoint,
+    detection_probability,
+    distances,
+    encode_checkpoint,
+    load_dataset,
+    mix,
+    replay_segment,
+    update_norm,
+)
+from proofs.adversary import CheatTrace
+from proofs.datasets import REFERENCE_JOBS, reference_job, spirals, text_tokens
+from proofs.spec import JobSpec, load_spec
+
+console = Console(width=160)
+PARAMS = Path(__file__).resolve().parents[1] / "deploy/params/devnet.json"
+#: The char-text thresholds calibrated under the old whole-vector rule (docs/proofs.md).
+OLD_WINDOW = Tolerance(mode="tolerance", l2=6.4e-4, linf=5e-3, cosine=2e-8)
+
+
+def _spec(kind: str, data: bytes, steps: int, k: int, **extra: object) -> JobSpec:
+    models = {
+        "mlp": {"kind": "mlp", "input_dim": 2, "hidden": [16], "num_classes": 3},
+        "char-transformer": {"kind": "char-transformer", "vocab_size": 128, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 16},
+    }
+    raw = {
+        "model": models[kind],
+        "dataset": {"cid": "QmBench", "format": "safetensors", "size_bytes": len(data), "targets": None if kind != "mlp" else "y"},
+        "optimizer": {"kind": "sgd", "lr": 0.05, "momentum": 0.9} if kind == "mlp" else {"kind": "adam", "lr": 0.01},
+        "batch_size": 16, "steps": steps, "seed": 5, "checkpoint_interval": k, **extra,
+    }  # fmt: skip
+    return load_spec(raw)
+
+
+def _failing(spec: JobSpec, dataset, faked: CheatTrace, norms: list[float]) -> tuple[bool, set[int]]:
+    """Whether the start is wrong, and every segment whose replay fails (all replayed once)."""
+    t = faked.trace
+    wrong_start = not check_start(spec, dataset, t.state_hashes[0]).passed
+    fails = set()
+    for seg in range(spec.segments):
+        v = replay_segment(spec, dataset, seg, t.checkpoints[seg], t.checkpoints[seg + 1], claimed_norm=norms[seg])
+        if not v.passed:
+            fails.add(seg)
+    return wrong_start, fails
+
+
+def _seed(i: int) -> bytes:
+    return keccak(b"veritrain/bench/adaptive" + i.to_bytes(8, "big"))
+
+
+def _attacks(n: int) -> list[tuple[str, str, dict]]:
+    """(row label, how to build it, arguments)."""
+    mid = n // 2
+    tenth = max(1, n // 10)
+    spread = lambda m: tuple(sorted({int(n * 0.2 + i * (n * 0.6) / m) for i in range(m)}))  # noqa: E731
+    return [
+        ("one jump", "cheat", {"strategy": "quiet-jumps", "segments": (mid,)}),
+        (f"m = {max(1, n // 100)} jumps, honest-looking norms", "cheat", {"strategy": "quiet-jumps", "segments": spread(max(1, n // 100))}),
+        (f"m = {max(1, n // 20)} jumps, honest-looking norms", "cheat", {"strategy": "quiet-jumps", "segments": spread(max(1, n // 20))}),
+        (f"m = {tenth} jumps, honest-looking norms", "cheat", {"strategy": "quiet-jumps", "segments": spread(tenth)}),
+        ("free start", "cheat", {"strategy": "free-start"}),
+        ("free start + 1% jumps", "mix", {"plan": dict.fromkeys(spread(max(1, n // 100)), "quiet-jump"), "free_start": True}),
+        ("coast 10% (norm claims honest-looking)", "cheat", {"strategy": "coast", "segments": tuple(range(mid, mid + tenth)), "lie": True}),
+        ("coast from the middle to the end", "cheat", {"strategy": "coast", "segments": tuple(range(mid, n))}),
+        ("drift, tolerance mode, every segment", "cheat", {"strategy": "tolerance-drift", "tolerance": True}),
+        ("drift, tolerance mode, 10% middle", "mix", {"plan": {s: "drift" for s in range(mid, mid + tenth)}, "tolerance": True}),
+        ("half batch on 10% middle segments", "cheat", {"strategy": "half-batch", "segments": tuple(range(mid, mid + tenth))}),
+        ("data order on 10% middle segments", "cheat", {"strategy": "wrong-data", "segments": tuple(range(mid, mid + tenth))}),
+        ("mix: 2% jumps + 2% half batch + 2% coast", "mix", {
+            "plan": {**{s: "quiet-jump" for s in spread(max(1, n // 50))},
+                     **{s + 1: "half-batch" for s in spread(max(1, n // 50))},
+                     **{s: "coast" if s > n // 4 else "coast-in" for s in range(n // 4, n // 4 + max(1, n // 50))},
+                     n // 4 + max(1, n // 50): "coast-out"},
+            "lie": True}),
+    ]  # fmt: skip
+
+
+def detection(n: int, seeds: int) -> list[dict]:
+    bond_bps = json.loads(PARAMS.read_text())["market"]["solverBondBps"]
+    data = spirals(1, per_class=64)
+    base = _spec("mlp", data, 2 * n, 2)
+    dataset = load_dataset(base, data)
+    rows = []
+    table = Table(title=f"Adaptive cheaters, MLP job of n = {n} segments (k = 2), Q = {DEFAULT_Q}, R = {DEFAULT_R}, {seeds} seeds; "
+                  f"gain over honest work in units of the compute cost C, at W = C, B = {bond_bps / 1e4:g} W")  # fmt: skip
+    for col in ("attack", "bad segments", "work saved s", "caught (measured)", "P (formula)", "expected gain s*C - P*(W+B)", "how"):
+        table.add_column(col, justify="left" if col in ("attack", "how") else "right")
+    for label, how, args in _attacks(n):
+        started = time.monotonic()
+        spec = base.model_copy(update={"tolerance": OLD_WINDOW}) if args.get("tolerance") else base
+        if how == "cheat":
+            faked = cheat(args["strategy"], spec, dataset, segments=args.get("segments"))
+        else:
+            faked = mix(spec, dataset, args["plan"], free_start=args.get("free_start", False))
+        norms = list(faked.trace.update_norms)
+        if args.get("lie"):  # the faked segments claim a typical honest norm, to stay out of top-Q
+            typical = float(np.median(norms))
+            for s in faked.bad_segments:
+                norms[s] = typical
+        wrong_start, fails = _failing(spec, dataset, faked, norms)
+        caught = 0
+        for i in range(seeds):
+            picks = choose_segments(norms, _seed(i), DEFAULT_Q, DEFAULT_R).segments
+            caught += wrong_start or bool(fails & set(picks))
+        if wrong_start or (n - 1) in fails:
+            predicted, defence = 1.0, "start bound" if wrong_start else "last segment always replayed"
+        else:
+            predicted, defence = detection_probability(len(fails), n, DEFAULT_Q, DEFAULT_R), "sampling (worst case)"
+        reasons = sorted({r.value for r in _reasons(spec, dataset, faked, fails)})
+        gain = faked.work_saved - predicted * (1 + bond_bps / 1e4)
+        row = {"attack": label, "bad": len(fails) + wrong_start, "saved": faked.work_saved, "caught": caught / seeds, "predicted": predicted,
+               "gain": gain, "defence": defence, "reasons": reasons, "seconds": round(time.monotonic() - started, 1)}  # fmt: skip
+        rows.append(row)
+        table.add_row(label, str(row["bad"]), f"{faked.work_saved:.3f}", f"{caught / seeds:.3f}", f"{predicted:.3f}", f"{gain:+.3f} C",
+                      f"{defence}: {', '.join(reasons)}")  # fmt: skip
+    console.print(table)
+    worst = max(r["saved"] / r["predicted"] for r in rows if r["predicted"] > 0)
+    console.print(f"largest s / P over the attacks: {worst:.3f} (cheating loses money iff s*C < P*(W + B); "
+                  f"W + B = {1 + bond_bps / 1e4:g} C here)")  # fmt: skip
+    return rows
+
+
+def _reasons(spec: JobSpec, dataset, faked: CheatTrace, fails: set[int]) -> list[Reason]:
+    """The verdict reasons of (up to three of) the failing segments, for the table."""
+    t = faked.trace
+    out = [check_start(spec, dataset, t.state_hashes[0]).reason] if not check_start(spec, dataset, t.state_hashes[0]).passed else []
+    for seg in sorted(fails)[:3]:
+        out.append(replay_segment(spec, dataset, seg, t.checkpoints[seg], t.checkpoints[seg + 1]).reason)
+    return out
+
+
+def drift(n: int) -> None:
+    data = text_tokens()
+    spec = _spec("char-transformer", data, 2 * n, 2, tolerance=OLD_WINDOW.model_dump())
+    dataset = load_dataset(spec, data)
+    faked = cheat("tolerance-drift", spec, dataset)
+    t = faked.trace
+    old_passes, new_first_fail = 0, None
+    for seg in range(n):
+        trainer = Trainer(spec, dataset)
+        trainer.load(decode_checkpoint(t.checkpoints[seg]))
+        trainer.run(spec.checkpoint_interval)
+        ours = {f"param.{k}": p.detach() for k, p in trainer.params.items()}
+        theirs = {k: v for k, v in decode_checkpoint(t.checkpoints[seg + 1]).tensors.items() if k.startswith("param.")}
+        old_passes += distances(ours, theirs).within(OLD_WINDOW)
+        if new_first_fail is None and not replay_segment(spec, dataset, seg, t.checkpoints[seg], t.checkpoints[seg + 1]).passed:
+            new_first_fail = seg
+    honest = Trainer(spec, dataset)
+    honest.run(spec.steps)
+    drifted = Trainer(spec, dataset)
+    drifted.load(decode_checkpoint(t.checkpoints[-1]))
+    seen = set(dataset.inputs.tolist())
+    unseen = torch.tensor([[c for c in range(128) if c not in seen][: spec.model.block_size]])
+    with torch.no_grad():
+        a, b = honest.model(unseen), drifted.model(unseen)
+        known = torch.tensor([list(dataset.inputs[: spec.model.block_size].tolist())])
+        a2, b2 = honest.model(known), drifted.model(known)
+    first, last = decode_checkpoint(t.checkpoints[0]).params(), decode_checkpoint(t.checkpoints[-1]).params()
+    moved = max(float((last[k] - first[k]).abs().max()) for k in first)
+    console.print(f"\nTolerance mode, char-transformer, n = {n} segments, old window l2/linf/cos {OLD_WINDOW.l2:g}/{OLD_WINDOW.linf:g}/{OLD_WINDOW.cosine:g}:")
+    console.print(f"  old rule passes {old_passes}/{n} drifted segments; largest coordinate pushed {moved:.3g} in total; "
+                  f"logits on a never-seen input moved by up to {float((a - b).abs().max()):.3g} (on training text {float((a2 - b2).abs().max()):.3g})")  # fmt: skip
+    console.print(f"  new rule (no change where the replay changes nothing): first segment rejected = {new_first_fail}")
+
+
+def norms_cost() -> None:
+    console.print("\nChecking every norm (fetch every checkpoint) vs the sample (2 * (Q + 1 + R) checkpoints), n = 1000:")
+    table = Table()
+    for col in ("model", "params", "checkpoint bytes", "every checkpoint", "the sample", "ratio", "decode + norm / checkpoint"):
+        table.add_column(col, justify="right")
+    sizes = []
+    for name in REFERENCE_JOBS:
+        spec = reference_job(name).spec("QmX")
+        sizes.append((name, spec, spec.model.param_count()))
+    big = reference_job("char-text").spec("QmX")
+    big = big.model_copy(update={"model": big.model.model_copy(update={"n_embd": 320, "n_layer": 8, "n_head": 4, "block_size": 128})})
+    sizes.append(("10M transformer", big, big.model.param_count()))
+    sample = 2 * (DEFAULT_Q + 1 + DEFAULT_R)
+    for name, spec, count in sizes:
+        slots = 2 if spec.optimizer.kind == "adam" else (1 if spec.optimizer.momentum else 0)
+        tensors = {"param.w": torch.randn(count), **{f"optim.w.{i}": torch.randn(count) for i in range(slots)}}
+        data = encode_checkpoint(1, tensors, "0x" + "00" * 32)
+        started = time.monotonic()
+        ckpt = decode_checkpoint(data)
+        update_norm(ckpt.params(), ckpt.params())
+        each = time.monotonic() - started
+        table.add_row(name, f"{count:,}", f"{len(data) / 1e6:.2f} MB", f"{1001 * len(data) / 1e9:.2f} GB", f"{sample * len(data) / 1e9:.3f} GB",
+                      f"{1001 / sample:.1f}x", f"{each * 1e3:.0f} ms (x1001 = {each * 1001:.0f} s)")  # fmt: skip
+    console.print(table)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="n = 200 segments, 200 seeds, 50 drift segments")
+    parser.add_argument("--seeds", type=int, default=None, help="on-chain seeds per attack (default 500, 200 with --quick)")
+    args = parser.parse_args()
+    n = 200 if args.quick else 1000
+    seeds = args.seeds or (200 if args.quick else 500)
+    started = time.monotonic()
+    detection(n, seeds)
+    drift(50 if args.quick else 100)
+    norms_cost()
+    console.print(f"\n{time.monotonic() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
