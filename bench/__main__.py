@@ -12,7 +12,6 @@ after, and exits non-zero if any failed (the others still run).
 | incentives (economic simulation, plots in docs/img) | none | --jobs 20000 --no-plots |
 | daemon_capacity (concurrent jobs, real daemons on anvil) | none | --quick |
 | adaptive_cheaters (issue 10: catch rate, work saved, expected gain; tolerance drift; norm costs) | none | --quick |
-| adaptive_cheaters (issue 10: catch rate, work saved, expected gain; tolerance drift; norm costs) | none | --quick |
 | repro_numerics (repro-v1 vs plain torch, seconds per step, 1 and 2 threads) | none | --steps 1 --only transformer-100k |
 
 Run from the repository root with ``-m``.
@@ -32,7 +31,6 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "storage_throughput": ([], ["--mb", "10", "--repeat", "1"]),
     "incentives": ([], ["--jobs", "20000", "--no-plots"]),
     "daemon_capacity": ([], ["--quick"]),
-    "adaptive_cheaters": ([], ["--quick"]),
     "adaptive_cheaters": ([], ["--quick"]),
     "repro_numerics": ([], ["--steps", "1", "--only", "transformer-100k"]),
 }
