@@ -316,9 +316,10 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         if (block.number <= anchor + 1) revert RandomnessNotReady(gameId, anchor + 2);
         bytes32 entropy = blockhash(anchor + 1);
         if (entropy == bytes32(0)) {
-            // More than 256 blocks old: anchor to this block, unknown to everyone until the next one.
-            g.deadline = _blockNumber();
-            emit DrawReanchored(gameId, block.number);
+            // More than 256 blocks old. A fresh draw would let whoever waited choose between the
+            // committee it saw and a new one: the challenger, who must seat its committee, did not,
+            // and the game ends Undecided (which costs the challenger its bond).
+            _settle(gameId, g, GameStatus.Undecided, SettleReason.NoCommittee);
             return;
         }
         Job memory job = market.getJob(g.jobId);
@@ -332,13 +333,22 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         exclude[3] = job.submitter;
         address[] memory drawn = new address[](size);
         for (uint256 i; i < size; ++i) {
-            address referee =
-                stakeManager.drawVerifier(keccak256(abi.encode(entropy, gameId, i)), exclude, _refereeBond);
-            if (referee == address(0)) {
+            // INVARIANT: every seat reads stakes as of the anchor block, fixed before its entropy existed.
+            (address referee, bool locked) = stakeManager.drawVerifier(
+                keccak256(abi.encode(entropy, gameId, i)), anchor, exclude, _refereeBond
+            );
+            if (referee == address(0) || !locked) {
                 for (uint256 j; j < i; ++j) {
                     stakeManager.unlock(drawn[j], Role.Verifier, _refereeBond);
                 }
-                _settle(gameId, g, GameStatus.Undecided, SettleReason.NoCommittee);
+                if (referee == address(0)) {
+                    _settle(gameId, g, GameStatus.Undecided, SettleReason.NoCommittee);
+                } else {
+                    // Other draws locked a drawn referee's stake since the anchor: the whole
+                    // committee is drawn again from a block hash nobody knows yet.
+                    g.deadline = _blockNumber();
+                    emit DrawReanchored(gameId, block.number);
+                }
                 return;
             }
             drawn[i] = referee;
@@ -582,31 +592,29 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         emit StepIsolated(gameId, g.segment, g.lo, g.agreedHash, g.agreedCid, g.disputedHash, anchor);
     }
 
-    /// Ends a game: releases or slashes the committee, resolves the job in the JobMarket (unless
-    /// Undecided), and pays out the challenge bond plus everything slashed to this contract:
-    /// refereeFee to each referee of the majority (verdicts only), the rest to the winner; if
-    /// Undecided, the bond back to the challenger and referee slashes split between the parties.
+    /// Ends a game: releases or slashes the committee, resolves the job in the JobMarket, and pays
+    /// out the challenge bond plus everything slashed to this contract: refereeFee to each referee
+    /// of the majority (verdicts only), the rest to the winner. If Undecided, the challenge bond goes
+    /// to the JobMarket's jackpot, referee slashes are split between the parties, and a
+    /// whistleblower's challenge counts as lost (the challenge window resumes); a failed report's
+    /// job waits for its dispute timeout (neither the trace nor the report was judged).
     function _settle(uint256 gameId, Game storage g, GameStatus outcome, SettleReason reason) private {
         uint256 jobId = g.jobId;
+        bool live = market.getJob(jobId).state == JobState.Disputed;
         // A job the JobMarket already refunded (its dispute timeout ran) can no longer be resolved.
-        if (outcome != GameStatus.Undecided && market.getJob(jobId).state != JobState.Disputed) {
+        if (outcome != GameStatus.Undecided && !live) {
             outcome = GameStatus.Undecided;
             reason = SettleReason.JobGone;
         }
         // INVARIANT: a game settles once (callers require a live status).
         g.status = outcome;
-        if (outcome != GameStatus.Undecided) delete activeGame[jobId];
 
         uint256 before = token.balanceOf(address(this));
         Ballot majority = reason != SettleReason.Verdict
             ? Ballot.Vacant
             : outcome == GameStatus.SolverWon ? Ballot.RevealedSolverRight : Ballot.RevealedSolverWrong;
         address[] memory earners = _closeCommittee(gameId, majority);
-        bool solverWon = outcome == GameStatus.SolverWon;
-        if (outcome != GameStatus.Undecided) {
-            if (g.onReport) market.resolveReportDispute(jobId, solverWon, address(this));
-            else market.resolveDispute(jobId, solverWon, _verifierSlashed(g, solverWon, reason), address(this));
-        }
+        _resolveJob(g, jobId, outcome, reason, live);
         // Slashed referee bonds and job bonds that came in during this settlement.
         uint256 incoming = token.balanceOf(address(this)) - before;
 
@@ -617,17 +625,45 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         address winner;
         uint256 payout;
         if (outcome == GameStatus.Undecided) {
-            uint256 toSolver = incoming / 2;
-            payout = _challengeBond + incoming - toSolver;
-            if (toSolver != 0) token.safeTransfer(g.solver, toSolver);
-            token.safeTransfer(g.challenger, payout);
+            payout = _payUndecided(g, incoming);
         } else {
-            winner = solverWon ? g.solver : g.challenger;
+            winner = outcome == GameStatus.SolverWon ? g.solver : g.challenger;
             // fees <= committeeSize * refereeFee <= challengeBond (constructor)
             payout = _challengeBond + incoming - fees;
             token.safeTransfer(winner, payout);
         }
         emit DisputeSettled(gameId, jobId, outcome, reason, winner, payout, fees);
+    }
+
+    /// Resolves the job in the JobMarket for a settled game. An undecided whistleblower's game (a
+    /// report game included) resolves as the challenger's loss, so the challenged job goes on; an
+    /// undecided failed report's game leaves its job to the dispute timeout (and keeps activeGame,
+    /// so the solver cannot claim the unopened-game forfeit).
+    function _resolveJob(Game storage g, uint256 jobId, GameStatus outcome, SettleReason reason, bool live) private {
+        bool undecided = outcome == GameStatus.Undecided;
+        // INVARIANT: an undecided challenge never refunds the job a whistleblower challenged.
+        if (undecided && (!live || g.byVerifier)) return;
+        delete activeGame[jobId];
+        bool solverWon = outcome != GameStatus.ChallengerWon;
+        if (g.onReport) {
+            market.resolveReportDispute(jobId, solverWon, address(this));
+        } else {
+            bool verifierSlashed = !undecided && _verifierSlashed(g, solverWon, reason);
+            market.resolveDispute(jobId, solverWon, verifierSlashed, address(this));
+        }
+    }
+
+    /// Pays an undecided game: referee slashes split between the parties, the challenge bond to the
+    /// JobMarket's jackpot. Returns what the challenger got.
+    function _payUndecided(Game storage g, uint256 incoming) private returns (uint256 payout) {
+        // INVARIANT: a challenge nobody decided still costs the challenger its bond, and pays it to
+        // no party (neither side gains by making a game undecidable).
+        uint256 toSolver = incoming / 2;
+        payout = incoming - toSolver;
+        if (toSolver != 0) token.safeTransfer(g.solver, toSolver);
+        if (payout != 0) token.safeTransfer(g.challenger, payout);
+        token.forceApprove(address(market), _challengeBond);
+        market.fundJackpot(_challengeBond);
     }
 
     /// Releases the bond of every referee that revealed and slashes (to this contract) every one

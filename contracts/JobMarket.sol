@@ -337,10 +337,11 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (block.number <= anchor + 1) revert RandomnessNotReady(jobId, anchor + 2);
         bytes32 entropy = blockhash(anchor + 1);
         if (entropy == bytes32(0)) {
-            // More than 256 blocks old: anchor to this block, so the seed is again unknown to
-            // everyone (the caller included) until the next block exists.
-            job.deadline = _blockNumber();
-            emit DrawReanchored(jobId, block.number);
+            // More than 256 blocks old. A fresh draw would let whoever waited choose between the
+            // outcome it saw and a new one; instead the solver, who alone gains from a draw not
+            // made, loses its whole bond (what a draw that catches a cheat costs it) and the job
+            // reopens. Anyone may draw for 256 blocks; the solver's own daemon does.
+            _expireDraw(jobId, job);
             return;
         }
         uint8 draws = job.draws;
@@ -351,9 +352,17 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (previous != address(0)) exclude[2] = previous;
         uint256 bond = verifierBond(job.reward);
         bytes32 drawSeed = keccak256(abi.encode(entropy, jobId, draws));
-        address verifier = stakeManager.drawVerifier(drawSeed, exclude, bond);
+        // INVARIANT: the draw reads stakes as of the anchor block, fixed before its entropy existed.
+        (address verifier, bool locked) = stakeManager.drawVerifier(drawSeed, anchor, exclude, bond);
         if (verifier == address(0)) {
             _refund(jobId, job, RefundReason.NoEligibleVerifier);
+            return;
+        }
+        if (!locked) {
+            // Other draws locked the drawn verifier's stake since the anchor: draw again from a
+            // block hash nobody knows yet (no caller can pick a known second candidate).
+            job.deadline = _blockNumber();
+            emit DrawReanchored(jobId, block.number);
             return;
         }
         uint32 deadline = _after(_reportWindow);
@@ -726,18 +735,32 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         emit DrawReanchored(jobId, block.number);
     }
 
-    /// Stores the seal of a draw: assignSeed = keccak256(abi.encode(drawSeed, verifier)) and the
-    /// verifier's forced commitment if it was set at or before the anchor block, else 0.
+    /// Stores the seal of a draw: assignSeed = keccak256(abi.encode(drawSeed)) and the verifier's
+    /// forced commitment if it was set at or before the anchor block, else 0.
     function _sealDraw(uint256 jobId, bytes32 drawSeed, address verifier, uint256 anchor)
         private
         returns (bytes32 assignSeed, bytes32 forcedCommitment)
     {
-        assignSeed = keccak256(abi.encode(drawSeed, verifier));
+        // INVARIANT: the sampling seed depends on the entropy and the job only, never on who was
+        // drawn (a solver cannot grind the segments sampled by steering the draw).
+        assignSeed = keccak256(abi.encode(drawSeed));
         ForcedSeed storage seed = _forcedSeeds[verifier];
         // INVARIANT: a forced seed counts only if it was set before the draw entropy existed, so a
         // verifier cannot grind its secret against the draw (a later replacement snapshots nothing).
         if (seed.setAtBlock <= anchor) forcedCommitment = seed.commitment;
         _seals[jobId] = keccak256(abi.encode(assignSeed, forcedCommitment));
+    }
+
+    /// The draw's block hash expired unused: the solver's whole bond goes to the submitter and the
+    /// job reopens (a verifier that timed out was settled already).
+    function _expireDraw(uint256 jobId, Job storage job) private {
+        address solver = job.solver;
+        uint256 bond = solverBond(job.reward);
+        emit DrawExpired(jobId, solver, bond);
+        stakeManager.slash(solver, Role.Solver, bond, job.submitter);
+        job.solver = address(0);
+        job.verifier = address(0);
+        _reopen(jobId, job);
     }
 
     /// What a job escrows: reward + fee + jackpotTax(reward, fee).

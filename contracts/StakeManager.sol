@@ -5,6 +5,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {Checkpoints} from "@openzeppelin/contracts/utils/structs/Checkpoints.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
 import {Role, StakeInfo} from "./Types.sol";
 import {SumTree} from "./libraries/SumTree.sol";
@@ -14,13 +15,15 @@ import {SumTree} from "./libraries/SumTree.sol";
 // forge-lint: disable-next-item(block-timestamp)
 /// @title StakeManager
 /// @notice Stakes per (account, role), an unbonding delay, and the protocol contracts' bonds:
-///         lock / unlock / slash, and a stake-weighted verifier draw over a Fenwick sum tree.
+///         lock / unlock / slash, and a stake-weighted verifier draw over a Fenwick sum tree that
+///         reads every input as of the draw's anchor block (see drawVerifier).
 /// @dev Authorization: the deployer is the wiring admin and names the protocol contracts once with
 ///      `authorize`; the set is fixed from then on. Token balance of this contract ==
 ///      sum over (account, role) of staked + unbonding (tests/forge/invariant checks it).
 contract StakeManager is IStakeManager, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
     using SumTree for SumTree.Tree;
+    using Checkpoints for Checkpoints.Trace224;
 
     /// @inheritdoc IStakeManager
     uint256 public constant MAX_VERIFIERS = 1024;
@@ -46,11 +49,26 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
 
     mapping(address account => mapping(Role role => StakeInfo)) private _stakes;
 
-    /// Verifier draw tree: slot i (1-based) holds the weight of _slotAccount[i].
+    /// Verifier draw tree: slot i (1-based) holds the weight of the account _slotAccount[i] names
+    /// (both with history by block, so a draw reads them as of its anchor).
     SumTree.Tree private _tree;
     mapping(address account => uint256 slot) private _slotOf;
-    mapping(uint256 slot => address account) private _slotAccount;
+    mapping(uint256 slot => Checkpoints.Trace224 account) private _slotAccount;
     uint256[] private _freeSlots;
+    /// Free verifier stake (staked - locked) by block: a draw accepts a candidate on its free stake
+    /// at the anchor block.
+    mapping(address account => Checkpoints.Trace224 free) private _freeAt;
+    /// Block of the account's latest verifier requestUnstake: a draw anchored before it may take its
+    /// bond back from unbonding (leaving after the anchor does not dodge a draw).
+    mapping(address account => uint256 blockNumber) private _unstakedAt;
+
+    /// The slots a draw skips, sorted by slot, with their weights at the anchor and their sum.
+    struct Excluded {
+        uint256[] slots;
+        uint256[] weights;
+        uint256 count;
+        uint256 weight;
+    }
 
     modifier onlyProtocol() {
         if (!isProtocol[msg.sender]) revert NotAuthorized(msg.sender);
@@ -106,12 +124,17 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
 
     /// @inheritdoc IStakeManager
     function totalVerifierWeight() external view returns (uint256) {
-        return _tree.total;
+        return _tree.total();
     }
 
     /// @inheritdoc IStakeManager
     function verifierSlotCount() external view returns (uint256) {
-        return _tree.size;
+        return _tree.size();
+    }
+
+    /// @inheritdoc IStakeManager
+    function totalVerifierWeightAt(uint256 blockNumber) external view returns (uint256 total) {
+        (, total) = _tree.headAt(SafeCast.toUint32(blockNumber));
     }
 
     // ------------------------------------------------------------------ anyone
@@ -125,7 +148,7 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         uint256 minimum = minStake(role);
         if (total < minimum) revert StakeBelowMinimum(msg.sender, role, total, minimum);
         s.staked = SafeCast.toUint96(total);
-        if (role == Role.Verifier) _reweigh(msg.sender, oldWeight, total);
+        if (role == Role.Verifier) _reweigh(msg.sender, oldWeight, s);
         emit Staked(msg.sender, role, amount, total);
         token.safeTransferFrom(msg.sender, address(this), amount);
     }
@@ -147,7 +170,10 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         s.staked = uint96(remaining);
         s.releaseAt = SafeCast.toUint40(releaseAt);
         s.unbonding += amount; // checked: unbonding + staked never exceeds the token supply held here
-        if (role == Role.Verifier) _reweigh(msg.sender, oldWeight, remaining);
+        if (role == Role.Verifier) {
+            _unstakedAt[msg.sender] = block.number;
+            _reweigh(msg.sender, oldWeight, s);
+        }
         emit UnstakeRequested(msg.sender, role, amount, releaseAt);
     }
 
@@ -195,6 +221,7 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
             // forge-lint: disable-next-line(unsafe-typecast)
             s.locked = uint96(locked - amount);
         }
+        if (role == Role.Verifier) _recordFree(account, s);
     }
 
     /// @inheritdoc IStakeManager
@@ -219,64 +246,131 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         // remaining < staked: fits
         // forge-lint: disable-next-line(unsafe-typecast)
         s.staked = uint96(remaining);
-        if (role == Role.Verifier) _reweigh(account, oldWeight, remaining);
+        if (role == Role.Verifier) _reweigh(account, oldWeight, s);
         emit StakeSlashed(account, role, amount, recipient);
         token.safeTransfer(recipient, amount);
     }
 
     /// @inheritdoc IStakeManager
-    /// @dev The first try draws over all verifiers and is accepted unless the candidate is excluded or
-    ///      short of free stake (the common case costs no exclusion lookups). After a rejection, each
-    ///      further try draws over the tree with the rejected and excluded weight removed, so every
-    ///      acceptable verifier v is drawn with probability w(v) / (acceptable weight), as by
-    ///      rejection sampling.
-    function drawVerifier(bytes32 seed, address[] calldata exclude, uint256 bond)
+    /// @dev Every input is read as of the end of block `anchor` (weights, slot owners, free stake),
+    ///      so the candidate is a function of the seed and of state fixed before the seed's entropy
+    ///      existed: a stake, unstake, lock or slash after the anchor, or the time of the call, does
+    ///      not change who is drawn. The first try draws over all verifiers and is accepted unless the
+    ///      candidate is excluded or had less than `bond` free at the anchor (the common case costs no
+    ///      exclusion lookups). After a rejection, each further try draws over the tree with the
+    ///      rejected and excluded weight removed, so every acceptable verifier v is drawn with
+    ///      probability w(v) / (acceptable weight), as by rejection sampling.
+    function drawVerifier(bytes32 seed, uint256 anchor, address[] calldata exclude, uint256 bond)
         external
         onlyProtocol
-        returns (address verifier)
+        returns (address verifier, bool locked)
     {
         if (exclude.length > MAX_EXCLUDED) revert TooManyExcluded(exclude.length, MAX_EXCLUDED);
-        uint256 total = _tree.total;
-        if (total == 0) return address(0);
-        address candidate = _slotAccount[_tree.find(uint256(keccak256(abi.encode(seed, 0))) % total)];
-        if (!_listed(exclude, candidate) && _tryLock(candidate, bond)) return candidate;
-
-        // Excluded slots with their weights, sorted by slot (at most MAX_EXCLUDED + MAX_DRAW_TRIES).
-        uint256[] memory slots = new uint256[](exclude.length + MAX_DRAW_TRIES);
-        uint256[] memory weights = new uint256[](slots.length);
-        uint256 count;
-        uint256 excludedWeight;
-        (count, excludedWeight) = _exclude(slots, weights, count, excludedWeight, candidate);
-        for (uint256 i; i < exclude.length; ++i) {
-            (count, excludedWeight) = _exclude(slots, weights, count, excludedWeight, exclude[i]);
+        // INVARIANT: a draw reads only finished blocks, never state its caller can still change.
+        if (anchor >= block.number) revert AnchorNotPast(anchor, block.number);
+        // anchor < block.number < 2**32 (SafeCast in every checkpoint write): fits
+        // forge-lint: disable-next-line(unsafe-typecast)
+        uint32 key = uint32(anchor);
+        (uint256 size, uint256 total) = _tree.headAt(key);
+        if (total == 0) return (address(0), false);
+        uint256 slot = _tree.findAt(uint256(keccak256(abi.encode(seed, 0))) % total, size, key);
+        verifier = _accountAt(slot, key);
+        if (!_acceptable(verifier, exclude, bond, key)) {
+            verifier = _drawAgain(seed, key, slot, exclude, bond);
+            if (verifier == address(0)) return (address(0), false);
         }
-        for (uint256 t = 1; t < MAX_DRAW_TRIES; ++t) {
-            if (total <= excludedWeight) return address(0);
-            uint256 target = uint256(keccak256(abi.encode(seed, t))) % (total - excludedWeight);
-            // Map the target from the reduced range (excluded blocks removed) to the full range:
-            // walking the excluded slots in ascending order, skip each block that starts at or
-            // before the target.
-            for (uint256 j; j < count; ++j) {
-                if (_tree.prefix(slots[j] - 1) <= target) target += weights[j];
-            }
-            candidate = _slotAccount[_tree.find(target)];
-            if (_tryLock(candidate, bond)) return candidate;
-            (count, excludedWeight) = _exclude(slots, weights, count, excludedWeight, candidate);
-        }
-        return address(0);
+        return (verifier, _lockDrawn(verifier, bond, anchor));
     }
 
     // ------------------------------------------------------------------ internals
 
-    /// Locks `bond` of a drawn verifier's stake if it has that much free; drawn verifiers have
-    /// weight, so they meet the minimum.
-    function _tryLock(address candidate, uint256 bond) private returns (bool) {
+    /// Tries 1..MAX_DRAW_TRIES-1 of a draw whose first candidate (in `rejected`) was not acceptable:
+    /// each draws over the anchored tree with the rejected and excluded weight removed.
+    function _drawAgain(bytes32 seed, uint32 key, uint256 rejected, address[] calldata exclude, uint256 bond)
+        private
+        view
+        returns (address)
+    {
+        Excluded memory ex = _excluded(rejected, exclude, key);
+        for (uint256 t = 1; t < MAX_DRAW_TRIES; ++t) {
+            uint256 slot = _pick(ex, seed, t, key);
+            if (slot == 0) return address(0);
+            address candidate = _accountAt(slot, key);
+            if (_acceptable(candidate, exclude, bond, key)) return candidate;
+            _exclude(ex, slot, key);
+        }
+        return address(0);
+    }
+
+    /// Try `t` of a redraw: the slot drawn over the anchored tree less the excluded weight (0 when
+    /// nothing is left).
+    function _pick(Excluded memory ex, bytes32 seed, uint256 t, uint32 key) private view returns (uint256) {
+        (uint256 size, uint256 total) = _tree.headAt(key);
+        if (total <= ex.weight) return 0;
+        uint256 target = uint256(keccak256(abi.encode(seed, t))) % (total - ex.weight);
+        return _tree.findAt(_unexcluded(ex, target, key), size, key);
+    }
+
+    /// The exclusion list of a redraw: the rejected slot and the excluded accounts' slots at the
+    /// anchor (sorted, at most MAX_EXCLUDED + MAX_DRAW_TRIES).
+    function _excluded(uint256 rejected, address[] calldata exclude, uint32 key)
+        private
+        view
+        returns (Excluded memory ex)
+    {
+        uint256 room = exclude.length + MAX_DRAW_TRIES;
+        ex = Excluded(new uint256[](room), new uint256[](room), 0, 0);
+        _exclude(ex, rejected, key);
+        for (uint256 i; i < exclude.length; ++i) {
+            // An excluded account that held another slot at the anchor is rejected when drawn.
+            uint256 own = _slotOf[exclude[i]];
+            if (own != 0 && _accountAt(own, key) == exclude[i]) _exclude(ex, own, key);
+        }
+    }
+
+    /// Maps a target from the reduced range (excluded blocks removed) to the full range: walking the
+    /// excluded slots in ascending order, skips each block that starts at or before the target.
+    function _unexcluded(Excluded memory ex, uint256 target, uint32 key) private view returns (uint256) {
+        for (uint256 j; j < ex.count; ++j) {
+            if (_tree.prefixAt(ex.slots[j] - 1, key) <= target) target += ex.weights[j];
+        }
+        return target;
+    }
+
+    /// Whether a drawn account may serve: not excluded, and `bond` of free stake at the anchor.
+    function _acceptable(address candidate, address[] calldata exclude, uint256 bond, uint32 key)
+        private
+        view
+        returns (bool)
+    {
+        return !_listed(exclude, candidate) && _freeAt[candidate].upperLookupRecent(key) >= bond;
+    }
+
+    /// Locks the bond of a drawn verifier, accepted on its free stake at the anchor. A verifier that
+    /// asked to unstake after the anchor has the shortfall taken back from unbonding (leaving after
+    /// seeing the entropy does not dodge the draw). Returns false only if the stake was locked by
+    /// other draws since the anchor (or the unbonding already withdrawn): the caller draws again
+    /// from fresh entropy.
+    function _lockDrawn(address candidate, uint256 bond, uint256 anchor) private returns (bool) {
         StakeInfo storage s = _stakes[candidate][Role.Verifier];
-        uint256 locked = s.locked;
-        if (s.staked - locked < bond) return false;
+        uint256 free = s.staked - s.locked;
+        if (free < bond && _unstakedAt[candidate] > anchor) {
+            uint256 back = bond - free;
+            if (back > s.unbonding) back = s.unbonding;
+            uint256 oldWeight = verifierWeight(candidate);
+            // back <= unbonding, and staked + unbonding fits (both were staked amounts)
+            // forge-lint: disable-next-line(unsafe-typecast)
+            s.unbonding -= uint96(back);
+            s.staked = SafeCast.toUint96(s.staked + back);
+            _reweigh(candidate, oldWeight, s);
+            emit UnstakeReclaimed(candidate, back);
+            free += back;
+        }
+        if (free < bond) return false;
         // locked + bond <= staked: fits
         // forge-lint: disable-next-line(unsafe-typecast)
-        s.locked = uint96(locked + bond);
+        s.locked = uint96(s.locked + bond);
+        _recordFree(candidate, s);
         return true;
     }
 
@@ -298,36 +392,48 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         // locked + amount <= staked: fits
         // forge-lint: disable-next-line(unsafe-typecast)
         s.locked = uint96(locked + amount);
+        if (role == Role.Verifier) _recordFree(account, s);
     }
 
-    /// Adds `account`'s slot to the sorted exclusion list (skips accounts without weight and duplicates).
-    function _exclude(
-        uint256[] memory slots,
-        uint256[] memory weights,
-        uint256 count,
-        uint256 excludedWeight,
-        address account
-    ) private view returns (uint256, uint256) {
-        uint256 slot = _slotOf[account];
-        uint256 weight = slot == 0 ? 0 : verifierWeight(account);
-        if (weight == 0) return (count, excludedWeight);
+    /// Adds `slot` with its weight at the anchor to the sorted exclusion list (skips weightless
+    /// slots and duplicates).
+    function _exclude(Excluded memory ex, uint256 slot, uint32 key) private view {
+        uint256 weight = _slotWeightAt(slot, key);
+        if (weight == 0) return;
+        uint256 count = ex.count;
         uint256 i = count;
-        while (i > 0 && slots[i - 1] >= slot) {
-            if (slots[i - 1] == slot) return (count, excludedWeight);
+        while (i > 0 && ex.slots[i - 1] >= slot) {
+            if (ex.slots[i - 1] == slot) return;
             --i;
         }
         for (uint256 j = count; j > i; --j) {
-            slots[j] = slots[j - 1];
-            weights[j] = weights[j - 1];
+            ex.slots[j] = ex.slots[j - 1];
+            ex.weights[j] = ex.weights[j - 1];
         }
-        slots[i] = slot;
-        weights[i] = weight;
-        return (count + 1, excludedWeight + weight);
+        ex.slots[i] = slot;
+        ex.weights[i] = weight;
+        ex.count = count + 1;
+        ex.weight += weight;
     }
 
-    /// Moves a verifier's draw weight from `oldWeight` to the weight of a stake of `staked`;
-    /// takes a slot on first stake and frees it when the stake reaches zero.
-    function _reweigh(address account, uint256 oldWeight, uint256 staked) private {
+    function _slotWeightAt(uint256 slot, uint32 key) private view returns (uint256) {
+        return _tree.prefixAt(slot, key) - _tree.prefixAt(slot - 1, key);
+    }
+
+    function _accountAt(uint256 slot, uint32 key) private view returns (address) {
+        return address(uint160(_slotAccount[slot].upperLookupRecent(key)));
+    }
+
+    /// Checkpoints the free verifier stake of `account` for this block.
+    function _recordFree(address account, StakeInfo storage s) private {
+        _freeAt[account].push(SafeCast.toUint32(block.number), s.staked - s.locked);
+    }
+
+    /// Moves a verifier's draw weight from `oldWeight` to the weight of its stake `s` and records its
+    /// free stake; takes a slot on first stake and frees it when the stake reaches zero.
+    function _reweigh(address account, uint256 oldWeight, StakeInfo storage s) private {
+        _recordFree(account, s);
+        uint256 staked = s.staked;
         uint256 newWeight = staked >= _minVerifierStake ? staked : 0;
         uint256 slot = _slotOf[account];
         if (slot == 0) {
@@ -337,17 +443,17 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
                 slot = _freeSlots[free - 1];
                 _freeSlots.pop();
             } else {
-                if (_tree.size == MAX_VERIFIERS) revert TooManyVerifiers(MAX_VERIFIERS);
+                if (_tree.size() == MAX_VERIFIERS) revert TooManyVerifiers(MAX_VERIFIERS);
                 slot = _tree.append();
             }
             _slotOf[account] = slot;
-            _slotAccount[slot] = account;
+            _slotAccount[slot].push(SafeCast.toUint32(block.number), uint160(account));
         }
         if (newWeight > oldWeight) _tree.add(slot, newWeight - oldWeight);
         else if (newWeight < oldWeight) _tree.sub(slot, oldWeight - newWeight);
         if (staked == 0) {
             delete _slotOf[account];
-            delete _slotAccount[slot];
+            _slotAccount[slot].push(SafeCast.toUint32(block.number), 0);
             _freeSlots.push(slot);
         }
     }

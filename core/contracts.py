@@ -510,6 +510,10 @@ class StakeManager(_Wrapper):
     def verifier_slot_count(self) -> int:
         return int(self._call("verifierSlotCount"))
 
+    def total_verifier_weight_at(self, block_number: int) -> int:
+        """Sum of verifier weights at the end of ``block_number``: what a draw anchored there reads."""
+        return int(self._call("totalVerifierWeightAt", block_number))
+
     # anyone
     def stake(self, role: Role, amount: int) -> Receipt:
         """Stake ``amount`` (approve the stake manager on the token first)."""
@@ -534,8 +538,8 @@ class StakeManager(_Wrapper):
     def slash(self, account: str, role: Role, amount: int, recipient: str) -> Receipt:
         return self._send("slash", account, int(role), amount, recipient)
 
-    def draw_verifier(self, seed: bytes, exclude: Sequence[str], bond: int) -> Receipt:
-        return self._send("drawVerifier", seed, list(exclude), bond)
+    def draw_verifier(self, seed: bytes, anchor: int, exclude: Sequence[str], bond: int) -> Receipt:
+        return self._send("drawVerifier", seed, anchor, list(exclude), bond)
 
 
 class JobMarket(_Wrapper):

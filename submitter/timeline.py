@@ -22,6 +22,7 @@ JOB_EVENTS = (
     "SolverTimedOut",
     "TraceCommitted",
     "DrawReanchored",
+    "DrawExpired",
     "VerifierAssigned",
     "VerifierTimedOut",
     "ReportSubmitted",

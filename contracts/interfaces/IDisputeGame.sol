@@ -9,8 +9,9 @@ import {ReportSeal} from "../Types.sol";
 /// @notice Where a dispute game stands (docs/dispute.md has the state machine).
 /// @dev None: unknown id. SolverToMove / ChallengerToMove: bisection, the named side's clock runs.
 ///      Isolated: one step left, the committee draw is pending. Arbitrating: referees commit and reveal.
-///      Final: SolverWon, ChallengerWon, Undecided (no verdict: bonds returned, the job times out in
-///      the JobMarket).
+///      Final: SolverWon, ChallengerWon, Undecided (no verdict: the challenge bond goes to the
+///      jackpot; a whistleblower's challenge counts as lost, a failed report's job times out in the
+///      JobMarket).
 enum GameStatus {
     None,
     SolverToMove,
@@ -245,8 +246,8 @@ interface IDisputeGame {
     function gameCount() external view returns (uint256);
     /// @notice The stored game (reverts UnknownGame).
     function getGame(uint256 gameId) external view returns (Game memory);
-    /// @notice The game of a job: open, or settled Undecided (then the job waits for its dispute
-    ///         timeout); 0 if none.
+    /// @notice The game of a job: open, or a failed report's game settled Undecided (then the job
+    ///         waits for its dispute timeout); 0 if none.
     function activeGame(uint256 jobId) external view returns (uint256);
     /// @notice The committee of a game (empty before the draw).
     function committee(uint256 gameId) external view returns (address[] memory);
@@ -308,9 +309,11 @@ interface IDisputeGame {
     /// @notice Anyone, from the block after anchor + 1 and within drawWindow of the isolation:
     ///         draw committeeSize referees by verifier stake, excluding the solver, the challenger,
     ///         the job's verifier and submitter and each other (a report game: the defending verifier,
-    ///         the challenger, the job's solver and submitter), locking refereeBond of each.
-    ///         Seed older than 256 blocks: re-anchors and returns. A seat that cannot be filled
-    ///         releases the seats drawn and settles Undecided (NoCommittee).
+    ///         the challenger, the job's solver and submitter), locking refereeBond of each. Every
+    ///         seat is drawn by stake as of the anchor block: the outcome does not depend on when it
+    ///         is called. Seed older than 256 blocks: settles Undecided (NoCommittee). A seat that
+    ///         cannot be filled releases the seats drawn and settles Undecided (NoCommittee); a drawn
+    ///         referee whose stake other draws locked since the anchor releases them and re-anchors.
     function drawCommittee(uint256 gameId) external;
     /// @notice A seated referee commits keccak256(abi.encode(gameId, solverRight, salt, referee)).
     function commitVote(uint256 gameId, bytes32 commitment) external;

@@ -35,12 +35,17 @@ interface IJobMarket {
         bytes32 finalModelCid,
         bytes32 manifestCid
     );
-    /// @notice The verifier draw is (again) seeded by blockhash(anchorBlock + 1): after a verifier
-    ///         timeout, or when the previous seed block was more than 256 blocks old. Call
+    /// @notice The verifier draw is (again) seeded by blockhash(anchorBlock + 1) and reads stakes as
+    ///         of anchorBlock: after a verifier timeout or a lost report game, or when the drawn
+    ///         verifier's stake was locked by other draws since the previous anchor. Call
     ///         assignVerifier from block anchorBlock + 2.
     event DrawReanchored(uint256 indexed jobId, uint256 anchorBlock);
+    /// @notice Nobody drew the verifier of `jobId` within 256 blocks of its entropy: `solver` lost
+    ///         its whole bond `slashed` to the submitter and the job reopened.
+    event DrawExpired(uint256 indexed jobId, address indexed solver, uint256 slashed);
     /// @notice `verifier` was drawn; its `bond` is locked; it must report by `deadline`. `assignSeed`
-    ///         fixes the report's probe segments and steps; `forcedCommitment` is the verifier's forced
+    ///         (keccak256 of the draw seed: entropy, job and draw number, not the verifier) fixes the
+    ///         sampled segments and the report's probe segments and steps; `forcedCommitment` is the verifier's forced
     ///         seed snapshotted by this draw (0: not seeded by the anchor block, cannot be forced here).
     event VerifierAssigned(
         uint256 indexed jobId,
@@ -256,11 +261,14 @@ interface IJobMarket {
     function commit(uint256 jobId, bytes32 traceRoot, uint32 checkpointCount, bytes32 finalModelCid, bytes32 manifestCid)
         external;
     /// @notice Anyone: draw the verifier from blockhash(anchor + 1) (anchor: the commit block, or the
-    ///         block of the last verifier timeout), stake-weighted, excluding the solver, the submitter
-    ///         and the verifier that just timed out (or lost a report game), and lock its bond.
-    ///         Stores the seal of (assignSeed, forcedCommitment) (see VerifierAssigned).
-    ///         Too early: reverts RandomnessNotReady. Seed block older than 256 blocks: re-anchors
-    ///         (DrawReanchored) and returns. No eligible verifier: the job ends refunded.
+    ///         block of the last re-anchor), weighted by stake as of the anchor block, excluding the
+    ///         solver, the submitter and the verifier that just timed out (or lost a report game), and
+    ///         lock its bond. The outcome does not depend on when it is called. Stores the seal of
+    ///         (assignSeed, forcedCommitment) (see VerifierAssigned). Too early: reverts
+    ///         RandomnessNotReady. Seed block older than 256 blocks: the solver's whole bond is
+    ///         slashed to the submitter and the job reopens (DrawExpired). The drawn verifier's stake
+    ///         locked by other draws since the anchor: re-anchors (DrawReanchored). No eligible
+    ///         verifier: the job ends refunded.
     function assignVerifier(uint256 jobId) external;
     /// @notice The drawn verifier reports before its deadline: pass -> Verified (challenge window),
     ///         fail -> Disputed. (assignSeed, forcedCommitment) are its draw's (VerifierAssigned) and must

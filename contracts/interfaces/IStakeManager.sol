@@ -20,6 +20,9 @@ interface IStakeManager {
     event Withdrawn(address indexed account, Role indexed role, uint256 amount);
     /// @notice A protocol contract slashed `amount` of locked stake, paid to `recipient`.
     event StakeSlashed(address indexed account, Role indexed role, uint256 amount, address indexed recipient);
+    /// @notice A draw anchored before `account` asked to unstake took `amount` back from its unbonding
+    ///         stake to lock its bond.
+    event UnstakeReclaimed(address indexed account, uint256 amount);
     /// @notice The one-shot wiring named the protocol contracts.
     event ProtocolsAuthorized(address[] protocols);
 
@@ -48,6 +51,8 @@ interface IStakeManager {
     error TooManyVerifiers(uint256 max);
     /// @notice A draw was given more excluded accounts than it accepts.
     error TooManyExcluded(uint256 count, uint256 max);
+    /// @notice A draw anchored at the current block or later (its state is not final yet).
+    error AnchorNotPast(uint256 anchor, uint256 blockNumber);
     /// @notice A constructor parameter is out of range.
     error InvalidParameter(bytes32 name);
 
@@ -67,8 +72,8 @@ interface IStakeManager {
     function unbondingDelay() external view returns (uint256);
     /// @notice Maximum number of verifiers staked at once (slots of the draw tree).
     function MAX_VERIFIERS() external view returns (uint256);
-    /// @notice Maximum candidates a draw tries before giving up (a drawn verifier without free stake
-    ///         for the bond is excluded and the draw repeats).
+    /// @notice Maximum candidates a draw tries before giving up (a drawn verifier that had no free
+    ///         stake for the bond at the anchor is excluded and the draw repeats).
     function MAX_DRAW_TRIES() external view returns (uint256);
     /// @notice Maximum length of the `exclude` list of a draw.
     function MAX_EXCLUDED() external view returns (uint256);
@@ -84,6 +89,9 @@ interface IStakeManager {
     function totalVerifierWeight() external view returns (uint256);
     /// @notice Number of verifier slots ever used (the tree size; free slots are reused).
     function verifierSlotCount() external view returns (uint256);
+    /// @notice Sum of all verifier weights at the end of block `blockNumber` (what a draw anchored
+    ///         there reads).
+    function totalVerifierWeightAt(uint256 blockNumber) external view returns (uint256);
 
     // ------------------------------------------------------------------ anyone
 
@@ -110,8 +118,14 @@ interface IStakeManager {
     function unlock(address account, Role role, uint256 amount) external;
     /// @notice Take `amount` of locked stake and transfer it to `recipient`.
     function slash(address account, Role role, uint256 amount, address recipient) external;
-    /// @notice Draw an eligible verifier with probability proportional to its weight, never one in
-    ///         `exclude` nor one without `bond` of free stake, and lock its bond. Returns
-    ///         address(0) when no candidate is found within MAX_DRAW_TRIES. O(log n) per try.
-    function drawVerifier(bytes32 seed, address[] calldata exclude, uint256 bond) external returns (address verifier);
+    /// @notice Draw an eligible verifier with probability proportional to its weight at the end of
+    ///         block `anchor` (< block.number), never one in `exclude` nor one that had less than
+    ///         `bond` free stake at the anchor, and lock its bond (taken back from unbonding if it
+    ///         asked to unstake after the anchor). Returns (address(0), false) when no candidate is
+    ///         found within MAX_DRAW_TRIES, and (candidate, false) when the candidate's stake was since
+    ///         locked by other draws so its bond cannot be locked now (the caller re-anchors).
+    ///         O(log n) checkpoint lookups per try.
+    function drawVerifier(bytes32 seed, uint256 anchor, address[] calldata exclude, uint256 bond)
+        external
+        returns (address verifier, bool locked);
 }

@@ -512,15 +512,38 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(g.deadline, block.timestamp + 1 hours, "commit deadline");
     }
 
-    function test_draw_reanchors_when_the_seed_block_is_too_old() public {
-        (,, uint256 gameId) = _isolatedByVerifier();
+    function test_committee_left_past_256_blocks_is_undecided_not_redrawn() public {
+        (uint256 jobId, address verifier, uint256 gameId) = _isolatedByVerifier();
+        uint256 challengerBefore = _bal(verifier);
+        uint256 jackpotBefore = market.jackpot();
         vm.roll(block.number + 300);
+        vm.expectEmit(true, true, false, true, address(game));
+        emit IDisputeGame.DisputeSettled(gameId, jobId, GameStatus.Undecided, SettleReason.NoCommittee, address(0), 0, 0);
+        game.drawCommittee(gameId);
+        assertEq(game.committee(gameId).length, 0, "nobody seated");
+        assertEq(_bal(verifier), challengerBefore, "no bond back");
+        assertEq(market.jackpot(), jackpotBefore + CHALLENGE_BOND, "bond to the jackpot");
+        _assertGameHoldsLiveBonds(0);
+    }
+
+    function test_committee_reanchors_when_a_seat_was_locked_since_the_anchor() public {
+        (,, uint256 gameId) = _isolatedByVerifier();
+        // After the anchor block, other draws take every verifier's whole stake.
+        vm.roll(block.number + 1);
+        vm.startPrank(address(market));
+        for (uint256 i; i < VERIFIERS; ++i) {
+            uint256 free = stakes.freeStake(verifiers[i], Role.Verifier);
+            if (free != 0) stakes.lock(verifiers[i], Role.Verifier, free);
+        }
+        vm.stopPrank();
+        vm.roll(block.number + 1);
+        vm.expectEmit(true, false, false, true, address(game));
+        emit IDisputeGame.DrawReanchored(gameId, block.number);
         game.drawCommittee(gameId);
         Game memory g = game.getGame(gameId);
         assertTrue(g.status == GameStatus.Isolated, "still isolated");
         assertEq(g.deadline, block.number, "re-anchored");
-        _draw(gameId);
-        assertTrue(_status(gameId) == GameStatus.Arbitrating, "drawn after re-anchor");
+        assertEq(game.committee(gameId).length, 0, "nobody seated");
     }
 
     function test_committee_that_cannot_be_drawn_is_undecided_and_releases_seats() public {
@@ -544,9 +567,40 @@ contract DisputeGameTest is DisputeFixture {
         assertTrue(_status(gameId) == GameStatus.Undecided, "undecided");
         assertEq(_locked(kept[0], Role.Verifier), 0, "seat 1 released");
         assertEq(_locked(kept[1], Role.Verifier), 0, "seat 2 released");
-        assertEq(_bal(verifier) - challengerBefore, CHALLENGE_BOND, "bond back");
+        assertEq(_bal(verifier), challengerBefore, "the challenge bond is lost");
         assertTrue(_jobState(jobId) == JobState.Disputed, "job waits for the dispute timeout");
         _assertGameHoldsLiveBonds(0);
+    }
+
+    /// Griefing: a whistleblower's challenge that no committee can decide costs the challenger its
+    /// bond (to the jackpot, not to the solver) and leaves the honest solver's job to finalize.
+    function test_undecided_whistleblower_challenge_costs_its_bond_and_the_job_goes_on() public {
+        (uint256 jobId, address verifier, uint256 gameId) = _isolatedByWhistleblower();
+        for (uint256 i; i < VERIFIERS; ++i) {
+            address v = verifiers[i];
+            if (v == verifier) continue;
+            uint96 all = uint96(_staked(v, Role.Verifier));
+            vm.prank(v);
+            stakes.requestUnstake(Role.Verifier, all);
+        }
+        uint256 wbBefore = _bal(whistleblower);
+        uint256 solverBefore = _bal(solver);
+        uint256 jackpotBefore = market.jackpot();
+        uint256 windowLeft = market.getJob(jobId).challengeLeft;
+        _draw(gameId);
+        assertTrue(_status(gameId) == GameStatus.Undecided, "no committee: undecided");
+        assertEq(_bal(whistleblower), wbBefore, "the challenger lost its bond");
+        assertEq(_bal(solver), solverBefore, "and the solver did not get it");
+        assertEq(market.jackpot(), jackpotBefore + CHALLENGE_BOND, "it went to the jackpot");
+        _assertGameHoldsLiveBonds(0);
+        Job memory job = market.getJob(jobId);
+        assertTrue(job.state == JobState.Verified, "the challenge counts as lost");
+        assertEq(job.deadline, block.timestamp + windowLeft, "challenge window resumed");
+        assertEq(game.activeGame(jobId), 0, "another whistleblower may open");
+        vm.warp(uint256(job.deadline) + 1);
+        market.finalize(jobId);
+        assertEq(_bal(solver) - solverBefore, REWARD, "the honest solver is paid, not refunded");
+        assertEq(_locked(verifier, Role.Verifier), 0, "verifier bond released");
     }
 
     function test_committee_not_drawn_in_time_settles_undecided() public {
@@ -752,7 +806,7 @@ contract DisputeGameTest is DisputeFixture {
         vm.warp(block.timestamp + 1 hours);
         game.settle(gameId);
         assertTrue(_status(gameId) == GameStatus.Undecided, "tie: no verdict");
-        assertEq(_bal(verifier) - challengerBefore, CHALLENGE_BOND + REFEREE_BOND / 2, "bond back + half a slash");
+        assertEq(_bal(verifier) - challengerBefore, REFEREE_BOND / 2, "no bond back, half a slash");
         assertEq(_bal(solver) - solverBefore, REFEREE_BOND / 2, "half a slash");
         assertEq(_locked(referees[2], Role.Verifier), 0, "silent referee settled");
         _assertGameHoldsLiveBonds(0);
@@ -774,7 +828,7 @@ contract DisputeGameTest is DisputeFixture {
         game.settle(gameId);
         assertTrue(_status(gameId) == GameStatus.Undecided, "undecided");
         uint256 slashed = 3 * REFEREE_BOND;
-        assertEq(_bal(verifier) - challengerBefore, CHALLENGE_BOND + slashed - slashed / 2, "challenger share");
+        assertEq(_bal(verifier) - challengerBefore, slashed - slashed / 2, "challenger share");
         for (uint256 i; i < 3; ++i) {
             assertEq(_locked(referees[i], Role.Verifier), 0, "slashed, not locked");
         }
@@ -796,7 +850,7 @@ contract DisputeGameTest is DisputeFixture {
         game.settle(gameId);
         Game memory g = game.getGame(gameId);
         assertTrue(g.status == GameStatus.Undecided, "job gone: undecided");
-        assertEq(_bal(verifier) - challengerBefore, CHALLENGE_BOND, "bond back");
+        assertEq(_bal(verifier), challengerBefore, "bond to the jackpot");
         for (uint256 i; i < 3; ++i) {
             assertEq(_locked(referees[i], Role.Verifier), 0, "referees released");
         }

@@ -353,17 +353,43 @@ contract JobMarketTest is Fixture {
         assertTrue(verifier != solver && verifier != submitter && verifier != address(0), "excluded");
     }
 
-    function test_assign_reanchors_after_256_blocks() public {
+    function test_draw_left_past_256_blocks_costs_the_solver_its_bond() public {
         uint256 jobId = _committed();
+        uint256 bond = market.solverBond(REWARD);
+        uint256 submitterBefore = _bal(submitter);
+        uint256 stakedBefore = _staked(solver, Role.Solver);
         vm.roll(block.number + 300);
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.DrawExpired(jobId, solver, bond);
+        market.assignVerifier(jobId);
+        Job memory job = market.getJob(jobId);
+        assertEq(uint8(job.state), uint8(JobState.Open), "reopened, not re-drawn");
+        assertEq(job.solver, address(0), "solver cleared");
+        assertEq(_bal(submitter), submitterBefore + bond, "whole bond to the submitter");
+        assertEq(_staked(solver, Role.Solver), stakedBefore - bond, "solver slashed");
+        assertEq(_locked(solver, Role.Solver), 0, "nothing left locked");
+    }
+
+    function test_assign_reanchors_when_the_drawn_stake_was_locked_since_the_anchor() public {
+        uint256 jobId = _committed();
+        // After the anchor block, other draws take every verifier's whole stake.
+        vm.roll(block.number + 1);
+        vm.startPrank(game);
+        stakes.lock(verifier1, Role.Verifier, 100 ether);
+        stakes.lock(verifier2, Role.Verifier, 200 ether);
+        stakes.lock(verifier3, Role.Verifier, 300 ether);
+        vm.stopPrank();
+        vm.roll(block.number + 1);
         vm.expectEmit(true, false, false, true, address(market));
         emit IJobMarket.DrawReanchored(jobId, block.number);
         market.assignVerifier(jobId);
         assertEq(uint8(_state(jobId)), uint8(JobState.Committed), "still committed");
         assertEq(market.getJob(jobId).deadline, block.number, "re-anchored");
+        // Anchored after the locks, nobody has free stake: the job is refunded.
         vm.roll(block.number + 2);
+        vm.expectEmit(true, false, false, true, address(market));
+        emit IJobMarket.JobRefunded(jobId, RefundReason.NoEligibleVerifier, ESCROW);
         market.assignVerifier(jobId);
-        assertEq(uint8(_state(jobId)), uint8(JobState.Verifying), "assigned");
     }
 
     function test_assign_with_no_eligible_verifier_refunds() public {

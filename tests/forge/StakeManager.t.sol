@@ -187,7 +187,7 @@ contract StakeManagerTest is Fixture {
         vm.expectRevert(abi.encodeWithSelector(IStakeManager.NotAuthorized.selector, bob));
         stakes.slash(alice, Role.Solver, 1, bob);
         vm.expectRevert(abi.encodeWithSelector(IStakeManager.NotAuthorized.selector, bob));
-        stakes.drawVerifier(bytes32(0), new address[](0), 0);
+        stakes.drawVerifier(bytes32(0), 0, new address[](0), 0);
         vm.stopPrank();
     }
 
@@ -242,8 +242,7 @@ contract StakeManagerTest is Fixture {
     // ------------------------------------------------------------------ verifier draw
 
     function test_draw_with_no_verifiers_returns_zero() public {
-        vm.prank(game);
-        assertEq(stakes.drawVerifier(keccak256("s"), new address[](0), 0), address(0), "none");
+        assertEq(_draw(keccak256("s"), new address[](0), 0), address(0), "none");
     }
 
     function test_draw_locks_bond_and_respects_exclusion() public {
@@ -252,8 +251,7 @@ contract StakeManagerTest is Fixture {
         address[] memory exclude = new address[](1);
         exclude[0] = bob;
         for (uint256 i; i < 20; ++i) {
-            vm.prank(game);
-            address drawn = stakes.drawVerifier(keccak256(abi.encode(i)), exclude, 1 ether);
+            address drawn = _draw(keccak256(abi.encode(i)), exclude, 1 ether);
             assertEq(drawn, alice, "only alice is eligible");
         }
         assertEq(_locked(alice, Role.Verifier), 20 ether, "bonds locked");
@@ -266,13 +264,12 @@ contract StakeManagerTest is Fixture {
         vm.prank(game);
         stakes.lock(bob, Role.Verifier, 95 ether);
         for (uint256 i; i < 10; ++i) {
-            vm.prank(game);
-            address drawn = stakes.drawVerifier(keccak256(abi.encode(i)), new address[](0), 6 ether);
+            address drawn = _draw(keccak256(abi.encode(i)), new address[](0), 6 ether);
             assertEq(drawn, alice, "bob lacks free stake");
         }
         vm.prank(game);
         vm.expectRevert(abi.encodeWithSelector(IStakeManager.TooManyExcluded.selector, 17, 16));
-        stakes.drawVerifier(bytes32(0), new address[](17), 0);
+        stakes.drawVerifier(bytes32(0), block.number - 1, new address[](17), 0);
     }
 
     function test_draw_returns_zero_when_all_excluded_or_busy() public {
@@ -280,10 +277,8 @@ contract StakeManagerTest is Fixture {
         address[] memory exclude = new address[](2);
         exclude[0] = alice;
         exclude[1] = alice;
-        vm.prank(game);
-        assertEq(stakes.drawVerifier(keccak256("x"), exclude, 0), address(0), "excluded");
-        vm.prank(game);
-        assertEq(stakes.drawVerifier(keccak256("x"), new address[](0), 101 ether), address(0), "busy");
+        assertEq(_draw(keccak256("x"), exclude, 0), address(0), "excluded");
+        assertEq(_draw(keccak256("x"), new address[](0), 101 ether), address(0), "busy");
     }
 
     function test_draw_frequency_follows_stake() public {
@@ -296,8 +291,7 @@ contract StakeManagerTest is Fixture {
         uint256[4] memory hits;
         uint256 n = 2000;
         for (uint256 i; i < n; ++i) {
-            vm.prank(game);
-            address drawn = stakes.drawVerifier(keccak256(abi.encode("freq", i)), new address[](0), 0);
+            address drawn = _draw(keccak256(abi.encode("freq", i)), new address[](0), 0);
             for (uint256 j; j < 4; ++j) {
                 if (drawn == vs[j]) ++hits[j];
             }
@@ -322,8 +316,7 @@ contract StakeManagerTest is Fixture {
         for (uint256 i; i < 6; ++i) {
             if ((excludeMask >> i) & 1 == 1) exclude[excluded++] = vs[i];
         }
-        vm.prank(game);
-        address drawn = stakes.drawVerifier(bytes32(seed), exclude, 0);
+        address drawn = _draw(bytes32(seed), exclude, 0);
         if (excluded == 6) {
             assertEq(drawn, address(0), "all excluded");
             return;
@@ -375,5 +368,90 @@ contract StakeManagerTest is Fixture {
         stakes.stake(Role.Verifier, MIN_VERIFIER_STAKE);
         // Solvers are not limited.
         _stake(alice, Role.Solver, MIN_SOLVER_STAKE);
+    }
+
+    // ------------------------------------------------------------------ draws anchored in the past
+
+    function test_draw_reads_stakes_as_of_the_anchor() public {
+        _stake(alice, Role.Verifier, 100 ether);
+        _stake(bob, Role.Verifier, 300 ether);
+        address carol = address(0xCA401);
+        _fund(carol);
+        vm.roll(block.number + 1);
+        uint256 anchor = block.number - 1;
+        address[] memory before = new address[](40);
+        for (uint256 i; i < 40; ++i) {
+            before[i] = _drawAt(keccak256(abi.encode(i)), anchor, 0);
+        }
+        // After the anchor: bob tops up, alice leaves (her slot goes to carol), carol stakes big.
+        _stake(bob, Role.Verifier, 10_000 ether);
+        vm.prank(alice);
+        stakes.requestUnstake(Role.Verifier, 100 ether);
+        _stake(carol, Role.Verifier, 50_000 ether);
+        vm.roll(block.number + 5);
+        uint256 aliceDraws;
+        uint256 carolDraws;
+        for (uint256 i; i < 40; ++i) {
+            address drawn = _drawAt(keccak256(abi.encode(i)), anchor, 0);
+            assertEq(drawn, before[i], "same draw whatever changed after the anchor");
+            if (drawn == alice) ++aliceDraws;
+            if (_drawAt(keccak256(abi.encode(i)), block.number - 1, 0) == carol) ++carolDraws;
+        }
+        assertEq(stakes.totalVerifierWeightAt(anchor), 400 ether, "anchored total");
+        assertTrue(aliceDraws > 0 && carolDraws > 30, "both stake sets were drawn from");
+    }
+
+    function test_draw_rejects_an_anchor_not_in_the_past() public {
+        vm.prank(game);
+        vm.expectRevert(abi.encodeWithSelector(IStakeManager.AnchorNotPast.selector, block.number, block.number));
+        stakes.drawVerifier(bytes32(0), block.number, new address[](0), 0);
+    }
+
+    function test_unstaking_after_the_anchor_does_not_dodge_the_draw() public {
+        _stake(alice, Role.Verifier, 100 ether);
+        vm.roll(block.number + 1);
+        uint256 anchor = block.number - 1;
+        vm.prank(alice);
+        stakes.requestUnstake(Role.Verifier, 100 ether);
+        vm.roll(block.number + 1);
+        vm.expectEmit(true, true, true, true, address(stakes));
+        emit IStakeManager.UnstakeReclaimed(alice, 10 ether);
+        vm.prank(game);
+        (address drawn, bool locked) = stakes.drawVerifier(keccak256("d"), anchor, new address[](0), 10 ether);
+        assertTrue(drawn == alice && locked, "alice drawn and bonded");
+        StakeInfo memory s = stakes.stakeOf(alice, Role.Verifier);
+        assertEq(s.staked, 10 ether, "bond taken back");
+        assertEq(s.locked, 10 ether, "and locked");
+        assertEq(s.unbonding, 90 ether, "the rest still leaves");
+    }
+
+    function test_draw_whose_bond_other_draws_took_reports_it_unlocked() public {
+        _stake(alice, Role.Verifier, 100 ether);
+        vm.roll(block.number + 1);
+        uint256 anchor = block.number - 1;
+        assertEq(_drawAt(keccak256("first"), anchor, 60 ether), alice, "first draw bonds alice");
+        vm.roll(block.number + 1);
+        vm.prank(game);
+        (address drawn, bool locked) = stakes.drawVerifier(keccak256("second"), anchor, new address[](0), 60 ether);
+        assertTrue(drawn == alice && !locked, "drawn at the anchor, bond not lockable now");
+        assertEq(_locked(alice, Role.Verifier), 60 ether, "only the first bond");
+        // Anchored after the first lock, alice has 40 free: nobody is acceptable.
+        assertEq(_draw(keccak256("third"), new address[](0), 60 ether), address(0), "busy at the new anchor");
+    }
+
+    /// Draws anchored at the previous block (rolling one first) and checks a drawn bond was locked.
+    function _draw(bytes32 seed, address[] memory exclude, uint256 bond) internal returns (address drawn) {
+        vm.roll(block.number + 1);
+        bool locked;
+        vm.prank(game);
+        (drawn, locked) = stakes.drawVerifier(seed, block.number - 1, exclude, bond);
+        assertTrue(drawn == address(0) || locked, "bond locked");
+    }
+
+    function _drawAt(bytes32 seed, uint256 anchor, uint256 bond) internal returns (address drawn) {
+        bool locked;
+        vm.prank(game);
+        (drawn, locked) = stakes.drawVerifier(seed, anchor, new address[](0), bond);
+        assertTrue(drawn == address(0) || locked, "bond locked");
     }
 }

@@ -244,7 +244,7 @@ abstract contract DisputeFixture is Test {
         bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, draws));
         ForcedSeed memory seed = market.forcedSeedOf(verifier);
         seals[jobId] = ReportSeal(
-            keccak256(abi.encode(drawSeed, verifier)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
+            keccak256(abi.encode(drawSeed)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
         );
     }
 

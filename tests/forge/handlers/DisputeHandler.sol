@@ -193,7 +193,7 @@ contract DisputeHandler is Test {
         bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
         ForcedSeed memory seed = market.forcedSeedOf(job.verifier);
         _seals[jobId] = ReportSeal(
-            keccak256(abi.encode(drawSeed, job.verifier)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
+            keccak256(abi.encode(drawSeed)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
         );
     }
 

@@ -200,6 +200,63 @@ contract ProtocolInvariantTest is Fixture {
         invariant_locks_are_the_bonds_of_live_jobs();
     }
 
+    /// @notice Reach: the handler's anchored-draw paths are played and keep the books: a draw left past
+    ///         256 blocks (the solver's whole bond to the submitter, the job reopened), a draw whose
+    ///         verifiers all asked to unstake after the anchor (a bond taken back from unbonding), and
+    ///         a draw whose stake other locks took since the anchor (re-anchored, then refunded).
+    function test_handler_reaches_the_anchored_draw_paths() public {
+        uint256 seed = _plainSeed();
+        handler.postJob(0, 100 ether, 10 ether, 3600);
+        handler.claim(1, seed);
+        handler.commit(seed, 5);
+        handler.roll(296); // 296 % 8 == 0: up to 300 blocks
+        handler.assignVerifier(seed, 3);
+        assertEq(handler.drawsExpired(), 1, "expired");
+        assertEq(uint8(market.getJob(1).state), uint8(JobState.Open), "reopened");
+        invariant_tokens_are_conserved();
+        invariant_locks_are_the_bonds_of_live_jobs();
+
+        handler.claim(2, seed);
+        handler.commit(seed, 5);
+        handler.roll(1);
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            address a = handler.actor(i);
+            uint256 free = stakes.freeStake(a, Role.Verifier);
+            vm.prank(a);
+            stakes.requestUnstake(Role.Verifier, uint96(free)); // all of it, after the anchor
+        }
+        handler.assignVerifier(seed, 3);
+        assertEq(uint8(market.getJob(1).state), uint8(JobState.Verifying), "drawn from the anchored stakes");
+        assertEq(handler.drawsReclaimed(), 1, "bond taken back from unbonding");
+        invariant_tokens_are_conserved();
+        invariant_locks_are_the_bonds_of_live_jobs();
+
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            handler.stake(i, 1, 300 ether - 1); // 300 ether (bound: 1 + x % 300 ether), verifiers again
+        }
+        handler.postJob(0, 100 ether, 10 ether, 3600);
+        handler.claim(3, seed);
+        handler.commit(seed, 5);
+        assertEq(uint8(market.getJob(2).state), uint8(JobState.Committed), "second job committed");
+        vm.roll(block.number + 1);
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            address a = handler.actor(i);
+            uint256 free = stakes.freeStake(a, Role.Verifier);
+            vm.prank(game);
+            if (free != 0) stakes.lock(a, Role.Verifier, free);
+        }
+        handler.assignVerifier(seed, 1);
+        assertEq(handler.drawsReanchored(), 1, "re-anchored");
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            address a = handler.actor(i);
+            uint256 extra = _locked(a, Role.Verifier) - (market.getJob(1).verifier == a ? market.verifierBond(100 ether) : 0);
+            vm.prank(game);
+            if (extra != 0) stakes.unlock(a, Role.Verifier, extra);
+        }
+        invariant_tokens_are_conserved();
+        invariant_locks_are_the_bonds_of_live_jobs();
+    }
+
     /// A job seed the handler neither redirects to a stranger nor to a random job.
     function _plainSeed() internal pure returns (uint256 seed) {
         while (

@@ -48,6 +48,11 @@ contract ProtocolHandler is Test {
     mapping(uint256 jobId => uint256) public finalizations;
     /// Set when a call succeeded on a job that was already final (a second settlement).
     bool public settledTwice;
+    /// Draws that expired (solver slashed, job reopened), that re-anchored because the drawn stake was
+    /// locked since the anchor, and that took a bond back from a verifier unstaking after the anchor.
+    uint256 public drawsExpired;
+    uint256 public drawsReanchored;
+    uint256 public drawsReclaimed;
     /// Successful transitions into each state (coverage of the random walk).
     mapping(JobState state => uint256) public reached;
 
@@ -204,10 +209,31 @@ contract ProtocolHandler is Test {
         if (jobId == 0) return;
         vm.roll(block.number + bound(blocks, 1, 3));
         Job memory job = market.getJob(jobId);
+        uint256 unbonding = _verifierUnbonding();
         try market.assignVerifier(jobId) {
-            _sealDraw(jobId, job);
+            _drew(jobId, job, unbonding);
             _settled(jobId, job.state);
         } catch {}
+    }
+
+    /// Books a draw call that succeeded: an expired draw slashed the solver's whole bond (to the
+    /// submitter), a re-anchor or a refund drew nobody, a draw recorded its seal.
+    function _drew(uint256 jobId, Job memory before, uint256 unbondingBefore) internal {
+        Job memory job = market.getJob(jobId);
+        if (job.state == JobState.Open) {
+            ghostStaked -= market.solverBond(before.reward);
+            ++drawsExpired;
+        } else if (job.state == JobState.Committed) {
+            ++drawsReanchored;
+        }
+        if (_verifierUnbonding() < unbondingBefore) ++drawsReclaimed;
+        _sealDraw(jobId, before);
+    }
+
+    function _verifierUnbonding() internal view returns (uint256 sum) {
+        for (uint256 i; i < ACTORS; ++i) {
+            sum += stakes.stakeOf(_actors[i], Role.Verifier).unbonding;
+        }
     }
 
     /// Records the seal of a draw that just happened, computed from the rules (not the contract).
@@ -218,7 +244,7 @@ contract ProtocolHandler is Test {
         bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
         ForcedSeed memory seed = market.forcedSeedOf(job.verifier);
         _seals[jobId] = ReportSeal(
-            keccak256(abi.encode(drawSeed, job.verifier)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
+            keccak256(abi.encode(drawSeed)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
         );
     }
 
@@ -452,7 +478,7 @@ contract ProtocolHandler is Test {
     }
 
     function roll(uint16 blocks) external {
-        // Sometimes past the 256-block horizon of blockhash, so draws re-anchor.
+        // Sometimes past the 256-block horizon of blockhash, so draws expire.
         vm.roll(block.number + bound(blocks, 1, blocks % 8 == 0 ? 300 : 8));
     }
 
@@ -471,8 +497,9 @@ contract ProtocolHandler is Test {
                 open = true;
                 if (job.state == JobState.Committed) {
                     if (block.number <= uint256(job.deadline) + 1) vm.roll(uint256(job.deadline) + 2);
+                    uint256 unbonding = _verifierUnbonding();
                     market.assignVerifier(id);
-                    _sealDraw(id, job);
+                    _drew(id, job, unbonding);
                 } else {
                     if (block.timestamp <= job.deadline) vm.warp(uint256(job.deadline) + 1);
                     if (job.state == JobState.Open) {

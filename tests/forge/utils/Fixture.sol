@@ -128,8 +128,8 @@ abstract contract Fixture is Test {
     }
 
     /// Draws the job's verifier (waiting for the seed block) and records the seal of the draw,
-    /// computed the way the market specifies it: assignSeed = keccak256(abi.encode(drawSeed,
-    /// verifier)), the forced commitment only if set at or before the anchor block.
+    /// computed the way the market specifies it: assignSeed = keccak256(abi.encode(drawSeed)) (not
+    /// the verifier), the forced commitment only if set at or before the anchor block.
     function _assign(uint256 jobId) internal returns (address verifier) {
         Job memory job = market.getJob(jobId);
         if (block.number < job.deadline + 2) vm.roll(job.deadline + 2);
@@ -144,7 +144,7 @@ abstract contract Fixture is Test {
         bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
         ForcedSeed memory seed = market.forcedSeedOf(verifier);
         seals[jobId] = ReportSeal(
-            keccak256(abi.encode(drawSeed, verifier)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
+            keccak256(abi.encode(drawSeed)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
         );
     }
 

@@ -33,6 +33,8 @@ interface Vm {
     function lastCallGas() external view returns (Gas memory gas);
     function skip(bool skipTest) external;
     function snapshotValue(string calldata group, string calldata name, uint256 value) external;
+    function snapshotState() external returns (uint256 snapshotId);
+    function revertToState(uint256 snapshotId) external returns (bool success);
     function recordLogs() external;
     function getRecordedLogs() external returns (Log[] memory logs);
 }
