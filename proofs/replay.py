@@ -45,7 +45,7 @@ from proofs.errors import ProofError, SegmentOutOfRange
 from proofs.manifest import Manifest
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
-from proofs.train import Runtime, Trainer, runtime
+from proofs.train import Runtime, Trainer
 
 __all__ = [
     "Reason",
@@ -216,13 +216,15 @@ def _idle_tensor(trainer: Trainer) -> str | None:
 
 def _run_watching(trainer: Trainer, steps: int) -> tuple[int, str] | None:
     """Advance ``steps`` steps; the first idle step (local index, tensor) or None."""
-    idle: tuple[int, str] | None = None
-    with runtime(trainer.rt):
-        for i in range(steps):
-            trainer.train_step()
-            if idle is None and (name := _idle_tensor(trainer)) is not None:
-                idle = (i, name)
-    return idle
+    idle: list[tuple[int, str]] = []
+    first = trainer.step
+
+    def watch(step: int, _total: int) -> None:
+        if not idle and (name := _idle_tensor(trainer)) is not None:
+            idle.append((step - 1 - first, name))
+
+    trainer.run(steps, watch)
+    return idle[0] if idle else None
 
 
 def first_idle_step(spec: JobSpec, dataset: Dataset, start: bytes, steps: int, rt: Runtime = Runtime()) -> int | None:
