@@ -209,7 +209,8 @@ class ReportSeal:
     ``ReportSubmitted`` events, so clients rebuild it with :meth:`JobMarket.seal_of`."""
 
     assign_seed: Bytes32
-    """Fixes the probe segments and steps (``proofs.probes``); keccak256(abi.encode(drawSeed, verifier))."""
+    """Fixes the sampled segments and the probe segments and steps (``proofs.probes``);
+    keccak256(abi.encode(drawSeed)): the draw's entropy and job, not the verifier drawn."""
     forced_commitment: Bytes32
     """The verifier's forced seed snapshotted at the draw (zero: it cannot be forced on this job)."""
     probe_root: Bytes32

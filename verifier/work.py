@@ -3,8 +3,8 @@
 Every byte comes from the content store by CID (verified there) and every checkpoint is
 also checked against the state hash in the manifest, whose root must be the one on
 chain. The segments come from the proofs engine's sampling seeded by the ``assignSeed`` of
-this verifier's ``VerifierAssigned`` event (keccak256(drawSeed, verifier): fixed after the
-solver committed, and different for every verifier drawn), plus the report's probe segments.
+this verifier's ``VerifierAssigned`` event (keccak256(drawSeed): fixed after the solver
+committed, new with every draw, and independent of who was drawn), plus the report's probe segments.
 Before any replay, leaf 0 is checked against the spec's seeded initialization
 (``proofs.check_start``): a trace with another start fails on segment 0, where the dispute opens.
 
