@@ -98,10 +98,16 @@ def test_post_refuses_bad_input_and_sends_nothing(market: Market, job_files: tup
     spec, data = job_files
     not_json = tmp_path / "not-json.json"
     not_json.write_text("{ this is not json")
+    nested = tmp_path / "nested.json"
+    nested.write_text("[" * (64 * 1024 - 1))  # killed `submit post` with SIGSEGV (web3 raises the recursion limit)
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # would block forever
     cases: list[tuple[Sequence[str], int, tuple[str, ...]]] = [
         (["post", str(tmp_path / "missing.json"), "--data", str(data)], 1, ("does not exist",)),
         (["post", str(spec), "--data", str(tmp_path / "missing.bin")], 1, ("dataset file", "does not exist")),
         (["post", str(not_json), "--data", str(data)], 1, ("not valid JSON",)),
+        (["post", str(nested), "--data", str(data)], 1, ("nests 65535 levels deep",)),
+        (["post", str(fifo), "--data", str(data)], 1, ("not a regular file",)),
         (["post", str(write_spec(tmp_path, spec, steps=201)), "--data", str(data)], 1, ("multiple of checkpoint_interval",)),
         (["post", str(write_spec(tmp_path, spec, model__kind="pickle")), "--data", str(data)], 1, ("invalid job spec",)),
         (["post", str(spec), "--data", str(spec)], 1, ("does not fit the spec",)),  # a JSON file is no dataset
