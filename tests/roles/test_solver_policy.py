@@ -25,6 +25,7 @@ from solver.policy import (
     TimeoutVerifier,
     Train,
     Upload,
+    fits_window,
 )
 
 ME = Address("0x000000000000000000000000000000000000bEEF")
@@ -143,3 +144,21 @@ def test_claims_never_exceed_free_stake_or_capacity(jobs, free, capacity) -> Non
     assert sum(by_id[c.job_id][0] for c in claims) <= free
     assert all(by_id[c.job_id][1] for c in claims)
     assert len({c.job_id for c in claims}) == len(claims)
+
+
+def test_a_job_it_cannot_finish_in_its_commit_window_is_refused_for_good() -> None:
+    quick = SpecCheck(runnable=True, steps=100, train_s=50.0)
+    assert fits_window(quick, commit_window=600, margin_s=5) == quick
+    short = fits_window(quick, commit_window=54, margin_s=5)  # 50 s of training and 5 s of margin do not fit in 54
+    assert not short.runnable and short.final and "commit window is 54 s" in short.reason
+
+
+def test_a_claim_must_finish_after_the_training_already_owed() -> None:
+    spec = SpecCheck(runnable=True, steps=100, train_s=300.0)
+    owed = replace(held(1, JobState.CLAIMED, phase=Phase.TRAINING), train_s=300.0)
+    policy = SolverPolicy(SolverConfig(stake_target=T(0), max_active=2))
+    jobs = (open_job(2, spec=spec), replace(open_job(3, reward=5, spec=spec), commit_window=700))
+    # job 2's 600 s window cannot hold 300 s owed + 300 s + margin; job 3's 700 s can
+    assert policy.next_actions(view(held_jobs=(owed,), open_jobs=jobs)) == [Train(JobId(1), 2_000), Claim(JobId(3))]
+    # with nothing owed, two jobs of 600 s windows do not both fit one after the other
+    assert policy.next_actions(view(open_jobs=(open_job(2, spec=spec), open_job(4, reward=5, spec=spec)))) == [Claim(JobId(2))]
