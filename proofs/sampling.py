@@ -4,7 +4,10 @@ A selection is made of three distinct parts:
 
 * the **last** segment, always (it produces the model the submitter is paid for);
 * the **top-Q** segments by update norm among the others (spoofed segments tend to
-  show large updates: Jia et al. 2021);
+  show large updates: Jia et al. 2021). The norms are the solver's claims, checked only on
+  the segments fetched, so an adaptive cheater keeps its fakes out of top-Q: the guarantees
+  below are the ``worst`` case, which credits top-Q with nothing (docs/proofs.md,
+  "Adaptive cheaters");
 * **R** segments drawn uniformly without replacement from the rest, from a 32-byte
   seed fixed on chain after the solver committed (so the solver could not know it).
 
