@@ -165,6 +165,35 @@ contract DisputeGameInvariantTest is DisputeFixture {
         assertTrue(!handler.badPayout(), "payout != jackpot * share / 1e4");
     }
 
+    /// @notice Reach: a whistleblower game whose committee cannot be drawn (its seed left past the
+    ///         256-block horizon) settles Undecided, the challenge bond goes to the jackpot and the job
+    ///         goes back to Verified; the books hold (a random walk does not reach this in every run).
+    function test_handler_reaches_an_undecided_whistleblower_game() public {
+        handler.postJob(0, 100 ether);
+        // Job seeds: 2 picks a job in the wanted state with its entitled caller (1 would send a
+        // stranger), 3 (odd) makes openGame pick a Verified job.
+        handler.claim(1, 2);
+        handler.commit(2);
+        handler.assignVerifier(2, 2); // rolls 1 + 2 % 3 = 3 blocks
+        handler.report(2, 0); // verdict 0: a true pass
+        assertTrue(market.getJob(1).state == JobState.Verified, "passed");
+        // A non-party whistleblower opens a one-step game: isolated at once.
+        Job memory job = market.getJob(1);
+        uint256 wb;
+        while (handler.actor(wb) == job.solver || handler.actor(wb) == job.verifier) ++wb;
+        handler.openGame(3, wb, 0, 0); // steps bound to 1 + 0 % 64 = 1
+        assertTrue(game.getGame(1).status == GameStatus.Isolated, "isolated");
+        uint256 jackpotBefore = market.jackpot();
+        handler.roll(296); // 296 % 8 == 0: up to 300 blocks, past the horizon
+        handler.drawCommittee(2, 1);
+        assertEq(handler.undecidedGames(), 1, "undecided");
+        assertEq(handler.undecidedJobsResumed(), 1, "the challenged job goes on");
+        assertEq(market.jackpot(), jackpotBefore + game.params().challengeBond, "bond to the jackpot");
+        invariant_tokens_are_conserved();
+        invariant_locks_are_the_bonds_in_flight();
+        invariant_games_are_consistent();
+    }
+
     /// @notice Liveness: with everyone silent, permissionless calls end every game and every job;
     ///         then the game and the market hold nothing and no stake is locked.
     function afterInvariant() public {

@@ -29,6 +29,10 @@ contract DisputeHandler is Test {
 
     /// A call moved a game out of a final status.
     bool public settledGameMoved;
+    /// Games that settled Undecided, and among them whistleblower games whose job went back to
+    /// Verified (an undecided challenge counts as lost: the job is not refunded).
+    uint256 public undecidedGames;
+    uint256 public undecidedJobsResumed;
     /// Calls that succeeded, per entry point name (coverage of the walk).
     mapping(bytes32 name => uint256) public calls;
     mapping(uint256 gameId => mapping(address referee => bool)) internal _vote;
@@ -124,7 +128,13 @@ contract DisputeHandler is Test {
     function _gameCall(uint256 gameId, address who, bytes memory data) internal {
         GameStatus before = gameId == 0 ? GameStatus.None : game.getGame(gameId).status;
         bool ok = _try(who, data, address(game));
-        if (ok && gameId != 0 && _final(before) && game.getGame(gameId).status != before) settledGameMoved = true;
+        if (!ok || gameId == 0) return;
+        Game memory g = game.getGame(gameId);
+        if (_final(before) && g.status != before) settledGameMoved = true;
+        if (before != GameStatus.Undecided && g.status == GameStatus.Undecided) {
+            ++undecidedGames;
+            if (market.getJob(g.jobId).state == JobState.Verified) ++undecidedJobsResumed;
+        }
     }
 
     // ------------------------------------------------------------------ stakes
