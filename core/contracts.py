@@ -55,6 +55,7 @@ __all__ = [
     "JobMarket",
     "DisputeGame",
     "Protocol",
+    "MANIFEST_ITEM",
 ]
 
 JobId = NewType("JobId", int)
@@ -63,6 +64,9 @@ TokenAmount = NewType("TokenAmount", int)  # token base units (18 decimals)
 Bytes32 = NewType("Bytes32", bytes)  # a CID digest, a Merkle root, a state hash
 
 ZERO_ADDRESS = Address("0x0000000000000000000000000000000000000000")
+#: The item number of the manifest in availability challenges (``JobMarket.MANIFEST_ITEM``, a
+#: constant; tests/chain/test_availability.py checks it against the chain). Checkpoints are their index.
+MANIFEST_ITEM = 2**24 - 1
 
 
 class Role(IntEnum):

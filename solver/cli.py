@@ -21,7 +21,6 @@ from core.agent import LoopSettings, configure_logging, open_store, status_base,
 from core.chain import Address, Signer
 from core.config import Settings
 from core.contracts import JobId, Protocol, Role
-from proofs.adversary import ALL_STRATEGIES
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.state import SolverDb
@@ -55,7 +54,7 @@ def run(
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     log_json: LogJson = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
-    cheat: Annotated[str | None, typer.Option(hidden=True, help="TEST/DEMO ADVERSARY: commit a cheating trace (proofs.adversary strategy)")] = None,
+    cheat: Annotated[str | None, typer.Option(hidden=True, help="TEST/DEMO ADVERSARY: commit a cheating trace (proofs.adversary strategy), or withhold: delete the checkpoints once committed")] = None,
 ) -> None:
     """Run the solver until SIGTERM or Ctrl-C. Safe to kill -9 and restart: it resumes from the chain and its records.
 
@@ -65,8 +64,8 @@ def run(
 
       VERITRAIN_KEYSTORE_PASSWORD=... veritrain solver run --keystore solver.json --ipfs-api http://127.0.0.1:5001 --log-json
     """
-    if cheat is not None and cheat not in ALL_STRATEGIES:
-        raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(ALL_STRATEGIES)}", param_hint="--cheat")
+    if cheat is not None and cheat not in daemon.CHEATS:
+        raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(daemon.CHEATS)}", param_hint="--cheat")
     configure_logging(level=log_level, json_lines=log_json)
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
     signer = options.signer(settings)

@@ -10,6 +10,8 @@ from core.agent import state_dir as role_state_dir
 from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
+from proofs.adversary import ALL_STRATEGIES
+from solver.adversary import WITHHOLD, Withholding
 from solver.loader import SolverLoader
 from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
 from solver.responder import SolverResponder
@@ -21,6 +23,10 @@ SolverDaemon = RoleDaemon[SolverView, SolverAction]
 #: Adversaries that go silent when challenged (they lose on their clock); the others defend
 #: with their own wrong states and lose at the referees.
 SILENT_CHEATS = frozenset({"fake-final"})
+
+#: Every ``--cheat``: a trace adversary of ``proofs.adversary``, or ``withhold`` (an honest trace whose
+#: checkpoints are deleted once committed: solver.adversary).
+CHEATS = (*ALL_STRATEGIES, WITHHOLD)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:
@@ -39,8 +45,9 @@ def build(
     progress: ProgressHook | None = None,
     cheat: str | None = None,
 ) -> SolverDaemon:
-    """``cheat``: a name of ``proofs.adversary.STRATEGIES``; the solver then commits that adversary's
-    trace instead of training honestly (a test and demo adversary, never for real use)."""
+    """``cheat``: a name of :data:`CHEATS`: of ``proofs.adversary.ALL_STRATEGIES`` (the solver then commits
+    that adversary's trace instead of training honestly) or ``withhold`` (it trains honestly and deletes
+    its checkpoints once committed). Test and demo adversaries, never for real use."""
     if cheat is not None:  # the adversary cheats on one job (so tests and the demo know which), and may go silent
         config = replace(config, defend=cheat not in SILENT_CHEATS, max_claims=1)
     protocol = connect(settings, signer)
@@ -49,12 +56,14 @@ def build(
     stop = StopFlag()
     watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
     judge = SpecJudge(store, db, limits, f"{protocol.client.chain_id}:{protocol.market.address}")
-    workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, cheat=cheat)
+    trace_cheat = None if cheat == WITHHOLD else cheat
+    workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, cheat=trace_cheat)
+    responder = SolverResponder(protocol, db, workshop, watcher, signer.address)
     agent: Agent[SolverView, SolverAction] = Agent(
         "solver",
         SolverLoader(protocol, watcher, db, judge, signer.address, config),
         SolverPolicy(config),
-        SolverResponder(protocol, db, workshop, watcher, signer.address),
+        Withholding(responder, db, store) if cheat == WITHHOLD else responder,
         settings=loop,
         stop=stop,
         heartbeat=heartbeat_to(db.db, signer.address),

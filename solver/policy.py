@@ -76,6 +76,7 @@ class HeldJob:
     game_id: GameId = GameId(0)  # DISPUTED: the job's active game (0: not opened yet)
     game: Game | None = None
     open_deadline: int | None = None  # DISPUTED by its verifier, no game yet: open by then
+    challenged_item: int | None = None  # DATA_CHALLENGED: the item to publish (a checkpoint, or the manifest)
     train_s: float = 0.0  # CLAIMED: its spec's estimated training time (what it still needs of this solver)
 
 
@@ -172,6 +173,14 @@ class ForfeitUnopened:
 
 
 @dataclass(frozen=True)
+class AnswerAvailability:
+    """Publish ``item`` of our trace on chain: the verifier could not fetch it (it pays a deposit to us)."""
+
+    job_id: JobId
+    item: int
+
+
+@dataclass(frozen=True)
 class Forget:
     """Drop local records and files of a job that is final (or was taken from us)."""
 
@@ -179,7 +188,8 @@ class Forget:
 
 
 SolverAction = (
-    Stake | Claim | Train | Upload | Commit | AssignVerifier | TimeoutVerifier | Finalize | PostMidpoint | TimeoutClock | ForfeitUnopened | Forget
+    Stake | Claim | Train | Upload | Commit | AssignVerifier | TimeoutVerifier | Finalize | PostMidpoint | TimeoutClock | ForfeitUnopened
+    | AnswerAvailability | Forget
 )
 
 
@@ -222,6 +232,8 @@ class SolverPolicy:
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
         if job.state is JobState.VERIFIED and view.now > job.deadline:
             return Finalize(job.job_id)
+        if job.state is JobState.DATA_CHALLENGED and job.challenged_item is not None and view.now <= job.deadline:
+            return AnswerAvailability(job.job_id, job.challenged_item)  # else our whole bond goes to the verifier
         if job.state is JobState.DISPUTED:
             return self._defend(view, job)
         return None

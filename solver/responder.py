@@ -14,7 +14,9 @@ from core.agent import MarketWatcher, log_mined, stake
 from core.chain import Address
 from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import Protocol, Role
+from solver.availability import publication
 from solver.policy import (
+    AnswerAvailability,
     AssignVerifier,
     Claim,
     Commit,
@@ -85,6 +87,10 @@ class SolverResponder:
                 log_mined(log, "postMidpoint", receipt, job=job_id, game=game_id, step=step, state_hash=state_hash, cid=cid)
             case TimeoutClock(game_id):
                 log_mined(log, "timeoutClock", p.game.timeout_clock(game_id), game=game_id)
+            case AnswerAvailability(job_id, item):
+                content, proof = publication(self.db, self.workshop.store, job_id, item)
+                receipt = p.market.answer_availability(job_id, content, proof)
+                log_mined(log, "answerAvailability", receipt, job=job_id, item=item, bytes=len(content))
             case ForfeitUnopened(job_id):
                 log_mined(log, "forfeitUnopened", p.game.forfeit_unopened(job_id), job=job_id)
             case Forget(job_id):

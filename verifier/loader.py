@@ -13,7 +13,7 @@ decided here, with the secret from the records, and travels in the view only as 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from core.agent import GameWatcher, MarketWatcher
 from core.chain import Address
@@ -25,7 +25,8 @@ from verifier.state import VerifierDb
 
 @dataclass(frozen=True)
 class Drawn:
-    """One ``VerifierAssigned`` event of ours: ``deadline`` tells which draw of the job it is."""
+    """One ``VerifierAssigned`` event of ours: ``deadline`` tells which draw of the job it is (moved by
+    each ``AvailabilityAnswered`` of ours: the report deadline resumed after a challenge)."""
 
     deadline: int
     assign_seed: Bytes32
@@ -48,6 +49,11 @@ class DrawIndex:
         for e in self.market.events("VerifierAssigned", self._next_block, block, verifier=self.me):
             a = e.args
             self.draws[int(a["jobId"])] = Drawn(int(a["deadline"]), Bytes32(bytes(a["assignSeed"])), Bytes32(bytes(a["forcedCommitment"])))
+        for e in self.market.events("AvailabilityAnswered", self._next_block, block, verifier=self.me):
+            # an item we challenged was published: the report clock resumed with a new deadline
+            job_id = int(e.args["jobId"])
+            if job_id in self.draws:
+                self.draws[job_id] = replace(self.draws[job_id], deadline=int(e.args["reportDeadline"]))
         for e in self.market.events("ForcedSeedCommitted", self._next_block, block, verifier=self.me):
             self.committed.add(Bytes32(bytes(e.args["commitment"])))
         self._next_block = block + 1

@@ -173,6 +173,7 @@ class TimeoutKind(enum.Enum):
     SOLVER = "timeoutSolver"  # Claimed past the commit deadline
     VERIFIER = "timeoutVerifier"  # Verifying past the report deadline
     DISPUTE = "timeoutDispute"  # Disputed past the dispute deadline
+    AVAILABILITY = "timeoutAvailability"  # DataChallenged past the answer deadline
 
 
 @dataclass(frozen=True)
@@ -239,6 +240,7 @@ _TIMEOUTS = {
     JobState.CLAIMED: TimeoutKind.SOLVER,
     JobState.VERIFYING: TimeoutKind.VERIFIER,
     JobState.DISPUTED: TimeoutKind.DISPUTE,
+    JobState.DATA_CHALLENGED: TimeoutKind.AVAILABILITY,
 }
 
 
@@ -338,6 +340,8 @@ class VerifierPolicy:
             return None
         if kind is TimeoutKind.VERIFIER and job.verifier == view.me:
             return None  # never time ourselves out
+        if kind is TimeoutKind.AVAILABILITY and job.verifier == view.me:
+            grace = self.config.own_grace_s  # we challenged: the solver's bond comes to us
         if view.now > job.deadline + grace:
             return Timeout(job.job_id, kind)
         return None

@@ -19,6 +19,7 @@ from core.chain import Address
 from core.cid import cid_to_digest
 from core.contracts import Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
+from verifier.availability import ContentUnavailable, challenge
 from verifier.dispute import DisputeDesk
 from verifier.policy import (
     CONCEDABLE,
@@ -64,7 +65,11 @@ class VerifierResponder:
                 self.db.forget_forced_secret(commitment)
                 log.info("old forced secret forgotten (no live job snapshotted it)")
             case Replay(job_id, deadline, draw):
-                verdict = self.inspector.inspect(job_id, deadline, draw)
+                try:
+                    verdict = self.inspector.inspect(job_id, deadline, draw)
+                except ContentUnavailable as unavailable:  # the solver must publish it, or be slashed
+                    challenge(p, self.me, unavailable)
+                    return
                 self.db.set_verdict(
                     job_id,
                     verdict.passed,
@@ -105,6 +110,7 @@ class VerifierResponder:
                     TimeoutKind.SOLVER: p.market.timeout_solver,
                     TimeoutKind.VERIFIER: p.market.timeout_verifier,
                     TimeoutKind.DISPUTE: p.market.timeout_dispute,
+                    TimeoutKind.AVAILABILITY: p.market.timeout_availability,
                 }[kind]
                 log_mined(log, kind.value, call(job_id), job=job_id)
             case Forget(job_id):

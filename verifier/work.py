@@ -15,9 +15,10 @@ never committed those states: they prove the replay. On a job forced on this ver
 (:class:`verifier.policy.Draw`) probe 0 is published as ``forced_hash`` of the true one
 (:func:`published_probes`); the verdict is always the true one and the report says nothing of it.
 
-A trace the solver does not serve (manifest or checkpoint missing from the store) is
-retried on later ticks while the report deadline is comfortably ahead, then judged a
-failure: a solver that does not keep its checkpoints available is not paid.
+A trace the solver does not serve (manifest or checkpoint missing from the store, or bytes
+that are not the committed ones) is taken from the chain if the solver published it there, else
+retried for a few seconds, then challenged on chain (:mod:`verifier.availability`): the replay
+stops with :class:`verifier.availability.ContentUnavailable` and the responder challenges the item.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from dataclasses import dataclass, replace
 
 from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
-from core.contracts import Bytes32, JobId, Protocol
+from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol
 from core.dispute import ZERO32
 from core.errors import VeritrainError
 from core.storage import ContentNotFound, ContentStore, StorageError
@@ -57,13 +58,10 @@ from proofs import (
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.spec import JobSpec
+from verifier.availability import Availability, ContentUnavailable
 from verifier.policy import Draw
 
 log = logging.getLogger(__name__)
-
-#: While the report deadline is further than this, missing content is retried rather than failed.
-UNAVAILABLE_GRACE_S = 30
-
 
 class InspectionDeferred(VeritrainError):
     """Content the verdict needs is not available yet; the next tick tries again."""
@@ -113,6 +111,7 @@ class Inspector:
         self.q = q
         self.r = r
         self._probe_count: int | None = None
+        self.availability = Availability(protocol, store)
 
     @property
     def probe_count(self) -> int:
@@ -127,15 +126,24 @@ class Inspector:
             return None
         return dict(events[-1].args)
 
-    def _get(self, cid: str, limit: int, deadline: int, what: str) -> bytes:
+    def _get(self, job_id: JobId, item: int, cid: str, limit: int, deadline: int, what: str, expect_hash: str | None = None) -> bytes:
+        """``item`` of the job by its CID (and, for a checkpoint, its committed ``expect_hash``), or its
+        copy published on chain; else retried a while, then ContentUnavailable (the item is challenged)."""
         try:
-            return self.store.get(cid, limit)
+            data = self.store.get(cid, limit)
+            if expect_hash is None or state_hash(data) == expect_hash:
+                return data
+            problem = f"{what} {cid} does not hash to its committed state hash"
         except ContentNotFound:
-            if self.protocol.client.timestamp() < deadline - UNAVAILABLE_GRACE_S:
-                raise InspectionDeferred(f"{what} {cid} not available yet") from None
-            raise _Failed(f"{what} {cid} was not served before the report deadline") from None
-        except StorageError as exc:  # too large, forged: the solver's fault
-            raise _Failed(f"{what} {cid}: {exc}") from None
+            problem = f"{what} {cid} is not served"
+        except StorageError as exc:  # too large, forged: not the committed bytes
+            problem = f"{what} {cid}: {exc}"
+        published = self.availability.published(job_id, item, cid, expect_hash)
+        if published is not None:
+            return published
+        if self.availability.patient(cid, deadline):
+            raise InspectionDeferred(f"{problem} yet")
+        raise ContentUnavailable(job_id, item, problem)
 
     def inspect(self, job_id: JobId, deadline: int, draw: Draw) -> Verdict:
         started = time.monotonic()
@@ -195,7 +203,7 @@ class Inspector:
         """The verdicts of the replayed segments (the sample and the probe segments) and the true
         probes of the segments that replayed (all of them when the trace passes)."""
         try:
-            manifest = parse_manifest(self._get(manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest"), spec)
+            manifest = parse_manifest(self._get(job_id, MANIFEST_ITEM, manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest"), spec)
         except ProofError as exc:
             raise _Failed(f"manifest {manifest_cid}: {exc}") from None
         if manifest.root != "0x" + bytes(trace_root).hex():
@@ -224,7 +232,8 @@ class Inspector:
                 raise Stopped(f"job {job_id}: replay stopped; it starts again on restart")
             for index in (segment, segment + 1):
                 if index not in cache:
-                    cache[index] = self._get(manifest.checkpoint_cids[index], MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {index}")
+                    cid = manifest.checkpoint_cids[index]
+                    cache[index] = self._get(job_id, index, cid, MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {index}", manifest.state_hashes[index])
             verdict = replay_segment(
                 spec,
                 dataset,

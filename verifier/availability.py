@@ -1,0 +1,84 @@
+"""The verifier's side of the data-availability game (docs/protocol.md, "Data availability").
+
+What the replay needs (the manifest, checkpoint i) comes from the store by CID, verified there.
+When the store does not serve it, or serves bytes that are not the committed ones (another CID's,
+or a checkpoint that does not hash to its committed state hash), the item is first looked up on
+chain, where a solver publishes what its verifier challenged (``AvailabilityAnswered``, checked by
+the chain against the committed leaf or manifest CID, and checked again here). A copy found there
+is put into our store, so every later reader (the replay, the dispute desk) finds it by CID.
+Failing that, the item is retried for :data:`AVAILABILITY_WAIT_S` (content may still be on its way)
+and then challenged on chain: :class:`ContentUnavailable` carries the item to the responder, which
+escrows the deposit and calls ``challengeAvailability``. The report clock is paused until the solver
+publishes the item; a solver that does not is slashed to us, so we never report on data we could
+not get.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from core.agent import log_mined
+from core.chain import Address
+from core.cid import Cid
+from core.contracts import JobId, Protocol
+from core.errors import VeritrainError
+from core.storage import ContentStore, StorageError
+from core.storage.unixfs import file_cid
+from proofs.checkpoint import state_hash
+
+log = logging.getLogger(__name__)
+
+#: Seconds an item may stay missing before it is challenged (it may still be on its way to the store).
+AVAILABILITY_WAIT_S = 10.0
+
+
+class ContentUnavailable(VeritrainError):
+    """``item`` of the job (a checkpoint index, or the market's ``MANIFEST_ITEM``) cannot be had."""
+
+    def __init__(self, job_id: JobId, item: int, problem: str) -> None:
+        super().__init__(f"job {job_id}: {problem}: challenging its availability")
+        self.job_id = job_id
+        self.item = item
+
+
+class Availability:
+    """Published copies on chain and how long an item has been missing (the replay's side)."""
+
+    def __init__(self, protocol: Protocol, store: ContentStore) -> None:
+        self.protocol = protocol
+        self.store = store
+        self._missing_since: dict[str, float] = {}
+
+    def published(self, job_id: JobId, item: int, cid: str, expect_hash: str | None) -> bytes | None:
+        """The copy of ``item`` published on chain, if there is one and it is the content we expect
+        (``expect_hash`` for a checkpoint, else the CID), stored under its CID; else None."""
+        data = self.protocol.market.published(job_id, item, self.protocol.book.deploy_block)
+        if data is None:
+            return None
+        if (state_hash(data) != expect_hash) if expect_hash is not None else (file_cid(data) != cid):
+            return None  # published for another trace of this job (it was reopened)
+        try:
+            stored: Cid = self.store.put(data)
+        except StorageError as exc:
+            log.warning("cannot keep a published copy", extra={"job": job_id, "item": item, "error": str(exc)})
+        else:
+            log.info("took the published copy from the chain", extra={"job": job_id, "item": item, "cid": stored})
+        self._missing_since.pop(cid, None)
+        return data
+
+    def patient(self, cid: str, deadline: int) -> bool:
+        """Whether to wait longer for ``cid`` before challenging: it has been missing for less than
+        :data:`AVAILABILITY_WAIT_S` and the report deadline is not upon us."""
+        first = self._missing_since.setdefault(cid, time.monotonic())
+        near = self.protocol.client.timestamp() >= deadline - AVAILABILITY_WAIT_S
+        return not near and time.monotonic() - first < AVAILABILITY_WAIT_S
+
+
+def challenge(p: Protocol, me: Address, unavailable: ContentUnavailable) -> None:
+    """Escrow the deposit and challenge the item (the market refuses it if the job moved on)."""
+    deposit = p.market.params().availability_deposit
+    if deposit and p.token.allowance(me, p.market.address) < deposit:
+        log_mined(log, "approve", p.token.approve(p.market.address, deposit), job=unavailable.job_id)
+    receipt = p.market.challenge_availability(unavailable.job_id, unavailable.item)
+    log_mined(log, "challengeAvailability", receipt, job=unavailable.job_id, item=unavailable.item, reason=str(unavailable))
