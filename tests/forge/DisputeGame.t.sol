@@ -512,6 +512,31 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(g.deadline, block.timestamp + 1 hours, "commit deadline");
     }
 
+    /// The committee is drawn from stakes as of the isolation block: a referee candidate that tops
+    /// up, or one that asks to unstake, once the seed exists changes no seat.
+    function test_stake_moves_after_the_seed_do_not_change_the_committee() public {
+        (, address verifier, uint256 gameId) = _isolatedByVerifier();
+        vm.roll(block.number + 2);
+        uint256 base = vm.snapshotState();
+        game.drawCommittee(gameId);
+        address[] memory honest = game.committee(gameId);
+        for (uint256 i; i < VERIFIERS; ++i) {
+            address v = verifiers[i];
+            if (v == verifier) continue;
+            vm.revertToState(base);
+            uint96 free = uint96(stakes.freeStake(v, Role.Verifier));
+            vm.prank(v);
+            if (i % 2 == 0) stakes.stake(Role.Verifier, 10_000 ether);
+            else stakes.requestUnstake(Role.Verifier, free);
+            game.drawCommittee(gameId);
+            address[] memory drawn = game.committee(gameId);
+            assertEq(drawn.length, honest.length, "same size");
+            for (uint256 j; j < drawn.length; ++j) {
+                assertEq(drawn[j], honest[j], "same seat");
+            }
+        }
+    }
+
     function test_committee_left_past_256_blocks_is_undecided_not_redrawn() public {
         (uint256 jobId, address verifier, uint256 gameId) = _isolatedByVerifier();
         uint256 challengerBefore = _bal(verifier);
