@@ -85,6 +85,11 @@ def test_a_fifo_keystore_is_refused_at_once(tmp_path: Path) -> None:
     reader.join(5)
     assert not reader.is_alive(), "reading a FIFO keystore blocked"
     assert isinstance(outcome[0], SignerError) and "not a regular file" in str(outcome[0])
+    done = subprocess.run(
+        [sys.executable, "-m", "veritrain", "solver", "status", "--keystore", str(fifo)],
+        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "VERITRAIN_KEYSTORE_PASSWORD": "pw"},
+    )  # fmt: skip
+    assert done.returncode == 2 and "not a regular file" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (1 << 20))
     with pytest.raises(SignerError, match="over the limit"):
