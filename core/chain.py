@@ -72,7 +72,13 @@ BlockNumber = NewType("BlockNumber", int)
 T = TypeVar("T")
 
 _MAX_LOG_RANGE = 10_000
-_GAS_HEADROOM_NUM, _GAS_HEADROOM_DEN = 6, 5  # send with 120% of the estimate
+# Send with 120% of the estimate plus a fixed margin. The estimate runs against the latest block,
+# the transaction in the next one: a stake checkpoint (OpenZeppelin Checkpoints in the draw's sum
+# tree) written in the latest block is updated in place there but appended in the next block, about
+# 17k gas more per checkpoint on each level of the tree, more than 20% on the draw and bond-reclaim
+# paths. Unused gas is not paid.
+_GAS_HEADROOM_NUM, _GAS_HEADROOM_DEN = 6, 5
+_GAS_MARGIN = 200_000  # a sum-tree path of ~10 levels
 
 
 @dataclass(frozen=True)
@@ -360,7 +366,7 @@ class ChainClient:
         if to is not None:
             tx["to"] = to_checksum_address(to)
         if gas is None:
-            gas = self._estimate(tx) * _GAS_HEADROOM_NUM // _GAS_HEADROOM_DEN
+            gas = self._estimate(tx) * _GAS_HEADROOM_NUM // _GAS_HEADROOM_DEN + _GAS_MARGIN
         tx["gas"] = gas
         tx.update(self._fees())
         tx_hash = self._sign_and_broadcast(signer, tx, what)
