@@ -3,8 +3,8 @@
 Each hostile job is posted on anvil the way a submitter who skips the CLI's checks would: a
 dataset whose tensors do not fit the model, an npz of object arrays (a pickle), a dataset CID no
 store has, a commit window shorter than the training. The solver daemon (in process, real chain,
-real store) never claims them, is never slashed, remembers them across a restart, and still
-claims a good job posted after them.
+real store) never claims them (not even one another solver claimed and let reopen), is never
+slashed, remembers them across a restart, and still claims a good job posted after them.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import numpy as np
 import pytest
 from safetensors.numpy import save as save_safetensors
 
-from core.agent import LoopSettings
+from core.agent import LoopSettings, stake
 from core.cid import cid_to_digest
 from core.config import Settings
-from core.contracts import JobId, Protocol, Role
+from core.contracts import JobId, JobState, Protocol, Role
 from core.storage import ContentStore, LocalStore, file_cid
 from proofs import load_spec
 from proofs.datasets import reference_job
@@ -171,6 +171,13 @@ def test_a_hostile_submitter_cannot_make_the_solver_claim_what_it_cannot_run(dev
         staked = devnet.protocol().stakes.stake_of(me, Role.SOLVER).staked
         assert staked > 0  # it staked, and had the stake to claim every job
         solver.db.close()
+        # another solver claims the misfit job, misses its commit, and the job reopens
+        other = devnet.protocol(parties.solver2)
+        stake(other, parties.solver2.address, Role.SOLVER, other.stakes.min_stake(Role.SOLVER))
+        other.market.claim(hostile[0])
+        devnet.chain.increase_time(601)
+        other.market.timeout_solver(hostile[0])
+        assert other.market.get_job(hostile[0]).state is JobState.OPEN
         solver = _solver(devnet, tmp_path, store, parties.solver)  # a restart: the refusals are remembered
         for _ in range(3):
             solver.agent.tick()
@@ -183,9 +190,9 @@ def test_a_hostile_submitter_cannot_make_the_solver_claim_what_it_cannot_run(dev
     solver.db.close()
     deploy = devnet.book.deploy_block
     assert market.get_job(good).solver == me  # the good job after them is claimed
-    assert all(market.events("JobClaimed", deploy, jobId=j) == [] for j in hostile)
+    assert [e.args["solver"] for j in hostile for e in market.events("JobClaimed", deploy, jobId=j)] == [parties.solver2.address]
     assert devnet.protocol().stakes.stake_of(me, Role.SOLVER).staked == staked  # never slashed
     refusals = [r for r in caplog.records if r.getMessage().startswith("job refused")]
-    # once each, across the restart: the three unusable specs and the window too short (the CID
+    # once each, across the restart and the reopen: the three unusable specs and the window too short (the CID
     # nobody has is looked for again later, not refused for good)
     assert sorted(int(getattr(r, "job")) for r in refusals) == sorted(hostile[i] for i in (0, 1, 3))
