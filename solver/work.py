@@ -77,8 +77,9 @@ class Limits:
     new_specs_per_tick: int = 2  # specs fetched, loaded and dry-run per tick (a flood of new jobs is judged a few at a time)
 
 
-#: Steps of the dry run that measures this solver's speed on a spec.
+#: Steps of the dry run that measures this solver's speed on a spec, and the longest full step it runs.
 DRY_RUN_STEPS = 2
+DRY_RUN_STEP_CAP_S = 10.0
 #: The measured times are multiplied by this (a loaded machine, noise); then the fixed seconds are added.
 ESTIMATE_SAFETY = 2.0
 ESTIMATE_FIXED_S = 2.0
@@ -162,16 +163,25 @@ class SpecJudge:
 
 def _estimate(spec: JobSpec, dataset: Dataset) -> float:
     """Seconds to train ``spec`` here, from a dry run: a checkpoint encoded and hashed (each is
-    written, re-read for upload and stored: three times that), then one step untimed (kernels
-    compile on first use, once per process) and ``DRY_RUN_STEPS`` steps timed."""
+    written, re-read for upload and stored: three times that), then steps on one example (the
+    first untimed: kernels compile on first use, once per process). A full step that this puts
+    above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
+    other jobs have clocks): the one-example time times the batch size stands for it; else one
+    full step untimed and ``DRY_RUN_STEPS`` timed."""
     trainer = Trainer(spec, dataset)
     started = time.monotonic()
     state_hash(trainer.to_bytes())
     checkpoint_s = time.monotonic() - started
-    trainer.run(1)
+    single = Trainer(spec.model_copy(update={"batch_size": 1}), dataset)
+    single.run(1)
     started = time.monotonic()
-    trainer.run(DRY_RUN_STEPS)
-    step_s = (time.monotonic() - started) / DRY_RUN_STEPS
+    single.run(1)
+    step_s = (time.monotonic() - started) * spec.batch_size
+    if step_s <= DRY_RUN_STEP_CAP_S:
+        trainer.run(1)
+        started = time.monotonic()
+        trainer.run(DRY_RUN_STEPS)
+        step_s = (time.monotonic() - started) / DRY_RUN_STEPS
     return ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
 
 

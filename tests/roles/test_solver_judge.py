@@ -23,9 +23,9 @@ from core.cid import cid_to_digest
 from core.config import Settings
 from core.contracts import JobId, JobState, Protocol, Role
 from core.storage import ContentStore, LocalStore, file_cid
-from proofs import load_spec
+from proofs import load_dataset, load_spec
 from proofs.datasets import reference_job
-from solver import daemon
+from solver import daemon, work
 from solver.policy import SolverConfig
 from solver.state import SolverDb
 from solver.work import Limits, SpecJudge
@@ -196,3 +196,23 @@ def test_a_hostile_submitter_cannot_make_the_solver_claim_what_it_cannot_run(dev
     # once each, across the restart and the reopen: the three unusable specs and the window too short (the CID
     # nobody has is looked for again later, not refused for good)
     assert sorted(int(getattr(r, "job")) for r in refusals) == sorted(hostile[i] for i in (0, 1, 3))
+
+
+def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stranger's spec must not stall the solver: full steps are dry-run only when one example's
+    step times the batch size says they are short."""
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    spec = load_spec(_spec_bytes(ref.dataset))
+    dataset = load_dataset(spec, ref.dataset)
+    ran: list[int] = []
+
+    class Recording(work.Trainer):
+        def run(self, steps: int, *args: Any, **kwargs: Any) -> None:
+            ran.append(self.spec.batch_size)
+            super().run(steps, *args, **kwargs)
+
+    monkeypatch.setattr(work, "Trainer", Recording)
+    assert work._estimate(spec, dataset) > 0 and spec.batch_size in ran
+    ran.clear()
+    monkeypatch.setattr(work, "DRY_RUN_STEP_CAP_S", 0.0)
+    assert work._estimate(spec, dataset) > 0 and set(ran) == {1}
