@@ -462,7 +462,9 @@ class RoleDb:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         os.chmod(path.parent, 0o700)
         os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
-        os.chmod(path, 0o600)
+        for made in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            if made.exists():  # left by an older version, or loosened by hand
+                os.chmod(made, 0o600)
         self.db = LocalDb(path, migrations)
 
     def close(self) -> None:

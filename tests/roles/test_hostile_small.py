@@ -72,8 +72,10 @@ def test_solver_and_whistleblower_state_is_private(tmp_path: Path, make_db: type
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
     db.close()
     os.chmod(home, 0o755)  # loosened by hand (or made by an older version): tightened again on open
+    os.chmod(home / "state.sqlite", 0o644)
     make_db(home / "state.sqlite").close()
     assert stat.S_IMODE(home.stat().st_mode) == 0o700
+    assert stat.S_IMODE((home / "state.sqlite").stat().st_mode) == 0o600
 
 
 def test_a_fifo_keystore_is_refused_at_once(tmp_path: Path) -> None:
