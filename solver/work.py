@@ -16,7 +16,7 @@
   manifest, and keeps them pinned until the job is final. In a dispute it recomputes the
   state at a bisection midpoint from the segment's checkpoint on disk (``proofs.state_at``)
   and stores it, so the challenger and the referees can fetch it by CID.
-* A test and demo adversary (``cheat``, a name of ``proofs.adversary.STRATEGIES``): the
+* A test and demo adversary (``cheat``, a name of ``proofs.adversary.ALL_STRATEGIES``): the
   trace is built by ``proofs.adversary.cheat`` instead of honest training, then uploaded and
   committed like any other; defended from its own (wrong) checkpoints.
 
