@@ -116,13 +116,13 @@ _ROWS = 4  # rows per tile: each loaded element of b feeds four accumulator rows
 _COLS = 256  # columns per tile: four tile rows stay in L1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _axpy1(o0, a0, bk, n):  # type: ignore[no-untyped-def]
     for j in range(n):
         o0[j] += a0 * bk[j]
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n):  # type: ignore[no-untyped-def]
     # Four k steps for four rows: each output still adds its products in k order, one
     # rounding per multiply and per add (the partial sum just stays in a register).
@@ -175,6 +175,12 @@ def bmm(a, b, out):  # type: ignore[no-untyped-def]
         _tile(a[bi], b[bi], out[bi], i0, min(_ROWS, m - i0), j0, min(_COLS, n - j0))
 
 
+@njit(cache=True)
+def _add4(acc, g0, g1, g2, g3, n):  # type: ignore[no-untyped-def]
+    for j in range(n):
+        acc[j] = (((acc[j] + g0[j]) + g1[j]) + g2[j]) + g3[j]
+
+
 @njit(parallel=True, cache=True)
 def colsum(g, out):  # type: ignore[no-untyped-def]
     """out[j] = sum_i g[i, j] in float32, rows in ascending order."""
@@ -184,7 +190,10 @@ def colsum(g, out):  # type: ignore[no-untyped-def]
         j0 = c * _COLS
         j1 = min(j0 + _COLS, n)
         acc = np.zeros(j1 - j0, np.float32)
-        for i in range(m):
+        m4 = m - m % 4
+        for i in range(0, m4, 4):  # four rows a pass, still added one after the other
+            _add4(acc, g[i, j0:j1], g[i + 1, j0:j1], g[i + 2, j0:j1], g[i + 3, j0:j1], j1 - j0)
+        for i in range(m4, m):
             _axpy1(acc, np.float32(1.0), g[i, j0:j1], j1 - j0)
         out[j0:j1] = acc
 
