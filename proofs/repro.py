@@ -74,7 +74,7 @@ class _Linear(torch.autograd.Function):
         x, w = ctx.saved_tensors
         g = _np(dy).reshape(-1, w.shape[0])
         xs = _np(x).reshape(-1, x.shape[-1])
-        dx = _t(_mm(g, _np(w))).reshape(x.shape)
+        dx = _t(_mm(g, _np(w))).reshape(x.shape) if ctx.needs_input_grad[0] else None
         dw = _t(_mm(g.T, xs))
         db = _t(_colsum(g)) if ctx.has_bias else None
         return dx, dw, db
@@ -106,6 +106,8 @@ class _Conv2d(torch.autograd.Function):
         g = np.ascontiguousarray(_np(dy).transpose(0, 2, 3, 1)).reshape(-1, c_out)
         dw = _mm(g.T, ctx.cols).reshape(w.shape)
         db = _colsum(g)
+        if not ctx.needs_input_grad[0]:  # the first layer's input: the data
+            return None, _t(dw), _t(db), None
         dcols = _mm(g, _np(w).reshape(c_out, -1))
         dx = np.empty(ctx.x_shape, np.float32)
         K.col2im(dcols, ks, ctx.pad, dx)
