@@ -60,6 +60,7 @@ __all__ = [
     "check_norm",
     "referee_step",
     "first_idle_step",
+    "run_watching",
     "replay_segment",
     "verify_trace",
     "Fetch",
@@ -214,7 +215,7 @@ def _idle_tensor(trainer: Trainer) -> str | None:
     return None
 
 
-def _run_watching(trainer: Trainer, steps: int) -> tuple[int, str] | None:
+def run_watching(trainer: Trainer, steps: int) -> tuple[int, str] | None:
     """Advance ``steps`` steps; the first idle step (local index, tensor) or None."""
     idle: list[tuple[int, str]] = []
     first = trainer.step
@@ -233,7 +234,7 @@ def first_idle_step(spec: JobSpec, dataset: Dataset, start: bytes, steps: int, r
     ``no-work`` segment to that step (``verifier.dispute``)."""
     trainer = Trainer(spec, dataset, rt)
     trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
-    found = _run_watching(trainer, steps)
+    found = run_watching(trainer, steps)
     return None if found is None else found[0]
 
 
@@ -243,7 +244,7 @@ def referee_step(spec: JobSpec, dataset: Dataset, state: bytes, rt: Runtime = Ru
     whatever state it posted)."""
     trainer = Trainer(spec, dataset, rt)
     trainer.load(decode_checkpoint(state, expect_spec=spec.spec_hash()))
-    found = _run_watching(trainer, 1)
+    found = run_watching(trainer, 1)
     return trainer.to_bytes(), None if found is None else found[1]
 
 
@@ -296,7 +297,7 @@ def replay_segment(
         return _fail(segment, Reason.MALFORMED, str(exc))
     if claimed_norm is not None and (false_norm := _norm_fault(segment, first, last, claimed_norm)) is not None:
         return false_norm
-    idle = _run_watching(trainer, k)
+    idle = run_watching(trainer, k)
     replayed = trainer.to_bytes()
     replayed_hash = state_hash(replayed)
     ours = {name: t.detach().cpu() for name, t in trainer.tensors().items()}

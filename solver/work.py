@@ -49,6 +49,7 @@ from proofs.adversary import cheat as cheating_trace
 from proofs.data import Dataset, load_dataset
 from proofs.errors import ProofError
 from proofs.merkle import TraceTree
+from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
@@ -144,6 +145,8 @@ class SpecJudge:
             return SpecCheck(False, f"dataset: {type(exc).__name__}: {exc}", spec.steps)
         try:
             train_s = _estimate(spec, load_dataset(spec, data))
+        except IdleTraining as exc:
+            return SpecCheck(False, f"training does no learning work, which verifiers fail: {exc}", spec.steps)
         except ProofError as exc:
             return SpecCheck(False, f"dataset does not fit the spec: {exc}", spec.steps)
         except Exception as exc:  # noqa: BLE001 - any failure of the engine on a stranger's spec and data: not runnable
@@ -161,13 +164,19 @@ class SpecJudge:
         return ""
 
 
+class IdleTraining(ProofError):
+    """A dry-run step did no learning work (a parameter tensor's gradient exactly zero): every
+    verifier fails such a step (``no-work``, proofs.replay), so an honest solver must not claim it."""
+
+
 def _estimate(spec: JobSpec, dataset: Dataset) -> float:
     """Seconds to train ``spec`` here, from a dry run: a checkpoint encoded and hashed (each is
     written, re-read for upload and stored: three times that), then steps on one example (the
     first untimed: kernels compile on first use, once per process). A full step that this puts
     above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
     other jobs have clocks): the one-example time times the batch size stands for it; else one
-    full step untimed and ``DRY_RUN_STEPS`` timed."""
+    full step untimed and ``DRY_RUN_STEPS`` timed. A full step that did no learning work raises
+    :class:`IdleTraining` (a submitter's data or learning rate that kills training at once)."""
     trainer = Trainer(spec, dataset)
     started = time.monotonic()
     state_hash(trainer.to_bytes())
@@ -178,10 +187,12 @@ def _estimate(spec: JobSpec, dataset: Dataset) -> float:
     single.run(1)
     step_s = (time.monotonic() - started) * spec.batch_size
     if step_s <= DRY_RUN_STEP_CAP_S:
-        trainer.run(1)
+        idle = run_watching(trainer, 1)
         started = time.monotonic()
-        trainer.run(DRY_RUN_STEPS)
+        idle = run_watching(trainer, DRY_RUN_STEPS) or idle
         step_s = (time.monotonic() - started) / DRY_RUN_STEPS
+        if idle is not None:
+            raise IdleTraining(f"{idle[1]} has an exactly zero gradient in a dry-run step")
     return ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
 
 

@@ -96,6 +96,19 @@ def test_judge_loads_the_dataset_and_refuses_what_does_not_fit(tmp_path: Path) -
     db.close()
 
 
+def test_judge_refuses_data_on_which_honest_training_does_no_learning_work(tmp_path: Path) -> None:
+    """All-zero features give the first layer's weight an exactly zero gradient at every step:
+    every verifier fails such steps (``no-work``), so claiming the job would cost the solver its bond."""
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP)
+    zeros = save_safetensors({"x": np.zeros((64, 2), np.float32), "y": np.random.default_rng(0).integers(0, 3, 64).astype(np.int64)})
+    idle = judge.check(cid_to_digest(store.put(_spec_bytes(zeros, store=store))))
+    assert not idle.runnable and idle.final
+    assert idle.reason == "training does no learning work, which verifiers fail: layers.0.weight has an exactly zero gradient in a dry-run step"
+    db.close()
+
+
 def test_verdicts_survive_a_restart_per_deployment_and_missing_content_is_looked_for_at_a_backoff(tmp_path: Path) -> None:
     inner = LocalStore(tmp_path / "store")
     misfit = cid_to_digest(inner.put(_spec_bytes(_misfit(), store=inner)))
