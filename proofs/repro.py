@@ -86,29 +86,31 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> t
 
 
 class _Conv2d(torch.autograd.Function):
+    # With cols (taps, pixels): y = W cols, dW^T = cols G^T, dcols = W^T G, G = dy as (c_out, pixels).
+    # Each output sums over its k in the same ascending order as the (pixels, taps) layout would.
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int) -> torch.Tensor:
         nb, _, hh, ww = x.shape
         c_out, c_in, ks, _ = w.shape
-        cols = np.empty((nb * hh * ww, c_in * ks * ks), np.float32)
+        cols = np.empty((c_in * ks * ks, nb * hh * ww), np.float32)
         K.im2col(_np(x), ks, pad, cols)
-        wm = _np(w).reshape(c_out, -1)
-        y = _mm(cols, wm.T)
-        y += _np(b)
+        y = _mm(_np(w).reshape(c_out, -1), cols)
+        y += _np(b)[:, None]
         ctx.save_for_backward(w)
         ctx.cols, ctx.pad, ctx.x_shape = cols, pad, x.shape
-        return _t(np.ascontiguousarray(y.reshape(nb, hh, ww, c_out).transpose(0, 3, 1, 2)))
+        return _t(np.ascontiguousarray(y.reshape(c_out, nb, hh, ww).transpose(1, 0, 2, 3)))
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (w,) = ctx.saved_tensors
         c_out, _, ks, _ = w.shape
-        g = np.ascontiguousarray(_np(dy).transpose(0, 2, 3, 1)).reshape(-1, c_out)
-        dw = _mm(g.T, ctx.cols).reshape(w.shape)
-        db = _colsum(g)
+        g = np.ascontiguousarray(_np(dy).transpose(1, 0, 2, 3)).reshape(c_out, -1)
+        dw = _mm(ctx.cols, g.T).T.reshape(w.shape)  # dW^T = cols G^T: the smaller transpose copy
+        db = np.empty(c_out, np.float32)
+        K.rowsum(g, db)
         if not ctx.needs_input_grad[0]:  # the first layer's input: the data
             return None, _t(dw), _t(db), None
-        dcols = _mm(g, _np(w).reshape(c_out, -1))
+        dcols = _mm(_np(w).reshape(c_out, -1).T, g)
         dx = np.empty(ctx.x_shape, np.float32)
         K.col2im(dcols, ks, ctx.pad, dx)
         return _t(dx), _t(dw), _t(db), None

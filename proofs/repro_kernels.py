@@ -34,7 +34,7 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
 __all__ = [
     "exp64", "log64", "bmm", "colsum", "causal_softmax", "causal_softmax_bwd",
     "layer_norm", "layer_norm_bwd", "gelu", "gelu_bwd", "cross_entropy", "cross_entropy_bwd",
-    "im2col", "col2im", "maxpool2", "maxpool2_bwd", "embedding_bwd", "sgd_update", "adam_update",
+    "im2col", "col2im", "rowsum", "maxpool2", "maxpool2_bwd", "embedding_bwd", "sgd_update", "adam_update",
 ]
 
 # ------------------------------------------------------------------ transcendentals
@@ -375,21 +375,23 @@ def cross_entropy_bwd(logits, targets, lse, scale, grad):  # type: ignore[no-unt
 
 @njit(parallel=True, cache=True)
 def im2col(x, ks, pad, cols):  # type: ignore[no-untyped-def]
-    """cols[(b*H + h)*W + w, (c*ks + kh)*ks + kw] = x[b, c, h + kh - pad, w + kw - pad] (0 outside)."""
+    """cols[(c*ks + kh)*ks + kw, (b*H + h)*W + w] = x[b, c, h + kh - pad, w + kw - pad] (0 outside):
+    one row per filter tap, one column per output pixel (so a convolution is ``W @ cols``
+    with the long pixel axis in the vector lanes)."""
     nb, nc, hh, ww = x.shape
-    for r in prange(nb * hh):
-        b, h = r // hh, r % hh
-        for w in range(ww):
-            out = cols[r * ww + w]
-            for c in range(nc):
-                for kh in range(ks):
-                    y = h + kh - pad
-                    for kw in range(ks):
-                        xx = w + kw - pad
-                        if 0 <= y < hh and 0 <= xx < ww:
-                            out[(c * ks + kh) * ks + kw] = x[b, c, y, xx]
-                        else:
-                            out[(c * ks + kh) * ks + kw] = np.float32(0.0)
+    for r in prange(nc * ks * ks):
+        c, kh, kw = r // (ks * ks), (r // ks) % ks, r % ks
+        out = cols[r]
+        for b in range(nb):
+            for h in range(hh):
+                y = h + kh - pad
+                base = (b * hh + h) * ww
+                for w in range(ww):
+                    xx = w + kw - pad
+                    if 0 <= y < hh and 0 <= xx < ww:
+                        out[base + w] = x[b, c, y, xx]
+                    else:
+                        out[base + w] = np.float32(0.0)
 
 
 @njit(parallel=True, cache=True)
@@ -407,8 +409,19 @@ def col2im(dcols, ks, pad, dx):  # type: ignore[no-untyped-def]
                         for kw in range(ks):
                             w = xx - kw + pad
                             if 0 <= w < ww:
-                                acc += dcols[(b * hh + h) * ww + w, (c * ks + kh) * ks + kw]
+                                acc += dcols[(c * ks + kh) * ks + kw, (b * hh + h) * ww + w]
                 dx[b, c, y, xx] = acc
+
+
+@njit(parallel=True, cache=True)
+def rowsum(g, out):  # type: ignore[no-untyped-def]
+    """out[i] = sum_j g[i, j] in float32, columns in ascending order."""
+    m, n = g.shape
+    for i in prange(m):
+        acc = np.float32(0.0)
+        for j in range(n):
+            acc += g[i, j]
+        out[i] = acc
 
 
 @njit(parallel=True, cache=True)
