@@ -483,10 +483,22 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
 
     /// @inheritdoc IJobMarket
     function challengeAvailability(uint256 jobId, uint256 item) external nonReentrant {
-        Job storage job = _jobIn(jobId, JobState.Verifying);
-        if (msg.sender != job.verifier) revert NotAuthorized(msg.sender);
-        uint32 reportDeadline = job.deadline;
-        if (block.timestamp > reportDeadline) revert DeadlinePassed(jobId, reportDeadline);
+        Job storage job = _job(jobId);
+        JobState state = job.state;
+        if (state == JobState.Verifying) {
+            if (msg.sender != job.verifier) revert NotAuthorized(msg.sender);
+        } else if (state == JobState.Verified) {
+            // INVARIANT: a whistleblower is owed the data it audits, as the verifier is; no party
+            // challenges the availability of a trace it made or passed.
+            if (
+                msg.sender == job.solver || msg.sender == job.verifier
+                    || !stakeManager.isEligible(msg.sender, Role.Whistleblower)
+            ) revert NotAuthorized(msg.sender);
+        } else {
+            revert WrongState(jobId, state, JobState.Verifying);
+        }
+        uint32 pausedDeadline = job.deadline; // the report deadline, or the end of the challenge window
+        if (block.timestamp > pausedDeadline) revert DeadlinePassed(jobId, pausedDeadline);
         if (item >= job.checkpointCount && item != MANIFEST_ITEM) revert InvalidItem(jobId, item);
         // INVARIANT: an item is challenged at most once per content: what was published stays readable
         // (AvailabilityAnswered), so a verifier cannot stall a serving solver by asking again.
@@ -494,11 +506,12 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         uint32 deadline = _after(_availabilityWindow);
         job.state = JobState.DataChallenged;
         job.deadline = deadline;
-        // INVARIANT: the report clock pauses while the solver owes data: an honest verifier loses no
-        // report time to a solver that does not serve. item <= MANIFEST_ITEM < 2**24, checked above;
-        // reportDeadline >= now, checked above.
+        // INVARIANT: the challenger's clock pauses while the solver owes data: an honest verifier loses no
+        // report time, a whistleblower no challenge window, to a solver that does not serve.
+        // item <= MANIFEST_ITEM < 2**24, checked above; pausedDeadline >= now, checked above.
         // forge-lint: disable-next-line(unsafe-typecast)
-        _availability[jobId] = AvailabilityChallenge(uint24(item), uint32(reportDeadline - block.timestamp));
+        _availability[jobId] =
+            AvailabilityChallenge(uint24(item), uint32(pausedDeadline - block.timestamp), msg.sender);
         uint256 deposit = _availabilityDeposit;
         emit AvailabilityChallenged(jobId, msg.sender, item, deposit, deadline);
         if (deposit != 0) token.safeTransferFrom(msg.sender, address(this), deposit);
@@ -511,7 +524,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     {
         Job storage job = _jobIn(jobId, JobState.DataChallenged);
         if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
-        uint256 item = _availability[jobId].item;
+        AvailabilityChallenge memory c = _availability[jobId];
+        uint256 item = c.item;
         // INVARIANT: only the committed bytes answer: the checkpoint whose keccak256 is the committed leaf,
         // or the manifest whose CIDv0 is the committed manifest CID.
         bool matches = item == MANIFEST_ITEM
@@ -520,11 +534,11 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
             : TraceLib.verify(job.traceRoot, item, keccak256(content), proof);
         if (!matches) revert ContentMismatch(jobId, item);
         _published[_publishedKey(jobId, job, item)] = true;
-        uint32 reportDeadline = _after(_availability[jobId].reportLeft);
+        uint32 deadline = _after(c.timeLeft);
         delete _availability[jobId];
-        job.state = JobState.Verifying;
-        job.deadline = reportDeadline;
-        emit AvailabilityAnswered(jobId, job.verifier, msg.sender, item, content, reportDeadline);
+        job.state = c.challenger == job.verifier ? JobState.Verifying : JobState.Verified;
+        job.deadline = deadline;
+        emit AvailabilityAnswered(jobId, c.challenger, msg.sender, item, content, deadline);
         if (_availabilityDeposit != 0) token.safeTransfer(msg.sender, _availabilityDeposit);
     }
 
@@ -533,19 +547,18 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         Job storage job = _jobIn(jobId, JobState.DataChallenged);
         if (block.timestamp <= job.deadline) revert DeadlineNotReached(jobId, job.deadline);
         address solver = job.solver;
-        address verifier = job.verifier;
         uint256 sBond = solverBond(job.reward);
-        uint256 item = _availability[jobId].item;
+        AvailabilityChallenge memory c = _availability[jobId];
         delete _availability[jobId];
-        emit AvailabilityTimedOut(jobId, solver, verifier, item, sBond);
+        emit AvailabilityTimedOut(jobId, solver, c.challenger, c.item, sBond);
         // INVARIANT: a verifier is never slashed for data it could not get; a solver whose committed
         // data was not published in time is not paid and loses its whole bond (as on a lost trace game).
-        stakeManager.slash(solver, Role.Solver, sBond, verifier);
-        stakeManager.unlock(verifier, Role.Verifier, verifierBond(job.reward));
+        stakeManager.slash(solver, Role.Solver, sBond, c.challenger);
+        stakeManager.unlock(job.verifier, Role.Verifier, verifierBond(job.reward));
         job.solver = address(0);
         job.verifier = address(0);
         _reopen(jobId, job);
-        if (_availabilityDeposit != 0) token.safeTransfer(verifier, _availabilityDeposit);
+        if (_availabilityDeposit != 0) token.safeTransfer(c.challenger, _availabilityDeposit);
     }
 
     // ------------------------------------------------------------------ dispute game only

@@ -11,8 +11,9 @@ enum Role {
 /// @notice Lifecycle of a job (docs/contracts.md has the transition table).
 /// @dev `None` is the zero value of an unknown job id. `Open` is also the state of a reopened job.
 ///      Final states: Finalized, Cancelled, Refunded. `DataChallenged` (appended last, so the older
-///      values keep their numbers) is a Verifying job whose verifier could not fetch one item of the
-///      trace: the report clock is paused until the solver publishes it (JobMarket.answerAvailability).
+///      values keep their numbers) is a Verifying job whose verifier, or a Verified job whose auditing
+///      whistleblower, could not fetch one item of the trace: its clock (report or challenge window)
+///      is paused until the solver publishes it (JobMarket.answerAvailability).
 enum JobState {
     None,
     Open,
@@ -105,13 +106,15 @@ struct MarketParams {
     uint96 availabilityDeposit; // tokens a verifier escrows per availability challenge (to the answerer)
 }
 
-/// @notice An open availability challenge (JobMarket.challengeAvailability): the item the job's verifier
-///         could not fetch (a checkpoint index, or JobMarket.MANIFEST_ITEM) and the seconds of its report
-///         window that were left when it challenged (they resume once the item is published).
+/// @notice An open availability challenge (JobMarket.challengeAvailability): the item its challenger could
+///         not fetch (a checkpoint index, or JobMarket.MANIFEST_ITEM), the seconds that were left of the
+///         window it paused (the verifier's report window, or a whistleblower's challenge window: they
+///         resume once the item is published), and the challenger (the job's verifier, or a whistleblower).
 /// @dev One slot, written at the challenge and deleted when it ends.
 struct AvailabilityChallenge {
     uint24 item;
-    uint32 reportLeft;
+    uint32 timeLeft;
+    address challenger;
 }
 
 /// @notice A verifier's forced-error seed: `commitment` = keccak256(abi.encode(secret, verifier)),

@@ -251,12 +251,14 @@ class ForcedSeed:
 
 @dataclass(frozen=True)
 class AvailabilityChallenge:
-    """A job's open availability challenge (Types.sol ``AvailabilityChallenge``): the item its verifier
-    could not fetch (a checkpoint index, or ``JobMarket.MANIFEST_ITEM``) and the report seconds that
-    were left when it challenged (they resume once the item is published)."""
+    """A job's open availability challenge (Types.sol ``AvailabilityChallenge``): the item its challenger
+    could not fetch (a checkpoint index, or :data:`MANIFEST_ITEM`), the seconds that were left of the
+    window it paused (the verifier's report window, or a whistleblower's challenge window: they resume
+    once the item is published), and the challenger (the job's verifier, or a whistleblower)."""
 
     item: int
-    report_left: int
+    time_left: int
+    challenger: Address
 
 
 @dataclass(frozen=True)
@@ -722,8 +724,9 @@ class JobMarket(_Wrapper):
 
     # data availability
     def challenge_availability(self, job_id: JobId, item: int) -> Receipt:
-        """As the job's verifier: state that ``item`` (a checkpoint index, or :meth:`manifest_item`)
-        cannot be fetched; escrows ``availability_deposit`` (approve the market first)."""
+        """As the job's verifier (Verifying) or a whistleblower (Verified): state that ``item`` (a
+        checkpoint index, or :data:`MANIFEST_ITEM`) cannot be fetched; escrows
+        ``availability_deposit`` (approve the market first)."""
         return self._send("challengeAvailability", job_id, item)
 
     def answer_availability(self, job_id: JobId, content: bytes, proof: Sequence[bytes] = ()) -> Receipt:

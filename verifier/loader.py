@@ -49,11 +49,11 @@ class DrawIndex:
         for e in self.market.events("VerifierAssigned", self._next_block, block, verifier=self.me):
             a = e.args
             self.draws[int(a["jobId"])] = Drawn(int(a["deadline"]), Bytes32(bytes(a["assignSeed"])), Bytes32(bytes(a["forcedCommitment"])))
-        for e in self.market.events("AvailabilityAnswered", self._next_block, block, verifier=self.me):
+        for e in self.market.events("AvailabilityAnswered", self._next_block, block, challenger=self.me):
             # an item we challenged was published: the report clock resumed with a new deadline
             job_id = int(e.args["jobId"])
             if job_id in self.draws:
-                self.draws[job_id] = replace(self.draws[job_id], deadline=int(e.args["reportDeadline"]))
+                self.draws[job_id] = replace(self.draws[job_id], deadline=int(e.args["deadline"]))
         for e in self.market.events("ForcedSeedCommitted", self._next_block, block, verifier=self.me):
             self.committed.add(Bytes32(bytes(e.args["commitment"])))
         self._next_block = block + 1
@@ -92,7 +92,7 @@ class VerifierLoader:
             drawn = self.index.draws.get(job_id)
             if job.verifier == self.me and drawn is not None:
                 snapshotted.add(drawn.forced_commitment)
-            if job.verifier == self.me and job.state in (JobState.VERIFYING, JobState.VERIFIED, JobState.DISPUTED):
+            if job.verifier == self.me and job.state in (JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.VERIFIED, JobState.DISPUTED):
                 ours.add(job_id)
                 record = records.get(job_id)
                 if job.state is JobState.VERIFYING:

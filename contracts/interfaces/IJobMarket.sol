@@ -106,25 +106,29 @@ interface IJobMarket {
     event ReportOverturned(uint256 indexed jobId, address indexed verifier, uint256 slashed);
     /// @notice The one-shot wiring set the dispute game (address(0): none; disputes then only time out).
     event DisputeGameSet(address indexed disputeGame);
-    /// @notice The job's verifier could not fetch `item` (a checkpoint index, or MANIFEST_ITEM) and
-    ///         escrowed `deposit`; the solver must publish it by `answerDeadline`; the report clock is paused.
+    /// @notice `challenger` (the job's verifier, or a whistleblower auditing a Verified job) could not fetch
+    ///         `item` (a checkpoint index, or MANIFEST_ITEM) and escrowed `deposit`; the solver must publish it
+    ///         by `answerDeadline`; the report clock (or the challenge window) is paused.
     event AvailabilityChallenged(
-        uint256 indexed jobId, address indexed verifier, uint256 item, uint256 deposit, uint32 answerDeadline
+        uint256 indexed jobId, address indexed challenger, uint256 item, uint256 deposit, uint32 answerDeadline
     );
     /// @notice `item` of the job was published on chain by `answerer` (paid the deposit): `content` is the
     ///         checkpoint whose keccak256 is the committed leaf, or the manifest whose CIDv0 digest is the
-    ///         committed manifest CID. The verifier's report clock resumes until `reportDeadline`.
+    ///         committed manifest CID. The paused clock resumes: the job is Verifying (a verifier's
+    ///         challenge) or Verified (a whistleblower's) until `deadline`.
     event AvailabilityAnswered(
         uint256 indexed jobId,
-        address indexed verifier,
+        address indexed challenger,
         address indexed answerer,
         uint256 item,
         bytes content,
-        uint32 reportDeadline
+        uint32 deadline
     );
-    /// @notice Nobody published `item` in time: the solver's whole bond (`slashed`) went to the verifier,
-    ///         the verifier got its deposit back and its bond released, and the job reopened.
-    event AvailabilityTimedOut(uint256 indexed jobId, address indexed solver, address indexed verifier, uint256 item, uint256 slashed);
+    /// @notice Nobody published `item` in time: the solver's whole bond (`slashed`) went to `challenger`,
+    ///         who got its deposit back; the verifier's bond was released and the job reopened.
+    event AvailabilityTimedOut(
+        uint256 indexed jobId, address indexed solver, address indexed challenger, uint256 item, uint256 slashed
+    );
 
     // ------------------------------------------------------------------ errors
 
@@ -315,21 +319,25 @@ interface IJobMarket {
 
     // ------------------------------------------------------------------ data availability
 
-    /// @notice The job's verifier, while Verifying and before its report deadline, states that it could not
-    ///         fetch `item` (checkpoint index < checkpointCount, or MANIFEST_ITEM) by its CID, or got bytes that
-    ///         do not match it. Escrows availabilityDeposit (transferFrom; approve first); the job enters
-    ///         DataChallenged with the report clock paused and the solver must publish the item within
-    ///         availabilityWindow. An item already published for this trace reverts AlreadyPublished.
+    /// @notice The job's verifier while Verifying (before its report deadline), or an eligible whistleblower
+    ///         other than the solver and the verifier while Verified (inside the challenge window), states
+    ///         that it could not fetch `item` (checkpoint index < checkpointCount, or MANIFEST_ITEM) by its
+    ///         CID, or got bytes that do not match it. Escrows availabilityDeposit (transferFrom; approve
+    ///         first); the job enters DataChallenged with that clock paused and the solver must publish the
+    ///         item within availabilityWindow. An item already published for this trace reverts
+    ///         AlreadyPublished.
     function challengeAvailability(uint256 jobId, uint256 item) external;
     /// @notice Anyone (normally the solver), before the answer deadline: publish the challenged item on chain.
     ///         A checkpoint: `content` with keccak256(content) the committed leaf `item` (`proof` under the
     ///         trace root); the manifest: `content` whose one-block CIDv0 digest is manifestOf(jobId), `proof`
-    ///         empty. Else ContentMismatch. The deposit goes to the caller, the job is Verifying again with
-    ///         the report time that was left, and AvailabilityAnswered carries the content.
+    ///         empty. Else ContentMismatch. The deposit goes to the caller, the job is Verifying (Verified
+    ///         after a whistleblower's challenge) again with the time that was left, and AvailabilityAnswered
+    ///         carries the content.
     function answerAvailability(uint256 jobId, bytes calldata content, bytes32[] calldata proof) external;
     /// @notice Anyone, a DataChallenged job past its answer deadline: the solver's bond is slashed in full to
-    ///         the verifier, the verifier's deposit returned and its bond released, and the job reopens with
-    ///         its escrow (the trace was never shown to be available).
+    ///         the challenger, whose deposit is returned; the verifier's bond is released (a verifier that
+    ///         passed the trace is not paid its fee: the job reopens with its escrow, the trace never shown
+    ///         to be available).
     function timeoutAvailability(uint256 jobId) external;
 
     // ------------------------------------------------------------------ dispute game only

@@ -49,10 +49,10 @@ def test_a_solver_that_deletes_its_checkpoints_loses_its_bond_to_the_verifier(ma
     bond = protocol.market.solver_bond(job.reward)
     (challenged,) = protocol.market.events("AvailabilityChallenged", deploy, jobId=job_id)
     committed = protocol.market.events("TraceCommitted", deploy, jobId=job_id)[-1]
-    assert challenged.args["verifier"] == verifier
+    assert challenged.args["challenger"] == verifier
     assert challenged.args["item"] < committed.args["checkpointCount"], "a checkpoint was missing, not the manifest"
     assert challenged.args["deposit"] == protocol.market.params().availability_deposit > 0
-    assert (timed_out.args["solver"], timed_out.args["verifier"], timed_out.args["slashed"]) == (solver, verifier, bond)
+    assert (timed_out.args["solver"], timed_out.args["challenger"], timed_out.args["slashed"]) == (solver, verifier, bond)
     assert not protocol.market.events("AvailabilityAnswered", deploy, jobId=job_id), "nothing was published"
     assert not protocol.market.events("ReportSubmitted", deploy, jobId=job_id), "no report on data it could not get"
 

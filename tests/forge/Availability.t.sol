@@ -98,7 +98,7 @@ contract AvailabilityTest is Fixture {
         assertEq(_bal(verifier), verifierBefore - DEPOSIT, "deposit escrowed");
         AvailabilityChallenge memory c = market.availabilityChallenge(jobId);
         assertEq(c.item, 3, "item");
-        assertEq(c.reportLeft, left, "report time left");
+        assertEq(c.timeLeft, left, "report time left");
 
         // the report clock is paused: the verifier cannot report or be timed out meanwhile
         vm.warp(reportDeadline + 1);
@@ -119,7 +119,7 @@ contract AvailabilityTest is Fixture {
         assertEq(_bal(solver), solverBefore + DEPOSIT, "deposit to the answerer");
         assertTrue(market.isPublished(jobId, 3), "published");
         assertTrue(!market.isPublished(jobId, 4), "only the item");
-        assertEq(market.availabilityChallenge(jobId).reportLeft, 0, "challenge cleared");
+        assertEq(market.availabilityChallenge(jobId).timeLeft, 0, "challenge cleared");
 
         // the job goes on as usual: pass, finalize, everyone paid, market holds only the jackpot
         _report(jobId, verifier, true);
@@ -266,7 +266,7 @@ contract AvailabilityTest is Fixture {
         _challenge(jobId, verifier, 1);
         vm.warp(deadline);
         _challenge(jobId, verifier, 1); // the last second of the report window still pauses it
-        assertEq(market.availabilityChallenge(jobId).reportLeft, 0, "no time left, none gained");
+        assertEq(market.availabilityChallenge(jobId).timeLeft, 0, "no time left, none gained");
         vm.expectRevert(
             abi.encodeWithSelector(IJobMarket.WrongState.selector, jobId, JobState.DataChallenged, JobState.Verifying)
         );
@@ -285,6 +285,76 @@ contract AvailabilityTest is Fixture {
             abi.encodeWithSelector(IJobMarket.WrongState.selector, other, JobState.Committed, JobState.DataChallenged)
         );
         market.answerAvailability(other, _checkpoint(1), _proof(1));
+    }
+
+    // ------------------------------------------------------------------ whistleblowers
+
+    /// A passed job in its challenge window, and a staked whistleblower (the stranger).
+    function _passed() internal returns (uint256 jobId, address verifier) {
+        (jobId, verifier) = _drawn();
+        _report(jobId, verifier, true);
+        _stake(stranger, Role.Whistleblower, MIN_WHISTLEBLOWER_STAKE);
+    }
+
+    function test_whistleblowerChallenge_answered_resumesChallengeWindow() public {
+        (uint256 jobId,) = _passed();
+        uint256 windowEnd = market.getJob(jobId).deadline;
+        vm.warp(block.timestamp + 10 minutes);
+        uint256 left = windowEnd - block.timestamp;
+        uint256 whistleblowerBal = _bal(stranger);
+        _challenge(jobId, stranger, 6);
+        assertEq(uint8(_state(jobId)), uint8(JobState.DataChallenged), "challenged");
+        assertEq(market.availabilityChallenge(jobId).challenger, stranger, "by the whistleblower");
+        vm.warp(block.timestamp + 30 minutes); // the window would have ended: it is paused
+        vm.expectRevert(
+            abi.encodeWithSelector(IJobMarket.WrongState.selector, jobId, JobState.DataChallenged, JobState.Verified)
+        );
+        market.finalize(jobId);
+        uint256 solverBal = _bal(solver);
+        vm.prank(solver);
+        market.answerAvailability(jobId, _checkpoint(6), _proof(6));
+        assertEq(uint8(_state(jobId)), uint8(JobState.Verified), "verified again");
+        assertEq(market.getJob(jobId).deadline, block.timestamp + left, "challenge window resumed");
+        assertEq(_bal(solver), solverBal + DEPOSIT, "deposit to the answerer");
+        assertEq(_bal(stranger), whistleblowerBal - DEPOSIT, "the whistleblower paid for its challenge");
+        vm.warp(block.timestamp + left + 1);
+        market.finalize(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Finalized), "paid as usual");
+    }
+
+    function test_whistleblowerChallenge_unanswered_slashesSolverToWhistleblower() public {
+        (uint256 jobId, address verifier) = _passed();
+        uint256 sBond = market.solverBond(REWARD);
+        uint256 solverStake = _staked(solver, Role.Solver);
+        uint256 verifierStake = _staked(verifier, Role.Verifier);
+        uint256 verifierBal = _bal(verifier);
+        uint256 whistleblowerBal = _bal(stranger);
+        _challenge(jobId, stranger, manifestItem);
+        vm.warp(market.getJob(jobId).deadline + 1);
+        vm.expectEmit(true, true, true, true, address(market));
+        emit IJobMarket.AvailabilityTimedOut(jobId, solver, stranger, manifestItem, sBond);
+        market.timeoutAvailability(jobId);
+        assertEq(uint8(_state(jobId)), uint8(JobState.Open), "reopened");
+        assertEq(_staked(solver, Role.Solver), solverStake - sBond, "solver bond slashed in full");
+        assertEq(_bal(stranger), whistleblowerBal + sBond, "whistleblower: deposit back + the solver's bond");
+        assertEq(_staked(verifier, Role.Verifier), verifierStake, "the verifier is not slashed");
+        assertEq(_locked(verifier, Role.Verifier), 0, "its bond released");
+        assertEq(_bal(verifier), verifierBal, "nor paid: the job reopens with its escrow");
+        assertEq(_bal(address(market)), ESCROW + market.jackpot(), "escrow kept");
+    }
+
+    function test_whistleblowerChallengeGuards() public {
+        (uint256 jobId, address verifier) = _passed();
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, solver));
+        _challenge(jobId, solver, 1);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, verifier));
+        _challenge(jobId, verifier, 1); // it passed the trace: it had the data
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, submitter));
+        _challenge(jobId, submitter, 1); // no whistleblower stake
+        uint256 windowEnd = market.getJob(jobId).deadline;
+        vm.warp(windowEnd + 1);
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.DeadlinePassed.selector, jobId, windowEnd));
+        _challenge(jobId, stranger, 1);
     }
 
     function test_constructorRejectsBadWindow() public {

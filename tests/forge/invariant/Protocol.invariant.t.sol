@@ -198,6 +198,31 @@ contract ProtocolInvariantTest is Fixture {
         assertEq(uint8(market.getJob(1).state), uint8(JobState.Open), "reopened");
         invariant_tokens_are_conserved();
         invariant_locks_are_the_bonds_of_live_jobs();
+        // a whistleblower's challenge of a passed job, answered: back to its challenge window
+        handler.postJob(0, 100 ether, 10 ether, 3600);
+        uint256 second = seed + 1; // odd: _pick starts its scan of the two Open jobs at job 2
+        while (second % 2 == 0 || !_plain(second)) ++second;
+        handler.claim(1, second);
+        handler.commit(second, 5);
+        handler.assignVerifier(second, 3);
+        handler.assignVerifier(second, 3);
+        handler.report(second, 1);
+        assertEq(uint8(market.getJob(2).state), uint8(JobState.Verified), "passed");
+        uint256 w = 2; // a whistleblower that is neither the job's solver (actor 1) nor its verifier
+        if (handler.actor(w) == market.getJob(2).verifier) ++w;
+        handler.stake(w, 2, 50 ether); // role 2: Whistleblower
+        uint256 audit = w << 8; // the caller is actor (seed >> 8) % 6
+        while (!_plain(audit)) audit += 6 << 8;
+        handler.challengeAvailability(audit, 130); // itemSeed >= 128: an audit, of checkpoint 130 % 3 = 1
+        assertEq(uint8(market.getJob(2).state), uint8(JobState.DataChallenged), "a whistleblower challenged");
+        invariant_locks_are_the_bonds_of_live_jobs();
+        handler.timeoutAvailability(second);
+        assertEq(handler.availabilityTimeouts(), 1, "not yet due");
+        handler.warp(2 hours);
+        handler.timeoutAvailability(second);
+        assertEq(handler.availabilityTimeouts(), 2, "timed out to the whistleblower");
+        invariant_tokens_are_conserved();
+        invariant_locks_are_the_bonds_of_live_jobs();
     }
 
     /// @notice Reach: the handler's anchored-draw paths are played and keep the books: a draw left past
@@ -259,10 +284,12 @@ contract ProtocolInvariantTest is Fixture {
 
     /// A job seed the handler neither redirects to a stranger nor to a random job.
     function _plainSeed() internal pure returns (uint256 seed) {
-        while (
-            uint256(keccak256(abi.encode("stranger", seed))) % 8 == 0
-                || uint256(keccak256(abi.encode("any", seed))) % 8 == 0
-        ) ++seed;
+        while (!_plain(seed)) ++seed;
+    }
+
+    function _plain(uint256 seed) internal pure returns (bool) {
+        return uint256(keccak256(abi.encode("stranger", seed))) % 8 != 0
+            && uint256(keccak256(abi.encode("any", seed))) % 8 != 0;
     }
 
     function _isFinal(JobState s) internal pure returns (bool) {

@@ -288,14 +288,16 @@ contract ProtocolHandler is Test {
         return CidLib.fileDigest(data);
     }
 
-    /// The verifier (or one time in eight a stranger) challenges checkpoint 0, 1, a later index, the
+    /// The verifier of a Verifying job (or one time in eight a stranger), or any actor on a Verified job
+    /// (a whistleblower when it staked as one), challenges checkpoint 0, 1, a later index, the
     /// manifest, or an index past the trace.
     function challengeAvailability(uint256 jobSeed, uint8 itemSeed) external {
-        uint256 jobId = _pick(jobSeed, JobState.Verifying);
+        bool audit = itemSeed >= 128; // a whistleblower's challenge during the challenge window
+        uint256 jobId = _pick(jobSeed, audit ? JobState.Verified : JobState.Verifying);
         if (jobId == 0) return;
         Job memory job = market.getJob(jobId);
         uint256 item = itemSeed % 5 == 4 ? market.MANIFEST_ITEM() : itemSeed % 5 == 3 ? job.checkpointCount : itemSeed % 3;
-        vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.verifier);
+        vm.prank(audit || _stranger(jobSeed) ? _actor(jobSeed >> 8) : job.verifier);
         try market.challengeAvailability(jobId, item) {
             ghostDeposits += market.params().availabilityDeposit;
             _settled(jobId, job.state);
