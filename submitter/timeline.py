@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from eth_utils import keccak
+
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import Event, JobId, Protocol
@@ -24,6 +26,9 @@ JOB_EVENTS = (
     "DrawReanchored",
     "DrawExpired",
     "VerifierAssigned",
+    "AvailabilityChallenged",
+    "AvailabilityAnswered",
+    "AvailabilityTimedOut",
     "VerifierTimedOut",
     "ReportSubmitted",
     "DisputeOpened",
@@ -104,6 +109,8 @@ def _sender_and_gas(protocol: Protocol, tx_hash: str) -> tuple[Address, int]:
 
 
 def _jsonable(name: str, value: Any) -> Any:
+    if name == "content" and isinstance(value, bytes):  # a published checkpoint or manifest: not shown whole
+        return {"bytes": len(value), "keccak256": "0x" + keccak(value).hex()}
     if isinstance(value, bytes):
         if name in _CID_FIELDS and any(value):
             return digest_to_cid(value)

@@ -21,6 +21,7 @@ from proofs.merkle import TraceTree
 from solver.availability import publication
 from solver.policy import Phase
 from solver.state import SolverDb
+from submitter.timeline import job_timeline
 from tests.chain.test_lifecycle import past, post, stake
 from verifier.availability import Availability, ContentUnavailable, challenge
 
@@ -94,3 +95,7 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     assert proto.market.get_job(job_id).state is JobState.OPEN
     assert proto.stakes.stake_of(sol.address, Role.SOLVER).staked == staked - bond
     assert proto.token.balance_of(ver.address) == before[ver.address] - 2 * deposit + bond
+    # the submitter's timeline shows the game, a published item by its size and hash only
+    shown = [(e.event, e.args) for e in job_timeline(proto, job_id) if e.event.startswith("Availability")]
+    assert [name for name, _ in shown] == ["AvailabilityChallenged", "AvailabilityAnswered"] * 2 + ["AvailabilityChallenged", "AvailabilityTimedOut"]
+    assert shown[1][1]["content"] == {"bytes": len(CHECKPOINTS[3]), "keccak256": hashes[3]}
