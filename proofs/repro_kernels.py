@@ -10,8 +10,9 @@ Rules each kernel keeps (docs/numerics.md says why):
   ``a * b + c``), no reassociation;
 * transcendentals (``exp``, ``log``, ``tanh``) from fixed polynomials built from
   + - * / only (:func:`exp64`, :func:`log64`), never libm;
-* float32 in and out; matmuls accumulate in float32, row reductions (softmax, layer norm,
-  cross-entropy) in float64, each rounded to float32 once at the end.
+* float32 in and out; matmuls and plain sums (bias and embedding gradients, col2im) accumulate
+  in float32, row reductions (softmax, layer norm, cross-entropy) in float64, each rounded to
+  float32 once at the end.
 
 All functions take preallocated C-contiguous outputs and return nothing unless stated.
 """
@@ -32,8 +33,8 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"
 
 __all__ = [
-    "exp64", "log64", "bmm", "colsum", "causal_softmax", "causal_softmax_bwd",
-    "layer_norm", "layer_norm_bwd", "gelu", "gelu_bwd", "cross_entropy", "cross_entropy_bwd",
+    "exp64", "log64", "tanh64", "bmm", "colsum", "causal_softmax", "causal_softmax_bwd",
+    "layer_norm", "layer_norm_bwd", "layer_norm_params_bwd", "gelu", "gelu_bwd", "cross_entropy", "cross_entropy_bwd",
     "im2col", "col2im", "rowsum", "maxpool2", "maxpool2_bwd", "embedding_bwd", "sgd_update", "adam_update",
 ]
 
