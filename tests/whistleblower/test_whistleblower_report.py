@@ -23,8 +23,8 @@ def test_the_claimed_segments_of_a_passing_report_parse() -> None:
 @pytest.mark.parametrize(
     ("data", "why"),
     [
-        (b"{not json", "not JSON"),
-        (b"\xff\xfe", "not JSON"),
+        (b"{not json", "not valid JSON"),
+        (b"\xff\xfe", "not valid JSON"),
         (b"[]", "not a passing report"),
         (report(passed=False), "not a passing report"),
         (report(segments=[10]), "segments"),
