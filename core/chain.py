@@ -365,10 +365,14 @@ class ChainClient:
         tx: dict[str, Any] = {"from": signer.address, "data": payload, "value": value, "chainId": self.chain_id}
         if to is not None:
             tx["to"] = to_checksum_address(to)
+        block = self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block("latest"))
         if gas is None:
-            gas = self._estimate(tx) * _GAS_HEADROOM_NUM // _GAS_HEADROOM_DEN + _GAS_MARGIN
+            # Never above the block's gas limit: a large availability answer (up to ~1 MiB of calldata)
+            # would otherwise ask for more than any block holds and be refused outright.
+            estimate = self._estimate(tx)
+            gas = max(estimate, min(estimate * _GAS_HEADROOM_NUM // _GAS_HEADROOM_DEN + _GAS_MARGIN, int(block["gasLimit"])))
         tx["gas"] = gas
-        tx.update(self._fees())
+        tx.update(self._fees(block))
         tx_hash = self._sign_and_broadcast(signer, tx, what)
         raw = self._wait(tx_hash, what)
         receipt = Receipt(
@@ -392,8 +396,7 @@ class ChainClient:
         except Web3RPCError as exc:
             raise ChainError(f"gas estimate failed: {exc.message or exc}") from None
 
-    def _fees(self) -> dict[str, int]:
-        block = self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block("latest"))
+    def _fees(self, block: Mapping[str, Any]) -> dict[str, int]:
         base = int(block.get("baseFeePerGas", 0))
         tip = int(self.with_retry("eth_maxPriorityFeePerGas", lambda: self.w3.eth.max_priority_fee))
         return {"maxFeePerGas": 2 * base + tip, "maxPriorityFeePerGas": tip}

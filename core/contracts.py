@@ -67,6 +67,12 @@ ZERO_ADDRESS = Address("0x0000000000000000000000000000000000000000")
 #: The item number of the manifest in availability challenges (``JobMarket.MANIFEST_ITEM``, a
 #: constant; tests/chain/test_availability.py checks it against the chain). Checkpoints are their index.
 MANIFEST_ITEM = 2**24 - 1
+#: The largest manifest the chain can check when its availability is challenged: one dag-pb block
+#: (``CidLib.CHUNK_SIZE``), since the chain recomputes its CIDv0.
+MAX_PUBLISHED_MANIFEST_BYTES = 262_144
+#: The largest checkpoint a solver publishes as calldata when its availability is challenged: about
+#: 20M gas of calldata, copying and keccak (26 gas a byte measured at 64 KiB), under a 30M-gas block.
+MAX_PUBLISHED_CHECKPOINT_BYTES = 768 * 1024
 
 
 class Role(IntEnum):

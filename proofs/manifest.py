@@ -97,6 +97,28 @@ class Manifest(_Frozen):
         return canonical_json(self.model_dump(mode="json"))
 
 
+_CIDV0_SHAPE = "Qm" + "z" * 44
+
+
+def largest_manifest_bytes(steps: int, checkpoint_interval: int) -> int:
+    """The size of the largest canonical manifest of a job of ``steps`` steps checkpointed every
+    ``checkpoint_interval``, with CIDv0 content ids (46 characters, what our stores return) and the
+    longest norms, without building its tree: what a solver compares with what it could publish on
+    chain if its manifest's availability is challenged."""
+    n = steps // checkpoint_interval
+    longest = Manifest.model_construct(
+        version=MANIFEST_VERSION,
+        spec_cid=_CIDV0_SHAPE,
+        spec_hash="0x" + "f" * 64,
+        steps=steps,
+        checkpoint_interval=checkpoint_interval,
+        root="0x" + "f" * 64,
+        checkpoints=tuple(CheckpointEntry.model_construct(index=i, cid=_CIDV0_SHAPE, state_hash="0x" + "f" * 64) for i in range(n + 1)),
+        update_norms=(1.2345678901234567e-300,) * n,
+    )
+    return len(longest.canonical_bytes())
+
+
 def parse_manifest(data: bytes, spec: JobSpec | None = None) -> Manifest:
     """Parse canonical manifest bytes (bounded), validate them, and match them to ``spec`` if given."""
     if len(data) > MAX_MANIFEST_BYTES:

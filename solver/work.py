@@ -36,7 +36,7 @@ from pathlib import Path
 
 from core.agent import MarketWatcher, StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
-from core.contracts import JobId, Protocol
+from core.contracts import MAX_PUBLISHED_CHECKPOINT_BYTES, MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol
 from core.errors import VeritrainError
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable
 from proofs.checkpoint import (
@@ -48,6 +48,7 @@ from proofs.checkpoint import (
 from proofs.adversary import cheat as cheating_trace
 from proofs.data import Dataset, load_dataset
 from proofs.errors import ProofError
+from proofs.manifest import largest_manifest_bytes
 from proofs.merkle import TraceTree
 from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
@@ -80,6 +81,8 @@ class Limits:
 
 #: Steps of the dry run that measures this solver's speed on a spec, and the longest full step it runs.
 DRY_RUN_STEPS = 2
+#: Bytes a later checkpoint may add to checkpoint 0 (its step number has more digits).
+CHECKPOINT_GROWTH = 64
 DRY_RUN_STEP_CAP_S = 10.0
 #: The measured times are multiplied by this (a loaded machine, noise); then the fixed seconds are added.
 ESTIMATE_SAFETY = 2.0
@@ -145,6 +148,8 @@ class SpecJudge:
             return SpecCheck(False, f"dataset: {type(exc).__name__}: {exc}", spec.steps)
         try:
             train_s = _estimate(spec, load_dataset(spec, data))
+        except Unpublishable as exc:
+            return SpecCheck(False, f"{exc}: a verifier could challenge its availability and we could not answer on chain", spec.steps)
         except IdleTraining as exc:
             return SpecCheck(False, f"training does no learning work, which verifiers fail: {exc}", spec.steps)
         except ProofError as exc:
@@ -161,7 +166,19 @@ class SpecJudge:
             return f"{spec.param_count():,} parameters, this solver takes at most {lim.max_params:,}"
         if spec.dataset.size_bytes > lim.max_dataset_bytes:
             return f"dataset of {spec.dataset.size_bytes:,} bytes, this solver takes at most {lim.max_dataset_bytes:,}"
+        manifest = largest_manifest_bytes(spec.steps, spec.checkpoint_interval)
+        if manifest > MAX_PUBLISHED_MANIFEST_BYTES:
+            return (
+                f"a manifest of up to {manifest:,} bytes ({spec.segments + 1} checkpoints) cannot be published on chain "
+                f"(at most {MAX_PUBLISHED_MANIFEST_BYTES:,}) if a verifier challenges its availability"
+            )
         return ""
+
+
+class Unpublishable(ProofError):
+    """The job's checkpoints are larger than a solver can publish on chain when a verifier challenges
+    their availability (docs/protocol.md, "Data availability"): claiming it would hand any verifier
+    the solver's bond for the price of a deposit."""
 
 
 class IdleTraining(ProofError):
@@ -179,8 +196,11 @@ def _estimate(spec: JobSpec, dataset: Dataset) -> float:
     :class:`IdleTraining` (a submitter's data or learning rate that kills training at once)."""
     trainer = Trainer(spec, dataset)
     started = time.monotonic()
-    state_hash(trainer.to_bytes())
+    first = trainer.to_bytes()
+    state_hash(first)
     checkpoint_s = time.monotonic() - started
+    if len(first) + CHECKPOINT_GROWTH > MAX_PUBLISHED_CHECKPOINT_BYTES:
+        raise Unpublishable(f"checkpoints of {len(first):,} bytes (at most {MAX_PUBLISHED_CHECKPOINT_BYTES:,} can be published)")
     single = Trainer(spec.model_copy(update={"batch_size": 1}), dataset)
     single.run(1)
     started = time.monotonic()

@@ -109,6 +109,27 @@ def test_judge_refuses_data_on_which_honest_training_does_no_learning_work(tmp_p
     db.close()
 
 
+def test_judge_refuses_what_it_could_not_publish_on_chain_if_challenged(tmp_path: Path) -> None:
+    """A verifier may challenge the availability of any checkpoint or of the manifest, and the solver
+    answers with the bytes on chain: a job whose checkpoints or manifest are too large to answer
+    would hand the verifier the solver's bond, so the judge refuses it before any claim."""
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP)
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    store.put(ref.dataset)
+    raw: dict[str, Any] = ref.spec(file_cid(ref.dataset)).to_json_dict()
+
+    wide = {**raw, "model": {**raw["model"], "hidden": [512, 512]}}  # ~265k parameters with momentum: ~2.1 MB a checkpoint
+    check = judge.check(cid_to_digest(store.put(load_spec(wide).canonical_bytes())))
+    assert not check.runnable and check.final and "could not answer on chain" in check.reason, check.reason
+
+    long = {**raw, "steps": 2000, "checkpoint_interval": 1}  # 2001 checkpoints: a manifest over one 256 KiB block
+    check = judge.check(cid_to_digest(store.put(load_spec(long).canonical_bytes())))
+    assert not check.runnable and check.final and "manifest of up to" in check.reason, check.reason
+    db.close()
+
+
 def test_verdicts_survive_a_restart_per_deployment_and_missing_content_is_looked_for_at_a_backoff(tmp_path: Path) -> None:
     inner = LocalStore(tmp_path / "store")
     misfit = cid_to_digest(inner.put(_spec_bytes(_misfit(), store=inner)))
