@@ -34,8 +34,11 @@ build: setup
 demo: build
 	$(VENV)/bin/veritrain demo
 
+# Gas figures mean something only with --isolate (each call its own transaction): the gas suites
+# run there, where they check the budgets and write snapshots/; everything else runs plainly.
 test-forge: build
-	$(BIN)/forge test --offline
+	$(BIN)/forge test --offline --no-match-contract 'Gas'
+	$(BIN)/forge test --offline --isolate --match-contract 'Gas'
 
 
 test-py: build
