@@ -15,11 +15,11 @@ from __future__ import annotations
 import logging
 
 from core.agent import log_mined, stake
+from core.availability import ContentUnavailable, challenge
 from core.chain import Address
 from core.cid import cid_to_digest
 from core.contracts import Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
-from verifier.availability import ContentUnavailable, challenge
 from verifier.dispute import DisputeDesk
 from verifier.policy import (
     CONCEDABLE,

@@ -17,8 +17,8 @@ never committed those states: they prove the replay. On a job forced on this ver
 
 A trace the solver does not serve (manifest or checkpoint missing from the store, or bytes
 that are not the committed ones) is taken from the chain if the solver published it there, else
-retried for a few seconds, then challenged on chain (:mod:`verifier.availability`): the replay
-stops with :class:`verifier.availability.ContentUnavailable` and the responder challenges the item.
+retried for a few seconds, then challenged on chain (:mod:`core.availability`): the replay
+stops with :class:`core.availability.ContentUnavailable` and the responder challenges the item.
 """
 
 from __future__ import annotations
@@ -30,11 +30,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from core.agent import StopFlag, Stopped
+from core.availability import Availability, ContentPending
 from core.cid import Cid, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol
 from core.dispute import ZERO32
 from core.errors import VeritrainError
-from core.storage import ContentNotFound, ContentStore, StorageError
+from core.storage import ContentStore, StorageError
 from proofs import (
     DEFAULT_Q,
     DEFAULT_R,
@@ -58,7 +59,6 @@ from proofs import (
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.spec import JobSpec
-from verifier.availability import Availability, ContentUnavailable
 from verifier.policy import Draw
 
 log = logging.getLogger(__name__)
@@ -130,20 +130,9 @@ class Inspector:
         """``item`` of the job by its CID (and, for a checkpoint, its committed ``expect_hash``), or its
         copy published on chain; else retried a while, then ContentUnavailable (the item is challenged)."""
         try:
-            data = self.store.get(cid, limit)
-            if expect_hash is None or state_hash(data) == expect_hash:
-                return data
-            problem = f"{what} {cid} does not hash to its committed state hash"
-        except ContentNotFound:
-            problem = f"{what} {cid} is not served"
-        except StorageError as exc:  # too large, forged: not the committed bytes
-            problem = f"{what} {cid}: {exc}"
-        published = self.availability.published(job_id, item, cid, expect_hash)
-        if published is not None:
-            return published
-        if self.availability.patient(cid, deadline):
-            raise InspectionDeferred(f"{problem} yet")
-        raise ContentUnavailable(job_id, item, problem)
+            return self.availability.fetch(job_id, item, cid, limit, deadline, what, expect_hash)
+        except ContentPending as exc:
+            raise InspectionDeferred(str(exc)) from None
 
     def inspect(self, job_id: JobId, deadline: int, draw: Draw) -> Verdict:
         started = time.monotonic()

@@ -8,7 +8,10 @@ come from one event; a mismatch would mean our tree and the chain's disagree: th
 only the source of the segments the verifier says it replayed; when it is missing, malformed or
 too large the audit goes on without them (the bot's own picks then). Through the verifier's
 dispute desk the job's spec, dataset and manifest are checked (its root the committed one); each
-checkpoint against the manifest's state hash.
+checkpoint against the manifest's state hash. The manifest and each checkpoint are read through
+``core.availability``: an item the store does not serve (or serves wrong) is taken from the chain if
+the solver published it there (and kept in our store, where the desk finds it), else retried for a
+few seconds, then challenged (:class:`core.availability.ContentUnavailable` reaches the responder).
 
 Leaf 0 of the trace is checked against the spec's seeded initialization (``proofs.check_start``):
 a passing report on a trace with another start is a fault on segment 0 (a trace game there, which
@@ -27,12 +30,15 @@ import logging
 import time
 
 from core.agent import StopFlag, Stopped
+from core.availability import Availability
 from core.bounded import InputRejected, load_json
-from core.contracts import JobId, Protocol, ReportSeal
+from core.cid import digest_to_cid
+from core.contracts import MANIFEST_ITEM, JobId, Protocol, ReportSeal
 from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
 from proofs import check_start, choose_segments, replay_segment, state_at, state_hash
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
+from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import to_bytes32
 from proofs.probes import Probe, ProbeTree, probe_step
 from verifier.dispute import DisputeDesk, JobMaterial
@@ -75,10 +81,13 @@ class Auditor:
         self.stop = stop
         self.secret = secret
         self.budget_steps = budget_steps
+        self.availability = Availability(protocol, store)
 
     def audit(self, job_id: JobId, report_cid: str) -> AuditRecord:
         started = time.monotonic()
         seal, probes = self._sealed_probes(job_id)
+        deadline = self.protocol.market.get_job(job_id).deadline  # the challenge window's end
+        self._manifest(job_id, deadline)
         material = self.desk.material(job_id)
         n, k = material.manifest.segments, material.spec.checkpoint_interval
         notes: list[str] = []
@@ -98,9 +107,9 @@ class Auditor:
         start = check_start(material.spec, material.dataset, material.manifest.state_hashes[0])
         if not start.passed:  # no fetch, no replay: leaf 0 is not the spec's initialization
             findings.append(Finding(FindingKind.SEGMENT, 0, 0, start.detail))
-        findings += [f for f in (self._probe(job_id, material, probes, i, checkpoints) for i in plan.probes) if f is not None]
+        findings += [f for f in (self._probe(job_id, material, probes, i, checkpoints, deadline) for i in plan.probes) if f is not None]
         replays = [s for s in plan.segments if start.passed or s != 0]  # segment 0 already has its finding
-        findings += [f for f in (self._segment(job_id, material, s, checkpoints) for s in replays) if f is not None]
+        findings += [f for f in (self._segment(job_id, material, s, checkpoints, deadline) for s in replays) if f is not None]
         if plan.left_out:
             notes.append(f"{plan.left_out} units over budget")
         summary = "; ".join([f"{len(plan.probes)} probes and {len(plan.segments)} segments replayed ({plan.steps} steps), {len(findings)} faults", *notes])
@@ -121,23 +130,29 @@ class Auditor:
             raise AuditDeferred(f"job {job_id}: the emitted probes build {tree.root}, the seal holds 0x{bytes(seal.probe_root).hex()}")
         return seal, tree
 
-    def _checkpoint(self, job_id: JobId, m: JobMaterial, index: int, cache: dict[int, bytes]) -> bytes:
+    def _manifest(self, job_id: JobId, deadline: int) -> None:
+        """The committed manifest in our store (where the desk reads it), from the chain if published there."""
+        committed = self.protocol.market.events("TraceCommitted", self.protocol.book.deploy_block, jobId=job_id)
+        if not committed:
+            raise AuditDeferred(f"job {job_id}: no TraceCommitted event")
+        cid = digest_to_cid(committed[-1].args["manifestCid"])
+        self.availability.fetch(job_id, MANIFEST_ITEM, cid, MAX_MANIFEST_BYTES, deadline, "manifest")
+
+    def _checkpoint(self, job_id: JobId, m: JobMaterial, index: int, cache: dict[int, bytes], deadline: int) -> bytes:
         if index not in cache:
-            data = self.store.get(m.manifest.checkpoint_cids[index], MAX_CHECKPOINT_BYTES)  # unserved: retried next tick
-            if state_hash(data) != m.manifest.state_hashes[index]:
-                raise AuditDeferred(f"job {job_id}: checkpoint {index} does not hash to the manifest's state hash")
-            cache[index] = data
+            cid, expect = m.manifest.checkpoint_cids[index], m.manifest.state_hashes[index]
+            cache[index] = self.availability.fetch(job_id, index, cid, MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {index}", expect)
         return cache[index]
 
     def _check_stop(self, job_id: JobId) -> None:
         if self.stop.is_set():
             raise Stopped(f"job {job_id}: audit stopped; it is done again on restart")
 
-    def _probe(self, job_id: JobId, m: JobMaterial, tree: ProbeTree, index: int, cache: dict[int, bytes]) -> Finding | None:
+    def _probe(self, job_id: JobId, m: JobMaterial, tree: ProbeTree, index: int, cache: dict[int, bytes], deadline: int) -> Finding | None:
         self._check_stop(job_id)
         probe = tree.probe(index)
         k = m.spec.checkpoint_interval
-        truth = state_hash(state_at(m.spec, m.dataset, self._checkpoint(job_id, m, probe.segment, cache), probe.segment * k + probe.step))
+        truth = state_hash(state_at(m.spec, m.dataset, self._checkpoint(job_id, m, probe.segment, cache, deadline), probe.segment * k + probe.step))
         ok = truth == probe.state_hash
         log.info("probe replayed", extra={"job": job_id, "probe": index, "segment": probe.segment, "step": probe.step, "ok": ok})
         if ok:
@@ -145,15 +160,15 @@ class Auditor:
         detail = f"probe {index}: state after step {probe.step} of segment {probe.segment} is {truth}, the report says {probe.state_hash}"
         return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(index)))
 
-    def _segment(self, job_id: JobId, m: JobMaterial, segment: int, cache: dict[int, bytes]) -> Finding | None:
+    def _segment(self, job_id: JobId, m: JobMaterial, segment: int, cache: dict[int, bytes], deadline: int) -> Finding | None:
         self._check_stop(job_id)
         hashes = m.manifest.state_hashes
         verdict = replay_segment(
             m.spec,
             m.dataset,
             segment,
-            self._checkpoint(job_id, m, segment, cache),
-            self._checkpoint(job_id, m, segment + 1, cache),
+            self._checkpoint(job_id, m, segment, cache, deadline),
+            self._checkpoint(job_id, m, segment + 1, cache, deadline),
             start_hash=hashes[segment],
             end_hash=hashes[segment + 1],
             claimed_norm=m.manifest.update_norms[segment],

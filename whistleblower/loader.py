@@ -5,7 +5,13 @@ The passing reports whose challenge window is open (Verified jobs before their d
 or not, the faults found), and which of those faults this account already challenged: read from
 the chain (its ``DisputeOpened`` events on the job since the report), so a kill between a mined
 ``open`` and the local record cannot lead to a second challenge of the same fault. Then the games
-it opened that are not final.
+it opened that are not final, and its availability challenges the solver has not answered.
+
+For each report with a fault left to challenge, the referees a committee could seat now: verifiers
+(every account that ever staked as one, from ``Staked`` events) whose stake is eligible and whose
+free stake covers the referee bond, less the job's solver, verifier and submitter and this bot,
+the accounts ``DisputeGame.drawCommittee`` excludes. The draw itself reads the stakes at its
+anchor block, later: the count is today's, the policy decides again every tick.
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ class WhistleblowerLoader:
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
         self._market_params: MarketParams | None = None
+        self._verifier_min = TokenAmount(0)
         self._reports: dict[tuple[int, bytes, int], Event] = {}  # (job, trace root, draws) -> its passing report
+        self._verifiers: set[Address] = set()  # every account that staked as a verifier
+        self._staked_scanned = protocol.book.deploy_block  # the next block to read Staked events from
 
     def load(self) -> WhistleblowerView:
         p = self.protocol
@@ -38,8 +47,13 @@ class WhistleblowerLoader:
             self._min_stake = p.stakes.min_stake(Role.WHISTLEBLOWER)  # immutable: read once
             self._game_params = p.game.params()
             self._market_params = p.market.params()
+            self._verifier_min = p.stakes.min_stake(Role.VERIFIER)
         reports = []
+        data_challenges = []
+        referees: frozenset[Address] | None = None  # read once a tick, when a fault is left to challenge
         for job_id, job in scan.jobs:
+            if job.state is JobState.DATA_CHALLENGED and p.market.availability_challenge(job_id).challenger == self.me:
+                data_challenges.append((job_id, job.deadline))
             if job.state is not JobState.VERIFIED or moment.now >= job.deadline or self.me in (job.solver, job.verifier):
                 continue  # a job's own solver and verifier may not challenge it
             event = self.current_report(job_id, job)
@@ -47,7 +61,12 @@ class WhistleblowerLoader:
                 continue
             cid = digest_to_cid(bytes(event.args["reportCid"]))
             record = self.db.audit(job_id, cid)
-            reports.append(OpenReport(job_id, cid, job.deadline, None if record is None else record.findings, self.challenged(job_id, event.block_number)))
+            challenged = self.challenged(job_id, event.block_number)
+            seats = 0
+            if record is not None and any(f.key not in challenged for f in record.findings):
+                referees = self.referees(moment.block, self._game_params.referee_bond) if referees is None else referees
+                seats = len(referees - {job.solver, job.verifier, job.submitter, self.me})
+            reports.append(OpenReport(job_id, cid, job.deadline, None if record is None else record.findings, challenged, seats))
         final = self.db.final_jobs()
         return WhistleblowerView(
             now=moment.now,
@@ -64,7 +83,18 @@ class WhistleblowerLoader:
             games=tuple(OwnGame(gid, game) for gid, game in self.games.live() if game.challenger == self.me),
             game_params=self._game_params,
             forgettable=tuple(sorted(JobId(j) for j in self.db.audited_jobs() & final)),
+            data_challenges=tuple(data_challenges),
         )
+
+    def referees(self, block: int, bond: TokenAmount) -> frozenset[Address]:
+        """The verifiers that could take a committee seat now: eligible stake, the referee ``bond`` free."""
+        p = self.protocol
+        if block >= self._staked_scanned:
+            for e in p.stakes.events("Staked", self._staked_scanned, block, role=int(Role.VERIFIER)):
+                self._verifiers.add(Address(e.args["account"]))
+            self._staked_scanned = block + 1
+        stakes = {v: p.stakes.stake_of(v, Role.VERIFIER) for v in self._verifiers}
+        return frozenset(v for v, s in stakes.items() if s.staked >= self._verifier_min and s.free >= bond)
 
     def current_report(self, job_id: JobId, job: Job) -> Event | None:
         """The job's current passing report (None if the last report of its current draw failed)."""

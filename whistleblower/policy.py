@@ -13,9 +13,16 @@ forced errors are what make auditing pay when everyone is honest). For each such
    pays the jackpot share and resumes the window, in which a bad segment is challenged next; a
    trace game slashes the verifier only by the referees' verdict (a silent solver loses on its
    clock and the verifier goes free). Only one game runs per job, so one challenge at a time.
+   No game is opened while no committee could be seated (:func:`committee_seatable`: fewer
+   eligible referees than ``committeeSize``, other than the job's parties and us, with the
+   referee bond free): the game would end Undecided and the bond go to the jackpot. The report
+   is held instead (:class:`HoldChallenge`, logged once) and decided again each tick;
 3. **play** its games as the challenger: answer each midpoint, time out a defender whose clock
    ran out, draw the committee, settle: at once, since every one of those pays it
    (``core.dispute.party_move``, the rule the verifier plays its own games by).
+4. **time out** a solver that did not publish an item this bot challenged the availability of
+   (the audit challenges what it cannot fetch: ``core.availability``): ``timeoutAvailability``
+   once the answer deadline passed, which pays the solver's bond to us.
 
 Audit budget: ``budget_steps`` training steps replayed per report (:func:`plan_audit`): a probe
 at step m of its segment costs m steps, a segment its k steps. Probes go first (they catch a
@@ -162,6 +169,12 @@ def plan_audit(probe_steps: Sequence[tuple[int, int]], reported: Sequence[int], 
     return AuditPlan(tuple(probes), tuple(sorted(segments)), budget - left, left_out)
 
 
+def committee_seatable(referees: int, committee_size: int) -> bool:
+    """Whether a game's committee can be seated: ``DisputeGame.drawCommittee`` needs
+    ``committee_size`` distinct eligible referees besides the parties (else Undecided)."""
+    return referees >= committee_size
+
+
 def expected_jackpot_per_audit(jackpot: int, share_bps: int, forced_rate_bps: int) -> int:
     """p_f · s · J (docs/incentives.md): the jackpot income one audit expects when it is the first
     to challenge (φ = 1; with N auditors of rate a it is φ = A/(N a) of that)."""
@@ -180,6 +193,7 @@ class OpenReport:
     window_end: int
     findings: tuple[Finding, ...] | None  # None: not audited yet
     challenged: frozenset[tuple[FindingKind, int]] = frozenset()  # faults of this report we opened a game on (chain)
+    referees: int = 0  # verifiers a committee could seat now: eligible, bond free, none of the job's parties nor us
 
 
 @dataclass(frozen=True)
@@ -204,6 +218,7 @@ class WhistleblowerView:
     games: tuple[OwnGame, ...] = ()
     game_params: GameParams | None = None
     forgettable: tuple[JobId, ...] = ()  # audited jobs that are final
+    data_challenges: tuple[tuple[JobId, int], ...] = ()  # (job, answer deadline): our availability challenges not answered
 
 
 @dataclass(frozen=True)
@@ -236,6 +251,23 @@ class Challenge:
 
 
 @dataclass(frozen=True)
+class HoldChallenge:
+    """A fault not challenged: no committee could be seated (``referees`` of ``needed``)."""
+
+    job_id: JobId
+    report_cid: str
+    referees: int
+    needed: int
+
+
+@dataclass(frozen=True)
+class TimeoutAvailability:
+    """The solver did not publish the item we challenged in time: its bond comes to us."""
+
+    job_id: JobId
+
+
+@dataclass(frozen=True)
 class GameMove:
     """One call in our own game: ``answerMidpoint``, ``timeoutClock``, ``drawCommittee`` or ``settle``."""
 
@@ -248,7 +280,7 @@ class Forget:
     job_id: JobId
 
 
-WhistleblowerAction = Stake | Audit | Challenge | GameMove | Forget
+WhistleblowerAction = Stake | Audit | Challenge | HoldChallenge | TimeoutAvailability | GameMove | Forget
 
 
 class WhistleblowerPolicy:
@@ -270,10 +302,11 @@ class WhistleblowerPolicy:
                 move = party_move(own.game, view.game_params, view.now, view.block, Actor.CHALLENGER)
                 if move is not None:
                     actions.append(GameMove(own.game_id, move))
+        actions.extend(TimeoutAvailability(job_id) for job_id, deadline in sorted(view.data_challenges) if view.now > deadline)
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
         return actions
 
-    def _report(self, view: WhistleblowerView, report: OpenReport) -> Audit | Challenge | None:
+    def _report(self, view: WhistleblowerView, report: OpenReport) -> Audit | Challenge | HoldChallenge | None:
         if view.now >= report.window_end:
             return None  # closed: nothing to challenge any more
         if report.findings is None:
@@ -282,5 +315,10 @@ class WhistleblowerPolicy:
                 return Audit(report.job_id, report.report_cid)
             return None
         pending = [f for f in challenge_order(report.findings) if f.key not in report.challenged]
-        return Challenge(report.job_id, report.report_cid, pending[0]) if pending else None
+        if not pending:
+            return None
+        needed = view.game_params.committee_size if view.game_params is not None else 0
+        if not committee_seatable(report.referees, needed):
+            return HoldChallenge(report.job_id, report.report_cid, report.referees, needed)
+        return Challenge(report.job_id, report.report_cid, pending[0])
 

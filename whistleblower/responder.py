@@ -3,7 +3,9 @@
 A challenge re-reads the chain first: the job must still be Verified on the same report, with no
 game, and the fault not yet challenged by us (``DisputeOpened`` events, as the loader reads them),
 so a stale view or a restart never sends a second challenge. A game move re-reads its game and
-is skipped if the chain no longer waits for it.
+is skipped if the chain no longer waits for it. An audit that finds an item unavailable (not served,
+not published, past the grace: ``core.availability``) challenges its availability; a held challenge
+is logged once per report; ``timeoutAvailability`` re-reads the job first.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import logging
 
 from core.agent import log_mined, stake
+from core.availability import ContentUnavailable, challenge
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
@@ -19,7 +22,18 @@ from proofs.probes import Probe
 from verifier.dispute import DisputeDesk
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
-from whistleblower.policy import Audit, Challenge, Finding, FindingKind, Forget, GameMove, Stake, WhistleblowerAction
+from whistleblower.policy import (
+    Audit,
+    Challenge,
+    Finding,
+    FindingKind,
+    Forget,
+    GameMove,
+    HoldChallenge,
+    Stake,
+    TimeoutAvailability,
+    WhistleblowerAction,
+)
 from whistleblower.state import ChallengeRecord, WhistleblowerDb
 
 log = logging.getLogger(__name__)
@@ -47,6 +61,7 @@ class WhistleblowerResponder:
         self.desk = desk
         self.loader = loader
         self.me = me
+        self._held: set[tuple[JobId, str]] = set()  # reports whose held challenge was logged
 
     def perform(self, action: WhistleblowerAction) -> None:
         p = self.protocol
@@ -54,11 +69,23 @@ class WhistleblowerResponder:
             case Stake(amount):
                 stake(p, self.me, Role.WHISTLEBLOWER, amount)
             case Audit(job_id, report_cid):
-                record = self.auditor.audit(job_id, report_cid)
+                try:
+                    record = self.auditor.audit(job_id, report_cid)
+                except ContentUnavailable as unavailable:  # the solver must publish it, or its bond is ours
+                    challenge(p, self.me, unavailable)
+                    return
                 self.db.set_audit(record)
                 log.info("audit recorded", extra={"job": job_id, "report": report_cid, "faults": len(record.findings), "summary": record.summary})
             case Challenge(job_id, report_cid, finding):
                 self._challenge(job_id, report_cid, finding)
+            case HoldChallenge(job_id, report_cid, referees, needed):
+                if (job_id, report_cid) not in self._held:
+                    self._held.add((job_id, report_cid))
+                    reason = f"{referees} eligible referees besides the parties, a committee needs {needed}: the game would end Undecided"
+                    log.warning("challenge held: no committee can be seated", extra={"job": job_id, "report": report_cid, "reason": reason})
+            case TimeoutAvailability(job_id):
+                if p.market.get_job(job_id).state is JobState.DATA_CHALLENGED:
+                    log_mined(log, "timeoutAvailability", p.market.timeout_availability(job_id), job=job_id)
             case GameMove(game_id, Action.ANSWER_MIDPOINT):
                 game = p.game.get_game(game_id)
                 if game.status is GameStatus.CHALLENGER_TO_MOVE:

@@ -1,5 +1,5 @@
 """The data-availability game through the roles' own code on a real anvil (no daemon processes):
-the verifier's :class:`verifier.availability.Availability` and ``challenge``, the solver's
+the verifier's :class:`core.availability.Availability` and ``challenge``, the solver's
 ``publication``, the typed wrappers. A checkpoint and the manifest the verifier's store does not
 have are challenged, published by the solver from its records, checked again by the verifier and
 kept in its store; the deposits move from the verifier to the solver. (The withholding path, with
@@ -23,7 +23,7 @@ from solver.policy import Phase
 from solver.state import SolverDb
 from submitter.timeline import job_timeline
 from tests.chain.test_lifecycle import past, post, stake
-from verifier.availability import Availability, ContentUnavailable, challenge
+from core.availability import Availability, ContentUnavailable, challenge
 
 if TYPE_CHECKING:
     from conftest import Parties

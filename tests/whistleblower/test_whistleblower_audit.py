@@ -1,7 +1,8 @@
 """The whistleblower's audit on a real (tiny) trace, the chain and the verifier's desk stood in for by stubs:
 a true report has no fault; a wrong probe, a probe off its step and a bad segment are each found with what
 their challenge needs; the probes come from the chain, so a missing or malformed report JSON still has
-them audited; probes that do not build the sealed root defer; the budget and a stop are handled."""
+them audited; probes that do not build the sealed root defer; the budget and a stop are handled; a checkpoint nobody serves
+is awaited, then challenged, and one published on chain is audited from there."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ from typing import Any
 import pytest
 
 from core.agent import StopFlag, Stopped
-from core.cid import digest_to_cid
+from core.availability import AVAILABILITY_WAIT_S, ContentPending, ContentUnavailable
+from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import Bytes32, JobId, ReportedProbe, ReportSeal
 from core.storage import LocalStore
+from core.storage.unixfs import file_cid
 from proofs import Probe, ProbeTree, Trace, load_dataset, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
 from proofs.datasets import reference_job
@@ -27,6 +30,8 @@ from whistleblower.policy import FindingKind
 JOB = JobId(3)
 SEED = Bytes32(b"\x05" * 32)
 PROBES = 4
+NOW = 1_000_000
+WINDOW_END = 2**40  # the job's challenge window: far off
 
 
 class _Desk:
@@ -45,7 +50,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     ref = reference_job("mlp-spirals", steps=60, checkpoint_interval=10)
     spec = ref.spec(store.put(ref.dataset))
     dataset = load_dataset(spec, ref.dataset)
-    return SimpleNamespace(store=store, spec=spec, dataset=dataset, honest=train_trace(spec, dataset, put=store.put))
+    return SimpleNamespace(store=store, spec=spec, dataset=dataset, honest=train_trace(spec, dataset, put=store.put), root=tmp_path_factory.mktemp("stores"))
 
 
 def _probes(job: Any, trace: Trace) -> list[Probe]:
@@ -56,21 +61,36 @@ def _probes(job: Any, trace: Trace) -> list[Probe]:
 
 def _audit(
     job: Any, trace: Trace, probes: list[Probe], *, budget: int = 10_000, stop: StopFlag | None = None, body: bytes | None = None, stored: bool = True,
-    root: str | None = None,
+    root: str | None = None, withheld: int | None = None, published: bytes | None = None, window_end: int = WINDOW_END,
 ) -> Any:
     """Audit a report of ``probes`` (emitted on chain) on ``trace`` (its checkpoints stored); its JSON
     (``body``, by default one that says the verifier replayed segment 5) stored unless not ``stored``;
-    ``root``: the sealed probe root when it is not the probes'."""
+    ``root``: the sealed probe root when it is not the probes'; checkpoint ``withheld`` is not in the
+    store the audit reads (a copy of the job's), ``published`` the copy on chain of that item."""
     spec_cid = job.store.put(job.spec.canonical_bytes())
     manifest = trace.manifest(spec_cid, [job.store.put(c) for c in trace.checkpoints])
+    store = job.store
+    if withheld is not None:
+        store = LocalStore(job.root / f"withheld-{withheld}-{published is not None}-{window_end}")
+        for i, c in enumerate(trace.checkpoints):
+            if i != withheld:
+                store.put(c)
     tree = ProbeTree(probes)
     seal = ReportSeal(SEED, Bytes32(b"\x00" * 32), Bytes32(bytes.fromhex((root or tree.root)[2:])))
     emitted = [ReportedProbe(p.segment, p.step, Bytes32(bytes.fromhex(p.state_hash[2:]))) for p in probes]
-    market = SimpleNamespace(sealed_report=lambda job_id, from_block=0: (seal, emitted))
-    protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0))
+    committed = [SimpleNamespace(args={"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes()))})]
+    market = SimpleNamespace(
+        sealed_report=lambda job_id, from_block=0: (seal, emitted),
+        get_job=lambda job_id: SimpleNamespace(deadline=window_end),
+        events=lambda name, from_block, **filters: committed if name == "TraceCommitted" else [],
+        published=lambda job_id, item, from_block=0: published if item == withheld else None,
+    )
+    protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0), client=SimpleNamespace(timestamp=lambda: NOW))
     report = body or json.dumps({"passed": True, "probes": [p.to_json() for p in probes], "probe_root": tree.root, "segments": [5]}).encode()
     cid = job.store.put(report) if stored else digest_to_cid(b"\x99" * 32)  # never published
-    auditor = Auditor(protocol, job.store, _Desk(JobMaterial(job.spec, job.dataset, manifest)), stop or StopFlag(), b"\x07" * 32, budget)  # type: ignore[arg-type]
+    if withheld is not None:
+        store.put(manifest.canonical_bytes())
+    auditor = Auditor(protocol, store, _Desk(JobMaterial(job.spec, job.dataset, manifest)), stop or StopFlag(), b"\x07" * 32, budget)  # type: ignore[arg-type]
     return auditor.audit(JOB, cid)
 
 
@@ -149,3 +169,27 @@ def test_a_stop_ends_the_audit_before_the_next_replay(job: Any) -> None:
     stop.set()
     with pytest.raises(Stopped):
         _audit(job, job.honest, _probes(job, job.honest), stop=stop)
+
+
+def test_an_unserved_checkpoint_waits_its_grace_then_is_challenged(job: Any) -> None:
+    """Checkpoint 2 is in no store and not on chain: the audit defers while it may be on its way, and
+    challenges it at once when the window is too near its end to wait."""
+    probes = _probes(job, job.honest)
+    with pytest.raises(ContentPending, match="checkpoint 2 .* is not served yet"):
+        _audit(job, job.honest, probes, withheld=2)
+    with pytest.raises(ContentUnavailable, match="checkpoint 2 .* is not served: challenging its availability") as raised:
+        _audit(job, job.honest, probes, withheld=2, window_end=NOW + int(AVAILABILITY_WAIT_S))
+    assert (raised.value.job_id, raised.value.item) == (JOB, 2)
+
+
+def test_a_checkpoint_published_on_chain_is_audited_from_there_and_kept(job: Any) -> None:
+    probes = _probes(job, job.honest)
+    probes[1] = replace(probes[1], state_hash=job.honest.state_hashes[probes[1].segment + 1])
+    record = _audit(job, job.honest, probes, withheld=2, published=job.honest.checkpoints[2])
+    assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.PROBE, 1)]
+    assert LocalStore(job.root / f"withheld-2-True-{WINDOW_END}").has(file_cid(job.honest.checkpoints[2])), "kept for the desk and later readers"
+
+
+def test_a_checkpoint_published_for_another_trace_is_not_taken(job: Any) -> None:
+    with pytest.raises(ContentUnavailable, match="checkpoint 2"):
+        _audit(job, job.honest, _probes(job, job.honest), withheld=2, published=job.honest.checkpoints[3], window_end=NOW)

@@ -17,9 +17,11 @@ from whistleblower.policy import (
     FindingKind,
     Forget,
     GameMove,
+    HoldChallenge,
     OpenReport,
     OwnGame,
     Stake,
+    TimeoutAvailability,
     WhistleblowerConfig,
     WhistleblowerPolicy,
     WhistleblowerView,
@@ -45,8 +47,11 @@ def view(*reports: OpenReport, now: int = 1_000, **over: object) -> Whistleblowe
     return replace(base, **over)
 
 
-def report(job: int = 7, *, findings: tuple[Finding, ...] | None = None, challenged: frozenset[tuple[FindingKind, int]] = frozenset(), window_end: int = 1_010) -> OpenReport:
-    return OpenReport(JobId(job), f"Qm{job}", window_end, findings, challenged)
+def report(
+    job: int = 7, *, findings: tuple[Finding, ...] | None = None, challenged: frozenset[tuple[FindingKind, int]] = frozenset(), window_end: int = 1_010,
+    referees: int = 3,
+) -> OpenReport:
+    return OpenReport(JobId(job), f"Qm{job}", window_end, findings, challenged, referees)
 
 
 def game(status: GameStatus, *, challenger: Address = ME, lo: int = 0, hi: int = 7, last_move_at: int = 1_000, deadline: int = 0) -> Game:
@@ -136,3 +141,20 @@ def test_budget_takes_probes_then_the_verifiers_segments_then_own_picks() -> Non
 def test_expected_jackpot_per_audit_is_pf_s_j() -> None:
     assert expected_jackpot_per_audit(1_000 * 10**18, 2_000, 100) == 2 * 10**18  # 1 % x 20 % x 1000
     assert expected_jackpot_per_audit(0, 2_000, 100) == 0
+
+
+def test_no_game_is_opened_while_no_committee_can_be_seated() -> None:
+    """Fewer eligible referees than committeeSize (3): the game would end Undecided and the bond go
+    to the jackpot; the fault is held, and challenged once the pool can seat a committee."""
+    assert POLICY.next_actions(view(report(findings=(SEGMENT,), referees=2))) == [HoldChallenge(JobId(7), "Qm7", 2, 3)]
+    assert POLICY.next_actions(view(report(findings=(PROBE, SEGMENT), referees=0))) == [HoldChallenge(JobId(7), "Qm7", 0, 3)]
+    assert POLICY.next_actions(view(report(findings=(SEGMENT,), referees=3))) == [Challenge(JobId(7), "Qm7", SEGMENT)]
+    assert POLICY.next_actions(view(report(findings=(SEGMENT,), referees=0, challenged=frozenset({SEGMENT.key})))) == [], "nothing left to hold"
+    assert POLICY.next_actions(view(report(referees=0))) == [Audit(JobId(7), "Qm7")], "auditing needs no committee"
+
+
+def test_a_solver_silent_on_our_availability_challenge_is_timed_out_after_its_deadline() -> None:
+    challenges = ((JobId(4), 1_000), (JobId(3), 999))
+    assert POLICY.next_actions(view(data_challenges=challenges, now=999)) == []
+    assert POLICY.next_actions(view(data_challenges=challenges, now=1_000)) == [TimeoutAvailability(JobId(3))], "the contract wants now > deadline"
+    assert POLICY.next_actions(view(data_challenges=challenges, now=1_001)) == [TimeoutAvailability(JobId(3)), TimeoutAvailability(JobId(4))]

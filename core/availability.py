@@ -1,16 +1,17 @@
-"""The verifier's side of the data-availability game (docs/protocol.md, "Data availability").
+"""A reader's side of the data-availability game (docs/protocol.md, "Data availability"), shared by
+the verifier (during its report window) and the whistleblower (during a challenge window).
 
-What the replay needs (the manifest, checkpoint i) comes from the store by CID, verified there.
+What a replay needs (the manifest, checkpoint i) comes from the store by CID, verified there.
 When the store does not serve it, or serves bytes that are not the committed ones (another CID's,
 or a checkpoint that does not hash to its committed state hash), the item is first looked up on
-chain, where a solver publishes what its verifier challenged (``AvailabilityAnswered``, checked by
-the chain against the committed leaf or manifest CID, and checked again here). A copy found there
-is put into our store, so every later reader (the replay, the dispute desk) finds it by CID.
-Failing that, the item is retried for :data:`AVAILABILITY_WAIT_S` (content may still be on its way)
-and then challenged on chain: :class:`ContentUnavailable` carries the item to the responder, which
-escrows the deposit and calls ``challengeAvailability``. The report clock is paused until the solver
-publishes the item; a solver that does not is slashed to us, so we never report on data we could
-not get.
+chain, where a solver publishes what was challenged (``AvailabilityAnswered``, checked by the chain
+against the committed leaf or manifest CID, and checked again here). A copy found there is put into
+our store, so every later reader (the replay, the dispute desk) finds it by CID. Failing that, the
+item is retried for :data:`AVAILABILITY_WAIT_S` (:class:`ContentPending`: content may still be on
+its way) and then challenged on chain: :class:`ContentUnavailable` carries the item to the role's
+responder, which escrows the deposit and calls ``challengeAvailability`` (:func:`challenge`). The
+challenger's clock (a report window, a challenge window) is paused until the solver publishes the
+item; a solver that does not is slashed to the challenger.
 """
 
 from __future__ import annotations
@@ -18,19 +19,29 @@ from __future__ import annotations
 import logging
 import time
 
+from eth_utils import keccak
+
 from core.agent import log_mined
 from core.chain import Address
 from core.cid import Cid
 from core.contracts import JobId, Protocol
 from core.errors import VeritrainError
-from core.storage import ContentStore, StorageError
+from core.storage import ContentNotFound, ContentStore, StorageError
 from core.storage.unixfs import file_cid
-from proofs.checkpoint import state_hash
 
 log = logging.getLogger(__name__)
 
 #: Seconds an item may stay missing before it is challenged (it may still be on its way to the store).
 AVAILABILITY_WAIT_S = 10.0
+
+
+def _state_hash(data: bytes) -> str:
+    """``0x`` + keccak256 of a checkpoint's bytes: its leaf in the trace (``proofs.state_hash``)."""
+    return "0x" + keccak(data).hex()
+
+
+class ContentPending(VeritrainError):
+    """An item is missing for less than :data:`AVAILABILITY_WAIT_S`: the next tick tries again."""
 
 
 class ContentUnavailable(VeritrainError):
@@ -43,12 +54,32 @@ class ContentUnavailable(VeritrainError):
 
 
 class Availability:
-    """Published copies on chain and how long an item has been missing (the replay's side)."""
+    """Published copies on chain and how long an item has been missing (a reader's side)."""
 
     def __init__(self, protocol: Protocol, store: ContentStore) -> None:
         self.protocol = protocol
         self.store = store
         self._missing_since: dict[str, float] = {}
+
+    def fetch(self, job_id: JobId, item: int, cid: str, limit: int, deadline: int, what: str, expect_hash: str | None = None) -> bytes:
+        """``item`` of the job by its CID (and, for a checkpoint, its committed ``expect_hash``), or its
+        copy published on chain; else :class:`ContentPending` a while, then :class:`ContentUnavailable`.
+        ``deadline``: when the reader's own window ends (a challenge must be made before it)."""
+        try:
+            data = self.store.get(cid, limit)
+            if expect_hash is None or _state_hash(data) == expect_hash:
+                return data
+            problem = f"{what} {cid} does not hash to its committed state hash"
+        except ContentNotFound:
+            problem = f"{what} {cid} is not served"
+        except StorageError as exc:  # too large, forged: not the committed bytes
+            problem = f"{what} {cid}: {exc}"
+        published = self.published(job_id, item, cid, expect_hash)
+        if published is not None:
+            return published
+        if self.patient(cid, deadline):
+            raise ContentPending(f"{problem} yet")
+        raise ContentUnavailable(job_id, item, problem)
 
     def published(self, job_id: JobId, item: int, cid: str, expect_hash: str | None) -> bytes | None:
         """The copy of ``item`` published on chain, if there is one and it is the content we expect
@@ -56,7 +87,7 @@ class Availability:
         data = self.protocol.market.published(job_id, item, self.protocol.book.deploy_block)
         if data is None:
             return None
-        if (state_hash(data) != expect_hash) if expect_hash is not None else (file_cid(data) != cid):
+        if (_state_hash(data) != expect_hash) if expect_hash is not None else (file_cid(data) != cid):
             return None  # published for another trace of this job (it was reopened)
         try:
             stored: Cid = self.store.put(data)
@@ -69,7 +100,7 @@ class Availability:
 
     def patient(self, cid: str, deadline: int) -> bool:
         """Whether to wait longer for ``cid`` before challenging: it has been missing for less than
-        :data:`AVAILABILITY_WAIT_S` and the report deadline is not upon us."""
+        :data:`AVAILABILITY_WAIT_S` and ``deadline`` is not upon us."""
         first = self._missing_since.setdefault(cid, time.monotonic())
         near = self.protocol.client.timestamp() >= deadline - AVAILABILITY_WAIT_S
         return not near and time.monotonic() - first < AVAILABILITY_WAIT_S
