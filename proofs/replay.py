@@ -41,7 +41,7 @@ import torch
 
 from proofs.checkpoint import Checkpoint, decode_checkpoint, state_hash, update_norm
 from proofs.data import Dataset
-from proofs.errors import ProofError, SegmentOutOfRange
+from proofs.errors import ManifestError, ProofError, SegmentOutOfRange
 from proofs.manifest import Manifest
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
@@ -57,6 +57,7 @@ __all__ = [
     "initial_state",
     "initial_state_hash",
     "check_start",
+    "check_manifest",
     "check_norm",
     "referee_step",
     "first_idle_step",
@@ -86,6 +87,7 @@ class Reason(str, enum.Enum):
     OUT_OF_TOLERANCE = "out-of-tolerance"
     WRONG_START = "wrong-start"
     NO_WORK = "no-work"
+    MALFORMED_MANIFEST = "malformed-manifest"
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,23 @@ def check_start(spec: JobSpec, dataset: Dataset, committed: str) -> SegmentVerdi
     if committed.lower() != expected:
         return _fail(0, Reason.WRONG_START, f"checkpoint 0 is {committed}, the spec's seeded initialization is {expected}")
     return SegmentVerdict(0, True, Reason.OK, f"segment 0: checkpoint 0 is the spec's initialization {expected}")
+
+
+def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, final_cid: str) -> SegmentVerdict:
+    """A manifest whose root is the committed root (so its leaves open a game) against the rest of
+    what the chain committed with it (checkpoint count, final model CID) and the spec. Anything
+    else fails segment 0 with ``malformed-manifest``: the trace the chain names is not the one the
+    manifest describes, whatever its segments replay; a referee of a trace game rules the same
+    way, without training (``verifier.dispute``)."""
+    try:
+        manifest.check_spec(spec)
+    except ManifestError as exc:
+        return _fail(0, Reason.MALFORMED_MANIFEST, str(exc))
+    if len(manifest.checkpoints) != checkpoint_count:
+        return _fail(0, Reason.MALFORMED_MANIFEST, f"manifest lists {len(manifest.checkpoints)} checkpoints, {checkpoint_count} were committed")
+    if manifest.final_cid != final_cid:
+        return _fail(0, Reason.MALFORMED_MANIFEST, f"manifest's final checkpoint {manifest.final_cid} is not the committed model {final_cid}")
+    return SegmentVerdict(0, True, Reason.OK, "the manifest is the committed trace of the spec")
 
 
 def _norm_fault(segment: int, first: Checkpoint, last: Checkpoint, claimed: float) -> SegmentVerdict | None:

@@ -54,7 +54,7 @@ def run(
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     log_json: LogJson = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
-    cheat: Annotated[str | None, typer.Option(hidden=True, help="TEST/DEMO ADVERSARY: commit a cheating trace (proofs.adversary strategy), or withhold: delete the checkpoints once committed")] = None,
+    cheat: Annotated[str | None, typer.Option(hidden=True, help="TEST/DEMO ADVERSARY: commit a cheating trace (proofs.adversary strategy), withhold: delete the checkpoints once committed, or stale-model: commit checkpoint 0 as the model")] = None,
 ) -> None:
     """Run the solver until SIGTERM or Ctrl-C. Safe to kill -9 and restart: it resumes from the chain and its records.
 

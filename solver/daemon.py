@@ -11,7 +11,7 @@ from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
-from solver.adversary import WITHHOLD, Withholding
+from solver.adversary import STALE_MODEL, WITHHOLD, StaleModel, Withholding
 from solver.loader import SolverLoader
 from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
 from solver.responder import SolverResponder
@@ -24,9 +24,10 @@ SolverDaemon = RoleDaemon[SolverView, SolverAction]
 #: with their own wrong states and lose at the referees.
 SILENT_CHEATS = frozenset({"fake-final"})
 
-#: Every ``--cheat``: a trace adversary of ``proofs.adversary``, or ``withhold`` (an honest trace whose
-#: checkpoints are deleted once committed: solver.adversary).
-CHEATS = (*ALL_STRATEGIES, WITHHOLD)
+#: Every ``--cheat``: a trace adversary of ``proofs.adversary``, ``withhold`` (an honest trace whose
+#: checkpoints are deleted once committed) or ``stale-model`` (an honest trace committed with checkpoint 0
+#: as its model): solver.adversary.
+CHEATS = (*ALL_STRATEGIES, WITHHOLD, STALE_MODEL)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:
@@ -46,8 +47,9 @@ def build(
     cheat: str | None = None,
 ) -> SolverDaemon:
     """``cheat``: a name of :data:`CHEATS`: of ``proofs.adversary.ALL_STRATEGIES`` (the solver then commits
-    that adversary's trace instead of training honestly) or ``withhold`` (it trains honestly and deletes
-    its checkpoints once committed). Test and demo adversaries, never for real use."""
+    that adversary's trace instead of training honestly), ``withhold`` (it trains honestly and deletes
+    its checkpoints once committed) or ``stale-model`` (it trains honestly and commits checkpoint 0 as the
+    model). Test and demo adversaries, never for real use."""
     if cheat is not None:  # the adversary cheats on one job (so tests and the demo know which), and may go silent
         config = replace(config, defend=cheat not in SILENT_CHEATS, max_claims=1)
     protocol = connect(settings, signer)
@@ -56,14 +58,15 @@ def build(
     stop = StopFlag()
     watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
     judge = SpecJudge(store, db, limits, f"{protocol.client.chain_id}:{protocol.market.address}")
-    trace_cheat = None if cheat == WITHHOLD else cheat
+    trace_cheat = None if cheat in (WITHHOLD, STALE_MODEL) else cheat
     workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, cheat=trace_cheat)
     responder = SolverResponder(protocol, db, workshop, watcher, signer.address)
+    performer = {WITHHOLD: Withholding(responder, db, store), STALE_MODEL: StaleModel(responder, db)}.get(cheat or "", responder)
     agent: Agent[SolverView, SolverAction] = Agent(
         "solver",
         SolverLoader(protocol, watcher, db, judge, signer.address, config),
         SolverPolicy(config),
-        Withholding(responder, db, store) if cheat == WITHHOLD else responder,
+        performer,
         settings=loop,
         stop=stop,
         heartbeat=heartbeat_to(db.db, signer.address),

@@ -12,7 +12,9 @@ fetch them by CID: the solver's defence, from the checkpoint in the store rather
 a referee runs ``proofs.referee_step`` once.
 
 What the solver committed besides the states is settled without training, by any referee of a
-trace game on segment ``j``: its start (``j = 0``: leaf 0 must be the spec's seeded
+trace game on segment ``j``: its manifest (fetched by the committed CID; it must be the committed
+trace of the spec: ``proofs.check_manifest``, on any segment, so a verifier that found it
+inconsistent opens on segment 0 from the manifest's own leaves), its start (``j = 0``: leaf 0 must be the spec's seeded
 initialization, ``proofs.check_start``) and its update norm (the manifest's norm for ``j`` must be
 the one checkpoints ``j`` and ``j + 1`` give, ``proofs.check_norm``); either false, the solver is
 wrong whatever the isolated step shows. A step that did no learning work (a parameter tensor
@@ -38,6 +40,7 @@ from proofs import (
     Limits,
     Manifest,
     ProofError,
+    check_manifest,
     check_norm,
     check_start,
     first_idle_step,
@@ -65,6 +68,7 @@ class JobMaterial:
     spec: JobSpec
     dataset: Dataset
     manifest: Manifest
+    manifest_fault: str | None = None  # what makes the manifest not the committed trace of the spec (None: it is)
 
 
 def _hex(raw: bytes) -> str:
@@ -94,12 +98,14 @@ class DisputeDesk:
             try:
                 spec = load_spec(self.store.get(digest_to_cid(self.watcher.spec_cid(job_id)), Limits.SPEC_BYTES))
                 dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
-                manifest = parse_manifest(self.store.get(digest_to_cid(committed[-1].args["manifestCid"]), MAX_MANIFEST_BYTES), spec)
+                args = committed[-1].args
+                manifest = parse_manifest(self.store.get(digest_to_cid(args["manifestCid"]), MAX_MANIFEST_BYTES))
             except (ProofError, StorageError) as exc:
                 raise DisputeWorkError(f"job {job_id}: {exc}") from exc
             if manifest.root != _hex(job.trace_root):
                 raise DisputeWorkError(f"job {job_id}: manifest root {manifest.root} is not the committed {_hex(job.trace_root)}")
-            self._material[key] = JobMaterial(spec, dataset, manifest)
+            consistent = check_manifest(spec, manifest, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
+            self._material[key] = JobMaterial(spec, dataset, manifest, None if consistent.passed else consistent.detail)
         return self._material[key]
 
     def opening(self, job_id: JobId, segment: int) -> Opening:
@@ -156,9 +162,12 @@ class DisputeDesk:
         return probe_step(bytes(opened["assignSeed"]), int(opened["probeIndex"]), checkpoint_interval)
 
     def commitment_fault(self, job_id: JobId, segment: int) -> str | None:
-        """What is false, without training, in the solver's commitments for ``segment``: its start
-        (segment 0) or its update norm; None when both hold."""
+        """What is false, without training, in the solver's commitments for ``segment``: its manifest
+        (not the committed trace of the spec: any segment), its start (segment 0) or its update norm;
+        None when all hold."""
         m = self.material(job_id)
+        if m.manifest_fault is not None:
+            return m.manifest_fault
         if segment == 0 and not (start := check_start(m.spec, m.dataset, m.manifest.state_hashes[0])).passed:
             return start.detail
         try:

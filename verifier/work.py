@@ -5,8 +5,11 @@ also checked against the state hash in the manifest, whose root must be the one 
 chain. The segments come from the proofs engine's sampling seeded by the ``assignSeed`` of
 this verifier's ``VerifierAssigned`` event (keccak256(drawSeed): fixed after the solver
 committed, new with every draw, and independent of who was drawn), plus the report's probe segments.
-Before any replay, leaf 0 is checked against the spec's seeded initialization
-(``proofs.check_start``): a trace with another start fails on segment 0, where the dispute opens.
+Before any replay, a manifest whose root is the committed one is checked against the rest of the
+commitment and the spec (``proofs.check_manifest``), and leaf 0 against the spec's seeded
+initialization (``proofs.check_start``): either false, the trace fails on segment 0, where the
+dispute opens from the manifest's own leaves. A manifest that does not parse, or whose root is not
+the committed one, gives no leaves to open a game with: the report fails with no segment.
 
 A passing report commits to ``probeCount`` probes (``proofs.probes``): for each slot, the
 state hash at the inner step the assign seed fixes in the slot's segment, recomputed with
@@ -45,6 +48,7 @@ from proofs import (
     ProbeTree,
     ProofError,
     SegmentVerdict,
+    check_manifest,
     check_start,
     choose_segments,
     forced_hash,
@@ -192,15 +196,16 @@ class Inspector:
         """The verdicts of the replayed segments (the sample and the probe segments) and the true
         probes of the segments that replayed (all of them when the trace passes)."""
         try:
-            manifest = parse_manifest(self._get(job_id, MANIFEST_ITEM, manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest"), spec)
+            manifest = parse_manifest(self._get(job_id, MANIFEST_ITEM, manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest"))
         except ProofError as exc:
             raise _Failed(f"manifest {manifest_cid}: {exc}") from None
         if manifest.root != "0x" + bytes(trace_root).hex():
             raise _Failed(f"manifest root {manifest.root} is not the committed root 0x{bytes(trace_root).hex()}")
-        if len(manifest.checkpoints) != committed["checkpointCount"]:
-            raise _Failed(f"manifest lists {len(manifest.checkpoints)} checkpoints, {committed['checkpointCount']} were committed")
-        if manifest.final_cid != digest_to_cid(committed["finalModelCid"]):  # type: ignore[arg-type]
-            raise _Failed(f"manifest's final checkpoint {manifest.final_cid} is not the committed model")
+        # its leaves open a game on segment 0, where referees find it is not the committed trace of the spec
+        consistent = check_manifest(spec, manifest, int(committed["checkpointCount"]), digest_to_cid(committed["finalModelCid"]))  # type: ignore[arg-type, call-overload]
+        if not consistent.passed:
+            report["verdicts"] = [{"segment": 0, "passed": False, "reason": consistent.reason.value, "detail": consistent.detail}]
+            return [consistent], []
         k = spec.checkpoint_interval
         positions = probe_positions(seed, self.probe_count, len(manifest.checkpoints), k)
         selection = choose_segments(manifest.update_norms, seed, self.q, self.r)

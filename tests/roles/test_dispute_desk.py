@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from core.contracts import Bytes32, JobId
+from core.cid import cid_to_digest
+from core.contracts import Bytes32, GameId, JobId
 from core.storage import LocalStore
 from proofs import Trace, cheat, load_dataset, state_at, state_hash, train_trace
 from proofs.datasets import reference_job
@@ -82,3 +83,27 @@ def test_a_challenger_steers_a_coasting_segment_to_its_first_idle_step(job: Any)
     trace = train_trace(job.spec, job.dataset)
     assert _desk(job, trace).answer(1, _game(job, trace, 2, 0, k))  # an honest segment: agree with the truth
 
+
+
+def _committed_desk(job: Any, trace: Trace, final_cid: str | None = None) -> DisputeDesk:
+    """A desk reading the real ``material`` from a stub chain on which ``trace`` was committed (its
+    manifest and checkpoints stored), with ``final_cid`` as the committed model if given."""
+    spec_cid = job.store.put(job.spec.canonical_bytes())
+    manifest = trace.manifest(spec_cid, [job.store.put(c) for c in trace.checkpoints])
+    args = {"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes())), "checkpointCount": len(trace.state_hashes),
+            "finalModelCid": cid_to_digest(final_cid or manifest.final_cid)}  # fmt: skip
+    market = SimpleNamespace(
+        get_job=lambda _: SimpleNamespace(trace_root=bytes.fromhex(trace.root[2:])),
+        events=lambda name, _block, **_: [SimpleNamespace(args=args)] if name == "TraceCommitted" else [],
+    )
+    protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0))
+    return DisputeDesk(protocol, job.store, SimpleNamespace(spec_cid=lambda _: cid_to_digest(spec_cid)))  # type: ignore[arg-type]
+
+
+def test_a_referee_votes_against_a_manifest_that_is_not_the_committed_trace_without_training(job: Any) -> None:
+    honest = train_trace(job.spec, job.dataset)
+    assert _committed_desk(job, honest).commitment_fault(JOB, 0) is None
+    desk = _committed_desk(job, honest, final_cid=job.store.put(honest.checkpoints[0]))  # the submitter would get the untrained model
+    assert all("is not the committed model" in (desk.commitment_fault(JOB, s) or "") for s in (0, 3))
+    game = SimpleNamespace(job_id=JOB, on_report=False, steps=job.spec.checkpoint_interval, segment=0)
+    assert desk.vote(GameId(1), game) is False  # type: ignore[arg-type]  # decided before the isolated step is fetched or run

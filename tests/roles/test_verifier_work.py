@@ -131,3 +131,33 @@ def test_a_trace_with_a_free_start_fails_on_segment_0_before_any_replay(job: Any
     verdict, report = _report(job, Draw(SEED), _chain(job.store, job.spec, faked.trace), q=0, r=0)
     assert not verdict.passed and verdict.failed_segment == 0  # the game opens on segment 0, which the referees settle on the start
     assert [v["reason"] for v in report["verdicts"]] == ["wrong-start"] and "seeded initialization" in verdict.summary
+
+
+def _committed(job: Any, **changes: Any) -> Any:
+    """The honest job's chain, with the ``TraceCommitted`` fields in ``changes`` committed instead."""
+    events = {name: dict(args) for name, args in job.protocol.market._events.items()}
+    events["TraceCommitted"].update(changes)
+    return SimpleNamespace(market=_Market(job.protocol.market.root, events), book=job.protocol.book, client=job.protocol.client)
+
+
+@pytest.mark.parametrize(
+    ("changes", "detail"),
+    [
+        ({"finalModelCid": "first"}, "is not the committed model"),  # the submitter would get checkpoint 0, not the trained model
+        ({"checkpointCount": 3}, "7 checkpoints, 3 were committed"),
+    ],
+)
+def test_a_manifest_that_is_not_the_committed_trace_fails_segment_0_before_any_replay(job: Any, changes: dict[str, Any], detail: str) -> None:
+    if changes.get("finalModelCid") == "first":
+        changes = {"finalModelCid": cid_to_digest(job.store.put(job.trace.checkpoints[0]))}
+    verdict, report = _report(job, Draw(SEED), _committed(job, **changes))
+    assert not verdict.passed and verdict.failed_segment == 0  # the game opens on segment 0 from the manifest's own leaves
+    assert [v["reason"] for v in report["verdicts"]] == ["malformed-manifest"] and detail in verdict.summary
+    assert "segments" not in report, "nothing replayed"
+
+
+def test_a_manifest_whose_root_is_not_the_committed_one_fails_with_no_segment(job: Any) -> None:
+    protocol = _committed(job)
+    protocol.market.root = b"\x09" * 32
+    verdict, _ = _report(job, Draw(SEED), protocol)
+    assert not verdict.passed and verdict.failed_segment is None and "is not the committed root" in verdict.summary
