@@ -6,6 +6,9 @@ committed its forced seed before the draw is forced on every job, so it publishe
 game; the verifier concedes by revealing its secret; the whistleblower gets ``jackpot * share /
 1e4`` plus its bond back, the verifier keeps its bond and fee, the challenge window resumes and
 the job finalizes. The challenge window is 45 s: room to audit, and for a restart mid-audit.
+Three more verifiers stake (no daemons: a forced error is conceded before any committee is drawn)
+once the job's verifier is drawn, so that a committee could be seated: the bot opens no game
+otherwise (docs/roles.md, "No game without a committee"); they unstake when the test ends.
 """
 
 from __future__ import annotations
@@ -13,8 +16,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from core.agent import stake
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
 from submitter import service
 from submitter.amounts import show_tokens
@@ -22,7 +28,8 @@ from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, wealth
 
-SOLVER, VERIFIER, WHISTLEBLOWER = 1, 2, 3
+E2E_ACCOUNTS = 7
+SOLVER, VERIFIER, WHISTLEBLOWER, REFEREES = 1, 2, 3, (4, 5, 6)
 ZERO = b"\x00" * 32
 E2E_MARKET = {"forcedErrorRateBps": 10_000, "challengeWindow": 45}  # every seeded verifier forced on every job; time to audit
 
@@ -32,6 +39,21 @@ def _start_verifier_and_whistleblower(market: Market, protocol: Protocol) -> Non
     market.daemon("verifier", VERIFIER, "verifier", "--duty-grace", "5")
     verifier = market.account(VERIFIER).address
     wait_for("the verifier's forced seed on chain", lambda: bytes(protocol.market.forced_seed_of(verifier).commitment) != ZERO, 90, market)
+
+
+@contextmanager
+def _referees_once_drawn(market: Market, protocol: Protocol, job_id: JobId) -> Iterator[None]:
+    """Once the job's verifier is drawn (they must not be drawn themselves: no daemon runs them),
+    three verifiers stake the minimum, enough for a committee; they unstake on the way out."""
+    wait_for("the job's verifier drawn", lambda: protocol.market.get_job(job_id).verifier == market.account(VERIFIER).address, 120, market)
+    minimum = protocol.stakes.min_stake(Role.VERIFIER)
+    for i in REFEREES:
+        stake(protocol.with_signer(market.account(i)), market.account(i).address, Role.VERIFIER, minimum)
+    try:
+        yield
+    finally:
+        for i in REFEREES:
+            protocol.with_signer(market.account(i)).stakes.request_unstake(Role.VERIFIER, minimum)
 
 
 def _our_games(protocol: Protocol, job_id: JobId, whistleblower: str) -> list[GameId]:
@@ -50,8 +72,8 @@ def test_a_forced_error_is_caught_and_the_whistleblower_paid_from_the_jackpot(ma
     jackpot = protocol.market.jackpot()
     share = protocol.market.params().jackpot_share_bps
     job_id = post_tiny(market, tmp_path / "job")
-
-    caught = wait_for("the forced error caught", lambda: protocol.market.events("ForcedErrorCaught", deploy, jobId=job_id), 150, market)
+    with _referees_once_drawn(market, protocol, job_id):
+        caught = wait_for("the forced error caught", lambda: protocol.market.events("ForcedErrorCaught", deploy, jobId=job_id), 150, market)
     assert caught[0].args["whistleblower"] == whistleblower and caught[0].args["verifier"] == verifier
     payout = jackpot * share // 10_000
     assert caught[0].args["payout"] == payout > 0
@@ -99,13 +121,13 @@ def test_the_whistleblower_killed_mid_audit_redoes_it_after_a_restart_and_challe
     def mid_audit() -> bool:
         return any(r["msg"] == "segment replayed" and int(r["job"]) == job_id for r in first.log_records())
 
-    wait_for("the whistleblower replaying the job's segments", mid_audit, 150, market)
-    first.kill()  # SIGKILL mid-audit: nothing recorded
-    assert not [r for r in first.log_records() if r["msg"] == "audit recorded" and int(r["job"]) == job_id], "killed too late"
-    assert _our_games(protocol, job_id, whistleblower) == []
-    second = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower", run=2)
-
-    wait_for("the forced error caught", lambda: protocol.market.events("ForcedErrorCaught", deploy, jobId=job_id), 120, market)
+    with _referees_once_drawn(market, protocol, job_id):
+        wait_for("the whistleblower replaying the job's segments", mid_audit, 150, market)
+        first.kill()  # SIGKILL mid-audit: nothing recorded
+        assert not [r for r in first.log_records() if r["msg"] == "audit recorded" and int(r["job"]) == job_id], "killed too late"
+        assert _our_games(protocol, job_id, whistleblower) == []
+        second = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower", run=2)
+        wait_for("the forced error caught", lambda: protocol.market.events("ForcedErrorCaught", deploy, jobId=job_id), 120, market)
     wait_for("the job finalized", lambda: protocol.market.get_job(job_id).state is JobState.FINALIZED, 120, market)
     assert len(_our_games(protocol, job_id, whistleblower)) == 1, "challenged once, before and after the restart"
     records = [r for r in second.log_records() if r.get("job") is not None and int(r["job"]) == job_id]
