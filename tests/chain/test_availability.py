@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from core.availability import Availability, ContentUnavailable, challenge
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, JobState, Role
 from core.storage import LocalStore
@@ -23,7 +24,6 @@ from solver.policy import Phase
 from solver.state import SolverDb
 from submitter.timeline import job_timeline
 from tests.chain.test_lifecycle import past, post, stake
-from core.availability import Availability, ContentUnavailable, challenge
 
 if TYPE_CHECKING:
     from conftest import Parties
