@@ -52,7 +52,7 @@ MAX_REPORT_BYTES = 1 << 20
 
 
 class AuditDeferred(VeritrainError):
-    """What the audit needs is not there yet (the job's material, a checkpoint, the report on our node): next tick."""
+    """What the audit needs is not on chain yet (the trace commitment, the sealed report): next tick."""
 
 
 class MalformedReport(VeritrainError):
