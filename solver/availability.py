@@ -38,25 +38,24 @@ def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int) -> 
         if not 0 <= item < len(checkpoints):
             raise PublicationError(f"job {job_id}: no checkpoint {item} on record")
         ckpt = checkpoints[item]
-        data = _from_disk(ckpt.path, ckpt.state_hash)
-        if data is None:
+        data = _from_disk(ckpt.path)
+        if data is None or state_hash(data) != ckpt.state_hash:
             if ckpt.cid is None:
                 raise PublicationError(f"job {job_id}: checkpoint {item} is neither on disk nor stored")
             data = store.get(ckpt.cid, MAX_CHECKPOINT_BYTES)
+            if state_hash(data) != ckpt.state_hash:
+                raise PublicationError(f"job {job_id}: checkpoint {item} does not hash to its committed state hash")
     except StorageError as exc:
         raise PublicationError(f"job {job_id}: cannot read item {item} to publish: {exc}") from exc
-    if state_hash(data) != ckpt.state_hash:
-        raise PublicationError(f"job {job_id}: checkpoint {item} does not hash to its committed state hash")
     tree = TraceTree([c.state_hash for c in checkpoints])
     return data, [bytes.fromhex(h[2:]) for h in tree.proof(item)]
 
 
-def _from_disk(path: Path, expect_hash: str) -> bytes | None:
-    """The checkpoint file if it is there, not oversized, and hashes to its record; else None."""
+def _from_disk(path: Path) -> bytes | None:
+    """The checkpoint file if it is there and not oversized, else None (the caller checks its hash)."""
     try:
         if path.stat().st_size > MAX_CHECKPOINT_BYTES:
             return None
-        data = path.read_bytes()
+        return path.read_bytes()
     except OSError:
         return None
-    return data if state_hash(data) == expect_hash else None

@@ -67,6 +67,11 @@ from verifier.policy import Draw
 
 log = logging.getLogger(__name__)
 
+def _verdict_entry(v: SegmentVerdict) -> dict[str, object]:
+    """A segment's verdict as the report JSON lists it."""
+    return {"segment": v.segment, "passed": v.passed, "reason": v.reason.value, "detail": v.detail}
+
+
 class InspectionDeferred(VeritrainError):
     """Content the verdict needs is not available yet; the next tick tries again."""
 
@@ -204,7 +209,7 @@ class Inspector:
         # its leaves open a game on segment 0, where referees find it is not the committed trace of the spec
         consistent = check_manifest(spec, manifest, int(committed["checkpointCount"]), digest_to_cid(committed["finalModelCid"]))  # type: ignore[arg-type, call-overload]
         if not consistent.passed:
-            report["verdicts"] = [{"segment": 0, "passed": False, "reason": consistent.reason.value, "detail": consistent.detail}]
+            report["verdicts"] = [_verdict_entry(consistent)]
             return [consistent], []
         k = spec.checkpoint_interval
         positions = probe_positions(seed, self.probe_count, len(manifest.checkpoints), k)
@@ -216,7 +221,7 @@ class Inspector:
             return [], [Probe(i, segment, step, manifest.state_hashes[segment + 1]) for i, segment, step in positions]
         start = check_start(spec, dataset, manifest.state_hashes[0])  # no fetch: leaf 0 is the spec's init or the trace fails
         if not start.passed:
-            report["verdicts"] = [{"segment": 0, "passed": False, "reason": start.reason.value, "detail": start.detail}]
+            report["verdicts"] = [_verdict_entry(start)]
             return [start], []
         verdicts: list[SegmentVerdict] = []
         probes: list[Probe] = []
@@ -244,5 +249,5 @@ class Inspector:
             cache.pop(segment, None)
             verdicts.append(verdict)
             log.info("segment replayed", extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
-        report["verdicts"] = [{"segment": v.segment, "passed": v.passed, "reason": v.reason.value, "detail": v.detail} for v in verdicts]
+        report["verdicts"] = [_verdict_entry(v) for v in verdicts]
         return verdicts, sorted(probes, key=lambda p: p.index)
