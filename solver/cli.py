@@ -6,9 +6,7 @@ Registered in veritrain/cli.py with ``app.add_typer(solver_app, name="solver")``
 
 from __future__ import annotations
 
-import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,23 +15,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from core.agent import LoopSettings, configure_logging, open_store, status_base, status_lines
-from core.chain import Address, Signer
-from core.config import Settings
+from core.agent import LoopSettings, configure_logging, open_store, status_base
+from core.chain import Address
 from core.contracts import JobId, Protocol, Role
+from rolebase import cli as options
+from rolebase.amounts import parse_tokens, show_tokens
+from rolebase.cli import IpfsApi, LogJson, StoreDir, console, show_status, show_time
+from rolebase.deployment import run_following
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.state import SolverDb
 from solver.work import Limits
-from submitter.amounts import parse_tokens, show_tokens
-from veritrain import options
-from veritrain.options import console
 
 app = typer.Typer(name="solver", help="The solver daemon: stake, claim jobs, train, commit, collect pay.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-
-StoreDir = Annotated[Path | None, typer.Option("--store-dir", help="local content store directory [env: VERITRAIN_STORE_DIR; default <data-dir>/store]", envvar="VERITRAIN_STORE_DIR", show_default=False)]
-IpfsApi = Annotated[str | None, typer.Option("--ipfs-api", help="IPFS node RPC API URL (instead of the local store), e.g. http://127.0.0.1:5001", envvar="VERITRAIN_IPFS_API", show_default=False)]
-LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
 
 
 @app.command()
@@ -71,18 +65,12 @@ def run(
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = SolverConfig(stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"))
-    solver = daemon.build(
-        settings,
-        signer,
-        store,
-        config,
-        limits=Limits(max_steps=max_steps),
-        loop=LoopSettings(poll_interval_s=poll),
-        progress=_bar if (sys.stderr.isatty() if progress is None else progress) else None,
-        cheat=cheat,
-    )
+    bar = _bar if (sys.stderr.isatty() if progress is None else progress) else None
     try:
-        solver.run()
+        run_following(
+            settings,
+            lambda s: daemon.build(s, signer, store, config, limits=Limits(max_steps=max_steps), loop=LoopSettings(poll_interval_s=poll), progress=bar, cheat=cheat),
+        )
     finally:
         _BARS.stop()
 
@@ -122,41 +110,6 @@ def status(
     show_status("solver", settings, address, json_out, daemon.state_dir, solver_status, _jobs_table)
 
 
-def show_status(
-    role: str,
-    settings: Settings,
-    address: str | None,
-    json_out: bool,
-    home_of: Callable[[Path, str], Path],
-    report_of: Callable[[Protocol, Path, Address], dict[str, object]],
-    table_of: Callable[[dict[str, object]], Table | None],
-) -> None:
-    """The body of every role's ``status`` command: the report as JSON, or its header lines and table."""
-    me = who(address, settings.keystore, settings.key_env)
-    client = options.client(settings)
-    protocol = Protocol.connect(client, options.address_book(settings, client))
-    report = report_of(protocol, home_of(settings.data_dir, me), me)
-    if json_out:
-        print(json.dumps(report, indent=2))
-        return
-    for line in status_lines(role, report):
-        console.print(line)
-    table = table_of(report)
-    if table is not None:
-        console.print(table)
-
-
-def who(address: str | None, keystore: Path | None, key_env: str | None) -> Address:
-    """The account a status command is about: ``--address``, else the key's address."""
-    if address is not None:
-        from eth_utils import is_address, to_checksum_address
-
-        if not is_address(address):
-            raise typer.BadParameter(f"{address!r} is not an address", param_hint="--address")
-        return Address(to_checksum_address(address))
-    return Signer.from_settings(keystore, key_env).address
-
-
 def solver_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
     db_path = home / "state.sqlite"
     if not db_path.exists():
@@ -191,6 +144,6 @@ def _jobs_table(report: dict[str, object]) -> Table | None:
         return None
     table = Table("job", "chain state", "local phase", "checkpoints", "deadline", "manifest")
     for j in jobs:
-        table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], str(j["checkpoints"]), str(j["deadline"]), j["manifest_cid"] or "-")
+        table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], str(j["checkpoints"]), show_time(j["deadline"]), j["manifest_cid"] or "-")
     return table
 

@@ -19,12 +19,11 @@ from rich.table import Table
 from core.agent import open_store
 from core.config import Settings
 from core.contracts import JobId, Protocol
-from solver.cli import IpfsApi, StoreDir
 from submitter import service
-from submitter.amounts import parse_tokens, show_tokens
+from rolebase import cli as options
+from rolebase.amounts import parse_tokens, show_tokens
+from rolebase.cli import IpfsApi, StoreDir, console
 from submitter.timeline import job_timeline
-from veritrain import options
-from veritrain.options import console
 
 app = typer.Typer(name="submit", help="Post training jobs and get proven models back.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 

@@ -19,7 +19,7 @@ from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Job, JobId, JobState, Protocol, TokenAmount
 from core.storage import ContentStore
-from submitter.amounts import show_tokens
+from rolebase.amounts import show_tokens
 from submitter.errors import SubmitError
 from submitter.specfile import MAX_MODEL_BYTES, publish, read_job
 

@@ -15,12 +15,13 @@ from rich.table import Table
 from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
-from solver.cli import IpfsApi, LogJson, StoreDir, show_status
-from submitter.amounts import parse_tokens, show_tokens
+from rolebase import cli as options
+from rolebase.amounts import parse_tokens, show_tokens
+from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status
+from rolebase.deployment import run_following
 from verifier import daemon
 from verifier.policy import VerifierConfig
 from verifier.state import VerifierDb
-from veritrain import options
 
 app = typer.Typer(name="verifier", help="The verifier daemon: stake, replay sampled segments when drawn, report with probes, open and play disputes, defend its probes, sit as referee; keep jobs moving.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 
@@ -63,7 +64,7 @@ def run(
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
-    daemon.build(settings, signer, store, config, loop=LoopSettings(poll_interval_s=poll), lie=lie, lazy=lazy).run()
+    run_following(settings, lambda s: daemon.build(s, signer, store, config, loop=LoopSettings(poll_interval_s=poll), lie=lie, lazy=lazy))
 
 
 @app.command()

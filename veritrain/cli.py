@@ -20,11 +20,11 @@ import typer
 
 from core.agent import CredentialFilter
 from core.errors import VeritrainError
+from rolebase.cli import err_console
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
 from veritrain import demo, deploy_cmd, devnet_cmd
-from veritrain.options import err_console
 from whistleblower.cli import app as whistleblower_app
 
 __all__ = ["app", "VeritrainApp"]

@@ -60,11 +60,11 @@ from core.storage import LocalStore
 from deploy.deployer import DeployParams
 from deploy.devnet import Devnet, start_devnet
 from submitter import service
-from submitter.amounts import show_tokens
+from rolebase.amounts import show_tokens
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
 from proofs.adversary import ALL_STRATEGIES
 from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
-from veritrain.options import console
+from rolebase.cli import console
 from whistleblower.daemon import economics
 
 __all__ = ["demo", "RoleProcess", "daemon_argv", "demo_params"]

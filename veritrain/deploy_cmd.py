@@ -10,9 +10,24 @@ import typer
 from rich.table import Table
 
 from core.config import Settings
-from deploy.deployer import DeployParams, deploy_protocol
-from veritrain import options
-from veritrain.options import console
+from deploy.deployer import DEVNET_PARAMS, DeployParams, deploy_protocol
+from rolebase import cli as options
+from rolebase.cli import console
+
+#: The parameter files shipped in deploy/params/, by name: ``--params public``.
+SHIPPED_PARAMS = {p.stem: p for p in sorted(DEVNET_PARAMS.parent.glob("*.json"))}
+
+Params = Annotated[
+    str | None,
+    typer.Option(help=f"deployment parameters: a JSON file, or a shipped one by name ({', '.join(SHIPPED_PARAMS)}; docs/cli.md) [default: devnet]", show_default=False),
+]
+
+
+def load_params(given: str | None) -> DeployParams:
+    """``--params``: a shipped file by name, else a path; the devnet's when not given."""
+    if given is None:
+        return DeployParams.devnet()
+    return DeployParams.load(SHIPPED_PARAMS.get(given, Path(given)))
 
 
 def deploy(
@@ -20,7 +35,7 @@ def deploy(
     chain_id: options.ChainId = None,
     key_env: options.KeyEnv = None,
     keystore: options.Keystore = None,
-    params: Annotated[Path | None, typer.Option(help="deployment parameters JSON (default: deploy/params/devnet.json)")] = None,
+    params: Params = None,
     book_dir: options.BookDir = None,
     force: Annotated[bool, typer.Option("--force", help="deploy again even if the address book points at live contracts")] = False,
     json_out: options.Json = False,
@@ -34,10 +49,10 @@ def deploy(
 
       DEPLOYER_KEY=0x... veritrain deploy --rpc http://127.0.0.1:8545 --key-env DEPLOYER_KEY
 
-      VERITRAIN_KEYSTORE_PASSWORD=... veritrain deploy --rpc https://rpc.example --keystore key.json --params prod.json --chain-id 11155111
+      VERITRAIN_KEYSTORE_PASSWORD=... veritrain deploy --rpc-url https://rpc.example --keystore key.json --params public --chain-id 11155111
     """
     settings: Settings = options.settings(rpc_url=rpc, chain_id=chain_id, key_env=key_env, keystore=keystore, address_book_dir=book_dir)
-    deploy_params = DeployParams.load(params) if params else DeployParams.devnet()
+    deploy_params = load_params(params)
     client = options.client(settings)
     signer = options.signer(settings)
     book = deploy_protocol(client, signer, deploy_params, settings.address_book_dir, force=force)

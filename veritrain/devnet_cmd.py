@@ -13,17 +13,18 @@ import typer
 from rich.table import Table
 
 from core.anvil import dev_private_key
-from deploy.deployer import DeployParams
 from deploy.devnet import DEFAULT_FUND, Devnet, start_devnet
-from veritrain import options
-from veritrain.options import console
+from rolebase import cli as options
+from rolebase.cli import console
+from veritrain.deploy_cmd import Params, load_params
 
 _DEV_KEY_WARNING = "anvil's PUBLIC test keys (mnemonic 'test test ... junk'): known to everyone, never use them on a real network"
 
 
-def _summary(net: Devnet) -> dict[str, object]:
+def _summary(net: Devnet, block_time: int) -> dict[str, object]:
     return {
         "rpc_url": net.rpc_url,
+        "block_time_s": block_time,
         "chain_id": net.client.chain_id,
         "address_book": {name: c.address for name, c in net.book.contracts.items()},
         "dispute_game": net.book.address("DisputeGame"),
@@ -36,8 +37,8 @@ def _summary(net: Devnet) -> dict[str, object]:
     }
 
 
-def _print(net: Devnet, book_file: Path) -> None:
-    console.print(f"[bold green]devnet ready[/]  RPC [bold]{net.rpc_url}[/]  chain id {net.client.chain_id}")
+def _print(net: Devnet, book_file: Path, block_time: int) -> None:
+    console.print(f"[bold green]devnet ready[/]  RPC [bold]{net.rpc_url}[/]  chain id {net.client.chain_id}  block time {block_time or 'per transaction'}{' s' if block_time else ''}")
     console.print(f"address book: {book_file}")
     contracts = Table("contract", "address", title="protocol")
     for name, c in net.book.contracts.items():
@@ -56,7 +57,8 @@ def devnet(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free random port)", min=0, max=65535)] = 0,
     accounts: Annotated[int, typer.Option(help="dev accounts to fund with tokens (besides the deployer)", min=1, max=50)] = 4,
     fund: Annotated[int, typer.Option(help="whole VERI tokens given to each funded account", min=0)] = DEFAULT_FUND // 10**18,
-    params: Annotated[Path | None, typer.Option(help="deployment parameters JSON (default: deploy/params/devnet.json)")] = None,
+    block_time: Annotated[int, typer.Option(help="seconds between blocks, mined with or without transactions, so that deadlines pass (0: a block per transaction only)", min=0, max=3600)] = 1,
+    params: Params = None,
     book_dir: options.BookDir = None,
     json_out: options.Json = False,
 ) -> None:
@@ -71,10 +73,10 @@ def devnet(
 
       veritrain devnet --port 8545 --accounts 6 --fund 50000
 
-      veritrain devnet --params my-params.json --json
+      veritrain devnet --params my-params.json --block-time 2 --json
     """
     settings = options.settings(address_book_dir=book_dir)
-    deploy_params = DeployParams.load(params) if params else DeployParams.devnet()
+    deploy_params = load_params(params)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -85,11 +87,13 @@ def devnet(
         with start_devnet(
             book_dir=settings.address_book_dir, port=port, accounts=accounts, fund=fund * 10**18, params=deploy_params
         ) as net:
+            if block_time:  # deployed at a block per transaction (fast), then blocks keep time
+                net.client.rpc("evm_setIntervalMining", [block_time])
             book_file = settings.address_book_path(net.client.chain_id)
             if json_out:
-                print(json.dumps({**_summary(net), "address_book_file": str(book_file)}), flush=True)
+                print(json.dumps({**_summary(net, block_time), "address_book_file": str(book_file)}), flush=True)
             else:
-                _print(net, book_file)
+                _print(net, book_file, block_time)
             while not stop.wait(0.5):
                 if not net.anvil.running:
                     raise typer.Exit(1)

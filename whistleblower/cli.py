@@ -15,9 +15,10 @@ from rich.table import Table
 from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
-from solver.cli import IpfsApi, LogJson, StoreDir, show_status
-from submitter.amounts import parse_tokens, show_tokens
-from veritrain import options
+from rolebase import cli as options
+from rolebase.amounts import parse_tokens, show_tokens
+from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status
+from rolebase.deployment import run_following
 from whistleblower import daemon
 from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
 from whistleblower.state import WhistleblowerDb
@@ -68,7 +69,7 @@ def run(
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = WhistleblowerConfig(stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost"))
-    daemon.build(settings, signer, store, config, loop=LoopSettings(poll_interval_s=poll)).run()
+    run_following(settings, lambda s: daemon.build(s, signer, store, config, loop=LoopSettings(poll_interval_s=poll)))
 
 
 @app.command()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from core.anvil import dev_private_key
 from core.contracts import JobId, JobState
+from rolebase.deployment import Deployment
 from solver.daemon import state_dir
 from submitter import service
 from submitter.demo_job import build_demo_job
@@ -68,7 +69,8 @@ def test_solver_killed_mid_training_resumes_and_finishes(market: Market, tmp_pat
     market.daemon("verifier", 2, "verifier", "--duty-grace", "5")
     solver = market.daemon("solver", 1, "solver")
     job_id = _post(market, tmp_path / "job", steps=3000, checkpoint_interval=100)
-    db_path = state_dir(market.root / "solver", market.account(1).address) / "state.sqlite"
+    records = Deployment.of(market.protocol()).data_dir(market.root / "solver")  # one directory per deployment
+    db_path = state_dir(records, market.account(1).address) / "state.sqlite"
 
     def checkpoints_on_record() -> int:
         if not db_path.exists():

@@ -23,7 +23,7 @@ from pathlib import Path
 from core.agent import stake
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
 from submitter import service
-from submitter.amounts import show_tokens
+from rolebase.amounts import show_tokens
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, wealth

@@ -1,4 +1,8 @@
-"""Token amounts as people write them ("12.5") and as the chain counts them (base units)."""
+"""Token amounts as people write them ("12.5") and as the chain counts them (base units).
+
+Every command shows amounts in VERI by default and in base units with ``--json``; the two
+functions here are the only conversions.
+"""
 
 from __future__ import annotations
 
@@ -28,5 +32,4 @@ def parse_tokens(text: str, what: str, decimals: int = DECIMALS) -> TokenAmount:
 
 def show_tokens(amount: int, decimals: int = DECIMALS) -> str:
     """Base units -> ``"12.5"`` (exact, no trailing zeros)."""
-    text = format(Decimal(amount).scaleb(-decimals).normalize(), "f")
-    return text
+    return format(Decimal(amount).scaleb(-decimals).normalize(), "f")

@@ -1,0 +1,1 @@
+"""Role code shared by the role packages, below them and above core."""

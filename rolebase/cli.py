@@ -1,0 +1,131 @@
+"""The pieces every command shares: its options, settings, client and signer, consoles, ``status``.
+
+Role sub-apps and the ``veritrain`` commands import these so that ``--rpc-url``, ``--data-dir``,
+``--keystore``, ``--key-env`` and ``--json`` mean the same everywhere::
+
+    @app.command()
+    def status(rpc: cli.Rpc = None, book_dir: cli.BookDir = None) -> None:
+        settings = cli.settings(rpc_url=rpc, address_book_dir=book_dir)
+
+Conventions (docs/cli.md): amounts in VERI and times as UTC dates by default, base units and unix
+seconds with ``--json``; the RPC URL from ``--rpc-url`` (or ``--rpc``), else ``VERITRAIN_RPC_URL``,
+else ``ETH_RPC_URL`` (foundry's), else http://127.0.0.1:8545.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from eth_utils import is_address, to_checksum_address
+from rich.console import Console
+from rich.table import Table
+
+from core.address_book import AddressBook
+from core.agent import status_lines
+from core.chain import Address, ChainClient, Signer
+from core.config import Settings
+from core.contracts import Protocol
+from rolebase.deployment import Deployment
+
+__all__ = [
+    "Rpc",
+    "ChainId",
+    "BookDir",
+    "DataDir",
+    "Keystore",
+    "KeyEnv",
+    "Json",
+    "StoreDir",
+    "IpfsApi",
+    "LogJson",
+    "settings",
+    "client",
+    "signer",
+    "address_book",
+    "console",
+    "err_console",
+    "show_status",
+    "who",
+    "show_time",
+]
+
+console = Console()
+err_console = Console(stderr=True)
+
+Rpc = Annotated[str | None, typer.Option("--rpc-url", "--rpc", "-r", help="JSON-RPC URL (env VERITRAIN_RPC_URL, else ETH_RPC_URL; default http://127.0.0.1:8545)", show_default=False)]
+ChainId = Annotated[int | None, typer.Option("--chain-id", help="expected chain id, checked on connect (env VERITRAIN_CHAIN_ID)", show_default=False)]
+BookDir = Annotated[Path | None, typer.Option("--address-book-dir", help="directory of <chainId>.json address books (env VERITRAIN_ADDRESS_BOOK_DIR; default ./deployments)", show_default=False)]
+DataDir = Annotated[Path | None, typer.Option("--data-dir", help="client state directory (env VERITRAIN_DATA_DIR; default ~/.veritrain)", show_default=False)]
+Keystore = Annotated[Path | None, typer.Option("--keystore", help="encrypted JSON keystore; password from VERITRAIN_KEYSTORE_PASSWORD (env VERITRAIN_KEYSTORE)", show_default=False)]
+KeyEnv = Annotated[str | None, typer.Option("--key-env", help="name of the env var that holds the private key (env VERITRAIN_KEY_ENV)", show_default=False)]
+Json = Annotated[bool, typer.Option("--json", help="print machine-readable JSON (amounts in base units, times in unix seconds)")]
+StoreDir = Annotated[Path | None, typer.Option("--store-dir", help="local content store directory [env: VERITRAIN_STORE_DIR; default <data-dir>/store]", envvar="VERITRAIN_STORE_DIR", show_default=False)]
+IpfsApi = Annotated[str | None, typer.Option("--ipfs-api", help="IPFS node RPC API URL (instead of the local store), e.g. http://127.0.0.1:5001", envvar="VERITRAIN_IPFS_API", show_default=False)]
+LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
+
+
+def settings(**flags: Any) -> Settings:
+    """Settings from the given flags (None = not given) over env vars over defaults; the RPC URL
+    falls back to foundry's ``ETH_RPC_URL`` when neither the flag nor ``VERITRAIN_RPC_URL`` is set."""
+    if flags.get("rpc_url") is None and not os.environ.get("VERITRAIN_RPC_URL") and os.environ.get("ETH_RPC_URL"):
+        flags["rpc_url"] = os.environ["ETH_RPC_URL"]
+    return Settings.load(**flags)
+
+
+def client(s: Settings) -> ChainClient:
+    return ChainClient(s.rpc_url, timeout=s.rpc_timeout, expected_chain_id=s.chain_id)
+
+
+def signer(s: Settings) -> Signer:
+    return Signer.from_settings(s.keystore, s.key_env)
+
+
+def address_book(s: Settings, c: ChainClient) -> AddressBook:
+    return AddressBook.for_chain(s.address_book_dir, c)
+
+
+def show_time(unix_s: int) -> str:
+    """A chain timestamp as a UTC date (what every table prints; ``--json`` keeps the seconds)."""
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix_s))
+
+
+def show_status(
+    role: str,
+    settings: Settings,
+    address: str | None,
+    json_out: bool,
+    home_of: Callable[[Path, str], Path],
+    report_of: Callable[[Protocol, Path, Address], dict[str, object]],
+    table_of: Callable[[dict[str, object]], Table | None],
+) -> None:
+    """The body of every role's ``status`` command: the report as JSON, or its header lines and table.
+
+    ``home_of(data_dir, address)`` is the role's state directory; it is looked up under the current
+    deployment's records (:mod:`rolebase.deployment`)."""
+    me = who(address, settings.keystore, settings.key_env)
+    c = client(settings)
+    protocol = Protocol.connect(c, address_book(settings, c))
+    report = report_of(protocol, home_of(Deployment.of(protocol).data_dir(settings.data_dir), me), me)
+    if json_out:
+        print(json.dumps(report, indent=2))
+        return
+    for line in status_lines(role, report):
+        console.print(line)
+    table = table_of(report)
+    if table is not None:
+        console.print(table)
+
+
+def who(address: str | None, keystore: Path | None, key_env: str | None) -> Address:
+    """The account a command is about: ``--address``, else the key's address."""
+    if address is not None:
+        if not is_address(address):
+            raise typer.BadParameter(f"{address!r} is not an address", param_hint="--address")
+        return Address(to_checksum_address(address))
+    return Signer.from_settings(keystore, key_env).address

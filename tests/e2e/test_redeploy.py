@@ -1,0 +1,63 @@
+"""A devnet restarted (redeployed) under running daemons: local records are per deployment.
+
+The restarted devnet deploys the same contracts at the same addresses and numbers its jobs from 1
+again; daemons that kept records by job id alone ignored the new job 1 (the solver's ``claimed``,
+the verifier's ``final_jobs``) and the verifier was slashed for the timeout. Here the daemons
+notice the new deployment, build themselves again over fresh records (the old kept), and the
+new chain's job 1 is claimed, verified and finalized with nobody slashed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from core.anvil import free_port
+from core.contracts import JobId, JobState
+from deploy.build import build
+from deploy.devnet import start_devnet
+from rolebase.deployment import Deployment
+from submitter import service
+from submitter.demo_job import build_demo_job
+from tests.e2e.conftest import Market, wait_for
+from veritrain.demo import demo_params
+
+
+def _post_and_finalize(market: Market, folder: Path) -> JobId:
+    job = build_demo_job("tiny", folder)
+    submitter = market.protocol(market.account(0))
+    job_id = service.post_job(submitter, market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window).job_id
+    wait_for(f"job {job_id} finalized", lambda: market.protocol().market.get_job(job_id).state is JobState.FINALIZED, 240, market)
+    return job_id
+
+
+def test_devnet_restarted_under_running_daemons(tmp_path: Path) -> None:
+    build()
+    port, book_dir = free_port(), tmp_path / "deployments"
+    net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=demo_params())
+    market = Market(net, tmp_path, tmp_path / "store", book_dir)
+    try:
+        net.client.rpc("evm_setIntervalMining", [1])
+        solver = market.daemon("solver", 1, "solver")
+        verifier = market.daemon("verifier", 2, "verifier", "--duty-grace", "5")
+        first = Deployment.of(market.protocol())
+        assert _post_and_finalize(market, tmp_path / "job-a") == 1
+
+        net.stop()  # the devnet restarts on the same port: same addresses, job ids from 1 again
+        net = market.net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=demo_params())
+        net.client.rpc("evm_setIntervalMining", [1])
+        second = Deployment.of(market.protocol())
+        assert second.market == first.market and second.key != first.key
+
+        assert _post_and_finalize(market, tmp_path / "job-b") == 1  # the new job 1, as on the old chain
+        protocol = market.protocol()
+        start = protocol.book.deploy_block
+        assert protocol.stakes.events("StakeSlashed", start) == []
+        assert protocol.market.events("VerifierTimedOut", start) == [] and protocol.market.events("SolverTimedOut", start) == []
+        for process, name in ((solver, "solver"), (verifier, "verifier")):
+            assert process.running
+            assert any(r["msg"].startswith("deployment changed") for r in process.log_records())
+            records = tmp_path / name / "deployments"
+            assert {p.name for p in records.iterdir()} == {first.key, second.key}  # the old records are kept
+    finally:
+        market.stop_all()
+        net.stop()
