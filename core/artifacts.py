@@ -35,6 +35,7 @@ class Artifact:
     bytecode: bytes
     deployed_bytecode: bytes
     source_hash: str
+    error_notices: Mapping[str, str]  # custom error name -> its NatSpec @notice
 
     @property
     def deployable(self) -> bool:
@@ -68,6 +69,7 @@ def _parse(path: Path) -> Artifact:
             bytecode=bytes.fromhex(raw["bytecode"].removeprefix("0x")),
             deployed_bytecode=bytes.fromhex(raw["deployedBytecode"].removeprefix("0x")),
             source_hash=str(raw["sourceHash"]),
+            error_notices={str(k): str(v) for k, v in raw.get("errorNotices", {}).items()},
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise _missing(f"malformed artifact {path} ({exc!r})") from None

@@ -40,6 +40,7 @@ __all__ = [
     "RevertString",
     "Panic",
     "UnknownRevert",
+    "explain",
     "revert_class",
     "decode_revert",
     "error_selector",
@@ -209,6 +210,7 @@ _PANIC_SELECTOR = keccak(text="Panic(uint256)")[:4]
 _lock = threading.Lock()
 _classes: dict[str, type[ContractRevert]] = {}
 _abi_by_selector: dict[bytes, Mapping[str, Any]] = {}
+_notices: dict[str, str] = {}  # custom error name -> its NatSpec @notice
 _indexed_fingerprint: str | None = None
 
 
@@ -233,13 +235,22 @@ def _index() -> Mapping[bytes, Mapping[str, Any]]:
     with _lock:
         if fingerprint != _indexed_fingerprint:
             _abi_by_selector.clear()
+            _notices.clear()
             for artifact in artifacts.load_all().values():
                 for entry in artifact.abi:
                     if entry.get("type") == "error":
                         _abi_by_selector[error_selector(entry)] = entry
                         _make_class(entry["name"])
+                for name, notice in artifact.error_notices.items():
+                    _notices.setdefault(name, notice)
             _indexed_fingerprint = fingerprint
         return dict(_abi_by_selector)
+
+
+def explain(exc: ContractRevert) -> str:
+    """The one-line NatSpec ``@notice`` of a custom error (what it means), or "" if it has none."""
+    _index()
+    return _notices.get(exc.error_name, "")
 
 
 def revert_class(name: str) -> type[ContractRevert]:

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES_DIR = ROOT / "contracts"
 SOLC = ROOT / "deploy" / "solc"
 LOCK_FILE = ROOT / "package-lock.json"
-BUILD_FORMAT = 1
+BUILD_FORMAT = 2  # 2: artifacts carry the NatSpec notice of each custom error
 
 # Same as foundry.toml ([profile.default]): optimizer on, 200 runs, cancun, OZ remapping.
 SETTINGS: Mapping[str, Any] = {
@@ -37,7 +37,7 @@ SETTINGS: Mapping[str, Any] = {
     "evmVersion": "cancun",
     "remappings": ["@openzeppelin/contracts/=node_modules/@openzeppelin/contracts/"],
 }
-OUTPUTS = ["abi", "evm.bytecode.object", "evm.deployedBytecode.object"]
+OUTPUTS = ["abi", "userdoc", "devdoc", "evm.bytecode.object", "evm.deployedBytecode.object"]
 
 
 class BuildError(Exception):
@@ -88,6 +88,18 @@ def compile_sources(sources: Mapping[str, str], root: Path) -> dict[str, Any]:
         raise BuildError(exc.message) from None
 
 
+def _error_notices(userdoc: Mapping[str, Any], devdoc: Mapping[str, Any]) -> dict[str, str]:
+    """Each custom error's ``@notice`` (else its ``@dev``, as OpenZeppelin's have) by error name: what
+    the CLI says when it is raised."""
+    notices: dict[str, str] = {}
+    for docs, key in ((devdoc, "details"), (userdoc, "notice")):  # a notice wins over a dev comment
+        for signature, entries in docs.get("errors", {}).items():
+            text = " ".join(e.get(key, "") for e in entries).strip()
+            if text:
+                notices[signature.split("(", 1)[0]] = " ".join(text.split())
+    return notices
+
+
 def build(root: Path = ROOT, out: Path = ARTIFACTS_DIR, force: bool = False) -> list[str]:
     """Compile when inputs changed; returns the names of the contracts in the build."""
     sources = _sources(root)
@@ -122,6 +134,7 @@ def build(root: Path = ROOT, out: Path = ARTIFACTS_DIR, force: bool = False) -> 
                     "bytecode": "0x" + compiled["evm"]["bytecode"]["object"],
                     "deployedBytecode": "0x" + compiled["evm"]["deployedBytecode"]["object"],
                     "sourceHash": source_hash,
+                    "errorNotices": _error_notices(compiled.get("userdoc", {}), compiled.get("devdoc", {})),
                 },
             )
     for stale in set(previous) - set(written):

@@ -6,7 +6,8 @@ Each role adds its commands from its own module, with one line below::
     app.add_typer(submit_app, name="submit")
 
 Errors: a :class:`core.errors.VeritrainError` reaching the top prints one
-line on stderr and exits with the error's ``exit_code`` (no traceback);
+line on stderr and exits with the error's ``exit_code`` (no traceback); a usage
+error (an unknown option, a bad value) prints one line and exits 2, as cast does;
 Ctrl-C exits 130.
 """
 
@@ -14,17 +15,19 @@ from __future__ import annotations
 
 import logging
 import sys
+from importlib import metadata
 from typing import Annotated, Any
 
 import typer
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from core.agent import CredentialFilter
-from core.errors import VeritrainError
+from core.errors import ContractRevert, VeritrainError, explain
 from rolebase.cli import err_console
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
-from veritrain import demo, deploy_cmd, devnet_cmd
+from veritrain import demo, deploy_cmd, devnet_cmd, money
 from whistleblower.cli import app as whistleblower_app
 
 __all__ = ["app", "VeritrainApp"]
@@ -35,13 +38,25 @@ class VeritrainApp(typer.Typer):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
-            return super().__call__(*args, **kwargs)
+            code = super().__call__(*args, standalone_mode=False, **kwargs)
+        except NoArgsIsHelpError as exc:
+            print(exc.format_message())
+            sys.exit(0)
+        except UsageError as exc:
+            where = f" (see {exc.ctx.command_path} --help)" if exc.ctx is not None else ""
+            err_console.print(f"[bold red]error:[/] {exc.format_message()}{where}", highlight=False, markup=True, soft_wrap=True)
+            sys.exit(exc.exit_code)
+        except ContractRevert as exc:  # the error's name and values are its str; its NatSpec says what it means
+            meaning = explain(exc)
+            err_console.print(f"[bold red]error:[/] {exc}{': ' + meaning if meaning else ''}", highlight=False, markup=True, soft_wrap=True)
+            sys.exit(exc.exit_code)
         except VeritrainError as exc:
             err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {exc}", highlight=False, markup=True, soft_wrap=True)
             sys.exit(exc.exit_code)
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, typer.Abort):
             err_console.print("interrupted")
             sys.exit(130)
+        sys.exit(code if isinstance(code, int) else 0)
 
 
 app = VeritrainApp(
@@ -54,8 +69,15 @@ app = VeritrainApp(
 )
 
 
+def _version(given: bool) -> None:
+    if given:
+        print(f"veritrain {metadata.version('veritrain')}")
+        raise typer.Exit(0)
+
+
 @app.callback()
 def main(
+    version: Annotated[bool, typer.Option("--version", "-V", help="print the version and exit", is_eager=True, callback=_version)] = False,
     verbose: Annotated[int, typer.Option("--verbose", "-v", count=True, help="more logs (-v info, -vv debug)")] = 0,
 ) -> None:
     """veritrain: escrowed training jobs, staked solvers and verifiers, proofs of learning on chain.
@@ -75,6 +97,8 @@ def main(
 app.command(name="devnet", no_args_is_help=False)(devnet_cmd.devnet)
 app.command(name="deploy")(deploy_cmd.deploy)
 
+for command in (money.balance, money.stake, money.unstake, money.withdraw, money.transfer, money.fund, money.earnings):
+    app.command()(command)
 app.command(name="demo")(demo.demo)
 app.add_typer(submit_app, name="submit")
 app.add_typer(solver_app, name="solver")

@@ -8,6 +8,7 @@ import selectors
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -66,6 +67,12 @@ def test_devnet_runs_until_sigint_and_leaves_no_anvil(tmp_path: Path) -> None:
             assert proto.token.balance_of(account["address"]) == account["tokens"] > 0
         assert info["accounts"][1]["private_key"] == dev_private_key(1)
         assert "PUBLIC test keys" in info["dev_key_warning"]
+        assert info["block_time_s"] == 1  # blocks keep time without transactions (deadlines pass)
+        first = client.block_number()
+        deadline = time.monotonic() + 30
+        while client.block_number() == first and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert client.block_number() > first
 
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0
@@ -88,6 +95,23 @@ def test_deploy_command_is_idempotent(devnet: Devnet, tmp_path: Path) -> None:
     assert json.loads(second.stdout)["contracts"] == json.loads(first.stdout)["contracts"]
     assert devnet.client.w3.eth.get_transaction_count(devnet.deployer.address) == nonce
     assert AddressBook.for_chain(tmp_path, devnet.client).chain_id == devnet.client.chain_id
+
+
+def test_deploy_reads_the_shipped_public_parameters(devnet: Devnet, tmp_path: Path) -> None:
+    result = run("deploy", "--rpc-url", devnet.rpc_url, "--key-env", "DEPLOYER_KEY", "--params", "public", "--address-book-dir", str(tmp_path), "--json",
+                 env={"DEPLOYER_KEY": dev_private_key(0)})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    protocol = Protocol.connect(devnet.client, AddressBook.for_chain(tmp_path, devnet.client))
+    assert protocol.stakes.unbonding_delay() == json.loads((Path(__file__).resolve().parents[2] / "deploy" / "params" / "public.json").read_text())["unbondingDelay"] == 7 * 86400
+
+
+def test_version_and_one_line_usage_errors() -> None:
+    version = run("--version")
+    assert version.returncode == 0 and version.stdout.startswith("veritrain ")
+    for args in (["solver", "run", "--no-such-flag"], ["submit", "show"], ["stake", "solver"]):
+        result = run(*args)
+        assert result.returncode == 2
+        assert len(result.stderr.strip().splitlines()) == 1 and result.stderr.startswith("error: ") and "--help" in result.stderr, result.stderr
 
 
 @pytest.mark.parametrize(

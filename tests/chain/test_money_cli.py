@@ -1,0 +1,58 @@
+"""The money commands as real subprocesses on anvil: each one's refusal decoded to its custom error,
+values and meaning in one line (nothing sent), and the happy paths they guard."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from core.anvil import dev_private_key
+from deploy.devnet import Devnet
+
+CLI = [sys.executable, "-m", "veritrain"]
+
+
+def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Path) -> None:
+    devnet.book.save(tmp_path / f"{devnet.client.chain_id}.json")
+    me, other = devnet.accounts[0].address, devnet.accounts[1].address
+    env = {**os.environ, "MY_KEY": dev_private_key(1), "ETH_RPC_URL": devnet.rpc_url}  # foundry's variable is enough
+    env.pop("VERITRAIN_RPC_URL", None)
+
+    def veritrain(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*CLI, *args, "--address-book-dir", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+
+    def refused(*args: str, error: str, meaning: str) -> None:
+        nonce = devnet.client.w3.eth.get_transaction_count(me)
+        result = veritrain(*args, "--key-env", "MY_KEY")
+        assert result.returncode == 5, result.stderr
+        line = result.stderr.strip()
+        assert len(line.splitlines()) == 1 and line.startswith(f"error: {error}(") and meaning in line, line
+        assert devnet.client.w3.eth.get_transaction_count(me) == nonce  # refused at the estimate: nothing sent
+
+    refused("stake", "solver", "1", error="StakeBelowMinimum", meaning="below the role's `minimum`")
+    refused("unstake", "solver", "5", error="InsufficientStake", meaning="Not enough stake")
+    refused("withdraw", "solver", error="NothingToWithdraw", meaning="nothing unbonding")
+    refused("transfer", other, "999999999", error="ERC20InsufficientBalance", meaning="current `balance` of a `sender`")
+
+    assert veritrain("stake", "solver", "150", "--key-env", "MY_KEY").returncode == 0
+    unstaked = veritrain("unstake", "solver", "40", "--key-env", "MY_KEY", "--json")
+    assert unstaked.returncode == 0, unstaked.stderr
+    release_at = json.loads(unstaked.stdout)["release_at"]
+    refused("withdraw", "solver", error="UnbondingNotElapsed", meaning="before the unbonding delay elapsed")
+
+    raw = json.loads(veritrain("balance", me, "--json").stdout)  # --json: base units
+    assert raw["stakes"]["solver"] == {"staked": str(110 * 10**18), "locked": "0", "unbonding": str(40 * 10**18), "release_at": release_at}
+    assert int(raw["gas"]) > 0
+    human = veritrain("balance", me).stdout  # default: VERI and a date
+    assert "110" in human and " UTC" in human
+
+    sent = veritrain("transfer", other, "2.5", "--key-env", "MY_KEY")
+    assert sent.returncode == 0, sent.stderr
+    fresh = "0x000000000000000000000000000000000000dEaD"
+    assert veritrain("fund", fresh, "--amount", "7").returncode == 0
+    assert json.loads(veritrain("balance", fresh, "--json").stdout)["veri"] == str(7 * 10**18)
+    earned = json.loads(veritrain("earnings", me, "--json").stdout)
+    assert earned == {"address": me, "total": "0", "entries": []}

@@ -1,0 +1,291 @@
+"""Money commands: `veritrain stake|unstake|withdraw|balance|transfer|earnings`, and `fund` on a devnet.
+
+Amounts are typed and shown in VERI (``--json``: base units as decimal strings, times as unix
+seconds). A refusal by the chain is estimated before anything is sent and ends in one line: the
+contract's custom error with its values and the error's NatSpec notice, e.g.::
+
+    error: UnbondingNotElapsed(account=0x70.., role=1, releaseAt=1767225600): withdraw before the unbonding delay elapsed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from eth_utils import is_address, to_checksum_address
+from rich.table import Table
+
+from core.anvil import dev_signers
+from core.chain import Address, Receipt
+from core.config import Settings
+from core.contracts import Event, Protocol, Role
+from core.errors import ConfigError, ContractRevert
+from rolebase import cli as options
+from rolebase.amounts import parse_tokens, show_tokens
+from rolebase.cli import console, show_time, who
+
+RoleName = Annotated[str, typer.Argument(help="solver, verifier or whistleblower", show_default=False)]
+Amount = Annotated[str, typer.Argument(help="amount in VERI, e.g. 150 or 12.5", show_default=False)]
+AddressArg = Annotated[str | None, typer.Argument(help="account (default: the key's address)", show_default=False)]
+
+#: anvil's chain id: `fund` works there only (it pays from anvil's public dev account 0).
+DEVNET_CHAIN_ID = 31337
+
+
+def _role(name: str) -> Role:
+    try:
+        return Role[name.upper()]
+    except KeyError:
+        raise typer.BadParameter(f"{name!r} is not one of solver, verifier, whistleblower", param_hint="ROLE") from None
+
+
+def _address(text: str, what: str) -> Address:
+    if not is_address(text):
+        raise typer.BadParameter(f"{text!r} is not an address", param_hint=what)
+    return Address(to_checksum_address(text))
+
+
+def _protocol(settings: Settings, *, signing: bool) -> Protocol:
+    client = options.client(settings)
+    return Protocol.connect(client, options.address_book(settings, client), options.signer(settings) if signing else None)
+
+
+def _done(json_out: bool, receipt: Receipt, line: str, **fields: object) -> None:
+    if json_out:
+        print(json.dumps({**fields, "tx": receipt.tx_hash, "gas": receipt.gas_used}))
+    else:
+        console.print(f"{line}  (tx {receipt.tx_hash}, gas {receipt.gas_used:,})", highlight=False)
+
+
+def stake(
+    role: RoleName,
+    amount: Amount,
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    json_out: options.Json = False,
+) -> None:
+    """Stake AMOUNT VERI in ROLE (approving the StakeManager first if needed).
+
+    Examples:
+
+      veritrain stake solver 150 --key-env SOLVER_KEY
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    units, r = parse_tokens(amount, "AMOUNT"), _role(role)
+    protocol = _protocol(settings, signing=True)
+    me = options.signer(settings).address
+    try:  # the stake's own refusal (below the minimum...) before an approval is sent for it
+        protocol.client.call(protocol.stakes.contract.functions.stake(int(r), units), sender=me)
+    except ContractRevert as exc:
+        if exc.error_name != "ERC20InsufficientAllowance":
+            raise
+        protocol.token.approve(protocol.stakes.address, units)
+    receipt = protocol.stakes.stake(r, units)
+    info = protocol.stakes.stake_of(me, r)
+    _done(json_out, receipt, f"staked {amount} VERI as {r.name.lower()}; now {show_tokens(info.staked)} VERI staked", role=r.name.lower(), staked=str(info.staked))
+
+
+def unstake(
+    role: RoleName,
+    amount: Amount,
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    json_out: options.Json = False,
+) -> None:
+    """Start unbonding AMOUNT VERI of free stake in ROLE; `withdraw` it once the unbonding delay passed.
+
+    Examples:
+
+      veritrain unstake verifier 50 --key-env VERIFIER_KEY
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    units, r = parse_tokens(amount, "AMOUNT"), _role(role)
+    protocol = _protocol(settings, signing=True)
+    receipt = protocol.stakes.request_unstake(r, units)
+    info = protocol.stakes.stake_of(options.signer(settings).address, r)
+    _done(json_out, receipt, f"unbonding {show_tokens(info.unbonding)} VERI as {r.name.lower()}, withdrawable from {show_time(info.release_at)}",
+          role=r.name.lower(), unbonding=str(info.unbonding), release_at=info.release_at)  # fmt: skip
+
+
+def withdraw(
+    role: RoleName,
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    json_out: options.Json = False,
+) -> None:
+    """Withdraw ROLE's unbonded stake to the key's balance (after the unbonding delay).
+
+    Examples:
+
+      veritrain withdraw verifier --key-env VERIFIER_KEY
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    r = _role(role)
+    protocol = _protocol(settings, signing=True)
+    me = options.signer(settings).address
+    before = protocol.token.balance_of(me)
+    receipt = protocol.stakes.withdraw(r)
+    got = protocol.token.balance_of(me) - before
+    _done(json_out, receipt, f"withdrew {show_tokens(got)} VERI of {r.name.lower()} stake", role=r.name.lower(), withdrawn=str(got))
+
+
+def transfer(
+    to: Annotated[str, typer.Argument(help="recipient address", show_default=False)],
+    amount: Amount,
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    json_out: options.Json = False,
+) -> None:
+    """Send AMOUNT VERI to TO.
+
+    Examples:
+
+      veritrain transfer 0x90F79bf6EB2c4f870365E785982E1f101E93b906 25 --key-env MY_KEY
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    recipient, units = _address(to, "TO"), parse_tokens(amount, "AMOUNT")
+    receipt = _protocol(settings, signing=True).token.transfer(recipient, units)
+    _done(json_out, receipt, f"sent {amount} VERI to {recipient}", to=recipient, amount=str(units))
+
+
+def fund(
+    to: Annotated[str, typer.Argument(help="address to fund", show_default=False)],
+    amount: Annotated[str, typer.Option(help="VERI to send")] = "1000",
+    eth: Annotated[int, typer.Option(help="whole ETH for gas to set as its balance (0: leave it)", min=0)] = 10,
+    rpc: options.Rpc = None,
+    book_dir: options.BookDir = None,
+    json_out: options.Json = False,
+) -> None:
+    """On a devnet only: give TO VERI from the deployer (anvil's public account 0) and ETH for gas.
+
+    Examples:
+
+      veritrain fund 0x90F79bf6EB2c4f870365E785982E1f101E93b906 --amount 500
+    """
+    settings = options.settings(rpc_url=rpc, address_book_dir=book_dir)
+    recipient, units = _address(to, "TO"), parse_tokens(amount, "--amount")
+    client = options.client(settings)
+    if client.chain_id != DEVNET_CHAIN_ID:
+        raise ConfigError(f"fund works on a devnet (chain {DEVNET_CHAIN_ID}) only; this RPC serves chain {client.chain_id}: use `veritrain transfer`")
+    if eth:
+        client.rpc("anvil_setBalance", [recipient, hex(eth * 10**18)])
+    protocol = Protocol.connect(client, options.address_book(settings, client), dev_signers(1)[0])
+    receipt = protocol.token.transfer(recipient, units)
+    _done(json_out, receipt, f"funded {recipient} with {amount} VERI and {eth} ETH for gas", to=recipient, amount=str(units), eth=str(eth * 10**18))
+
+
+def balance(
+    address: AddressArg = None,
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    json_out: options.Json = False,
+) -> None:
+    """Show an account's VERI, its gas balance and its stake in each role (locked, unbonding and when it is released).
+
+    Examples:
+
+      veritrain balance 0x70997970C51812dc3A010C7d01b50e0d17dc79C8
+
+      veritrain balance --key-env SOLVER_KEY --json
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    me = _address(address, "ADDRESS") if address is not None else who(None, settings.keystore, settings.key_env)
+    protocol = _protocol(settings, signing=False)
+    report = balances(protocol, me)
+    if json_out:
+        print(json.dumps(report, indent=2))
+        return
+    console.print(f"[bold]{me}[/]  {show_tokens(int(report['veri']))} VERI  gas {show_tokens(int(report['gas']))} ETH", highlight=False)
+    table = Table("role", "staked", "locked", "unbonding", "withdrawable from")
+    for name, s in report["stakes"].items():  # type: ignore[union-attr]
+        release = show_time(s["release_at"]) if int(s["unbonding"]) else "-"
+        table.add_row(name, show_tokens(int(s["staked"])), show_tokens(int(s["locked"])), show_tokens(int(s["unbonding"])), release)
+    console.print(table)
+
+
+def balances(protocol: Protocol, me: Address) -> dict[str, object]:
+    """VERI and gas balances and the stake of every role, in base units (decimal strings)."""
+    stakes = {}
+    for r in Role:
+        info = protocol.stakes.stake_of(me, r)
+        stakes[r.name.lower()] = {"staked": str(info.staked), "locked": str(info.locked), "unbonding": str(info.unbonding), "release_at": info.release_at}
+    return {"address": me, "veri": str(protocol.token.balance_of(me)), "gas": str(protocol.client.balance(me)), "stakes": stakes}
+
+
+def earnings(
+    address: AddressArg = None,
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    keystore: options.Keystore = None,
+    key_env: options.KeyEnv = None,
+    json_out: options.Json = False,
+) -> None:
+    """An account's earnings history from chain events, by job and game: rewards, fees, games won,
+    challenge bonds posted, stake slashed from it or paid to it.
+
+    Examples:
+
+      veritrain earnings 0x70997970C51812dc3A010C7d01b50e0d17dc79C8
+
+      veritrain earnings --key-env SOLVER_KEY --json
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    me = _address(address, "ADDRESS") if address is not None else who(None, settings.keystore, settings.key_env)
+    entries = earnings_of(_protocol(settings, signing=False), me)
+    total = sum(int(e["amount"]) for e in entries)  # type: ignore[call-overload]
+    if json_out:
+        print(json.dumps({"address": me, "total": str(total), "entries": entries}, indent=2))
+        return
+    table = Table("block", "job", "game", "what", "VERI", title=f"earnings of {me}")
+    for e in entries:
+        amount = int(e["amount"])  # type: ignore[call-overload]
+        table.add_row(str(e["block"]), str(e["job"] or "-"), str(e["game"] or "-"), str(e["what"]), ("-" if amount < 0 else "+") + show_tokens(abs(amount)))
+    console.print(table)
+    console.print(f"[bold]net {'-' if total < 0 else '+'}{show_tokens(abs(total))} VERI[/]")
+
+
+def earnings_of(protocol: Protocol, me: Address) -> list[dict[str, object]]:
+    """What the chain paid ``me`` and took from it, one entry per event, in block order (amounts in
+    base units, signed). Referee fees are in the games' ``DisputeSettled.refereeFees``, not per referee."""
+    start, market, game, stakes = protocol.book.deploy_block, protocol.market, protocol.game, protocol.stakes
+    bond = game.params().challenge_bond
+    entries: list[tuple[int, int, dict[str, object]]] = []
+
+    def add(event: Event, job: int | None, game_id: int | None, what: str, amount: int) -> None:
+        fields = {"block": event.block_number, "job": job, "game": game_id, "what": what, "amount": str(amount), "tx": event.tx_hash}
+        entries.append((event.block_number, event.log_index, fields))
+
+    for e in market.events("JobFinalized", start, solver=me):
+        add(e, int(e.args["jobId"]), None, "reward (job finalized)", int(e.args["reward"]))
+    for e in market.events("JobFinalized", start, verifier=me):
+        add(e, int(e.args["jobId"]), None, "verifier fee (job finalized)", int(e.args["verifierFee"]))
+    for e in game.events("UnopenedDisputeForfeited", start, solver=me):
+        add(e, int(e.args["jobId"]), None, "verifier bond (dispute not opened)", int(e.args["amount"]))
+    for e in game.events("DisputeOpened", start, challenger=me):
+        add(e, None, int(e.args["gameId"]), "challenge bond posted", -bond)
+    for e in game.events("DisputeSettled", start):
+        if e.args["winner"] == me:
+            add(e, int(e.args["jobId"]), int(e.args["gameId"]), "game won (bond back included)", int(e.args["payout"]))
+    for e in stakes.events("StakeSlashed", start, account=me):
+        add(e, None, None, f"slashed ({Role(int(e.args['role'])).name.lower()} stake)", -int(e.args["amount"]))
+    for e in stakes.events("StakeSlashed", start, recipient=me):
+        add(e, None, None, "paid from a slashed stake", int(e.args["amount"]))
+    return [entry for _, _, entry in sorted(entries, key=lambda t: (t[0], t[1]))]
+
