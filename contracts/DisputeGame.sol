@@ -36,6 +36,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     using SafeERC20 for IERC20;
 
     uint256 private constant MAX_WINDOW = 365 days;
+    /// JobMarket.MANIFEST_ITEM: the availability item of a job's manifest.
+    uint256 private constant _MANIFEST_ITEM = type(uint24).max;
 
     /// A referee's seat in one game.
     struct Seat {
@@ -225,6 +227,17 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         gameId = _create(jobId, probe.segment, probe.step, startHash, probe.stateHash, verifier, false, true);
         emit ReportDisputeOpened(gameId, jobId, probe.index, seal.assignSeed);
         market.openDispute(jobId, msg.sender);
+        token.safeTransferFrom(msg.sender, address(this), _challengeBond);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function openOnManifest(uint256 jobId) external nonReentrant returns (uint256 gameId) {
+        (Job memory job, bool byVerifier) = _admitOpener(jobId);
+        // INVARIANT: a manifest game is ruled on bytes the chain holds: every referee reads the same manifest.
+        if (!market.isPublished(jobId, _MANIFEST_ITEM)) revert ManifestNotPublished(jobId);
+        gameId = _create(jobId, 0, 0, bytes32(0), bytes32(0), job.solver, byVerifier, false);
+        emit ManifestDisputeOpened(gameId, jobId);
+        if (!byVerifier) market.openDispute(jobId, msg.sender);
         token.safeTransferFrom(msg.sender, address(this), _challengeBond);
     }
 
@@ -432,14 +445,43 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         if (!_failedUnopened(jobId, job)) revert NotChallengeable(jobId);
         uint256 deadline = _openDeadline(job);
         if (block.timestamp <= deadline) revert OpenWindowNotPassed(jobId, deadline);
-        uint256 before = token.balanceOf(address(this));
-        market.resolveDispute(jobId, true, true, address(this));
-        uint256 amount = token.balanceOf(address(this)) - before;
+        uint256 amount = market.resolveDispute(jobId, true, true, address(this));
         emit UnopenedDisputeForfeited(jobId, job.verifier, job.solver, amount);
         token.safeTransfer(job.solver, amount);
     }
 
     // ------------------------------------------------------------------ internals
+
+    /// The job, if it has no game. INVARIANT: one game per dispute.
+    function _jobWithoutGame(uint256 jobId) private view returns (Job memory) {
+        uint256 existing = activeGame[jobId];
+        if (existing != 0) revert GameExists(jobId, existing);
+        return market.getJob(jobId);
+    }
+
+    /// Whether the caller may challenge the job as a whistleblower now (the job is `_jobWithoutGame`).
+    function _admitWhistleblower(uint256 jobId, Job memory job) private view {
+        // INVARIANT: a passed trace (or report) is challenged only inside its challenge window.
+        if (job.state != JobState.Verified || block.timestamp > job.deadline) revert NotChallengeable(jobId);
+        // INVARIANT: no party challenges the trace it made or passed.
+        if (msg.sender == job.solver || msg.sender == job.verifier) revert NotAuthorized(msg.sender);
+        if (!stakeManager.isEligible(msg.sender, Role.Whistleblower)) revert NotWhistleblower(msg.sender);
+    }
+
+    /// Who may open a trace or manifest game on the job now: its failing verifier inside the open
+    /// window (`byVerifier`), else a whistleblower. Returns the job and `byVerifier`.
+    function _admitOpener(uint256 jobId) private view returns (Job memory job, bool byVerifier) {
+        job = _jobWithoutGame(jobId);
+        byVerifier = job.state == JobState.Disputed;
+        if (byVerifier) {
+            // INVARIANT: only the verifier whose report failed opens the game of a failed report.
+            if (msg.sender != job.verifier || job.challenger != job.verifier) revert NotAuthorized(msg.sender);
+            uint256 deadline = _openDeadline(job);
+            if (block.timestamp > deadline) revert OpenWindowPassed(jobId, deadline);
+        } else {
+            _admitWhistleblower(jobId, job);
+        }
+    }
 
     /// The checks of `open`: who may open on this job now, the segment, and both checkpoint proofs.
     /// Returns the job's solver and whether the opener is the job's failing verifier.
@@ -452,23 +494,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         bytes32 endHash,
         bytes32[] calldata endProof
     ) private view returns (address solver, bool byVerifier) {
-        uint256 existing = activeGame[jobId];
-        // INVARIANT: one game per dispute.
-        if (existing != 0) revert GameExists(jobId, existing);
-        Job memory job = market.getJob(jobId);
-        byVerifier = job.state == JobState.Disputed;
-        if (byVerifier) {
-            // INVARIANT: only the verifier whose report failed opens the game of a failed report.
-            if (msg.sender != job.verifier || job.challenger != job.verifier) revert NotAuthorized(msg.sender);
-            uint256 deadline = _openDeadline(job);
-            if (block.timestamp > deadline) revert OpenWindowPassed(jobId, deadline);
-        } else {
-            // INVARIANT: a passed trace is challenged only inside its challenge window.
-            if (job.state != JobState.Verified || block.timestamp > job.deadline) revert NotChallengeable(jobId);
-            // INVARIANT: no party challenges the trace it made or passed.
-            if (msg.sender == job.solver || msg.sender == job.verifier) revert NotAuthorized(msg.sender);
-            if (!stakeManager.isEligible(msg.sender, Role.Whistleblower)) revert NotWhistleblower(msg.sender);
-        }
+        Job memory job;
+        (job, byVerifier) = _admitOpener(jobId);
         if (segment + 1 >= job.checkpointCount) revert InvalidSegment(segment, job.checkpointCount);
         if (steps == 0 || steps > _maxSegmentSteps) revert InvalidSteps(steps, _maxSegmentSteps);
         if (startHash == bytes32(0) || endHash == bytes32(0)) revert ZeroHash();
@@ -491,15 +518,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         bytes32 startHash,
         bytes32[] calldata startProof
     ) private view returns (address verifier) {
-        uint256 existing = activeGame[jobId];
-        // INVARIANT: one game per dispute.
-        if (existing != 0) revert GameExists(jobId, existing);
-        Job memory job = market.getJob(jobId);
-        // INVARIANT: a passed report is challenged only inside its challenge window.
-        if (job.state != JobState.Verified || block.timestamp > job.deadline) revert NotChallengeable(jobId);
-        // INVARIANT: no party challenges the trace it made or passed.
-        if (msg.sender == job.solver || msg.sender == job.verifier) revert NotAuthorized(msg.sender);
-        if (!stakeManager.isEligible(msg.sender, Role.Whistleblower)) revert NotWhistleblower(msg.sender);
+        Job memory job = _jobWithoutGame(jobId);
+        _admitWhistleblower(jobId, job);
         // INVARIANT: the disputed probe is one the verifier committed to under the job's seal, and a
         // conceded forced probe is not disputed again (it is wrong by design, not by laziness).
         if (
@@ -517,7 +537,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         verifier = job.verifier;
     }
 
-    /// Stores a new game opened by the caller (checked by _admit / _admitReport) and starts the
+    /// Stores a new game opened by the caller (checked by _admit / _admitReport / _admitOpener) and starts the
     /// defender's clock. `solver` is the defender: the job's solver, or its verifier if `onReport`.
     function _create(
         uint256 jobId,
@@ -550,7 +570,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         g.agreedHash = startHash;
         g.disputedHash = endHash;
         emit DisputeOpened(gameId, jobId, msg.sender, solver, segment, steps, startHash, endHash, byVerifier);
-        if (steps == 1) _isolate(gameId, g);
+        // One step (or none: a manifest game) has nothing to bisect.
+        if (steps <= 1) _isolate(gameId, g);
         else g.status = GameStatus.SolverToMove;
     }
 
@@ -609,14 +630,12 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         // INVARIANT: a game settles once (callers require a live status).
         g.status = outcome;
 
-        uint256 before = token.balanceOf(address(this));
         Ballot majority = reason != SettleReason.Verdict
             ? Ballot.Vacant
             : outcome == GameStatus.SolverWon ? Ballot.RevealedSolverRight : Ballot.RevealedSolverWrong;
-        address[] memory earners = _closeCommittee(gameId, majority);
-        _resolveJob(g, jobId, outcome, reason, live);
+        (address[] memory earners, uint256 refereesSlashed) = _closeCommittee(gameId, majority);
         // Slashed referee bonds and job bonds that came in during this settlement.
-        uint256 incoming = token.balanceOf(address(this)) - before;
+        uint256 incoming = refereesSlashed + _resolveJob(g, jobId, outcome, reason, live);
 
         uint256 fees = earners.length * _refereeFee;
         for (uint256 i; i < earners.length; ++i) {
@@ -638,19 +657,20 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     /// Resolves the job in the JobMarket for a settled game. An undecided whistleblower's game (a
     /// report game included) resolves as the challenger's loss, so the challenged job goes on; an
     /// undecided failed report's game leaves its job to the dispute timeout (and keeps activeGame,
-    /// so the solver cannot claim the unopened-game forfeit).
-    function _resolveJob(Game storage g, uint256 jobId, GameStatus outcome, SettleReason reason, bool live) private {
+    /// so the solver cannot claim the unopened-game forfeit). Returns the job bonds slashed to this
+    /// contract.
+    function _resolveJob(Game storage g, uint256 jobId, GameStatus outcome, SettleReason reason, bool live)
+        private
+        returns (uint256 slashed)
+    {
         bool undecided = outcome == GameStatus.Undecided;
         // INVARIANT: an undecided challenge never refunds the job a whistleblower challenged.
-        if (undecided && (!live || g.byVerifier)) return;
+        if (undecided && (!live || g.byVerifier)) return 0;
         delete activeGame[jobId];
         bool solverWon = outcome != GameStatus.ChallengerWon;
-        if (g.onReport) {
-            market.resolveReportDispute(jobId, solverWon, address(this));
-        } else {
-            bool verifierSlashed = !undecided && _verifierSlashed(g, solverWon, reason);
-            market.resolveDispute(jobId, solverWon, verifierSlashed, address(this));
-        }
+        if (g.onReport) return market.resolveReportDispute(jobId, solverWon, address(this));
+        bool verifierSlashed = !undecided && _verifierSlashed(g, solverWon, reason);
+        return market.resolveDispute(jobId, solverWon, verifierSlashed, address(this));
     }
 
     /// Pays an undecided game: referee slashes split between the parties, the challenge bond to the
@@ -667,8 +687,12 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     }
 
     /// Releases the bond of every referee that revealed and slashes (to this contract) every one
-    /// that did not; returns the referees whose revealed ballot is `majority` (none for Vacant).
-    function _closeCommittee(uint256 gameId, Ballot majority) private returns (address[] memory earners) {
+    /// that did not; returns the referees whose revealed ballot is `majority` (none for Vacant) and
+    /// the referee bonds slashed.
+    function _closeCommittee(uint256 gameId, Ballot majority)
+        private
+        returns (address[] memory earners, uint256 slashed)
+    {
         address[] storage seats = _committees[gameId];
         uint256 size = seats.length;
         earners = new address[](size);
@@ -682,6 +706,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
             } else {
                 // INVARIANT: a seated referee that did not reveal loses its bond.
                 emit RefereeSlashed(gameId, referee, _refereeBond);
+                slashed += _refereeBond;
                 stakeManager.slash(referee, Role.Verifier, _refereeBond, address(this));
             }
         }

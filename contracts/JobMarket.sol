@@ -585,45 +585,57 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     function resolveDispute(uint256 jobId, bool solverWon, bool verifierSlashed, address slashRecipient)
         external
         nonReentrant
+        returns (uint256 slashed)
     {
         if (msg.sender != disputeGame) revert NotAuthorized(msg.sender);
         Job storage job = _jobIn(jobId, JobState.Disputed);
         emit DisputeResolved(jobId, solverWon, verifierSlashed);
+        uint256 vBond = verifierBond(job.reward);
         if (solverWon) {
             if (verifierSlashed) {
-                stakeManager.slash(job.verifier, Role.Verifier, verifierBond(job.reward), slashRecipient);
+                slashed = vBond;
+                stakeManager.slash(job.verifier, Role.Verifier, vBond, slashRecipient);
             } else if (job.challenger != job.verifier) {
                 // INVARIANT: a whistleblower's lost challenge does not end the challenge window.
                 _resumeChallengeWindow(jobId, job);
-                return;
+                return 0;
             }
             _finalize(jobId, job, !verifierSlashed);
-            return;
+            return slashed;
         }
-        uint256 vBond = verifierBond(job.reward);
-        if (verifierSlashed) stakeManager.slash(job.verifier, Role.Verifier, vBond, slashRecipient);
-        else stakeManager.unlock(job.verifier, Role.Verifier, vBond);
-        stakeManager.slash(job.solver, Role.Solver, solverBond(job.reward), slashRecipient);
+        if (verifierSlashed) {
+            slashed = vBond;
+            stakeManager.slash(job.verifier, Role.Verifier, vBond, slashRecipient);
+        } else {
+            stakeManager.unlock(job.verifier, Role.Verifier, vBond);
+        }
+        uint256 sBond = solverBond(job.reward);
+        slashed += sBond;
+        stakeManager.slash(job.solver, Role.Solver, sBond, slashRecipient);
         job.solver = address(0);
         job.verifier = address(0);
         _reopen(jobId, job);
     }
 
     /// @inheritdoc IJobMarket
-    function resolveReportDispute(uint256 jobId, bool verifierWon, address slashRecipient) external nonReentrant {
+    function resolveReportDispute(uint256 jobId, bool verifierWon, address slashRecipient)
+        external
+        nonReentrant
+        returns (uint256 slashed)
+    {
         if (msg.sender != disputeGame) revert NotAuthorized(msg.sender);
         Job storage job = _jobIn(jobId, JobState.Disputed);
         if (verifierWon) {
             // INVARIANT: a whistleblower's lost challenge does not end the challenge window.
             _resumeChallengeWindow(jobId, job);
-            return;
+            return 0;
         }
         // An unforced verifier stated a wrong probe: it did not replay. Its whole bond goes to the
         // game's winner; the trace itself was not judged, so the solver keeps its claim and bond.
         address verifier = job.verifier;
-        uint256 bond = verifierBond(job.reward);
-        emit ReportOverturned(jobId, verifier, bond);
-        stakeManager.slash(verifier, Role.Verifier, bond, slashRecipient);
+        slashed = verifierBond(job.reward);
+        emit ReportOverturned(jobId, verifier, slashed);
+        stakeManager.slash(verifier, Role.Verifier, slashed, slashRecipient);
         delete job.challenger;
         delete job.challengeLeft;
         _redraw(jobId, job);

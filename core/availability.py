@@ -84,11 +84,12 @@ class Availability:
     def published(self, job_id: JobId, item: int, cid: str, expect_hash: str | None) -> bytes | None:
         """The copy of ``item`` published on chain, if there is one and it is the content we expect
         (``expect_hash`` for a checkpoint, else the CID), stored under its CID; else None."""
-        data = self.protocol.market.published(job_id, item, self.protocol.book.deploy_block)
+        published = self.protocol.market.published(job_id, item, self.protocol.book.deploy_block)
+        # not another trace of this job (it was reopened), nor another job's content
+        expected = (d for d in published if (_state_hash(d) == expect_hash if expect_hash is not None else file_cid(d) == cid))
+        data = next(expected, None)
         if data is None:
             return None
-        if (_state_hash(data) != expect_hash) if expect_hash is not None else (file_cid(data) != cid):
-            return None  # published for another trace of this job (it was reopened)
         try:
             stored: Cid = self.store.put(data)
         except StorageError as exc:

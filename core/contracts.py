@@ -607,15 +607,15 @@ class JobMarket(_Wrapper):
         """Whether ``item`` of the job's current trace is on chain already (an ``AvailabilityAnswered``)."""
         return bool(self._call("isPublished", job_id, item))
 
-    def published(self, job_id: JobId, item: int, from_block: int = 0) -> bytes | None:
-        """The content of ``item`` of the job's current trace as published on chain, or None. The chain
-        checked it when it was published (keccak256 against the committed leaf, or the manifest's
-        CIDv0), under the trace committed then: a caller compares it with what it expects (its
-        state hash or CID), since a reopened job may have another trace."""
-        for e in reversed(self.events("AvailabilityAnswered", from_block, jobId=job_id)):
-            if int(e.args["item"]) == item:
-                return bytes(e.args["content"])
-        return None
+    def published(self, job_id: JobId, item: int, from_block: int = 0) -> list[bytes]:
+        """The contents published on chain as ``item``, the job's own first, then other jobs' (newest
+        first in each). The chain checked each when it was published (keccak256 against the committed
+        leaf, or the manifest's CIDv0) under the trace committed then, and keys a publication by that
+        content (``isPublished``): another job's copy of the same manifest or trace counts for this job.
+        A caller takes the one that is what it expects (its state hash or CID)."""
+        answered = self.events("AvailabilityAnswered", from_block)
+        items = [e for e in reversed(answered) if int(e.args["item"]) == item]
+        return [bytes(e.args["content"]) for e in sorted(items, key=lambda e: int(e.args["jobId"]) != int(job_id))]
 
     def max_jackpot_share_bps(self) -> int:
         return int(self._call("MAX_JACKPOT_SHARE_BPS"))
@@ -869,6 +869,14 @@ class DisputeGame(_Wrapper):
         """
         probe = (index, segment, step, state_hash, list(proof))
         receipt = self._send("openOnReport", job_id, seal.as_tuple(), probe, start_hash, list(start_proof))
+        (opened,) = self.decode_events(receipt, "DisputeOpened")
+        return GameId(opened.args["gameId"]), receipt
+
+    def open_on_manifest(self, job_id: JobId) -> tuple[GameId, Receipt]:
+        """Dispute the job's committed manifest itself (it does not parse, or its root is not the
+        committed root), escrowing challengeBond; it must be published on chain first (an
+        availability challenge on ``MANIFEST_ITEM``). Returns the game id (0 steps: isolated at once)."""
+        receipt = self._send("openOnManifest", job_id)
         (opened,) = self.decode_events(receipt, "DisputeOpened")
         return GameId(opened.args["gameId"]), receipt
 

@@ -59,6 +59,8 @@ from proofs.replay import (
     Reason,
     SegmentVerdict,
     TraceVerdict,
+    check_committed_manifest,
+    committed_manifest,
     check_manifest,
     check_norm,
     check_start,
@@ -94,7 +96,7 @@ __all__ = [
     "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest",
     # verification
     "replay_segment", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
-    "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_norm", "first_idle_step", "referee_step",
+    "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "first_idle_step", "referee_step",
     "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
     "DEFAULT_Q", "DEFAULT_R",
     # probes of a passing report, forced errors

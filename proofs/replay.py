@@ -42,7 +42,7 @@ import torch
 from proofs.checkpoint import Checkpoint, decode_checkpoint, state_hash, update_norm
 from proofs.data import Dataset
 from proofs.errors import ManifestError, ProofError, SegmentOutOfRange
-from proofs.manifest import Manifest
+from proofs.manifest import Manifest, parse_manifest
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
 from proofs.train import Runtime, Trainer
@@ -58,6 +58,8 @@ __all__ = [
     "initial_state_hash",
     "check_start",
     "check_manifest",
+    "check_committed_manifest",
+    "committed_manifest",
     "check_norm",
     "referee_step",
     "first_idle_step",
@@ -210,6 +212,27 @@ def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, fin
     if manifest.final_cid != final_cid:
         return _fail(0, Reason.MALFORMED_MANIFEST, f"manifest's final checkpoint {manifest.final_cid} is not the committed model {final_cid}")
     return SegmentVerdict(0, True, Reason.OK, "the manifest is the committed trace of the spec")
+
+
+def committed_manifest(data: bytes, root: str) -> Manifest:
+    """The committed manifest's bytes, parsed, if its root is the committed ``root`` (0x-hex): only then
+    do its leaves open a trace game. Else :class:`ProofError`: it does not parse, or names another
+    root, and a challenger opens a manifest game instead (docs/protocol.md)."""
+    manifest = parse_manifest(data)
+    if manifest.root != root:
+        raise ManifestError(f"manifest root {manifest.root} is not the committed root {root}")
+    return manifest
+
+
+def check_committed_manifest(spec: JobSpec, data: bytes, root: str, checkpoint_count: int, final_cid: str) -> SegmentVerdict:
+    """The committed manifest's bytes as a referee of a manifest game judges them: they must be
+    :func:`committed_manifest` and pass :func:`check_manifest`. Anything else fails segment 0 with
+    ``malformed-manifest``."""
+    try:
+        manifest = committed_manifest(data, root)
+    except ProofError as exc:
+        return _fail(0, Reason.MALFORMED_MANIFEST, str(exc))
+    return check_manifest(spec, manifest, checkpoint_count, final_cid)
 
 
 def _norm_fault(segment: int, first: Checkpoint, last: Checkpoint, claimed: float) -> SegmentVerdict | None:

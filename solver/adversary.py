@@ -1,5 +1,5 @@
-"""TEST adversaries of the data-availability game (never for real use): ``--cheat withhold`` and
-``--cheat stale-model``.
+"""TEST adversaries of the data-availability game (never for real use): ``--cheat withhold``,
+``--cheat stale-model``, ``--cheat garbage-manifest`` and ``--cheat foreign-root``.
 
 ``withhold`` trains and commits honestly, then, as soon as its commit is mined, deletes every checkpoint
 of the job from its disk and from its store (unpinned and collected), keeping the manifest: the
@@ -10,15 +10,25 @@ honest answer code finds nothing to publish, and the solver's bond goes to the v
 checkpoint 0 (the untrained model) as the final model: the manifest is served and matches its CID,
 but is not the committed trace. The verifier fails segment 0 as ``malformed-manifest`` and opens the
 trace game there from the manifest's leaves; the referees vote against the solver without training.
-Both are chosen in :func:`solver.daemon.build`, where every solver adversary is picked.
+
+``garbage-manifest`` and ``foreign-root`` train, store and commit an honest trace, but the manifest
+CID they commit (and serve) is another one: bytes that do not parse as a manifest, or a manifest
+that parses and is consistent but lists other state hashes, so its root is not the committed root.
+Neither gives the verifier leaves for a trace game: it challenges the manifest's availability (the
+solver publishes it on chain) and opens a manifest game, where the referees vote against the solver.
+All are chosen in :func:`solver.daemon.build`, where every solver adversary is picked.
 """
 
 from __future__ import annotations
 
 import logging
 
+from eth_utils import keccak
+
 from core.contracts import JobId
 from core.storage import ContentStore, LocalStore
+from proofs.manifest import MAX_MANIFEST_BYTES, CheckpointEntry, parse_manifest
+from proofs.merkle import TraceTree
 from solver.policy import Commit, SolverAction
 from solver.responder import SolverResponder
 from solver.state import SolverDb
@@ -27,6 +37,8 @@ log = logging.getLogger(__name__)
 
 WITHHOLD = "withhold"
 STALE_MODEL = "stale-model"
+GARBAGE_MANIFEST = "garbage-manifest"
+FOREIGN_ROOT = "foreign-root"
 
 
 class Withholding:
@@ -67,3 +79,29 @@ class StaleModel:
             self.db.set_uploaded(action.job_id, first, record.manifest_cid)
             log.warning("committing checkpoint 0 as the model (stale-model test adversary)", extra={"job": action.job_id, "model": first})
         self.honest.perform(action)
+
+
+class ForeignManifest:
+    """The honest responder, except that each commit names another manifest, stored and served:
+    ``garbage-manifest`` bytes that do not parse, or a ``foreign-root`` manifest of other states."""
+
+    def __init__(self, honest: SolverResponder, db: SolverDb, store: ContentStore, kind: str) -> None:
+        self.honest = honest
+        self.db = db
+        self.store = store
+        self.kind = kind
+
+    def perform(self, action: SolverAction) -> None:
+        if isinstance(action, Commit) and (record := self.db.job(action.job_id)) is not None and record.manifest_cid and record.final_model_cid:
+            cid = self.store.put(self._manifest(self.store.get(record.manifest_cid, MAX_MANIFEST_BYTES)))
+            self.db.set_uploaded(action.job_id, record.final_model_cid, cid)
+            log.warning("committing another manifest (%s test adversary)", self.kind, extra={"job": action.job_id, "manifest": cid})
+        self.honest.perform(action)
+
+    def _manifest(self, honest: bytes) -> bytes:
+        if self.kind == GARBAGE_MANIFEST:
+            return b"this is not a manifest\n" + keccak(honest)
+        m = parse_manifest(honest)
+        checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash="0x" + keccak(text=c.state_hash).hex()) for c in m.checkpoints)
+        root = TraceTree(tuple(c.state_hash for c in checkpoints)).root
+        return m.model_copy(update={"checkpoints": checkpoints, "root": root}).canonical_bytes()

@@ -11,7 +11,7 @@ from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
-from solver.adversary import STALE_MODEL, WITHHOLD, StaleModel, Withholding
+from solver.adversary import FOREIGN_ROOT, GARBAGE_MANIFEST, STALE_MODEL, WITHHOLD, ForeignManifest, StaleModel, Withholding
 from solver.loader import SolverLoader
 from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
 from solver.responder import SolverResponder
@@ -25,9 +25,12 @@ SolverDaemon = RoleDaemon[SolverView, SolverAction]
 SILENT_CHEATS = frozenset({"fake-final"})
 
 #: Every ``--cheat``: a trace adversary of ``proofs.adversary``, ``withhold`` (an honest trace whose
-#: checkpoints are deleted once committed) or ``stale-model`` (an honest trace committed with checkpoint 0
-#: as its model): solver.adversary.
-CHEATS = (*ALL_STRATEGIES, WITHHOLD, STALE_MODEL)
+#: checkpoints are deleted once committed), ``stale-model`` (an honest trace committed with checkpoint 0
+#: as its model), ``garbage-manifest`` or ``foreign-root`` (an honest trace committed with a manifest that
+#: does not parse, or names another root): solver.adversary.
+CHEATS = (*ALL_STRATEGIES, WITHHOLD, STALE_MODEL, GARBAGE_MANIFEST, FOREIGN_ROOT)
+#: The adversaries of solver.adversary: they wrap an honest trace.
+_HONEST_TRACE_CHEATS = (WITHHOLD, STALE_MODEL, GARBAGE_MANIFEST, FOREIGN_ROOT)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:
@@ -48,8 +51,9 @@ def build(
 ) -> SolverDaemon:
     """``cheat``: a name of :data:`CHEATS`: of ``proofs.adversary.ALL_STRATEGIES`` (the solver then commits
     that adversary's trace instead of training honestly), ``withhold`` (it trains honestly and deletes
-    its checkpoints once committed) or ``stale-model`` (it trains honestly and commits checkpoint 0 as the
-    model). Test and demo adversaries, never for real use."""
+    its checkpoints once committed), ``stale-model`` (it trains honestly and commits checkpoint 0 as the
+    model), ``garbage-manifest`` or ``foreign-root`` (it trains honestly and commits a manifest that does
+    not parse, or names another root). Test and demo adversaries, never for real use."""
     if cheat is not None:  # the adversary cheats on one job (so tests and the demo know which), and may go silent
         config = replace(config, defend=cheat not in SILENT_CHEATS, max_claims=1)
     protocol = connect(settings, signer)
@@ -58,10 +62,15 @@ def build(
     stop = StopFlag()
     watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
     judge = SpecJudge(store, db, limits, f"{protocol.client.chain_id}:{protocol.market.address}")
-    trace_cheat = None if cheat in (WITHHOLD, STALE_MODEL) else cheat
+    trace_cheat = None if cheat in _HONEST_TRACE_CHEATS else cheat
     workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, cheat=trace_cheat)
     responder = SolverResponder(protocol, db, workshop, watcher, signer.address)
-    performer = {WITHHOLD: Withholding(responder, db, store), STALE_MODEL: StaleModel(responder, db)}.get(cheat or "", responder)
+    performer = {
+        WITHHOLD: Withholding(responder, db, store),
+        STALE_MODEL: StaleModel(responder, db),
+        GARBAGE_MANIFEST: ForeignManifest(responder, db, store, GARBAGE_MANIFEST),
+        FOREIGN_ROOT: ForeignManifest(responder, db, store, FOREIGN_ROOT),
+    }.get(cheat or "", responder)
     agent: Agent[SolverView, SolverAction] = Agent(
         "solver",
         SolverLoader(protocol, watcher, db, judge, signer.address, config),

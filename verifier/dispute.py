@@ -17,7 +17,10 @@ trace of the spec: ``proofs.check_manifest``, on any segment, so a verifier that
 inconsistent opens on segment 0 from the manifest's own leaves), its start (``j = 0``: leaf 0 must be the spec's seeded
 initialization, ``proofs.check_start``) and its update norm (the manifest's norm for ``j`` must be
 the one checkpoints ``j`` and ``j + 1`` give, ``proofs.check_norm``); either false, the solver is
-wrong whatever the isolated step shows. A step that did no learning work (a parameter tensor
+wrong whatever the isolated step shows. A manifest game (0 steps: the manifest gave the opener no
+leaves) is voted on the manifest alone, read from the chain where the solver had to publish it
+(``proofs.check_committed_manifest``): it must parse, name the committed root and be the committed
+trace of the spec. A step that did no learning work (a parameter tensor
 with an exactly zero gradient: ``proofs.referee_step``) is wrong too, and a challenger steers the
 bisection to the first such step of the segment (:meth:`DisputeDesk.answer`).
 The material of a job is cached in memory per committed root (a reopened job gets a new one).
@@ -30,7 +33,8 @@ from dataclasses import dataclass
 
 from core.agent import MarketWatcher
 from core.cid import Cid, digest_to_cid
-from core.contracts import Game, GameId, JobId, Protocol
+from core.availability import Availability
+from core.contracts import MANIFEST_ITEM, Game, GameId, JobId, Protocol
 from core.dispute import Opening, global_step, isolated_step, midpoint, opening
 from core.errors import VeritrainError
 from core.storage import ContentStore, StorageError
@@ -40,6 +44,7 @@ from proofs import (
     Limits,
     Manifest,
     ProofError,
+    check_committed_manifest,
     check_manifest,
     check_norm,
     check_start,
@@ -96,7 +101,7 @@ class DisputeDesk:
             if not committed:
                 raise DisputeWorkError(f"job {job_id}: no TraceCommitted event")
             try:
-                spec = load_spec(self.store.get(digest_to_cid(self.watcher.spec_cid(job_id)), Limits.SPEC_BYTES))
+                spec = self._spec(job_id)
                 dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
                 args = committed[-1].args
                 manifest = parse_manifest(self.store.get(digest_to_cid(args["manifestCid"]), MAX_MANIFEST_BYTES))
@@ -107,6 +112,29 @@ class DisputeDesk:
             consistent = check_manifest(spec, manifest, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
             self._material[key] = JobMaterial(spec, dataset, manifest, None if consistent.passed else consistent.detail)
         return self._material[key]
+
+    def _spec(self, job_id: JobId) -> JobSpec:
+        return load_spec(self.store.get(digest_to_cid(self.watcher.spec_cid(job_id)), Limits.SPEC_BYTES))
+
+    def manifest_vote(self, game_id: GameId, game: Game) -> bool:
+        """A referee's vote in a manifest game: is the manifest the chain holds (the contract opened the
+        game only once it was published) the committed trace of the spec?"""
+        p = self.protocol
+        committed = p.market.events("TraceCommitted", p.book.deploy_block, jobId=game.job_id)
+        if not committed:
+            raise DisputeWorkError(f"game {game_id}: no TraceCommitted event")
+        args = committed[-1].args
+        data = Availability(p, self.store).published(game.job_id, MANIFEST_ITEM, digest_to_cid(args["manifestCid"]), None)
+        if data is None:
+            raise DisputeWorkError(f"game {game_id}: the committed manifest is not published on chain")
+        try:
+            spec = self._spec(game.job_id)
+        except (ProofError, StorageError) as exc:
+            raise DisputeWorkError(f"job {game.job_id}: {exc}") from exc
+        root = _hex(p.market.get_job(game.job_id).trace_root)
+        verdict = check_committed_manifest(spec, data, root, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
+        log.info("manifest judged", extra={"game": game_id, "detail": verdict.detail, "solver_right": verdict.passed})
+        return verdict.passed
 
     def opening(self, job_id: JobId, segment: int) -> Opening:
         """The arguments of ``open`` for ``segment``: both ends and their proofs, from the manifest."""
@@ -180,7 +208,10 @@ class DisputeDesk:
     def vote(self, game_id: GameId, game: Game) -> bool:
         """A referee's vote: is the defender's post-state what one step from the agreed state gives,
         did that step do learning work, (in a trace game) are the segment's start and norm what the
-        solver committed, and (in a report game) is the game at the probe's step?"""
+        solver committed, and (in a report game) is the game at the probe's step? A manifest game
+        (0 steps) is voted on the manifest alone."""
+        if game.steps == 0 and not game.on_report:
+            return self.manifest_vote(game_id, game)
         m = self.material(game.job_id)
         k = m.spec.checkpoint_interval
         shaped = vote_from_shape(game, k, self._probe_step(game_id, k) if game.on_report else None)

@@ -18,7 +18,7 @@ from core.agent import log_mined, stake
 from core.availability import ContentUnavailable, challenge
 from core.chain import Address
 from core.cid import cid_to_digest
-from core.contracts import Ballot, GameId, GameStatus, JobId, Protocol, Role
+from core.contracts import MANIFEST_ITEM, Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
 from verifier.dispute import DisputeDesk
 from verifier.policy import (
@@ -122,6 +122,10 @@ class VerifierResponder:
                 bond = p.game.params().challenge_bond
                 if p.token.allowance(self.me, p.game.address) < bond:
                     log_mined(log, "approve", p.token.approve(p.game.address, bond), job=job_id)
+                if segment == MANIFEST_ITEM:  # the manifest gives no leaves: the referees judge it whole
+                    game_id, receipt = p.game.open_on_manifest(job_id)
+                    log_mined(log, "openOnManifest", receipt, job=job_id, game=game_id)
+                    return
                 game_id, receipt = p.game.open(job_id, *self.desk.opening(job_id, segment).call_args())
                 log_mined(log, "open", receipt, job=job_id, game=game_id, segment=segment)
             case ConcedeForced(game_id, job_id):

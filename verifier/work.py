@@ -9,7 +9,10 @@ Before any replay, a manifest whose root is the committed one is checked against
 commitment and the spec (``proofs.check_manifest``), and leaf 0 against the spec's seeded
 initialization (``proofs.check_start``): either false, the trace fails on segment 0, where the
 dispute opens from the manifest's own leaves. A manifest that does not parse, or whose root is not
-the committed one, gives no leaves to open a game with: the report fails with no segment.
+the committed one, gives no leaves to open a game with: it is challenged on chain until the solver
+publishes it there (or is slashed), then the report fails on the manifest itself
+(``failed_segment`` is ``MANIFEST_ITEM``) and the verifier opens a manifest game
+(``DisputeGame.openOnManifest``), where the referees judge the bytes the chain holds.
 
 A passing report commits to ``probeCount`` probes (``proofs.probes``): for each slot, the
 state hash at the inner step the assign seed fixes in the slot's segment, recomputed with
@@ -33,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from core.agent import StopFlag, Stopped
-from core.availability import Availability, ContentPending
+from core.availability import Availability, ContentPending, ContentUnavailable
 from core.cid import Cid, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol
 from core.dispute import ZERO32
@@ -51,10 +54,10 @@ from proofs import (
     check_manifest,
     check_start,
     choose_segments,
+    committed_manifest,
     forced_hash,
     load_dataset,
     load_spec,
-    parse_manifest,
     probe_positions,
     replay_segment,
     state_at,
@@ -88,6 +91,11 @@ class Verdict:
 
 class _Failed(Exception):
     """Internal: the trace is bad before any replay (unserved, inconsistent with the chain)."""
+
+
+class _ManifestFault(_Failed):
+    """Internal: the committed manifest gives no leaves (it does not parse, or names another root)
+    and is published on chain: the report fails on the manifest itself (a manifest game)."""
 
 
 def published_probes(probes: Sequence[Probe], forced: bool) -> list[Probe]:
@@ -143,6 +151,13 @@ class Inspector:
         except ContentPending as exc:
             raise InspectionDeferred(str(exc)) from None
 
+    def _manifest_fault(self, job_id: JobId, problem: str) -> _ManifestFault:
+        """A manifest that gives no leaves is judged by the referees on the bytes the chain holds:
+        challenged until the solver publishes it (ContentUnavailable), then a manifest game."""
+        if not self.protocol.market.is_published(job_id, MANIFEST_ITEM):
+            raise ContentUnavailable(job_id, MANIFEST_ITEM, f"{problem}; the referees need it on chain")
+        return _ManifestFault(problem)
+
     def inspect(self, job_id: JobId, deadline: int, draw: Draw) -> Verdict:
         started = time.monotonic()
         job = self.protocol.market.get_job(job_id)
@@ -172,6 +187,9 @@ class Inspector:
             elif self.lie and verdicts:
                 passed, failed_segment = False, min(v.segment for v in verdicts)
                 summary = f"segment {failed_segment} accused by a lying verifier (test adversary)"
+        except _ManifestFault as exc:
+            passed, summary, failed_segment = False, str(exc), MANIFEST_ITEM
+            report["verdicts"] = [{"segment": 0, "passed": False, "reason": "malformed-manifest", "detail": str(exc)}]
         except _Failed as exc:
             passed, summary = False, str(exc)
         except ProofError as exc:  # anything else the engine refuses in what the solver served
@@ -200,12 +218,11 @@ class Inspector:
     ) -> tuple[list[SegmentVerdict], list[Probe]]:
         """The verdicts of the replayed segments (the sample and the probe segments) and the true
         probes of the segments that replayed (all of them when the trace passes)."""
+        data = self._get(job_id, MANIFEST_ITEM, manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest")
         try:
-            manifest = parse_manifest(self._get(job_id, MANIFEST_ITEM, manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest"))
+            manifest = committed_manifest(data, "0x" + bytes(trace_root).hex())
         except ProofError as exc:
-            raise _Failed(f"manifest {manifest_cid}: {exc}") from None
-        if manifest.root != "0x" + bytes(trace_root).hex():
-            raise _Failed(f"manifest root {manifest.root} is not the committed root 0x{bytes(trace_root).hex()}")
+            raise self._manifest_fault(job_id, f"manifest {manifest_cid}: {exc}") from None
         # its leaves open a game on segment 0, where referees find it is not the committed trace of the spec
         consistent = check_manifest(spec, manifest, int(committed["checkpointCount"]), digest_to_cid(committed["finalModelCid"]))  # type: ignore[arg-type, call-overload]
         if not consistent.passed:

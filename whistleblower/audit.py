@@ -13,6 +13,10 @@ checkpoint against the manifest's state hash. The manifest and each checkpoint a
 the solver published it there (and kept in our store, where the desk finds it), else retried for a
 few seconds, then challenged (:class:`core.availability.ContentUnavailable` reaches the responder).
 
+A manifest that gives no leaves (it does not parse, or its root is not the committed root) is the
+audit's one finding: it is challenged until the solver publishes it on chain, and then disputed whole
+in a manifest game (``DisputeGame.openOnManifest``), as the job's verifier does (``verifier.work``).
+
 Leaf 0 of the trace is checked against the spec's seeded initialization (``proofs.check_start``):
 a passing report on a trace with another start is a fault on segment 0 (a trace game there, which
 the referees settle on the start alone: ``verifier.dispute``).
@@ -30,13 +34,13 @@ import logging
 import time
 
 from core.agent import StopFlag, Stopped
-from core.availability import Availability
+from core.availability import Availability, ContentUnavailable
 from core.bounded import InputRejected, load_json
 from core.cid import digest_to_cid
 from core.contracts import MANIFEST_ITEM, JobId, Protocol, ReportSeal
 from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
-from proofs import check_start, choose_segments, replay_segment, state_at, state_hash
+from proofs import ProofError, check_start, choose_segments, committed_manifest, replay_segment, state_at, state_hash
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import to_bytes32
@@ -87,7 +91,10 @@ class Auditor:
         started = time.monotonic()
         seal, probes = self._sealed_probes(job_id)
         deadline = self.protocol.market.get_job(job_id).deadline  # the challenge window's end
-        self._manifest(job_id, deadline)
+        manifest_fault = self._manifest(job_id, deadline)
+        if manifest_fault is not None:
+            log.info("audit done: the manifest gives no leaves", extra={"job": job_id, "report": report_cid, "fault": manifest_fault})
+            return AuditRecord(job_id, report_cid, (Finding(FindingKind.MANIFEST, 0, 0, manifest_fault),), 0, manifest_fault)
         material = self.desk.material(job_id)
         n, k = material.manifest.segments, material.spec.checkpoint_interval
         notes: list[str] = []
@@ -130,13 +137,22 @@ class Auditor:
             raise AuditDeferred(f"job {job_id}: the emitted probes build {tree.root}, the seal holds 0x{bytes(seal.probe_root).hex()}")
         return seal, tree
 
-    def _manifest(self, job_id: JobId, deadline: int) -> None:
-        """The committed manifest in our store (where the desk reads it), from the chain if published there."""
+    def _manifest(self, job_id: JobId, deadline: int) -> str | None:
+        """The committed manifest in our store (where the desk reads it), from the chain if published
+        there. Returns what makes it give no leaves (``proofs.committed_manifest``), once it is
+        published on chain (else ContentUnavailable: the referees need it there); None if it gives them."""
         committed = self.protocol.market.events("TraceCommitted", self.protocol.book.deploy_block, jobId=job_id)
         if not committed:
             raise AuditDeferred(f"job {job_id}: no TraceCommitted event")
         cid = digest_to_cid(committed[-1].args["manifestCid"])
-        self.availability.fetch(job_id, MANIFEST_ITEM, cid, MAX_MANIFEST_BYTES, deadline, "manifest")
+        data = self.availability.fetch(job_id, MANIFEST_ITEM, cid, MAX_MANIFEST_BYTES, deadline, "manifest")
+        try:
+            committed_manifest(data, "0x" + bytes(self.protocol.market.get_job(job_id).trace_root).hex())
+        except ProofError as exc:
+            if not self.protocol.market.is_published(job_id, MANIFEST_ITEM):
+                raise ContentUnavailable(job_id, MANIFEST_ITEM, f"manifest {cid}: {exc}; the referees need it on chain") from None
+            return f"manifest {cid}: {exc}"
+        return None
 
     def _checkpoint(self, job_id: JobId, m: JobMaterial, index: int, cache: dict[int, bytes], deadline: int) -> bytes:
         if index not in cache:

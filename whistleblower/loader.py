@@ -120,6 +120,8 @@ class WhistleblowerLoader:
             on_report = game.events("ReportDisputeOpened", opened.block_number, opened.block_number, gameId=opened.args["gameId"])
             if on_report:
                 out.add((FindingKind.PROBE, int(on_report[0].args["probeIndex"])))
+            elif int(opened.args["steps"]) == 0:  # a manifest game (openOnManifest)
+                out.add((FindingKind.MANIFEST, 0))
             else:
                 out.add((FindingKind.SEGMENT, int(opened.args["segment"])))
         return frozenset(out)

@@ -55,6 +55,7 @@ DEFAULT_BUDGET_STEPS = 2_000
 class FindingKind(enum.Enum):
     PROBE = "probe"  # a published probe state that replay does not give: report game
     SEGMENT = "segment"  # a committed segment whose replay fails: trace game
+    MANIFEST = "manifest"  # a committed manifest that gives no leaves (does not parse, another root): manifest game
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,9 @@ class Finding:
 
 
 def challenge_order(findings: Sequence[Finding]) -> list[Finding]:
-    """Probes before segments, lowest index first (see the module doc for why)."""
-    rank = {FindingKind.PROBE: 0, FindingKind.SEGMENT: 1}
+    """Probes before segments, lowest index first (see the module doc for why); a manifest finding
+    is an audit's only one (nothing else can be read without leaves)."""
+    rank = {FindingKind.PROBE: 0, FindingKind.SEGMENT: 1, FindingKind.MANIFEST: 2}
     return sorted(findings, key=lambda f: (rank[f.kind], f.index))
 
 

@@ -109,6 +109,11 @@ class WhistleblowerResponder:
         bond = p.game.params().challenge_bond
         if p.token.allowance(self.me, p.game.address) < bond:
             log_mined(log, "approve", p.token.approve(p.game.address, bond), job=job_id)
+        if finding.kind is FindingKind.MANIFEST:  # no leaves: the referees judge the manifest the chain holds
+            game_id, receipt = p.game.open_on_manifest(job_id)
+            log_mined(log, "openOnManifest", receipt, job=job_id, game=game_id, detail=finding.detail)
+            self.db.add_challenge(ChallengeRecord(GameId(game_id), job_id, report_cid, finding.kind, finding.index))
+            return
         m = self.desk.material(job_id)
         if finding.kind is FindingKind.PROBE:
             seal = p.market.seal_of(job_id, p.book.deploy_block)

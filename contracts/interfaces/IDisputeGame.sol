@@ -58,7 +58,7 @@ struct Game {
     bool byVerifier; // the challenger is the job's verifier (failing report), not a whistleblower
     // slot 1: challenger and steps at opening; the vote counters while Arbitrating
     address challenger;
-    uint32 steps; // steps in the segment (the spec's checkpoint interval k, or the last segment's rest)
+    uint32 steps; // steps in the segment (the spec's checkpoint interval k, or the last segment's rest); 0: a manifest game
     uint8 commits; // referees that committed
     uint8 votesSolverRight;
     uint8 votesSolverWrong;
@@ -171,6 +171,10 @@ interface IDisputeGame {
     ///         passing report (emitted with DisputeOpened, whose `solver` is the defending verifier,
     ///         `endHash` the disputed probe state and `steps` the probe's step).
     event ReportDisputeOpened(uint256 indexed gameId, uint256 indexed jobId, uint256 probeIndex, bytes32 assignSeed);
+    /// @notice Game `gameId` disputes the job's committed manifest itself (emitted with DisputeOpened,
+    ///         segment 0, 0 steps, zero hashes): the step is isolated at once and the committee rules
+    ///         on the manifest the chain holds (AvailabilityAnswered), with no bisection.
+    event ManifestDisputeOpened(uint256 indexed gameId, uint256 indexed jobId);
     /// @notice A failing verifier did not open its game within openWindow: it lost, its verifier bond
     ///         (`amount`) went to the solver, and the job finalized.
     event UnopenedDisputeForfeited(
@@ -191,6 +195,8 @@ interface IDisputeGame {
     error NotChallengeable(uint256 jobId);
     /// @notice A failing verifier opens after its open deadline.
     error OpenWindowPassed(uint256 jobId, uint256 openDeadline);
+    /// @notice openOnManifest on a job whose committed manifest is not published on chain.
+    error ManifestNotPublished(uint256 jobId);
     /// @notice forfeitUnopened before the failing verifier's open deadline.
     error OpenWindowNotPassed(uint256 jobId, uint256 openDeadline);
     /// @notice The opener is not an eligible whistleblower (stake below the minimum).
@@ -294,6 +300,15 @@ interface IDisputeGame {
         bytes32 startHash,
         bytes32[] calldata startProof
     ) external returns (uint256 gameId);
+    /// @notice Dispute the job's committed manifest itself, escrowing challengeBond: for a manifest that
+    ///         does not parse, or whose root is not the committed trace root, no checkpoint leaf can be
+    ///         proven for `open`. Callers as for `open` (the failing verifier in its open window, or an
+    ///         eligible whistleblower in a passing report's challenge window). The manifest must be
+    ///         published on chain (JobMarket.isPublished(jobId, MANIFEST_ITEM), through an availability
+    ///         challenge; else ManifestNotPublished), so that every referee reads the same bytes. The
+    ///         game is isolated at once (0 steps); the referees vote whether the manifest is the
+    ///         committed trace of the spec, and the payouts are those of a trace game on segment 0.
+    function openOnManifest(uint256 jobId) external returns (uint256 gameId);
     /// @notice The defender of a report game concedes a forced error by revealing its `secret`, before
     ///         the committee draw (SolverToMove, ChallengerToMove or Isolated; else NotConcedable):
     ///         JobMarket.payForcedError pays the whistleblower jackpot * jackpotShareBps / 1e4, the game

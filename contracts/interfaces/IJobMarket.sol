@@ -354,13 +354,19 @@ interface IJobMarket {
     ///         !solverWon: solver bond slashed in full to `slashRecipient`; the job reopens with its
     ///         escrow and a fresh claim window.
     ///         verifierSlashed: the verifier bond is slashed in full to `slashRecipient`, else released.
-    function resolveDispute(uint256 jobId, bool solverWon, bool verifierSlashed, address slashRecipient) external;
+    /// @return slashed the tokens slashed to `slashRecipient` (the bonds above, 0 if none)
+    function resolveDispute(uint256 jobId, bool solverWon, bool verifierSlashed, address slashRecipient)
+        external
+        returns (uint256 slashed);
     /// @notice The dispute game settles a report game (the job's verifier defended a probe).
     ///         verifierWon: the job is Verified again and the challenge window resumes (bonds stay locked).
     ///         Else the verifier bond is slashed in full to `slashRecipient` (ReportOverturned) and the job
     ///         goes back to Committed for a draw that excludes this verifier (the solver is not at fault),
     ///         or ends refunded once maxVerifierDraws draws were made.
-    function resolveReportDispute(uint256 jobId, bool verifierWon, address slashRecipient) external;
+    /// @return slashed the tokens slashed to `slashRecipient` (the verifier bond, or 0)
+    function resolveReportDispute(uint256 jobId, bool verifierWon, address slashRecipient)
+        external
+        returns (uint256 slashed);
     /// @notice The dispute game pays a caught forced error: checks `seal` against the stored one
     ///         (InvalidSeal) and isForced(secret, verifier, seal) (NotForced), pays `whistleblower`
     ///         jackpot * jackpotShareBps / 1e4, clears the verifier's forced seed if it is the revealed

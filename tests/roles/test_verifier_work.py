@@ -14,7 +14,8 @@ import pytest
 
 from core.agent import StopFlag
 from core.cid import cid_to_digest
-from core.contracts import Bytes32, JobId
+from core.availability import ContentUnavailable
+from core.contracts import MANIFEST_ITEM, Bytes32, JobId
 from core.dispute import ZERO32
 from core.storage import LocalStore
 from proofs import JobSpec, Probe, ProbeTree, Trace, forced_hash, load_dataset, probe_positions, state_at, state_hash, train_trace
@@ -35,11 +36,16 @@ class _Event:
 
 
 class _Market:
-    """The little of ``JobMarket`` the inspector reads: the job's root, its events, ``probeCount``."""
+    """The little of ``JobMarket`` the inspector reads: the job's root, its events, ``probeCount``,
+    whether the manifest is published on chain."""
 
     def __init__(self, root: bytes, events: dict[str, dict[str, Any]]) -> None:
         self.root = root
         self._events = events
+        self.manifest_published = False
+
+    def is_published(self, job_id: JobId, item: int) -> bool:
+        return item == MANIFEST_ITEM and self.manifest_published
 
     def get_job(self, job_id: JobId) -> Any:
         return SimpleNamespace(trace_root=self.root)
@@ -156,8 +162,13 @@ def test_a_manifest_that_is_not_the_committed_trace_fails_segment_0_before_any_r
     assert "segments" not in report, "nothing replayed"
 
 
-def test_a_manifest_whose_root_is_not_the_committed_one_fails_with_no_segment(job: Any) -> None:
+def test_a_manifest_whose_root_is_not_the_committed_one_is_challenged_then_fails_on_the_manifest_itself(job: Any) -> None:
     protocol = _committed(job)
     protocol.market.root = b"\x09" * 32
-    verdict, _ = _report(job, Draw(SEED), protocol)
-    assert not verdict.passed and verdict.failed_segment is None and "is not the committed root" in verdict.summary
+    with pytest.raises(ContentUnavailable) as unavailable:  # the referees of a manifest game need it on chain
+        _report(job, Draw(SEED), protocol)
+    assert unavailable.value.item == MANIFEST_ITEM
+    protocol.market.manifest_published = True
+    verdict, report = _report(job, Draw(SEED), protocol)
+    assert not verdict.passed and verdict.failed_segment == MANIFEST_ITEM and "is not the committed root" in verdict.summary
+    assert [v["reason"] for v in report["verdicts"]] == ["malformed-manifest"] and "segments" not in report

@@ -81,9 +81,9 @@ def _audit(
     committed = [SimpleNamespace(args={"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes()))})]
     market = SimpleNamespace(
         sealed_report=lambda job_id, from_block=0: (seal, emitted),
-        get_job=lambda job_id: SimpleNamespace(deadline=window_end),
+        get_job=lambda job_id: SimpleNamespace(deadline=window_end, trace_root=bytes.fromhex(manifest.root[2:])),
         events=lambda name, from_block, **filters: committed if name == "TraceCommitted" else [],
-        published=lambda job_id, item, from_block=0: published if item == withheld else None,
+        published=lambda job_id, item, from_block=0: [published] if item == withheld and published is not None else [],
     )
     protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0), client=SimpleNamespace(timestamp=lambda: NOW))
     report = body or json.dumps({"passed": True, "probes": [p.to_json() for p in probes], "probe_root": tree.root, "segments": [5]}).encode()

@@ -119,6 +119,10 @@ abstract contract DisputeFixture is Test {
     uint256 internal constant CHECKPOINTS = 11; // 10 segments
     uint256 internal constant TRACE = 7; // the solver's trace salt
     uint256 internal constant VERIFIERS = 6;
+    /// The committed manifest: its bytes and their CIDv0 digest (core.storage.unixfs.file_cid, as in
+    /// Availability.t.sol), so that a solver can publish it when challenged.
+    bytes internal constant MANIFEST_BYTES = "veritrain manifest";
+    bytes32 internal constant MANIFEST_CID = 0xa795f0678211148d1b44c7cc390a051611d7c4a5aa2d392f23c2cd885d288b4e;
 
     VeriToken internal token;
     StakeManager internal stakes;
@@ -228,7 +232,7 @@ abstract contract DisputeFixture is Test {
         vm.prank(solver);
         // forge-lint: disable-next-line(unsafe-typecast)
         market.commit(
-            jobId, TraceTree.root(traceLeaves), uint32(CHECKPOINTS), keccak256("model"), keccak256("manifest")
+            jobId, TraceTree.root(traceLeaves), uint32(CHECKPOINTS), keccak256("model"), MANIFEST_CID
         );
         verifier = _assign(jobId);
     }
