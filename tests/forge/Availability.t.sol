@@ -8,6 +8,7 @@ import {AvailabilityChallenge, JobState, MarketParams, Probe, Role} from "../../
 import {JobMarket} from "../../contracts/JobMarket.sol";
 import {CidLib} from "../../contracts/libraries/CidLib.sol";
 import {TraceLib} from "../../contracts/libraries/TraceLib.sol";
+import {IsolatedGas} from "./utils/IsolatedGas.sol";
 
 /// Calls CidLib on calldata, as JobMarket does.
 contract CidHarness {
@@ -373,9 +374,15 @@ contract AvailabilityTest is Fixture {
 /// (without --isolate the test skips itself and writes nothing). Steady state as GasSnapshotTest: the
 /// market and every actor were used once. Checkpoints of 4 KiB (the demo's tiny MLP is ~4 KiB) and
 /// 64 KiB, a manifest of 2 KiB; an 11-leaf trace tree (proofs of 3-4 hashes).
-contract AvailabilityGasTest is Fixture {
+contract AvailabilityGasTest is Fixture, IsolatedGas {
     string internal constant GROUP = "AvailabilityGas";
-    uint256 internal constant INTRINSIC_GAS = 21_000;
+    /// Budgets, a little above the figures (README): a challenge, a 4 KiB and a 64 KiB checkpoint
+    /// answer, a 2 KiB manifest answer, a timeout.
+    uint256 internal constant CHALLENGE_BUDGET = 85_000;
+    uint256 internal constant ANSWER_4KIB_BUDGET = 200_000;
+    uint256 internal constant ANSWER_64KIB_BUDGET = 1_800_000;
+    uint256 internal constant ANSWER_MANIFEST_BUDGET = 145_000;
+    uint256 internal constant TIMEOUT_BUDGET = 110_000;
     uint32 internal constant CHECKPOINTS = 11;
 
     bytes32[] internal leaves;
@@ -410,10 +417,6 @@ contract AvailabilityGasTest is Fixture {
         }
     }
 
-    function _gas() internal view returns (uint256) {
-        return vm.lastCallGas().gasTotalUsed;
-    }
-
     function _drawn() internal returns (uint256 jobId, address verifier) {
         jobId = _claimed();
         vm.prank(solver);
@@ -422,16 +425,13 @@ contract AvailabilityGasTest is Fixture {
     }
 
     function test_availability_gas() public {
+        if (!_isolated()) return;
         (uint256 jobId, address verifier) = _drawn();
         uint256 manifestItem = market.MANIFEST_ITEM();
         uint256[7] memory used;
         vm.prank(verifier);
         market.challengeAvailability(jobId, 5);
         used[0] = _gas();
-        if (used[0] < INTRINSIC_GAS) {
-            vm.skip(true);
-            return;
-        }
         bytes memory content = _checkpoint(5);
         bytes32[] memory proof = StandardTree.proof(leaves, 5);
         vm.prank(solver);
@@ -469,5 +469,11 @@ contract AvailabilityGasTest is Fixture {
         for (uint256 i; i < used.length; ++i) {
             vm.snapshotValue(GROUP, names[i], used[i]);
         }
+        assertTrue(used[0] <= CHALLENGE_BUDGET && used[3] <= CHALLENGE_BUDGET, "challenge");
+        assertTrue(used[5] <= CHALLENGE_BUDGET, "third challenge");
+        assertTrue(used[1] <= ANSWER_4KIB_BUDGET, "4 KiB answer");
+        assertTrue(used[2] <= ANSWER_64KIB_BUDGET, "64 KiB answer");
+        assertTrue(used[4] <= ANSWER_MANIFEST_BUDGET, "manifest answer");
+        assertTrue(used[6] <= TIMEOUT_BUDGET, "timeout");
     }
 }

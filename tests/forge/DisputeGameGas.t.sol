@@ -4,6 +4,7 @@ pragma solidity ^0.8.28;
 import {DisputeFixture} from "./handlers/DisputeFixture.sol";
 import {GameStatus} from "../../contracts/interfaces/IDisputeGame.sol";
 import {LibPosition} from "../../contracts/libraries/LibPosition.sol";
+import {IsolatedGas} from "./utils/IsolatedGas.sol";
 
 /// @notice Transaction gas of every move of a whole dispute for k = 50 and k = 1000, written to
 ///         snapshots/DisputeGameGas.json. Regenerate with:
@@ -13,8 +14,7 @@ import {LibPosition} from "../../contracts/libraries/LibPosition.sol";
 ///      Steady state: another game is open (the game holds a bond, gameCount is non-zero).
 ///      The dispute: a failing verifier opens segment 3, the solver defends, the first diverging
 ///      state is at 2k/3 (both agree and disagree answers), a committee of 3 votes for the challenger.
-contract DisputeGameGasTest is DisputeFixture {
-    uint256 internal constant INTRINSIC_GAS = 21_000;
+contract DisputeGameGasTest is DisputeFixture, IsolatedGas {
     uint256 internal constant MOVE_GOAL = 150_000;
     string internal constant GROUP = "DisputeGameGas";
 
@@ -22,10 +22,6 @@ contract DisputeGameGasTest is DisputeFixture {
         _setUpProtocol();
         (uint256 warm, address v) = _failed();
         _open(v, warm, 1, 8); // stays open
-    }
-
-    function _gas() internal view returns (uint256) {
-        return vm.lastCallGas().gasTotalUsed;
     }
 
     function test_dispute_gas_k50() public {
@@ -50,13 +46,7 @@ contract DisputeGameGasTest is DisputeFixture {
     }
 
     function _dispute(uint256 k, string memory prefix) internal {
-        // A no-op approve (same allowance) executes in ~5k gas: only an isolated call pays 21k.
-        vm.prank(solver);
-        token.approve(address(game), type(uint256).max);
-        if (_gas() < INTRINSIC_GAS) {
-            vm.skip(true);
-            return;
-        }
+        if (!_isolated()) return;
         (uint256 jobId, address verifier) = _failed();
         Figures memory f;
         f.open = _measureOpen(verifier, jobId, k);

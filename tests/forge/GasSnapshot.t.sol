@@ -5,6 +5,7 @@ import {Fixture} from "./utils/Fixture.sol";
 import {DisputeFixture} from "./handlers/DisputeFixture.sol";
 import {GameStatus} from "../../contracts/interfaces/IDisputeGame.sol";
 import {Job, MarketParams, Role} from "../../contracts/Types.sol";
+import {IsolatedGas} from "./utils/IsolatedGas.sol";
 
 /// @notice Transaction gas of every call of the honest lifecycle (and of the jackpot and seed calls),
 ///         written to snapshots/JobMarketGas.json. Regenerate with:
@@ -22,7 +23,7 @@ import {Job, MarketParams, Role} from "../../contracts/Types.sol";
 ///      probes); docs/contracts.md has the figures. Since issue 11 the draw reads stakes as of its
 ///      anchor block: assignVerifier looks up checkpoints and appends one to the drawn verifier's
 ///      free-stake history (~+44k), finalize appends another when it unlocks the bond (~+8k).
-contract GasSnapshotTest is Fixture {
+contract GasSnapshotTest is Fixture, IsolatedGas {
     /// The honest lifecycle's budget since the report seal and the on-chain probes (was 400k before
     /// issue 5, 440k with the seal alone, 460k before commit stored the manifest CID for the
     /// data-availability game: a fresh slot, ~22k once per job), 485k before draws read stakes as of
@@ -30,7 +31,6 @@ contract GasSnapshotTest is Fixture {
     uint256 internal constant HONEST_GOAL = 535_000;
 
     string internal constant GROUP = "JobMarketGas";
-    uint256 internal constant INTRINSIC_GAS = 21_000;
 
     function setUp() public {
         _setUpActors();
@@ -48,21 +48,8 @@ contract GasSnapshotTest is Fixture {
         _post(); // stays open: the market holds escrow
     }
 
-    function _gas() internal view returns (uint256) {
-        return vm.lastCallGas().gasTotalUsed;
-    }
-
-    /// True under --isolate: a no-op approve (same allowance) executes in ~5k gas, so only an
-    /// isolated call pays 21k. Otherwise the test skips itself (and writes nothing).
-    function _isolated() internal returns (bool) {
-        vm.prank(solver);
-        token.approve(address(market), type(uint256).max);
-        if (_gas() >= INTRINSIC_GAS) return true;
-        vm.skip(true);
-        return false;
-    }
-
     function test_honest_lifecycle_gas() public {
+        if (!_isolated()) return;
         uint256[6] memory used;
         vm.prank(submitter);
         uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW);
@@ -89,11 +76,6 @@ contract GasSnapshotTest is Fixture {
         market.finalize(jobId);
         used[5] = _gas();
 
-        // Only an isolated call pays the intrinsic gas; report executes in well under 21k.
-        if (used[4] < INTRINSIC_GAS) {
-            vm.skip(true);
-            return;
-        }
         string[6] memory names = ["postJob", "claim", "commit", "assignVerifier", "report", "finalize"];
         uint256 total;
         for (uint256 i; i < 6; ++i) {
@@ -124,9 +106,8 @@ contract GasSnapshotTest is Fixture {
 /// @notice Transaction gas of report games (a whistleblower disputes a probe; the verifier defends)
 ///         and of a forced-error concession, against the real DisputeGame; also written to
 ///         snapshots/JobMarketGas.json (same command). Steady state: another game is open.
-contract ReportGameGasSnapshotTest is DisputeFixture {
+contract ReportGameGasSnapshotTest is DisputeFixture, IsolatedGas {
     string internal constant GROUP = "JobMarketGas";
-    uint256 internal constant INTRINSIC_GAS = 21_000;
 
     /// Every seeded draw is forced, so a seeded verifier concedes and an unseeded one defends.
     function _marketParams() internal pure override returns (MarketParams memory p) {
@@ -140,20 +121,6 @@ contract ReportGameGasSnapshotTest is DisputeFixture {
         market.fundJackpot(1000 ether);
         (uint256 warm, address v) = _failed();
         _open(v, warm, 1, 8); // stays open
-    }
-
-    function _gas() internal view returns (uint256) {
-        return vm.lastCallGas().gasTotalUsed;
-    }
-
-    /// True under --isolate: a no-op approve (same allowance) executes in ~5k gas, so only an
-    /// isolated call pays 21k. Otherwise the test skips itself (and writes nothing).
-    function _isolated() internal returns (bool) {
-        vm.prank(solver);
-        token.approve(address(market), type(uint256).max);
-        if (_gas() >= INTRINSIC_GAS) return true;
-        vm.skip(true);
-        return false;
     }
 
     /// An unforced verifier defends a probe of 3+ steps, posts one midpoint, then loses on its clock:

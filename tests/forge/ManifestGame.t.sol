@@ -4,6 +4,7 @@ pragma solidity ^0.8.28;
 import {DisputeFixture} from "./handlers/DisputeFixture.sol";
 import {Game, GameStatus, IDisputeGame, SettleReason} from "../../contracts/interfaces/IDisputeGame.sol";
 import {JobState, Probe, Role} from "../../contracts/Types.sol";
+import {IsolatedGas} from "./utils/IsolatedGas.sol";
 
 /// @notice A job whose committed manifest (MANIFEST_BYTES) a challenger can get published and dispute.
 abstract contract ManifestGameFixture is DisputeFixture {
@@ -161,28 +162,20 @@ contract ManifestGameTest is ManifestGameFixture {
 ///   node_modules/.bin/forge test --offline --isolate --match-contract ManifestGameGasTest
 /// (without --isolate the test skips itself and writes nothing). Steady state: another manifest game
 /// is open, the manifest is published (by its CID, for both jobs), every actor was used once.
-contract ManifestGameGasTest is ManifestGameFixture {
+contract ManifestGameGasTest is ManifestGameFixture, IsolatedGas {
     string internal constant GROUP = "ManifestGameGas";
-    uint256 internal constant INTRINSIC_GAS = 21_000;
     /// Budgets: openOnManifest reads the job and the publication and stores a game (as `open` does,
     /// without its two proofs); the settlement is a trace game's (committee of 3, two job bonds moved).
     uint256 internal constant OPEN_BUDGET = 200_000;
     uint256 internal constant SETTLE_BUDGET = 250_000;
 
-    function _gas() internal view returns (uint256) {
-        return vm.lastCallGas().gasTotalUsed;
-    }
-
     function test_manifest_game_gas() public {
+        if (!_isolated()) return;
         (uint256 warm, address warmVerifier) = _failedOnManifest();
         _openOnManifest(warmVerifier, warm); // stays open
         (uint256 jobId, address verifier) = _failedOnManifest();
         uint256 gameId = _openOnManifest(verifier, jobId);
         uint256 open = _gas();
-        if (open < INTRINSIC_GAS) {
-            vm.skip(true);
-            return;
-        }
         _vote(gameId, false);
         game.settle(gameId);
         uint256 settle = _gas();
