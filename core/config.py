@@ -28,6 +28,7 @@ _ENV_FIELDS = {
     "data_dir": "DATA_DIR",
     "keystore": "KEYSTORE",
     "key_env": "KEY_ENV",
+    "password_file": "PASSWORD_FILE",
     "rpc_timeout": "RPC_TIMEOUT",
 }
 
@@ -61,6 +62,7 @@ class Settings(BaseModel):
     data_dir: Path = Field(default=Path.home() / ".veritrain", description="client state (databases, caches)")
     keystore: Path | None = Field(default=None, description="encrypted JSON keystore of the signing key")
     key_env: str | None = Field(default=None, description="name of an env var holding the private key")
+    password_file: Path | None = Field(default=None, description="file whose first line is the keystore's password")
     rpc_timeout: float = Field(default=10.0, gt=0, le=600, description="seconds per RPC request")
 
     @field_validator("rpc_url")

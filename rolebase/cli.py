@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,10 +28,12 @@ from rich.console import Console
 from rich.table import Table
 
 from core.address_book import AddressBook
+from core.bounded import InputRejected, read_regular_file
 from core.agent import status_lines
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
 from core.contracts import Protocol
+from core.errors import ConfigError, SignerError
 from rolebase.deployment import Deployment
 
 __all__ = [
@@ -40,6 +43,8 @@ __all__ = [
     "DataDir",
     "Keystore",
     "KeyEnv",
+    "Account",
+    "PasswordFile",
     "Json",
     "StoreDir",
     "IpfsApi",
@@ -53,7 +58,12 @@ __all__ = [
     "show_status",
     "who",
     "show_time",
+    "keystore_dir",
+    "password",
 ]
+
+PASSWORD_ENV = "VERITRAIN_KEYSTORE_PASSWORD"
+_MAX_PASSWORD_FILE_BYTES = 4096
 
 console = Console()
 err_console = Console(stderr=True)
@@ -62,7 +72,9 @@ Rpc = Annotated[str | None, typer.Option("--rpc-url", "--rpc", "-r", help="JSON-
 ChainId = Annotated[int | None, typer.Option("--chain-id", help="expected chain id, checked on connect (env VERITRAIN_CHAIN_ID)", show_default=False)]
 BookDir = Annotated[Path | None, typer.Option("--address-book-dir", help="directory of <chainId>.json address books (env VERITRAIN_ADDRESS_BOOK_DIR; default ./deployments)", show_default=False)]
 DataDir = Annotated[Path | None, typer.Option("--data-dir", help="client state directory (env VERITRAIN_DATA_DIR; default ~/.veritrain)", show_default=False)]
-Keystore = Annotated[Path | None, typer.Option("--keystore", help="encrypted JSON keystore; password from VERITRAIN_KEYSTORE_PASSWORD (env VERITRAIN_KEYSTORE)", show_default=False)]
+Keystore = Annotated[Path | None, typer.Option("--keystore", help="encrypted JSON keystore file (env VERITRAIN_KEYSTORE)", show_default=False)]
+Account = Annotated[str | None, typer.Option("--account", "-a", help="a key by its name in <data-dir>/keystores (veritrain wallet new NAME; env VERITRAIN_ACCOUNT)", envvar="VERITRAIN_ACCOUNT", show_default=False)]
+PasswordFile = Annotated[Path | None, typer.Option("--password-file", help="file whose first line is the keystore's password (env VERITRAIN_PASSWORD_FILE; else VERITRAIN_KEYSTORE_PASSWORD, else a prompt)", show_default=False)]
 KeyEnv = Annotated[str | None, typer.Option("--key-env", help="name of the env var that holds the private key (env VERITRAIN_KEY_ENV)", show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="print machine-readable JSON (amounts in base units, times in unix seconds)")]
 StoreDir = Annotated[Path | None, typer.Option("--store-dir", help="local content store directory [env: VERITRAIN_STORE_DIR; default <data-dir>/store]", envvar="VERITRAIN_STORE_DIR", show_default=False)]
@@ -70,12 +82,42 @@ IpfsApi = Annotated[str | None, typer.Option("--ipfs-api", help="IPFS node RPC A
 LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
 
 
-def settings(**flags: Any) -> Settings:
+def settings(account: str | None = None, **flags: Any) -> Settings:
     """Settings from the given flags (None = not given) over env vars over defaults; the RPC URL
-    falls back to foundry's ``ETH_RPC_URL`` when neither the flag nor ``VERITRAIN_RPC_URL`` is set."""
+    falls back to foundry's ``ETH_RPC_URL`` when neither the flag nor ``VERITRAIN_RPC_URL`` is set.
+    ``account`` names a key of the keystore directory (it becomes the settings' keystore)."""
     if flags.get("rpc_url") is None and not os.environ.get("VERITRAIN_RPC_URL") and os.environ.get("ETH_RPC_URL"):
         flags["rpc_url"] = os.environ["ETH_RPC_URL"]
-    return Settings.load(**flags)
+    loaded = Settings.load(**flags)
+    if account is None:
+        return loaded
+    if flags.get("keystore") is not None or flags.get("key_env") is not None:
+        raise ConfigError("give one of --account, --keystore, --key-env")
+    path = keystore_dir(loaded) / account
+    if not account.replace("-", "_").isidentifier() or not path.is_file():
+        raise ConfigError(f"no account {account!r} in {keystore_dir(loaded)} (veritrain wallet list; veritrain wallet new {account})")
+    return loaded.model_copy(update={"keystore": path, "key_env": None})
+
+
+def keystore_dir(s: Settings) -> Path:
+    """Where ``--account NAME`` keys live: ``<data-dir>/keystores/NAME`` (encrypted JSON, 0600)."""
+    return s.data_dir / "keystores"
+
+
+def password(s: Settings, *, confirm: bool = False) -> str:
+    """The keystore password: the first line of ``--password-file``, else ``VERITRAIN_KEYSTORE_PASSWORD``,
+    else asked on the terminal (twice with ``confirm``). Never echoed, never logged."""
+    if s.password_file is not None:
+        try:
+            text = read_regular_file(s.password_file, max_bytes=_MAX_PASSWORD_FILE_BYTES, what="password file").decode()
+        except (InputRejected, UnicodeDecodeError) as exc:
+            raise ConfigError(f"password file {s.password_file}: {exc}") from None
+        return text.splitlines()[0] if text else ""
+    if os.environ.get(PASSWORD_ENV) is not None:
+        return os.environ[PASSWORD_ENV]
+    if not sys.stdin.isatty():
+        raise SignerError(f"a keystore needs its password: --password-file, {PASSWORD_ENV}, or a terminal to ask on")
+    return str(typer.prompt("keystore password", hide_input=True, confirmation_prompt=confirm))
 
 
 def client(s: Settings) -> ChainClient:
@@ -83,6 +125,9 @@ def client(s: Settings) -> ChainClient:
 
 
 def signer(s: Settings) -> Signer:
+    """The key the settings name: a keystore (``--account`` or ``--keystore``; :func:`password`) or ``--key-env``."""
+    if s.keystore is not None and s.key_env is None:
+        return Signer.from_keystore(s.keystore, password(s))
     return Signer.from_settings(s.keystore, s.key_env)
 
 
@@ -108,7 +153,7 @@ def show_status(
 
     ``home_of(data_dir, address)`` is the role's state directory; it is looked up under the current
     deployment's records (:mod:`rolebase.deployment`)."""
-    me = who(address, settings.keystore, settings.key_env)
+    me = who(address, settings)
     c = client(settings)
     protocol = Protocol.connect(c, address_book(settings, c))
     report = report_of(protocol, home_of(Deployment.of(protocol).data_dir(settings.data_dir), me), me)
@@ -122,10 +167,10 @@ def show_status(
         console.print(table)
 
 
-def who(address: str | None, keystore: Path | None, key_env: str | None) -> Address:
+def who(address: str | None, settings: Settings) -> Address:
     """The account a command is about: ``--address``, else the key's address."""
     if address is not None:
         if not is_address(address):
             raise typer.BadParameter(f"{address!r} is not an address", param_hint="--address")
         return Address(to_checksum_address(address))
-    return Signer.from_settings(keystore, key_env).address
+    return signer(settings).address

@@ -37,6 +37,8 @@ def run(
     book_dir: options.BookDir = None,
     data_dir: options.DataDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
@@ -61,7 +63,7 @@ def run(
     if cheat is not None and cheat not in daemon.CHEATS:
         raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(daemon.CHEATS)}", param_hint="--cheat")
     configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = SolverConfig(stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"))
@@ -94,6 +96,8 @@ def status(
     book_dir: options.BookDir = None,
     data_dir: options.DataDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     address: Annotated[str | None, typer.Option(help="solver address (instead of a key: status needs no secret)")] = None,
     json_out: options.Json = False,
@@ -106,7 +110,7 @@ def status(
 
       SOLVER_KEY=0x... veritrain solver status --key-env SOLVER_KEY --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     show_status("solver", settings, address, json_out, daemon.state_dir, solver_status, _jobs_table)
 
 

@@ -46,6 +46,8 @@ def post(
     book_dir: options.BookDir = None,
     data_dir: options.DataDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
@@ -59,7 +61,7 @@ def post(
 
       veritrain submit post job.json --ipfs-api http://127.0.0.1:5001 --keystore me.json --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
     protocol = _protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
@@ -168,6 +170,8 @@ def cancel(
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
 ) -> None:
     """Cancel an OPEN job you posted; the escrow comes back.
@@ -176,7 +180,7 @@ def cancel(
 
       veritrain submit cancel 3 --key-env SUBMITTER_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     receipt = service.cancel_job(_protocol(settings, signing=True), job)
     console.print(f"job {job} cancelled (gas {receipt.gas_used:,})")
 

@@ -33,6 +33,8 @@ def run(
     book_dir: options.BookDir = None,
     data_dir: options.DataDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
@@ -60,7 +62,7 @@ def run(
     if lie and lazy:
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
     configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
@@ -74,6 +76,8 @@ def status(
     book_dir: options.BookDir = None,
     data_dir: options.DataDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     address: Annotated[str | None, typer.Option(help="verifier address (instead of a key: status needs no secret)")] = None,
     json_out: options.Json = False,
@@ -84,7 +88,7 @@ def status(
 
       veritrain verifier status --address 0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     show_status("verifier", settings, address, json_out, daemon.state_dir, verifier_status, _assignments_table)
 
 

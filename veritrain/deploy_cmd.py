@@ -35,6 +35,8 @@ def deploy(
     chain_id: options.ChainId = None,
     key_env: options.KeyEnv = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     params: Params = None,
     book_dir: options.BookDir = None,
     force: Annotated[bool, typer.Option("--force", help="deploy again even if the address book points at live contracts")] = False,
@@ -51,7 +53,7 @@ def deploy(
 
       VERITRAIN_KEYSTORE_PASSWORD=... veritrain deploy --rpc-url https://rpc.example --keystore key.json --params public --chain-id 11155111
     """
-    settings: Settings = options.settings(rpc_url=rpc, chain_id=chain_id, key_env=key_env, keystore=keystore, address_book_dir=book_dir)
+    settings: Settings = options.settings(rpc_url=rpc, chain_id=chain_id, key_env=key_env, keystore=keystore, account=account, password_file=password_file, address_book_dir=book_dir)
     deploy_params = load_params(params)
     client = options.client(settings)
     signer = options.signer(settings)

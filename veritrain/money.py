@@ -65,6 +65,8 @@ def stake(
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
@@ -74,7 +76,7 @@ def stake(
 
       veritrain stake solver 150 --key-env SOLVER_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
     protocol = _protocol(settings, signing=True)
     me = options.signer(settings).address
@@ -96,6 +98,8 @@ def unstake(
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
@@ -105,7 +109,7 @@ def unstake(
 
       veritrain unstake verifier 50 --key-env VERIFIER_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
     protocol = _protocol(settings, signing=True)
     receipt = protocol.stakes.request_unstake(r, units)
@@ -120,6 +124,8 @@ def withdraw(
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
@@ -129,7 +135,7 @@ def withdraw(
 
       veritrain withdraw verifier --key-env VERIFIER_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     r = _role(role)
     protocol = _protocol(settings, signing=True)
     me = options.signer(settings).address
@@ -146,6 +152,8 @@ def transfer(
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
@@ -155,7 +163,7 @@ def transfer(
 
       veritrain transfer 0x90F79bf6EB2c4f870365E785982E1f101E93b906 25 --key-env MY_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     recipient, units = _address(to, "TO"), parse_tokens(amount, "AMOUNT")
     receipt = _protocol(settings, signing=True).token.transfer(recipient, units)
     _done(json_out, receipt, f"sent {amount} VERI to {recipient}", to=recipient, amount=str(units))
@@ -193,6 +201,8 @@ def balance(
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
@@ -204,8 +214,8 @@ def balance(
 
       veritrain balance --key-env SOLVER_KEY --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
-    me = _address(address, "ADDRESS") if address is not None else who(None, settings.keystore, settings.key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    me = _address(address, "ADDRESS") if address is not None else who(None, settings)
     protocol = _protocol(settings, signing=False)
     report = balances(protocol, me)
     if json_out:
@@ -234,6 +244,8 @@ def earnings(
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
@@ -246,8 +258,8 @@ def earnings(
 
       veritrain earnings --key-env SOLVER_KEY --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env)
-    me = _address(address, "ADDRESS") if address is not None else who(None, settings.keystore, settings.key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    me = _address(address, "ADDRESS") if address is not None else who(None, settings)
     entries = earnings_of(_protocol(settings, signing=False), me)
     total = sum(int(e["amount"]) for e in entries)  # type: ignore[call-overload]
     if json_out:

@@ -39,6 +39,8 @@ def run(
     book_dir: options.BookDir = None,
     data_dir: options.DataDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
@@ -65,7 +67,7 @@ def run(
       veritrain whistleblower run --keystore wb.json --audit-rate 0.5 --budget 500 --audit-cost 1.5 --log-json
     """
     configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = WhistleblowerConfig(stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost"))
@@ -79,6 +81,8 @@ def status(
     book_dir: options.BookDir = None,
     data_dir: options.DataDir = None,
     keystore: options.Keystore = None,
+    account: options.Account = None,
+    password_file: options.PasswordFile = None,
     key_env: options.KeyEnv = None,
     address: Annotated[str | None, typer.Option(help="whistleblower address (instead of a key: status needs no secret)")] = None,
     json_out: options.Json = False,
@@ -91,7 +95,7 @@ def status(
 
       veritrain whistleblower status --key-env WB_KEY --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     show_status("whistleblower", settings, address, json_out, daemon.state_dir, whistleblower_status, _tables)
 
 

@@ -1,4 +1,8 @@
-"""A devnet restarted (redeployed) under running daemons: local records are per deployment.
+"""A new participant's journey from `wallet new` to `earnings`, and a devnet restarted (redeployed)
+under its running daemon: local records are per deployment.
+
+The participant's solver is three commands: ``wallet new``, ``init solver`` (funds it on the devnet and
+stakes the minimum) and ``solver run --account``; ``earnings`` then shows the reward of its job.
 
 The restarted devnet deploys the same contracts at the same addresses and numbers its jobs from 1
 again; daemons that kept records by job id alone ignored the new job 1 (the solver's ``claimed``,
@@ -9,17 +13,20 @@ new chain's job 1 is claimed, verified and finalized with nobody slashed.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from core.anvil import free_port
-from core.contracts import JobId, JobState
+from core.contracts import JobId, JobState, Role
 from deploy.build import build
 from deploy.devnet import start_devnet
 from rolebase.deployment import Deployment
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
-from veritrain.demo import demo_params
+from veritrain.demo import RoleProcess, daemon_argv, demo_params
 
 
 def _post_and_finalize(market: Market, folder: Path) -> JobId:
@@ -30,23 +37,46 @@ def _post_and_finalize(market: Market, folder: Path) -> JobId:
     return job_id
 
 
-def test_devnet_restarted_under_running_daemons(tmp_path: Path) -> None:
+def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_path: Path) -> None:
     build()
     port, book_dir = free_port(), tmp_path / "deployments"
     net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=demo_params())
     market = Market(net, tmp_path, tmp_path / "store", book_dir)
+    password = tmp_path / "password"
+    password.write_text("a participant's password\n")
+    keys = ("--data-dir", str(tmp_path / "solver"), "--password-file", str(password))
+
+    def veritrain(*args: str) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run([sys.executable, "-m", "veritrain", *args, "--rpc-url", net.rpc_url, "--address-book-dir", str(book_dir)],
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        return result
+
     try:
         net.client.rpc("evm_setIntervalMining", [1])
-        solver = market.daemon("solver", 1, "solver")
+        created = subprocess.run([sys.executable, "-m", "veritrain", "wallet", "new", "solver", *keys, "--json"], capture_output=True, text=True, timeout=60)
+        assert created.returncode == 0, created.stderr
+        me = json.loads(created.stdout)["address"]
+        assert "run it:  veritrain solver run --account solver" in veritrain("init", "solver", "--account", "solver", *keys).stdout
+        assert market.protocol().stakes.stake_of(me, Role.SOLVER).staked == market.protocol().stakes.min_stake(Role.SOLVER)
+        argv = daemon_argv("solver", rpc_url=net.rpc_url, book_dir=book_dir, data_dir=tmp_path / "solver", store_dir=market.store_dir, key_env="-", extra=("--poll", "0.3"))
+        at = argv.index("--key-env")
+        argv[at : at + 2] = ["--account", "solver", "--password-file", str(password)]
+        solver = RoleProcess("solver#1", argv, {}, tmp_path / "logs" / "solver-1.log").start()
+        market.processes.append(solver)
         verifier = market.daemon("verifier", 2, "verifier", "--duty-grace", "5")
         first = Deployment.of(market.protocol())
         assert _post_and_finalize(market, tmp_path / "job-a") == 1
+        earned = json.loads(veritrain("earnings", me, "--json").stdout)
+        reward = market.protocol().market.get_job(JobId(1)).reward
+        assert [(e["job"], e["amount"]) for e in earned["entries"]] == [(1, str(reward))] and earned["total"] == str(reward)
 
         net.stop()  # the devnet restarts on the same port: same addresses, job ids from 1 again
         net = market.net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=demo_params())
         net.client.rpc("evm_setIntervalMining", [1])
         second = Deployment.of(market.protocol())
         assert second.market == first.market and second.key != first.key
+        veritrain("init", "solver", "--account", "solver", *keys)  # the new chain has not funded the participant
 
         assert _post_and_finalize(market, tmp_path / "job-b") == 1  # the new job 1, as on the old chain
         protocol = market.protocol()
