@@ -32,9 +32,11 @@ from core.bounded import InputRejected, read_regular_file
 from core.agent import status_lines
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
-from core.contracts import Protocol
+from core.contracts import Protocol, Role
 from core.errors import ConfigError, SignerError
+from rolebase.amounts import show_tokens
 from rolebase.deployment import Deployment
+from rolebase.earnings import earnings_of
 
 __all__ = [
     "Rpc",
@@ -146,22 +148,31 @@ def show_status(
     address: str | None,
     json_out: bool,
     home_of: Callable[[Path, str], Path],
-    report_of: Callable[[Protocol, Path, Address], dict[str, object]],
+    report_of: Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]],
     table_of: Callable[[dict[str, object]], Table | None],
 ) -> None:
     """The body of every role's ``status`` command: the report as JSON, or its header lines and table.
 
     ``home_of(data_dir, address)`` is the role's state directory; it is looked up under the current
-    deployment's records (:mod:`rolebase.deployment`)."""
+    deployment's records (:mod:`rolebase.deployment`). ``report_of`` gets the amount formatter: VERI
+    for people, base units with ``--json``. Every report also says the gas balance, when the unbonding
+    stake is released, and the account's net earnings (:mod:`rolebase.earnings`)."""
     me = who(address, settings)
     c = client(settings)
     protocol = Protocol.connect(c, address_book(settings, c))
-    report = report_of(protocol, home_of(Deployment.of(protocol).data_dir(settings.data_dir), me), me)
+    tokens: Callable[[int], str] = str if json_out else show_tokens
+    report = report_of(protocol, home_of(Deployment.of(protocol).data_dir(settings.data_dir), me), me, tokens)
+    release_at = protocol.stakes.stake_of(me, Role[role.upper()]).release_at
+    net = sum(int(str(e["amount"])) for e in earnings_of(protocol, me))
+    report["gas"] = tokens(c.balance(me))
+    report["unbonding_release_at"] = release_at if json_out else (show_time(release_at) if release_at else "-")
+    report["earnings_net"] = str(net) if json_out else ("-" if net < 0 else "") + show_tokens(abs(net))
     if json_out:
         print(json.dumps(report, indent=2))
         return
     for line in status_lines(role, report):
         console.print(line)
+    console.print(f"gas {report['gas']} ETH  unbonding released {report['unbonding_release_at']}  net earnings {report['earnings_net']} VERI (veritrain earnings {me})", highlight=False)
     table = table_of(report)
     if table is not None:
         console.print(table)

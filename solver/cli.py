@@ -7,6 +7,7 @@ Registered in veritrain/cli.py with ``app.add_typer(solver_app, name="solver")``
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -19,7 +20,7 @@ from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
-from rolebase.amounts import parse_tokens, show_tokens
+from rolebase.amounts import parse_tokens
 from rolebase.cli import IpfsApi, LogJson, StoreDir, console, show_status, show_time
 from rolebase.deployment import run_following
 from solver import daemon
@@ -45,7 +46,9 @@ def run(
     stake: Annotated[str, typer.Option(help="solver stake to hold, in VERI (0: the chain's minimum)")] = "0",
     max_active: Annotated[int, typer.Option(help="jobs trained at once (claimed, not yet committed)", min=1, max=16)] = 1,
     min_reward: Annotated[str, typer.Option(help="ignore jobs paying less than this, in VERI")] = "0",
-    max_steps: Annotated[int, typer.Option(help="ignore jobs with more training steps than this", min=1)] = Limits().max_steps,
+    max_steps: Annotated[int, typer.Option(help="refuse jobs with more training steps than this (default: the protocol's limit)", min=1, max=Limits().max_steps)] = Limits().max_steps,
+    max_params: Annotated[int, typer.Option(help="refuse models with more parameters than this (default: the protocol's limit)", min=1, max=Limits().max_params)] = Limits().max_params,
+    max_data_mib: Annotated[int, typer.Option(help="refuse datasets larger than this many MiB (default: the protocol's limit)", min=1, max=Limits().max_dataset_bytes >> 20)] = Limits().max_dataset_bytes >> 20,
     poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     log_json: LogJson = False,
@@ -71,7 +74,7 @@ def run(
     try:
         run_following(
             settings,
-            lambda s: daemon.build(s, signer, store, config, limits=Limits(max_steps=max_steps), loop=LoopSettings(poll_interval_s=poll), progress=bar, cheat=cheat),
+            lambda s: daemon.build(s, signer, store, config, limits=Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20), loop=LoopSettings(poll_interval_s=poll), progress=bar, cheat=cheat),
         )
     finally:
         _BARS.stop()
@@ -114,13 +117,13 @@ def status(
     show_status("solver", settings, address, json_out, daemon.state_dir, solver_status, _jobs_table)
 
 
-def solver_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
+def solver_status(protocol: Protocol, home: Path, me: Address, tokens: Callable[[int], str]) -> dict[str, object]:
     db_path = home / "state.sqlite"
     if not db_path.exists():
-        return {**status_base(protocol, me, Role.SOLVER, None, show_tokens), "jobs": []}
+        return {**status_base(protocol, me, Role.SOLVER, None, tokens), "jobs": []}
     db = SolverDb(db_path)
     try:
-        out = status_base(protocol, me, Role.SOLVER, db.db, show_tokens)
+        out = status_base(protocol, me, Role.SOLVER, db.db, tokens)
         jobs = []
         for record in db.jobs():
             chain_job = protocol.market.get_job(JobId(record.job_id))

@@ -9,7 +9,6 @@ transaction is sent.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -19,10 +18,12 @@ from rich.table import Table
 from core.agent import open_store
 from core.config import Settings
 from core.contracts import JobId, Protocol
+from proofs.spec import JobSpec
 from submitter import service
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
-from rolebase.cli import IpfsApi, StoreDir, console
+from rolebase.cli import IpfsApi, StoreDir, console, show_time
+from submitter.specfile import read_job
 from submitter.timeline import job_timeline
 
 app = typer.Typer(name="submit", help="Post training jobs and get proven models back.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
@@ -36,7 +37,7 @@ def _protocol(settings: Settings, *, signing: bool) -> Protocol:
 
 @app.command()
 def post(
-    spec: Annotated[Path, typer.Argument(help="job spec JSON (see docs/roles.md)", show_default=False)],
+    spec: Annotated[Path, typer.Argument(help="job spec JSON (docs/formats.md; `veritrain spec new` writes one)", show_default=False)],
     data: Annotated[Path | None, typer.Option("--data", help="dataset file to upload; its CID goes into the spec")] = None,
     reward: Annotated[str, typer.Option(help="solver reward, in VERI")] = "10",
     fee: Annotated[str, typer.Option(help="verifier fee, in VERI")] = "2",
@@ -51,6 +52,7 @@ def post(
     key_env: options.KeyEnv = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="check the spec and the data together and print the job's size and compute; send and upload nothing")] = False,
     json_out: options.Json = False,
 ) -> None:
     """Upload the dataset and the spec, escrow reward + fee + the jackpot tax, post the job; prints the job id.
@@ -60,7 +62,22 @@ def post(
       veritrain submit post job.json --data dataset.safetensors --reward 10 --fee 2 --key-env SUBMITTER_KEY
 
       veritrain submit post job.json --ipfs-api http://127.0.0.1:5001 --keystore me.json --json
+
+      veritrain submit post job.json --data dataset.safetensors --dry-run
     """
+    if dry_run:
+        settings = options.settings(data_dir=data_dir)
+        draft = read_job(spec, data, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir))
+        size = job_size(draft.spec)
+        if json_out:
+            print(json.dumps({"dataset_cid": draft.dataset_cid, **size}))
+        else:
+            console.print(
+                f"spec and data fit: {draft.spec.model.kind}, {size['parameters']:,} parameters, {size['steps']:,} steps in {size['segments']} segments, "
+                f"{size['examples_per_step']:,} examples per step; training about {size['train_flop'] / 1e9:,.1f} GFLOP (6 x parameters x examples x steps)",
+                highlight=False,
+            )
+        return
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
     protocol = _protocol(settings, signing=True)
@@ -132,17 +149,18 @@ def show(
         print(json.dumps({"job": service.job_json(JobId(job), record), "timeline": [e.to_json() for e in timeline]}, indent=2))
         return
     console.print(f"job [bold]{job}[/]: {record.state.name}  reward {show_tokens(record.reward)} VERI  fee {show_tokens(record.verifier_fee)} VERI")
-    table = Table("block", "time (UTC)", "event", "from", "gas", "details")
+    table = Table("block", "time", "event", "from", "gas", "details (amounts in VERI)")
     for e in timeline:
-        details = ", ".join(f"{k}={v}" for k, v in e.args.items())
-        table.add_row(str(e.block), time.strftime("%H:%M:%S", time.gmtime(e.timestamp)), e.event, _short(e.sender), f"{e.gas_used:,}", details)
+        details = ", ".join(f"{k}={show_tokens(v) if k in _AMOUNTS and isinstance(v, int) else v}" for k, v in e.args.items())
+        table.add_row(str(e.block), show_time(e.timestamp), e.event, _short(e.sender), f"{e.gas_used:,}", details)
     console.print(table)
 
 
 @app.command()
 def fetch(
     job: Annotated[int, typer.Argument(help="job id", show_default=False)],
-    out: Annotated[Path, typer.Option("--out", help="file to write the trained model to (safetensors)", show_default=False)],
+    out: Annotated[Path | None, typer.Option("--out", help="file to write the trained model to (the final training checkpoint, safetensors; `veritrain model export` gives a loadable module)", show_default=False)] = None,
+    spec: Annotated[Path | None, typer.Option("--spec", help="file to write the job's spec to (any job, posted or final)", show_default=False)] = None,
     rpc: options.Rpc = None,
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
@@ -150,17 +168,25 @@ def fetch(
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
 ) -> None:
-    """Download a finalized job's model; every byte is checked against the CID its solver committed.
+    """Download a finalized job's model (--out) or any job's spec (--spec); every byte is checked against its CID on chain.
 
     Examples:
 
       veritrain submit fetch 3 --out model.safetensors
+
+      veritrain submit fetch 3 --spec spec.json
     """
+    if out is None and spec is None:
+        raise typer.BadParameter("give --out FILE, --spec FILE, or both", param_hint="--out")
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
     protocol = _protocol(settings, signing=False)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
-    cid, size = service.fetch_model(protocol, store, job, out)
-    console.print(f"wrote {out} ({size:,} bytes, CID {cid} verified)")
+    if spec is not None:
+        spec.write_bytes(service.fetch_spec(protocol, store, job))
+        console.print(f"wrote {spec} (the spec job {job} was posted with, CID verified)")
+    if out is not None:
+        cid, size = service.fetch_model(protocol, store, job, out)
+        console.print(f"wrote {out} ({size:,} bytes, CID {cid} verified)")
 
 
 @app.command()
@@ -183,6 +209,24 @@ def cancel(
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     receipt = service.cancel_job(_protocol(settings, signing=True), job)
     console.print(f"job {job} cancelled (gas {receipt.gas_used:,})")
+
+
+def job_size(spec: JobSpec) -> dict[str, int]:
+    """What a job asks for, for ``--dry-run``: its parameters, steps and segments, and the training's
+    compute estimated as 6 FLOP per parameter per example (token, for the transformer) per step."""
+    tokens = getattr(spec.model, "block_size", 1)
+    per_step = spec.batch_size * tokens
+    return {
+        "parameters": spec.param_count(),
+        "steps": spec.steps,
+        "segments": spec.segments,
+        "examples_per_step": per_step,
+        "train_flop": 6 * spec.param_count() * per_step * spec.steps,
+    }
+
+
+#: Event fields that are token amounts (shown in VERI; ``--json`` keeps base units).
+_AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "payout", "amount", "refund", "jackpot", "refereeFees", "deposit", "tax", "escrow"})
 
 
 def _short(address: str) -> str:

@@ -20,6 +20,7 @@ from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Job, JobId, JobState, Protocol, TokenAmount
 from core.storage import ContentStore
 from rolebase.amounts import show_tokens
+from proofs.spec import Limits
 from submitter.errors import SubmitError
 from submitter.specfile import MAX_MODEL_BYTES, publish, read_job
 
@@ -129,6 +130,15 @@ def fetch_model(protocol: Protocol, store: ContentStore, job_id: int, out: Path)
         os.fsync(fh.fileno())
     os.replace(tmp, out)
     return done.final_model_cid, len(data)
+
+
+def fetch_spec(protocol: Protocol, store: ContentStore, job_id: int) -> bytes:
+    """The spec a job was posted with, its bytes verified against the CID in its ``JobPosted`` event."""
+    get_job(protocol, job_id)
+    posted = protocol.market.events("JobPosted", protocol.book.deploy_block, jobId=JobId(job_id))
+    if not posted:
+        raise SubmitError(f"no JobPosted event for job {job_id} (a node behind?)")
+    return store.get(digest_to_cid(bytes(posted[0].args["specCid"])), Limits.SPEC_BYTES)
 
 
 def cancel_job(protocol: Protocol, job_id: int) -> Receipt:

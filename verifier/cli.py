@@ -6,6 +6,7 @@ Registered in veritrain/cli.py with ``app.add_typer(verifier_app, name="verifier
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,7 @@ from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
-from rolebase.amounts import parse_tokens, show_tokens
+from rolebase.amounts import parse_tokens
 from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status
 from rolebase.deployment import run_following
 from verifier import daemon
@@ -104,15 +105,15 @@ def _assignments_table(report: dict[str, object]) -> Table | None:
     return table
 
 
-def verifier_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
+def verifier_status(protocol: Protocol, home: Path, me: Address, tokens: Callable[[int], str]) -> dict[str, object]:
     """The status report; ``forced_seed_on_chain``: the chain holds the commitment of one of our forced
     secrets (draws can snapshot it), which the daemon keeps true."""
     db_path = home / "state.sqlite"
     if not db_path.exists():
-        return {**status_base(protocol, me, Role.VERIFIER, None, show_tokens), "forced_seed_on_chain": False, "assignments": []}
+        return {**status_base(protocol, me, Role.VERIFIER, None, tokens), "forced_seed_on_chain": False, "assignments": []}
     db = VerifierDb(db_path)
     try:
-        out = status_base(protocol, me, Role.VERIFIER, db.db, show_tokens)
+        out = status_base(protocol, me, Role.VERIFIER, db.db, tokens)
         out["forced_seed_on_chain"] = bytes(protocol.market.forced_seed_of(me).commitment) in db.forced_commitments()
         out["assignments"] = [
             {

@@ -27,7 +27,7 @@ from rolebase.cli import err_console
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
-from veritrain import demo, deploy_cmd, devnet_cmd, money, wallet
+from veritrain import demo, deploy_cmd, devnet_cmd, model_cmd, money, spec_cmd, wallet
 from whistleblower.cli import app as whistleblower_app
 
 __all__ = ["app", "VeritrainApp"]
@@ -100,6 +100,8 @@ app.command(name="deploy")(deploy_cmd.deploy)
 for command in (money.balance, money.stake, money.unstake, money.withdraw, money.transfer, money.fund, money.earnings):
     app.command()(command)
 app.add_typer(wallet.app, name="wallet")
+app.add_typer(model_cmd.app, name="model")
+app.add_typer(spec_cmd.app, name="spec")
 app.command()(wallet.init)
 app.command(name="demo")(demo.demo)
 app.add_typer(submit_app, name="submit")

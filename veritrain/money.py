@@ -19,11 +19,12 @@ from rich.table import Table
 from core.anvil import dev_signers
 from core.chain import Address, Receipt
 from core.config import Settings
-from core.contracts import Event, Protocol, Role
+from core.contracts import Protocol, Role
 from core.errors import ConfigError, ContractRevert
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import console, show_time, who
+from rolebase.earnings import balances, earnings_of
 
 RoleName = Annotated[str, typer.Argument(help="solver, verifier or whistleblower", show_default=False)]
 Amount = Annotated[str, typer.Argument(help="amount in VERI, e.g. 150 or 12.5", show_default=False)]
@@ -229,15 +230,6 @@ def balance(
     console.print(table)
 
 
-def balances(protocol: Protocol, me: Address) -> dict[str, object]:
-    """VERI and gas balances and the stake of every role, in base units (decimal strings)."""
-    stakes = {}
-    for r in Role:
-        info = protocol.stakes.stake_of(me, r)
-        stakes[r.name.lower()] = {"staked": str(info.staked), "locked": str(info.locked), "unbonding": str(info.unbonding), "release_at": info.release_at}
-    return {"address": me, "veri": str(protocol.token.balance_of(me)), "gas": str(protocol.client.balance(me)), "stakes": stakes}
-
-
 def earnings(
     address: AddressArg = None,
     rpc: options.Rpc = None,
@@ -271,33 +263,3 @@ def earnings(
         table.add_row(str(e["block"]), str(e["job"] or "-"), str(e["game"] or "-"), str(e["what"]), ("-" if amount < 0 else "+") + show_tokens(abs(amount)))
     console.print(table)
     console.print(f"[bold]net {'-' if total < 0 else '+'}{show_tokens(abs(total))} VERI[/]")
-
-
-def earnings_of(protocol: Protocol, me: Address) -> list[dict[str, object]]:
-    """What the chain paid ``me`` and took from it, one entry per event, in block order (amounts in
-    base units, signed). Referee fees are in the games' ``DisputeSettled.refereeFees``, not per referee."""
-    start, market, game, stakes = protocol.book.deploy_block, protocol.market, protocol.game, protocol.stakes
-    bond = game.params().challenge_bond
-    entries: list[tuple[int, int, dict[str, object]]] = []
-
-    def add(event: Event, job: int | None, game_id: int | None, what: str, amount: int) -> None:
-        fields = {"block": event.block_number, "job": job, "game": game_id, "what": what, "amount": str(amount), "tx": event.tx_hash}
-        entries.append((event.block_number, event.log_index, fields))
-
-    for e in market.events("JobFinalized", start, solver=me):
-        add(e, int(e.args["jobId"]), None, "reward (job finalized)", int(e.args["reward"]))
-    for e in market.events("JobFinalized", start, verifier=me):
-        add(e, int(e.args["jobId"]), None, "verifier fee (job finalized)", int(e.args["verifierFee"]))
-    for e in game.events("UnopenedDisputeForfeited", start, solver=me):
-        add(e, int(e.args["jobId"]), None, "verifier bond (dispute not opened)", int(e.args["amount"]))
-    for e in game.events("DisputeOpened", start, challenger=me):
-        add(e, None, int(e.args["gameId"]), "challenge bond posted", -bond)
-    for e in game.events("DisputeSettled", start):
-        if e.args["winner"] == me:
-            add(e, int(e.args["jobId"]), int(e.args["gameId"]), "game won (bond back included)", int(e.args["payout"]))
-    for e in stakes.events("StakeSlashed", start, account=me):
-        add(e, None, None, f"slashed ({Role(int(e.args['role'])).name.lower()} stake)", -int(e.args["amount"]))
-    for e in stakes.events("StakeSlashed", start, recipient=me):
-        add(e, None, None, "paid from a slashed stake", int(e.args["amount"]))
-    return [entry for _, _, entry in sorted(entries, key=lambda t: (t[0], t[1]))]
-

@@ -6,6 +6,7 @@ Registered in veritrain/cli.py with ``app.add_typer(whistleblower_app, name="whi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -16,7 +17,7 @@ from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
-from rolebase.amounts import parse_tokens, show_tokens
+from rolebase.amounts import parse_tokens
 from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status
 from rolebase.deployment import run_following
 from whistleblower import daemon
@@ -116,13 +117,13 @@ def _tables(report: dict[str, object]) -> Table | None:
     return table
 
 
-def whistleblower_status(protocol: Protocol, home: Path, me: Address) -> dict[str, object]:
+def whistleblower_status(protocol: Protocol, home: Path, me: Address, tokens: Callable[[int], str]) -> dict[str, object]:
     db_path = home / "state.sqlite"
     db = WhistleblowerDb(db_path) if db_path.exists() else None
     try:
-        out = status_base(protocol, me, Role.WHISTLEBLOWER, db.db if db else None, show_tokens)
-        out["economics"] = {k: v if k.endswith("_bps") else show_tokens(v) for k, v in daemon.economics(protocol).items()}
-        out["earnings"] = earnings(protocol, me)
+        out = status_base(protocol, me, Role.WHISTLEBLOWER, db.db if db else None, tokens)
+        out["economics"] = {k: v if k.endswith("_bps") else tokens(v) for k, v in daemon.economics(protocol).items()}
+        out["earnings"] = earnings(protocol, me, tokens)
         out["audits"] = [
             {
                 "job_id": a.job_id,
@@ -140,7 +141,7 @@ def whistleblower_status(protocol: Protocol, home: Path, me: Address) -> dict[st
     return out
 
 
-def earnings(protocol: Protocol, me: Address) -> dict[str, object]:
+def earnings(protocol: Protocol, me: Address, tokens: Callable[[int], str]) -> dict[str, object]:
     """From chain events, not local records: what the games this account opened paid it.
 
     A won game's ``DisputeSettled.payout`` includes the challenge bond back and, for a conceded
@@ -156,8 +157,8 @@ def earnings(protocol: Protocol, me: Address) -> dict[str, object]:
     return {
         "games_opened": len(opened),
         "games_won": len(won),
-        "paid": show_tokens(paid),
-        "jackpot_paid": show_tokens(jackpot),
-        "bonds_posted": show_tokens(bonds),
-        "net": ("-" if paid < bonds else "") + show_tokens(abs(paid - bonds)),
+        "paid": tokens(paid),
+        "jackpot_paid": tokens(jackpot),
+        "bonds_posted": tokens(bonds),
+        "net": ("-" if paid < bonds else "") + tokens(abs(paid - bonds)),
     }

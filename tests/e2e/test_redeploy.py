@@ -18,23 +18,26 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+from safetensors.torch import load_file
+
 from core.anvil import free_port
 from core.contracts import JobId, JobState, Role
 from deploy.build import build
 from deploy.devnet import start_devnet
 from rolebase.deployment import Deployment
 from submitter import service
-from submitter.demo_job import build_demo_job
+from submitter.demo_job import DemoJob, build_demo_job
 from tests.e2e.conftest import Market, wait_for
 from veritrain.demo import RoleProcess, daemon_argv, demo_params
 
 
-def _post_and_finalize(market: Market, folder: Path) -> JobId:
+def _post_and_finalize(market: Market, folder: Path) -> tuple[JobId, DemoJob]:
     job = build_demo_job("tiny", folder)
     submitter = market.protocol(market.account(0))
     job_id = service.post_job(submitter, market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window).job_id
     wait_for(f"job {job_id} finalized", lambda: market.protocol().market.get_job(job_id).state is JobState.FINALIZED, 240, market)
-    return job_id
+    return job_id, job
 
 
 def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_path: Path) -> None:
@@ -66,10 +69,26 @@ def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_pa
         market.processes.append(solver)
         verifier = market.daemon("verifier", 2, "verifier", "--duty-grace", "5")
         first = Deployment.of(market.protocol())
-        assert _post_and_finalize(market, tmp_path / "job-a") == 1
+        job_id, job = _post_and_finalize(market, tmp_path / "job-a")
+        assert job_id == 1
         earned = json.loads(veritrain("earnings", me, "--json").stdout)
         reward = market.protocol().market.get_job(JobId(1)).reward
         assert [(e["job"], e["amount"]) for e in earned["entries"]] == [(1, str(reward))] and earned["total"] == str(reward)
+
+        # the model it trained, usable: exported, loaded with the documented line, scored as `model eval` scores it
+        store = ("--store-dir", str(market.store_dir))
+        veritrain("submit", "fetch", "1", "--spec", str(tmp_path / "posted-spec.json"), *store)
+        assert json.loads((tmp_path / "posted-spec.json").read_text())["dataset"]["size_bytes"] == job.data_path.stat().st_size
+        veritrain("model", "export", "1", "--out", str(tmp_path / "model"), *store)
+        held_out = tmp_path / "held-out.safetensors"
+        held_out.write_bytes(job.test_data)
+        scored = subprocess.run([sys.executable, "-m", "veritrain", "model", "eval", str(tmp_path / "model"), "--data", str(held_out), "--json"],
+                                capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert scored.returncode == 0, scored.stderr
+        model = torch.export.load(str(tmp_path / "model" / "model.pt2")).module()  # the line docs/cli.md gives
+        tensors = load_file(str(held_out))
+        accuracy = float((model(tensors["x"]).argmax(dim=1) == tensors["y"].long()).double().mean())
+        assert json.loads(scored.stdout)["accuracy"] == accuracy > 0.5  # three classes: it learned
 
         net.stop()  # the devnet restarts on the same port: same addresses, job ids from 1 again
         net = market.net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=demo_params())
@@ -78,7 +97,7 @@ def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_pa
         assert second.market == first.market and second.key != first.key
         veritrain("init", "solver", "--account", "solver", *keys)  # the new chain has not funded the participant
 
-        assert _post_and_finalize(market, tmp_path / "job-b") == 1  # the new job 1, as on the old chain
+        assert _post_and_finalize(market, tmp_path / "job-b")[0] == 1  # the new job 1, as on the old chain
         protocol = market.protocol()
         start = protocol.book.deploy_block
         assert protocol.stakes.events("StakeSlashed", start) == []

@@ -1,0 +1,49 @@
+"""What an account holds and what the protocol paid it, from the chain alone (no local records).
+
+Used by ``veritrain balance`` / ``earnings`` and by every role's ``status``. Amounts in base units,
+as decimal strings (the commands format them).
+"""
+
+from __future__ import annotations
+
+from core.chain import Address
+from core.contracts import Event, Protocol, Role
+
+
+def balances(protocol: Protocol, me: Address) -> dict[str, object]:
+    """VERI and gas balances and the stake of every role, in base units (decimal strings)."""
+    stakes = {}
+    for r in Role:
+        info = protocol.stakes.stake_of(me, r)
+        stakes[r.name.lower()] = {"staked": str(info.staked), "locked": str(info.locked), "unbonding": str(info.unbonding), "release_at": info.release_at}
+    return {"address": me, "veri": str(protocol.token.balance_of(me)), "gas": str(protocol.client.balance(me)), "stakes": stakes}
+
+
+def earnings_of(protocol: Protocol, me: Address) -> list[dict[str, object]]:
+    """What the chain paid ``me`` and took from it, one entry per event, in block order (amounts in
+    base units, signed). Referee fees are in the games' ``DisputeSettled.refereeFees``, not per referee."""
+    start, market, game, stakes = protocol.book.deploy_block, protocol.market, protocol.game, protocol.stakes
+    bond = game.params().challenge_bond
+    entries: list[tuple[int, int, dict[str, object]]] = []
+
+    def add(event: Event, job: int | None, game_id: int | None, what: str, amount: int) -> None:
+        fields = {"block": event.block_number, "job": job, "game": game_id, "what": what, "amount": str(amount), "tx": event.tx_hash}
+        entries.append((event.block_number, event.log_index, fields))
+
+    for e in market.events("JobFinalized", start, solver=me):
+        add(e, int(e.args["jobId"]), None, "reward (job finalized)", int(e.args["reward"]))
+    for e in market.events("JobFinalized", start, verifier=me):
+        add(e, int(e.args["jobId"]), None, "verifier fee (job finalized)", int(e.args["verifierFee"]))
+    for e in game.events("UnopenedDisputeForfeited", start, solver=me):
+        add(e, int(e.args["jobId"]), None, "verifier bond (dispute not opened)", int(e.args["amount"]))
+    for e in game.events("DisputeOpened", start, challenger=me):
+        add(e, None, int(e.args["gameId"]), "challenge bond posted", -bond)
+    for e in game.events("DisputeSettled", start):
+        if e.args["winner"] == me:
+            add(e, int(e.args["jobId"]), int(e.args["gameId"]), "game won (bond back included)", int(e.args["payout"]))
+    for e in stakes.events("StakeSlashed", start, account=me):
+        add(e, None, None, f"slashed ({Role(int(e.args['role'])).name.lower()} stake)", -int(e.args["amount"]))
+    for e in stakes.events("StakeSlashed", start, recipient=me):
+        add(e, None, None, "paid from a slashed stake", int(e.args["amount"]))
+    return [entry for _, _, entry in sorted(entries, key=lambda t: (t[0], t[1]))]
+

@@ -1,0 +1,183 @@
+"""`veritrain model export|eval`: the trained model as a plain PyTorch program, and its score.
+
+``model export JOB --out DIR`` fetches a finalized job's spec and final checkpoint (every byte checked
+against the CIDs on chain) and writes:
+
+* ``DIR/model.pt2``: the trained network as a ``torch.export`` program (plain PyTorch operations,
+  any batch size). Load it with one line, no veritrain needed::
+
+      model = torch.export.load("DIR/model.pt2").module()
+
+* ``DIR/weights.safetensors``: the parameters alone, by their module names (the checkpoint also holds
+  the optimizer's slots: they are left out);
+* ``DIR/architecture.json``: the model's kind, its config, its input and output, and the layers in
+  words (activations, padding, pooling), so that it can be rebuilt anywhere;
+* ``DIR/spec.json``: the job's spec, as posted.
+
+``model eval DIR --data FILE`` runs the exported program on a held-out dataset file in the spec's
+format (docs/formats.md) and prints its loss and accuracy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import torch
+import typer
+from safetensors.torch import save_file
+from torch.nn import functional as F
+
+from core.agent import open_store
+from core.contracts import JobId, JobState, Protocol
+from core.errors import ConfigError
+from core.storage import ContentStore
+from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
+from proofs.data import Dataset, load_dataset
+from proofs.models import build_model
+from proofs.spec import JobSpec, load_spec
+from rolebase import cli as options
+from rolebase.cli import IpfsApi, StoreDir, console
+from submitter import service
+
+app = typer.Typer(name="model", help="Use the model a job trained: export it as plain PyTorch, evaluate it.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+#: Examples scored at most by ``model eval`` (bounds the work on a large held-out file).
+MAX_EVAL_EXAMPLES = 100_000
+
+_LAYERS = {
+    "mlp": "flatten; Linear layers input_dim -> hidden... -> num_classes, ReLU after each but the last; logits out",
+    "cnn": "per channel stage: Conv2d(kernel_size, stride 1, padding kernel_size // 2) -> ReLU -> MaxPool2d(2); "
+    "flatten (channels, height, width order) -> Linear(flat_features, hidden) -> ReLU -> Linear(hidden, num_classes); logits out",
+    "char-transformer": "token + position embeddings; n_layer pre-LayerNorm blocks (causal self-attention with n_head heads, "
+    "then Linear(n_embd, 4 n_embd) -> GELU (exact, erf) -> Linear); final LayerNorm; Linear head without bias; logits per position",
+}
+
+
+def final_checkpoint(protocol: Protocol, store: ContentStore, job_id: int) -> bytes:
+    """The final checkpoint of a FINALIZED job (bytes checked against the committed CID)."""
+    job = service.get_job(protocol, job_id)
+    done = service.commitment(protocol, JobId(job_id), job)
+    if job.state is not JobState.FINALIZED or done is None:
+        raise ConfigError(f"job {job_id} is {job.state.name}: its model can be used once it is FINALIZED")
+    return store.get(done.final_model_cid, MAX_CHECKPOINT_BYTES)
+
+
+def _example_input(spec: JobSpec) -> torch.Tensor:
+    m: Any = spec.model
+    if m.kind == "mlp":
+        return torch.zeros(2, m.input_dim)
+    if m.kind == "cnn":
+        return torch.zeros(2, m.in_channels, m.height, m.width)
+    return torch.zeros(2, m.block_size, dtype=torch.int64)
+
+
+def export_model(spec_bytes: bytes, spec: JobSpec, checkpoint: bytes, out: Path) -> dict[str, object]:
+    """Write the exported program, the weights, the architecture and the spec into ``out``."""
+    params = decode_checkpoint(checkpoint, expect_spec=spec.spec_hash()).params()
+    model = build_model(spec.model_copy(update={"numerics": "torch"})).eval()  # plain PyTorch operations, same parameters
+    model.load_state_dict(params)
+    x = _example_input(spec)
+    dims: dict[int, Any] = {0: torch.export.Dim("batch", min=1, max=1 << 20)}
+    if spec.model.kind == "char-transformer":
+        dims[1] = torch.export.Dim("length", min=1, max=spec.model.block_size)  # type: ignore[union-attr]
+    program = torch.export.export(model, (x,), dynamic_shapes=(dims,))
+    out.mkdir(parents=True, exist_ok=True)
+    torch.export.save(program, out / "model.pt2")
+    save_file({k: v.contiguous() for k, v in params.items()}, str(out / "weights.safetensors"))
+    architecture = {
+        "kind": spec.model.kind,
+        "config": spec.model.model_dump(mode="json"),
+        "input": {"shape": ["batch", *x.shape[1:]], "dtype": str(x.dtype).removeprefix("torch.")},
+        "output": "logits (float32): classes for mlp and cnn, vocabulary per position for char-transformer",
+        "layers": _LAYERS[spec.model.kind],
+        "parameters": {k: list(v.shape) for k, v in params.items()},
+        "load": 'torch.export.load("model.pt2").module()',
+    }
+    (out / "architecture.json").write_text(json.dumps(architecture, indent=2) + "\n")
+    (out / "spec.json").write_bytes(spec_bytes)
+    return architecture
+
+
+def score(model: torch.nn.Module, test: Dataset, block: int) -> dict[str, float | int]:
+    """Mean cross-entropy and accuracy of ``model`` over the held-out set in order (next-token for tokens:
+    non-overlapping windows), at most :data:`MAX_EVAL_EXAMPLES` examples."""
+    if test.is_tokens:
+        tokens = test.inputs[: (min(len(test.inputs) - 1, MAX_EVAL_EXAMPLES) // block) * block + 1]
+        x, y = tokens[:-1].reshape(-1, block), tokens[1:].reshape(-1, block)
+    else:
+        assert test.targets is not None
+        x, y = test.inputs[:MAX_EVAL_EXAMPLES], test.targets[:MAX_EVAL_EXAMPLES]
+    loss, correct, count = 0.0, 0, 0
+    with torch.no_grad():
+        for at in range(0, len(x), 1024):
+            logits = model(x[at : at + 1024])
+            flat, target = logits.reshape(-1, logits.shape[-1]), y[at : at + 1024].reshape(-1)
+            loss += float(F.cross_entropy(flat, target, reduction="sum"))
+            correct += int((flat.argmax(dim=-1) == target).sum())
+            count += target.numel()
+    return {"loss": loss / count, "accuracy": correct / count, "examples": count}
+
+
+@app.command()
+def export(
+    job: Annotated[int, typer.Argument(help="a FINALIZED job's id", show_default=False)],
+    out: Annotated[Path, typer.Option("--out", help="directory to write model.pt2, weights.safetensors, architecture.json, spec.json", show_default=False)],
+    rpc: options.Rpc = None,
+    chain_id: options.ChainId = None,
+    book_dir: options.BookDir = None,
+    data_dir: options.DataDir = None,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
+    json_out: options.Json = False,
+) -> None:
+    """Export a finalized job's model as plain PyTorch; load it with: torch.export.load("OUT/model.pt2").module()
+
+    Examples:
+
+      veritrain model export 3 --out model3/
+
+      python -c 'import torch; m = torch.export.load("model3/model.pt2").module(); print(m)'
+    """
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
+    client = options.client(settings)
+    protocol = Protocol.connect(client, options.address_book(settings, client))
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    spec_bytes = service.fetch_spec(protocol, store, job)
+    spec = load_spec(spec_bytes)
+    architecture = export_model(spec_bytes, spec, final_checkpoint(protocol, store, job), out)
+    if json_out:
+        print(json.dumps({"out": str(out), **architecture}))
+        return
+    console.print(f"exported job {job}'s {spec.model.kind} to {out}/ (model.pt2, weights.safetensors, architecture.json, spec.json)")
+    console.print(f'load it:  model = torch.export.load("{out / "model.pt2"}").module()', highlight=False)
+
+
+@app.command("eval")
+def eval_(
+    model_dir: Annotated[Path, typer.Argument(help="a directory written by `veritrain model export`", show_default=False)],
+    data: Annotated[Path, typer.Option("--data", help="held-out dataset file, in the job's format (docs/formats.md)", show_default=False)],
+    json_out: options.Json = False,
+) -> None:
+    """Score an exported model on a held-out dataset file: mean cross-entropy and accuracy.
+
+    Examples:
+
+      veritrain model eval model3/ --data test.safetensors
+    """
+    for needed in ("model.pt2", "spec.json"):
+        if not (model_dir / needed).is_file():
+            raise ConfigError(f"{model_dir} has no {needed}: give a directory written by `veritrain model export`")
+    if not data.is_file():
+        raise ConfigError(f"--data {data}: no such file")
+    spec = load_spec((model_dir / "spec.json").read_bytes())
+    raw = data.read_bytes()
+    held_out = spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"size_bytes": len(raw)})})
+    test = load_dataset(held_out, raw)
+    model = torch.export.load(str(model_dir / "model.pt2")).module()
+    result = score(model, test, getattr(spec.model, "block_size", 0))
+    if json_out:
+        print(json.dumps(result))
+    else:
+        console.print(f"{result['examples']:,} examples: loss {result['loss']:.4f}, accuracy {result['accuracy']:.4f}")
