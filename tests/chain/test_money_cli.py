@@ -48,6 +48,11 @@ def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Pat
     assert int(raw["gas"]) > 0
     human = veritrain("balance", me).stdout  # default: VERI and a date
     assert "110" in human and " UTC" in human
+    status = veritrain("solver", "status", "--address", me, "--data-dir", str(tmp_path / "data"), "--json")
+    assert status.returncode == 0, status.stderr
+    report = json.loads(status.stdout)  # a role's status says the same, with the gas and the net earnings
+    assert report["stake"]["unbonding"] == str(40 * 10**18) and report["unbonding_release_at"] == release_at
+    assert report["gas"] == raw["gas"] and report["earnings_net"] == "0"
 
     sent = veritrain("transfer", other, "2.5", "--key-env", "MY_KEY")
     assert sent.returncode == 0, sent.stderr
