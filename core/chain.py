@@ -43,6 +43,7 @@ from core.errors import (
     ChainError,
     ConfigError,
     ContractRevert,
+    NoGas,
     SignerError,
     TransactionFailed,
     TransientRPCError,
@@ -394,7 +395,13 @@ class ChainClient:
         except ContractLogicError as exc:
             raise decode_revert(exc.data if isinstance(exc.data, str) else None) from None
         except Web3RPCError as exc:
+            self._raise_if_no_gas(exc, str(tx["from"]), "a gas estimate")
             raise ChainError(f"gas estimate failed: {exc.message or exc}") from None
+
+    def _raise_if_no_gas(self, exc: Web3RPCError, sender: str, what: str) -> None:
+        """A node's "insufficient funds" as :class:`NoGas`, with the account's balance."""
+        if "insufficient funds" in (exc.message or str(exc)).lower():
+            raise NoGas(sender, self.balance(sender), what) from None
 
     def _fees(self, block: Mapping[str, Any]) -> dict[str, int]:
         base = int(block.get("baseFeePerGas", 0))
@@ -421,6 +428,7 @@ class ChainClient:
                 self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed.raw_transaction, tx_hash))
             except Web3RPCError as exc:
                 _NonceCache.forget(self.rpc_url)
+                self._raise_if_no_gas(exc, signer.address, what)
                 raise ChainError(f"{what}: node refused the transaction: {exc.message or exc}") from None
             except TransientRPCError:
                 _NonceCache.forget(self.rpc_url)

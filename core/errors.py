@@ -36,6 +36,7 @@ __all__ = [
     "ChainError",
     "TransientRPCError",
     "TransactionFailed",
+    "NoGas",
     "ContractRevert",
     "RevertString",
     "Panic",
@@ -90,6 +91,18 @@ class TransientRPCError(ChainError):
     """The RPC endpoint kept failing transiently (connection, timeout, 5xx) after retries."""
 
     exit_code = 4
+
+
+class NoGas(TransientRPCError):
+    """The sending account cannot pay for gas. Transient for a daemon: it backs off until someone funds
+    it (each retry waits longer, so the log says so at a backoff, not at every poll)."""
+
+    exit_code = 3
+
+    def __init__(self, address: str, balance: int, what: str) -> None:
+        super().__init__(f"account {address} has {balance / 10**18:.6g} ETH, not enough gas for {what}: send it ETH (on a devnet: veritrain fund {address})")
+        self.address = address
+        self.balance = balance
 
 
 class TransactionFailed(ChainError):

@@ -59,5 +59,8 @@ def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Pat
     fresh = "0x000000000000000000000000000000000000dEaD"
     assert veritrain("fund", fresh, "--amount", "7").returncode == 0
     assert json.loads(veritrain("balance", fresh, "--json").stdout)["veri"] == str(7 * 10**18)
+    env["POOR_KEY"] = "0x" + "42" * 32  # no gas: said in one line, with what to do
+    poor = veritrain("transfer", other, "0", "--key-env", "POOR_KEY")
+    assert poor.returncode == 3 and "NoGas" in poor.stderr and "not enough gas" in poor.stderr and len(poor.stderr.strip().splitlines()) == 1
     earned = json.loads(veritrain("earnings", me, "--json").stdout)
     assert earned == {"address": me, "total": "0", "entries": []}
