@@ -55,6 +55,7 @@ __all__ = [
     "client",
     "signer",
     "address_book",
+    "protocol",
     "console",
     "err_console",
     "show_status",
@@ -137,6 +138,12 @@ def address_book(s: Settings, c: ChainClient) -> AddressBook:
     return AddressBook.for_chain(s.address_book_dir, c)
 
 
+def protocol(s: Settings, *, signing: bool) -> Protocol:
+    """The deployed protocol the settings point at, signing with their key if ``signing``."""
+    c = client(s)
+    return Protocol.connect(c, address_book(s, c), signer(s) if signing else None)
+
+
 def show_time(unix_s: int) -> str:
     """A chain timestamp as a UTC date (what every table prints; ``--json`` keeps the seconds)."""
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix_s))
@@ -158,12 +165,12 @@ def show_status(
     for people, base units with ``--json``. Every report also says the gas balance, when the unbonding
     stake is released, and the account's net earnings (:mod:`rolebase.earnings`)."""
     me = who(address, settings)
-    c = client(settings)
-    protocol = Protocol.connect(c, address_book(settings, c))
+    deployed = protocol(settings, signing=False)
+    c = deployed.client
     tokens: Callable[[int], str] = str if json_out else show_tokens
-    report = report_of(protocol, home_of(Deployment.of(protocol).data_dir(settings.data_dir), me), me, tokens)
-    release_at = protocol.stakes.stake_of(me, Role[role.upper()]).release_at
-    net = sum(int(str(e["amount"])) for e in earnings_of(protocol, me))
+    report = report_of(deployed, home_of(Deployment.of(deployed).data_dir(settings.data_dir), me), me, tokens)
+    release_at = deployed.stakes.stake_of(me, Role[role.upper()]).release_at
+    net = sum(int(str(e["amount"])) for e in earnings_of(deployed, me))
     report["gas"] = tokens(c.balance(me))
     report["unbonding_release_at"] = release_at if json_out else (show_time(release_at) if release_at else "-")
     report["earnings_net"] = str(net) if json_out else ("-" if net < 0 else "") + show_tokens(abs(net))

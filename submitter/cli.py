@@ -16,8 +16,7 @@ import typer
 from rich.table import Table
 
 from core.agent import open_store
-from core.config import Settings
-from core.contracts import JobId, Protocol
+from core.contracts import JobId
 from proofs.spec import JobSpec
 from submitter import service
 from rolebase import cli as options
@@ -27,12 +26,6 @@ from submitter.specfile import read_job
 from submitter.timeline import job_timeline
 
 app = typer.Typer(name="submit", help="Post training jobs and get proven models back.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
-
-
-def _protocol(settings: Settings, *, signing: bool) -> Protocol:
-    client = options.client(settings)
-    book = options.address_book(settings, client)
-    return Protocol.connect(client, book, options.signer(settings) if signing else None)
 
 
 @app.command()
@@ -80,7 +73,7 @@ def post(
         return
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
-    protocol = _protocol(settings, signing=True)
+    protocol = options.protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window)
     if json_out:
@@ -115,7 +108,7 @@ def list_(
       veritrain submit list --json | jq '.[] | select(.state == "OPEN")'
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir)
-    jobs = service.list_jobs(_protocol(settings, signing=False))
+    jobs = service.list_jobs(options.protocol(settings, signing=False))
     if json_out:
         print(json.dumps([service.job_json(i, j) for i, j in jobs], indent=2))
         return
@@ -142,7 +135,7 @@ def show(
       veritrain submit show 3 --json
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir)
-    protocol = _protocol(settings, signing=False)
+    protocol = options.protocol(settings, signing=False)
     record = service.get_job(protocol, job)
     timeline = job_timeline(protocol, JobId(job))
     if json_out:
@@ -179,7 +172,7 @@ def fetch(
     if out is None and spec is None:
         raise typer.BadParameter("give --out FILE, --spec FILE, or both", param_hint="--out")
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
-    protocol = _protocol(settings, signing=False)
+    protocol = options.protocol(settings, signing=False)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     if spec is not None:
         spec.write_bytes(service.fetch_spec(protocol, store, job))
@@ -207,7 +200,7 @@ def cancel(
       veritrain submit cancel 3 --key-env SUBMITTER_KEY
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
-    receipt = service.cancel_job(_protocol(settings, signing=True), job)
+    receipt = service.cancel_job(options.protocol(settings, signing=True), job)
     console.print(f"job {job} cancelled (gas {receipt.gas_used:,})")
 
 

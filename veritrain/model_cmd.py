@@ -141,8 +141,7 @@ def export(
       python -c 'import torch; m = torch.export.load("model3/model.pt2").module(); print(m)'
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
-    client = options.client(settings)
-    protocol = Protocol.connect(client, options.address_book(settings, client))
+    protocol = options.protocol(settings, signing=False)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     spec_bytes = service.fetch_spec(protocol, store, job)
     spec = load_spec(spec_bytes)

@@ -18,7 +18,6 @@ from rich.table import Table
 
 from core.anvil import dev_signers
 from core.chain import Address, Receipt
-from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError, ContractRevert
 from rolebase import cli as options
@@ -45,11 +44,6 @@ def _address(text: str, what: str) -> Address:
     if not is_address(text):
         raise typer.BadParameter(f"{text!r} is not an address", param_hint=what)
     return Address(to_checksum_address(text))
-
-
-def _protocol(settings: Settings, *, signing: bool) -> Protocol:
-    client = options.client(settings)
-    return Protocol.connect(client, options.address_book(settings, client), options.signer(settings) if signing else None)
 
 
 def _done(json_out: bool, receipt: Receipt, line: str, **fields: object) -> None:
@@ -79,7 +73,7 @@ def stake(
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
-    protocol = _protocol(settings, signing=True)
+    protocol = options.protocol(settings, signing=True)
     me = options.signer(settings).address
     try:  # the stake's own refusal (below the minimum...) before an approval is sent for it
         protocol.client.call(protocol.stakes.contract.functions.stake(int(r), units), sender=me)
@@ -112,7 +106,7 @@ def unstake(
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
-    protocol = _protocol(settings, signing=True)
+    protocol = options.protocol(settings, signing=True)
     receipt = protocol.stakes.request_unstake(r, units)
     info = protocol.stakes.stake_of(options.signer(settings).address, r)
     _done(json_out, receipt, f"unbonding {show_tokens(info.unbonding)} VERI as {r.name.lower()}, withdrawable from {show_time(info.release_at)}",
@@ -138,7 +132,7 @@ def withdraw(
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     r = _role(role)
-    protocol = _protocol(settings, signing=True)
+    protocol = options.protocol(settings, signing=True)
     me = options.signer(settings).address
     before = protocol.token.balance_of(me)
     receipt = protocol.stakes.withdraw(r)
@@ -166,7 +160,7 @@ def transfer(
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     recipient, units = _address(to, "TO"), parse_tokens(amount, "AMOUNT")
-    receipt = _protocol(settings, signing=True).token.transfer(recipient, units)
+    receipt = options.protocol(settings, signing=True).token.transfer(recipient, units)
     _done(json_out, receipt, f"sent {amount} VERI to {recipient}", to=recipient, amount=str(units))
 
 
@@ -217,7 +211,7 @@ def balance(
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     me = _address(address, "ADDRESS") if address is not None else who(None, settings)
-    protocol = _protocol(settings, signing=False)
+    protocol = options.protocol(settings, signing=False)
     report = balances(protocol, me)
     if json_out:
         print(json.dumps(report, indent=2))
@@ -252,7 +246,7 @@ def earnings(
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
     me = _address(address, "ADDRESS") if address is not None else who(None, settings)
-    entries = earnings_of(_protocol(settings, signing=False), me)
+    entries = earnings_of(options.protocol(settings, signing=False), me)
     total = sum(int(e["amount"]) for e in entries)  # type: ignore[call-overload]
     if json_out:
         print(json.dumps({"address": me, "total": str(total), "entries": entries}, indent=2))
