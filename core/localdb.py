@@ -7,6 +7,8 @@ re-derived: the chain says which jobs a role holds, and the files on disk are
 checked by hash before they are trusted. The tables themselves belong to the role
 package (``solver/state.py``, ``verifier/state.py``); this module only opens the
 file, applies the role's schema migrations in order, and hands out transactions.
+Job and game ids are unique within one deployment only, so each deployment has its own file
+(the CLI puts it under ``<data-dir>/deployments/<key>/``, ``rolebase/deployment.py``).
 """
 
 from __future__ import annotations

@@ -10,11 +10,15 @@
   tick; content not in storage yet is looked for again at a backoff (``retry_at``).
 * ``refused_jobs``: each job refused for good (spec or dataset unusable, commit window too short
   for this solver), logged once: a refused job is never claimed, after a reopen or a restart either.
-  Both are keyed by the deployment (chain id and market address): a redeployed devnet reuses job
-  ids, and its verdicts start afresh.
+  Both are keyed by the deployment (chain id and market address) too, though the whole file is
+  already one deployment's (below).
 * ``final_jobs``: job ids known to be final on chain (final is forever: never re-read).
 * ``claimed``: every job this solver ever claimed (kept after ``forget``): a solver with a
   lifetime claim limit (the test adversary cheats once) counts them.
+
+Job ids are unique within one deployment only (a redeployed devnet numbers its jobs from 1 again):
+the file lives in that deployment's records directory (:mod:`rolebase.deployment`), so another
+deployment starts with a fresh one and this one is kept.
 
 Everything here can be lost: the chain says which jobs are ours, and a lost
 ``checkpoints`` table only costs a re-training from step 0 (training is deterministic).
