@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
-import {DisputeFixture} from "./handlers/DisputeFixture.sol";
+import {DisputeFixture, MANIFEST_BYTES} from "./handlers/DisputeFixture.sol";
 import {Game, GameStatus, IDisputeGame, SettleReason} from "../../contracts/interfaces/IDisputeGame.sol";
 import {JobState, Probe, Role} from "../../contracts/Types.sol";
 import {IsolatedGas} from "./utils/IsolatedGas.sol";

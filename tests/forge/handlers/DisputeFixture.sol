@@ -13,6 +13,11 @@ import {ProbeLib} from "../../../contracts/libraries/ProbeLib.sol";
 import {TraceLib} from "../../../contracts/libraries/TraceLib.sol";
 import {StandardTree} from "../utils/StandardTree.sol";
 
+// The committed manifest of the dispute suites: its bytes and their CIDv0 digest
+// (core.storage.unixfs.file_cid, as in Availability.t.sol), so that a solver can publish it when challenged.
+bytes constant MANIFEST_BYTES = "veritrain manifest";
+bytes32 constant MANIFEST_CID = 0xa795f0678211148d1b44c7cc390a051611d7c4a5aa2d392f23c2cd885d288b4e;
+
 /// @notice Trace trees the way the solver builds them: OpenZeppelin-compatible (sorted-pair keccak),
 ///         leaves TraceLib.leaf(index, stateHash). Any tree shape verifies with MerkleProof; this one
 ///         promotes an odd last node unchanged to the next level.
@@ -119,10 +124,6 @@ abstract contract DisputeFixture is Test {
     uint256 internal constant CHECKPOINTS = 11; // 10 segments
     uint256 internal constant TRACE = 7; // the solver's trace salt
     uint256 internal constant VERIFIERS = 6;
-    /// The committed manifest: its bytes and their CIDv0 digest (core.storage.unixfs.file_cid, as in
-    /// Availability.t.sol), so that a solver can publish it when challenged.
-    bytes internal constant MANIFEST_BYTES = "veritrain manifest";
-    bytes32 internal constant MANIFEST_CID = 0xa795f0678211148d1b44c7cc390a051611d7c4a5aa2d392f23c2cd885d288b4e;
 
     VeriToken internal token;
     StakeManager internal stakes;

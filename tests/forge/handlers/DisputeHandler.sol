@@ -2,7 +2,7 @@
 pragma solidity ^0.8.28;
 
 import {Test} from "../utils/Test.sol";
-import {ProbeTree, TraceTree} from "./DisputeFixture.sol";
+import {MANIFEST_BYTES, MANIFEST_CID, ProbeTree, TraceTree} from "./DisputeFixture.sol";
 import {StandardTree} from "../utils/StandardTree.sol";
 import {VeriToken} from "../../../contracts/VeriToken.sol";
 import {StakeManager} from "../../../contracts/StakeManager.sol";
@@ -33,8 +33,8 @@ contract DisputeHandler is Test {
     /// Verified (an undecided challenge counts as lost: the job is not refunded).
     uint256 public undecidedGames;
     uint256 public undecidedJobsResumed;
-    /// Calls that succeeded, per entry point name (coverage of the walk).
-    mapping(bytes32 name => uint256) public calls;
+    /// Protocol calls that succeeded, per handler action (its selector): the reach of the walk.
+    mapping(bytes4 action => uint256) public calls;
     mapping(uint256 gameId => mapping(address referee => bool)) internal _vote;
     /// Set when a forced-error payout was not exactly jackpot * share / 1e4.
     bool public badPayout;
@@ -89,11 +89,11 @@ contract DisputeHandler is Test {
         return _actors[seed % ACTORS];
     }
 
-    /// Calls `target` as `who`; returns whether it succeeded and counts the success.
+    /// Calls `target` as `who`; returns whether it succeeded and counts the success for the action.
     function _try(address who, bytes memory data, address target) internal returns (bool ok) {
         vm.prank(who);
         (ok,) = target.call(data);
-        if (ok) ++calls[bytes32(bytes4(data))];
+        if (ok) ++calls[msg.sig];
     }
 
     function _pickJob(uint256 seed, JobState want) internal view returns (uint256) {
@@ -182,7 +182,7 @@ contract DisputeHandler is Test {
         // forge-lint: disable-next-line(unsafe-typecast)
         _try(
             who,
-            abi.encodeCall(market.commit, (id, _root, uint32(CHECKPOINTS), bytes32(0), bytes32(0))),
+            abi.encodeCall(market.commit, (id, _root, uint32(CHECKPOINTS), bytes32(0), MANIFEST_CID)),
             address(market)
         );
     }
@@ -301,6 +301,30 @@ contract DisputeHandler is Test {
             )
         );
         _gameCall(0, who, data);
+    }
+
+    /// The manifest gets published: the verifier of a Verifying job, or an actor on a Verified job,
+    /// challenges its availability and the solver answers at once (the deposit moves between actors;
+    /// every job commits the same manifest, so one publication serves them all).
+    function publishManifest(uint256 jobSeed, uint256 actorSeed) external {
+        uint256 id = _pickJob(jobSeed, jobSeed % 2 == 0 ? JobState.Verifying : JobState.Verified);
+        if (id == 0) return;
+        Job memory job = market.getJob(id);
+        address who = job.state == JobState.Verifying ? job.verifier : _actor(actorSeed);
+        uint256 item = market.MANIFEST_ITEM();
+        if (!_try(who, abi.encodeCall(market.challengeAvailability, (id, item)), address(market))) return;
+        bytes memory answer = abi.encodeCall(market.answerAvailability, (id, MANIFEST_BYTES, new bytes32[](0)));
+        assertTrue(_try(job.solver, answer, address(market)), "the solver publishes the committed manifest");
+    }
+
+    /// The failing verifier (or, one time in eight, an actor), or an actor on a Verified job, disputes
+    /// the manifest itself (it must be published).
+    function openOnManifest(uint256 jobSeed, uint256 actorSeed) external {
+        uint256 id = _pickJob(jobSeed, jobSeed % 2 == 0 ? JobState.Disputed : JobState.Verified);
+        if (id == 0) return;
+        Job memory job = market.getJob(id);
+        address who = job.state == JobState.Disputed && actorSeed % 8 != 0 ? job.verifier : _actor(actorSeed);
+        _gameCall(0, who, abi.encodeCall(game.openOnManifest, (id)));
     }
 
     /// A whistleblower disputes probe `index` of a passed job (one time in eight a slot past probeCount).

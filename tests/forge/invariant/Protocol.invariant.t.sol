@@ -3,6 +3,7 @@ pragma solidity ^0.8.28;
 
 import {Fixture} from "../utils/Fixture.sol";
 import {ProtocolHandler} from "./ProtocolHandler.sol";
+import {RandomWalks} from "../utils/RandomWalks.sol";
 import {StakeManager} from "../../../contracts/StakeManager.sol";
 import {JobMarket} from "../../../contracts/JobMarket.sol";
 import {VeriToken} from "../../../contracts/VeriToken.sol";
@@ -14,7 +15,7 @@ import {Job, JobState, MarketParams, Role, StakeInfo} from "../../../contracts/T
 /// forge-config: default.invariant.runs = 32
 /// forge-config: default.invariant.depth = 256
 /// forge-config: default.invariant.fail-on-revert = true
-contract ProtocolInvariantTest is Fixture {
+contract ProtocolInvariantTest is Fixture, RandomWalks {
     ProtocolHandler internal handler;
 
     /// Half of the seeded draws forced and the largest share, so payForcedError succeeds often.
@@ -114,6 +115,12 @@ contract ProtocolInvariantTest is Fixture {
         assertTrue(!handler.badPayout(), "payout != jackpot * share / 1e4");
     }
 
+    /// @notice resolveDispute and resolveReportDispute return exactly what they slashed to the game
+    ///         (DisputeGame pays out these amounts, not balance differences).
+    function invariant_resolutions_return_what_they_slash() public view {
+        assertTrue(!handler.badSlashAmount(), "returned != slashed to the game");
+    }
+
     /// @notice Every locked amount is exactly the bonds of the jobs in flight.
     function invariant_locks_are_the_bonds_of_live_jobs() public view {
         uint256 n = market.jobCount();
@@ -169,6 +176,24 @@ contract ProtocolInvariantTest is Fixture {
         invariant_locks_are_the_bonds_of_live_jobs();
         invariant_no_job_settles_twice();
         assertEq(token.balanceOf(address(market)), market.jackpot(), "market holds only the jackpot");
+    }
+
+    /// @notice Reach: 20 walks of 1000 random handler actions (deeper than the fuzzer's runs) get every
+    ///         action done at least a quarter of what these fixed walks reached when written (a
+    ///         regression bound). Not counted: warp and roll, which always act.
+    function test_random_walks_reach_every_action() public {
+        bytes4[] memory actions = targetSelectors()[0].selectors;
+        uint256[] memory reached = _walk(address(handler), actions, 20, 1000);
+        // reached when written, in targetSelectors() order:
+        // 655 545 41 480 558 227 195 96 19 90 53 218 28 3 120 16 - - 50 56 767 923 57 27 21
+        uint256[25] memory quarter = [
+            uint256(163), 136, 10, 120, 139, 56, 48, 24, 4, 22, 13, 54, 7, 1, 30, 4, 0, 0, 12, 14, 191, 230, 14, 6, 5
+        ];
+        uint256[] memory minimum = new uint256[](actions.length);
+        for (uint256 a; a < actions.length; ++a) {
+            minimum[a] = quarter[a];
+        }
+        _assertReach(actions, reached, minimum);
     }
 
     /// @notice Reach: the handler's data-availability moves can play every path (a random walk does not

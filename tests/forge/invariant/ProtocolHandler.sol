@@ -55,6 +55,10 @@ contract ProtocolHandler is Test {
     uint256 public drawsReclaimed;
     /// Successful transitions into each state (coverage of the random walk).
     mapping(JobState state => uint256) public reached;
+    /// Protocol calls that succeeded, per handler action (its selector): the reach of the walk.
+    mapping(bytes4 action => uint256) public calls;
+    /// Set when resolveDispute / resolveReportDispute returned another amount than it slashed to the game.
+    bool public badSlashAmount;
 
     constructor(VeriToken token_, StakeManager stakes_, JobMarket market_, address game_) {
         token = token_;
@@ -123,6 +127,7 @@ contract ProtocolHandler is Test {
     function _tryStake(address who, Role role, uint96 amount) internal {
         vm.prank(who);
         try stakes.stake(role, amount) {
+            ++calls[msg.sig];
             ghostStaked += amount;
         } catch {}
     }
@@ -157,12 +162,15 @@ contract ProtocolHandler is Test {
         uint256 free = stakes.freeStake(who, role);
         if (free == 0) return;
         vm.prank(who);
-        try stakes.requestUnstake(role, uint96(bound(amount, 1, free))) {} catch {}
+        try stakes.requestUnstake(role, uint96(bound(amount, 1, free))) {
+            ++calls[msg.sig];
+        } catch {}
     }
 
     function withdraw(uint256 actorSeed, uint256 roleSeed) external {
         vm.prank(_actor(actorSeed));
         try stakes.withdraw(_role(roleSeed)) returns (uint256 amount) {
+            ++calls[msg.sig];
             ghostStaked -= amount;
         } catch {}
     }
@@ -176,6 +184,7 @@ contract ProtocolHandler is Test {
         window = uint32(bound(window, 1, 3 hours));
         vm.prank(_actor(actorSeed));
         try market.postJob(keccak256(abi.encode(reward, fee)), reward, fee, window) {
+            ++calls[msg.sig];
             ghostEscrow += uint256(reward) + fee + (uint256(reward) + fee) * market.params().jackpotTaxBps / 10_000;
         } catch {}
     }
@@ -186,6 +195,7 @@ contract ProtocolHandler is Test {
         JobState before = market.getJob(jobId).state;
         vm.prank(_actor(actorSeed));
         try market.claim(jobId) {
+            ++calls[msg.sig];
             _settled(jobId, before);
         } catch {}
     }
@@ -200,6 +210,7 @@ contract ProtocolHandler is Test {
         bytes32 manifestCid = this.cidOf(_manifest(jobId));
         vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.solver);
         try market.commit(jobId, root, uint32(bound(count, 1, 1000)), bytes32(0), manifestCid) {
+            ++calls[msg.sig];
             _settled(jobId, job.state);
         } catch {}
     }
@@ -211,6 +222,7 @@ contract ProtocolHandler is Test {
         Job memory job = market.getJob(jobId);
         uint256 unbonding = _verifierUnbonding();
         try market.assignVerifier(jobId) {
+            ++calls[msg.sig];
             _drew(jobId, job, unbonding);
             _settled(jobId, job.state);
         } catch {}
@@ -263,6 +275,7 @@ contract ProtocolHandler is Test {
         }
         vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.verifier);
         try market.report(jobId, passed, bytes32(uint256(1)), seal.assignSeed, seal.forcedCommitment, probes) {
+            ++calls[msg.sig];
             _seals[jobId].probeRoot = passed ? StandardTree.root(StandardTree.probeLeaves(probes)) : bytes32(0);
             _settled(jobId, job.state);
         } catch {}
@@ -299,6 +312,7 @@ contract ProtocolHandler is Test {
         uint256 item = itemSeed % 5 == 4 ? market.MANIFEST_ITEM() : itemSeed % 5 == 3 ? job.checkpointCount : itemSeed % 3;
         vm.prank(audit || _stranger(jobSeed) ? _actor(jobSeed >> 8) : job.verifier);
         try market.challengeAvailability(jobId, item) {
+            ++calls[msg.sig];
             ghostDeposits += market.params().availabilityDeposit;
             _settled(jobId, job.state);
         } catch {}
@@ -323,6 +337,7 @@ contract ProtocolHandler is Test {
         address answerer = _actor(actorSeed);
         vm.prank(answerer);
         try market.answerAvailability(jobId, content, proof) {
+            ++calls[msg.sig];
             ghostDeposits -= market.params().availabilityDeposit;
             ++availabilityAnswers;
             _settled(jobId, job.state);
@@ -334,6 +349,7 @@ contract ProtocolHandler is Test {
         if (jobId == 0) return;
         Job memory job = market.getJob(jobId);
         try market.timeoutAvailability(jobId) {
+            ++calls[msg.sig];
             _availabilityTimedOut(job);
             _settled(jobId, job.state);
         } catch {}
@@ -351,6 +367,7 @@ contract ProtocolHandler is Test {
         if (jobId == 0) return;
         JobState before = market.getJob(jobId).state;
         try market.finalize(jobId) {
+            ++calls[msg.sig];
             _settled(jobId, before);
         } catch {}
     }
@@ -362,6 +379,7 @@ contract ProtocolHandler is Test {
         Job memory job = market.getJob(jobId);
         vm.prank(_stranger(jobSeed) ? _actor(jobSeed >> 8) : job.submitter);
         try market.cancel(jobId) {
+            ++calls[msg.sig];
             _settled(jobId, job.state);
         } catch {}
     }
@@ -371,6 +389,7 @@ contract ProtocolHandler is Test {
         if (jobId == 0) return;
         JobState before = market.getJob(jobId).state;
         try market.expire(jobId) {
+            ++calls[msg.sig];
             _settled(jobId, before);
         } catch {}
     }
@@ -380,6 +399,7 @@ contract ProtocolHandler is Test {
         if (jobId == 0) return;
         Job memory job = market.getJob(jobId);
         try market.timeoutSolver(jobId) {
+            ++calls[msg.sig];
             ghostStaked -= _slashShare(market.solverBond(job.reward));
             _settled(jobId, job.state);
         } catch {}
@@ -390,6 +410,7 @@ contract ProtocolHandler is Test {
         if (jobId == 0) return;
         Job memory job = market.getJob(jobId);
         try market.timeoutVerifier(jobId) {
+            ++calls[msg.sig];
             ghostStaked -= _slashShare(market.verifierBond(job.reward));
             _settled(jobId, job.state);
         } catch {}
@@ -400,6 +421,7 @@ contract ProtocolHandler is Test {
         if (jobId == 0) return;
         JobState before = market.getJob(jobId).state;
         try market.timeoutDispute(jobId) {
+            ++calls[msg.sig];
             _settled(jobId, before);
         } catch {}
     }
@@ -410,6 +432,7 @@ contract ProtocolHandler is Test {
         JobState before = market.getJob(jobId).state;
         vm.prank(game);
         try market.openDispute(jobId, _actor(challengerSeed)) {
+            ++calls[msg.sig];
             _settled(jobId, before);
         } catch {}
     }
@@ -418,10 +441,13 @@ contract ProtocolHandler is Test {
         uint256 jobId = _pick(jobSeed, JobState.Disputed);
         if (jobId == 0) return;
         Job memory job = market.getJob(jobId);
+        uint256 gameBefore = token.balanceOf(game);
         vm.prank(game);
-        try market.resolveDispute(jobId, solverWon, verifierSlashed, game) {
+        try market.resolveDispute(jobId, solverWon, verifierSlashed, game) returns (uint256 slashed) {
+            ++calls[msg.sig];
             if (!solverWon) ghostStaked -= market.solverBond(job.reward);
             if (verifierSlashed) ghostStaked -= market.verifierBond(job.reward);
+            if (token.balanceOf(game) - gameBefore != slashed) badSlashAmount = true;
             _settled(jobId, job.state);
         } catch {}
     }
@@ -430,9 +456,12 @@ contract ProtocolHandler is Test {
         uint256 jobId = _pick(jobSeed, JobState.Disputed);
         if (jobId == 0) return;
         Job memory job = market.getJob(jobId);
+        uint256 gameBefore = token.balanceOf(game);
         vm.prank(game);
-        try market.resolveReportDispute(jobId, verifierWon, game) {
+        try market.resolveReportDispute(jobId, verifierWon, game) returns (uint256 slashed) {
+            ++calls[msg.sig];
             if (!verifierWon) ghostStaked -= market.verifierBond(job.reward);
+            if (token.balanceOf(game) - gameBefore != slashed) badSlashAmount = true;
             _settled(jobId, job.state);
         } catch {}
     }
@@ -447,6 +476,7 @@ contract ProtocolHandler is Test {
         uint256 pool = market.jackpot();
         vm.prank(game);
         try market.payForcedError(jobId, seal, secret, _actor(whistleblowerSeed)) returns (uint256 payout) {
+            ++calls[msg.sig];
             if (payout != pool * market.params().jackpotShareBps / 10_000 || 3 * payout > pool) badPayout = true;
             ghostJackpot -= payout;
             _settled(jobId, job.state);
@@ -457,6 +487,7 @@ contract ProtocolHandler is Test {
         uint256 a = bound(amount, 0, 100 ether);
         vm.prank(_actor(actorSeed));
         try market.fundJackpot(a) {
+            ++calls[msg.sig];
             ghostJackpot += a;
         } catch {}
     }
@@ -467,6 +498,7 @@ contract ProtocolHandler is Test {
         bytes32 commitment = keccak256(abi.encode(secret, who));
         vm.prank(who);
         try market.commitForcedSeed(commitment) {
+            ++calls[msg.sig];
             _secrets[commitment] = secret;
         } catch {}
     }

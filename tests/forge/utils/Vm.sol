@@ -37,4 +37,5 @@ interface Vm {
     function revertToState(uint256 snapshotId) external returns (bool success);
     function recordLogs() external;
     function getRecordedLogs() external returns (Log[] memory logs);
+    function toString(uint256 value) external pure returns (string memory);
 }
