@@ -16,7 +16,7 @@ import pytest
 from core.agent import StopFlag, Stopped
 from core.availability import AVAILABILITY_WAIT_S, ContentPending, ContentUnavailable
 from core.cid import cid_to_digest, digest_to_cid
-from core.contracts import Bytes32, JobId, ReportedProbe, ReportSeal
+from core.contracts import MANIFEST_ITEM, Bytes32, JobId, ReportedProbe, ReportSeal
 from core.storage import LocalStore
 from core.storage.unixfs import file_cid
 from proofs import Probe, ProbeTree, Trace, load_dataset, probe_positions, state_at, state_hash, train_trace
@@ -62,11 +62,14 @@ def _probes(job: Any, trace: Trace) -> list[Probe]:
 def _audit(
     job: Any, trace: Trace, probes: list[Probe], *, budget: int = 10_000, stop: StopFlag | None = None, body: bytes | None = None, stored: bool = True,
     root: str | None = None, withheld: int | None = None, published: bytes | None = None, window_end: int = WINDOW_END,
+    trace_root: bytes | None = None, manifest_published: bool = False,
 ) -> Any:
     """Audit a report of ``probes`` (emitted on chain) on ``trace`` (its checkpoints stored); its JSON
     (``body``, by default one that says the verifier replayed segment 5) stored unless not ``stored``;
     ``root``: the sealed probe root when it is not the probes'; checkpoint ``withheld`` is not in the
-    store the audit reads (a copy of the job's), ``published`` the copy on chain of that item."""
+    store the audit reads (a copy of the job's), ``published`` the copy on chain of that item;
+    ``trace_root``: the committed root when it is not the manifest's, ``manifest_published``: whether
+    the manifest is published on chain."""
     spec_cid = job.store.put(job.spec.canonical_bytes())
     manifest = trace.manifest(spec_cid, [job.store.put(c) for c in trace.checkpoints])
     store = job.store
@@ -81,7 +84,8 @@ def _audit(
     committed = [SimpleNamespace(args={"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes()))})]
     market = SimpleNamespace(
         sealed_report=lambda job_id, from_block=0: (seal, emitted),
-        get_job=lambda job_id: SimpleNamespace(deadline=window_end, trace_root=bytes.fromhex(manifest.root[2:])),
+        get_job=lambda job_id: SimpleNamespace(deadline=window_end, trace_root=trace_root or bytes.fromhex(manifest.root[2:])),
+        is_published=lambda job_id, item: item == MANIFEST_ITEM and manifest_published,
         events=lambda name, from_block, **filters: committed if name == "TraceCommitted" else [],
         published=lambda job_id, item, from_block=0: [published] if item == withheld and published is not None else [],
     )
@@ -193,3 +197,14 @@ def test_a_checkpoint_published_on_chain_is_audited_from_there_and_kept(job: Any
 def test_a_checkpoint_published_for_another_trace_is_not_taken(job: Any) -> None:
     with pytest.raises(ContentUnavailable, match="checkpoint 2"):
         _audit(job, job.honest, _probes(job, job.honest), withheld=2, published=job.honest.checkpoints[3], window_end=NOW)
+
+
+def test_a_manifest_with_another_root_is_challenged_then_is_the_audits_one_finding(job: Any) -> None:
+    """No leaves to audit from: the manifest must be on chain for the referees, then it is disputed whole."""
+    probes = _probes(job, job.honest)
+    with pytest.raises(ContentUnavailable, match="is not the committed root") as raised:
+        _audit(job, job.honest, probes, trace_root=b"\x09" * 32)
+    assert raised.value.item == MANIFEST_ITEM
+    record = _audit(job, job.honest, probes, trace_root=b"\x09" * 32, manifest_published=True)
+    assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.MANIFEST, 0)] and record.replayed_steps == 0
+    assert "is not the committed root" in record.findings[0].detail
