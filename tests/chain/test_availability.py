@@ -2,7 +2,8 @@
 the verifier's :class:`core.availability.Availability` and ``challenge``, the solver's
 ``publication``, the typed wrappers. A checkpoint and the manifest the verifier's store does not
 have are challenged, published by the solver from its records, checked again by the verifier and
-kept in its store; the deposits move from the verifier to the solver. (The withholding path, with
+kept in its store; the deposits move from the verifier to the solver; another job committing the same
+trace reads those published copies (the chain keys a publication by content). (The withholding path, with
 real daemons, is tests/e2e/test_data_availability.py; every contract path is
 tests/forge/Availability.t.sol.)
 """
@@ -99,3 +100,13 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     shown = [(e.event, e.args) for e in job_timeline(proto, job_id) if e.event.startswith("Availability")]
     assert [name for name, _ in shown] == ["AvailabilityChallenged", "AvailabilityAnswered"] * 2 + ["AvailabilityChallenged", "AvailabilityTimedOut"]
     assert shown[1][1]["content"] == {"bytes": len(CHECKPOINTS[3]), "keccak256": hashes[3]}
+
+    # another job committing the same trace: the chain keys a publication by its content (the
+    # manifest CID, the trace root), so the first job's published copies serve this one's readers
+    job2, _ = post(proto, sub)
+    stake(proto, sol, Role.SOLVER)
+    solver.market.claim(job2)
+    solver.market.commit(job2, bytes.fromhex(root[2:]), len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
+    assert proto.market.is_published(job2, MANIFEST_ITEM) and proto.market.is_published(job2, 3)
+    assert availability.published(job2, MANIFEST_ITEM, manifest_cid, None) == MANIFEST_BYTES
+    assert availability.published(job2, 3, cids[3], hashes[3]) == CHECKPOINTS[3]
