@@ -7,7 +7,7 @@ as decimal strings (the commands format them).
 from __future__ import annotations
 
 from core.chain import Address
-from core.contracts import Event, Protocol, Role
+from core.contracts import Event, GameStatus, Protocol, Role, SettleReason
 
 
 def balances(protocol: Protocol, me: Address) -> dict[str, object]:
@@ -21,9 +21,11 @@ def balances(protocol: Protocol, me: Address) -> dict[str, object]:
 
 def earnings_of(protocol: Protocol, me: Address) -> list[dict[str, object]]:
     """What the chain paid ``me`` and took from it, one entry per event, in block order (amounts in
-    base units, signed). Referee fees are in the games' ``DisputeSettled.refereeFees``, not per referee."""
+    base units, signed). A referee earns the game's ``refereeFee`` for a revealed vote with the majority
+    of a verdict (DisputeGame._settle); a referee's lost bond is a ``StakeSlashed`` like any other."""
     start, market, game, stakes = protocol.book.deploy_block, protocol.market, protocol.game, protocol.stakes
-    bond = game.params().challenge_bond
+    params = game.params()
+    bond, fee = params.challenge_bond, params.referee_fee
     entries: list[tuple[int, int, dict[str, object]]] = []
 
     def add(event: Event, job: int | None, game_id: int | None, what: str, amount: int) -> None:
@@ -38,9 +40,14 @@ def earnings_of(protocol: Protocol, me: Address) -> list[dict[str, object]]:
         add(e, int(e.args["jobId"]), None, "verifier bond (dispute not opened)", int(e.args["amount"]))
     for e in game.events("DisputeOpened", start, challenger=me):
         add(e, None, int(e.args["gameId"]), "challenge bond posted", -bond)
+    votes = {int(e.args["gameId"]): bool(e.args["solverRight"]) for e in game.events("VoteRevealed", start, referee=me)}
     for e in game.events("DisputeSettled", start):
+        game_id, job_id = int(e.args["gameId"]), int(e.args["jobId"])
         if e.args["winner"] == me:
-            add(e, int(e.args["jobId"]), int(e.args["gameId"]), "game won (bond back included)", int(e.args["payout"]))
+            add(e, job_id, game_id, "game won (bond back included)", int(e.args["payout"]))
+        verdict = SettleReason(int(e.args["reason"])) is SettleReason.VERDICT
+        if game_id in votes and verdict and votes[game_id] == (GameStatus(int(e.args["status"])) is GameStatus.SOLVER_WON):
+            add(e, job_id, game_id, "referee fee (voted with the majority)", fee)
     for e in stakes.events("StakeSlashed", start, account=me):
         add(e, None, None, f"slashed ({Role(int(e.args['role'])).name.lower()} stake)", -int(e.args["amount"]))
     for e in stakes.events("StakeSlashed", start, recipient=me):

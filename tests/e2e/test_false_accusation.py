@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.contracts import Ballot, GameId, GameStatus, JobState, Role, SettleReason
+from rolebase.earnings import earnings_of
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, settled, total_wealth, wealth
 
@@ -65,3 +66,7 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
     assert wealth(protocol, solver_addr) - before[solver_addr] == reward + params.challenge_bond + v_bond - fees
     assert before[liar_addr] - wealth(protocol, liar_addr) == params.challenge_bond + v_bond
     assert total_wealth(protocol, market, range(0, 6)) == before_total
+    # `veritrain earnings` reads the same from the chain's events: the solver's whole gain, and each
+    # majority referee's fee
+    assert sum(int(e["amount"]) for e in earnings_of(protocol, solver_addr)) == reward + params.challenge_bond + v_bond - fees
+    assert [(e["game"], int(e["amount"])) for e in earnings_of(protocol, referee_addr) if e["what"].startswith("referee fee")] == [(game_id, params.referee_fee)]
