@@ -140,3 +140,15 @@ def test_unreachable_rpc_is_a_clear_error() -> None:
 def test_help_has_examples(command: str) -> None:
     result = run(command, "--help")
     assert result.returncode == 0 and "Examples" in result.stdout
+
+
+def test_every_user_command_has_examples() -> None:
+    from typer.testing import CliRunner
+
+    from veritrain.cli import app
+
+    commands = ["init", "balance", "stake", "unstake", "withdraw", "transfer", "fund", "earnings", "wallet new", "wallet import",
+                "wallet list", "wallet address", "model export", "model eval", "spec new", "submit post", "submit fetch"]  # fmt: skip
+    for command in commands:
+        result = CliRunner().invoke(app, [*command.split(), "--help"])
+        assert result.exit_code == 0 and "Examples" in result.output, command
