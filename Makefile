@@ -15,6 +15,7 @@ setup: $(STAMPS)/venv $(STAMPS)/npm
 
 $(STAMPS)/venv: requirements.lock pyproject.toml
 	@mkdir -p $(STAMPS)
+	@echo "setup 1/2: Python virtualenv from requirements.lock (torch, web3; a few minutes the first time)"
 	test -x $(PY) || python3.11 -m venv $(VENV) || python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet -r requirements.lock
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
@@ -22,9 +23,13 @@ $(STAMPS)/venv: requirements.lock pyproject.toml
 
 $(STAMPS)/npm: package.json package-lock.json
 	@mkdir -p $(STAMPS)
+	@echo "setup 2/2: npm toolchain from package-lock.json (solc, forge, anvil, cast, OpenZeppelin, js-ipfs), no install scripts"
 	# `npm install --no-save` from the lock, not `npm ci`: npm 11 leaves the other platforms'
 	# optional foundry binaries out of the lock and `npm ci` then refuses it as out of sync.
-	npm install --no-save --no-audit --no-fund --loglevel=error
+	# --ignore-scripts: js-ipfs's optional dependencies (electron, wrtc) ran install scripts that failed
+	# quietly and left files in $$HOME and /tmp; foundry's binaries come as platform packages and
+	# classic-level loads its prebuilds, so nothing needed runs a script.
+	npm install --no-save --no-audit --no-fund --ignore-scripts --loglevel=error
 	@touch $@
 
 build: setup
