@@ -245,7 +245,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     function concedeForced(uint256 gameId, bytes32 secret, ReportSeal calldata seal) external nonReentrant {
         Game storage g = _game(gameId);
         GameStatus s = g.status;
-        if (msg.sender != g.solver) revert NotAuthorized(msg.sender);
+        if (msg.sender != g.defender) revert NotAuthorized(msg.sender);
         // INVARIANT: a forced error is conceded before the committee is drawn (no referee does work on it).
         if (
             !g.onReport
@@ -267,7 +267,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     /// @inheritdoc IDisputeGame
     function postMidpoint(uint256 gameId, bytes32 stateHash, bytes32 cid) external {
         Game storage g = _gameIn(gameId, GameStatus.SolverToMove);
-        if (msg.sender != g.solver) revert NotAuthorized(msg.sender);
+        if (msg.sender != g.defender) revert NotAuthorized(msg.sender);
         if (stateHash == bytes32(0)) revert ZeroHash();
         uint32 left = _spend(gameId, g.lastMoveAt, g.solverClock);
         g.status = GameStatus.ChallengerToMove;
@@ -314,7 +314,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         if (!solverToMove && s != GameStatus.ChallengerToMove) revert WrongStatus(gameId, s, GameStatus.SolverToMove);
         uint256 expiresAt = uint256(g.lastMoveAt) + (solverToMove ? g.solverClock : g.challengerClock);
         if (block.timestamp <= expiresAt) revert ClockNotExpired(gameId, expiresAt);
-        emit ClockExpired(gameId, solverToMove ? g.solver : g.challenger, solverToMove);
+        emit ClockExpired(gameId, solverToMove ? g.defender : g.challenger, solverToMove);
         if (solverToMove) _settle(gameId, g, GameStatus.ChallengerWon, SettleReason.SolverClock);
         else _settle(gameId, g, GameStatus.SolverWon, SettleReason.ChallengerClock);
     }
@@ -339,9 +339,9 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         uint256 size = _committeeSize;
         // Unfilled entries are address(0), which has no draw weight; 3 + size <= MAX_EXCLUDED (constructor).
         address[] memory exclude = new address[](3 + size);
-        exclude[0] = g.solver;
+        exclude[0] = g.defender;
         exclude[1] = g.challenger;
-        // A report game's defender (g.solver) is the job's verifier: exclude the job's solver instead.
+        // A report game's defender is the job's verifier: exclude the job's solver instead.
         exclude[2] = g.onReport ? job.solver : job.verifier;
         exclude[3] = job.submitter;
         address[] memory drawn = new address[](size);
@@ -538,21 +538,21 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     }
 
     /// Stores a new game opened by the caller (checked by _admit / _admitReport / _admitOpener) and starts the
-    /// defender's clock. `solver` is the defender: the job's solver, or its verifier if `onReport`.
+    /// defender's clock: the job's solver, or its verifier if `onReport`.
     function _create(
         uint256 jobId,
         uint256 segment,
         uint256 steps,
         bytes32 startHash,
         bytes32 endHash,
-        address solver,
+        address defender,
         bool byVerifier,
         bool onReport
     ) private returns (uint256 gameId) {
         gameId = ++gameCount;
         activeGame[jobId] = gameId;
         Game storage g = _games[gameId];
-        g.solver = solver;
+        g.defender = defender;
         g.jobId = SafeCast.toUint64(jobId);
         // segment + 1 < checkpointCount < 2**24 and steps <= maxSegmentSteps < 2**32 (_admit, _admitReport): fit
         // forge-lint: disable-next-line(unsafe-typecast)
@@ -569,7 +569,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         g.lastMoveAt = _now();
         g.agreedHash = startHash;
         g.disputedHash = endHash;
-        emit DisputeOpened(gameId, jobId, msg.sender, solver, segment, steps, startHash, endHash, byVerifier);
+        emit DisputeOpened(gameId, jobId, msg.sender, defender, segment, steps, startHash, endHash, byVerifier);
         // One step (or none: a manifest game) has nothing to bisect.
         if (steps <= 1) _isolate(gameId, g);
         else g.status = GameStatus.SolverToMove;
@@ -646,7 +646,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         if (outcome == GameStatus.Undecided) {
             payout = _payUndecided(g, incoming);
         } else {
-            winner = outcome == GameStatus.SolverWon ? g.solver : g.challenger;
+            winner = outcome == GameStatus.SolverWon ? g.defender : g.challenger;
             // fees <= committeeSize * refereeFee <= challengeBond (constructor)
             payout = _challengeBond + incoming - fees;
             token.safeTransfer(winner, payout);
@@ -680,7 +680,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         // no party (neither side gains by making a game undecidable).
         uint256 toSolver = incoming / 2;
         payout = incoming - toSolver;
-        if (toSolver != 0) token.safeTransfer(g.solver, toSolver);
+        if (toSolver != 0) token.safeTransfer(g.defender, toSolver);
         if (payout != 0) token.safeTransfer(g.challenger, payout);
         token.forceApprove(address(market), _challengeBond);
         market.fundJackpot(_challengeBond);

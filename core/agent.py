@@ -54,6 +54,9 @@ from core.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
+#: The log message of an action the loop dropped (a decoded revert, a bad input): logged once, then at a backoff.
+ACTION_DROPPED = "action dropped"
+
 V = TypeVar("V")
 A = TypeVar("A")
 V_contra = TypeVar("V_contra", contravariant=True)
@@ -183,7 +186,7 @@ class DropLog:
             if len(self._seen) >= 10_000:
                 self._seen.clear()  # bounded memory: forgetting only means one more WARNING
             self._seen[key] = (0, now + self.first_s, self.first_s)
-            log.warning("action dropped", extra=extra)
+            log.warning(ACTION_DROPPED, extra=extra)
             return
         repeats, next_at, interval = seen
         repeats += 1
@@ -504,9 +507,14 @@ def stake(protocol: Protocol, me: Address, role: Role, amount: int) -> None:
     log_mined(log, "stake", protocol.stakes.stake(role, amount), amount=amount)
 
 
+def mined(what: str) -> str:
+    """The log message of a mined call ``what`` (a contract function's name)."""
+    return f"{what} mined"
+
+
 def log_mined(logger: logging.Logger, what: str, receipt: Receipt, **fields: object) -> None:
     """``<what> mined gas=... tx=...`` with the action's fields, on the role's own logger."""
-    logger.info(f"{what} mined", extra={**fields, "gas": receipt.gas_used, "tx": receipt.tx_hash})
+    logger.info(mined(what), extra={**fields, "gas": receipt.gas_used, "tx": receipt.tx_hash})
 
 
 def status_base(protocol: Protocol, me: Address, role: Role, db: LocalDb | None, show_tokens: Callable[[int], str]) -> dict[str, object]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import logging
+import shutil
 import signal
 import socket
 import subprocess
@@ -95,6 +96,7 @@ class Anvil:
         self.startup_timeout = startup_timeout
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._cache: Path | None = None  # where anvil persists old states; removed at stop
 
     @property
     def rpc_url(self) -> str:
@@ -112,6 +114,8 @@ class Anvil:
             "--balance", str(self.balance_eth),
             "--mnemonic", self.mnemonic,
         ]
+        if self._cache is not None:
+            cmd += ["--cache-path", str(self._cache)]  # not ~/.foundry/anvil/tmp, which nothing cleans
         if self.block_time is not None:
             cmd += ["--block-time", str(self.block_time)]
         return cmd
@@ -125,6 +129,7 @@ class Anvil:
         for attempt in range(attempts):
             port = self.requested_port or free_port(self.host)
             self._log = tempfile.TemporaryFile(prefix="anvil-")
+            self._cache = Path(tempfile.mkdtemp(prefix="veritrain-anvil-"))
             self.process = subprocess.Popen(
                 self._command(port),
                 stdin=subprocess.DEVNULL,
@@ -180,6 +185,9 @@ class Anvil:
         if self._log is not None:
             self._log.close()
             self._log = None
+        if self._cache is not None:
+            shutil.rmtree(self._cache, ignore_errors=True)
+            self._cache = None
         self.port = 0
 
     @property

@@ -6,7 +6,7 @@ When the store does not serve it, or serves bytes that are not the committed one
 or a checkpoint that does not hash to its committed state hash), the item is first looked up on
 chain, where a solver publishes what was challenged (``AvailabilityAnswered``, checked by the chain
 against the committed leaf or manifest CID, and checked again here). A copy found there is put into
-our store, so every later reader (the replay, the dispute desk) finds it by CID. Failing that, the
+our store, so every later reader (the replay, the dispute replayer) finds it by CID. Failing that, the
 item is retried for :data:`AVAILABILITY_WAIT_S` (:class:`ContentPending`: content may still be on
 its way) and then challenged on chain: :class:`ContentUnavailable` carries the item to the role's
 responder, which escrows the deposit and calls ``challengeAvailability`` (:func:`challenge`). The

@@ -39,17 +39,8 @@ from web3.providers.rpc import HTTPProvider
 
 from core.bounded import InputRejected, load_json, read_regular_file
 from core.config import redact_url
-from core.errors import (
-    ChainError,
-    ConfigError,
-    ContractRevert,
-    NoGas,
-    SignerError,
-    TransactionFailed,
-    TransientRPCError,
-    UnknownRevert,
-    decode_revert,
-)
+from core.errors import ChainError, ConfigError, NoGas, SignerError, TransactionFailed, TransientRPCError
+from core.reverts import ContractRevert, UnknownRevert, decode_revert
 
 __all__ = [
     "Address",

@@ -290,8 +290,8 @@ class Game:
     Arbitrating; ``commits`` and the vote counters count the committee's ballots.
     """
 
-    solver: Address
-    """The defender: the job's solver, or in a report game (``on_report``) the job's verifier."""
+    defender: Address
+    """The job's solver, or in a report game (``on_report``) the job's verifier."""
     job_id: JobId
     segment: int
     by_verifier: bool

@@ -26,8 +26,7 @@ come from the proofs engine; these functions turn one into the other's arguments
     proto.game.commit_vote(game_id, vote_commitment(game_id, solver_right, salt, me.address))
     proto.game.reveal_vote(game_id, solver_right, salt)
 
-In a REPORT game (``Game.on_report``) the job's verifier defends its probe state: ``Game.solver``
-is the defender, so ``Actor.SOLVER`` and a ``SOLVER_WON`` status name the verifier there. The game
+In a REPORT game (``Game.on_report``) the job's verifier defends its probe state (``Game.defender``), so ``Actor.SOLVER`` and a ``SOLVER_WON`` status name the verifier there. The game
 bisects from checkpoint ``segment`` (agreed) to the probe's step ``steps`` (disputed), so the
 global step of a position is ``segment * k + step`` as in any game.
 
@@ -283,7 +282,7 @@ class Turn:
 def next_turn(game: Game, params: GameParams, now: int, block: int | None = None) -> Turn:
     """Who must move next and by when, exactly as the contract's checks decide at ``now``
     (``block``: the latest block number, for the committee draw's readiness). ``Actor.SOLVER`` is
-    the defender, ``Game.solver``: the job's verifier in a report game."""
+    the defender, ``Game.defender``: the job's verifier in a report game."""
     s = game.status
     if s.final or s is GameStatus.NONE:
         return Turn(Action.NONE, Actor.NOBODY, ready_at=now)
@@ -402,7 +401,7 @@ def derive_salt(secret: bytes, game_id: GameId | int) -> Bytes32:
 def winner(game: Game) -> Address | None:
     """The winner of a settled game (None while it runs or if Undecided)."""
     if game.status is GameStatus.SOLVER_WON:
-        return game.solver
+        return game.defender
     if game.status is GameStatus.CHALLENGER_WON:
         return game.challenger
     return None

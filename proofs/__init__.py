@@ -60,10 +60,10 @@ from proofs.replay import (
     SegmentVerdict,
     TraceVerdict,
     check_committed_manifest,
-    committed_manifest,
     check_manifest,
     check_norm,
     check_start,
+    committed_manifest,
     distances,
     first_idle_step,
     initial_state,
@@ -83,7 +83,7 @@ from proofs.sampling import (
     required_random,
 )
 from proofs.spec import JobSpec, Limits, Tolerance, load_spec
-from proofs.steps import Bisection, bisect, execute_step, max_moves, midpoint, segment_bounds, state_at
+from proofs.steps import execute_step, state_at
 from proofs.train import Runtime, Trace, Trainer, train_trace
 
 __all__ = [
@@ -103,7 +103,7 @@ __all__ = [
     "Probe", "ProbeTree", "probe_segment", "probe_step", "probe_positions", "verify_probe",
     "forced_commitment", "is_forced", "forced_hash", "FORCED_DOMAIN",
     # disputes
-    "state_at", "execute_step", "Bisection", "bisect", "midpoint", "max_moves", "segment_bounds",
+    "state_at", "execute_step",
     # evaluation of a trained model
     "Evaluation", "evaluate",
     # adversaries

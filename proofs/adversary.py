@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import torch
 
 from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
-from proofs.data import Dataset
+from proofs.data import BatchOrder, Dataset
 from proofs.errors import ProofError
 from proofs.merkle import TraceTree
 from proofs.seeds import derive_seed
@@ -61,6 +61,17 @@ ALL_STRATEGIES = STRATEGIES + ADAPTIVE
 
 #: Share of a bad segment's training compute a classic strategy does not spend.
 WORK_SAVED = {"skip-steps": 0.5, "wrong-lr": 0.0, "wrong-data": 0.0, "copy-weights": 0.0, "fake-final": 1.0, "tamper": 0.0}
+
+
+class ForgedTrainer(Trainer):
+    """Trains ``spec`` (possibly another spec than the job's) on data order ``data_seed`` (None: the
+    spec's own), stamping its checkpoints with ``stamp``, the honest spec's hash, as a cheater would."""
+
+    def __init__(self, spec: JobSpec, dataset: Dataset, rt: Runtime, *, stamp: str, data_seed: int | None = None) -> None:
+        super().__init__(spec, dataset, rt)
+        self.stamp = stamp
+        if data_seed is not None:
+            self.order = BatchOrder(spec, dataset, seed=data_seed)
 
 
 @dataclass(frozen=True)
@@ -147,7 +158,7 @@ def _other_run(strategy: str, spec: JobSpec, dataset: Dataset, rt: Runtime) -> T
     if strategy != "copy-weights":
         return None
     twin = spec.model_copy(update={"seed": derive_seed(spec.seed, "adversary")})
-    return Trainer(twin, dataset, rt, stamp=spec.spec_hash())
+    return ForgedTrainer(twin, dataset, rt, stamp=spec.spec_hash())
 
 
 def _fake_segment(strategy: str, spec: JobSpec, dataset: Dataset, trainer: Trainer, rt: Runtime, stamp: str) -> None:
@@ -164,9 +175,9 @@ def _fake_segment(strategy: str, spec: JobSpec, dataset: Dataset, trainer: Train
     elif strategy in ("wrong-lr", "wrong-data"):
         if strategy == "wrong-lr":
             bent = spec.model_copy(update={"optimizer": spec.optimizer.model_copy(update={"lr": spec.optimizer.lr * 0.5})})
-            crook = Trainer(bent, trainer.order.dataset, rt, stamp=stamp)
+            crook = ForgedTrainer(bent, trainer.order.dataset, rt, stamp=stamp)
         else:
-            crook = Trainer(spec, trainer.order.dataset, rt, data_seed=derive_seed(spec.seed, "adversary"), stamp=stamp)
+            crook = ForgedTrainer(spec, trainer.order.dataset, rt, data_seed=derive_seed(spec.seed, "adversary"), stamp=stamp)
         crook.load(trainer.checkpoint())
         crook.run(k)
         trainer.load(crook.checkpoint())
@@ -219,7 +230,7 @@ def mix(
     trainer = Trainer(spec, dataset, rt)
     if free_start:
         twin = spec.model_copy(update={"seed": derive_seed(spec.seed, "adversary")})
-        trainer.load(Trainer(twin, dataset, rt, stamp=stamp).checkpoint())
+        trainer.load(ForgedTrainer(twin, dataset, rt, stamp=stamp).checkpoint())
     checkpoints = [trainer.to_bytes()]
     previous = {name: p.detach().clone() for name, p in trainer.params.items()}
     left: Checkpoint | None = None
@@ -245,7 +256,7 @@ def mix(
             trainer.step += k
         elif move == "half-batch":
             bent = spec.model_copy(update={"batch_size": max(1, spec.batch_size // 2)})
-            crook = Trainer(bent, dataset, rt, stamp=stamp)
+            crook = ForgedTrainer(bent, dataset, rt, stamp=stamp)
             crook.load(trainer.checkpoint())
             crook.run(k)
             trainer.load(crook.checkpoint())

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from eth_utils import keccak
 from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 
 from core.bounded import safetensors_header
 from proofs.errors import CheckpointError, HashMismatch, LimitExceeded
+from proofs.keccak import keccak
 from proofs.spec import Limits
 
 __all__ = [

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from eth_utils import keccak
-
 from proofs.errors import MerkleError
+from proofs.keccak import keccak
 
 __all__ = ["Hex32", "leaf_hash", "hash_pair", "StandardTree", "TraceTree", "verify_proof", "verify_leaf"]
 

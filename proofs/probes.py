@@ -31,10 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from eth_abi import encode as abi_encode
-from eth_utils import keccak, to_checksum_address
-
 from proofs.errors import MerkleError, ProofError
+from proofs.keccak import address_word, keccak, uint256
 from proofs.merkle import Hex32, StandardTree, hex32, to_bytes32, verify_leaf
 
 __all__ = [
@@ -61,8 +59,7 @@ def _seed_word(assign_seed: bytes | str, index: int, *more: int) -> int:
     if index < 0:
         raise ProofError(f"probe index {index} is negative")
     seed = to_bytes32(assign_seed, "assign seed")
-    types = ["bytes32", "uint256"] + ["uint256"] * len(more)
-    return int.from_bytes(keccak(abi_encode(types, [seed, index, *more])), "big")
+    return int.from_bytes(keccak(seed + b"".join(uint256(v) for v in (index, *more))), "big")
 
 
 def probe_segment(assign_seed: bytes | str, index: int, checkpoint_count: int) -> int:
@@ -127,9 +124,7 @@ class Probe:
 
 def probe_leaf(probe: Probe) -> bytes:
     """``ProbeLib.leaf``: keccak256(keccak256(abi.encode(index, segment, step, stateHash)))."""
-    encoded = abi_encode(
-        ["uint256", "uint256", "uint256", "bytes32"], [probe.index, probe.segment, probe.step, to_bytes32(probe.state_hash)]
-    )
+    encoded = uint256(probe.index) + uint256(probe.segment) + uint256(probe.step) + to_bytes32(probe.state_hash)
     return keccak(keccak(encoded))
 
 
@@ -165,7 +160,7 @@ def verify_probe(root: bytes | str, probe: Probe, proof: Sequence[bytes | str]) 
 def forced_commitment(secret: bytes | str, verifier: str) -> bytes:
     """``keccak256(abi.encode(secret, verifier))``: what ``commitForcedSeed`` stores; it binds the
     secret to one verifier, so nobody can replay another verifier's reveal."""
-    return keccak(abi_encode(["bytes32", "address"], [to_bytes32(secret, "forced secret"), to_checksum_address(verifier)]))
+    return keccak(to_bytes32(secret, "forced secret") + address_word(verifier))
 
 
 def is_forced(secret: bytes | str, assign_seed: bytes | str, rate_bps: int) -> bool:
@@ -175,7 +170,7 @@ def is_forced(secret: bytes | str, assign_seed: bytes | str, rate_bps: int) -> b
     commitment, see ``JobMarket.isForced``)."""
     if not 0 <= rate_bps <= _BPS:
         raise ProofError(f"forced error rate {rate_bps} bps is not in 0..{_BPS}")
-    word = keccak(abi_encode(["bytes32", "bytes32"], [to_bytes32(secret, "forced secret"), to_bytes32(assign_seed, "assign seed")]))
+    word = keccak(to_bytes32(secret, "forced secret") + to_bytes32(assign_seed, "assign seed"))
     return int.from_bytes(word, "big") % _BPS < rate_bps
 
 

@@ -190,7 +190,7 @@ def initial_state_hash(spec: JobSpec, dataset: Dataset) -> str:
 def check_start(spec: JobSpec, dataset: Dataset, committed: str) -> SegmentVerdict:
     """Segment 0's start: the committed leaf 0 must be :func:`initial_state_hash` of the spec.
     A trace that starts anywhere else fails on segment 0 with ``wrong-start``, however its
-    segments replay; a referee of a game on segment 0 rules the same way (``verifier.dispute``)."""
+    segments replay; a referee of a game on segment 0 rules the same way (``rolebase.dispute``)."""
     expected = initial_state_hash(spec, dataset)
     if committed.lower() != expected:
         return _fail(0, Reason.WRONG_START, f"checkpoint 0 is {committed}, the spec's seeded initialization is {expected}")
@@ -202,7 +202,7 @@ def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, fin
     what the chain committed with it (checkpoint count, final model CID) and the spec. Anything
     else fails segment 0 with ``malformed-manifest``: the trace the chain names is not the one the
     manifest describes, whatever its segments replay; a referee of a trace game rules the same
-    way, without training (``verifier.dispute``)."""
+    way, without training (``rolebase.dispute``)."""
     try:
         manifest.check_spec(spec)
     except ManifestError as exc:
@@ -244,7 +244,7 @@ def _norm_fault(segment: int, first: Checkpoint, last: Checkpoint, claimed: floa
 
 def check_norm(segment: int, start: bytes, end: bytes, claimed: float) -> SegmentVerdict:
     """The manifest's update norm of ``segment`` against the one its committed checkpoints give,
-    without training: what a referee checks in a game on the segment (``verifier.dispute``)."""
+    without training: what a referee checks in a game on the segment (``rolebase.dispute``)."""
     fault = _norm_fault(segment, decode_checkpoint(start), decode_checkpoint(end), claimed)
     return fault or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: update norm {claimed!r} as claimed")
 
@@ -273,7 +273,7 @@ def run_watching(trainer: Trainer, steps: int) -> tuple[int, str] | None:
 def first_idle_step(spec: JobSpec, dataset: Dataset, start: bytes, steps: int, rt: Runtime = Runtime()) -> int | None:
     """Replay ``steps`` steps from checkpoint bytes ``start``: the index (0-based, from the start)
     of the first step that did no learning work, or None. A challenger steers a dispute over a
-    ``no-work`` segment to that step (``verifier.dispute``)."""
+    ``no-work`` segment to that step (``rolebase.dispute``)."""
     trainer = Trainer(spec, dataset, rt)
     trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
     found = run_watching(trainer, steps)

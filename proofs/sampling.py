@@ -38,9 +38,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from eth_utils import keccak
-
 from proofs.errors import ProofError
+from proofs.keccak import keccak
 from proofs.merkle import to_bytes32
 
 __all__ = [

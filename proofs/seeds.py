@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from eth_utils import keccak
+from proofs.keccak import keccak
 
 __all__ = ["derive_seed"]
 

@@ -21,11 +21,11 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from eth_utils import keccak
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.bounded import InputRejected, load_json
 from proofs.errors import LimitExceeded, SpecError
+from proofs.keccak import keccak
 
 __all__ = [
     "SPEC_VERSION",

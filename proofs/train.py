@@ -83,26 +83,18 @@ def runtime(rt: Runtime) -> Iterator[None]:
 class Trainer:
     """A model, its optimizer state and the global step; advances one seeded batch per step.
 
-    ``data_seed`` and ``stamp`` exist for the adversary library (train on another data
-    order while stamping checkpoints with the honest spec's hash); honest code leaves them.
+    Its checkpoints carry the spec's hash (``stamp``); the adversary library's
+    ``proofs.adversary.ForgedTrainer`` trains another spec or data order under the honest stamp.
     """
 
-    def __init__(
-        self,
-        spec: JobSpec,
-        dataset: Dataset,
-        rt: Runtime = Runtime(),
-        *,
-        data_seed: int | None = None,
-        stamp: str | None = None,
-    ) -> None:
+    def __init__(self, spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> None:
         self.spec = spec
         self.rt = replace(rt, torch_threads=1) if spec.numerics == "repro-v1" else rt
         self.device = torch.device(rt.device)
         if spec.numerics == "repro-v1" and self.device.type != "cpu":
             raise ProofError(f"numerics repro-v1 runs on the CPU, not {rt.device} (docs/numerics.md has the CUDA design)")
-        self.stamp = stamp or spec.spec_hash()
-        self.order = BatchOrder(spec, dataset, seed=data_seed)
+        self.stamp = spec.spec_hash()
+        self.order = BatchOrder(spec, dataset)
         self.model = build_model(spec, self.device)
         self.ops = ops_for(spec.numerics)
         self.params = dict(sorted(self.model.named_parameters()))

@@ -27,6 +27,7 @@ from core.chain import ChainClient
 from core.config import Settings
 from core.contracts import Protocol
 from core.errors import AddressBookError, TransientRPCError
+from rolebase.events import DEPLOYMENT_CHANGED
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +127,7 @@ def run_following(settings: Settings, build: Callable[[Settings], RoleDaemon[V, 
             daemon.run()
             return
         except DeploymentChanged as exc:
-            log.warning("deployment changed, starting afresh on the new one (the old records are kept)", extra={"reason": str(exc)})
+            log.warning(DEPLOYMENT_CHANGED, extra={"reason": str(exc)})
         except Exception:
             if not _gone(deployment, client):
                 raise

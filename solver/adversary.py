@@ -1,4 +1,8 @@
-"""TEST adversaries of the data-availability game (never for real use): ``--cheat withhold``,
+"""Solver TEST adversaries (never for real use), all picked in :func:`solver.daemon.build`.
+
+A trace adversary (``--cheat`` NAME of ``proofs.adversary.ALL_STRATEGIES``) commits that strategy's
+trace instead of training honestly (:class:`CheatingWorkshop`). The adversaries of the
+data-availability game train honestly and misbehave around the commit: ``--cheat withhold``,
 ``--cheat stale-model``, ``--cheat garbage-manifest`` and ``--cheat foreign-root``.
 
 ``withhold`` trains and commits honestly, then, as soon as its commit is mined, deletes every checkpoint
@@ -16,22 +20,26 @@ CID they commit (and serve) is another one: bytes that do not parse as a manifes
 that parses and is consistent but lists other state hashes, so its root is not the committed root.
 Neither gives the verifier leaves for a trace game: it challenges the manifest's availability (the
 solver publishes it on chain) and opens a manifest game, where the referees vote against the solver.
-All are chosen in :func:`solver.daemon.build`, where every solver adversary is picked.
 """
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from eth_utils import keccak
 
 from core.contracts import JobId
 from core.storage import ContentStore, LocalStore
+from proofs import Dataset
+from proofs.adversary import cheat
 from proofs.manifest import MAX_MANIFEST_BYTES, CheckpointEntry, parse_manifest
 from proofs.merkle import TraceTree
+from proofs.spec import JobSpec
 from solver.policy import Commit, SolverAction
 from solver.responder import SolverResponder
 from solver.state import SolverDb
+from solver.work import Workshop
 
 log = logging.getLogger(__name__)
 
@@ -105,3 +113,20 @@ class ForeignManifest:
         checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash="0x" + keccak(text=c.state_hash).hex()) for c in m.checkpoints)
         root = TraceTree(tuple(c.state_hash for c in checkpoints)).root
         return m.model_copy(update={"checkpoints": checkpoints, "root": root}).canonical_bytes()
+
+
+class CheatingWorkshop(Workshop):
+    """Writes the trace of ``proofs.adversary`` strategy ``strategy`` as the job's checkpoints."""
+
+    def __init__(self, *args: Any, strategy: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.strategy = strategy
+
+    def _build_trace(self, job_id: JobId, spec: JobSpec, dataset: Dataset, deadline: int) -> list[str]:
+        faked = cheat(self.strategy, spec, dataset)
+        folder = self._dir(job_id)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.db.drop_checkpoints_from(job_id, 0)
+        hashes = [self._write_checkpoint(job_id, folder, i, data) for i, data in enumerate(faked.trace.checkpoints or ())]
+        log.warning("cheating trace written", extra={"job": job_id, "strategy": self.strategy, "bad_segments": str(list(faked.bad_segments))})
+        return hashes

@@ -11,7 +11,16 @@ from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
-from solver.adversary import FOREIGN_ROOT, GARBAGE_MANIFEST, STALE_MODEL, WITHHOLD, ForeignManifest, StaleModel, Withholding
+from solver.adversary import (
+    FOREIGN_ROOT,
+    GARBAGE_MANIFEST,
+    STALE_MODEL,
+    WITHHOLD,
+    CheatingWorkshop,
+    ForeignManifest,
+    StaleModel,
+    Withholding,
+)
 from solver.loader import SolverLoader
 from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
 from solver.responder import SolverResponder
@@ -62,8 +71,10 @@ def build(
     stop = StopFlag()
     watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
     judge = SpecJudge(store, db, limits, f"{protocol.client.chain_id}:{protocol.market.address}")
-    trace_cheat = None if cheat in _HONEST_TRACE_CHEATS else cheat
-    workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, cheat=trace_cheat)
+    if cheat is None or cheat in _HONEST_TRACE_CHEATS:
+        workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress)
+    else:
+        workshop = CheatingWorkshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, strategy=cheat)
     responder = SolverResponder(protocol, db, workshop, watcher, signer.address)
     performer = {
         WITHHOLD: Withholding(responder, db, store),

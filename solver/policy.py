@@ -243,7 +243,7 @@ class SolverPolicy:
             if job.open_deadline is not None and view.now > job.open_deadline:
                 return ForfeitUnopened(job.job_id)  # the failing verifier never opened: its bond is ours
             return None
-        if view.game_params is None or job.game.solver != view.me:
+        if view.game_params is None or job.game.defender != view.me:
             return None  # a report game: the job's verifier defends its probe, not us
         turn = next_turn(job.game, view.game_params, view.now, view.block)
         if turn.action is Action.POST_MIDPOINT and self.config.defend and turn.step is not None:

@@ -16,9 +16,9 @@
   manifest, and keeps them pinned until the job is final. In a dispute it recomputes the
   state at a bisection midpoint from the segment's checkpoint on disk (``proofs.state_at``)
   and stores it, so the challenger and the referees can fetch it by CID.
-* A test and demo adversary (``cheat``, a name of ``proofs.adversary.ALL_STRATEGIES``): the
-  trace is built by ``proofs.adversary.cheat`` instead of honest training, then uploaded and
-  committed like any other; defended from its own (wrong) checkpoints.
+* A test and demo adversary (``solver.adversary.CheatingWorkshop``) builds its trace with
+  ``proofs.adversary.cheat`` instead of honest training; it is uploaded and committed like any
+  other, and defended from its own (wrong) checkpoints.
 
 Errors of the proofs engine (:class:`proofs.ProofError`) are re-raised as
 :class:`JobWorkError` with the job id in the message.
@@ -45,7 +45,6 @@ from proofs.checkpoint import (
     state_hash,
     update_norm,
 )
-from proofs.adversary import cheat as cheating_trace
 from proofs.data import Dataset, load_dataset
 from proofs.errors import ProofError
 from proofs.manifest import largest_manifest_bytes
@@ -55,6 +54,7 @@ from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Trace, Trainer
+from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from solver.policy import Phase, SpecCheck
 from solver.state import SolverDb, SpecVerdict
 
@@ -217,6 +217,9 @@ def _estimate(spec: JobSpec, dataset: Dataset) -> float:
 
 
 class Workshop:
+    """Trains a claimed job and keeps its checkpoints. A cheating TEST solver overrides
+    :meth:`_build_trace` (``solver.adversary.CheatingWorkshop``)."""
+
     def __init__(
         self,
         protocol: Protocol,
@@ -227,10 +230,8 @@ class Workshop:
         stop: StopFlag,
         *,
         progress: ProgressHook | None = None,
-        cheat: str | None = None,
     ) -> None:
         self.protocol = protocol
-        self.cheat = cheat
         self.store = store
         self.db = db
         self.watcher = watcher
@@ -293,42 +294,32 @@ class Workshop:
         started = time.monotonic()
         _, spec = self._spec(job_id)
         try:
-            dataset = self._dataset(spec)
-            if self.cheat is not None:
-                hashes = self._cheat(job_id, spec, dataset)
-                self.db.set_trained(job_id, TraceTree(hashes).root, len(hashes))
-                return
-            trainer = Trainer(spec, dataset)
-            hashes = self._resume_point(job_id)
-            folder = self._dir(job_id)
-            folder.mkdir(parents=True, exist_ok=True)
-            if hashes:
-                last = self.db.checkpoints(job_id)[len(hashes) - 1]
-                trainer.load(decode_checkpoint(_read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
-                log.info("training resumed", extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
-            else:
-                hashes.append(self._write_checkpoint(job_id, folder, 0, trainer.to_bytes()))
-                log.info("training started", extra={"job": job_id, "steps": spec.steps, "k": spec.checkpoint_interval})
-            k = spec.checkpoint_interval
-            for index in range(len(hashes), spec.segments + 1):
-                trainer.run(k, self._step_hook(job_id, deadline))
-                hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes()))
-                log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hashes[-1]})
+            hashes = self._build_trace(job_id, spec, self._dataset(spec), deadline)
         except ProofError as exc:
             raise JobWorkError(f"job {job_id}: {exc}") from exc
         root = TraceTree(hashes).root
         self.db.set_trained(job_id, root, len(hashes))
         log.info("training finished", extra={"job": job_id, "root": root, "checkpoints": len(hashes), "seconds": round(time.monotonic() - started, 2)})
 
-    def _cheat(self, job_id: JobId, spec: JobSpec, dataset: Dataset) -> list[str]:
-        """The adversary's trace, written as this job's checkpoints (test and demo adversary only)."""
-        assert self.cheat is not None
-        faked = cheating_trace(self.cheat, spec, dataset)
+    def _build_trace(self, job_id: JobId, spec: JobSpec, dataset: Dataset, deadline: int) -> list[str]:
+        """Train from the last checkpoint on disk that verifies (or from the start), writing every
+        checkpoint; the state hashes of checkpoints 0..n."""
+        trainer = Trainer(spec, dataset)
+        hashes = self._resume_point(job_id)
         folder = self._dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
-        self.db.drop_checkpoints_from(job_id, 0)
-        hashes = [self._write_checkpoint(job_id, folder, i, data) for i, data in enumerate(faked.trace.checkpoints or ())]
-        log.warning("cheating trace written", extra={"job": job_id, "strategy": self.cheat, "bad_segments": str(list(faked.bad_segments))})
+        if hashes:
+            last = self.db.checkpoints(job_id)[len(hashes) - 1]
+            trainer.load(decode_checkpoint(_read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
+            log.info(TRAINING_RESUMED, extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
+        else:
+            hashes.append(self._write_checkpoint(job_id, folder, 0, trainer.to_bytes()))
+            log.info(TRAINING_STARTED, extra={"job": job_id, "steps": spec.steps, "k": spec.checkpoint_interval})
+        k = spec.checkpoint_interval
+        for index in range(len(hashes), spec.segments + 1):
+            trainer.run(k, self._step_hook(job_id, deadline))
+            hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes()))
+            log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hashes[-1]})
         return hashes
 
     def _step_hook(self, job_id: JobId, deadline: int) -> Callable[[int, int], None]:

@@ -9,12 +9,11 @@ from core.agent import state_dir as role_state_dir
 from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
-from verifier.dispute import DisputeDesk
+from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
 from verifier.policy import VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
 from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
-from verifier.work import Inspector
 
 VerifierDaemon = RoleDaemon[VerifierView, VerifierAction]
 
@@ -33,19 +32,19 @@ def build(
     lie: bool = False,
     lazy: bool = False,
 ) -> VerifierDaemon:
-    """TEST adversaries: ``lie`` fails honest traces and answers every midpoint wrong; ``lazy``
-    passes every trace without replaying, its probes guessed (a whistleblower catches them)."""
+    """``lie`` and ``lazy`` pick TEST adversaries (``verifier.adversary``)."""
     protocol = connect(settings, signer)
     db = VerifierDb(state_dir(settings.data_dir, signer.address) / "state.sqlite")
     db.salt_secret()  # made on first start, kept for good
     stop = StopFlag()
     watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
-    desk = DisputeDesk(protocol, store, watcher, lie=lie)
+    inspector_class, replayer_class = strategies(lie=lie, lazy=lazy)
+    replayer = replayer_class(protocol, store, watcher)
     agent: Agent[VerifierView, VerifierAction] = Agent(
         "verifier",
         VerifierLoader(protocol, watcher, db, signer.address),
         VerifierPolicy(config),
-        VerifierResponder(protocol, db, Inspector(protocol, store, stop, lie=lie, lazy=lazy), desk, signer.address),
+        VerifierResponder(protocol, db, inspector_class(protocol, store, stop), replayer, signer.address),
         settings=loop,
         stop=stop,
         heartbeat=heartbeat_to(db.db, signer.address),

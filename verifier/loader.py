@@ -112,7 +112,7 @@ class VerifierLoader:
         for game_id, game in self.games.live():
             seated = game.status is GameStatus.ARBITRATING
             ballot = p.game.ballot_of(game_id, self.me)[0] if seated else Ballot.VACANT
-            drawn = self.index.draws.get(game.job_id) if game.on_report and game.solver == self.me else None
+            drawn = self.index.draws.get(game.job_id) if game.on_report and game.defender == self.me else None
             games.append(LiveGame(game_id, game, ballot, forced=drawn is not None and self._forced(drawn, rate)))
         kept = tuple(Bytes32(c) for c in self.db.forced_commitments())
         seed = SeedView(

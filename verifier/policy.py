@@ -284,7 +284,7 @@ class VerifierPolicy:
 
     def _game(self, view: VerifierView, params: GameParams, live: LiveGame) -> VerifierAction | None:
         game = live.game
-        defender = game.on_report and game.solver == view.me  # a report game on our report
+        defender = game.on_report and game.defender == view.me  # a report game on our report
         if defender and live.forced and game.status in CONCEDABLE:
             return ConcedeForced(live.game_id, game.job_id)  # the probe was wrong on purpose: nothing to defend
         challenger = game.challenger == view.me
@@ -364,20 +364,6 @@ def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
         moves.append(CommitForcedSeed(fresh=seed.current_committed))
     moves.extend(ForgetForcedSecret(c) for c in seed.kept[:-1] if c not in seed.snapshotted)
     return moves
-
-
-def vote_from_shape(game: Game, checkpoint_interval: int, probe_step: int | None) -> bool | None:
-    """A referee's vote when the game's shape alone decides it, else None (the isolated step does).
-
-    A trace game must bisect the spec's k steps: with any other ``steps`` the challenger is trying
-    to frame the solver, so the solver is right (docs/dispute.md, "Opening"). A report game must
-    bisect up to the probe's step fixed by the draw (``probe_step``: ``proofs.probe_step`` of the
-    game's assign seed and probe slot): the verifier put the step in its own probe leaf, so a
-    leaf at another step is the defender's fault and the defender is wrong.
-    """
-    if game.on_report:
-        return None if game.steps == probe_step else False
-    return None if game.steps == checkpoint_interval else True
 
 
 def _overdue_blocks(block: int, ready_block: int, grace_s: int) -> bool:

@@ -20,7 +20,7 @@ from core.chain import Address
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
-from verifier.dispute import DisputeDesk
+from rolebase.dispute import DisputeReplayer
 from verifier.policy import (
     CONCEDABLE,
     AssignVerifier,
@@ -45,11 +45,11 @@ log = logging.getLogger(__name__)
 
 
 class VerifierResponder:
-    def __init__(self, protocol: Protocol, db: VerifierDb, inspector: Inspector, desk: DisputeDesk, me: Address) -> None:
+    def __init__(self, protocol: Protocol, db: VerifierDb, inspector: Inspector, replayer: DisputeReplayer, me: Address) -> None:
         self.protocol = protocol
         self.db = db
         self.inspector = inspector
-        self.desk = desk
+        self.replayer = replayer
         self.me = me
 
     def perform(self, action: VerifierAction) -> None:
@@ -126,24 +126,24 @@ class VerifierResponder:
                     game_id, receipt = p.game.open_on_manifest(job_id)
                     log_mined(log, "openOnManifest", receipt, job=job_id, game=game_id)
                     return
-                game_id, receipt = p.game.open(job_id, *self.desk.opening(job_id, segment).call_args())
+                game_id, receipt = p.game.open(job_id, *self.replayer.opening(job_id, segment).call_args())
                 log_mined(log, "open", receipt, job=job_id, game=game_id, segment=segment)
             case ConcedeForced(game_id, job_id):
                 self._concede(game_id, job_id)
             case GameMove(game_id, Action.POST_MIDPOINT):
                 game = p.game.get_game(game_id)
-                if game.status is GameStatus.SOLVER_TO_MOVE and game.on_report and game.solver == self.me:
-                    state_hash, cid = self.desk.midpoint(game)
+                if game.status is GameStatus.SOLVER_TO_MOVE and game.on_report and game.defender == self.me:
+                    state_hash, cid = self.replayer.midpoint(game)
                     receipt = p.game.post_midpoint(game_id, bytes.fromhex(state_hash.removeprefix("0x")), cid_to_digest(cid))
                     log_mined(log, "postMidpoint", receipt, game=game_id, step=midpoint(game.lo, game.hi), state_hash=state_hash, cid=cid)
             case GameMove(game_id, Action.ANSWER_MIDPOINT):
                 game = p.game.get_game(game_id)
                 if game.status is GameStatus.CHALLENGER_TO_MOVE:
-                    agree = self.desk.answer(game_id, game)
+                    agree = self.replayer.answer(game_id, game)
                     log_mined(log, "answerMidpoint", p.game.answer_midpoint(game_id, agree), game=game_id, step=midpoint(game.lo, game.hi), agree=agree)
             case GameMove(game_id, Action.COMMIT_VOTE):
                 if p.game.ballot_of(game_id, self.me)[0] is Ballot.SEATED:
-                    right = self.desk.vote(game_id, p.game.get_game(game_id))
+                    right = self.replayer.vote(game_id, p.game.get_game(game_id))
                     commitment = vote_commitment(game_id, right, self._salt(game_id), self.me)
                     log_mined(log, "commitVote", p.game.commit_vote(game_id, commitment), game=game_id)
             case GameMove(game_id, Action.REVEAL_VOTE):

@@ -47,6 +47,7 @@ from proofs import (
     DEFAULT_R,
     Dataset,
     Limits,
+    Manifest,
     Probe,
     ProbeTree,
     ProofError,
@@ -66,6 +67,7 @@ from proofs import (
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.spec import JobSpec
+from rolebase.events import SEGMENT_REPLAYED
 from verifier.policy import Draw
 
 log = logging.getLogger(__name__)
@@ -105,9 +107,8 @@ def published_probes(probes: Sequence[Probe], forced: bool) -> list[Probe]:
 
 
 class Inspector:
-    """``lie`` and ``lazy`` are TEST adversaries: ``lie`` fails every trace, accusing its first
-    replayed segment; ``lazy`` passes every trace without replaying, guessing each probe as the
-    solver's checkpoint at the end of the probe's segment (a plausible state, and a wrong one)."""
+    """The honest verifier's replay of a drawn job. Test adversaries override :meth:`_replay` and
+    :meth:`_conclude` (``verifier.adversary``); nothing here knows of them."""
 
     def __init__(
         self,
@@ -117,11 +118,7 @@ class Inspector:
         *,
         q: int = DEFAULT_Q,
         r: int = DEFAULT_R,
-        lie: bool = False,
-        lazy: bool = False,
     ) -> None:
-        self.lie = lie
-        self.lazy = lazy
         self.protocol = protocol
         self.store = store
         self.stop = stop
@@ -177,16 +174,7 @@ class Inspector:
         probes: list[Probe] = []
         try:
             verdicts, probes = self._judge(job_id, spec, dataset, manifest_cid, committed, job.trace_root, deadline, seed, report)
-            passed = all(v.passed for v in verdicts)
-            failures = [v for v in verdicts if not v.passed]
-            summary = f"{len(verdicts) - len(failures)}/{len(verdicts)} segments ok" + (f"; {failures[0].detail}" if failures else "")
-            if self.lazy:
-                summary = "passed without replay (lazy verifier, test adversary)"
-            if failures:
-                failed_segment = min(v.segment for v in failures)
-            elif self.lie and verdicts:
-                passed, failed_segment = False, min(v.segment for v in verdicts)
-                summary = f"segment {failed_segment} accused by a lying verifier (test adversary)"
+            passed, failed_segment, summary = self._conclude(verdicts)
         except _ManifestFault as exc:
             passed, summary, failed_segment = False, str(exc), MANIFEST_ITEM
             report["verdicts"] = [{"segment": 0, "passed": False, "reason": "malformed-manifest", "detail": str(exc)}]
@@ -233,9 +221,27 @@ class Inspector:
         selection = choose_segments(manifest.update_norms, seed, self.q, self.r)
         replayed = sorted(set(selection.segments) | {segment for _, segment, _ in positions})
         report["segments"] = replayed
-        if self.lazy:
-            log.warning("report passed without replay (lazy test adversary)", extra={"job": job_id})
-            return [], [Probe(i, segment, step, manifest.state_hashes[segment + 1]) for i, segment, step in positions]
+        return self._replay(job_id, spec, dataset, manifest, replayed, positions, deadline, report)
+
+    def _conclude(self, verdicts: Sequence[SegmentVerdict]) -> tuple[bool, int | None, str]:
+        """The report's outcome from the replayed segments: passed, the first failed segment, a summary."""
+        failures = [v for v in verdicts if not v.passed]
+        summary = f"{len(verdicts) - len(failures)}/{len(verdicts)} segments ok" + (f"; {failures[0].detail}" if failures else "")
+        return not failures, min((v.segment for v in failures), default=None), summary
+
+    def _replay(
+        self,
+        job_id: JobId,
+        spec: JobSpec,
+        dataset: Dataset,
+        manifest: Manifest,
+        replayed: list[int],
+        positions: Sequence[tuple[int, int, int]],
+        deadline: int,
+        report: dict[str, object],
+    ) -> tuple[list[SegmentVerdict], list[Probe]]:
+        """Replay ``replayed`` (its start first), and the true probes of the segments that pass."""
+        k = spec.checkpoint_interval
         start = check_start(spec, dataset, manifest.state_hashes[0])  # no fetch: leaf 0 is the spec's init or the trace fails
         if not start.passed:
             report["verdicts"] = [_verdict_entry(start)]
@@ -265,6 +271,6 @@ class Inspector:
                     probes.append(Probe(i, segment, step, state_hash(state_at(spec, dataset, cache[segment], segment * k + step))))
             cache.pop(segment, None)
             verdicts.append(verdict)
-            log.info("segment replayed", extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
+            log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
         report["verdicts"] = [_verdict_entry(v) for v in verdicts]
         return verdicts, sorted(probes, key=lambda p: p.index)

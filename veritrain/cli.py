@@ -22,7 +22,8 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 
 from core.agent import CredentialFilter
-from core.errors import ContractRevert, VeritrainError, explain
+from core.errors import VeritrainError
+from core.reverts import ContractRevert, explain
 from rolebase.cli import err_console
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app

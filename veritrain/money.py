@@ -19,7 +19,8 @@ from rich.table import Table
 from core.anvil import dev_signers
 from core.chain import Address, Receipt
 from core.contracts import Protocol, Role
-from core.errors import ConfigError, ContractRevert
+from core.errors import ConfigError
+from core.reverts import ContractRevert
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import console, show_time, who

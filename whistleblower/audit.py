@@ -7,10 +7,10 @@ Their tree must build the probe root the chain sealed (it does by construction: 
 come from one event; a mismatch would mean our tree and the chain's disagree: the audit waits). The report JSON, fetched by CID and size-bounded, is
 only the source of the segments the verifier says it replayed; when it is missing, malformed or
 too large the audit goes on without them (the bot's own picks then). Through the verifier's
-dispute desk the job's spec, dataset and manifest are checked (its root the committed one); each
+dispute replayer the job's spec, dataset and manifest are checked (its root the committed one); each
 checkpoint against the manifest's state hash. The manifest and each checkpoint are read through
 ``core.availability``: an item the store does not serve (or serves wrong) is taken from the chain if
-the solver published it there (and kept in our store, where the desk finds it), else retried for a
+the solver published it there (and kept in our store, where the replayer finds it), else retried for a
 few seconds, then challenged (:class:`core.availability.ContentUnavailable` reaches the responder).
 
 A manifest that gives no leaves (it does not parse, or its root is not the committed root) is the
@@ -19,7 +19,7 @@ in a manifest game (``DisputeGame.openOnManifest``), as the job's verifier does 
 
 Leaf 0 of the trace is checked against the spec's seeded initialization (``proofs.check_start``):
 a passing report on a trace with another start is a fault on segment 0 (a trace game there, which
-the referees settle on the start alone: ``verifier.dispute``).
+the referees settle on the start alone: ``rolebase.dispute``).
 
 A probe is replayed from checkpoint ``segment`` to its step (``proofs.state_at``) and its hash
 compared with the published one; a segment is replayed whole (``proofs.replay_segment``, the
@@ -45,7 +45,8 @@ from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import to_bytes32
 from proofs.probes import Probe, ProbeTree, probe_step
-from verifier.dispute import DisputeDesk, JobMaterial
+from rolebase.dispute import DisputeReplayer, JobMaterial
+from rolebase.events import SEGMENT_REPLAYED
 from whistleblower.policy import Finding, FindingKind, own_picks_seed, plan_audit
 from whistleblower.state import AuditRecord
 
@@ -78,10 +79,10 @@ def parse_segments(data: bytes, segments: int) -> tuple[int, ...]:
 
 
 class Auditor:
-    def __init__(self, protocol: Protocol, store: ContentStore, desk: DisputeDesk, stop: StopFlag, secret: bytes, budget_steps: int) -> None:
+    def __init__(self, protocol: Protocol, store: ContentStore, replayer: DisputeReplayer, stop: StopFlag, secret: bytes, budget_steps: int) -> None:
         self.protocol = protocol
         self.store = store
-        self.desk = desk
+        self.replayer = replayer
         self.stop = stop
         self.secret = secret
         self.budget_steps = budget_steps
@@ -95,7 +96,7 @@ class Auditor:
         if manifest_fault is not None:
             log.info("audit done: the manifest gives no leaves", extra={"job": job_id, "report": report_cid, "fault": manifest_fault})
             return AuditRecord(job_id, report_cid, (Finding(FindingKind.MANIFEST, 0, 0, manifest_fault),), 0, manifest_fault)
-        material = self.desk.material(job_id)
+        material = self.replayer.material(job_id)
         n, k = material.manifest.segments, material.spec.checkpoint_interval
         notes: list[str] = []
         try:
@@ -138,7 +139,7 @@ class Auditor:
         return seal, tree
 
     def _manifest(self, job_id: JobId, deadline: int) -> str | None:
-        """The committed manifest in our store (where the desk reads it), from the chain if published
+        """The committed manifest in our store (where the replayer reads it), from the chain if published
         there. Returns what makes it give no leaves (``proofs.committed_manifest``), once it is
         published on chain (else ContentUnavailable: the referees need it there); None if it gives them."""
         committed = self.protocol.market.events("TraceCommitted", self.protocol.book.deploy_block, jobId=job_id)
@@ -190,13 +191,13 @@ class Auditor:
             claimed_norm=m.manifest.update_norms[segment],
         )
         cache.pop(segment, None)  # segments ascend: checkpoint ``segment`` is not needed again
-        log.info("segment replayed", extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
+        log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
         return None if verdict.passed else Finding(FindingKind.SEGMENT, segment, segment, verdict.detail)
 
 
 def _off_step(probe: Probe, fixed_step: int, tree: ProbeTree) -> Finding:
     """A probe at another step than the draw fixed is a fault without replay: the referees of its
-    report game rule against the defender on the game's shape (``verifier.policy.vote_from_shape``);
+    report game rule against the defender on the game's shape (``rolebase.dispute.vote_from_shape``);
     a verifier that did not replay could otherwise state a copyable checkpoint."""
     detail = f"probe {probe.index} is at step {probe.step} of segment {probe.segment}; the draw fixed step {fixed_step}"
     return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(probe.index)))

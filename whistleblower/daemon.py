@@ -11,7 +11,8 @@ from core.chain import Signer
 from core.config import Settings
 from core.contracts import Protocol
 from core.storage import ContentStore
-from verifier.dispute import DisputeDesk
+from rolebase.dispute import DisputeReplayer
+from rolebase.events import JACKPOT_INCOME
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
 from whistleblower.policy import WhistleblowerAction, WhistleblowerConfig, WhistleblowerPolicy, WhistleblowerView, expected_jackpot_per_audit
@@ -46,14 +47,14 @@ def build(settings: Settings, signer: Signer, store: ContentStore, config: Whist
     db = WhistleblowerDb(state_dir(settings.data_dir, signer.address) / "state.sqlite")
     stop = StopFlag()
     watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
-    desk = DisputeDesk(protocol, store, watcher)
+    replayer = DisputeReplayer(protocol, store, watcher)
     loader = WhistleblowerLoader(protocol, watcher, db, signer.address)
-    log.info("expected jackpot income per audit", extra={**economics(protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost})
+    log.info(JACKPOT_INCOME, extra={**economics(protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost})
     agent: Agent[WhistleblowerView, WhistleblowerAction] = Agent(
         "whistleblower",
         loader,
         WhistleblowerPolicy(config),
-        WhistleblowerResponder(protocol, db, Auditor(protocol, store, desk, stop, db.secret(), config.budget_steps), desk, loader, signer.address),
+        WhistleblowerResponder(protocol, db, Auditor(protocol, store, replayer, stop, db.secret(), config.budget_steps), replayer, loader, signer.address),
         settings=loop,
         stop=stop,
         heartbeat=heartbeat_to(db.db, signer.address),

@@ -19,7 +19,8 @@ from core.cid import digest_to_cid
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
 from core.dispute import Action, midpoint, opening_on_report
 from proofs.probes import Probe
-from verifier.dispute import DisputeDesk
+from rolebase.dispute import DisputeReplayer
+from rolebase.events import AUDIT_RECORDED
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
 from whistleblower.policy import (
@@ -54,11 +55,11 @@ class _OneProbe:
 
 
 class WhistleblowerResponder:
-    def __init__(self, protocol: Protocol, db: WhistleblowerDb, auditor: Auditor, desk: DisputeDesk, loader: WhistleblowerLoader, me: Address) -> None:
+    def __init__(self, protocol: Protocol, db: WhistleblowerDb, auditor: Auditor, replayer: DisputeReplayer, loader: WhistleblowerLoader, me: Address) -> None:
         self.protocol = protocol
         self.db = db
         self.auditor = auditor
-        self.desk = desk
+        self.replayer = replayer
         self.loader = loader
         self.me = me
         self._held: set[tuple[JobId, str]] = set()  # reports whose held challenge was logged
@@ -75,7 +76,7 @@ class WhistleblowerResponder:
                     challenge(p, self.me, unavailable)
                     return
                 self.db.set_audit(record)
-                log.info("audit recorded", extra={"job": job_id, "report": report_cid, "faults": len(record.findings), "summary": record.summary})
+                log.info(AUDIT_RECORDED, extra={"job": job_id, "report": report_cid, "faults": len(record.findings), "summary": record.summary})
             case Challenge(job_id, report_cid, finding):
                 self._challenge(job_id, report_cid, finding)
             case HoldChallenge(job_id, report_cid, referees, needed):
@@ -89,7 +90,7 @@ class WhistleblowerResponder:
             case GameMove(game_id, Action.ANSWER_MIDPOINT):
                 game = p.game.get_game(game_id)
                 if game.status is GameStatus.CHALLENGER_TO_MOVE:
-                    agree = self.desk.answer(game_id, game)
+                    agree = self.replayer.answer(game_id, game)
                     log_mined(log, "answerMidpoint", p.game.answer_midpoint(game_id, agree), game=game_id, step=midpoint(game.lo, game.hi), agree=agree)
             case GameMove(game_id, what):
                 call = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]
@@ -114,14 +115,14 @@ class WhistleblowerResponder:
             log_mined(log, "openOnManifest", receipt, job=job_id, game=game_id, detail=finding.detail)
             self.db.add_challenge(ChallengeRecord(GameId(game_id), job_id, report_cid, finding.kind, finding.index))
             return
-        m = self.desk.material(job_id)
+        m = self.replayer.material(job_id)
         if finding.kind is FindingKind.PROBE:
             seal = p.market.seal_of(job_id, p.book.deploy_block)
             args = opening_on_report(seal, _OneProbe(finding), finding.index, m.manifest.state_hashes, m.manifest.tree())
             game_id, receipt = p.game.open_on_report(job_id, *args.call_args())
             what = "openOnReport"
         else:
-            game_id, receipt = p.game.open(job_id, *self.desk.opening(job_id, finding.segment).call_args())
+            game_id, receipt = p.game.open(job_id, *self.replayer.opening(job_id, finding.segment).call_args())
             what = "open"
         log_mined(log, what, receipt, job=job_id, game=game_id, fault=finding.kind.value, index=finding.index, detail=finding.detail)
         self.db.add_challenge(ChallengeRecord(GameId(game_id), job_id, report_cid, finding.kind, finding.index))

@@ -44,7 +44,7 @@ enum SettleReason {
 }
 
 /// @notice One dispute game, packed into 8 storage slots.
-/// @dev In a REPORT game (`onReport`) the defender is the job's verifier: `solver` holds the verifier,
+/// @dev In a REPORT game (`onReport`) the defender is the job's verifier: `defender` holds the verifier,
 ///      the bisection runs from checkpoint `segment` (agreed) to the verifier's probe state at inner
 ///      step `steps` (disputed), and the referees judge the verifier's step.
 ///      Positions and clocks are uint32 (steps per segment and seconds). `deadline` means: the
@@ -52,7 +52,7 @@ enum SettleReason {
 ///      phase while Arbitrating (the reveal phase ends revealWindow later).
 struct Game {
     // slot 0: written once at opening
-    address solver; // the defender: the job's solver, or its verifier in a report game
+    address defender; // the job's solver, or its verifier in a report game
     uint64 jobId;
     uint24 segment; // j: the game bisects checkpoint j -> j + 1
     bool byVerifier; // the challenger is the job's verifier (failing report), not a whistleblower

@@ -16,7 +16,8 @@ import requests
 
 from core.chain import ChainClient, RetryPolicy, Signer
 from core.contracts import Protocol
-from core.errors import SignerError, TransientRPCError, revert_class
+from core.errors import SignerError, TransientRPCError
+from core.reverts import revert_class
 from deploy.devnet import Devnet
 
 if TYPE_CHECKING:

@@ -9,18 +9,9 @@ import pytest
 from eth_abi import encode
 from eth_utils import keccak
 
-from core import artifacts, errors
-from core.errors import (
-    ArtifactsMissing,
-    ChainError,
-    ContractRevert,
-    Panic,
-    RevertString,
-    UnknownRevert,
-    VeritrainError,
-    decode_revert,
-    revert_class,
-)
+from core import artifacts, reverts
+from core.errors import ArtifactsMissing, ChainError, VeritrainError
+from core.reverts import ContractRevert, Panic, RevertString, UnknownRevert, decode_revert, revert_class
 from deploy.build import build
 
 ACCOUNT = "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"
@@ -51,14 +42,14 @@ def test_custom_error_decodes_into_a_named_class_with_values() -> None:
 
 
 def test_error_classes_are_cached_and_importable_by_name() -> None:
-    from core.errors import UnknownJob  # module __getattr__
+    from core.reverts import UnknownJob  # module __getattr__
 
-    assert UnknownJob is revert_class("UnknownJob") is errors.UnknownJob
-    assert UnknownJob.__module__ == "core.errors" and UnknownJob.__name__ == "UnknownJob"
+    assert UnknownJob is revert_class("UnknownJob") is reverts.UnknownJob
+    assert UnknownJob.__module__ == "core.reverts" and UnknownJob.__name__ == "UnknownJob"
     with pytest.raises(KeyError):
         revert_class("NoSuchErrorAnywhere")
     with pytest.raises(AttributeError):
-        errors.NoSuchErrorAnywhere  # noqa: B018
+        reverts.NoSuchErrorAnywhere  # noqa: B018
 
 
 def test_zero_argument_error_and_bytes32_readable() -> None:
@@ -116,6 +107,6 @@ def test_every_custom_error_in_the_artifacts_round_trips() -> None:
             types = [i["type"] for i in entry["inputs"]]
             samples = {"address": ACCOUNT, "bool": True, "bytes32": b"\x07" * 32, "string": "s", "bytes": b"\x01"}
             values = [samples.get(t, 3) for t in types]
-            exc = decode_revert(errors.error_selector(entry) + encode(types, values))
+            exc = decode_revert(reverts.error_selector(entry) + encode(types, values))
             assert type(exc).__name__ == entry["name"]
             assert list(exc.args) == values

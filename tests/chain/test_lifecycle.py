@@ -15,7 +15,7 @@ from eth_utils import keccak
 
 from core.chain import Receipt, Signer
 from core.contracts import JobId, JobState, Protocol, Role, TokenAmount
-from core.errors import revert_class
+from core.reverts import revert_class
 from deploy.devnet import Devnet
 
 if TYPE_CHECKING:

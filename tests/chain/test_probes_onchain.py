@@ -16,12 +16,12 @@ import pytest
 from eth_utils import keccak
 
 from core.contracts import Bytes32, Event, JobId, JobState, ReportedProbe, ReportSeal, Role
-from core.errors import revert_class
+from core.reverts import revert_class
 from deploy.devnet import Devnet
 from proofs import Probe, ProbeTree, forced_commitment, is_forced, probe_positions, probe_segment
 from submitter.timeline import job_timeline
 
-from .test_lifecycle import MANIFEST, MODEL, REPORT, REWARD, FEE, ROOT, post, stake, wallets
+from .test_lifecycle import FEE, MANIFEST, MODEL, REPORT, REWARD, ROOT, post, stake, wallets
 
 if TYPE_CHECKING:
     from conftest import Parties

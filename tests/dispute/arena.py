@@ -26,7 +26,7 @@ from core.chain import Address, Receipt, Signer
 from core.cid import cid_to_digest
 from core.contracts import Game, GameId, GameParams, GameStatus, JobId, JobState, Protocol, Role, TokenAmount
 from core.dispute import Action, derive_salt, isolated_step, next_turn, opening, opening_on_report, vote_commitment
-from core.errors import revert_class
+from core.reverts import revert_class
 from core.storage.local import LocalStore
 from deploy.devnet import Devnet
 from proofs import (
@@ -34,8 +34,8 @@ from proofs import (
     JobSpec,
     Probe,
     ProbeTree,
-    Trainer,
     TraceTree,
+    Trainer,
     decode_checkpoint,
     encode_checkpoint,
     execute_step,
@@ -243,7 +243,7 @@ class Arena:
         the game's defender (the job's verifier in a report game), ``solver_states`` its states."""
         game_api = self.base.game
         opened = game_api.get_game(played.game_id)
-        solver = self.proto(self.by_address[opened.solver]).game
+        solver = self.proto(self.by_address[opened.defender]).game
         challenger = self.proto(self.by_address[opened.challenger]).game
         honest = self.trained.honest
         base_step = opened.segment * K

@@ -11,11 +11,12 @@ import pytest
 from core import artifacts
 from core.contracts import Ballot, DisputeGame, Game, GameParams, GameStatus, snake_case
 from core.dispute import Action, isolated_step, next_turn, opening, vote_commitment
-from core.errors import ConfigError, revert_class
+from core.errors import ConfigError
+from core.reverts import revert_class
 from deploy.deployer import DeployParams
 from proofs import TraceTree, state_hash
 
-from .arena import K, SEGMENT, Arena
+from .arena import SEGMENT, Arena, K
 
 
 def test_every_abi_function_has_a_wrapper_method() -> None:

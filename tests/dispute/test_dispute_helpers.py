@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from eth_abi import encode as abi_encode
@@ -31,8 +32,6 @@ from core.dispute import (
     winner,
 )
 from proofs import Probe, ProbeTree, TraceTree, verify_probe, verify_proof
-from proofs.steps import Bisection
-from proofs.steps import max_moves as engine_max_moves
 
 SOLVER = Address("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
 CHALLENGER = Address("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC")
@@ -45,7 +44,7 @@ CID_A = "QmWvQxBLsmXh3mxoVLPKhshqDfK8Ydj2ZVTqKQ3pL8n1z4"
 
 def _game(**changes: object) -> Game:
     base = Game(
-        solver=SOLVER, job_id=JobId(1), segment=2, by_verifier=False, challenger=CHALLENGER, steps=50, on_report=False, commits=0,
+        defender=SOLVER, job_id=JobId(1), segment=2, by_verifier=False, challenger=CHALLENGER, steps=50, on_report=False, commits=0,
         votes_solver_right=0, votes_solver_wrong=0, status=GameStatus.SOLVER_TO_MOVE, lo=0, hi=50, solver_clock=30,
         challenger_clock=30, last_move_at=1_000, deadline=0, moves=0, agreed_hash=Bytes32(b"\x11" * 32),
         agreed_cid=ZERO32, disputed_hash=Bytes32(b"\x22" * 32), mid_hash=ZERO32, mid_cid=ZERO32,
@@ -115,19 +114,17 @@ def test_opening_refuses_malformed_hashes() -> None:
         opening(["0xzz" + "00" * 31, "0x" + "02" * 32], TraceTree(values), 0, 4)
 
 
-@given(st.integers(1, 2**32 - 1), st.lists(st.booleans(), min_size=32, max_size=32))
-def test_position_math_matches_the_engine_and_ends_within_max_moves(k: int, answers: list[bool]) -> None:
-    assert max_moves(k) == engine_max_moves(k)
+@given(st.integers(1, 2**32 - 1), st.data())
+def test_bisection_isolates_the_first_bad_step_within_max_moves(k: int, data: st.DataObject) -> None:
+    first_bad = data.draw(st.integers(1, k))  # states before first_bad agreed, from it on disputed
+    assert max_moves(k) == (k - 1).bit_length() == (math.ceil(math.log2(k)) if k > 1 else 0)
     lo, hi, moves = 0, k, 0
-    pos = Bisection(0, k) if k > 1 else None
     while hi - lo > 1:
         mid = midpoint(lo, hi)
-        assert pos is not None and mid == pos.mid and lo < mid < hi
-        agree = answers[moves]
-        lo, hi = (mid, hi) if agree else (lo, mid)
-        pos = pos.agree() if agree else pos.disagree()
+        assert lo < mid < hi
+        lo, hi = (mid, hi) if mid < first_bad else (lo, mid)
         moves += 1
-    assert moves <= max_moves(k)
+    assert (lo, hi) == (first_bad - 1, first_bad) and moves <= max_moves(k)
 
 
 def test_max_moves_refuses_an_empty_segment() -> None:

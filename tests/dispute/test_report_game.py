@@ -1,5 +1,5 @@
 """Report games on anvil: a whistleblower disputes a probe of a passing report, the job's VERIFIER
-defends it (``Game.solver`` is the defender), over the real training states of the arena's job.
+defends it (``Game.defender`` is the defender), over the real training states of the arena's job.
 
 * a lazy verifier (its probe is the segment's end checkpoint, not the state at the probe's step)
   that stays silent, or bisects with made-up states, loses its whole bond to the whistleblower and
@@ -21,13 +21,13 @@ from eth_utils import keccak
 
 from core.contracts import GameStatus, JobState, SettleReason
 from core.dispute import Action, Actor, isolated_step, next_turn
-from core.errors import revert_class
+from core.reverts import revert_class
 from core.storage.local import LocalStore
 from deploy.deployer import DeployParams
 from deploy.devnet import start_devnet
 from proofs import forced_commitment, forced_hash, state_hash
 
-from .arena import FEE, K, REWARD, Arena, TrainedJob
+from .arena import FEE, REWARD, Arena, K, TrainedJob
 
 
 def _secret(verifier: str) -> bytes:
@@ -47,7 +47,7 @@ def test_a_lazy_verifier_loses_its_bond_and_the_job_gets_a_new_verifier(arena: A
 
     played = arena.open_on_report(job_id, 0, honest)
     game = game_api.get_game(played.game_id)
-    assert game.on_report and game.solver == verifier and game.challenger == arena.whistleblower.address
+    assert game.on_report and game.defender == verifier and game.challenger == arena.whistleblower.address
     assert (game.segment, game.steps, game.lo, game.hi) == (probe.segment, probe.step, 0, probe.step)
     assert "0x" + bytes(game.disputed_hash).hex() == probe.state_hash
     assert market.get_job(job_id).state is JobState.DISPUTED
@@ -93,7 +93,7 @@ def test_an_honest_verifier_defends_its_probe_through_the_referees(arena: Arena)
     played = arena.open_on_report(job_id, 0, honest)
     arena.bisect(played, honest, lambda i: "trace", lambda i: "disagree")
     game = arena.base.game.get_game(played.game_id)
-    assert game.status is GameStatus.ISOLATED and game.solver == verifier
+    assert game.status is GameStatus.ISOLATED and game.defender == verifier
     task = isolated_step(game, K, cids)
     assert task.global_step == game.segment * K and task.post_hash == game.disputed_hash
     arena.arbitrate(played, cids)

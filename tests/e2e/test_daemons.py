@@ -8,9 +8,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+from core.agent import ACTION_DROPPED
 from core.anvil import dev_private_key
 from core.contracts import JobId, JobState
 from rolebase.deployment import Deployment
+from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from solver.daemon import state_dir
 from submitter import service
 from submitter.demo_job import build_demo_job
@@ -60,7 +62,7 @@ def test_two_solvers_compete_and_exactly_one_wins_each_claim(market: Market, tmp
     report = json.loads(status.stdout)
     assert report["daemon"]["running"] is True and report["daemon"]["ticks"] > 0
     assert {a["job_id"] for a in report["assignments"]} <= set(jobs)  # final jobs are forgotten
-    dropped = [r for s in solvers for r in s.log_records() if r["msg"] == "action dropped" and r["action"] == "Claim"]
+    dropped = [r for s in solvers for r in s.log_records() if r["msg"] == ACTION_DROPPED and r["action"] == "Claim"]
     for record in dropped:  # a lost claim says which precondition failed
         assert "WrongState" in str(record["error"]) or "TransactionFailed" in str(record["error"])
 
@@ -91,9 +93,9 @@ def test_solver_killed_mid_training_resumes_and_finishes(market: Market, tmp_pat
     wait_for("job finalized after the restart", lambda: _state(market, job_id) is JobState.FINALIZED, 240, market)
 
     after_restart = restarted.log_records()
-    resumed = [r for r in after_restart if r["msg"] == "training resumed"]
+    resumed = [r for r in after_restart if r["msg"] == TRAINING_RESUMED]
     assert resumed and int(resumed[0]["checkpoint"]) == kept - 1  # from the last checkpoint on record
-    assert not [r for r in after_restart if r["msg"] == "training started"]  # not from scratch
+    assert not [r for r in after_restart if r["msg"] == TRAINING_STARTED]  # not from scratch
     protocol = market.protocol()
     assert len(protocol.market.events("JobClaimed", protocol.book.deploy_block, jobId=job_id)) == 1
     assert protocol.market.events("SolverTimedOut", protocol.book.deploy_block, jobId=job_id) == []

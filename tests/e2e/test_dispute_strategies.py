@@ -43,7 +43,7 @@ def test_every_adversary_strategy_is_caught_and_slashed(market: Market, tmp_path
     for job_id, event in zip(jobs, outcomes, strict=True):
         assert event is not None
         game = protocol.game.get_game(GameId(int(event.args["gameId"])))
-        strategy = strategy_of[game.solver]
+        strategy = strategy_of[game.defender]
         caught.add(strategy)
         assert game.status is GameStatus.CHALLENGER_WON, strategy
         assert game.by_verifier and event.args["winner"] == game.challenger
@@ -55,7 +55,7 @@ def test_every_adversary_strategy_is_caught_and_slashed(market: Market, tmp_path
         # the challenger gets its bond back plus the cheater's slashed bond, less the referees' fees
         bond = protocol.market.solver_bond(protocol.market.get_job(job_id).reward)
         assert event.args["payout"] == params.challenge_bond + bond - event.args["refereeFees"]
-        assert before[CHEATERS[STRATEGIES.index(strategy)]] - wealth(protocol, game.solver) == bond, f"{strategy}: bond slashed"
+        assert before[CHEATERS[STRATEGIES.index(strategy)]] - wealth(protocol, game.defender) == bond, f"{strategy}: bond slashed"
         assert protocol.market.get_job(job_id).state is JobState.OPEN, "reopened with its escrow for another solver"
         assert len(protocol.market.events("JobReopened", deploy, jobId=JobId(job_id))) == 1
     assert caught == set(STRATEGIES)

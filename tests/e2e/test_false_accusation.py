@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.agent import mined
 from core.contracts import Ballot, GameId, GameStatus, JobState, Role, SettleReason
 from rolebase.earnings import earnings_of
 from tests.e2e.conftest import Market, wait_for
@@ -53,8 +54,8 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
     assert game.hi - game.lo == 1 and game.lo == 0, "answered wrong every time: isolated at the segment's first step"
     assert protocol.game.ballot_of(game_id, referee_addr)[0] is Ballot.REVEALED_SOLVER_RIGHT
     if ballot_at_kill is Ballot.COMMITTED:  # killed before its reveal: the restarted daemon revealed
-        assert any(r["msg"] == "revealVote mined" for r in restarted.log_records())
-    assert any(r["msg"] == "postMidpoint mined" for p in market.processes if p.name == "solver#2" for r in p.log_records()), "the restarted solver moved"
+        assert any(r["msg"] == mined("revealVote") for r in restarted.log_records())
+    assert any(r["msg"] == mined("postMidpoint") for p in market.processes if p.name == "solver#2" for r in p.log_records()), "the restarted solver moved"
 
     job = protocol.market.get_job(job_id)
     assert job.state is JobState.FINALIZED

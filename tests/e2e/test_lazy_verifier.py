@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.contracts import GameId, GameStatus, JobState, Role, SettleReason
+from rolebase.events import AUDIT_RECORDED
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, total_wealth, wealth
 
@@ -49,7 +50,7 @@ def test_a_lazy_verifier_passing_a_bad_trace_loses_its_bond_to_the_whistleblower
     (opened,) = protocol.game.events("DisputeOpened", deploy, jobId=job_id, challenger=whistleblower)
     game_id = GameId(int(opened.args["gameId"]))
     game = protocol.game.get_game(game_id)
-    assert game.on_report and game.solver == lazy and game.status is GameStatus.CHALLENGER_WON
+    assert game.on_report and game.defender == lazy and game.status is GameStatus.CHALLENGER_WON
     settled = protocol.game.events("DisputeSettled", deploy, gameId=game_id)[0]
     assert settled.args["winner"] == whistleblower and SettleReason(settled.args["reason"]) is not SettleReason.FORCED_ERROR
     assert protocol.stakes.stake_of(lazy, Role.VERIFIER).staked == staked_at_draw - bond, "the lazy verifier lost its stake"
@@ -61,6 +62,6 @@ def test_a_lazy_verifier_passing_a_bad_trace_loses_its_bond_to_the_whistleblower
     assert bond > fees, "catching a lazy verifier pays (the DisputeGame requires minVerifierBond > committeeSize x refereeFee)"
     assert protocol.market.get_job(job_id).state in (JobState.COMMITTED, JobState.VERIFYING, JobState.VERIFIED, JobState.DISPUTED), "back to a verifier draw"
     assert protocol.market.get_job(job_id).verifier != lazy or protocol.market.get_job(job_id).state is JobState.COMMITTED
-    faults = [r for r in wb.log_records() if r["msg"] == "audit recorded" and int(r["job"]) == job_id]
+    faults = [r for r in wb.log_records() if r["msg"] == AUDIT_RECORDED and int(r["job"]) == job_id]
     assert faults and int(faults[0]["faults"]) >= 2, "wrong probes and bad segments both found"
     assert total_wealth(protocol, market, everyone) == before_total

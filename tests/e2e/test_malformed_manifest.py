@@ -98,7 +98,7 @@ def test_solvers_whose_manifest_gives_no_leaves_lose_their_bond_in_a_manifest_ga
     expected = dict.fromkeys(everyone, 0)
     for job_id, event in zip(jobs, events, strict=True):
         game = protocol.game.get_game(GameId(int(event.args["gameId"])))
-        solver, verifier = game.solver, game.challenger
+        solver, verifier = game.defender, game.challenger
         (challenged,) = protocol.market.events("AvailabilityChallenged", deploy, jobId=job_id)
         (answered,) = protocol.market.events("AvailabilityAnswered", deploy, jobId=job_id)
         assert (challenged.args["challenger"], challenged.args["item"], challenged.args["deposit"]) == (verifier, MANIFEST_ITEM, deposit)

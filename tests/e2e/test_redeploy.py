@@ -26,6 +26,7 @@ from core.contracts import JobId, JobState, Role
 from deploy.build import build
 from deploy.devnet import start_devnet
 from rolebase.deployment import Deployment
+from rolebase.events import DEPLOYMENT_CHANGED
 from submitter import service
 from submitter.demo_job import DemoJob, build_demo_job
 from tests.e2e.conftest import Market, wait_for
@@ -104,7 +105,7 @@ def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_pa
         assert protocol.market.events("VerifierTimedOut", start) == [] and protocol.market.events("SolverTimedOut", start) == []
         for process, name in ((solver, "solver"), (verifier, "verifier")):
             assert process.running
-            assert any(r["msg"].startswith("deployment changed") for r in process.log_records())
+            assert any(r["msg"] == DEPLOYMENT_CHANGED for r in process.log_records())
             records = tmp_path / name / "deployments"
             assert {p.name for p in records.iterdir()} == {first.key, second.key}  # the old records are kept
     finally:

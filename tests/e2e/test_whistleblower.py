@@ -22,6 +22,7 @@ from pathlib import Path
 
 from core.agent import stake
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
+from rolebase.events import JACKPOT_INCOME, SEGMENT_REPLAYED
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
@@ -91,7 +92,7 @@ def test_a_forced_error_is_caught_and_the_whistleblower_paid_from_the_jackpot(ma
     assert _our_games(protocol, job_id, whistleblower) == [game_id]  # one challenge, none in the resumed window
     assert protocol.market.events("ReportOverturned", deploy, jobId=job_id) == []
     records = wb.log_records()
-    assert any(r["msg"] == "expected jackpot income per audit" and int(r["jackpot"]) == jackpot for r in records)
+    assert any(r["msg"] == JACKPOT_INCOME and int(r["jackpot"]) == jackpot for r in records)
     assert "Traceback" not in wb.log_path.read_text()
     status = subprocess.run(
         [sys.executable, "-m", "veritrain", "whistleblower", "status", "--rpc", market.net.rpc_url, "--address-book-dir", str(market.book_dir),
@@ -118,7 +119,7 @@ def test_the_whistleblower_killed_mid_audit_redoes_it_after_a_restart_and_challe
     job_id = service.post_job(market.protocol(market.account(0)), market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window).job_id
 
     def mid_audit() -> bool:
-        return any(r["msg"] == "segment replayed" and int(r["job"]) == job_id for r in first.log_records())
+        return any(r["msg"] == SEGMENT_REPLAYED and int(r["job"]) == job_id for r in first.log_records())
 
     with _referees_once_drawn(market, protocol, job_id):
         wait_for("the whistleblower replaying the job's segments", mid_audit, 150, market)

@@ -137,7 +137,7 @@ contract DisputeGameTest is DisputeFixture {
         Game memory g = game.getGame(gameId);
         assertTrue(g.status == GameStatus.SolverToMove, "solver to move");
         assertTrue(g.byVerifier, "by verifier");
-        assertEq(g.solver, solver, "solver");
+        assertEq(g.defender, solver, "solver");
         assertEq(g.challenger, verifier, "challenger");
         assertEq(g.segment, SEGMENT, "segment");
         assertEq(g.lo, 0, "lo");

@@ -77,7 +77,7 @@ contract ManifestGameTest is ManifestGameFixture {
         Game memory g = game.getGame(gameId);
         assertTrue(g.status == GameStatus.Isolated, "isolated at once: nothing to bisect");
         assertEq(uint256(g.steps) + g.segment + g.lo + g.hi, 0, "segment 0, no steps");
-        assertTrue(g.byVerifier && g.challenger == verifier && g.solver == solver, "parties");
+        assertTrue(g.byVerifier && g.challenger == verifier && g.defender == solver, "parties");
         assertEq(_bal(verifier), verifierBefore - CHALLENGE_BOND, "challenge bond escrowed");
         _vote(gameId, false);
         vm.expectEmit(true, true, false, true, address(game));

@@ -53,7 +53,7 @@ contract ReportGameTest is DisputeFixture {
         uint256 gameId = _openOnReport(whistleblower, jobId, index);
         Game memory g = game.getGame(gameId);
         assertTrue(g.onReport && !g.byVerifier, "a report game");
-        assertEq(g.solver, verifier, "the verifier defends");
+        assertEq(g.defender, verifier, "the verifier defends");
         assertEq(g.challenger, whistleblower, "challenger");
         assertEq(g.segment, probe.segment, "segment");
         assertEq(g.steps, probe.step, "steps: the probe's inner step");
@@ -93,7 +93,7 @@ contract ReportGameTest is DisputeFixture {
             jobId, seal, claim, TraceTree.stateHash(TRACE, p.segment), TraceTree.proof(traceLeaves, p.segment)
         );
         assertEq(game.getGame(gameId).disputedHash, p.stateHash, "the emitted probe is disputed");
-        assertEq(game.getGame(gameId).solver, verifier, "the verifier defends");
+        assertEq(game.getGame(gameId).defender, verifier, "the verifier defends");
     }
 
     function test_open_on_report_rejects_bad_probes() public {

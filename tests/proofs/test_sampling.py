@@ -16,7 +16,6 @@ from proofs import (
     replay_fraction,
     required_random,
 )
-from proofs.steps import Bisection, bisect, max_moves
 
 
 def seed_of(i: int) -> str:
@@ -85,27 +84,3 @@ def test_detection_grows_with_bad_segments_and_samples() -> None:
     assert ps == sorted(ps) and ps[-1] > 0.999999
     assert detection_probability(50, n, r=10) < detection_probability(50, n, r=40)
     assert detection_probability(0, n) == 0.0
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.integers(1, 5000), st.data())
-def test_bisection_ends_in_at_most_ceil_log2_k_moves_at_the_first_bad_step(k: int, data: st.DataObject) -> None:
-    first_bad = data.draw(st.integers(1, k))  # states 0..first_bad-1 agreed, first_bad.. disputed
-    pos, moves = bisect(0, k, lambda step: step >= first_bad)
-    assert max_moves(k) == (math.ceil(math.log2(k)) if k > 1 else 0)
-    assert moves <= max_moves(k)
-    assert (pos.lo, pos.hi) == (first_bad - 1, first_bad)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.integers(2, 10_000))
-def test_always_agreeing_takes_exactly_ceil_log2_k_moves(k: int) -> None:
-    _, moves = bisect(0, k, lambda step: False)
-    assert moves == max_moves(k)
-
-
-def test_bisection_position_rules() -> None:
-    pos = Bisection(100, 150)
-    assert pos.mid == 125 and pos.agree() == Bisection(125, 150) and pos.disagree() == Bisection(100, 125)
-    with pytest.raises(ProofError):
-        Bisection(5, 5)

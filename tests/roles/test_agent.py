@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 import pytest
 
 from core.agent import Agent, Disposition, JsonFormatter, KeyValueFormatter, LoopSettings, StopFlag, Stopped, default_classify
-from core.errors import ContractRevert, TransientRPCError, VeritrainError
+from core.errors import TransientRPCError, VeritrainError
+from core.reverts import ContractRevert
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import pytest
 from core.chain import Address
 from core.contracts import Ballot, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action
+from rolebase.dispute import vote_from_shape
 from solver.policy import ForfeitUnopened, HeldJob, OpenJob, Phase, PostMidpoint, SolverConfig, SolverPolicy, SolverView, SpecCheck, TimeoutClock
 from verifier.policy import (
     ConcedeForced,
@@ -22,7 +23,6 @@ from verifier.policy import (
     VerifierConfig,
     VerifierPolicy,
     VerifierView,
-    vote_from_shape,
 )
 
 ME = Address("0x000000000000000000000000000000000000bEEF")
@@ -33,9 +33,9 @@ PARAMS = GameParams(T(20), T(10), T(2), clock_time=60, open_window=30, draw_wind
 GID = GameId(4)
 
 
-def game(status: GameStatus, *, solver: Address = ME, challenger: Address = OTHER, lo: int = 0, hi: int = 20, last_move_at: int = 1_000, deadline: int = 0, commits: int = 0, votes: int = 0, on_report: bool = False) -> Game:
+def game(status: GameStatus, *, defender: Address = ME, challenger: Address = OTHER, lo: int = 0, hi: int = 20, last_move_at: int = 1_000, deadline: int = 0, commits: int = 0, votes: int = 0, on_report: bool = False) -> Game:
     return Game(
-        solver=solver, job_id=JobId(7), segment=3, by_verifier=True, challenger=challenger, steps=20, on_report=on_report, commits=commits,
+        defender=defender, job_id=JobId(7), segment=3, by_verifier=True, challenger=challenger, steps=20, on_report=on_report, commits=commits,
         votes_solver_right=votes, votes_solver_wrong=0, status=status, lo=lo, hi=hi, solver_clock=60, challenger_clock=60,
         last_move_at=last_move_at, deadline=deadline, moves=0, agreed_hash=Z, agreed_cid=Z, disputed_hash=Z, mid_hash=Z, mid_cid=Z,
     )  # fmt: skip
@@ -74,7 +74,7 @@ def test_solver_times_out_a_challenger_out_of_clock_and_forfeits_an_unopened_gam
 
 
 def test_the_solver_leaves_a_report_game_on_its_job_to_the_verifier() -> None:
-    report_game = game(GameStatus.SOLVER_TO_MOVE, solver=OTHER, on_report=True)  # the verifier defends its probe
+    report_game = game(GameStatus.SOLVER_TO_MOVE, defender=OTHER, on_report=True)  # the verifier defends its probe
     assert SOLVER.next_actions(solver_view(1_010, disputed(report_game))) == []
     assert SOLVER.next_actions(solver_view(1_061, disputed(replace(report_game, status=GameStatus.CHALLENGER_TO_MOVE)))) == []
 
@@ -102,8 +102,8 @@ def test_failing_verifier_opens_within_the_open_window() -> None:
 
 
 def test_challenger_answers_only_its_own_games() -> None:
-    mine = LiveGame(GID, game(GameStatus.CHALLENGER_TO_MOVE, solver=OTHER, challenger=ME))
-    theirs = LiveGame(GameId(5), game(GameStatus.CHALLENGER_TO_MOVE, solver=OTHER, challenger=OTHER))
+    mine = LiveGame(GID, game(GameStatus.CHALLENGER_TO_MOVE, defender=OTHER, challenger=ME))
+    theirs = LiveGame(GameId(5), game(GameStatus.CHALLENGER_TO_MOVE, defender=OTHER, challenger=OTHER))
     assert VERIFIER.next_actions(verifier_view(1_010, mine, theirs)) == [GameMove(GID, Action.ANSWER_MIDPOINT)]
 
 
@@ -115,24 +115,24 @@ def test_challenger_answers_only_its_own_games() -> None:
     (Ballot.VACANT, 0, 1_100, None),
 ])  # fmt: skip
 def test_referee_commits_then_reveals(ballot: Ballot, commits: int, now: int, want: object) -> None:
-    g = game(GameStatus.ARBITRATING, solver=OTHER, deadline=1_120, commits=commits)
+    g = game(GameStatus.ARBITRATING, defender=OTHER, deadline=1_120, commits=commits)
     assert VERIFIER.next_actions(verifier_view(now, LiveGame(GID, g, ballot))) == ([want] if want else [])
 
 
 def test_permissionless_game_calls_the_challenger_first_others_after_grace() -> None:
-    isolated = game(GameStatus.ISOLATED, solver=OTHER, challenger=ME, deadline=90, last_move_at=1_000)
+    isolated = game(GameStatus.ISOLATED, defender=OTHER, challenger=ME, deadline=90, last_move_at=1_000)
     assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, isolated), block=92)) == [GameMove(GID, Action.DRAW_COMMITTEE)]
     bystander = replace(isolated, challenger=OTHER)
     assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, bystander), block=92)) == []
     assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, bystander), block=97)) == [GameMove(GID, Action.DRAW_COMMITTEE)]
-    silent_solver = game(GameStatus.SOLVER_TO_MOVE, solver=OTHER, challenger=ME)
+    silent_solver = game(GameStatus.SOLVER_TO_MOVE, defender=OTHER, challenger=ME)
     assert VERIFIER.next_actions(verifier_view(1_061, LiveGame(GID, silent_solver))) == [GameMove(GID, Action.TIMEOUT_CLOCK)]
-    my_clock_out = game(GameStatus.CHALLENGER_TO_MOVE, solver=OTHER, challenger=ME)
+    my_clock_out = game(GameStatus.CHALLENGER_TO_MOVE, defender=OTHER, challenger=ME)
     assert VERIFIER.next_actions(verifier_view(1_200, LiveGame(GID, my_clock_out))) == []  # never times itself out
     other_game = replace(silent_solver, challenger=OTHER)
     assert VERIFIER.next_actions(verifier_view(1_061, LiveGame(GID, other_game))) == []
     assert VERIFIER.next_actions(verifier_view(1_091, LiveGame(GID, other_game))) == [GameMove(GID, Action.TIMEOUT_CLOCK)]
-    done = game(GameStatus.ARBITRATING, solver=OTHER, challenger=OTHER, deadline=1_120, commits=3, votes=3)
+    done = game(GameStatus.ARBITRATING, defender=OTHER, challenger=OTHER, deadline=1_120, commits=3, votes=3)
     assert VERIFIER.next_actions(verifier_view(1_130, LiveGame(GID, done))) == []  # all revealed: the challenger settles
     assert VERIFIER.next_actions(verifier_view(1_130, LiveGame(GID, replace(done, challenger=ME)))) == [GameMove(GID, Action.SETTLE)]
     assert VERIFIER.next_actions(verifier_view(1_156, LiveGame(GID, done))) == [GameMove(GID, Action.SETTLE)]
@@ -149,7 +149,7 @@ def test_a_forced_verifier_concedes_its_report_game_at_once(status: GameStatus) 
 
 
 def test_a_forced_flag_means_nothing_outside_our_own_report_games() -> None:
-    theirs = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE, solver=OTHER, on_report=True), forced=True)
+    theirs = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE, defender=OTHER, on_report=True), forced=True)
     assert VERIFIER.next_actions(verifier_view(1_010, theirs)) == []
     arbitrating = LiveGame(GID, game(GameStatus.ARBITRATING, on_report=True, deadline=1_120), forced=True)
     assert VERIFIER.next_actions(verifier_view(1_100, arbitrating)) == []  # too late to concede: the referees decide
@@ -166,7 +166,7 @@ def test_an_unforced_verifier_defends_its_probe_while_its_clock_runs() -> None:
 
 def test_the_verifier_posts_midpoints_only_in_its_own_report_games() -> None:
     trace_game = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE))  # the solver's to defend, from its checkpoints
-    other_defender = LiveGame(GameId(5), game(GameStatus.SOLVER_TO_MOVE, solver=OTHER, on_report=True))
+    other_defender = LiveGame(GameId(5), game(GameStatus.SOLVER_TO_MOVE, defender=OTHER, on_report=True))
     assert VERIFIER.next_actions(verifier_view(1_010, trace_game, other_defender)) == []
 
 

@@ -13,16 +13,17 @@ from typing import Any
 import pytest
 
 from core.agent import StopFlag
-from core.cid import cid_to_digest
 from core.availability import ContentUnavailable
+from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId
 from core.dispute import ZERO32
 from core.storage import LocalStore
 from proofs import JobSpec, Probe, ProbeTree, Trace, forced_hash, load_dataset, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
 from proofs.datasets import reference_job
+from verifier.adversary import strategies
 from verifier.policy import Draw
-from verifier.work import Inspector, published_probes
+from verifier.work import published_probes
 
 JOB = JobId(3)
 FAR = 2**32 - 1
@@ -85,7 +86,8 @@ def _chain(store: LocalStore, spec: JobSpec, trace: Trace) -> Any:
 
 
 def _report(job: Any, draw: Draw, protocol: Any = None, *, q: int = 1, r: int = 1, **adversary: bool) -> tuple[Any, dict[str, Any]]:
-    inspector = Inspector(protocol or job.protocol, job.store, StopFlag(), q=q, r=r, **adversary)
+    inspector_class, _ = strategies(lie=adversary.get("lie", False), lazy=adversary.get("lazy", False))
+    inspector = inspector_class(protocol or job.protocol, job.store, StopFlag(), q=q, r=r)
     verdict = inspector.inspect(JOB, FAR, draw)
     return verdict, json.loads(job.store.get(verdict.report_cid, 1 << 20))
 

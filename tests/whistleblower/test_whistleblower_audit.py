@@ -1,4 +1,4 @@
-"""The whistleblower's audit on a real (tiny) trace, the chain and the verifier's desk stood in for by stubs:
+"""The whistleblower's audit on a real (tiny) trace, the chain and the verifier's replayer stood in for by stubs:
 a true report has no fault; a wrong probe, a probe off its step and a bad segment are each found with what
 their challenge needs; the probes come from the chain, so a missing or malformed report JSON still has
 them audited; probes that do not build the sealed root defer; the budget and a stop are handled; a checkpoint nobody serves
@@ -23,7 +23,7 @@ from proofs import Probe, ProbeTree, Trace, load_dataset, probe_positions, state
 from proofs.adversary import cheat
 from proofs.datasets import reference_job
 from proofs.probes import verify_probe
-from verifier.dispute import JobMaterial
+from rolebase.dispute import JobMaterial
 from whistleblower.audit import AuditDeferred, Auditor
 from whistleblower.policy import FindingKind
 
@@ -34,8 +34,8 @@ NOW = 1_000_000
 WINDOW_END = 2**40  # the job's challenge window: far off
 
 
-class _Desk:
-    """``DisputeDesk.material``: the job's spec, dataset and manifest, as checked against the chain."""
+class _Replayer:
+    """``DisputeReplayer.material``: the job's spec, dataset and manifest, as checked against the chain."""
 
     def __init__(self, material: JobMaterial) -> None:
         self._material = material
@@ -94,7 +94,7 @@ def _audit(
     cid = job.store.put(report) if stored else digest_to_cid(b"\x99" * 32)  # never published
     if withheld is not None:
         store.put(manifest.canonical_bytes())
-    auditor = Auditor(protocol, store, _Desk(JobMaterial(job.spec, job.dataset, manifest)), stop or StopFlag(), b"\x07" * 32, budget)  # type: ignore[arg-type]
+    auditor = Auditor(protocol, store, _Replayer(JobMaterial(job.spec, job.dataset, manifest)), stop or StopFlag(), b"\x07" * 32, budget)  # type: ignore[arg-type]
     return auditor.audit(JOB, cid)
 
 
@@ -191,7 +191,7 @@ def test_a_checkpoint_published_on_chain_is_audited_from_there_and_kept(job: Any
     probes[1] = replace(probes[1], state_hash=job.honest.state_hashes[probes[1].segment + 1])
     record = _audit(job, job.honest, probes, withheld=2, published=job.honest.checkpoints[2])
     assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.PROBE, 1)]
-    assert LocalStore(job.root / f"withheld-2-True-{WINDOW_END}").has(file_cid(job.honest.checkpoints[2])), "kept for the desk and later readers"
+    assert LocalStore(job.root / f"withheld-2-True-{WINDOW_END}").has(file_cid(job.honest.checkpoints[2])), "kept for the replayer and later readers"
 
 
 def test_a_checkpoint_published_for_another_trace_is_not_taken(job: Any) -> None:

@@ -56,7 +56,7 @@ def report(
 
 def game(status: GameStatus, *, challenger: Address = ME, lo: int = 0, hi: int = 7, last_move_at: int = 1_000, deadline: int = 0) -> Game:
     return Game(
-        solver=OTHER, job_id=JobId(7), segment=4, by_verifier=False, challenger=challenger, steps=7, on_report=True, commits=0,
+        defender=OTHER, job_id=JobId(7), segment=4, by_verifier=False, challenger=challenger, steps=7, on_report=True, commits=0,
         votes_solver_right=0, votes_solver_wrong=0, status=status, lo=lo, hi=hi, solver_clock=60, challenger_clock=60,
         last_move_at=last_move_at, deadline=deadline, moves=0, agreed_hash=Z, agreed_cid=Z, disputed_hash=Z, mid_hash=Z, mid_cid=Z,
     )  # fmt: skip

@@ -50,9 +50,9 @@ def _responder(tmp_path: Path, *, state: JobState = JobState.VERIFIED, challenge
     report = SimpleNamespace(args={"reportCid": cid_to_digest(report_cid)}, block_number=5)
     loader = SimpleNamespace(current_report=lambda job_id, job: report, challenged=lambda job_id, since: challenged)
     manifest = SimpleNamespace(state_hashes=HASHES, tree=lambda: TraceTree(HASHES))
-    desk = SimpleNamespace(material=lambda job_id: SimpleNamespace(manifest=manifest))
+    replayer = SimpleNamespace(material=lambda job_id: SimpleNamespace(manifest=manifest))
     db = WhistleblowerDb(tmp_path / "state.sqlite")
-    return WhistleblowerResponder(protocol, db, None, desk, loader, ME), game, db  # type: ignore[arg-type]
+    return WhistleblowerResponder(protocol, db, None, replayer, loader, ME), game, db  # type: ignore[arg-type]
 
 
 def test_a_wrong_probe_opens_one_report_game_with_the_probe_and_its_start(tmp_path: Path) -> None:

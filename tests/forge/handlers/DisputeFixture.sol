@@ -350,7 +350,7 @@ abstract contract DisputeFixture is Test {
         Game memory g = game.getGame(gameId);
         while (g.status == GameStatus.SolverToMove) {
             uint256 mid = game.nextMidpoint(gameId);
-            vm.prank(g.solver);
+            vm.prank(g.defender);
             game.postMidpoint(gameId, _claim(mid), _cid(mid));
             vm.prank(g.challenger);
             game.answerMidpoint(gameId, mid < divergence);

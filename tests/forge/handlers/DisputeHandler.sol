@@ -346,7 +346,7 @@ contract DisputeHandler is Test {
         if (id == 0) return;
         Game memory g = game.getGame(id);
         ReportSeal memory seal = _seals[g.jobId];
-        address who = gameSeed % 8 == 1 ? _actor(gameSeed >> 8) : g.solver;
+        address who = gameSeed % 8 == 1 ? _actor(gameSeed >> 8) : g.defender;
         bytes32 secret = gameSeed % 8 == 2 ? keccak256(abi.encode(gameSeed)) : _secrets[seal.forcedCommitment];
         uint256 pool = market.jackpot();
         GameStatus before = g.status;
@@ -362,7 +362,7 @@ contract DisputeHandler is Test {
     function postMidpoint(uint256 gameSeed, bytes32 stateHash) external {
         uint256 id = _pickGame(gameSeed, GameStatus.SolverToMove);
         if (id == 0) return;
-        address who = gameSeed % 8 == 1 ? _actor(gameSeed >> 8) : game.getGame(id).solver;
+        address who = gameSeed % 8 == 1 ? _actor(gameSeed >> 8) : game.getGame(id).defender;
         _gameCall(id, who, abi.encodeCall(game.postMidpoint, (id, stateHash, keccak256(abi.encode(stateHash)))));
     }
 

@@ -22,7 +22,7 @@ leaves) is voted on the manifest alone, read from the chain where the solver had
 (``proofs.check_committed_manifest``): it must parse, name the committed root and be the committed
 trace of the spec. A step that did no learning work (a parameter tensor
 with an exactly zero gradient: ``proofs.referee_step``) is wrong too, and a challenger steers the
-bisection to the first such step of the segment (:meth:`DisputeDesk.answer`).
+bisection to the first such step of the segment (:meth:`DisputeReplayer.answer`).
 The material of a job is cached in memory per committed root (a reopened job gets a new one).
 """
 
@@ -32,8 +32,8 @@ import logging
 from dataclasses import dataclass
 
 from core.agent import MarketWatcher
-from core.cid import Cid, digest_to_cid
 from core.availability import Availability
+from core.cid import Cid, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Game, GameId, JobId, Protocol
 from core.dispute import Opening, global_step, isolated_step, midpoint, opening
 from core.errors import VeritrainError
@@ -59,9 +59,22 @@ from proofs import (
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from proofs.manifest import MAX_MANIFEST_BYTES
-from verifier.policy import vote_from_shape
 
 log = logging.getLogger(__name__)
+
+
+def vote_from_shape(game: Game, checkpoint_interval: int, probe_step: int | None) -> bool | None:
+    """A referee's vote when the game's shape alone decides it, else None (the isolated step does).
+
+    A trace game must bisect the spec's k steps: with any other ``steps`` the challenger is trying
+    to frame the solver, so the solver is right (docs/dispute.md, "Opening"). A report game must
+    bisect up to the probe's step fixed by the draw (``probe_step``: ``proofs.probe_step`` of the
+    game's assign seed and probe slot): the verifier put the step in its own probe leaf, so a
+    leaf at another step is the defender's fault and the defender is wrong.
+    """
+    if game.on_report:
+        return None if game.steps == probe_step else False
+    return None if game.steps == checkpoint_interval else True
 
 
 class DisputeWorkError(VeritrainError):
@@ -80,14 +93,15 @@ def _hex(raw: bytes) -> str:
     return "0x" + bytes(raw).hex()
 
 
-class DisputeDesk:
-    """``lie``: a TEST adversary that accuses honest traces and answers every midpoint wrong."""
+class DisputeReplayer:
+    """Replays what a dispute move needs: the opening, answers to the solver's midpoints, a defender's
+    own midpoints, and a referee's vote (a lying TEST adversary overrides :meth:`answer`:
+    ``verifier.adversary``)."""
 
-    def __init__(self, protocol: Protocol, store: ContentStore, watcher: MarketWatcher, *, lie: bool = False) -> None:
+    def __init__(self, protocol: Protocol, store: ContentStore, watcher: MarketWatcher) -> None:
         self.protocol = protocol
         self.store = store
         self.watcher = watcher
-        self.lie = lie
         self._material: dict[tuple[int, bytes], JobMaterial] = {}
         self._starts: dict[tuple[int, bytes, int], bytes] = {}
         self._idle_steps: dict[tuple[int, bytes, int, int], int | None] = {}
@@ -172,8 +186,8 @@ class DisputeDesk:
         mid = midpoint(game.lo, game.hi)
         idle = self._idle(game)
         agree = state_hash(self._truth(game)) == _hex(game.mid_hash) and (idle is None or mid <= idle)
-        log.info("midpoint checked", extra={"game": game_id, "step": mid, "agree": agree, "idle_step": idle, "lie": self.lie})
-        return agree != self.lie
+        log.info("midpoint checked", extra={"game": game_id, "step": mid, "agree": agree, "idle_step": idle})
+        return agree
 
     def midpoint(self, game: Game) -> tuple[str, Cid]:
         """Our midpoint as a report game's defender: the true state, stored; ``(state hash, CID)``."""
@@ -196,8 +210,8 @@ class DisputeDesk:
         m = self.material(job_id)
         if m.manifest_fault is not None:
             return m.manifest_fault
-        if segment == 0 and not (start := check_start(m.spec, m.dataset, m.manifest.state_hashes[0])).passed:
-            return start.detail
+        if segment == 0 and not (bound := check_start(m.spec, m.dataset, m.manifest.state_hashes[0])).passed:
+            return bound.detail
         try:
             start, end = self._start(job_id, m, segment), self._start(job_id, m, segment + 1)
         except StorageError as exc:

@@ -1,4 +1,4 @@
-"""The dispute desk's rules for adaptive cheaters, on real tiny traces (the chain stood in for by a stub):
+"""The dispute replayer's rules for adaptive cheaters, on real tiny traces (the chain stood in for by a stub):
 a referee finds a false start or a false norm without training, and a challenger steers the bisection
 to the first step of a segment that did no learning work."""
 
@@ -14,12 +14,12 @@ from core.contracts import Bytes32, GameId, JobId
 from core.storage import LocalStore
 from proofs import Trace, cheat, load_dataset, state_at, state_hash, train_trace
 from proofs.datasets import reference_job
-from verifier.dispute import DisputeDesk, JobMaterial
+from rolebase.dispute import DisputeReplayer, JobMaterial
 
 JOB = JobId(7)
 
 
-class _Desk(DisputeDesk):
+class _Replayer(DisputeReplayer):
     """``material`` as checked against the chain, here the given trace's."""
 
     def __init__(self, store: LocalStore, material: JobMaterial) -> None:
@@ -38,27 +38,27 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     return SimpleNamespace(store=store, spec=spec, dataset=load_dataset(spec, ref.dataset))
 
 
-def _desk(job: Any, trace: Trace, norms: list[float] | None = None) -> _Desk:
+def _replayer(job: Any, trace: Trace, norms: list[float] | None = None) -> _Replayer:
     manifest = trace.manifest("QmSpec", [job.store.put(c) for c in trace.checkpoints])
     if norms is not None:
         manifest = manifest.model_copy(update={"update_norms": tuple(norms)})
-    return _Desk(job.store, JobMaterial(job.spec, job.dataset, manifest))
+    return _Replayer(job.store, JobMaterial(job.spec, job.dataset, manifest))
 
 
 def test_the_referee_rule_on_commitments_passes_an_honest_trace_and_names_a_free_start(job: Any) -> None:
     honest = train_trace(job.spec, job.dataset)
-    assert all(_desk(job, honest).commitment_fault(JOB, s) is None for s in range(job.spec.segments))
+    assert all(_replayer(job, honest).commitment_fault(JOB, s) is None for s in range(job.spec.segments))
     free = cheat("free-start", job.spec, job.dataset).trace
-    desk = _desk(job, free)
-    assert "seeded initialization" in (desk.commitment_fault(JOB, 0) or "")
-    assert desk.commitment_fault(JOB, 1) is None  # the start is segment 0's business only
+    replayer = _replayer(job, free)
+    assert "seeded initialization" in (replayer.commitment_fault(JOB, 0) or "")
+    assert replayer.commitment_fault(JOB, 1) is None  # the start is segment 0's business only
 
 
 def test_the_referee_rule_on_commitments_names_a_false_norm(job: Any) -> None:
     honest = train_trace(job.spec, job.dataset)
     lie = list(honest.update_norms)
     lie[3] /= 4
-    fault = _desk(job, honest, lie).commitment_fault(JOB, 3)
+    fault = _replayer(job, honest, lie).commitment_fault(JOB, 3)
     assert fault is not None and "manifest claims" in fault
 
 
@@ -73,20 +73,20 @@ def test_a_challenger_steers_a_coasting_segment_to_its_first_idle_step(job: Any)
     """Every posted midpoint of a coasting segment is the true state; the challenger still disagrees
     past the first idle step, so the game isolates a step the referees find did no work."""
     faked = cheat("coast", job.spec, job.dataset, segments=[1, 2, 3])
-    desk = _desk(job, faked.trace)
+    replayer = _replayer(job, faked.trace)
     k = job.spec.checkpoint_interval
     lo, hi = 0, k
     while hi - lo > 1:
         game = _game(job, faked.trace, 2, lo, hi)
-        lo, hi = ((lo + hi) // 2, hi) if desk.answer(1, game) else (lo, (lo + hi) // 2)
+        lo, hi = ((lo + hi) // 2, hi) if replayer.answer(1, game) else (lo, (lo + hi) // 2)
     assert (lo, hi) == (0, 1)
     trace = train_trace(job.spec, job.dataset)
-    assert _desk(job, trace).answer(1, _game(job, trace, 2, 0, k))  # an honest segment: agree with the truth
+    assert _replayer(job, trace).answer(1, _game(job, trace, 2, 0, k))  # an honest segment: agree with the truth
 
 
 
-def _committed_desk(job: Any, trace: Trace, final_cid: str | None = None) -> DisputeDesk:
-    """A desk reading the real ``material`` from a stub chain on which ``trace`` was committed (its
+def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None) -> DisputeReplayer:
+    """A replayer reading the real ``material`` from a stub chain on which ``trace`` was committed (its
     manifest and checkpoints stored), with ``final_cid`` as the committed model if given."""
     spec_cid = job.store.put(job.spec.canonical_bytes())
     manifest = trace.manifest(spec_cid, [job.store.put(c) for c in trace.checkpoints])
@@ -97,13 +97,13 @@ def _committed_desk(job: Any, trace: Trace, final_cid: str | None = None) -> Dis
         events=lambda name, _block, **_: [SimpleNamespace(args=args)] if name == "TraceCommitted" else [],
     )
     protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0))
-    return DisputeDesk(protocol, job.store, SimpleNamespace(spec_cid=lambda _: cid_to_digest(spec_cid)))  # type: ignore[arg-type]
+    return DisputeReplayer(protocol, job.store, SimpleNamespace(spec_cid=lambda _: cid_to_digest(spec_cid)))  # type: ignore[arg-type]
 
 
 def test_a_referee_votes_against_a_manifest_that_is_not_the_committed_trace_without_training(job: Any) -> None:
     honest = train_trace(job.spec, job.dataset)
-    assert _committed_desk(job, honest).commitment_fault(JOB, 0) is None
-    desk = _committed_desk(job, honest, final_cid=job.store.put(honest.checkpoints[0]))  # the submitter would get the untrained model
-    assert all("is not the committed model" in (desk.commitment_fault(JOB, s) or "") for s in (0, 3))
+    assert _committed_replayer(job, honest).commitment_fault(JOB, 0) is None
+    replayer = _committed_replayer(job, honest, final_cid=job.store.put(honest.checkpoints[0]))  # the submitter would get the untrained model
+    assert all("is not the committed model" in (replayer.commitment_fault(JOB, s) or "") for s in (0, 3))
     game = SimpleNamespace(job_id=JOB, on_report=False, steps=job.spec.checkpoint_interval, segment=0)
-    assert desk.vote(GameId(1), game) is False  # type: ignore[arg-type]  # decided before the isolated step is fetched or run
+    assert replayer.vote(GameId(1), game) is False  # type: ignore[arg-type]  # decided before the isolated step is fetched or run

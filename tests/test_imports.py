@@ -1,0 +1,57 @@
+"""The import rules of the tree, read from the source (docs/roles.md, "Layers"):
+
+core  <  proofs  <  rolebase  <  solver | verifier | submitter | whistleblower  <  veritrain
+
+A package imports only packages to its left (``deploy`` builds and deploys the contracts and
+imports only ``core``); no role imports another role; and the engine loads no chain library.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ROLES = {"solver", "verifier", "submitter", "whistleblower"}
+ALLOWED = {
+    "core": set(),
+    "proofs": {"core"},
+    "deploy": {"core"},
+    "rolebase": {"core", "proofs"},
+    **{role: {"core", "proofs", "rolebase"} for role in ROLES},
+    "veritrain": {"core", "proofs", "rolebase", "deploy", *ROLES},
+}
+
+
+def _imports(package: str) -> dict[str, set[str]]:
+    """Top-level project packages each module of ``package`` imports, by module path."""
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        names: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+        found[str(path.relative_to(ROOT))] = {n for n in names if n in ALLOWED and n != package}
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ALLOWED))
+def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
+    wrong = {module: sorted(names - ALLOWED[package]) for module, names in _imports(package).items() if names - ALLOWED[package]}
+    assert wrong == {}, f"{package} may import only {sorted(ALLOWED[package])}"
+
+
+def test_the_engine_loads_no_chain_library() -> None:
+    code = (
+        "import sys, proofs, proofs.replay, proofs.train, proofs.probes, proofs.repro;"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('web3', 'eth_', 'eth.', 'eth_account'))}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip() == "[]"
