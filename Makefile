@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 BIN    := node_modules/.bin
 STAMPS := .stamps
 
-.PHONY: setup demo test test-forge test-py build bench clean
+.PHONY: setup demo test test-lint test-forge test-py build bench clean
 
 setup: $(STAMPS)/venv $(STAMPS)/npm
 
@@ -49,7 +49,12 @@ test-forge: build
 test-py: build
 	$(PY) -m pytest
 
-test: test-forge test-py
+# ruff (pinned in requirements.lock, configured in pyproject.toml): lint, and formatting checked.
+test-lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: test-lint test-forge test-py
 
 
 bench: build

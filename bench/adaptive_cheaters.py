@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from pathlib import Path
 
@@ -44,8 +43,8 @@ from proofs import (
     Reason,
     Tolerance,
     Trainer,
-    check_start,
     cheat,
+    check_start,
     choose_segments,
     decode_checkpoint,
     detection_probability,

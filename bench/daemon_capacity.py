@@ -122,7 +122,9 @@ class Rig:
         self.daemons: dict[str, RoleProcess] = {}
         for role, index in (("solver", 2), ("verifier", 3)):  # dev account i+1 is net.accounts[i]
             key_env = f"VERITRAIN_BENCH_{role.upper()}_KEY"
-            argv = daemon_argv(role, rpc_url=net.rpc_url, book_dir=root / "deployments", data_dir=root / role, store_dir=root / "store", key_env=key_env, extra=flags[role])
+            argv = daemon_argv(
+                role, rpc_url=net.rpc_url, book_dir=root / "deployments", data_dir=root / role, store_dir=root / "store", key_env=key_env, extra=flags[role]
+            )
             self.daemons[role] = RoleProcess(role, argv, {key_env: dev_private_key(index)}, root / "logs" / f"{role}.log")
         self.flags = flags
 
@@ -164,7 +166,9 @@ class Rig:
         try:
             posted: dict[JobId, float] = {}
             for _ in range(n):
-                job_id = service.post_job(self.protocol, self.store, self.job.spec_path, self.job.data_path, self.job.reward, self.job.fee, self.job.commit_window).job_id
+                job_id = service.post_job(
+                    self.protocol, self.store, self.job.spec_path, self.job.data_path, self.job.reward, self.job.fee, self.job.commit_window
+                ).job_id
                 posted[job_id] = time.monotonic()
         finally:
             client.rpc("evm_setIntervalMining", [1])
@@ -256,8 +260,12 @@ def main(argv: Sequence[str] | None = None) -> None:
             try:
                 rig.start()
                 startup = rig.wait_staked(120)
-                print(f"{os.cpu_count()} CPUs; job {args.job!r} x N; commit window {rig.commit_window} s, report window {rig.report_window} s, challenge window {rig.protocol.market.params().challenge_window} s, 1 block/s")
-                print(f"solver flags: {' '.join(rig.flags['solver'])}; verifier flags: {' '.join(rig.flags['verifier'])}; daemons staked {startup:.1f} s after start")
+                print(
+                    f"{os.cpu_count()} CPUs; job {args.job!r} x N; commit window {rig.commit_window} s, report window {rig.report_window} s, challenge window {rig.protocol.market.params().challenge_window} s, 1 block/s"
+                )
+                print(
+                    f"solver flags: {' '.join(rig.flags['solver'])}; verifier flags: {' '.join(rig.flags['verifier'])}; daemons staked {startup:.1f} s after start"
+                )
                 for n in sizes:
                     batch = rig.run_batch(n, args.batch_timeout)
                     batches.append(batch)
@@ -271,7 +279,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     good = [b.n for b in batches if b.ok]
     bad = [b for b in batches if not b.ok]
     print()
-    print(f"largest N with no missed deadline: {max(good) if good else 'none'}" + (f"; first miss at N={bad[0].n}" if bad else f" (no miss up to N={max(sizes)})"))
+    print(
+        f"largest N with no missed deadline: {max(good) if good else 'none'}" + (f"; first miss at N={bad[0].n}" if bad else f" (no miss up to N={max(sizes)})")
+    )
     print(f"sweep wall time {time.monotonic() - t_start:.0f} s")
 
 

@@ -63,10 +63,24 @@ def deployment_defaults(path: Path = DEPLOYMENT) -> tuple[dict[str, Any], GamePa
 DEPLOYED, DEFAULTS = deployment_defaults()
 
 _SYMBOLS = {
-    "reward": "R", "fee": "F", "replay_cost": "c_v", "audit_cost": "c_w", "forced_error_rate": "p_f",
-    "jackpot_tax": "t", "jackpot_share": "s", "verifier_bond": "B_v", "verifier_slash": "sigma_v",
-    "solver_bond": "B_s", "finder_share": "rho", "whistleblower_bond": "B_w", "cheat_rate": "q",
-    "audit_rate": "a", "whistleblowers": "N", "detect": "d", "detect_audit": "d_w", "forced_detect": "d_f",
+    "reward": "R",
+    "fee": "F",
+    "replay_cost": "c_v",
+    "audit_cost": "c_w",
+    "forced_error_rate": "p_f",
+    "jackpot_tax": "t",
+    "jackpot_share": "s",
+    "verifier_bond": "B_v",
+    "verifier_slash": "sigma_v",
+    "solver_bond": "B_s",
+    "finder_share": "rho",
+    "whistleblower_bond": "B_w",
+    "cheat_rate": "q",
+    "audit_rate": "a",
+    "whistleblowers": "N",
+    "detect": "d",
+    "detect_audit": "d_w",
+    "forced_detect": "d_f",
     "replay_binding": "h",
 }
 
@@ -104,10 +118,13 @@ def _comparison(p: GameParams, jobs: int, seed: int) -> None:
         print(_row("pool inflow per job", pool_inflow(p, strategy), sim.pool_inflow.mean, sim.pool_inflow.se))
         print(_row("forced errors caught, share of jobs", catch_event_rate(p), sim.catch_events.mean, sim.catch_events.se))
         jackpot = steady_jackpot(p, strategy)
-        print(f"  {'jackpot paid per caught forced error':<42} {jackpot:>11.2f} {sim.jackpot_per_catch:>11.2f}"
-              f" {'':<12} {sim.jackpot_per_catch / jackpot:>7.4f}")
-        print(f"  pool: max payout/held {sim.max_payout_ratio:.4f} (cap {MAX_JACKPOT_SHARE:.4f}), least balance "
-              f"{sim.min_pool:.2f}, final {sim.final_pool:.1f}, conservation error {sim.conservation_error:.2e}")
+        print(
+            f"  {'jackpot paid per caught forced error':<42} {jackpot:>11.2f} {sim.jackpot_per_catch:>11.2f} {'':<12} {sim.jackpot_per_catch / jackpot:>7.4f}"
+        )
+        print(
+            f"  pool: max payout/held {sim.max_payout_ratio:.4f} (cap {MAX_JACKPOT_SHARE:.4f}), least balance "
+            f"{sim.min_pool:.2f}, final {sim.final_pool:.1f}, conservation error {sim.conservation_error:.2e}"
+        )
 
 
 def _report(p: GameParams, jobs: int, seed: int) -> None:
@@ -122,18 +139,26 @@ def _report(p: GameParams, jobs: int, seed: int) -> None:
     honest_j = steady_jackpot(p, Strategy.HONEST, 0.0)
     print("closed form at the defaults")
     print(f"  honest verifier payoff/job   {verifier_payoff(p, Strategy.HONEST):9.4f}   lazy {verifier_payoff(p, Strategy.LAZY):9.4f}")
-    print(f"  honesty margin U_H - U_L     q=0: {eq.honesty_margin_q0:.4f}  q=1: {eq.honesty_margin_q1:.4f}  "
-          f"q*={eq.min_cheat_rate:.4f}  -> {'honesty dominates' if eq.honesty_dominates else 'laziness pays somewhere'}")
+    print(
+        f"  honesty margin U_H - U_L     q=0: {eq.honesty_margin_q0:.4f}  q=1: {eq.honesty_margin_q1:.4f}  "
+        f"q*={eq.min_cheat_rate:.4f}  -> {'honesty dominates' if eq.honesty_dominates else 'laziness pays somewhere'}"
+    )
     print(f"  lazy verifier catch rate     {lazy_catch_rate(p):.4f} per job, {p.audited * p.lazy_detect:.4f} per bad-trace job")
-    print(f"  whistleblower profit/job     {whistleblower_profit(p, Strategy.HONEST):.4f} (q={p.cheat_rate:g}), "
-          f"{whistleblower_profit(p, Strategy.HONEST, 0.0):.4f} (q=0: jackpot only); per audit at q=0 "
-          f"{audit_revenue(p, Strategy.HONEST, 0.0):.4f} revenue vs c_w {p.audit_cost:g}")
-    print(f"  stationary jackpot J* (q=0)  {honest_j:.2f} per caught forced error, pool ~{steady_pool(p, Strategy.HONEST, 0.0):.0f}; "
-          f"Truebit floor c_w/p_f = {p.audit_cost / p.forced_error_rate:.0f}")
+    print(
+        f"  whistleblower profit/job     {whistleblower_profit(p, Strategy.HONEST):.4f} (q={p.cheat_rate:g}), "
+        f"{whistleblower_profit(p, Strategy.HONEST, 0.0):.4f} (q=0: jackpot only); per audit at q=0 "
+        f"{audit_revenue(p, Strategy.HONEST, 0.0):.4f} revenue vs c_w {p.audit_cost:g}"
+    )
+    print(
+        f"  stationary jackpot J* (q=0)  {honest_j:.2f} per caught forced error, pool ~{steady_pool(p, Strategy.HONEST, 0.0):.0f}; "
+        f"Truebit floor c_w/p_f = {p.audit_cost / p.forced_error_rate:.0f}"
+    )
     print(f"  blind challenge value        {blind_challenge_value(p, honest_j):.4f} (must be < 0)")
     copyable = dataclasses.replace(p, replay_binding=0.0)
-    print(f"  with copyable reports (h=0): margin at q=0 {honesty_margin(copyable, 0.0):.4f}, replay pays only for q >= "
-          f"{equilibrium(copyable).min_cheat_rate:.4f}; lazy catch rate {lazy_catch_rate(copyable):.4f} per job")
+    print(
+        f"  with copyable reports (h=0): margin at q=0 {honesty_margin(copyable, 0.0):.4f}, replay pays only for q >= "
+        f"{equilibrium(copyable).min_cheat_rate:.4f}; lazy catch rate {lazy_catch_rate(copyable):.4f} per job"
+    )
     print(f"  equilibrium holds: {eq.holds}")
     _comparison(p, jobs, seed)
 
@@ -170,8 +195,7 @@ def _plots(p: GameParams, img: Path, seed: int) -> list[Path]:
     fig, axes = plt.subplots(1, 3, figsize=(17, 5.4), constrained_layout=True)
 
     pf, shares = np.geomspace(1e-3, 0.1, 160), np.linspace(0.005, 0.5, 160)
-    codes = _grid(pf, shares, lambda x, y: _classify(dataclasses.replace(p, forced_error_rate=x, jackpot_share=y),
-                                                    jackpot=min(y, MAX_JACKPOT_SHARE) * pool))
+    codes = _grid(pf, shares, lambda x, y: _classify(dataclasses.replace(p, forced_error_rate=x, jackpot_share=y), jackpot=min(y, MAX_JACKPOT_SHARE) * pool))
     ax = axes[0]
     ax.pcolormesh(pf, shares, codes, cmap=cmap, norm=norm, shading="nearest")
     ax.set_xscale("log")
@@ -196,14 +220,19 @@ def _plots(p: GameParams, img: Path, seed: int) -> list[Path]:
     ax.pcolormesh(rates, bonds, codes, cmap=cmap, norm=norm, shading="nearest")
     ax.set_xlabel("audit probability a (per whistleblower, per job)")
     ax.set_ylabel("verifier bond B_v (tokens; reward R = 100)")
-    ax.set_title(f"verifier honesty vs stake, tax t = {p.jackpot_tax:.0%}\n(slash {p.verifier_slash:.0%} of B_v, fee F = {p.fee:g}, replay c_v = {p.replay_cost:g})", fontsize=9)
+    ax.set_title(
+        f"verifier honesty vs stake, tax t = {p.jackpot_tax:.0%}\n(slash {p.verifier_slash:.0%} of B_v, fee F = {p.fee:g}, replay c_v = {p.replay_cost:g})",
+        fontsize=9,
+    )
     ax.plot(p.audit_rate, p.verifier_bond, "k*", ms=14)
 
     handles = [Patch(color=c, label=label) for c, label in zip(_REGION_COLORS, _REGION_LABELS)]
     handles.append(plt.Line2D([], [], color="k", marker="*", ls="", ms=12, label="proposed defaults"))
     fig.legend(handles=handles, loc="outside lower center", ncols=6, fontsize=9)
-    fig.suptitle("veritrain incentive game: where honest verification and paid auditing are both the best strategy"
-                 f" (N = {p.whistleblowers}, d = {p.detect}, h = {p.replay_binding:g})")
+    fig.suptitle(
+        "veritrain incentive game: where honest verification and paid auditing are both the best strategy"
+        f" (N = {p.whistleblowers}, d = {p.detect}, h = {p.replay_binding:g})"
+    )
     region = img / "incentives_region.png"
     fig.savefig(region, dpi=110)
     plt.close(fig)
@@ -213,10 +242,14 @@ def _plots(p: GameParams, img: Path, seed: int) -> list[Path]:
     at = [dataclasses.replace(p, audit_rate=float(a)) for a in grid]
     ax.plot(grid, [verifier_payoff(x, Strategy.HONEST) for x in at], color="#2e7d32", label="honest verifier")
     ax.plot(grid, [verifier_payoff(x, Strategy.LAZY) for x in at], color="#c62828", label="lazy verifier")
-    ax.plot(grid, [whistleblower_profit(x, Strategy.HONEST) for x in at], color="#1565c0",
-            label=f"whistleblower vs honest verifiers (q = {p.cheat_rate:g})")
-    ax.plot(grid, [whistleblower_profit(x, Strategy.HONEST, 0.0) for x in at], color="#1565c0", ls="--",
-            label="whistleblower vs honest verifiers (q = 0, jackpot only)")
+    ax.plot(grid, [whistleblower_profit(x, Strategy.HONEST) for x in at], color="#1565c0", label=f"whistleblower vs honest verifiers (q = {p.cheat_rate:g})")
+    ax.plot(
+        grid,
+        [whistleblower_profit(x, Strategy.HONEST, 0.0) for x in at],
+        color="#1565c0",
+        ls="--",
+        label="whistleblower vs honest verifiers (q = 0, jackpot only)",
+    )
     for a in (0.1, 0.25, 0.5, 0.75, 1.0):
         x = dataclasses.replace(p, audit_rate=a)
         for strategy, color in ((Strategy.HONEST, "#2e7d32"), (Strategy.LAZY, "#c62828")):

@@ -65,8 +65,17 @@ MAX_JACKPOT_SHARE = 1.0 / 3.0
 """Truebit: one jackpot payout takes at most a third of the pool."""
 
 _PROBABILITIES = (
-    "forced_error_rate", "jackpot_tax", "jackpot_share", "verifier_slash", "finder_share",
-    "cheat_rate", "audit_rate", "detect", "detect_audit", "forced_detect", "replay_binding",
+    "forced_error_rate",
+    "jackpot_tax",
+    "jackpot_share",
+    "verifier_slash",
+    "finder_share",
+    "cheat_rate",
+    "audit_rate",
+    "detect",
+    "detect_audit",
+    "forced_detect",
+    "replay_binding",
 )
 _AMOUNTS = ("reward", "fee", "replay_cost", "audit_cost", "verifier_bond", "solver_bond", "whistleblower_bond")
 _MAX_WHISTLEBLOWERS = 10_000
@@ -316,8 +325,7 @@ class Equilibrium:
     def holds(self) -> bool:
         """Honesty dominates laziness for every q, auditing pays even when nobody cheats, the Truebit bounds hold
         and blind challenges lose money."""
-        return (self.honesty_dominates and self.auditing_pays and self.truebit_margin >= 0.0
-                and self.blind_challenge < 0.0 and self.share_within_bound)
+        return self.honesty_dominates and self.auditing_pays and self.truebit_margin >= 0.0 and self.blind_challenge < 0.0 and self.share_within_bound
 
 
 def equilibrium(p: GameParams) -> Equilibrium:
@@ -454,8 +462,7 @@ def simulate(
         verifier_payoff=_estimate(verifier[window], batches),
         whistleblower_profit=_estimate(whistleblower[window], batches),
         verifier_slashed=_estimate(slashed_verifier[window].astype(float), batches),
-        slashed_given_bad=_estimate(slashed_verifier[window][bad].astype(float), batches)
-        if bad.sum() >= batches else Estimate(math.nan, math.nan),
+        slashed_given_bad=_estimate(slashed_verifier[window][bad].astype(float), batches) if bad.sum() >= batches else Estimate(math.nan, math.nan),
         catch_events=_estimate(window_caught.astype(float), batches),
         jackpot_per_catch=float(payouts[window][window_caught].mean()) if window_caught.any() else 0.0,
         catches=int(window_caught.sum()),

@@ -86,8 +86,7 @@ def _textbook(spec: JobSpec, dataset) -> None:
 
 def overhead(repeat: int, steps: int) -> None:
     table = Table(title=f"1. Solver overhead, k=50, {steps} steps (median of {repeat}, interleaved)")
-    for col in ("job", "params", "plain loop s", "textbook torch s", "train_trace s", "overhead vs plain", "vs textbook",
-                "checkpoint cost / segment"):
+    for col in ("job", "params", "plain loop s", "textbook torch s", "train_trace s", "overhead vs plain", "vs textbook", "checkpoint cost / segment"):
         table.add_column(col, justify="right")
     for name in ("mlp-spirals", "cnn-shapes"):
         job = reference_job(name, steps=steps, checkpoint_interval=50)
@@ -109,12 +108,14 @@ def overhead(repeat: int, steps: int) -> None:
         # training: robust to the machine noise that whole-run ratios carry on a shared 2-core box.
         trainer = Trainer(spec, ds)
         before = {k_: v.detach().clone() for k_, v in trainer.params.items()}
-        commit = statistics.median(_timed(lambda: (state_hash(trainer.to_bytes()), update_norm(before, trainer.params),
-                                                   {k_: v.detach().clone() for k_, v in trainer.params.items()}))
-                                   for _ in range(50))
+        commit = statistics.median(
+            _timed(lambda: (state_hash(trainer.to_bytes()), update_norm(before, trainer.params), {k_: v.detach().clone() for k_, v in trainer.params.items()}))
+            for _ in range(50)
+        )
         segment = statistics.median(_timed(lambda: trainer.run(50)) for _ in range(5))
-        table.add_row(name, f"{spec.param_count():,}", f"{p:.3f}", f"{t:.3f}", f"{tr:.3f}",
-                      f"{(tr - p) / p:+.2%}", f"{(tr - t) / t:+.2%}", f"{commit / segment:.2%}")
+        table.add_row(
+            name, f"{spec.param_count():,}", f"{p:.3f}", f"{t:.3f}", f"{tr:.3f}", f"{(tr - p) / p:+.2%}", f"{(tr - t) / t:+.2%}", f"{commit / segment:.2%}"
+        )
     console.print(table)
 
 
@@ -157,8 +158,7 @@ def detection(trials: int) -> None:
         caught = sum(bool(bad & set(choose_segments(norms, _seed(rng.getrandbits(256))).segments)) for _ in range(trials))
         p = detection_probability(b, n)
         # Cheating saves (at most) the fraction f of the job's compute; it loses the bond with probability p.
-        table.add_row(f"{f:.1%}", str(b), f"{caught / trials:.4f}", f"{p:.4f}",
-                      f"{detection_probability(b, n, model='uniform'):.4f}", f"{f / p:.4f}")
+        table.add_row(f"{f:.1%}", str(b), f"{caught / trials:.4f}", f"{p:.4f}", f"{detection_probability(b, n, model='uniform'):.4f}", f"{f / p:.4f}")
     console.print(table)
     # Caught: the solver loses its bond B and the reward W; it saved f of the compute cost C.
     # Cheating loses money iff f*C < p*(W + B), i.e. (W + B) / C > f / p for every f.
@@ -184,8 +184,10 @@ def detection(trials: int) -> None:
 
 
 def false_rejects(replays: int) -> None:
-    table = Table(title="4. Honest false-reject rate (thresholds calibrated on segments 0, n/4, n/2, 3n/4 of a profiling run "
-                        "with another seed; judged on every segment of the real job; safety factor 10)")
+    table = Table(
+        title="4. Honest false-reject rate (thresholds calibrated on segments 0, n/4, n/2, 3n/4 of a profiling run "
+        "with another seed; judged on every segment of the real job; safety factor 10)"
+    )
     for col in ("job", "thresholds l2 / linf / cos", "perturbation", "segments", "rejected", "max l2 seen"):
         table.add_column(col, justify="right")
     for name in ("mlp-spirals", "cnn-shapes", "char-text"):

@@ -36,23 +36,30 @@ MODELS: dict[str, tuple[dict[str, Any], Any, int]] = {
     "transformer-100k": ({**_LM, "n_layer": 2, "n_head": 4, "n_embd": 64}, text_tokens, 16),
     "transformer-1M": ({**_LM, "n_layer": 5, "n_head": 4, "n_embd": 128}, text_tokens, 16),
     "transformer-10M": ({**_LM, "n_layer": 12, "n_head": 8, "n_embd": 256}, text_tokens, 16),
-    "mlp-1M": ({"kind": "mlp", "input_dim": 2, "hidden": [1000, 1000], "num_classes": 3},
-               lambda: spirals(1, per_class=512), 256),
-    "cnn-1M": ({"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [32, 64], "hidden": 1000,
-                "num_classes": 4}, lambda: shapes(1, count=512), 64),
+    "mlp-1M": ({"kind": "mlp", "input_dim": 2, "hidden": [1000, 1000], "num_classes": 3}, lambda: spirals(1, per_class=512), 256),
+    "cnn-1M": (
+        {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [32, 64], "hidden": 1000, "num_classes": 4},
+        lambda: shapes(1, count=512),
+        64,
+    ),
 }
 THREADS = (1, 2)
 NUMERICS = ("torch", "repro-v1")
 
 
 def _spec(model: dict[str, Any], data: bytes, batch: int, steps: int, numerics: str) -> Any:
-    return load_spec({
-        "model": model,
-        "dataset": {"cid": "QmBench", "format": "safetensors", "size_bytes": len(data),
-                    "targets": None if model["kind"] == "char-transformer" else "y"},
-        "optimizer": {"kind": "adam", "lr": 0.001},
-        "batch_size": batch, "steps": steps, "seed": 1, "checkpoint_interval": steps, "numerics": numerics,
-    })
+    return load_spec(
+        {
+            "model": model,
+            "dataset": {"cid": "QmBench", "format": "safetensors", "size_bytes": len(data), "targets": None if model["kind"] == "char-transformer" else "y"},
+            "optimizer": {"kind": "adam", "lr": 0.001},
+            "batch_size": batch,
+            "steps": steps,
+            "seed": 1,
+            "checkpoint_interval": steps,
+            "numerics": numerics,
+        }
+    )
 
 
 def _seconds_per_step(model: dict[str, Any], data: bytes, batch: int, steps: int) -> dict[tuple[str, int], float]:
@@ -79,10 +86,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (median), default 3")
     parser.add_argument("--only", action="append", choices=sorted(MODELS), help="only this model (repeatable)")
     args = parser.parse_args()
-    table = Table(title=f"repro-v1 vs plain torch: seconds per training step (Adam, median of {args.steps}), "
-                        f"{os.cpu_count()} CPUs")
-    for col in ("model", "params", "batch", "torch 1T", "repro 1T", "repro/torch 1T", "torch 2T", "repro 2T",
-                "repro/torch 2T", "speed-up repro 2T vs torch 1T (today's exact)"):
+    table = Table(title=f"repro-v1 vs plain torch: seconds per training step (Adam, median of {args.steps}), {os.cpu_count()} CPUs")
+    for col in (
+        "model",
+        "params",
+        "batch",
+        "torch 1T",
+        "repro 1T",
+        "repro/torch 1T",
+        "torch 2T",
+        "repro 2T",
+        "repro/torch 2T",
+        "speed-up repro 2T vs torch 1T (today's exact)",
+    ):
         table.add_column(col, justify="right")
     for name, (model, build, batch) in MODELS.items():
         if args.only and name not in args.only:

@@ -15,8 +15,8 @@ from typing import Any
 from eth_utils import is_address, to_checksum_address
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from core.chain import Address, ChainClient
 from core.bounded import InputRejected, load_json, read_regular_file
+from core.chain import Address, ChainClient
 from core.errors import AddressBookError
 
 __all__ = ["AddressBook", "DeployedContract", "book_path"]
@@ -65,7 +65,9 @@ class AddressBook(BaseModel):
         if not path.exists():
             raise AddressBookError(f"no address book at {path}: deploy first (`veritrain deploy` or `veritrain devnet`)")
         try:
-            return cls.model_validate(load_json(read_regular_file(path, max_bytes=_MAX_BOOK_BYTES, what="address book"), max_bytes=_MAX_BOOK_BYTES, what=f"address book {path}"))
+            return cls.model_validate(
+                load_json(read_regular_file(path, max_bytes=_MAX_BOOK_BYTES, what="address book"), max_bytes=_MAX_BOOK_BYTES, what=f"address book {path}")
+            )
         except InputRejected as exc:
             raise AddressBookError(f"unreadable address book: {exc}") from None
         except ValidationError as exc:
@@ -95,6 +97,4 @@ class AddressBook(BaseModel):
             raise AddressBookError(f"address book is for chain {self.chain_id}, the RPC serves chain {client.chain_id}")
         missing = self.missing_code(client)
         if missing:
-            raise AddressBookError(
-                f"address book for chain {self.chain_id} is stale: no code for {', '.join(missing)} (redeploy)"
-            )
+            raise AddressBookError(f"address book for chain {self.chain_id} is stale: no code for {', '.join(missing)} (redeploy)")

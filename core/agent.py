@@ -338,9 +338,7 @@ def _action_fields(action: object) -> dict[str, object]:
 
 # ---------------------------------------------------------------- structured logging
 
-_RESERVED = frozenset(
-    vars(logging.LogRecord("x", 0, "x", 0, "x", None, None)).keys() | {"message", "asctime", "taskName"}
-)
+_RESERVED = frozenset(vars(logging.LogRecord("x", 0, "x", 0, "x", None, None)).keys() | {"message", "asctime", "taskName"})
 
 
 class KeyValueFormatter(logging.Formatter):
@@ -538,7 +536,9 @@ def status_lines(role: str, report: dict[str, object]) -> list[str]:
     beat = report["daemon"]
     if isinstance(beat, dict):
         state = "[green]running[/]" if beat["running"] else "[red]not running[/]"
-        lines.append(f"daemon pid {beat['pid']} {state}, last tick {beat['last_tick_s_ago']} s ago, {beat['ticks']} ticks, last error: {beat['last_error'] or '-'}")
+        lines.append(
+            f"daemon pid {beat['pid']} {state}, last tick {beat['last_tick_s_ago']} s ago, {beat['ticks']} ticks, last error: {beat['last_error'] or '-'}"
+        )
     else:
         lines.append("daemon: no records (never ran with this data dir)")
     return lines

@@ -107,12 +107,18 @@ class Anvil:
     def _command(self, port: int) -> list[str]:
         cmd = [
             str(self.binary),
-            "--host", self.host,
-            "--port", str(port),
-            "--chain-id", str(self.chain_id),
-            "--accounts", str(self.accounts),
-            "--balance", str(self.balance_eth),
-            "--mnemonic", self.mnemonic,
+            "--host",
+            self.host,
+            "--port",
+            str(port),
+            "--chain-id",
+            str(self.chain_id),
+            "--accounts",
+            str(self.accounts),
+            "--balance",
+            str(self.balance_eth),
+            "--mnemonic",
+            self.mnemonic,
         ]
         if self._cache is not None:
             cmd += ["--cache-path", str(self._cache)]  # not ~/.foundry/anvil/tmp, which nothing cleans

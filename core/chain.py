@@ -324,9 +324,7 @@ class ChainClient:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def transact(
-        self, contract: Contract, fn_name: str, args: Sequence[Any], signer: Signer, *, value: int = 0, gas: int | None = None
-    ) -> Receipt:
+    def transact(self, contract: Contract, fn_name: str, args: Sequence[Any], signer: Signer, *, value: int = 0, gas: int | None = None) -> Receipt:
         """Send ``contract.fn_name(*args)``; returns the receipt or raises the named revert."""
         data = contract.encode_abi(fn_name, args=list(args))
         return self.send(signer, to=contract.address, data=data, value=value, gas=gas, what=fn_name)

@@ -375,9 +375,7 @@ def decode_struct(cls: type[D], components: Sequence[Mapping[str, Any]], value: 
     names = [snake_case(c["name"]) for c in components]
     expected = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
     if sorted(names) != sorted(expected):
-        raise ArtifactsMissing(
-            f"{cls.__name__} fields {expected} do not match the compiled ABI {names}: rebuild, or update core/contracts.py"
-        )
+        raise ArtifactsMissing(f"{cls.__name__} fields {expected} do not match the compiled ABI {names}: rebuild, or update core/contracts.py")
     return cls(**{n: _value(c, v) for n, c, v in zip(names, components, value)})
 
 
@@ -399,7 +397,9 @@ class _Wrapper:
         self.artifact = artifacts.load(self.ARTIFACT)
         self.contract: Contract = client.w3.eth.contract(address=self.address, abi=self.artifact.abi_list())
         self._topics = {
-            event_abi_to_log_topic(e): e["name"] for e in self.artifact.abi if e.get("type") == "event"  # type: ignore[arg-type]
+            event_abi_to_log_topic(e): e["name"]
+            for e in self.artifact.abi
+            if e.get("type") == "event"  # type: ignore[arg-type]
         }
 
     def __repr__(self) -> str:
@@ -431,16 +431,17 @@ class _Wrapper:
             if event_name is None or (name is not None and event_name != name):
                 continue
             decoded = self.contract.events[event_name]().process_log(log)
-            found.append(Event(event_name, dict(decoded["args"]), BlockNumber(decoded["blockNumber"]), "0x" + bytes(decoded["transactionHash"]).hex(), decoded["logIndex"]))
+            found.append(
+                Event(
+                    event_name, dict(decoded["args"]), BlockNumber(decoded["blockNumber"]), "0x" + bytes(decoded["transactionHash"]).hex(), decoded["logIndex"]
+                )
+            )
         return found
 
     def events(self, name: str, from_block: int, to_block: int | None = None, **filters: Any) -> list[Event]:
         """Logs of event ``name`` in a block range (fetched in bounded chunks), indexed-argument filters by name."""
         logs = self.client.get_logs(self.contract.events[name](), from_block, to_block, argument_filters=filters or None)
-        return [
-            Event(name, dict(e["args"]), BlockNumber(e["blockNumber"]), "0x" + bytes(e["transactionHash"]).hex(), e["logIndex"])
-            for e in logs
-        ]
+        return [Event(name, dict(e["args"]), BlockNumber(e["blockNumber"]), "0x" + bytes(e["transactionHash"]).hex(), e["logIndex"]) for e in logs]
 
 
 class VeriToken(_Wrapper):
@@ -640,9 +641,7 @@ class JobMarket(_Wrapper):
     def is_forced(self, secret: bytes, verifier: str, seal: ReportSeal) -> bool:
         return bool(self._call("isForced", secret, verifier, seal.as_tuple()))
 
-    def verify_probe(
-        self, job_id: JobId, seal: ReportSeal, index: int, segment: int, step: int, state_hash: bytes, proof: Sequence[bytes]
-    ) -> bool:
+    def verify_probe(self, job_id: JobId, seal: ReportSeal, index: int, segment: int, step: int, state_hash: bytes, proof: Sequence[bytes]) -> bool:
         return bool(self._call("verifyProbe", job_id, seal.as_tuple(), index, segment, step, state_hash, list(proof)))
 
     def seal_of(self, job_id: JobId, from_block: int = 0) -> ReportSeal | None:

@@ -188,9 +188,7 @@ class ReportOpening:
         )  # fmt: skip
 
 
-def opening_on_report(
-    seal: ReportSeal | None, probes: ProbeSource, index: int, state_hashes: Sequence[bytes | str], tree: ProofSource
-) -> ReportOpening:
+def opening_on_report(seal: ReportSeal | None, probes: ProbeSource, index: int, state_hashes: Sequence[bytes | str], tree: ProofSource) -> ReportOpening:
     """Dispute probe ``index`` of a passing report: the verifier's probe and its proof from the
     report's probe tree, the agreed start (checkpoint ``segment``) from the solver's trace.
 
@@ -360,9 +358,7 @@ def isolated_step(game: Game, checkpoint_interval: int, checkpoint_cids: Sequenc
     the pre-state is checkpoint j itself, whose CID is in the manifest (``checkpoint_cids``): in a
     report game too, which starts from the solver's checkpoint j (the defender's ``post_hash`` is
     then the verifier's state, and ``solver_right`` in the vote means "the defender is right")."""
-    if game.status not in (GameStatus.ISOLATED, GameStatus.ARBITRATING) and not (
-        game.status.final and game.hi - game.lo == 1
-    ):
+    if game.status not in (GameStatus.ISOLATED, GameStatus.ARBITRATING) and not (game.status.final and game.hi - game.lo == 1):
         raise DisputeError(f"game is {game.status.name}: no step isolated yet")
     if bytes(game.agreed_cid) == ZERO32:
         if not 0 <= game.segment < len(checkpoint_cids):

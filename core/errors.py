@@ -21,6 +21,7 @@ __all__ = [
     "NoGas",
 ]
 
+
 class VeritrainError(Exception):
     """Root of every error veritrain raises on purpose.
 

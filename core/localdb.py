@@ -58,9 +58,7 @@ class LocalDb:
     def _migrate(self, migrations: Sequence[str]) -> None:
         have = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
         if have > len(migrations):
-            raise LocalDbError(
-                f"state file {self.path} has schema version {have}, this program knows {len(migrations)}"
-            )
+            raise LocalDbError(f"state file {self.path} has schema version {have}, this program knows {len(migrations)}")
         for version in range(have, len(migrations)):
             with self.transaction() as conn:
                 for statement in _split_statements(migrations[version]):

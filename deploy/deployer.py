@@ -30,8 +30,8 @@ from eth_utils.abi import get_abi_input_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core import artifacts
-from core.bounded import InputRejected, load_json, read_regular_file
 from core.address_book import AddressBook, DeployedContract, book_path
+from core.bounded import InputRejected, load_json, read_regular_file
 from core.chain import Address, ChainClient, Receipt, Signer
 from core.contracts import JobMarket, StakeManager, VeriToken
 from core.errors import ArtifactsMissing, ConfigError
@@ -63,9 +63,7 @@ class DeployParams(BaseModel):
     unbonding_delay: int = Field(alias="unbondingDelay", ge=0, lt=2**32)
     market: dict[str, int] = Field(description="JobMarket MarketParams by Solidity field name")
     game: dict[str, int] = Field(description="DisputeGame GameParams by Solidity field name")
-    jackpot_seed: int = Field(
-        alias="jackpotSeed", default=0, ge=0, description="tokens the deployer puts into the jackpot after wiring"
-    )
+    jackpot_seed: int = Field(alias="jackpotSeed", default=0, ge=0, description="tokens the deployer puts into the jackpot after wiring")
 
     @model_validator(mode="after")
     def _seed_fits_the_supply(self) -> DeployParams:
@@ -85,15 +83,18 @@ class DeployParams(BaseModel):
         longest = g["openWindow"] + 2 * g["clockTime"] + g["drawWindow"] + g["commitWindow"] + g["revealWindow"]
         if longest >= window:
             raise ValueError(
-                f"game.openWindow + 2 * clockTime + drawWindow + commitWindow + revealWindow = {longest} s "
-                f"must be below market.disputeWindow = {window} s"
+                f"game.openWindow + 2 * clockTime + drawWindow + commitWindow + revealWindow = {longest} s must be below market.disputeWindow = {window} s"
             )
         return self
 
     @classmethod
     def load(cls, path: Path) -> DeployParams:
         try:
-            return cls.model_validate(load_json(read_regular_file(path, max_bytes=_MAX_PARAMS_BYTES, what="parameters file"), max_bytes=_MAX_PARAMS_BYTES, what=f"parameters file {path}"))
+            return cls.model_validate(
+                load_json(
+                    read_regular_file(path, max_bytes=_MAX_PARAMS_BYTES, what="parameters file"), max_bytes=_MAX_PARAMS_BYTES, what=f"parameters file {path}"
+                )
+            )
         except InputRejected as exc:
             raise ConfigError(str(exc)) from None
         except ValidationError as exc:

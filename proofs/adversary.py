@@ -215,9 +215,7 @@ def _adaptive(strategy: str, spec: JobSpec, dataset: Dataset, chosen: tuple[int,
     return CheatTrace(strategy, faked.trace, faked.bad_segments, faked.work_saved)
 
 
-def mix(
-    spec: JobSpec, dataset: Dataset, plan: Mapping[int, str], *, free_start: bool = False, rt: Runtime = Runtime()
-) -> CheatTrace:
+def mix(spec: JobSpec, dataset: Dataset, plan: Mapping[int, str], *, free_start: bool = False, rt: Runtime = Runtime()) -> CheatTrace:
     """An adaptive cheat mixing the classes: ``plan`` maps segments to a move of :data:`MOVES`
     (the others are trained honestly); ``free_start`` starts from another seed's initialization.
     A ``coast-out`` returns to the state the last ``coast-in`` left."""

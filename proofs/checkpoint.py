@@ -109,9 +109,7 @@ def decode_checkpoint(data: bytes, *, expect_hash: str | None = None, expect_spe
         raise CheckpointError(f"checkpoint is truncated: {len(data)} bytes, not even a header length")
     (head_len,) = struct.unpack("<Q", data[:8])
     if head_len > _MAX_HEADER or 8 + head_len > len(data):
-        raise CheckpointError(
-            f"checkpoint is truncated or corrupt: header of {head_len} bytes in {len(data)} bytes of data"
-        )
+        raise CheckpointError(f"checkpoint is truncated or corrupt: header of {head_len} bytes in {len(data)} bytes of data")
     try:
         meta = safetensors_header(data, max_header=_MAX_HEADER, what="checkpoint").get("__metadata__") or {}
         tensors = load_safetensors(data)

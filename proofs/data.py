@@ -170,9 +170,7 @@ def _tokens(spec: JobSpec, arr: np.ndarray) -> torch.Tensor:
         raise DatasetError(f"tokens must be one 1-D tensor, got shape {arr.shape}")
     windows = arr.shape[0] - model.block_size  # type: ignore[union-attr]
     if windows < spec.batch_size:
-        raise DatasetError(
-            f"{arr.shape[0]} tokens give {max(windows, 0)} windows of block_size+1; one batch needs {spec.batch_size}"
-        )
+        raise DatasetError(f"{arr.shape[0]} tokens give {max(windows, 0)} windows of block_size+1; one batch needs {spec.batch_size}")
     tokens = torch.from_numpy(arr.astype(np.int64))
     vocab = model.vocab_size  # type: ignore[union-attr]
     if tokens.min() < 0 or tokens.max() >= vocab:

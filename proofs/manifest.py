@@ -89,8 +89,7 @@ class Manifest(_Frozen):
             raise ManifestError(f"manifest is for spec {self.spec_hash}, not {spec.spec_hash()}")
         if (self.steps, self.checkpoint_interval) != (spec.steps, spec.checkpoint_interval):
             raise ManifestError(
-                f"manifest covers {self.steps} steps every {self.checkpoint_interval}; "
-                f"the spec says {spec.steps} every {spec.checkpoint_interval}"
+                f"manifest covers {self.steps} steps every {self.checkpoint_interval}; the spec says {spec.steps} every {spec.checkpoint_interval}"
             )
 
     def canonical_bytes(self) -> bytes:
@@ -129,9 +128,7 @@ def parse_manifest(data: bytes, spec: JobSpec | None = None) -> Manifest:
     try:
         manifest = Manifest.model_validate_json(data)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or '(manifest)'}: {e['msg']}" for e in exc.errors(include_url=False)[:5]
-        )
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(manifest)'}: {e['msg']}" for e in exc.errors(include_url=False)[:5])
         raise ManifestError(f"invalid manifest: {problems}") from exc
     except json.JSONDecodeError as exc:  # pragma: no cover - pydantic wraps JSON errors
         raise ManifestError(f"manifest is not JSON: {exc}") from exc

@@ -32,9 +32,7 @@ class Optimizer:
         return {f"optim.{n}.{s}": torch.zeros_like(p) for n, p in params.items() for s in self.slots}
 
     @torch.no_grad()
-    def update(
-        self, params: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor], step: int
-    ) -> None:  # pragma: no cover - interface
+    def update(self, params: Mapping[str, torch.Tensor], state: Mapping[str, torch.Tensor], step: int) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
 
@@ -53,8 +51,14 @@ class SGD(Optimizer):
                 assert p.grad is not None
                 buf = state[f"optim.{name}.momentum"].numpy().reshape(-1) if c.momentum > 0 else np.empty(0, np.float32)
                 repro_kernels.sgd_update(
-                    p.detach().numpy().reshape(-1), p.grad.contiguous().numpy().reshape(-1), buf,
-                    f(c.lr), f(c.momentum), f(c.dampening), f(c.weight_decay), c.nesterov,
+                    p.detach().numpy().reshape(-1),
+                    p.grad.contiguous().numpy().reshape(-1),
+                    buf,
+                    f(c.lr),
+                    f(c.momentum),
+                    f(c.dampening),
+                    f(c.weight_decay),
+                    c.nesterov,
                 )
             return
         for name, p in params.items():
@@ -86,9 +90,16 @@ class Adam(Optimizer):
             for name, p in params.items():
                 assert p.grad is not None
                 repro_kernels.adam_update(
-                    p.detach().numpy().reshape(-1), p.grad.contiguous().numpy().reshape(-1),
-                    state[f"optim.{name}.exp_avg"].numpy().reshape(-1), state[f"optim.{name}.exp_avg_sq"].numpy().reshape(-1),
-                    f(c.beta1), f(c.beta2), f(c.eps), f(c.weight_decay), f(c.lr / bc1), f(bc2_sqrt),
+                    p.detach().numpy().reshape(-1),
+                    p.grad.contiguous().numpy().reshape(-1),
+                    state[f"optim.{name}.exp_avg"].numpy().reshape(-1),
+                    state[f"optim.{name}.exp_avg_sq"].numpy().reshape(-1),
+                    f(c.beta1),
+                    f(c.beta2),
+                    f(c.eps),
+                    f(c.weight_decay),
+                    f(c.lr / bc1),
+                    f(bc2_sqrt),
                 )
             return
         bc1 = 1.0 - c.beta1**t

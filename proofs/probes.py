@@ -79,15 +79,10 @@ def probe_step(assign_seed: bytes | str, index: int, segment_steps: int) -> int:
     return 1 + _seed_word(assign_seed, index, 1) % max(segment_steps - 1, 1)
 
 
-def probe_positions(
-    assign_seed: bytes | str, probe_count: int, checkpoint_count: int, checkpoint_interval: int
-) -> list[tuple[int, int, int]]:
+def probe_positions(assign_seed: bytes | str, probe_count: int, checkpoint_count: int, checkpoint_interval: int) -> list[tuple[int, int, int]]:
     """``(index, segment, step)`` of every probe slot of a report on a trace of ``checkpoint_count``
     checkpoints, ``checkpoint_interval`` steps apart (every segment of a spec has exactly k steps)."""
-    return [
-        (i, probe_segment(assign_seed, i, checkpoint_count), probe_step(assign_seed, i, checkpoint_interval))
-        for i in range(probe_count)
-    ]
+    return [(i, probe_segment(assign_seed, i, checkpoint_count), probe_step(assign_seed, i, checkpoint_interval)) for i in range(probe_count)]
 
 
 @dataclass(frozen=True)

@@ -356,7 +356,12 @@ def replay_segment(
     if replayed_hash == committed_hash:
         return SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay reproduces {committed_hash}", **extra)  # type: ignore[arg-type]
     if spec.tolerance.mode == "exact":
-        return _fail(segment, Reason.STATE_MISMATCH, f"replay gives {replayed_hash}, committed {committed_hash} (param l2 {param_d.l2:.3g}, linf {param_d.linf:.3g})", **extra)
+        return _fail(
+            segment,
+            Reason.STATE_MISMATCH,
+            f"replay gives {replayed_hash}, committed {committed_hash} (param l2 {param_d.l2:.3g}, linf {param_d.linf:.3g})",
+            **extra,
+        )
     if frozen := moved_frozen(first.tensors, ours, last.tensors):
         return _fail(segment, Reason.OUT_OF_TOLERANCE, f"{frozen} coordinates the replay leaves unchanged were changed", **extra)
     if param_d.within(spec.tolerance) and optim_d.within(spec.tolerance):

@@ -21,8 +21,7 @@ import torch
 
 from proofs import repro_kernels as K
 
-__all__ = ["linear", "conv2d", "max_pool2", "layer_norm", "gelu", "causal_attention", "embedding",
-           "cross_entropy", "set_threads", "threads"]
+__all__ = ["linear", "conv2d", "max_pool2", "layer_norm", "gelu", "causal_attention", "embedding", "cross_entropy", "set_threads", "threads"]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -274,4 +273,3 @@ def set_threads(n: int) -> None:
 
 def threads() -> int:
     return int(numba.get_num_threads())
-

@@ -33,9 +33,28 @@ if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "workqueue"
 
 __all__ = [
-    "exp64", "log64", "tanh64", "bmm", "colsum", "causal_softmax", "causal_softmax_bwd",
-    "layer_norm", "layer_norm_bwd", "layer_norm_params_bwd", "gelu", "gelu_bwd", "cross_entropy", "cross_entropy_bwd",
-    "im2col", "col2im", "rowsum", "maxpool2", "maxpool2_bwd", "embedding_bwd", "sgd_update", "adam_update",
+    "exp64",
+    "log64",
+    "tanh64",
+    "bmm",
+    "colsum",
+    "causal_softmax",
+    "causal_softmax_bwd",
+    "layer_norm",
+    "layer_norm_bwd",
+    "layer_norm_params_bwd",
+    "gelu",
+    "gelu_bwd",
+    "cross_entropy",
+    "cross_entropy_bwd",
+    "im2col",
+    "col2im",
+    "rowsum",
+    "maxpool2",
+    "maxpool2_bwd",
+    "embedding_bwd",
+    "sgd_update",
+    "adam_update",
 ]
 
 # ------------------------------------------------------------------ transcendentals
@@ -131,7 +150,7 @@ def _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n):  # type: ignore[no-untyped-def]
     a10, a11, a12, a13 = a[i0 + 1, k], a[i0 + 1, k + 1], a[i0 + 1, k + 2], a[i0 + 1, k + 3]
     a20, a21, a22, a23 = a[i0 + 2, k], a[i0 + 2, k + 1], a[i0 + 2, k + 2], a[i0 + 2, k + 3]
     a30, a31, a32, a33 = a[i0 + 3, k], a[i0 + 3, k + 1], a[i0 + 3, k + 2], a[i0 + 3, k + 3]
-    b0, b1, b2, b3 = b[k, j0:j0 + n], b[k + 1, j0:j0 + n], b[k + 2, j0:j0 + n], b[k + 3, j0:j0 + n]
+    b0, b1, b2, b3 = b[k, j0 : j0 + n], b[k + 1, j0 : j0 + n], b[k + 2, j0 : j0 + n], b[k + 3, j0 : j0 + n]
     for j in range(n):
         x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
         o0[j] = (((o0[j] + a00 * x0) + a01 * x1) + a02 * x2) + a03 * x3
@@ -151,13 +170,13 @@ def _tile(a, b, out, i0, rows, j0, n):  # type: ignore[no-untyped-def]
             _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n)
         for k in range(k4, kk):
             for r in range(_ROWS):
-                _axpy1(acc[r], a[i0 + r, k], b[k, j0:j0 + n], n)
+                _axpy1(acc[r], a[i0 + r, k], b[k, j0 : j0 + n], n)
     else:
         for r in range(rows):
             o0 = acc[r]
             for k in range(kk):
-                _axpy1(o0, a[i0 + r, k], b[k, j0:j0 + n], n)
-    out[i0:i0 + rows, j0:j0 + n] = acc[:rows]
+                _axpy1(o0, a[i0 + r, k], b[k, j0 : j0 + n], n)
+    out[i0 : i0 + rows, j0 : j0 + n] = acc[:rows]
 
 
 @njit(parallel=True, cache=True)

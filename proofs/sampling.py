@@ -139,9 +139,7 @@ def detection_probability(
     return 1.0 - _miss_hypergeometric(n - d, bad, rr)
 
 
-def required_random(
-    fraction: float, n: int, target: float = 0.99, q: int = DEFAULT_Q, *, include_last: bool = True
-) -> int:
+def required_random(fraction: float, n: int, target: float = 0.99, q: int = DEFAULT_Q, *, include_last: bool = True) -> int:
     """Smallest R whose worst-case detection of ``ceil(fraction * n)`` bad segments reaches ``target``."""
     bad = max(1, math.ceil(fraction * n - 1e-9))
     for r in range(0, n + 1):

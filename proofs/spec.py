@@ -64,7 +64,6 @@ class Limits:
     CLASSES = 10_000
 
 
-
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
@@ -107,10 +106,7 @@ class CNNConfig(_Frozen):
     def _pools_fit(self) -> CNNConfig:
         scale = 2 ** len(self.channels)
         if self.height % scale or self.width % scale:
-            raise ValueError(
-                f"height and width must be divisible by 2**len(channels) = {scale} "
-                f"(got {self.height}x{self.width})"
-            )
+            raise ValueError(f"height and width must be divisible by 2**len(channels) = {scale} (got {self.height}x{self.width})")
         return self
 
     @property
@@ -339,4 +335,3 @@ def _describe(exc: ValidationError) -> str:
         where = ".".join(str(p) for p in err["loc"]) or "(spec)"
         lines.append(f"{where}: {err['msg']}")
     return "invalid job spec: " + "; ".join(lines)
-

@@ -192,9 +192,7 @@ class Trace:
             steps=self.spec.steps,
             checkpoint_interval=self.spec.checkpoint_interval,
             root=self.root,
-            checkpoints=tuple(
-                CheckpointEntry(index=i, cid=c, state_hash=h) for i, (c, h) in enumerate(zip(cids, self.state_hashes))
-            ),
+            checkpoints=tuple(CheckpointEntry(index=i, cid=c, state_hash=h) for i, (c, h) in enumerate(zip(cids, self.state_hashes))),
             update_norms=self.update_norms,
         )
 

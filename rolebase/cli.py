@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.table import Table
 
 from core.address_book import AddressBook
-from core.bounded import InputRejected, read_regular_file
 from core.agent import status_lines
+from core.bounded import InputRejected, read_regular_file
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
 from core.contracts import Protocol, Role
@@ -71,17 +71,54 @@ _MAX_PASSWORD_FILE_BYTES = 4096
 console = Console()
 err_console = Console(stderr=True)
 
-Rpc = Annotated[str | None, typer.Option("--rpc-url", "--rpc", "-r", help="JSON-RPC URL (env VERITRAIN_RPC_URL, else ETH_RPC_URL; default http://127.0.0.1:8545)", show_default=False)]
+Rpc = Annotated[
+    str | None,
+    typer.Option("--rpc-url", "--rpc", "-r", help="JSON-RPC URL (env VERITRAIN_RPC_URL, else ETH_RPC_URL; default http://127.0.0.1:8545)", show_default=False),
+]
 ChainId = Annotated[int | None, typer.Option("--chain-id", help="expected chain id, checked on connect (env VERITRAIN_CHAIN_ID)", show_default=False)]
-BookDir = Annotated[Path | None, typer.Option("--address-book-dir", help="directory of <chainId>.json address books (env VERITRAIN_ADDRESS_BOOK_DIR; default ./deployments)", show_default=False)]
+BookDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--address-book-dir", help="directory of <chainId>.json address books (env VERITRAIN_ADDRESS_BOOK_DIR; default ./deployments)", show_default=False
+    ),
+]
 DataDir = Annotated[Path | None, typer.Option("--data-dir", help="client state directory (env VERITRAIN_DATA_DIR; default ~/.veritrain)", show_default=False)]
 Keystore = Annotated[Path | None, typer.Option("--keystore", help="encrypted JSON keystore file (env VERITRAIN_KEYSTORE)", show_default=False)]
-Account = Annotated[str | None, typer.Option("--account", "-a", help="a key by its name in <data-dir>/keystores (veritrain wallet new NAME; env VERITRAIN_ACCOUNT)", envvar="VERITRAIN_ACCOUNT", show_default=False)]
-PasswordFile = Annotated[Path | None, typer.Option("--password-file", help="file whose first line is the keystore's password (env VERITRAIN_PASSWORD_FILE; else VERITRAIN_KEYSTORE_PASSWORD, else a prompt)", show_default=False)]
+Account = Annotated[
+    str | None,
+    typer.Option(
+        "--account",
+        "-a",
+        help="a key by its name in <data-dir>/keystores (veritrain wallet new NAME; env VERITRAIN_ACCOUNT)",
+        envvar="VERITRAIN_ACCOUNT",
+        show_default=False,
+    ),
+]
+PasswordFile = Annotated[
+    Path | None,
+    typer.Option(
+        "--password-file",
+        help="file whose first line is the keystore's password (env VERITRAIN_PASSWORD_FILE; else VERITRAIN_KEYSTORE_PASSWORD, else a prompt)",
+        show_default=False,
+    ),
+]
 KeyEnv = Annotated[str | None, typer.Option("--key-env", help="name of the env var that holds the private key (env VERITRAIN_KEY_ENV)", show_default=False)]
 Json = Annotated[bool, typer.Option("--json", help="print machine-readable JSON (amounts in base units, times in unix seconds)")]
-StoreDir = Annotated[Path | None, typer.Option("--store-dir", help="local content store directory [env: VERITRAIN_STORE_DIR; default <data-dir>/store]", envvar="VERITRAIN_STORE_DIR", show_default=False)]
-IpfsApi = Annotated[str | None, typer.Option("--ipfs-api", help="IPFS node RPC API URL (instead of the local store), e.g. http://127.0.0.1:5001", envvar="VERITRAIN_IPFS_API", show_default=False)]
+StoreDir = Annotated[
+    Path | None,
+    typer.Option(
+        "--store-dir",
+        help="local content store directory [env: VERITRAIN_STORE_DIR; default <data-dir>/store]",
+        envvar="VERITRAIN_STORE_DIR",
+        show_default=False,
+    ),
+]
+IpfsApi = Annotated[
+    str | None,
+    typer.Option(
+        "--ipfs-api", help="IPFS node RPC API URL (instead of the local store), e.g. http://127.0.0.1:5001", envvar="VERITRAIN_IPFS_API", show_default=False
+    ),
+]
 LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
 
 
@@ -179,7 +216,10 @@ def show_status(
         return
     for line in status_lines(role, report):
         console.print(line)
-    console.print(f"gas {report['gas']} ETH  unbonding released {report['unbonding_release_at']}  net earnings {report['earnings_net']} VERI (veritrain earnings {me})", highlight=False)
+    console.print(
+        f"gas {report['gas']} ETH  unbonding released {report['unbonding_release_at']}  net earnings {report['earnings_net']} VERI (veritrain earnings {me})",
+        highlight=False,
+    )
     table = table_of(report)
     if table is not None:
         console.print(table)

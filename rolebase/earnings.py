@@ -53,4 +53,3 @@ def earnings_of(protocol: Protocol, me: Address) -> list[dict[str, object]]:
     for e in stakes.events("StakeSlashed", start, recipient=me):
         add(e, None, None, "paid from a slashed stake", int(e.args["amount"]))
     return [entry for _, _, entry in sorted(entries, key=lambda t: (t[0], t[1]))]
-

@@ -21,14 +21,20 @@ from core.chain import Address
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, StoreDir, console, show_status, show_time
+from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status, show_time
 from rolebase.deployment import run_following
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.state import SolverDb
 from solver.work import Limits
 
-app = typer.Typer(name="solver", help="The solver daemon: stake, claim jobs, train, commit, collect pay.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    name="solver",
+    help="The solver daemon: stake, claim jobs, train, commit, collect pay.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 
 @app.command()
@@ -46,14 +52,26 @@ def run(
     stake: Annotated[str, typer.Option(help="solver stake to hold, in VERI (0: the chain's minimum)")] = "0",
     max_active: Annotated[int, typer.Option(help="jobs trained at once (claimed, not yet committed)", min=1, max=16)] = 1,
     min_reward: Annotated[str, typer.Option(help="ignore jobs paying less than this, in VERI")] = "0",
-    max_steps: Annotated[int, typer.Option(help="refuse jobs with more training steps than this (default: the protocol's limit)", min=1, max=Limits().max_steps)] = Limits().max_steps,
-    max_params: Annotated[int, typer.Option(help="refuse models with more parameters than this (default: the protocol's limit)", min=1, max=Limits().max_params)] = Limits().max_params,
-    max_data_mib: Annotated[int, typer.Option(help="refuse datasets larger than this many MiB (default: the protocol's limit)", min=1, max=Limits().max_dataset_bytes >> 20)] = Limits().max_dataset_bytes >> 20,
+    max_steps: Annotated[
+        int, typer.Option(help="refuse jobs with more training steps than this (default: the protocol's limit)", min=1, max=Limits().max_steps)
+    ] = Limits().max_steps,
+    max_params: Annotated[
+        int, typer.Option(help="refuse models with more parameters than this (default: the protocol's limit)", min=1, max=Limits().max_params)
+    ] = Limits().max_params,
+    max_data_mib: Annotated[
+        int, typer.Option(help="refuse datasets larger than this many MiB (default: the protocol's limit)", min=1, max=Limits().max_dataset_bytes >> 20)
+    ] = Limits().max_dataset_bytes >> 20,
     poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     log_json: LogJson = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
-    cheat: Annotated[str | None, typer.Option(hidden=True, help="TEST/DEMO ADVERSARY: commit a cheating trace (proofs.adversary strategy), withhold: delete the checkpoints once committed, or stale-model: commit checkpoint 0 as the model")] = None,
+    cheat: Annotated[
+        str | None,
+        typer.Option(
+            hidden=True,
+            help="TEST/DEMO ADVERSARY: commit a cheating trace (proofs.adversary strategy), withhold: delete the checkpoints once committed, or stale-model: commit checkpoint 0 as the model",
+        ),
+    ] = None,
 ) -> None:
     """Run the solver until SIGTERM or Ctrl-C. Safe to kill -9 and restart: it resumes from the chain and its records.
 
@@ -66,7 +84,16 @@ def run(
     if cheat is not None and cheat not in daemon.CHEATS:
         raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(daemon.CHEATS)}", param_hint="--cheat")
     configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc,
+        chain_id=chain_id,
+        address_book_dir=book_dir,
+        data_dir=data_dir,
+        keystore=keystore,
+        key_env=key_env,
+        account=account,
+        password_file=password_file,
+    )
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = SolverConfig(stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"))
@@ -74,13 +101,30 @@ def run(
     try:
         run_following(
             settings,
-            lambda s: daemon.build(s, signer, store, config, limits=Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20), loop=LoopSettings(poll_interval_s=poll), progress=bar, cheat=cheat),
+            lambda s: daemon.build(
+                s,
+                signer,
+                store,
+                config,
+                limits=Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20),
+                loop=LoopSettings(poll_interval_s=poll),
+                progress=bar,
+                cheat=cheat,
+            ),
         )
     finally:
         _BARS.stop()
 
 
-_BARS = Progress(TextColumn("job {task.fields[job]}"), BarColumn(), MofNCompleteColumn(), TextColumn("steps"), TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+_BARS = Progress(
+    TextColumn("job {task.fields[job]}"),
+    BarColumn(),
+    MofNCompleteColumn(),
+    TextColumn("steps"),
+    TimeRemainingColumn(),
+    console=Console(stderr=True),
+    transient=False,
+)
 _TASKS: dict[int, TaskID] = {}
 
 
@@ -113,7 +157,16 @@ def status(
 
       SOLVER_KEY=0x... veritrain solver status --key-env SOLVER_KEY --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc,
+        chain_id=chain_id,
+        address_book_dir=book_dir,
+        data_dir=data_dir,
+        keystore=keystore,
+        key_env=key_env,
+        account=account,
+        password_file=password_file,
+    )
     show_status("solver", settings, address, json_out, daemon.state_dir, solver_status, _jobs_table)
 
 
@@ -153,4 +206,3 @@ def _jobs_table(report: dict[str, object]) -> Table | None:
     for j in jobs:
         table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], str(j["checkpoints"]), show_time(j["deadline"]), j["manifest_cid"] or "-")
     return table
-

@@ -23,9 +23,7 @@ from solver.work import SpecJudge
 
 log = logging.getLogger(__name__)
 
-_HELD_STATES = frozenset(
-    {JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.VERIFIED, JobState.DISPUTED}
-)
+_HELD_STATES = frozenset({JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.VERIFIED, JobState.DISPUTED})
 
 
 class SolverLoader:
@@ -68,9 +66,7 @@ class SolverLoader:
                 ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0
                 train_s = self.judge.check(self.watcher.spec_cid(job_id)).train_s if job.state is JobState.CLAIMED else 0.0
                 challenged = p.market.availability_challenge(job_id).item if job.state is JobState.DATA_CHALLENGED else None
-                held.append(
-                    HeldJob(job_id, job.state, job.deadline, ready, phase, *self._dispute(job_id, job), train_s=train_s, challenged_item=challenged)
-                )
+                held.append(HeldJob(job_id, job.state, job.deadline, ready, phase, *self._dispute(job_id, job), train_s=train_s, challenged_item=challenged))
         held_ids = {h.job_id for h in held}
         return SolverView(
             now=now,

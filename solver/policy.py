@@ -188,8 +188,19 @@ class Forget:
 
 
 SolverAction = (
-    Stake | Claim | Train | Upload | Commit | AssignVerifier | TimeoutVerifier | Finalize | PostMidpoint | TimeoutClock | ForfeitUnopened
-    | AnswerAvailability | Forget
+    Stake
+    | Claim
+    | Train
+    | Upload
+    | Commit
+    | AssignVerifier
+    | TimeoutVerifier
+    | Finalize
+    | PostMidpoint
+    | TimeoutClock
+    | ForfeitUnopened
+    | AnswerAvailability
+    | Forget
 )
 
 
@@ -263,9 +274,7 @@ class SolverPolicy:
         # jobs train one after another: a claim must finish after the training already owed
         busy = sum(j.train_s for j in view.held_jobs if j.state is JobState.CLAIMED and j.phase in (Phase.CLAIMED, Phase.TRAINING))
         claims: list[Claim] = []
-        candidates = sorted(
-            (j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, j.job_id)
-        )
+        candidates = sorted((j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, j.job_id))
         for job in candidates:
             if len(claims) == room:
                 break
@@ -276,8 +285,4 @@ class SolverPolicy:
         return claims
 
     def _claimable(self, view: SolverView, job: OpenJob) -> bool:
-        return (
-            job.spec.runnable
-            and job.reward >= self.config.min_reward
-            and view.now + self.config.commit_margin_s < job.expires_at
-        )
+        return job.spec.runnable and job.reward >= self.config.min_reward and view.now + self.config.commit_margin_s < job.expires_at

@@ -215,9 +215,7 @@ class SolverDb(RoleDb):
 
     def refusal(self, deployment: str, job_id: JobId, spec_cid: str) -> str | None:
         """Why the job was refused for good, or None."""
-        row = self.db.query_one(
-            "SELECT reason FROM refused_jobs WHERE deployment = ? AND job_id = ? AND spec_cid = ?", (deployment, job_id, spec_cid)
-        )
+        row = self.db.query_one("SELECT reason FROM refused_jobs WHERE deployment = ? AND job_id = ? AND spec_cid = ?", (deployment, job_id, spec_cid))
         return None if row is None else str(row["reason"])
 
     def refuse(self, deployment: str, job_id: JobId, spec_cid: str, reason: str) -> None:
@@ -225,7 +223,6 @@ class SolverDb(RoleDb):
             "INSERT OR IGNORE INTO refused_jobs (deployment, job_id, spec_cid, reason, refused_at) VALUES (?, ?, ?, ?, ?)",
             (deployment, job_id, spec_cid, reason, time.time()),
         )
-
 
 
 def _job(r: sqlite3.Row) -> JobRecord:

@@ -18,14 +18,16 @@ from rich.table import Table
 from core.agent import open_store
 from core.contracts import JobId
 from proofs.spec import JobSpec
-from submitter import service
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import IpfsApi, StoreDir, console, show_time
+from submitter import service
 from submitter.specfile import read_job
 from submitter.timeline import job_timeline
 
-app = typer.Typer(name="submit", help="Post training jobs and get proven models back.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    name="submit", help="Post training jobs and get proven models back.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False
+)
 
 
 @app.command()
@@ -34,7 +36,9 @@ def post(
     data: Annotated[Path | None, typer.Option("--data", help="dataset file to upload; its CID goes into the spec")] = None,
     reward: Annotated[str, typer.Option(help="solver reward, in VERI")] = "10",
     fee: Annotated[str, typer.Option(help="verifier fee, in VERI")] = "2",
-    commit_window: Annotated[int | None, typer.Option(help="seconds the solver has from its claim to its commit [default: the market's maximum]", show_default=False)] = None,
+    commit_window: Annotated[
+        int | None, typer.Option(help="seconds the solver has from its claim to its commit [default: the market's maximum]", show_default=False)
+    ] = None,
     rpc: options.Rpc = None,
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
@@ -45,7 +49,9 @@ def post(
     key_env: options.KeyEnv = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="check the spec and the data together and print the job's size and compute; send and upload nothing")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="check the spec and the data together and print the job's size and compute; send and upload nothing")
+    ] = False,
     json_out: options.Json = False,
 ) -> None:
     """Upload the dataset and the spec, escrow reward + fee + the jackpot tax, post the job; prints the job id.
@@ -71,24 +77,34 @@ def post(
                 highlight=False,
             )
         return
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc,
+        chain_id=chain_id,
+        address_book_dir=book_dir,
+        data_dir=data_dir,
+        keystore=keystore,
+        key_env=key_env,
+        account=account,
+        password_file=password_file,
+    )
     amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
     protocol = options.protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window)
     if json_out:
-        print(json.dumps({
-            "job_id": posted.job_id,
-            "spec_cid": posted.spec_cid,
-            "dataset_cid": posted.dataset_cid,
-            "jackpot_tax": str(posted.tax),
-            "gas": {k: r.gas_used for k, r in posted.receipts.items()},
-        }))
+        print(
+            json.dumps(
+                {
+                    "job_id": posted.job_id,
+                    "spec_cid": posted.spec_cid,
+                    "dataset_cid": posted.dataset_cid,
+                    "jackpot_tax": str(posted.tax),
+                    "gas": {k: r.gas_used for k, r in posted.receipts.items()},
+                }
+            )
+        )
         return
-    console.print(
-        f"posted job [bold]{posted.job_id}[/]  spec {posted.spec_cid}  dataset {posted.dataset_cid}"
-        f"  jackpot tax {show_tokens(posted.tax)} VERI"
-    )
+    console.print(f"posted job [bold]{posted.job_id}[/]  spec {posted.spec_cid}  dataset {posted.dataset_cid}  jackpot tax {show_tokens(posted.tax)} VERI")
     print(posted.job_id)
 
 
@@ -114,7 +130,9 @@ def list_(
         return
     table = Table("job", "state", "reward", "fee", "submitter", "solver", "verifier")
     for job_id, job in jobs:
-        table.add_row(str(job_id), job.state.name, show_tokens(job.reward), show_tokens(job.verifier_fee), _short(job.submitter), _short(job.solver), _short(job.verifier))
+        table.add_row(
+            str(job_id), job.state.name, show_tokens(job.reward), show_tokens(job.verifier_fee), _short(job.submitter), _short(job.solver), _short(job.verifier)
+        )
     console.print(table)
 
 
@@ -152,7 +170,14 @@ def show(
 @app.command()
 def fetch(
     job: Annotated[int, typer.Argument(help="job id", show_default=False)],
-    out: Annotated[Path | None, typer.Option("--out", help="file to write the trained model to (the final training checkpoint, safetensors; `veritrain model export` gives a loadable module)", show_default=False)] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="file to write the trained model to (the final training checkpoint, safetensors; `veritrain model export` gives a loadable module)",
+            show_default=False,
+        ),
+    ] = None,
     spec: Annotated[Path | None, typer.Option("--spec", help="file to write the job's spec to (any job, posted or final)", show_default=False)] = None,
     rpc: options.Rpc = None,
     chain_id: options.ChainId = None,
@@ -199,7 +224,9 @@ def cancel(
 
       veritrain submit cancel 3 --key-env SUBMITTER_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
+    )
     receipt = service.cancel_job(options.protocol(settings, signing=True), job)
     console.print(f"job {job} cancelled (gas {receipt.gas_used:,})")
 
@@ -224,4 +251,3 @@ _AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "payout", "amo
 
 def _short(address: str) -> str:
     return "-" if int(address, 16) == 0 else f"{address[:6]}..{address[-4:]}"
-

@@ -19,8 +19,8 @@ from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Job, JobId, JobState, Protocol, TokenAmount
 from core.storage import ContentStore
-from rolebase.amounts import show_tokens
 from proofs.spec import Limits
+from rolebase.amounts import show_tokens
 from submitter.errors import SubmitError
 from submitter.specfile import MAX_MODEL_BYTES, publish, read_job
 
@@ -65,8 +65,7 @@ def post_job(
     have = token.balance_of(me)
     if have < need:
         raise SubmitError(
-            f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)}"
-            f" (reward + fee + {show_tokens(tax)} jackpot tax)"
+            f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)} (reward + fee + {show_tokens(tax)} jackpot tax)"
         )
     spec_cid = publish(draft, store)
     receipts: dict[str, Receipt] = {}

@@ -72,7 +72,9 @@ def read_job(spec_path: Path, data_path: Path | None, store: ContentStore) -> Jo
         except ProofError as exc:
             ds = spec.dataset
             names = f"{ds.inputs!r}" + (f" and {ds.targets!r}" if ds.targets is not None else "")
-            raise SubmitError(f"dataset file {data_path} does not fit the spec: {exc}; expected a {ds.format} file with tensors {names} (docs/formats.md)") from None
+            raise SubmitError(
+                f"dataset file {data_path} does not fit the spec: {exc}; expected a {ds.format} file with tensors {names} (docs/formats.md)"
+            ) from None
     return JobDraft(spec, spec.canonical_bytes(), cid, dataset)
 
 

@@ -75,9 +75,7 @@ def job_timeline(protocol: Protocol, job_id: JobId) -> list[TimelineEntry]:
     return timeline_entries(protocol, events, lambda e: {k: _jsonable(k, v) for k, v in e.args.items() if k != "jobId"})
 
 
-def timeline_entries(
-    protocol: Protocol, events: Iterable[Event], args: Callable[[Event], Mapping[str, Any]]
-) -> list[TimelineEntry]:
+def timeline_entries(protocol: Protocol, events: Iterable[Event], args: Callable[[Event], Mapping[str, Any]]) -> list[TimelineEntry]:
     """``events`` as timeline entries in chain order, with ``args(event)`` as their arguments.
 
     Each block's timestamp and each transaction's sender and gas are fetched once.
@@ -92,9 +90,7 @@ def timeline_entries(
         if event.block_number not in stamps:
             stamps[event.block_number] = client.timestamp(event.block_number)
         sender, gas = receipts[event.tx_hash]
-        entries.append(
-            TimelineEntry(event.name, event.block_number, stamps[event.block_number], event.log_index, event.tx_hash, sender, gas, args(event))
-        )
+        entries.append(TimelineEntry(event.name, event.block_number, stamps[event.block_number], event.log_index, event.tx_hash, sender, gas, args(event)))
     return entries
 
 

@@ -24,7 +24,13 @@ from verifier import daemon
 from verifier.policy import VerifierConfig
 from verifier.state import VerifierDb
 
-app = typer.Typer(name="verifier", help="The verifier daemon: stake, replay sampled segments when drawn, report with probes, open and play disputes, defend its probes, sit as referee; keep jobs moving.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    name="verifier",
+    help="The verifier daemon: stake, replay sampled segments when drawn, report with probes, open and play disputes, defend its probes, sit as referee; keep jobs moving.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 
 @app.command()
@@ -63,7 +69,16 @@ def run(
     if lie and lazy:
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
     configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc,
+        chain_id=chain_id,
+        address_book_dir=book_dir,
+        data_dir=data_dir,
+        keystore=keystore,
+        key_env=key_env,
+        account=account,
+        password_file=password_file,
+    )
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
@@ -89,7 +104,16 @@ def status(
 
       veritrain verifier status --address 0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc,
+        chain_id=chain_id,
+        address_book_dir=book_dir,
+        data_dir=data_dir,
+        keystore=keystore,
+        key_env=key_env,
+        account=account,
+        password_file=password_file,
+    )
     show_status("verifier", settings, address, json_out, daemon.state_dir, verifier_status, _assignments_table)
 
 
@@ -128,4 +152,3 @@ def verifier_status(protocol: Protocol, home: Path, me: Address, tokens: Callabl
     finally:
         db.close()
     return out
-

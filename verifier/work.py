@@ -72,6 +72,7 @@ from verifier.policy import Draw
 
 log = logging.getLogger(__name__)
 
+
 def _verdict_entry(v: SegmentVerdict) -> dict[str, object]:
     """A segment's verdict as the report JSON lists it."""
     return {"segment": v.segment, "passed": v.passed, "reason": v.reason.value, "detail": v.detail}

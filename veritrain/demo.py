@@ -59,12 +59,12 @@ from core.errors import VeritrainError
 from core.storage import LocalStore
 from deploy.deployer import DeployParams
 from deploy.devnet import Devnet, start_devnet
-from submitter import service
-from rolebase.amounts import show_tokens
-from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
 from proofs.adversary import ALL_STRATEGIES
-from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
+from rolebase.amounts import show_tokens
 from rolebase.cli import console
+from submitter import service
+from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
+from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
 from whistleblower.daemon import economics
 
 __all__ = ["demo", "RoleProcess", "daemon_argv", "demo_params"]
@@ -262,7 +262,10 @@ def _print_entry(entry: TimelineEntry, t0: float, names: dict[str, str]) -> None
         if k not in ("submitter", "solver", "verifier")
     )
     who = names.get(entry.sender, entry.sender[:10])
-    console.print(f"  +{time.monotonic() - t0:6.1f}s  block {entry.block:>4}  [bold]{entry.event:<17}[/] by {who:<11} gas {entry.gas_used:>9,}  {details}", highlight=False)
+    console.print(
+        f"  +{time.monotonic() - t0:6.1f}s  block {entry.block:>4}  [bold]{entry.event:<17}[/] by {who:<11} gas {entry.gas_used:>9,}  {details}",
+        highlight=False,
+    )
 
 
 @contextmanager
@@ -354,7 +357,15 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
             key_env = f"VERITRAIN_DEMO_{seat.label.upper()}_KEY"
             process = RoleProcess(
                 seat.label,
-                daemon_argv(seat.cli_role, rpc_url=net.rpc_url, book_dir=workdir / "deployments", data_dir=workdir / seat.label, store_dir=store_dir, key_env=key_env, extra=("--poll", "0.5", *seat.extra)),
+                daemon_argv(
+                    seat.cli_role,
+                    rpc_url=net.rpc_url,
+                    book_dir=workdir / "deployments",
+                    data_dir=workdir / seat.label,
+                    store_dir=store_dir,
+                    key_env=key_env,
+                    extra=("--poll", "0.5", *seat.extra),
+                ),
                 {key_env: dev_private_key(seat.account + 1)},  # dev account i+1 is net.accounts[i]
                 workdir / "logs" / f"{seat.label}.log",
             ).start()
@@ -514,9 +525,13 @@ def _report(
         )
     if "dispute" in figures:
         dispute = figures["dispute"]
-        console.print(f"job claimed by {', '.join(dispute['claimed_by'])}; reopened {dispute['reopened']} time(s); verified by {', '.join(dispute['verified_by'])}")
+        console.print(
+            f"job claimed by {', '.join(dispute['claimed_by'])}; reopened {dispute['reopened']} time(s); verified by {', '.join(dispute['verified_by'])}"
+        )
         for overturned in dispute["overturned"]:
-            console.print(f"report of {overturned['verifier']} overturned: its verifier bond of {show_tokens(overturned['slashed'])} VERI slashed to the whistleblower's game")
+            console.print(
+                f"report of {overturned['verifier']} overturned: its verifier bond of {show_tokens(overturned['slashed'])} VERI slashed to the whistleblower's game"
+            )
         if dispute["jackpot_paid"]:
             console.print(f"forced errors caught: {show_tokens(dispute['jackpot_paid'])} VERI paid from the jackpot")
     (jackpot_before, _), (jackpot_after, _) = before["jackpot"], after["jackpot"]
@@ -542,8 +557,19 @@ def demo(
     workdir: Annotated[Path | None, typer.Option(help="keep everything (chain data, store, logs, model) here instead of a temporary directory")] = None,
     job: Annotated[str, typer.Option(help="which shipped demo job to post: mlp-spirals, char-text, cnn-shapes, tiny")] = "mlp-spirals",
     timeout: Annotated[float, typer.Option(help="give up if the job is not final after this many seconds", min=10)] = 600.0,
-    cheat: Annotated[str | None, typer.Option(help=f"play a dispute first: a cheating solver (demo adversary: {', '.join(ALL_STRATEGIES)}) claims the job, is caught and slashed, an honest one then does it")] = None,
-    lazy_verifier: Annotated[bool, typer.Option("--lazy-verifier", help="a lazy verifier (passes without replaying) is drawn first; a whistleblower daemon catches its wrong probe, it is slashed, an honest verifier re-verifies")] = False,
+    cheat: Annotated[
+        str | None,
+        typer.Option(
+            help=f"play a dispute first: a cheating solver (demo adversary: {', '.join(ALL_STRATEGIES)}) claims the job, is caught and slashed, an honest one then does it"
+        ),
+    ] = None,
+    lazy_verifier: Annotated[
+        bool,
+        typer.Option(
+            "--lazy-verifier",
+            help="a lazy verifier (passes without replaying) is drawn first; a whistleblower daemon catches its wrong probe, it is slashed, an honest verifier re-verifies",
+        ),
+    ] = False,
     json_out: Annotated[bool, typer.Option("--json", help="also print the figures as one JSON object at the end")] = False,
 ) -> None:
     """Run the whole protocol once on a local chain: post a real training job, watch it solved, verified and paid.

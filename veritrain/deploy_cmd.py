@@ -19,7 +19,9 @@ SHIPPED_PARAMS = {p.stem: p for p in sorted(DEVNET_PARAMS.parent.glob("*.json"))
 
 Params = Annotated[
     str | None,
-    typer.Option(help=f"deployment parameters: a JSON file, or a shipped one by name ({', '.join(SHIPPED_PARAMS)}; docs/cli.md) [default: devnet]", show_default=False),
+    typer.Option(
+        help=f"deployment parameters: a JSON file, or a shipped one by name ({', '.join(SHIPPED_PARAMS)}; docs/cli.md) [default: devnet]", show_default=False
+    ),
 ]
 
 
@@ -53,7 +55,9 @@ def deploy(
 
       VERITRAIN_KEYSTORE_PASSWORD=... veritrain deploy --rpc-url https://rpc.example --keystore key.json --params public --chain-id 11155111
     """
-    settings: Settings = options.settings(rpc_url=rpc, chain_id=chain_id, key_env=key_env, keystore=keystore, account=account, password_file=password_file, address_book_dir=book_dir)
+    settings: Settings = options.settings(
+        rpc_url=rpc, chain_id=chain_id, key_env=key_env, keystore=keystore, account=account, password_file=password_file, address_book_dir=book_dir
+    )
     deploy_params = load_params(params)
     client = options.client(settings)
     signer = options.signer(settings)

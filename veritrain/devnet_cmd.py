@@ -38,7 +38,9 @@ def _summary(net: Devnet, block_time: int) -> dict[str, object]:
 
 
 def _print(net: Devnet, book_file: Path, block_time: int) -> None:
-    console.print(f"[bold green]devnet ready[/]  RPC [bold]{net.rpc_url}[/]  chain id {net.client.chain_id}  block time {block_time or 'per transaction'}{' s' if block_time else ''}")
+    console.print(
+        f"[bold green]devnet ready[/]  RPC [bold]{net.rpc_url}[/]  chain id {net.client.chain_id}  block time {block_time or 'per transaction'}{' s' if block_time else ''}"
+    )
     console.print(f"address book: {book_file}")
     contracts = Table("contract", "address", title="protocol")
     for name, c in net.book.contracts.items():
@@ -57,7 +59,12 @@ def devnet(
     port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free random port)", min=0, max=65535)] = 0,
     accounts: Annotated[int, typer.Option(help="dev accounts to fund with tokens (besides the deployer)", min=1, max=50)] = 4,
     fund: Annotated[int, typer.Option(help="whole VERI tokens given to each funded account", min=0)] = DEFAULT_FUND // 10**18,
-    block_time: Annotated[int, typer.Option(help="seconds between blocks, mined with or without transactions, so that deadlines pass (0: a block per transaction only)", min=0, max=3600)] = 1,
+    block_time: Annotated[
+        int,
+        typer.Option(
+            help="seconds between blocks, mined with or without transactions, so that deadlines pass (0: a block per transaction only)", min=0, max=3600
+        ),
+    ] = 1,
     params: Params = None,
     book_dir: options.BookDir = None,
     json_out: options.Json = False,
@@ -84,9 +91,7 @@ def devnet(
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        with start_devnet(
-            book_dir=settings.address_book_dir, port=port, accounts=accounts, fund=fund * 10**18, params=deploy_params
-        ) as net:
+        with start_devnet(book_dir=settings.address_book_dir, port=port, accounts=accounts, fund=fund * 10**18, params=deploy_params) as net:
             if block_time:  # deployed at a block per transaction (fast), then blocks keep time
                 net.client.rpc("evm_setIntervalMining", [block_time])
             book_file = settings.address_book_path(net.client.chain_id)

@@ -41,7 +41,13 @@ from rolebase import cli as options
 from rolebase.cli import IpfsApi, StoreDir, console
 from submitter import service
 
-app = typer.Typer(name="model", help="Use the model a job trained: export it as plain PyTorch, evaluate it.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    name="model",
+    help="Use the model a job trained: export it as plain PyTorch, evaluate it.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 #: Examples scored at most by ``model eval`` (bounds the work on a large held-out file).
 MAX_EVAL_EXAMPLES = 100_000

@@ -72,7 +72,9 @@ def stake(
 
       veritrain stake solver 150 --key-env SOLVER_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
+    )
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
     protocol = options.protocol(settings, signing=True)
     me = options.signer(settings).address
@@ -84,7 +86,9 @@ def stake(
         protocol.token.approve(protocol.stakes.address, units)
     receipt = protocol.stakes.stake(r, units)
     info = protocol.stakes.stake_of(me, r)
-    _done(json_out, receipt, f"staked {amount} VERI as {r.name.lower()}; now {show_tokens(info.staked)} VERI staked", role=r.name.lower(), staked=str(info.staked))
+    _done(
+        json_out, receipt, f"staked {amount} VERI as {r.name.lower()}; now {show_tokens(info.staked)} VERI staked", role=r.name.lower(), staked=str(info.staked)
+    )
 
 
 def unstake(
@@ -105,7 +109,9 @@ def unstake(
 
       veritrain unstake verifier 50 --key-env VERIFIER_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
+    )
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
     protocol = options.protocol(settings, signing=True)
     receipt = protocol.stakes.request_unstake(r, units)
@@ -131,7 +137,9 @@ def withdraw(
 
       veritrain withdraw verifier --key-env VERIFIER_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
+    )
     r = _role(role)
     protocol = options.protocol(settings, signing=True)
     me = options.signer(settings).address
@@ -159,7 +167,9 @@ def transfer(
 
       veritrain transfer 0x90F79bf6EB2c4f870365E785982E1f101E93b906 25 --key-env MY_KEY
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
+    )
     recipient, units = _address(to, "TO"), parse_tokens(amount, "AMOUNT")
     receipt = options.protocol(settings, signing=True).token.transfer(recipient, units)
     _done(json_out, receipt, f"sent {amount} VERI to {recipient}", to=recipient, amount=str(units))
@@ -210,7 +220,9 @@ def balance(
 
       veritrain balance --key-env SOLVER_KEY --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
+    )
     me = _address(address, "ADDRESS") if address is not None else who(None, settings)
     protocol = options.protocol(settings, signing=False)
     report = balances(protocol, me)
@@ -245,7 +257,9 @@ def earnings(
 
       veritrain earnings --key-env SOLVER_KEY --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
+    )
     me = _address(address, "ADDRESS") if address is not None else who(None, settings)
     entries = earnings_of(options.protocol(settings, signing=False), me)
     total = sum(int(e["amount"]) for e in entries)  # type: ignore[call-overload]

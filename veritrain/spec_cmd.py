@@ -11,7 +11,9 @@ import typer
 from proofs.datasets import reference_job
 from rolebase.cli import err_console
 
-app = typer.Typer(name="spec", help="Job specs: templates to start from (docs/formats.md).", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    name="spec", help="Job specs: templates to start from (docs/formats.md).", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False
+)
 
 #: The reference job whose spec is each kind's template (proofs.datasets).
 _TEMPLATES = {"mlp": "mlp-spirals", "cnn": "cnn-shapes", "char-transformer": "char-text"}
@@ -21,7 +23,9 @@ _TEMPLATES = {"mlp": "mlp-spirals", "cnn": "cnn-shapes", "char-transformer": "ch
 def new(
     model: Annotated[Literal["mlp", "cnn", "char-transformer"], typer.Option("--model", help="the model kind")],
     out: Annotated[Path | None, typer.Option("--out", help="write the spec here (default: stdout)", show_default=False)] = None,
-    sample_data: Annotated[Path | None, typer.Option("--sample-data", help="also write a small dataset that fits the template (safetensors)", show_default=False)] = None,
+    sample_data: Annotated[
+        Path | None, typer.Option("--sample-data", help="also write a small dataset that fits the template (safetensors)", show_default=False)
+    ] = None,
 ) -> None:
     """Write a valid job spec template for a model kind; edit its model and dataset fields to your data.
 

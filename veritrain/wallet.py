@@ -31,7 +31,13 @@ from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import console
 from veritrain.money import DEVNET_CHAIN_ID
 
-app = typer.Typer(name="wallet", help="Keys in an encrypted keystore directory, used with --account NAME.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+app = typer.Typer(
+    name="wallet",
+    help="Keys in an encrypted keystore directory, used with --account NAME.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
 
 _MAX_KEYSTORE_BYTES = 64 * 1024
 

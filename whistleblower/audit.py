@@ -109,7 +109,17 @@ class Auditor:
         on_step = [q for q in probes.probes if q not in off_step]
         own = choose_segments([0.0] * n, own_picks_seed(self.secret, job_id, report_cid), q=0, r=n, include_last=False).random
         plan = plan_audit([(q.index, q.step) for q in on_step], claimed, own, k, self.budget_steps)
-        log.info("audit started", extra={"job": job_id, "report": report_cid, "probes": len(plan.probes), "segments": len(plan.segments), "steps": plan.steps, "left_out": plan.left_out})
+        log.info(
+            "audit started",
+            extra={
+                "job": job_id,
+                "report": report_cid,
+                "probes": len(plan.probes),
+                "segments": len(plan.segments),
+                "steps": plan.steps,
+                "left_out": plan.left_out,
+            },
+        )
         checkpoints: dict[int, bytes] = {}
         findings = [_off_step(q, probe_step(seal.assign_seed, q.index, k), probes) for q in off_step]
         start = check_start(material.spec, material.dataset, material.manifest.state_hashes[0])
@@ -121,7 +131,10 @@ class Auditor:
         if plan.left_out:
             notes.append(f"{plan.left_out} units over budget")
         summary = "; ".join([f"{len(plan.probes)} probes and {len(plan.segments)} segments replayed ({plan.steps} steps), {len(findings)} faults", *notes])
-        log.info("audit done", extra={"job": job_id, "report": report_cid, "faults": len(findings), "steps": plan.steps, "seconds": round(time.monotonic() - started, 2)})
+        log.info(
+            "audit done",
+            extra={"job": job_id, "report": report_cid, "faults": len(findings), "steps": plan.steps, "seconds": round(time.monotonic() - started, 2)},
+        )
         return AuditRecord(job_id, report_cid, tuple(findings), plan.steps, summary)
 
     def _sealed_probes(self, job_id: JobId) -> tuple[ReportSeal, ProbeTree]:
@@ -201,4 +214,3 @@ def _off_step(probe: Probe, fixed_step: int, tree: ProbeTree) -> Finding:
     a verifier that did not replay could otherwise state a copyable checkpoint."""
     detail = f"probe {probe.index} is at step {probe.step} of segment {probe.segment}; the draw fixed step {fixed_step}"
     return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(probe.index)))
-

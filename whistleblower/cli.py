@@ -46,9 +46,15 @@ def run(
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
     stake: Annotated[str, typer.Option(help="whistleblower stake to hold, in VERI (0: the chain's minimum)")] = "0",
-    audit_rate: Annotated[float, typer.Option(help="probability of auditing each passing report (drawn from a secret in the state dir)", min=0.0, max=1.0)] = 1.0,
-    budget: Annotated[int, typer.Option(help="training steps replayed per report at most: a probe at step m of its segment costs m, a segment its k steps", min=1)] = DEFAULT_BUDGET_STEPS,
-    audit_cost: Annotated[str, typer.Option(help="what one audit costs you, in VERI: audit only while the jackpot income it expects (p_f s J, from the chain) covers it")] = "0",
+    audit_rate: Annotated[
+        float, typer.Option(help="probability of auditing each passing report (drawn from a secret in the state dir)", min=0.0, max=1.0)
+    ] = 1.0,
+    budget: Annotated[
+        int, typer.Option(help="training steps replayed per report at most: a probe at step m of its segment costs m, a segment its k steps", min=1)
+    ] = DEFAULT_BUDGET_STEPS,
+    audit_cost: Annotated[
+        str, typer.Option(help="what one audit costs you, in VERI: audit only while the jackpot income it expects (p_f s J, from the chain) covers it")
+    ] = "0",
     poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
     log_json: LogJson = False,
     log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
@@ -68,10 +74,21 @@ def run(
       veritrain whistleblower run --keystore wb.json --audit-rate 0.5 --budget 500 --audit-cost 1.5 --log-json
     """
     configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc,
+        chain_id=chain_id,
+        address_book_dir=book_dir,
+        data_dir=data_dir,
+        keystore=keystore,
+        key_env=key_env,
+        account=account,
+        password_file=password_file,
+    )
     signer = options.signer(settings)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
-    config = WhistleblowerConfig(stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost"))
+    config = WhistleblowerConfig(
+        stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost")
+    )
     run_following(settings, lambda s: daemon.build(s, signer, store, config, loop=LoopSettings(poll_interval_s=poll)))
 
 
@@ -96,7 +113,16 @@ def status(
 
       veritrain whistleblower status --key-env WB_KEY --json
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file)
+    settings = options.settings(
+        rpc_url=rpc,
+        chain_id=chain_id,
+        address_book_dir=book_dir,
+        data_dir=data_dir,
+        keystore=keystore,
+        key_env=key_env,
+        account=account,
+        password_file=password_file,
+    )
     show_status("whistleblower", settings, address, json_out, daemon.state_dir, whistleblower_status, _tables)
 
 
@@ -104,7 +130,9 @@ def _tables(report: dict[str, object]) -> Table | None:
     econ, earned = report["economics"], report["earnings"]
     assert isinstance(econ, dict) and isinstance(earned, dict)
     table = Table("what", "value", title="jackpot and earnings")
-    table.add_row("jackpot", f"{econ['jackpot']} VERI (share {econ['jackpot_share_bps']} bps per caught forced error, forced rate {econ['forced_error_rate_bps']} bps)")
+    table.add_row(
+        "jackpot", f"{econ['jackpot']} VERI (share {econ['jackpot_share_bps']} bps per caught forced error, forced rate {econ['forced_error_rate_bps']} bps)"
+    )
     table.add_row("expected jackpot income per audit (if first)", f"{econ['expected_per_audit']} VERI")
     table.add_row("games opened / won", f"{earned['games_opened']} / {earned['games_won']}")
     table.add_row("paid by won games (bonds back included)", f"{earned['paid']} VERI, of which jackpot {earned['jackpot_paid']} VERI")

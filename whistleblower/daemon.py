@@ -49,7 +49,9 @@ def build(settings: Settings, signer: Signer, store: ContentStore, config: Whist
     watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
     replayer = DisputeReplayer(protocol, store, watcher)
     loader = WhistleblowerLoader(protocol, watcher, db, signer.address)
-    log.info(JACKPOT_INCOME, extra={**economics(protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost})
+    log.info(
+        JACKPOT_INCOME, extra={**economics(protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost}
+    )
     agent: Agent[WhistleblowerView, WhistleblowerAction] = Agent(
         "whistleblower",
         loader,

@@ -323,4 +323,3 @@ class WhistleblowerPolicy:
         if not committee_seatable(report.referees, needed):
             return HoldChallenge(report.job_id, report.report_cid, report.referees, needed)
         return Challenge(report.job_id, report.report_cid, pending[0])
-

@@ -126,4 +126,3 @@ class WhistleblowerResponder:
             what = "open"
         log_mined(log, what, receipt, job=job_id, game=game_id, fault=finding.kind.value, index=finding.index, detail=finding.detail)
         self.db.add_challenge(ChallengeRecord(GameId(game_id), job_id, report_cid, finding.kind, finding.index))
-

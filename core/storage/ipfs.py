@@ -26,8 +26,8 @@ from urllib.parse import urlsplit
 import requests
 
 from core.bounded import load_json
-from core.config import redact_url
 from core.cid import Cid, to_v0
+from core.config import redact_url
 from core.storage.base import ContentStat, check_max_size
 from core.storage.errors import CidMismatch, ContentNotFound, ContentTooLarge, StorageError, StoreUnavailable
 from core.storage.unixfs import CHUNK_SIZE, DagBuilder, file_cid
@@ -90,9 +90,7 @@ class IpfsStore:
         """POST /api/v0/<command> with a streamed reply; _RpcError on a non-200 reply."""
         url = f"{self._base}/api/v0/{command}"
         try:
-            resp = self._session.post(
-                url, params=params, files=files, stream=True, timeout=(min(self.timeout, 10.0), read_timeout or self.timeout)
-            )
+            resp = self._session.post(url, params=params, files=files, stream=True, timeout=(min(self.timeout, 10.0), read_timeout or self.timeout))
         except requests.RequestException as e:
             raise StoreUnavailable(self.api_url, f"{command}: {type(e).__name__}: {e}") from e
         if resp.status_code != 200:

@@ -63,7 +63,10 @@ class JsIpfsNode:
     def _init_repo(self) -> None:
         done = subprocess.run(
             [str(self.binary), "init", "--empty-repo"],
-            env=self._env(), stdin=subprocess.DEVNULL, capture_output=True, timeout=self.startup_timeout,
+            env=self._env(),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=self.startup_timeout,
         )
         if done.returncode != 0:
             raise StoreUnavailable("jsipfs", f"init failed: {done.stderr.decode(errors='replace')[-500:]}")
@@ -86,7 +89,10 @@ class JsIpfsNode:
             self._log = tempfile.TemporaryFile(prefix="jsipfs-")
             self.process = subprocess.Popen(
                 [str(self.binary), "daemon", "--offline", "--enable-preload=false"],
-                env=self._env(), stdin=subprocess.DEVNULL, stdout=self._log, stderr=subprocess.STDOUT,
+                env=self._env(),
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group: stop() reaches node and any child
             )
             self._wait_ready()

@@ -96,10 +96,7 @@ def parent_block(children: list[Link]) -> bytes:
     """The dag-pb block of an internal node over ``children`` (1..MAX_LINKS of them)."""
     if not 0 < len(children) <= MAX_LINKS:
         raise ValueError(f"a parent node has 1..{MAX_LINKS} children, got {len(children)}")
-    links = b"".join(
-        _bytes_field(2, _bytes_field(1, _MULTIHASH_SHA256 + c.digest) + _bytes_field(2, b"") + _uint_field(3, c.tsize))
-        for c in children
-    )
+    links = b"".join(_bytes_field(2, _bytes_field(1, _MULTIHASH_SHA256 + c.digest) + _bytes_field(2, b"") + _uint_field(3, c.tsize)) for c in children)
     unixfs = _uint_field(1, _UNIXFS_FILE) + _uint_field(3, sum(c.file_size for c in children))
     unixfs += b"".join(_uint_field(4, c.file_size) for c in children)
     return links + _bytes_field(1, unixfs)

@@ -107,8 +107,7 @@ def _mlp_template(steps: int, k: int) -> dict:
 
 def _cnn_template(steps: int, k: int) -> dict:
     return {
-        "model": {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [8, 16],
-                  "hidden": 64, "num_classes": 4},
+        "model": {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [8, 16], "hidden": 64, "num_classes": 4},
         "dataset": {"format": "safetensors", "inputs": "x", "targets": "y"},
         "optimizer": {"kind": "adam", "lr": 0.003},
         "batch_size": 32,
@@ -120,8 +119,7 @@ def _cnn_template(steps: int, k: int) -> dict:
 
 def _char_template(steps: int, k: int) -> dict:
     return {
-        "model": {"kind": "char-transformer", "vocab_size": 128, "block_size": 32, "n_layer": 2,
-                  "n_head": 2, "n_embd": 32},
+        "model": {"kind": "char-transformer", "vocab_size": 128, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32},
         "dataset": {"format": "safetensors", "inputs": "x", "targets": None},
         "optimizer": {"kind": "adam", "lr": 0.003},
         "batch_size": 16,

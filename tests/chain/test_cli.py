@@ -53,7 +53,9 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_devnet_runs_until_sigint_and_leaves_no_anvil(tmp_path: Path) -> None:
-    process = subprocess.Popen([*CLI, "devnet", "--json", "--accounts", "2", "--address-book-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [*CLI, "devnet", "--json", "--accounts", "2", "--address-book-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         info = json.loads(read_line(process, timeout=120))
         anvils = children(process.pid)
@@ -102,7 +104,11 @@ def test_deploy_reads_the_shipped_public_parameters(devnet: Devnet, tmp_path: Pa
                  env={"DEPLOYER_KEY": dev_private_key(0)})  # fmt: skip
     assert result.returncode == 0, result.stderr
     protocol = Protocol.connect(devnet.client, AddressBook.for_chain(tmp_path, devnet.client))
-    assert protocol.stakes.unbonding_delay() == json.loads((Path(__file__).resolve().parents[2] / "deploy" / "params" / "public.json").read_text())["unbondingDelay"] == 7 * 86400
+    assert (
+        protocol.stakes.unbonding_delay()
+        == json.loads((Path(__file__).resolve().parents[2] / "deploy" / "params" / "public.json").read_text())["unbondingDelay"]
+        == 7 * 86400
+    )
 
 
 def test_version_and_one_line_usage_errors() -> None:

@@ -27,9 +27,7 @@ def selector(signature: str) -> bytes:
 
 
 def test_custom_error_decodes_into_a_named_class_with_values() -> None:
-    data = selector("InsufficientStake(address,uint8,uint256,uint256)") + encode(
-        ["address", "uint8", "uint256", "uint256"], [ACCOUNT, 0, 1, 2]
-    )
+    data = selector("InsufficientStake(address,uint8,uint256,uint256)") + encode(["address", "uint8", "uint256", "uint256"], [ACCOUNT, 0, 1, 2])
     exc = decode_revert(data)
     InsufficientStake = revert_class("InsufficientStake")
     assert type(exc) is InsufficientStake

@@ -53,9 +53,7 @@ def test_every_checkpoint_of_a_real_trace_verifies_on_chain(devnet: Devnet, part
         assert market.verify_checkpoint(job_id, index, bytes.fromhex(state_hash[2:]), proof), index
 
 
-def test_wrong_hash_wrong_index_and_wrong_proof_are_rejected_on_chain(
-    devnet: Devnet, parties: Parties, trace: Trace
-) -> None:
+def test_wrong_hash_wrong_index_and_wrong_proof_are_rejected_on_chain(devnet: Devnet, parties: Parties, trace: Trace) -> None:
     tree = trace.tree
     job_id = _commit_trace(devnet, parties, tree.root, len(trace.state_hashes))
     market = devnet.protocol().market

@@ -364,8 +364,8 @@ class Arena:
             verifier_slashed = not solver_won and verdict
         incoming = referee_slashes + (v_bond if verifier_slashed else 0) + (0 if solver_won else s_bond)
         payout = p.challenge_bond + incoming - fees
-        solver = (REWARD + payout if solver_won else -s_bond)
-        challenger = (-p.challenge_bond if solver_won else payout - p.challenge_bond)
+        solver = REWARD + payout if solver_won else -s_bond
+        challenger = -p.challenge_bond if solver_won else payout - p.challenge_bond
         verifier_delta = -v_bond if verifier_slashed else (FEE if solver_won else 0)
         if played.by_verifier:
             challenger += verifier_delta

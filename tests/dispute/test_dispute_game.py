@@ -15,7 +15,7 @@ import pytest
 from core.contracts import GameStatus, JobState, Role
 from core.dispute import isolated_step, max_moves
 
-from .arena import FEE, K, REWARD, SEGMENT, Arena, Played
+from .arena import FEE, REWARD, SEGMENT, Arena, K, Played
 
 log = logging.getLogger(__name__)
 

@@ -78,8 +78,10 @@ def test_gas_of_a_whole_dispute(arena: Arena, k: int) -> None:
     assert max(gas["postMidpoint"] + gas["answerMidpoint"]) < GOAL_PER_MOVE, "every bisection move under 150k"
     assert sent["challenger"] <= max_moves(k) + 3 and sent["solver"] <= max_moves(k) + 3
     total = sum(sum(v) for v in gas.values())
-    print(f"\nk = {k}: {moves} bisection moves (ceil(log2 k) = {max_moves(k)}), transactions challenger "
-          f"{sent['challenger']} / solver {sent['solver']}, dispute wall time {wall:.2f} s (job set-up included)")
+    print(
+        f"\nk = {k}: {moves} bisection moves (ceil(log2 k) = {max_moves(k)}), transactions challenger "
+        f"{sent['challenger']} / solver {sent['solver']}, dispute wall time {wall:.2f} s (job set-up included)"
+    )
     for name, values in gas.items():
         print(f"  {name:15s} n={len(values):2d}  max {max(values):>9,}  total {sum(values):>10,}")
     print(f"  {'whole dispute':15s}                     total {total:>10,}")

@@ -18,11 +18,9 @@ from hypothesis import strategies as st
 
 from core.contracts import GameStatus, JobState, Role
 
-from .arena import CHALLENGER_MOVES, K, SOLVER_MOVES, Arena
+from .arena import CHALLENGER_MOVES, SOLVER_MOVES, Arena, K
 
-EXAMPLES = settings(
-    max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+EXAMPLES = settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 moves = st.lists  # per-move strategies, one per bisection move (log2 k = 4)
 silences = st.sampled_from([(False, False, False), (True, False, False), (False, True, False), (False, False, True)])
 

@@ -57,7 +57,15 @@ class Market:
         keystore file whose password is in ``VERITRAIN_KEYSTORE_PASSWORD``.
         """
         key_env = f"VT_E2E_{name.upper()}_KEY"
-        argv = daemon_argv(role, rpc_url=self.net.rpc_url, book_dir=self.book_dir, data_dir=self.root / name, store_dir=self.store_dir, key_env=key_env, extra=("--poll", "0.3", *extra))
+        argv = daemon_argv(
+            role,
+            rpc_url=self.net.rpc_url,
+            book_dir=self.book_dir,
+            data_dir=self.root / name,
+            store_dir=self.store_dir,
+            key_env=key_env,
+            extra=("--poll", "0.3", *extra),
+        )
         env = {key_env: dev_private_key(account + 1)}
         if keystore:
             path = self.root / f"{name}.keystore.json"

@@ -25,7 +25,16 @@ def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) 
     figures = run_demo(tmp_path, timeout_s=240, job_name="tiny")
 
     assert figures["state"] == "FINALIZED"
-    assert list(figures["gas"]) == ["JobPosted", "JobClaimed", "TraceCommitted", "VerifierAssigned", "ReportSubmitted", "JobFinalized", "JackpotTaxed", "approve (submitter)"]
+    assert list(figures["gas"]) == [
+        "JobPosted",
+        "JobClaimed",
+        "TraceCommitted",
+        "VerifierAssigned",
+        "ReportSubmitted",
+        "JobFinalized",
+        "JackpotTaxed",
+        "approve (submitter)",
+    ]
     balances = figures["balances"]
 
     def total(label: str, when: str) -> int:

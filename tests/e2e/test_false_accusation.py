@@ -70,4 +70,6 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
     # `veritrain earnings` reads the same from the chain's events: the solver's whole gain, and each
     # majority referee's fee
     assert sum(int(e["amount"]) for e in earnings_of(protocol, solver_addr)) == reward + params.challenge_bond + v_bond - fees
-    assert [(e["game"], int(e["amount"])) for e in earnings_of(protocol, referee_addr) if e["what"].startswith("referee fee")] == [(game_id, params.referee_fee)]
+    assert [(e["game"], int(e["amount"])) for e in earnings_of(protocol, referee_addr) if e["what"].startswith("referee fee")] == [
+        (game_id, params.referee_fee)
+    ]

@@ -63,7 +63,9 @@ def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_pa
         me = json.loads(created.stdout)["address"]
         assert "run it:  veritrain solver run --account solver" in veritrain("init", "solver", "--account", "solver", *keys).stdout
         assert market.protocol().stakes.stake_of(me, Role.SOLVER).staked == market.protocol().stakes.min_stake(Role.SOLVER)
-        argv = daemon_argv("solver", rpc_url=net.rpc_url, book_dir=book_dir, data_dir=tmp_path / "solver", store_dir=market.store_dir, key_env="-", extra=("--poll", "0.3"))
+        argv = daemon_argv(
+            "solver", rpc_url=net.rpc_url, book_dir=book_dir, data_dir=tmp_path / "solver", store_dir=market.store_dir, key_env="-", extra=("--poll", "0.3")
+        )
         at = argv.index("--key-env")
         argv[at : at + 2] = ["--account", "solver", "--password-file", str(password)]
         solver = RoleProcess("solver#1", argv, {}, tmp_path / "logs" / "solver-1.log").start()

@@ -52,7 +52,9 @@ def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Devnet, P
 def _ipfs_daemon(role: str, net: Devnet, root: Path, api_url: str, account: int) -> RoleProcess:
     """A role daemon whose content store is the IPFS node (``--ipfs-api`` instead of ``--store-dir``)."""
     key_env = f"VT_E2E_IPFS_{role.upper()}_KEY"
-    argv = daemon_argv(role, rpc_url=net.rpc_url, book_dir=root / "deployments", data_dir=root / role, store_dir=root / "unused", key_env=key_env, extra=("--poll", "0.3"))
+    argv = daemon_argv(
+        role, rpc_url=net.rpc_url, book_dir=root / "deployments", data_dir=root / role, store_dir=root / "unused", key_env=key_env, extra=("--poll", "0.3")
+    )
     at = argv.index("--store-dir")
     argv[at : at + 2] = ["--ipfs-api", api_url]
     return RoleProcess(role, argv, {key_env: dev_private_key(account + 1)}, root / "logs" / f"{role}.log")

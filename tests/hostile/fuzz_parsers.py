@@ -46,8 +46,9 @@ from whistleblower.audit import MalformedReport, parse_segments  # noqa: E402
 
 WORK = Path(tempfile.mkdtemp(prefix="fuzz-parsers-"))
 STORE = LocalStore(WORK / "store")
-FUZZ = settings(max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")), deadline=None, database=None, derandomize=True,
-                suppress_health_check=list(HealthCheck))
+FUZZ = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "60")), deadline=None, database=None, derandomize=True, suppress_health_check=list(HealthCheck)
+)
 
 # ---------------------------------------------------------------- valid documents to mutate
 
@@ -144,14 +145,30 @@ HAND_MADE: list[bytes] = [
     b'{"a":' * 100_000,
     b'{"model":' + b"[" * 16_000 + b"]" * 16_000 + b"}",
     b'"' + b'\\"' * 100_000,  # an unterminated string of escapes
-    b"1e999999", b"-1e999999", b"9" * 100_000, b"[" + b"9" * 5000 + b"]", b"NaN", b"Infinity", b"[-Infinity]",
-    b"", b"\x00", b"\xff\xfe\x00", b"null", b"true", b"[]", b"{}", b'"x"', b"0",
-    b'{"model": [], "dataset": 7}', b'{"crypto": {"kdf": "scrypt", "kdfparams": {"n": 1073741824, "r": 8, "p": 1, "dklen": 32}}}',
-    b'{"crypto": {"kdfparams": {"c": 1e300}}}', b'{"passed": true, "segments": [' + b"[" * 50 + b"]" * 50 + b"]}",
+    b"1e999999",
+    b"-1e999999",
+    b"9" * 100_000,
+    b"[" + b"9" * 5000 + b"]",
+    b"NaN",
+    b"Infinity",
+    b"[-Infinity]",
+    b"",
+    b"\x00",
+    b"\xff\xfe\x00",
+    b"null",
+    b"true",
+    b"[]",
+    b"{}",
+    b'"x"',
+    b"0",
+    b'{"model": [], "dataset": 7}',
+    b'{"crypto": {"kdf": "scrypt", "kdfparams": {"n": 1073741824, "r": 8, "p": 1, "dklen": 32}}}',
+    b'{"crypto": {"kdfparams": {"c": 1e300}}}',
+    b'{"passed": true, "segments": [' + b"[" * 50 + b"]" * 50 + b"]}",
     b"\xff" * 8 + b"{}",  # safetensors header length 2**64 - 1
     struct.pack("<Q", 2**62) + b"{}",
     struct.pack("<Q", 2) + b"{}",
-    struct.pack("<Q", 60) + b'{"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}}' ,
+    struct.pack("<Q", 60) + b'{"x":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8]}}',
     struct.pack("<Q", 30_000) + b"[" * 30_000,
     _npz({"x.npy": _npy("{'descr': '|O', 'fortran_order': False, 'shape': (64, 2), }"), "y.npy": b""}),
     _npz({"x.npy": _npy("{'descr': '<f4', 'fortran_order': False, 'shape': (10000000000000,), }")}),
@@ -166,9 +183,7 @@ HAND_MADE: list[bytes] = [
 def _mutations(seed: bytes) -> st.SearchStrategy[bytes]:
     """Truncations, flipped bytes and spliced garbage of a valid document."""
     cut = st.integers(0, len(seed)).map(lambda n: seed[:n])
-    flip = st.tuples(st.integers(0, max(0, len(seed) - 1)), st.integers(0, 255)).map(
-        lambda t: seed[: t[0]] + bytes([t[1]]) + seed[t[0] + 1 :] if seed else b""
-    )
+    flip = st.tuples(st.integers(0, max(0, len(seed) - 1)), st.integers(0, 255)).map(lambda t: seed[: t[0]] + bytes([t[1]]) + seed[t[0] + 1 :] if seed else b"")
     splice = st.tuples(st.integers(0, len(seed)), st.binary(max_size=64)).map(lambda t: seed[: t[0]] + t[1] + seed[t[0] :])
     return st.one_of(cut, flip, splice)
 

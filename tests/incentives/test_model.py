@@ -30,8 +30,9 @@ from core.errors import ConfigError
 DEFAULTS = GameParams()
 SIGMAS = 5.0  # Monte Carlo vs closed form: batch-means standard errors allowed
 # A second point off the defaults: several competing whistleblowers, copyable-ish reports, more cheating.
-CROWDED = GameParams(whistleblowers=4, audit_rate=0.3, replay_binding=0.4, cheat_rate=0.2, detect=0.9,
-                     detect_audit=0.8, forced_error_rate=0.03, jackpot_share=0.3)
+CROWDED = GameParams(
+    whistleblowers=4, audit_rate=0.3, replay_binding=0.4, cheat_rate=0.2, detect=0.9, detect_audit=0.8, forced_error_rate=0.03, jackpot_share=0.3
+)
 
 
 def test_no_forced_errors_means_no_jackpot_income() -> None:
@@ -126,8 +127,7 @@ def test_simulation_is_reproducible_by_seed() -> None:
     assert simulate(CROWDED, Strategy.LAZY, jobs=5_000, seed=6) != a
 
 
-@pytest.mark.parametrize("field,value", [("audit_rate", 1.5), ("cheat_rate", -0.1), ("fee", -1.0),
-                                         ("reward", math.inf), ("whistleblowers", 0)])
+@pytest.mark.parametrize("field,value", [("audit_rate", 1.5), ("cheat_rate", -0.1), ("fee", -1.0), ("reward", math.inf), ("whistleblowers", 0)])
 def test_invalid_parameters_are_rejected(field: str, value: float) -> None:
     with pytest.raises(ConfigError, match=field):
         dataclasses.replace(DEFAULTS, **{field: value})
@@ -146,8 +146,7 @@ unit = st.floats(min_value=0.0, max_value=1.0)
 @settings(max_examples=200, deadline=None)
 @given(a=unit, h=unit, d=unit, dw=unit, q=unit, pf=unit, n=st.integers(1, 20))
 def test_closed_forms_stay_in_range_and_linear_in_q(a: float, h: float, d: float, dw: float, q: float, pf: float, n: int) -> None:
-    p = dataclasses.replace(DEFAULTS, audit_rate=a, replay_binding=h, detect=d, detect_audit=dw, forced_error_rate=pf,
-                            whistleblowers=n)
+    p = dataclasses.replace(DEFAULTS, audit_rate=a, replay_binding=h, detect=d, detect_audit=dw, forced_error_rate=pf, whistleblowers=n)
     assert 0.0 <= lazy_catch_rate(p, q) <= 1.0
     assert 0.0 < p.win_share <= 1.0
     for strategy in Strategy:

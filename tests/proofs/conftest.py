@@ -20,15 +20,12 @@ def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:
     """A tiny job of ``kind`` over ``data`` (``overrides`` replace top-level fields)."""
     models = {
         "mlp": {"kind": "mlp", "input_dim": 2, "hidden": [16], "num_classes": 3},
-        "cnn": {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [4], "hidden": 16,
-                "num_classes": 4},
-        "char-transformer": {"kind": "char-transformer", "vocab_size": 128, "block_size": 8, "n_layer": 1,
-                             "n_head": 2, "n_embd": 16},
+        "cnn": {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [4], "hidden": 16, "num_classes": 4},
+        "char-transformer": {"kind": "char-transformer", "vocab_size": 128, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 16},
     }
     raw: dict[str, Any] = {
         "model": models[kind],
-        "dataset": {"cid": "QmTestDataset", "format": "safetensors", "size_bytes": len(data),
-                    "targets": None if kind == "char-transformer" else "y"},
+        "dataset": {"cid": "QmTestDataset", "format": "safetensors", "size_bytes": len(data), "targets": None if kind == "char-transformer" else "y"},
         "optimizer": {"kind": "sgd", "lr": 0.05, "momentum": 0.9} if kind == "mlp" else {"kind": "adam", "lr": 0.01},
         "batch_size": 16,
         "steps": 24,

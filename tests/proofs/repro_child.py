@@ -29,8 +29,7 @@ def main() -> None:
         ckpts = [(folder / f).read_bytes() for f in job["checkpoints"]]
         verdicts = []
         for seg in range(spec.segments):
-            v = replay_segment(spec, dataset, seg, ckpts[seg], ckpts[seg + 1], rt=rt,
-                               start_hash=state_hash(ckpts[seg]), end_hash=state_hash(ckpts[seg + 1]))
+            v = replay_segment(spec, dataset, seg, ckpts[seg], ckpts[seg + 1], rt=rt, start_hash=state_hash(ckpts[seg]), end_hash=state_hash(ckpts[seg + 1]))
             verdicts.append([seg, v.passed, v.replayed_hash])
         out[name] = verdicts
         out["step"][name] = state_hash(execute_step(spec, dataset, ckpts[0], rt))  # type: ignore[index]

@@ -16,9 +16,9 @@ from proofs import (
     Reason,
     Runtime,
     Tolerance,
+    cheat,
     check_norm,
     check_start,
-    cheat,
     choose_segments,
     detection_probability,
     distances,
@@ -47,8 +47,14 @@ def _reasons(spec, dataset, trace, norms=None) -> list[Reason]:
     out = [check_start(spec, dataset, trace.state_hashes[0]).reason]
     for seg in range(spec.segments):
         v = replay_segment(
-            spec, dataset, seg, trace.checkpoints[seg], trace.checkpoints[seg + 1],
-            start_hash=trace.state_hashes[seg], end_hash=trace.state_hashes[seg + 1], claimed_norm=claimed[seg],
+            spec,
+            dataset,
+            seg,
+            trace.checkpoints[seg],
+            trace.checkpoints[seg + 1],
+            start_hash=trace.state_hashes[seg],
+            end_hash=trace.state_hashes[seg + 1],
+            claimed_norm=claimed[seg],
         )
         assert v.passed == (v.reason is Reason.OK)
         out.append(v.reason)

@@ -12,8 +12,14 @@ def test_each_adversary_is_caught_at_its_bad_segments_and_only_there(strategy: s
     assert faked.bad_segments
     for seg in range(mlp.spec.segments):
         v = replay_segment(
-            mlp.spec, mlp.dataset, seg, t.checkpoints[seg], t.checkpoints[seg + 1],
-            start_hash=t.state_hashes[seg], end_hash=t.state_hashes[seg + 1], claimed_norm=t.update_norms[seg],
+            mlp.spec,
+            mlp.dataset,
+            seg,
+            t.checkpoints[seg],
+            t.checkpoints[seg + 1],
+            start_hash=t.state_hashes[seg],
+            end_hash=t.state_hashes[seg + 1],
+            claimed_norm=t.update_norms[seg],
         )
         if seg in faked.bad_segments:
             assert not v.passed and v.reason is Reason.STATE_MISMATCH, (strategy, seg, v.detail)
@@ -34,8 +40,7 @@ def test_verify_trace_names_the_bad_segment_when_sampled(strategy: str, mlp) -> 
 def test_a_cheat_outside_the_sample_is_not_seen_so_sampling_matters(mlp) -> None:
     faked = cheat("wrong-data", mlp.spec, mlp.dataset, segments=[1])
     seed = next(
-        "0x" + bytes([s]) .hex() * 32 for s in range(256)
-        if 1 not in choose_segments(faked.trace.update_norms, "0x" + bytes([s]).hex() * 32, q=0, r=1).segments
+        "0x" + bytes([s]).hex() * 32 for s in range(256) if 1 not in choose_segments(faked.trace.update_norms, "0x" + bytes([s]).hex() * 32, q=0, r=1).segments
     )
     manifest = faked.trace.manifest("QmSpec", ["QmC"] * len(faked.trace.state_hashes))
     verdict = verify_trace(mlp.spec, mlp.dataset, manifest, lambda i: faked.trace.checkpoints[i], seed, q=0, r=1)

@@ -67,8 +67,7 @@ def test_wrong_format_tag_spec_and_dtype_are_refused() -> None:
         decode_checkpoint(encode_checkpoint(1, sample(), SPEC), expect_spec="0x" + "22" * 32)
     with pytest.raises(CheckpointError, match="float32"):
         encode_checkpoint(1, {"param.x": torch.zeros(2, dtype=torch.float64)}, SPEC)
-    doubles = safetensors_save({"param.x": torch.zeros(2, dtype=torch.float64)},
-                               metadata={"format": "veritrain-checkpoint/1", "spec": SPEC, "step": "0"})
+    doubles = safetensors_save({"param.x": torch.zeros(2, dtype=torch.float64)}, metadata={"format": "veritrain-checkpoint/1", "spec": SPEC, "step": "0"})
     with pytest.raises(CheckpointError, match="float32"):
         decode_checkpoint(doubles)
 

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from proofs import (
     FORCED_DOMAIN,
     MerkleError,
-    ProofError,
     Probe,
     ProbeTree,
+    ProofError,
     forced_commitment,
     forced_hash,
     is_forced,

@@ -40,8 +40,13 @@ def test_honest_replay_is_exact_on_cpu(kind: str, jobs, traces) -> None:
     job, trace = jobs[kind], traces[kind]
     for seg in range(job.spec.segments):
         v = replay_segment(
-            job.spec, job.dataset, seg, trace.checkpoints[seg], trace.checkpoints[seg + 1],
-            start_hash=trace.state_hashes[seg], end_hash=trace.state_hashes[seg + 1],
+            job.spec,
+            job.dataset,
+            seg,
+            trace.checkpoints[seg],
+            trace.checkpoints[seg + 1],
+            start_hash=trace.state_hashes[seg],
+            end_hash=trace.state_hashes[seg + 1],
             claimed_norm=trace.update_norms[seg],
         )
         assert v.passed and v.reason is Reason.OK, v.detail
@@ -85,8 +90,7 @@ def test_manifest_with_wrong_root_or_spec_is_refused(mlp, traces, make_spec, dat
 
 def test_served_bytes_that_differ_from_the_commitment_fail_with_hash_mismatch(mlp, traces) -> None:
     t = traces["mlp"]
-    v = replay_segment(mlp.spec, mlp.dataset, 1, t.checkpoints[1], t.checkpoints[3],
-                       start_hash=t.state_hashes[1], end_hash=t.state_hashes[2])
+    v = replay_segment(mlp.spec, mlp.dataset, 1, t.checkpoints[1], t.checkpoints[3], start_hash=t.state_hashes[1], end_hash=t.state_hashes[2])
     assert not v.passed and v.reason is Reason.HASH_MISMATCH and "segment 1" in v.detail and "checkpoint 2" in v.detail
 
 
@@ -132,8 +136,7 @@ def test_tolerance_mode_passes_honest_drift_and_fails_real_change(jobs, traces) 
     job, trace = jobs["char-transformer"], traces["char-transformer"]
     cal = calibrate(job.spec, job.dataset, trace.checkpoints[:3], perturbations=[("threads=2", Runtime(threads=2))])
     assert cal.tolerance.mode == "tolerance"
-    assert all(getattr(cal.tolerance, f) >= getattr(p.params, f) * cal.safety_factor
-               for p in cal.perturbations for f in ("l2", "linf", "cosine"))
+    assert all(getattr(cal.tolerance, f) >= getattr(p.params, f) * cal.safety_factor for p in cal.perturbations for f in ("l2", "linf", "cosine"))
     spec = job.spec.model_copy(update={"tolerance": cal.tolerance})
     honest = train_trace(spec, job.dataset)
     drifted = replay_segment(spec, job.dataset, 1, honest.checkpoints[1], honest.checkpoints[2], rt=Runtime(threads=2))
@@ -145,9 +148,7 @@ def test_tolerance_mode_passes_honest_drift_and_fails_real_change(jobs, traces) 
     assert not v.passed and v.reason is Reason.OUT_OF_TOLERANCE
 
 
-vectors = st.lists(
-    st.floats(-1e3, 1e3, allow_nan=False, width=32).filter(lambda v: v == 0 or abs(v) > 1e-6), min_size=1, max_size=30
-)
+vectors = st.lists(st.floats(-1e3, 1e3, allow_nan=False, width=32).filter(lambda v: v == 0 or abs(v) > 1e-6), min_size=1, max_size=30)
 
 
 @settings(max_examples=100, deadline=None)

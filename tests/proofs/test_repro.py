@@ -20,8 +20,7 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from proofs import execute_step, load_dataset, state_hash, train_trace
-from proofs import repro
+from proofs import execute_step, load_dataset, repro, state_hash, train_trace
 from proofs import repro_kernels as K
 from proofs.errors import SpecError
 from proofs.spec import load_spec
@@ -79,8 +78,11 @@ def test_linear_matches_float64() -> None:
 
 def test_conv2d_matches_float64() -> None:
     for ks in (3, 5):
-        _check(lambda x, w, b: repro.conv2d(x, w, b, ks // 2), lambda x, w, b: F.conv2d(x, w, b, padding=ks // 2),
-               [_randn(2, 3, 8, 8), _randn(5, 3, ks, ks, seed=2) * 0.2, _randn(5, seed=3)])
+        _check(
+            lambda x, w, b: repro.conv2d(x, w, b, ks // 2),
+            lambda x, w, b: F.conv2d(x, w, b, padding=ks // 2),
+            [_randn(2, 3, 8, 8), _randn(5, 3, ks, ks, seed=2) * 0.2, _randn(5, seed=3)],
+        )
 
 
 def test_max_pool_and_embedding_are_exact() -> None:
@@ -90,8 +92,11 @@ def test_max_pool_and_embedding_are_exact() -> None:
 
 
 def test_layer_norm_gelu_attention_cross_entropy_match_float64() -> None:
-    _check(repro.layer_norm, lambda x, w, b, eps=1e-5: F.layer_norm(x, (x.shape[-1],), w, b, eps),
-           [_randn(3, 4, 24), 1 + 0.1 * _randn(24, seed=2), 0.1 * _randn(24, seed=3)])
+    _check(
+        repro.layer_norm,
+        lambda x, w, b, eps=1e-5: F.layer_norm(x, (x.shape[-1],), w, b, eps),
+        [_randn(3, 4, 24), 1 + 0.1 * _randn(24, seed=2), 0.1 * _randn(24, seed=3)],
+    )
     _check(repro.gelu, lambda x: F.gelu(x, approximate="tanh"), [_randn(1000) * 4])
 
     def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -157,12 +162,13 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
 
     def start(env: dict[str, str], threads: int) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, str(CHILD), str(tmp_path), str(threads)], env={**os.environ, **env},
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return subprocess.Popen(
+            [sys.executable, str(CHILD), str(tmp_path), str(threads)], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
 
     results: dict[str, dict[str, Any]] = {}
     for i in range(0, len(SETTINGS), 2):  # two children at a time (two cores)
-        running = [(label, start(env, threads)) for label, env, threads in SETTINGS[i:i + 2]]
+        running = [(label, start(env, threads)) for label, env, threads in SETTINGS[i : i + 2]]
         for label, proc in running:
             out, err = proc.communicate(timeout=600)
             assert proc.returncode == 0, f"{label}: {err[-2000:]}"

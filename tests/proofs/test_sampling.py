@@ -23,8 +23,7 @@ def seed_of(i: int) -> str:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=200), st.integers(0, 5), st.integers(0, 60),
-       st.integers(0, 2**64))
+@given(st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=200), st.integers(0, 5), st.integers(0, 60), st.integers(0, 2**64))
 def test_selection_is_distinct_in_range_and_deterministic(norms: list[float], q: int, r: int, s: int) -> None:
     sel = choose_segments(norms, seed_of(s), q, r)
     n = len(norms)
@@ -58,7 +57,7 @@ def test_formula_matches_monte_carlo(n: int, bad: int, model: str) -> None:
     rng = random.Random(n * 1000 + bad)
     norms = [rng.random() + 1.0 for _ in range(n)]
     caught = 0
-    for t in range(trials):
+    for _ in range(trials):
         sel = choose_segments(norms, seed_of(rng.getrandbits(256)), q, r)
         if model == "worst":  # the cheater hides among small updates, away from the last segment
             bad_set = set(sorted(range(n - 1), key=lambda i: norms[i])[:bad])

@@ -74,8 +74,7 @@ def test_spec_is_frozen() -> None:
         ({"tolerance": {"mode": "exact", "l2": 0.1}}, "exact mode takes no thresholds"),
         ({"tolerance": {"mode": "tolerance", "l2": 0.1}}, "needs l2, linf and cosine"),
         ({"steps": 1_000_000, "checkpoint_interval": 1}, "segments"),
-        ({"model": {"kind": "cnn", "in_channels": 1, "height": 10, "width": 16, "channels": [4, 4], "hidden": 8,
-                    "num_classes": 2}}, "divisible"),
+        ({"model": {"kind": "cnn", "in_channels": 1, "height": 10, "width": 16, "channels": [4, 4], "hidden": 8, "num_classes": 2}}, "divisible"),
     ],
 )
 def test_malformed_specs_raise_clear_errors(over: dict[str, Any], needle: str) -> None:

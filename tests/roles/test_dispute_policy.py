@@ -29,11 +29,25 @@ ME = Address("0x000000000000000000000000000000000000bEEF")
 OTHER = Address("0x0000000000000000000000000000000000000777")
 T = TokenAmount
 Z = b"\x00" * 32
-PARAMS = GameParams(T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3)
+PARAMS = GameParams(
+    T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3
+)
 GID = GameId(4)
 
 
-def game(status: GameStatus, *, defender: Address = ME, challenger: Address = OTHER, lo: int = 0, hi: int = 20, last_move_at: int = 1_000, deadline: int = 0, commits: int = 0, votes: int = 0, on_report: bool = False) -> Game:
+def game(
+    status: GameStatus,
+    *,
+    defender: Address = ME,
+    challenger: Address = OTHER,
+    lo: int = 0,
+    hi: int = 20,
+    last_move_at: int = 1_000,
+    deadline: int = 0,
+    commits: int = 0,
+    votes: int = 0,
+    on_report: bool = False,
+) -> Game:
     return Game(
         defender=defender, job_id=JobId(7), segment=3, by_verifier=True, challenger=challenger, steps=20, on_report=on_report, commits=commits,
         votes_solver_right=votes, votes_solver_wrong=0, status=status, lo=lo, hi=hi, solver_clock=60, challenger_clock=60,

@@ -8,8 +8,8 @@ import stat
 from pathlib import Path
 
 from core.contracts import Bytes32, JobId, ReportedProbe
-from core.localdb import LocalDb
 from core.dispute import ZERO32, derive_salt
+from core.localdb import LocalDb
 from proofs.probes import forced_commitment
 from solver.state import SolverDb
 from verifier.policy import Draw, Phase

@@ -84,7 +84,6 @@ def test_a_challenger_steers_a_coasting_segment_to_its_first_idle_step(job: Any)
     assert _replayer(job, trace).answer(1, _game(job, trace, 2, 0, k))  # an honest segment: agree with the truth
 
 
-
 def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None) -> DisputeReplayer:
     """A replayer reading the real ``material`` from a stub chain on which ``trace`` was committed (its
     manifest and checkpoints stored), with ``final_cid`` as the committed model if given."""

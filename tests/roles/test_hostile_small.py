@@ -136,8 +136,8 @@ def test_a_dropped_action_is_warned_once_then_at_a_backoff(caplog: pytest.LogCap
             agent.tick()
             now[0] += 0.5
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    per_job = {j: [r for r in warnings if getattr(r, "job_id") == j] for j in (7, 8)}
+    per_job = {j: [r for r in warnings if r.job_id == j] for j in (7, 8)}
     # each job: the first drop, then at 10 s, 30 s and 70 s (the wait doubles from 10 s, at most 40 s)
     assert [len(v) for v in per_job.values()] == [4, 4]
-    assert per_job[7][0].getMessage() == "action dropped" and getattr(per_job[7][-1], "repeats") > 100
+    assert per_job[7][0].getMessage() == "action dropped" and per_job[7][-1].repeats > 100
     assert sum(1 for r in caplog.records if r.levelno == logging.DEBUG and r.getMessage() == "action dropped again") == 400 - 8

@@ -229,7 +229,7 @@ def test_a_hostile_submitter_cannot_make_the_solver_claim_what_it_cannot_run(dev
     refusals = [r for r in caplog.records if r.getMessage().startswith("job refused")]
     # once each, across the restart and the reopen: the three unusable specs and the window too short (the CID
     # nobody has is looked for again later, not refused for good)
-    assert sorted(int(getattr(r, "job")) for r in refusals) == sorted(hostile[i] for i in (0, 1, 3))
+    assert sorted(int(r.job) for r in refusals) == sorted(hostile[i] for i in (0, 1, 3))
 
 
 def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,6 +55,7 @@ def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_
 
 def test_stop_interrupts_training_and_keeps_what_is_on_disk(bench) -> None:  # type: ignore[no-untyped-def]
     workshop, db, _, _, stop = bench
+
     def progress(job_id: JobId, done: int, total: int) -> None:
         if done == 50:
             stop.set()

@@ -12,11 +12,11 @@ from core.contracts import Bytes32, Role
 from core.dispute import ZERO32
 from deploy.devnet import Devnet
 from proofs.probes import is_forced
+from tests.chain.test_lifecycle import MANIFEST, MODEL, ROOT, post, stake
 from verifier.loader import VerifierLoader
 from verifier.policy import Draw, SeedView, seed_moves
 from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
-from tests.chain.test_lifecycle import MANIFEST, MODEL, ROOT, post, stake
 
 if TYPE_CHECKING:
     from conftest import Parties

@@ -41,8 +41,15 @@ POLICY = VerifierPolicy(VerifierConfig(stake_target=T(0), own_grace_s=5, duty_gr
 
 def view(**over: object) -> VerifierView:
     base = VerifierView(
-        now=1_000, block=100, me=ME, token_balance=T(0), staked=T(100), min_stake=T(100),
-        assignments=(), jobs=(), forgettable=(),
+        now=1_000,
+        block=100,
+        me=ME,
+        token_balance=T(0),
+        staked=T(100),
+        min_stake=T(100),
+        assignments=(),
+        jobs=(),
+        forgettable=(),
     )
     return replace(base, **over)
 
@@ -57,12 +64,14 @@ def test_stakes_first() -> None:
 
 def test_assignments_replay_then_report_nearest_deadline_first() -> None:
     draw = Draw(Bytes32(b"\x01" * 32), Bytes32(b"\x02" * 32), forced=True)
-    v = view(assignments=(
-        Assignment(JobId(1), 1_500, Phase.ASSIGNED, draw),
-        Assignment(JobId(2), 1_200, Phase.REPLAYED),
-        Assignment(JobId(3), 1_100, Phase.REPORTED),
-        Assignment(JobId(4), 999, Phase.ASSIGNED),  # missed
-    ))
+    v = view(
+        assignments=(
+            Assignment(JobId(1), 1_500, Phase.ASSIGNED, draw),
+            Assignment(JobId(2), 1_200, Phase.REPLAYED),
+            Assignment(JobId(3), 1_100, Phase.REPORTED),
+            Assignment(JobId(4), 999, Phase.ASSIGNED),  # missed
+        )
+    )
     assert POLICY.next_actions(v) == [Report(JobId(2)), Replay(JobId(1), 1_500, draw)]  # the draw travels to the replay
 
 

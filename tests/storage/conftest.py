@@ -47,8 +47,10 @@ def ipfs_add(ipfs_node: JsIpfsNode) -> Callable[..., str]:
     def add(data: bytes, chunk_size: int = 262_144) -> str:
         params = {**ADD_PARAMS, "chunker": f"size-{chunk_size}", "pin": "false"}
         reply = requests.post(
-            f"{ipfs_node.api_url}/api/v0/add", params=params,
-            files={"file": ("blob", data, "application/octet-stream")}, timeout=120,
+            f"{ipfs_node.api_url}/api/v0/add",
+            params=params,
+            files={"file": ("blob", data, "application/octet-stream")},
+            timeout=120,
         )
         reply.raise_for_status()
         return str(reply.json()["Hash"])

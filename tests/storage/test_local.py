@@ -185,4 +185,3 @@ def test_store_in_unwritable_place_is_unavailable(tmp_path: Path) -> None:
     blocker.write_bytes(b"")
     with pytest.raises(StoreUnavailable, match="cannot create"):
         LocalStore(blocker / "store")
-

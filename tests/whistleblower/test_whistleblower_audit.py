@@ -60,9 +60,20 @@ def _probes(job: Any, trace: Trace) -> list[Probe]:
 
 
 def _audit(
-    job: Any, trace: Trace, probes: list[Probe], *, budget: int = 10_000, stop: StopFlag | None = None, body: bytes | None = None, stored: bool = True,
-    root: str | None = None, withheld: int | None = None, published: bytes | None = None, window_end: int = WINDOW_END,
-    trace_root: bytes | None = None, manifest_published: bool = False,
+    job: Any,
+    trace: Trace,
+    probes: list[Probe],
+    *,
+    budget: int = 10_000,
+    stop: StopFlag | None = None,
+    body: bytes | None = None,
+    stored: bool = True,
+    root: str | None = None,
+    withheld: int | None = None,
+    published: bytes | None = None,
+    window_end: int = WINDOW_END,
+    trace_root: bytes | None = None,
+    manifest_published: bool = False,
 ) -> Any:
     """Audit a report of ``probes`` (emitted on chain) on ``trace`` (its checkpoints stored); its JSON
     (``body``, by default one that says the verifier replayed segment 5) stored unless not ``stored``;
@@ -126,7 +137,9 @@ def test_a_probe_off_the_step_the_draw_fixed_is_a_fault_without_replay(job: Any)
     probes = _probes(job, job.honest)
     k = job.spec.checkpoint_interval
     off = probes[1].step % (k - 1) + 1  # another inner step of the same segment
-    probes[1] = replace(probes[1], step=off, state_hash=state_hash(state_at(job.spec, job.dataset, job.honest.checkpoints[probes[1].segment], probes[1].segment * k + off)))
+    probes[1] = replace(
+        probes[1], step=off, state_hash=state_hash(state_at(job.spec, job.dataset, job.honest.checkpoints[probes[1].segment], probes[1].segment * k + off))
+    )
     (finding,) = _audit(job, job.honest, probes).findings
     assert finding.kind is FindingKind.PROBE and finding.index == 1 and "the draw fixed" in finding.detail
 

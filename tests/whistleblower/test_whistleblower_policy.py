@@ -36,7 +36,9 @@ OTHER = Address("0x0000000000000000000000000000000000000777")
 T = TokenAmount
 Z = b"\x00" * 32
 SECRET = b"\x11" * 32
-PARAMS = GameParams(T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3)
+PARAMS = GameParams(
+    T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3
+)
 POLICY = WhistleblowerPolicy(WhistleblowerConfig(stake_target=T(0)))
 PROBE = Finding(FindingKind.PROBE, 0, 4, "probe 0 wrong", 7, "0x" + "ab" * 32, ("0x" + "cd" * 32,))
 SEGMENT = Finding(FindingKind.SEGMENT, 2, 2, "segment 2 fails")
@@ -48,7 +50,11 @@ def view(*reports: OpenReport, now: int = 1_000, **over: object) -> Whistleblowe
 
 
 def report(
-    job: int = 7, *, findings: tuple[Finding, ...] | None = None, challenged: frozenset[tuple[FindingKind, int]] = frozenset(), window_end: int = 1_010,
+    job: int = 7,
+    *,
+    findings: tuple[Finding, ...] | None = None,
+    challenged: frozenset[tuple[FindingKind, int]] = frozenset(),
+    window_end: int = 1_010,
     referees: int = 3,
 ) -> OpenReport:
     return OpenReport(JobId(job), f"Qm{job}", window_end, findings, challenged, referees)

@@ -42,7 +42,9 @@ class _Game:
         return GameId(len(self.opened)), SimpleNamespace(gas_used=1, tx_hash="0x00")
 
 
-def _responder(tmp_path: Path, *, state: JobState = JobState.VERIFIED, challenged: frozenset[tuple[FindingKind, int]] = frozenset(), report_cid: str = CID) -> tuple[WhistleblowerResponder, _Game, WhistleblowerDb]:
+def _responder(
+    tmp_path: Path, *, state: JobState = JobState.VERIFIED, challenged: frozenset[tuple[FindingKind, int]] = frozenset(), report_cid: str = CID
+) -> tuple[WhistleblowerResponder, _Game, WhistleblowerDb]:
     game = _Game()
     market = SimpleNamespace(get_job=lambda job_id: SimpleNamespace(state=state), seal_of=lambda job_id, from_block=0: SEAL)
     token = SimpleNamespace(allowance=lambda owner, spender: 10**30)
