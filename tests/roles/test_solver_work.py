@@ -10,7 +10,7 @@ from core.agent import MarketWatcher, StopFlag, Stopped
 from core.cid import cid_to_digest
 from core.contracts import JobId
 from core.storage import LocalStore
-from proofs import parse_manifest
+from proofs import load_dataset, parse_manifest, train_trace
 from proofs.datasets import reference_job
 from solver.policy import Phase
 from solver.state import SolverDb
@@ -40,6 +40,8 @@ def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_
     workshop.train(JOB, FAR)
     honest = db.job(JOB)
     assert honest is not None and honest.phase is Phase.TRAINED and honest.checkpoint_count == spec.segments + 1
+    curve = [c.loss for c in db.checkpoints(JOB)]
+    assert curve[0] is None and None not in curve[1:]  # each checkpoint past 0 records its segment's mean loss
 
     # as if killed after checkpoint 6 was recorded, with checkpoint 4's file torn on disk
     db.drop_checkpoints_from(JOB, 7)
@@ -51,6 +53,13 @@ def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_
     again = db.job(JOB)
     assert again is not None and again.trace_root == honest.trace_root
     assert [c.index for c in db.checkpoints(JOB)] == list(range(spec.segments + 1))
+    assert [c.loss for c in db.checkpoints(JOB)] == curve
+
+    # records from before the loss column: a checkpoint without its segment's loss is not resumed from
+    db.db.execute("UPDATE checkpoints SET loss = NULL WHERE job_id = ? AND idx >= 5", (JOB,))
+    db.set_phase(JOB, Phase.TRAINING)
+    workshop.train(JOB, FAR)
+    assert [c.loss for c in db.checkpoints(JOB)] == curve
 
 
 def test_stop_interrupts_training_and_keeps_what_is_on_disk(bench) -> None:  # type: ignore[no-untyped-def]
@@ -78,6 +87,7 @@ def test_upload_stores_a_manifest_that_matches_the_trace(bench) -> None:  # type
     assert manifest.root == record.trace_root
     assert manifest.final_cid == record.final_model_cid
     assert all(store.has(cid) for cid in manifest.checkpoint_cids)
+    assert manifest.losses == train_trace(spec, load_dataset(spec, store.get(spec.dataset.cid, spec.dataset.size_bytes))).losses  # the curve, bit for bit
 
 
 def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(bench) -> None:  # type: ignore[no-untyped-def]
