@@ -68,7 +68,6 @@ __all__ = [
     "committed_manifest",
     "check_norm",
     "check_loss",
-    "loss_matches",
     "LOSS_RTOL",
     "Watched",
     "referee_step",
@@ -316,7 +315,7 @@ def referee_step(spec: JobSpec, dataset: Dataset, state: bytes, rt: Runtime = Ru
     return trainer.to_bytes(), None if found is None else found[1]
 
 
-def loss_matches(spec: JobSpec, replayed: float, claimed: float) -> bool:
+def _loss_matches(spec: JobSpec, replayed: float, claimed: float) -> bool:
     """Whether a committed mean loss is the replayed one: the same float32 in exact mode, within
     :data:`LOSS_RTOL` of it in tolerance mode."""
     if spec.tolerance.mode == "exact":
@@ -325,7 +324,7 @@ def loss_matches(spec: JobSpec, replayed: float, claimed: float) -> bool:
 
 
 def _loss_fault(spec: JobSpec, segment: int, replayed: float, claimed: float, **extra: object) -> SegmentVerdict | None:
-    if loss_matches(spec, replayed, claimed):
+    if _loss_matches(spec, replayed, claimed):
         return None
     bound = "" if spec.tolerance.mode == "exact" else f" (more than {LOSS_RTOL:g} relative)"
     return _fail(segment, Reason.WRONG_LOSS, f"mean training loss is {replayed!r}, the manifest claims {claimed!r}{bound}", **extra)

@@ -5,8 +5,8 @@
 * ``checkpoints``: each checkpoint written to disk, with the keccak state hash computed
   when it was written and the mean training loss of the segment that ends there (the
   manifest's ``losses``; null for checkpoint 0, and in records older than the column, whose
-  checkpoints are then not trusted to resume from). On restart a checkpoint is trusted only if its file still hashes
-  to this value; training resumes from the latest one that does.
+  checkpoints are then not resumed from). On restart a checkpoint is trusted only if its file
+  still hashes to this value; training resumes from the latest one that does.
 * ``spec_verdicts``: the verdict on each spec CID seen (runnable with its estimated training
   time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
   tick; content not in storage yet is looked for again at a backoff (``retry_at``).

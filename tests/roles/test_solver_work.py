@@ -14,7 +14,7 @@ from proofs import load_dataset, parse_manifest, train_trace
 from proofs.datasets import reference_job
 from solver.policy import Phase
 from solver.state import SolverDb
-from solver.work import Limits, SpecJudge, Workshop
+from solver.work import JobWorkError, Limits, SpecJudge, Workshop
 
 JOB = JobId(1)
 FAR = 2**32 - 1
@@ -98,3 +98,13 @@ def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(benc
     assert SpecJudge(store, db, Limits(), "31337:0xM").check(digest).reason.startswith("200 steps")
     unknown = SpecJudge(store, db, Limits(), "31337:0xM").check(bytes(32))  # a CID nobody stored: not runnable, not final
     assert unknown.runnable is False and not unknown.final and "not in storage" in unknown.reason
+
+
+def test_upload_of_a_trace_recorded_without_its_losses_trains_again(bench) -> None:  # type: ignore[no-untyped-def]
+    workshop, db, _, _, _ = bench
+    workshop.train(JOB, FAR)
+    db.db.execute("UPDATE checkpoints SET loss = NULL WHERE job_id = ? AND idx = 3", (JOB,))  # as records from before the column
+    with pytest.raises(JobWorkError, match="without their segment's loss"):
+        workshop.upload(JOB)
+    record = db.job(JOB)
+    assert record is not None and record.phase is Phase.CLAIMED and record.manifest_cid is None and db.checkpoints(JOB) == []
