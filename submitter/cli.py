@@ -181,6 +181,8 @@ def show(
                 raise
             unavailable = f"the committed manifest cannot be read: {exc}"  # the timeline is still worth showing
     if curve_png is not None:
+        if curve_png.is_dir() or not curve_png.parent.is_dir():
+            raise SubmitError(f"--curve {curve_png}: give a file path in a directory that exists")
         if curve is None:
             raise SubmitError(f"job {job} is {record.state.name}: it has no committed trace, so no training curve to draw")
         draw_curve(curve, curve_png, title=f"job {job}: training curve (mean loss per segment, committed and replay-checked)")
@@ -196,8 +198,10 @@ def show(
         table.add_row(str(e.block), show_time(e.timestamp), e.event, _short(e.sender), f"{e.gas_used:,}", details)
     console.print(table)
     if curve is not None:
-        points = Table("segment", "steps", "mean loss", title=f"training curve (manifest {curve.manifest_cid})")
-        for p in curve.points:
+        stride = curve.stride(_CURVE_ROWS)
+        sampled = f", every {stride}th segment: --json has them all" if stride > 1 else ""
+        points = Table("segment", "steps", "mean loss", title=f"training curve (manifest {curve.manifest_cid}{sampled})")
+        for p in curve.sampled(_CURVE_ROWS):
             points.add_row(str(p.segment), f"{p.first_step}-{p.last_step}", f"{p.loss:.6g}")
         console.print(points)
     elif unavailable:
@@ -283,6 +287,9 @@ def job_size(spec: JobSpec) -> dict[str, int]:
         "train_flop": 6 * spec.param_count() * per_step * spec.steps,
     }
 
+
+#: Rows of a training curve ``show`` prints (a longer curve is sampled evenly).
+_CURVE_ROWS = 25
 
 #: Event fields that are token amounts (shown in VERI; ``--json`` keeps base units).
 _AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "payout", "amount", "refund", "jackpot", "refereeFees", "deposit", "tax", "escrow"})

@@ -62,6 +62,16 @@ class TrainingCurve:
     def to_json(self) -> dict[str, Any]:
         return {"manifest_cid": self.manifest_cid, "points": [p.to_json() for p in self.points]}
 
+    def stride(self, rows: int) -> int:
+        """Every how many segments :meth:`sampled` takes one, to show at most about ``rows``."""
+        return max(1, -(-len(self.points) // rows))
+
+    def sampled(self, rows: int) -> tuple[CurvePoint, ...]:
+        """Every :meth:`stride`-th point from the first, and the last: a long curve in a short table."""
+        stride = self.stride(rows)
+        picked = self.points[::stride]
+        return picked if picked[-1] == self.points[-1] else (*picked, self.points[-1])
+
 
 def training_curve(manifest: Manifest, manifest_cid: Cid) -> TrainingCurve:
     """The curve a parsed manifest commits to."""

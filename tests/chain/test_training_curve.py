@@ -21,7 +21,7 @@ from core.storage import LocalStore
 from deploy.devnet import Devnet
 from proofs import load_dataset, train_trace
 from proofs.datasets import reference_job
-from submitter.curve import CURVE_SIZE_PX, draw_curve, job_curve
+from submitter.curve import CURVE_SIZE_PX, CurvePoint, TrainingCurve, draw_curve, job_curve
 from tests.chain.test_lifecycle import post, stake
 
 if TYPE_CHECKING:
@@ -89,3 +89,12 @@ def test_the_committed_curve_is_shown_exactly_and_drawn(devnet: Devnet, parties:
     refused = show("--curve", str(tmp_path / "none.png"), *empty)
     assert refused.returncode != 0 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
     assert not (tmp_path / "none.png").exists()
+    nowhere = show("--curve", str(tmp_path / "missing" / "curve.png"))
+    assert nowhere.returncode == 2 and "--curve" in nowhere.stderr and len(nowhere.stderr.strip().splitlines()) == 1, nowhere.stderr
+
+
+def test_a_long_curve_is_shown_sampled_evenly_with_its_last_segment() -> None:
+    curve = TrainingCurve("QmManifest", tuple(CurvePoint(i, 10 * i, 10 * i + 10, 1.0 / (i + 1)) for i in range(62)))
+    assert curve.stride(25) == 3 and [p.segment for p in curve.sampled(25)] == [*range(0, 62, 3), 61]
+    assert curve.stride(100) == 1 and curve.sampled(100) == curve.points
+    assert [p.segment for p in TrainingCurve("QmM", curve.points[:7]).sampled(3)] == [0, 3, 6]
