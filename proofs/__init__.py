@@ -25,7 +25,7 @@ whistleblowers and referees check it. Public API (stable names)::
 Every error is a :class:`proofs.errors.ProofError`.
 """
 
-from proofs.adversary import ADAPTIVE, ALL_STRATEGIES, STRATEGIES, CheatTrace, cheat, mix
+from proofs.adversary import ADAPTIVE, ALL_STRATEGIES, FALSE_CLAIMS, STRATEGIES, CheatTrace, cheat, mix
 from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset, load_dataset
 from proofs.errors import (
@@ -60,6 +60,7 @@ from proofs.replay import (
     SegmentVerdict,
     TraceVerdict,
     check_committed_manifest,
+    check_loss,
     check_manifest,
     check_norm,
     check_start,
@@ -84,19 +85,19 @@ from proofs.sampling import (
 )
 from proofs.spec import JobSpec, Limits, Tolerance, load_spec
 from proofs.steps import execute_step, state_at
-from proofs.train import Runtime, Trace, Trainer, train_trace
+from proofs.train import Runtime, Trace, Trainer, segment_loss, train_trace
 
 __all__ = [
     # spec and data
     "JobSpec", "Limits", "Tolerance", "load_spec", "Dataset", "BatchOrder", "load_dataset",
     # training and checkpoints
-    "Runtime", "Trainer", "Trace", "train_trace",
+    "Runtime", "Trainer", "Trace", "train_trace", "segment_loss",
     "Checkpoint", "encode_checkpoint", "decode_checkpoint", "state_hash", "update_norm",
     # commitment
     "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest",
     # verification
     "replay_segment", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
-    "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "first_idle_step", "referee_step",
+    "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "check_loss", "first_idle_step", "referee_step",
     "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
     "DEFAULT_Q", "DEFAULT_R",
     # probes of a passing report, forced errors
@@ -107,7 +108,7 @@ __all__ = [
     # evaluation of a trained model
     "Evaluation", "evaluate",
     # adversaries
-    "STRATEGIES", "ADAPTIVE", "ALL_STRATEGIES", "CheatTrace", "cheat", "mix",
+    "STRATEGIES", "ADAPTIVE", "FALSE_CLAIMS", "ALL_STRATEGIES", "CheatTrace", "cheat", "mix",
     # errors
     "ProofError", "SpecError", "LimitExceeded", "DatasetError", "CheckpointError", "HashMismatch",
     "ManifestError", "MerkleError", "SegmentOutOfRange",

@@ -14,6 +14,14 @@ the (possibly faked) state before it, so replay fails exactly on the bad ones:
 * ``tamper``: one tensor changed in one committed checkpoint (both segments
   touching it fail).
 
+Every strategy commits the mean training loss of the steps its own training ran on each
+segment (a segment it did not train at all claims the loss before it). A false claim about honest work
+(:data:`FALSE_CLAIMS`) trains every segment as the spec says and lies in the manifest only:
+
+* ``false-loss``: a prettier training curve, the loss of ``bad_segments`` (by default the
+  second half) committed at 0.8x what training computed; caught by the loss check
+  (``wrong-loss``) of a replay, and by a referee's replay of the segment's losses.
+
 The adaptive cheaters (:data:`ADAPTIVE`, issue 10) know the verifier's rules and pick
 their fakes to fit them; each is caught only by a defence that names its class:
 
@@ -43,6 +51,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
@@ -51,16 +60,20 @@ from proofs.errors import ProofError
 from proofs.merkle import TraceTree
 from proofs.seeds import derive_seed
 from proofs.spec import JobSpec
-from proofs.train import Runtime, Trace, Trainer
+from proofs.train import Runtime, Trace, Trainer, segment_loss
 
-__all__ = ["STRATEGIES", "ADAPTIVE", "ALL_STRATEGIES", "WORK_SAVED", "MOVES", "CheatTrace", "cheat", "mix"]
+__all__ = ["STRATEGIES", "ADAPTIVE", "FALSE_CLAIMS", "ALL_STRATEGIES", "WORK_SAVED", "MOVES", "CheatTrace", "cheat", "mix"]
 
 STRATEGIES = ("skip-steps", "wrong-lr", "wrong-data", "copy-weights", "fake-final", "tamper")
 ADAPTIVE = ("free-start", "coast", "quiet-jumps", "half-batch", "tolerance-drift")
-ALL_STRATEGIES = STRATEGIES + ADAPTIVE
+FALSE_CLAIMS = ("false-loss",)
+ALL_STRATEGIES = STRATEGIES + ADAPTIVE + FALSE_CLAIMS
 
-#: Share of a bad segment's training compute a classic strategy does not spend.
-WORK_SAVED = {"skip-steps": 0.5, "wrong-lr": 0.0, "wrong-data": 0.0, "copy-weights": 0.0, "fake-final": 1.0, "tamper": 0.0}
+#: Share of a bad segment's training compute a classic strategy (or a false claim) does not spend.
+WORK_SAVED = {"skip-steps": 0.5, "wrong-lr": 0.0, "wrong-data": 0.0, "copy-weights": 0.0, "fake-final": 1.0, "tamper": 0.0, "false-loss": 0.0}
+
+#: What ``false-loss`` commits for a bad segment's loss, as a share of the computed one.
+PRETTIER = 0.8
 
 
 class ForgedTrainer(Trainer):
@@ -93,6 +106,8 @@ def _default_segments(strategy: str, n: int) -> tuple[int, ...]:
         return (0,)
     if strategy in ("coast", "half-batch"):
         return tuple(range(n // 4, max(n // 4 + 1, 3 * n // 4)))
+    if strategy == "false-loss":
+        return tuple(range(n // 2, n))
     if strategy == "quiet-jumps":
         return tuple(sorted({n // 3, 2 * n // 3}))
     return (n // 2,)
@@ -134,15 +149,19 @@ def cheat(
     stamp = spec.spec_hash()
     other = _other_run(strategy, spec, dataset, rt)
     checkpoints = [honest.to_bytes()]
+    losses: list[float] = []
     for seg in range(n):
-        if strategy == "tamper" or seg not in chosen:
-            honest.run(k)
+        if strategy in ("tamper", "false-loss") or seg not in chosen:
+            computed = honest.run(k)
         elif strategy == "copy-weights":
             assert other is not None
-            other.run(k)
+            computed = other.run(k)
             honest.load(other.checkpoint())
         else:
-            _fake_segment(strategy, spec, dataset, honest, rt, stamp)
+            computed = _fake_segment(strategy, spec, dataset, honest, rt, stamp)
+        losses.append(segment_loss(computed) if computed else losses[-1] if losses else 0.0)
+        if strategy == "false-loss" and seg in chosen:
+            losses[-1] = float(np.float32(losses[-1] * PRETTIER))
         checkpoints.append(honest.to_bytes())
 
     bad = chosen
@@ -151,7 +170,7 @@ def cheat(
             checkpoints[c] = _tampered(checkpoints[c], stamp)
         bad = tuple(sorted({s for c in chosen for s in (c - 1, c) if 0 <= s < n}))
     saved = WORK_SAVED[strategy] * len(chosen) / n
-    return CheatTrace(strategy=strategy, trace=_assemble(spec, checkpoints), bad_segments=bad, work_saved=saved)
+    return CheatTrace(strategy=strategy, trace=_assemble(spec, checkpoints, losses), bad_segments=bad, work_saved=saved)
 
 
 def _other_run(strategy: str, spec: JobSpec, dataset: Dataset, rt: Runtime) -> Trainer | None:
@@ -161,36 +180,40 @@ def _other_run(strategy: str, spec: JobSpec, dataset: Dataset, rt: Runtime) -> T
     return ForgedTrainer(twin, dataset, rt, stamp=spec.spec_hash())
 
 
-def _fake_segment(strategy: str, spec: JobSpec, dataset: Dataset, trainer: Trainer, rt: Runtime, stamp: str) -> None:
-    """Advance ``trainer`` by one segment the wrong way."""
+def _fake_segment(strategy: str, spec: JobSpec, dataset: Dataset, trainer: Trainer, rt: Runtime, stamp: str) -> list[float]:
+    """Advance ``trainer`` by one segment the wrong way; the losses of the steps it did train."""
     k = spec.checkpoint_interval
     if strategy == "skip-steps":
         before = {n: p.detach().clone() for n, p in trainer.params.items()}
         done = k // 2
-        trainer.run(done)
+        losses = trainer.run(done)
         with torch.no_grad():
             for name, p in trainer.params.items():
                 p.copy_(before[name] + (p - before[name]) * (k / max(done, 1)))
         trainer.step += k - done
-    elif strategy in ("wrong-lr", "wrong-data"):
+        return losses
+    if strategy in ("wrong-lr", "wrong-data"):
         if strategy == "wrong-lr":
             bent = spec.model_copy(update={"optimizer": spec.optimizer.model_copy(update={"lr": spec.optimizer.lr * 0.5})})
             crook = ForgedTrainer(bent, trainer.order.dataset, rt, stamp=stamp)
         else:
             crook = ForgedTrainer(spec, trainer.order.dataset, rt, data_seed=derive_seed(spec.seed, "adversary"), stamp=stamp)
         crook.load(trainer.checkpoint())
-        crook.run(k)
+        losses = crook.run(k)
         trainer.load(crook.checkpoint())
-    elif strategy == "fake-final":
+        return losses
+    if strategy == "fake-final":
         # No training at all: repeat the previous segment's update (a plausible-looking extrapolation).
         before = {n: p.detach().clone() for n, p in trainer.params.items()}
         probe = Trainer(spec, trainer.order.dataset, rt)
         probe.load(trainer.checkpoint())
-        probe.run(1)  # one cheap step to get a direction
+        losses = probe.run(1)  # one cheap step to get a direction
         with torch.no_grad():
             for name, p in trainer.params.items():
                 p.copy_(before[name] + (probe.params[name].detach() - before[name]) * k)
         trainer.step += k
+        return losses
+    raise ProofError(f"{strategy} fakes no segment")
 
 
 #: What one segment of an adaptive plan does, and the share of its compute it skips.
@@ -230,13 +253,15 @@ def mix(spec: JobSpec, dataset: Dataset, plan: Mapping[int, str], *, free_start:
         twin = spec.model_copy(update={"seed": derive_seed(spec.seed, "adversary")})
         trainer.load(ForgedTrainer(twin, dataset, rt, stamp=stamp).checkpoint())
     checkpoints = [trainer.to_bytes()]
+    losses: list[float] = []
     previous = {name: p.detach().clone() for name, p in trainer.params.items()}
     left: Checkpoint | None = None
     for seg in range(n):
         move = plan.get(seg, "honest")
         before = {name: p.detach().clone() for name, p in trainer.params.items()}
+        computed: list[float] = []  # a move that trains nothing claims the loss before it
         if move in ("honest", "coast"):
-            trainer.run(k)  # coasting: what replay gives, bought for the price of label counts
+            computed = trainer.run(k)  # coasting: what replay gives, bought for the price of label counts
         elif move == "coast-in":  # every parameter and slot zero: only the output bias still learns
             left = trainer.checkpoint()
             with torch.no_grad():
@@ -256,16 +281,17 @@ def mix(spec: JobSpec, dataset: Dataset, plan: Mapping[int, str], *, free_start:
             bent = spec.model_copy(update={"batch_size": max(1, spec.batch_size // 2)})
             crook = ForgedTrainer(bent, dataset, rt, stamp=stamp)
             crook.load(trainer.checkpoint())
-            crook.run(k)
+            computed = crook.run(k)
             trainer.load(crook.checkpoint())
         else:  # drift
-            trainer.run(k)
+            computed = trainer.run(k)
             _drift(spec, trainer, before)
+        losses.append(segment_loss(computed) if computed else losses[-1] if losses else 0.0)
         previous = before
         checkpoints.append(trainer.to_bytes())
     bad = tuple(sorted(set(plan) | ({0} if free_start else set())))
     saved = sum(MOVES[m] for m in plan.values()) / n
-    return CheatTrace(strategy="mix", trace=_assemble(spec, checkpoints), bad_segments=bad, work_saved=saved)
+    return CheatTrace(strategy="mix", trace=_assemble(spec, checkpoints, losses), bad_segments=bad, work_saved=saved)
 
 
 def _drift(spec: JobSpec, trainer: Trainer, before: dict[str, torch.Tensor]) -> None:
@@ -293,8 +319,8 @@ def _tampered(data: bytes, stamp: str) -> bytes:
     return encode_checkpoint(ckpt.step, tensors, stamp)
 
 
-def _assemble(spec: JobSpec, checkpoints: list[bytes]) -> Trace:
+def _assemble(spec: JobSpec, checkpoints: list[bytes], losses: list[float]) -> Trace:
     params = [decode_checkpoint(c).params() for c in checkpoints]
     norms = tuple(update_norm(a, b) for a, b in zip(params, params[1:]))
     hashes = tuple(state_hash(c) for c in checkpoints)
-    return Trace(spec=spec, state_hashes=hashes, update_norms=norms, tree=TraceTree(hashes), checkpoints=tuple(checkpoints))
+    return Trace(spec=spec, state_hashes=hashes, update_norms=norms, losses=tuple(losses), tree=TraceTree(hashes), checkpoints=tuple(checkpoints))

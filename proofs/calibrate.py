@@ -6,7 +6,8 @@ and the tolerance thresholds that follow from it.
 deterministic algorithms off, float32 matmul precision, and CPU vs GPU when a GPU
 exists), measures the :class:`~proofs.replay.Distances` of each perturbed end
 state to the reference one (and counts the coordinates the reference left unchanged that
-the perturbation changed: tolerance mode rejects any, :func:`~proofs.replay.moved_frozen`),
+the perturbation changed: tolerance mode rejects any, :func:`~proofs.replay.moved_frozen`;
+and how far the segment's mean training loss moved, which :data:`~proofs.replay.LOSS_RTOL` bounds),
 and sets every threshold to the largest distance seen times a safety factor (default :data:`SAFETY_FACTOR` = 10, the gap the
 Proof-of-Learning authors report between same-machine and cross-machine error),
 never below a floor, so that tolerance mode admits honest hardware variation and
@@ -26,7 +27,7 @@ from proofs.data import Dataset
 from proofs.errors import ProofError
 from proofs.replay import Distances, distances, moved_frozen
 from proofs.spec import JobSpec, Tolerance
-from proofs.train import Runtime, Trainer
+from proofs.train import Runtime, Trainer, segment_loss
 
 __all__ = ["SAFETY_FACTOR", "FLOORS", "Perturbation", "Calibration", "default_perturbations", "calibrate"]
 
@@ -40,13 +41,15 @@ FLOORS = Distances(l2=1e-6, linf=1e-6, cosine=1e-9)
 @dataclass(frozen=True)
 class Perturbation:
     """One measured runtime and its distance to the reference replay; ``moved_frozen``: coordinates
-    the reference replay left unchanged that this runtime changed (tolerance mode rejects any)."""
+    the reference replay left unchanged that this runtime changed (tolerance mode rejects any);
+    ``loss``: relative difference of the segment's mean training loss to the reference one."""
 
     name: str
     runtime: Runtime
     params: Distances
     optimizer: Distances
     moved_frozen: int = 0
+    loss: float = 0.0
 
     @property
     def exact(self) -> bool:
@@ -79,11 +82,11 @@ def default_perturbations(reference: Runtime = Runtime()) -> list[tuple[str, Run
     return [(name, rt) for name, rt in out if rt != reference]
 
 
-def _replay(spec: JobSpec, dataset: Dataset, start: bytes, rt: Runtime) -> dict[str, torch.Tensor]:
+def _replay(spec: JobSpec, dataset: Dataset, start: bytes, rt: Runtime) -> tuple[dict[str, torch.Tensor], float]:
     trainer = Trainer(spec, dataset, rt)
     trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
-    trainer.run(spec.checkpoint_interval)
-    return {k: v.detach().cpu().clone() for k, v in trainer.tensors().items()}
+    loss = segment_loss(trainer.run(spec.checkpoint_interval))
+    return {k: v.detach().cpu().clone() for k, v in trainer.tensors().items()}, loss
 
 
 def _split(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
@@ -115,13 +118,17 @@ def calibrate(
     measured = []
     for start in starts:
         begin = dict(decode_checkpoint(start, expect_spec=spec.spec_hash()).tensors)
-        reference_end = _replay(spec, dataset, start, reference)
+        reference_end, reference_loss = _replay(spec, dataset, start, reference)
         ref_params, ref_optim = _split(reference_end)
         for name, rt in runs:
-            end = _replay(spec, dataset, start, rt)
+            end, loss = _replay(spec, dataset, start, rt)
             params, optim = _split(end)
-            p = Perturbation(name, rt, distances(params, ref_params), distances(optim, ref_optim), moved_frozen(begin, reference_end, end))
-            log.info("calibration", extra={"perturbation": name, "l2": p.params.l2, "linf": p.params.linf, "moved_frozen": p.moved_frozen})
+            drift = abs(loss - reference_loss) / abs(reference_loss) if reference_loss else abs(loss)
+            p = Perturbation(name, rt, distances(params, ref_params), distances(optim, ref_optim), moved_frozen(begin, reference_end, end), drift)
+            log.info(
+                "calibration",
+                extra={"perturbation": name, "l2": p.params.l2, "linf": p.params.linf, "moved_frozen": p.moved_frozen, "loss_drift": p.loss},
+            )
             measured.append(p)
 
     def threshold(field: str) -> float:

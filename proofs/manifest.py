@@ -2,17 +2,25 @@
 
 Canonical JSON (sorted keys, compact) listing, for checkpoint ``i = 0..n``, its
 CID and state hash, the per-segment update norms (L2 of the parameter change
-over segment ``i``, the top-Q sampling key), the spec's CID and hash, and the
-Merkle root. Parsing is bounded and checks that the manifest is internally
-consistent: indices in order, ``n + 1`` checkpoints for ``n`` norms, and a root
-that is the :class:`~proofs.merkle.TraceTree` root of the listed hashes.
+over segment ``i``, the top-Q sampling key), the per-segment mean training losses
+(``proofs.train.segment_loss``: float32 values, written as the shortest decimal that
+reads back as the same number, so they round-trip bit-exactly), the spec's CID and
+hash, and the Merkle root. Parsing is bounded and checks that the manifest is
+internally consistent: indices in order, ``n + 1`` checkpoints for ``n`` norms and
+``n`` losses, every loss a float32, and a root that is the
+:class:`~proofs.merkle.TraceTree` root of the listed hashes.
+
+Version 2 added the losses; a version 1 manifest (no losses) is refused like any other
+malformed manifest (docs/formats.md, "Manifest").
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.bounded import MAX_DEPTH, json_depth
@@ -20,13 +28,19 @@ from proofs.errors import LimitExceeded, ManifestError
 from proofs.merkle import TraceTree
 from proofs.spec import JobSpec, Limits, canonical_json
 
-__all__ = ["MANIFEST_VERSION", "MAX_MANIFEST_BYTES", "CheckpointEntry", "Manifest", "parse_manifest"]
+__all__ = ["MANIFEST_VERSION", "MAX_MANIFEST_BYTES", "CheckpointEntry", "Manifest", "parse_manifest", "is_float32"]
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 MAX_MANIFEST_BYTES = 256 * (Limits.SEGMENTS + 1) + 4096
 
 _Hex32 = Annotated[str, Field(pattern=r"^0x[0-9a-f]{64}$")]
 _Cid = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
+
+
+def is_float32(value: float) -> bool:
+    """Whether ``value`` is exactly a finite float32 (what a committed loss must be)."""
+    with np.errstate(over="ignore"):
+        return math.isfinite(value) and float(np.float32(value)) == value
 
 
 class _Frozen(BaseModel):
@@ -40,7 +54,7 @@ class CheckpointEntry(_Frozen):
 
 
 class Manifest(_Frozen):
-    version: Literal[1] = MANIFEST_VERSION
+    version: Literal[2] = MANIFEST_VERSION
     spec_cid: _Cid
     spec_hash: _Hex32
     steps: Annotated[int, Field(ge=1, le=Limits.STEPS)]
@@ -48,6 +62,7 @@ class Manifest(_Frozen):
     root: _Hex32
     checkpoints: tuple[CheckpointEntry, ...] = Field(min_length=2, max_length=Limits.SEGMENTS + 1)
     update_norms: tuple[Annotated[float, Field(ge=0.0, allow_inf_nan=False)], ...]
+    losses: tuple[Annotated[float, Field(allow_inf_nan=False)], ...]
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
@@ -58,6 +73,10 @@ class Manifest(_Frozen):
             raise ValueError("checkpoint indices must be 0, 1, ..., n in order")
         if len(self.update_norms) != n:
             raise ValueError(f"{len(self.update_norms)} update norms for {n} segments")
+        if len(self.losses) != n:
+            raise ValueError(f"{len(self.losses)} losses for {n} segments")
+        if (bad := next((i for i, x in enumerate(self.losses) if not is_float32(x)), None)) is not None:
+            raise ValueError(f"loss of segment {bad} ({self.losses[bad]!r}) is not a float32")
         computed = TraceTree(self.state_hashes).root
         if computed != self.root:
             raise ValueError(f"root {self.root} is not the Merkle root of the listed state hashes ({computed})")
@@ -102,7 +121,7 @@ _CIDV0_SHAPE = "Qm" + "z" * 44
 def largest_manifest_bytes(steps: int, checkpoint_interval: int) -> int:
     """The size of the largest canonical manifest of a job of ``steps`` steps checkpointed every
     ``checkpoint_interval``, with CIDv0 content ids (46 characters, what our stores return) and the
-    longest norms, without building its tree: what a solver compares with what it could publish on
+    longest norms and losses, without building its tree: what a solver compares with what it could publish on
     chain if its manifest's availability is challenged."""
     n = steps // checkpoint_interval
     longest = Manifest.model_construct(
@@ -114,6 +133,7 @@ def largest_manifest_bytes(steps: int, checkpoint_interval: int) -> int:
         root="0x" + "f" * 64,
         checkpoints=tuple(CheckpointEntry.model_construct(index=i, cid=_CIDV0_SHAPE, state_hash="0x" + "f" * 64) for i in range(n + 1)),
         update_norms=(1.2345678901234567e-300,) * n,
+        losses=(-1.2345678901234567e-38,) * n,
     )
     return len(longest.canonical_bytes())
 

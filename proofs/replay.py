@@ -11,6 +11,11 @@ spec's seeded batches, and compares the result with checkpoint ``i + 1``:
   cosine thresholds. Drift on coordinates honest training never moves therefore fails at
   once, whatever its size (docs/proofs.md, "Tolerance mode").
 
+In both modes, once its states hold, a segment's committed mean training loss (the manifest's
+``losses``) must be the one the replay computes: bit for bit in ``exact`` mode, within
+:data:`LOSS_RTOL` (relative) in ``tolerance`` mode; else it fails with ``wrong-loss``, so the
+training curve a submitter is shown is verified data (docs/proofs.md, "Training curve").
+
 In both modes a segment must do learning work: a replayed step in which some parameter
 tensor gets an exactly zero gradient, or a segment after which parameters and
 optimizer slots are bit-identical to its start, fails with ``no-work`` (the spec's
@@ -24,7 +29,7 @@ fetching anything.
 It returns a :class:`SegmentVerdict` (never prints, never raises on a bad
 trace): served bytes that do not match the commitment, truncated or
 non-canonical checkpoints, a wrong step or spec stamp, a false update-norm
-claim and a state mismatch all come back as a failed verdict with a
+claim, a state mismatch and a false loss all come back as a failed verdict with a
 :class:`Reason` and a one-line detail naming the segment.
 """
 
@@ -35,6 +40,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -45,7 +51,7 @@ from proofs.errors import ManifestError, ProofError, SegmentOutOfRange
 from proofs.manifest import Manifest, parse_manifest
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
-from proofs.train import Runtime, Trainer
+from proofs.train import Runtime, Trainer, segment_loss
 
 __all__ = [
     "Reason",
@@ -61,6 +67,9 @@ __all__ = [
     "check_committed_manifest",
     "committed_manifest",
     "check_norm",
+    "check_loss",
+    "LOSS_RTOL",
+    "Watched",
     "referee_step",
     "first_idle_step",
     "run_watching",
@@ -77,6 +86,12 @@ Fetch = Callable[[int], bytes]
 #: Relative slack when comparing a claimed update norm with the recomputed one (JSON float round trip).
 _NORM_RTOL = 1e-9
 
+#: Tolerance mode: the largest relative difference between a committed mean loss and the replayed
+#: one (exact mode compares bits). Replays under other thread counts and matmul precisions move it
+#: by at most 1.1e-7 on the registry models (``proofs.calibrate`` measures it); the rest is room for
+#: hardware we could not measure (docs/proofs.md, "Training curve").
+LOSS_RTOL = 1e-3
+
 
 class Reason(str, enum.Enum):
     OK = "ok"
@@ -90,6 +105,7 @@ class Reason(str, enum.Enum):
     WRONG_START = "wrong-start"
     NO_WORK = "no-work"
     MALFORMED_MANIFEST = "malformed-manifest"
+    WRONG_LOSS = "wrong-loss"
 
 
 @dataclass(frozen=True)
@@ -117,6 +133,7 @@ class SegmentVerdict:
     params: Distances | None = None
     optimizer: Distances | None = None
     replayed_hash: str | None = None
+    replayed_loss: float | None = None
 
 
 @dataclass(frozen=True)
@@ -257,8 +274,16 @@ def _idle_tensor(trainer: Trainer) -> str | None:
     return None
 
 
-def run_watching(trainer: Trainer, steps: int) -> tuple[int, str] | None:
-    """Advance ``steps`` steps; the first idle step (local index, tensor) or None."""
+class Watched(NamedTuple):
+    """What :func:`run_watching` saw: the first idle step (local index, tensor) or None, and the
+    mean training loss of the steps run (:func:`proofs.train.segment_loss`)."""
+
+    idle: tuple[int, str] | None
+    loss: float
+
+
+def run_watching(trainer: Trainer, steps: int) -> Watched:
+    """Advance ``steps`` steps, watching each for a parameter tensor with a zero gradient."""
     idle: list[tuple[int, str]] = []
     first = trainer.step
 
@@ -266,8 +291,8 @@ def run_watching(trainer: Trainer, steps: int) -> tuple[int, str] | None:
         if not idle and (name := _idle_tensor(trainer)) is not None:
             idle.append((step - 1 - first, name))
 
-    trainer.run(steps, watch)
-    return idle[0] if idle else None
+    losses = trainer.run(steps, watch)
+    return Watched(idle[0] if idle else None, segment_loss(losses))
 
 
 def first_idle_step(spec: JobSpec, dataset: Dataset, start: bytes, steps: int, rt: Runtime = Runtime()) -> int | None:
@@ -276,7 +301,7 @@ def first_idle_step(spec: JobSpec, dataset: Dataset, start: bytes, steps: int, r
     ``no-work`` segment to that step (``rolebase.dispute``)."""
     trainer = Trainer(spec, dataset, rt)
     trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
-    found = run_watching(trainer, steps)
+    found = run_watching(trainer, steps).idle
     return None if found is None else found[0]
 
 
@@ -286,8 +311,35 @@ def referee_step(spec: JobSpec, dataset: Dataset, state: bytes, rt: Runtime = Ru
     whatever state it posted)."""
     trainer = Trainer(spec, dataset, rt)
     trainer.load(decode_checkpoint(state, expect_spec=spec.spec_hash()))
-    found = run_watching(trainer, 1)
+    found = run_watching(trainer, 1).idle
     return trainer.to_bytes(), None if found is None else found[1]
+
+
+def _loss_matches(spec: JobSpec, replayed: float, claimed: float) -> bool:
+    """Whether a committed mean loss is the replayed one: the same float32 in exact mode, within
+    :data:`LOSS_RTOL` of it in tolerance mode."""
+    if spec.tolerance.mode == "exact":
+        return replayed == claimed
+    return abs(replayed - claimed) <= LOSS_RTOL * abs(replayed)
+
+
+def _loss_fault(spec: JobSpec, segment: int, replayed: float, claimed: float, **extra: object) -> SegmentVerdict | None:
+    if _loss_matches(spec, replayed, claimed):
+        return None
+    bound = "" if spec.tolerance.mode == "exact" else f" (more than {LOSS_RTOL:g} relative)"
+    return _fail(segment, Reason.WRONG_LOSS, f"mean training loss is {replayed!r}, the manifest claims {claimed!r}{bound}", **extra)
+
+
+def check_loss(spec: JobSpec, dataset: Dataset, segment: int, start: bytes, claimed: float, rt: Runtime = Runtime()) -> SegmentVerdict:
+    """The manifest's mean training loss of ``segment`` against the one ``k`` steps of training from
+    checkpoint bytes ``start`` (leaf ``segment``) give: what a referee of a game on the segment checks
+    once the isolated step holds (``rolebase.dispute``). The loss depends on the start alone, so the
+    committed end plays no part."""
+    trainer = Trainer(spec, dataset, rt)
+    trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
+    replayed = run_watching(trainer, spec.checkpoint_interval).loss
+    fault = _loss_fault(spec, segment, replayed, claimed, replayed_loss=replayed)
+    return fault or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: mean training loss {claimed!r} as claimed", replayed_loss=replayed)
 
 
 def _fail(segment: int, reason: Reason, detail: str, **extra: object) -> SegmentVerdict:
@@ -305,12 +357,14 @@ def replay_segment(
     start_hash: str | None = None,
     end_hash: str | None = None,
     claimed_norm: float | None = None,
+    claimed_loss: float | None = None,
     rt: Runtime = Runtime(),
 ) -> SegmentVerdict:
     """Re-run segment ``segment`` from checkpoint bytes ``start`` and judge ``end``.
 
     ``start_hash``/``end_hash`` are the committed state hashes (leaves ``segment`` and
-    ``segment + 1``); ``claimed_norm`` the manifest's update norm for the segment.
+    ``segment + 1``); ``claimed_norm`` and ``claimed_loss`` the manifest's update norm and mean
+    training loss for the segment (the loss is judged last, once the states hold).
     """
     n, k = spec.segments, spec.checkpoint_interval
     if not 0 <= segment < n:
@@ -339,22 +393,26 @@ def replay_segment(
         return _fail(segment, Reason.MALFORMED, str(exc))
     if claimed_norm is not None and (false_norm := _norm_fault(segment, first, last, claimed_norm)) is not None:
         return false_norm
-    idle = run_watching(trainer, k)
+    idle, loss = run_watching(trainer, k)
     replayed = trainer.to_bytes()
     replayed_hash = state_hash(replayed)
     ours = {name: t.detach().cpu() for name, t in trainer.tensors().items()}
     param_names = [n for n in ours if n.startswith("param.")]
     param_d = distances({n: ours[n] for n in param_names}, {n: last.tensors[n] for n in param_names})
     optim_d = distances({n: v for n, v in ours.items() if n.startswith("optim.")}, dict(last.optimizer_state()))
-    extra = {"params": param_d, "optimizer": optim_d, "replayed_hash": replayed_hash}
+    extra = {"params": param_d, "optimizer": optim_d, "replayed_hash": replayed_hash, "replayed_loss": loss}
     if idle is not None:
         step, name = idle
         return _fail(segment, Reason.NO_WORK, f"step {segment * k + step} did no learning work: {name} has a zero gradient", **extra)
     if all(torch.equal(first.tensors[n], last.tensors[n]) for n in first.tensors):
         return _fail(segment, Reason.NO_WORK, "parameters and optimizer slots are bit-identical to the start", **extra)
     committed_hash = state_hash(end)
+
+    def false_loss() -> SegmentVerdict | None:  # judged once the states hold
+        return None if claimed_loss is None else _loss_fault(spec, segment, loss, claimed_loss, **extra)
+
     if replayed_hash == committed_hash:
-        return SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay reproduces {committed_hash}", **extra)  # type: ignore[arg-type]
+        return false_loss() or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay reproduces {committed_hash}", **extra)  # type: ignore[arg-type]
     if spec.tolerance.mode == "exact":
         return _fail(
             segment,
@@ -365,7 +423,7 @@ def replay_segment(
     if frozen := moved_frozen(first.tensors, ours, last.tensors):
         return _fail(segment, Reason.OUT_OF_TOLERANCE, f"{frozen} coordinates the replay leaves unchanged were changed", **extra)
     if param_d.within(spec.tolerance) and optim_d.within(spec.tolerance):
-        return SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: within tolerance (param l2 {param_d.l2:.3g})", **extra)  # type: ignore[arg-type]
+        return false_loss() or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: within tolerance (param l2 {param_d.l2:.3g})", **extra)  # type: ignore[arg-type]
     return _fail(
         segment,
         Reason.OUT_OF_TOLERANCE,
@@ -417,6 +475,7 @@ def verify_trace(
                 start_hash=manifest.state_hashes[seg],
                 end_hash=manifest.state_hashes[seg + 1],
                 claimed_norm=manifest.update_norms[seg],
+                claimed_loss=manifest.losses[seg],
                 rt=rt,
             )
         )

@@ -5,8 +5,8 @@ kernels, matmul precision, device); :class:`Trainer` holds a model, its
 optimizer slots and the global step, and advances one seeded batch at a time;
 :func:`train_trace` runs a whole job, taking a canonical checkpoint every
 ``k`` steps, hashing it, and returns a :class:`Trace` with the Merkle tree and
-per-segment update norms. The caller stores checkpoints (``put``) and builds
-the manifest with their CIDs::
+per-segment update norms and mean training losses (:func:`segment_loss`). The
+caller stores checkpoints (``put``) and builds the manifest with their CIDs::
 
     trace = train_trace(spec, dataset, put=store.put)   # put(bytes) -> CID
     manifest = trace.manifest(spec_cid)
@@ -16,11 +16,13 @@ the manifest with their CIDs::
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Literal
 
+import numpy as np
 import torch
 
 from proofs import repro
@@ -33,7 +35,7 @@ from proofs.models import build_model, ops_for
 from proofs.optim import build_optimizer
 from proofs.spec import JobSpec
 
-__all__ = ["Runtime", "runtime", "Trainer", "Trace", "train_trace", "Progress", "Put"]
+__all__ = ["Runtime", "runtime", "Trainer", "Trace", "train_trace", "segment_loss", "Progress", "Put"]
 
 log = logging.getLogger(__name__)
 
@@ -117,13 +119,15 @@ class Trainer:
         self.step += 1
         return loss.detach()
 
-    def run(self, steps: int, progress: Progress | None = None, total: int | None = None) -> None:
-        """Advance ``steps`` steps under this trainer's runtime settings."""
+    def run(self, steps: int, progress: Progress | None = None, total: int | None = None) -> list[float]:
+        """Advance ``steps`` steps under this trainer's runtime settings; each step's loss (float32 values)."""
+        losses = []
         with runtime(self.rt):
             for _ in range(steps):
-                self.train_step()
+                losses.append(float(self.train_step().item()))
                 if progress is not None:
                     progress(self.step, total or self.spec.steps)
+        return losses
 
     # -- state ----------------------------------------------------------------------------
 
@@ -162,9 +166,20 @@ class Trainer:
         self.step = ckpt.step
 
 
+def segment_loss(losses: Sequence[float]) -> float:
+    """A segment's mean training loss, as the manifest commits it: the exactly rounded sum of the
+    steps' float32 losses (``math.fsum``), divided by their count in float64, rounded to float32.
+    No reduction order is left to a library, so every replayer that gets the same per-step losses
+    gets the same bits."""
+    if not losses:
+        raise ProofError("a segment has at least one step")
+    return float(np.float32(math.fsum(losses) / len(losses)))
+
+
 @dataclass(frozen=True)
 class Trace:
-    """A finished training trace: ``n + 1`` state hashes, ``n`` update norms, the tree.
+    """A finished training trace: ``n + 1`` state hashes, ``n`` update norms and ``n`` mean
+    training losses (:func:`segment_loss`), the tree.
 
     ``checkpoints`` holds the bytes when ``train_trace(keep=True)``; ``cids`` holds what
     ``put`` returned when one was given.
@@ -173,6 +188,7 @@ class Trace:
     spec: JobSpec
     state_hashes: tuple[str, ...]
     update_norms: tuple[float, ...]
+    losses: tuple[float, ...]
     tree: TraceTree
     checkpoints: tuple[bytes, ...] = ()
     cids: tuple[str, ...] = ()
@@ -194,6 +210,7 @@ class Trace:
             root=self.root,
             checkpoints=tuple(CheckpointEntry(index=i, cid=c, state_hash=h) for i, (c, h) in enumerate(zip(cids, self.state_hashes))),
             update_norms=self.update_norms,
+            losses=self.losses,
         )
 
 
@@ -214,6 +231,7 @@ def train_trace(
     trainer = Trainer(spec, dataset, rt)
     hashes: list[str] = []
     norms: list[float] = []
+    losses: list[float] = []
     kept: list[bytes] = []
     cids: list[str] = []
 
@@ -228,16 +246,17 @@ def train_trace(
     before = {n: p.detach().clone() for n, p in trainer.params.items()}
     k = spec.checkpoint_interval
     for segment in range(spec.segments):
-        trainer.run(k, progress)
+        losses.append(segment_loss(trainer.run(k, progress)))
         record(trainer.to_bytes())
         after = {n: p.detach() for n, p in trainer.params.items()}
         norms.append(update_norm(before, after))
         before = {n: p.clone() for n, p in after.items()}
-        log.debug("segment done", extra={"segment": segment, "state_hash": hashes[-1], "update_norm": norms[-1]})
+        log.debug("segment done", extra={"segment": segment, "state_hash": hashes[-1], "update_norm": norms[-1], "loss": losses[-1]})
     return Trace(
         spec=spec,
         state_hashes=tuple(hashes),
         update_norms=tuple(norms),
+        losses=tuple(losses),
         tree=TraceTree(hashes),
         checkpoints=tuple(kept),
         cids=tuple(cids),

@@ -23,6 +23,11 @@ leaves) is voted on the manifest alone, read from the chain where the solver had
 trace of the spec. A step that did no learning work (a parameter tensor
 with an exactly zero gradient: ``proofs.referee_step``) is wrong too, and a challenger steers the
 bisection to the first such step of the segment (:meth:`DisputeReplayer.answer`).
+The one commitment a referee cannot settle without training is the segment's mean training loss
+(the manifest's ``losses``): it is a function of checkpoint ``j`` alone, so once the isolated step
+holds, a referee of a trace game on ``j`` replays the segment's ``k`` steps from checkpoint ``j``
+(``proofs.check_loss``, cached per segment) and a false loss makes the solver wrong. It is checked
+last, so that a game any cheaper rule decides costs no replay (docs/dispute.md, "The loss").
 The material of a job is cached in memory per committed root (a reopened job gets a new one).
 """
 
@@ -45,6 +50,7 @@ from proofs import (
     Manifest,
     ProofError,
     check_committed_manifest,
+    check_loss,
     check_manifest,
     check_norm,
     check_start,
@@ -105,6 +111,7 @@ class DisputeReplayer:
         self._material: dict[tuple[int, bytes], JobMaterial] = {}
         self._starts: dict[tuple[int, bytes, int], bytes] = {}
         self._idle_steps: dict[tuple[int, bytes, int, int], int | None] = {}
+        self._loss_faults: dict[tuple[int, bytes, int], str | None] = {}
 
     def material(self, job_id: JobId) -> JobMaterial:
         job = self.protocol.market.get_job(job_id)
@@ -219,11 +226,25 @@ class DisputeReplayer:
         norm = check_norm(segment, start, end, m.manifest.update_norms[segment])
         return None if norm.passed else norm.detail
 
+    def loss_fault(self, job_id: JobId, segment: int) -> str | None:
+        """What is false in the manifest's mean training loss of ``segment``, from a replay of its ``k``
+        steps from checkpoint ``segment`` (cached per segment); None when it is the replayed one."""
+        m = self.material(job_id)
+        key = (int(job_id), bytes.fromhex(m.manifest.root[2:]), segment)
+        if key not in self._loss_faults:
+            try:
+                start = self._start(job_id, m, segment)
+            except StorageError as exc:
+                raise DisputeWorkError(f"job {job_id}: checkpoint {segment}: {exc}") from exc
+            verdict = check_loss(m.spec, m.dataset, segment, start, m.manifest.losses[segment])
+            self._loss_faults[key] = None if verdict.passed else verdict.detail
+        return self._loss_faults[key]
+
     def vote(self, game_id: GameId, game: Game) -> bool:
         """A referee's vote: is the defender's post-state what one step from the agreed state gives,
-        did that step do learning work, (in a trace game) are the segment's start and norm what the
-        solver committed, and (in a report game) is the game at the probe's step? A manifest game
-        (0 steps) is voted on the manifest alone."""
+        did that step do learning work, (in a trace game) are the segment's start, norm and mean loss
+        what the solver committed, and (in a report game) is the game at the probe's step? A manifest
+        game (0 steps) is voted on the manifest alone."""
         if game.steps == 0 and not game.on_report:
             return self.manifest_vote(game_id, game)
         m = self.material(game.job_id)
@@ -245,4 +266,7 @@ class DisputeReplayer:
         after, idle = referee_step(m.spec, m.dataset, pre)
         right = state_hash(after) == _hex(task.post_hash) and idle is None
         log.info("isolated step re-executed", extra={"game": game_id, "step": task.global_step, "idle_tensor": idle, "solver_right": right})
+        if right and not game.on_report and (fault := self.loss_fault(game.job_id, game.segment)) is not None:
+            log.info("vote decided by the solver's loss", extra={"game": game_id, "fault": fault, "solver_right": False})
+            return False
         return right

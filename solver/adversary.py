@@ -127,6 +127,7 @@ class CheatingWorkshop(Workshop):
         folder = self._dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
         self.db.drop_checkpoints_from(job_id, 0)
-        hashes = [self._write_checkpoint(job_id, folder, i, data) for i, data in enumerate(faked.trace.checkpoints or ())]
+        losses = (None, *faked.trace.losses)
+        hashes = [self._write_checkpoint(job_id, folder, i, data, losses[i]) for i, data in enumerate(faked.trace.checkpoints or ())]
         log.warning("cheating trace written", extra={"job": job_id, "strategy": self.strategy, "bad_segments": str(list(faked.bad_segments))})
         return hashes

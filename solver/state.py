@@ -3,8 +3,10 @@
 * ``jobs``: each job this solver holds, how far it got (:class:`solver.policy.Phase`)
   and, once uploaded, what it will commit.
 * ``checkpoints``: each checkpoint written to disk, with the keccak state hash computed
-  when it was written. On restart a checkpoint is trusted only if its file still hashes
-  to this value; training resumes from the latest one that does.
+  when it was written and the mean training loss of the segment that ends there (the
+  manifest's ``losses``; null for checkpoint 0, and in records older than the column, whose
+  checkpoints are then not resumed from). On restart a checkpoint is trusted only if its file
+  still hashes to this value; training resumes from the latest one that does.
 * ``spec_verdicts``: the verdict on each spec CID seen (runnable with its estimated training
   time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
   tick; content not in storage yet is looked for again at a backoff (``retry_at``).
@@ -91,6 +93,8 @@ MIGRATIONS: Sequence[str] = (
         PRIMARY KEY (deployment, job_id, spec_cid)
     );
     """,
+    # the manifest commits each segment's mean training loss (a float32: REAL holds it exactly)
+    "ALTER TABLE checkpoints ADD COLUMN loss REAL;",
 )
 
 
@@ -120,6 +124,7 @@ class CheckpointRecord:
     state_hash: str  # 0x-prefixed keccak256 of the checkpoint file
     path: Path
     cid: str | None
+    loss: float | None  # mean training loss of segment ``index - 1`` (None for checkpoint 0)
 
 
 class SolverDb(RoleDb):
@@ -173,16 +178,17 @@ class SolverDb(RoleDb):
     # checkpoints ---------------------------------------------------------------------------
 
     def checkpoints(self, job_id: JobId) -> list[CheckpointRecord]:
-        rows = self.db.query("SELECT idx, state_hash, path, cid FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
-        return [CheckpointRecord(r["idx"], r["state_hash"], Path(r["path"]), r["cid"]) for r in rows]
+        rows = self.db.query("SELECT idx, state_hash, path, cid, loss FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
+        return [CheckpointRecord(r["idx"], r["state_hash"], Path(r["path"]), r["cid"], r["loss"]) for r in rows]
 
-    def add_checkpoint(self, job_id: JobId, index: int, state_hash: str, path: Path) -> None:
-        """Record a checkpoint file (after it is fully written and fsynced) and mark the job training."""
+    def add_checkpoint(self, job_id: JobId, index: int, state_hash: str, path: Path, loss: float | None) -> None:
+        """Record a checkpoint file (after it is fully written and fsynced) and the mean training loss
+        of the segment it ends (None for checkpoint 0), and mark the job training."""
         with self.db.transaction() as conn:
             conn.execute(
-                "INSERT INTO checkpoints (job_id, idx, state_hash, path) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL",
-                (job_id, index, state_hash, str(path)),
+                "INSERT INTO checkpoints (job_id, idx, state_hash, path, loss) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss",
+                (job_id, index, state_hash, str(path), loss),
             )
             conn.execute(
                 "UPDATE jobs SET phase = ?, updated_at = ? WHERE job_id = ? AND phase = ?",

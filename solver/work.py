@@ -53,7 +53,7 @@ from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
-from proofs.train import Trace, Trainer
+from proofs.train import Trace, Trainer, segment_loss
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from solver.policy import Phase, SpecCheck
 from solver.state import SolverDb, SpecVerdict
@@ -207,9 +207,9 @@ def _estimate(spec: JobSpec, dataset: Dataset) -> float:
     single.run(1)
     step_s = (time.monotonic() - started) * spec.batch_size
     if step_s <= DRY_RUN_STEP_CAP_S:
-        idle = run_watching(trainer, 1)
+        idle = run_watching(trainer, 1).idle
         started = time.monotonic()
-        idle = run_watching(trainer, DRY_RUN_STEPS) or idle
+        idle = run_watching(trainer, DRY_RUN_STEPS).idle or idle
         step_s = (time.monotonic() - started) / DRY_RUN_STEPS
         if idle is not None:
             raise IdleTraining(f"{idle[1]} has an exactly zero gradient in a dry-run step")
@@ -273,10 +273,11 @@ class Workshop:
     # -- training ----------------------------------------------------------------------------
 
     def _resume_point(self, job_id: JobId) -> list[str]:
-        """State hashes of the checkpoints 0..i on disk that still verify; later ones are dropped."""
+        """State hashes of the checkpoints 0..i on disk that still verify (and, past 0, have their
+        segment's loss on record); later ones are dropped."""
         hashes: list[str] = []
         for record in self.db.checkpoints(job_id):
-            ok = record.index == len(hashes)
+            ok = record.index == len(hashes) and (record.index == 0 or record.loss is not None)
             if ok:
                 try:
                     ok = state_hash(_read_bounded(record.path)) == record.state_hash
@@ -313,13 +314,13 @@ class Workshop:
             trainer.load(decode_checkpoint(_read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
             log.info(TRAINING_RESUMED, extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
         else:
-            hashes.append(self._write_checkpoint(job_id, folder, 0, trainer.to_bytes()))
+            hashes.append(self._write_checkpoint(job_id, folder, 0, trainer.to_bytes(), None))
             log.info(TRAINING_STARTED, extra={"job": job_id, "steps": spec.steps, "k": spec.checkpoint_interval})
         k = spec.checkpoint_interval
         for index in range(len(hashes), spec.segments + 1):
-            trainer.run(k, self._step_hook(job_id, deadline))
-            hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes()))
-            log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hashes[-1]})
+            loss = segment_loss(trainer.run(k, self._step_hook(job_id, deadline)))
+            hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes(), loss))
+            log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hashes[-1], "loss": loss})
         return hashes
 
     def _step_hook(self, job_id: JobId, deadline: int) -> Callable[[int, int], None]:
@@ -337,7 +338,7 @@ class Workshop:
 
         return hook
 
-    def _write_checkpoint(self, job_id: JobId, folder: Path, index: int, data: bytes) -> str:
+    def _write_checkpoint(self, job_id: JobId, folder: Path, index: int, data: bytes, loss: float | None) -> str:
         path = folder / f"checkpoint-{index:06d}.safetensors"
         tmp = path.with_suffix(".tmp")
         with open(tmp, "wb") as fh:
@@ -346,7 +347,7 @@ class Workshop:
             os.fsync(fh.fileno())
         os.replace(tmp, path)
         digest = state_hash(data)
-        self.db.add_checkpoint(job_id, index, digest, path)  # recorded only once the file is durable
+        self.db.add_checkpoint(job_id, index, digest, path, loss)  # recorded only once the file is durable
         return digest
 
     # -- upload ------------------------------------------------------------------------------
@@ -380,7 +381,12 @@ class Workshop:
             self.db.set_phase(job_id, Phase.CLAIMED)
             raise JobWorkError(f"job {job_id}: a checkpoint on disk is corrupt, re-training: {exc}") from exc
         hashes = tuple(c.state_hash for c in checkpoints)
-        trace = Trace(spec=spec, state_hashes=hashes, update_norms=tuple(norms), tree=TraceTree(hashes), cids=tuple(cids))
+        losses = tuple(c.loss for c in checkpoints[1:] if c.loss is not None)
+        if len(losses) != spec.segments:  # records from before the losses: train again
+            self.db.drop_checkpoints_from(job_id, 0)
+            self.db.set_phase(job_id, Phase.CLAIMED)
+            raise JobWorkError(f"job {job_id}: checkpoints on record without their segment's loss, re-training")
+        trace = Trace(spec=spec, state_hashes=hashes, update_norms=tuple(norms), losses=losses, tree=TraceTree(hashes), cids=tuple(cids))
         if trace.root != record.trace_root:
             raise JobWorkError(f"job {job_id}: trace root {trace.root} differs from the recorded {record.trace_root}")
         manifest = trace.manifest(spec_cid)

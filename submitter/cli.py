@@ -17,11 +17,15 @@ from rich.table import Table
 
 from core.agent import open_store
 from core.contracts import JobId
+from core.storage import StorageError
+from proofs.errors import ProofError
 from proofs.spec import JobSpec
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import IpfsApi, StoreDir, console, show_time
 from submitter import service
+from submitter.curve import committed_curve, draw_curve
+from submitter.errors import SubmitError
 from submitter.specfile import read_job
 from submitter.timeline import job_timeline
 
@@ -139,25 +143,53 @@ def list_(
 @app.command()
 def show(
     job: Annotated[int, typer.Argument(help="job id", show_default=False)],
+    curve_png: Annotated[
+        Path | None,
+        typer.Option("--curve", help="also draw the training curve to this PNG file (800x450; the job's trace must be committed)", show_default=False),
+    ] = None,
     rpc: options.Rpc = None,
     chain_id: options.ChainId = None,
     book_dir: options.BookDir = None,
+    data_dir: options.DataDir = None,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
     json_out: options.Json = False,
 ) -> None:
-    """Show one job and its timeline (every market event about it, with its gas).
+    """Show one job, its timeline (every market event about it, with its gas) and, once its trace is
+    committed, its training curve: each segment's mean training loss from the committed manifest,
+    which verifiers check on every segment they replay.
 
     Examples:
 
       veritrain submit show 3
 
       veritrain submit show 3 --json
+
+      veritrain submit show 3 --curve curve.png
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir)
+    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
     protocol = options.protocol(settings, signing=False)
     record = service.get_job(protocol, job)
     timeline = job_timeline(protocol, JobId(job))
+    done = service.commitment(protocol, JobId(job), record)
+    curve, unavailable, drawn = None, None, None
+    if done is not None:  # a store is opened only when there is a manifest to read
+        try:
+            curve = committed_curve(open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir), done)
+        except (StorageError, ProofError) as exc:
+            if curve_png is not None:
+                raise
+            unavailable = f"the committed manifest cannot be read: {exc}"  # the timeline is still worth showing
+    if curve_png is not None:
+        if curve_png.is_dir() or not curve_png.parent.is_dir():
+            raise SubmitError(f"--curve {curve_png}: give a file path in a directory that exists")
+        if curve is None:
+            raise SubmitError(f"job {job} is {record.state.name}: it has no committed trace, so no training curve to draw")
+        draw_curve(curve, curve_png, title=f"job {job}: training curve (mean loss per segment, committed and replay-checked)")
+        drawn = f"wrote {curve_png} (the training curve, {len(curve.points)} segments)"
     if json_out:
-        print(json.dumps({"job": service.job_json(JobId(job), record), "timeline": [e.to_json() for e in timeline]}, indent=2))
+        body = {"job": service.job_json(JobId(job), record), "timeline": [e.to_json() for e in timeline], "curve": curve and curve.to_json()}
+        print(json.dumps(body | ({"curve_unavailable": unavailable} if unavailable else {}), indent=2))
         return
     console.print(f"job [bold]{job}[/]: {record.state.name}  reward {show_tokens(record.reward)} VERI  fee {show_tokens(record.verifier_fee)} VERI")
     table = Table("block", "time", "event", "from", "gas", "details (amounts in VERI)")
@@ -165,6 +197,17 @@ def show(
         details = ", ".join(f"{k}={show_tokens(v) if k in _AMOUNTS and isinstance(v, int) else v}" for k, v in e.args.items())
         table.add_row(str(e.block), show_time(e.timestamp), e.event, _short(e.sender), f"{e.gas_used:,}", details)
     console.print(table)
+    if curve is not None:
+        stride = curve.stride(_CURVE_ROWS)
+        sampled = f", every {stride}th segment: --json has them all" if stride > 1 else ""
+        points = Table("segment", "steps", "mean loss", title=f"training curve (manifest {curve.manifest_cid}{sampled})")
+        for p in curve.sampled(_CURVE_ROWS):
+            points.add_row(str(p.segment), f"{p.first_step}-{p.last_step}", f"{p.loss:.6g}")
+        console.print(points)
+    elif unavailable:
+        console.print(f"training curve: {unavailable}")
+    if drawn:
+        console.print(drawn)
 
 
 @app.command()
@@ -244,6 +287,9 @@ def job_size(spec: JobSpec) -> dict[str, int]:
         "train_flop": 6 * spec.param_count() * per_step * spec.steps,
     }
 
+
+#: Rows of a training curve ``show`` prints (a longer curve is sampled evenly).
+_CURVE_ROWS = 25
 
 #: Event fields that are token amounts (shown in VERI; ``--json`` keeps base units).
 _AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "payout", "amount", "refund", "jackpot", "refereeFees", "deposit", "tax", "escrow"})

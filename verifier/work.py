@@ -74,8 +74,12 @@ log = logging.getLogger(__name__)
 
 
 def _verdict_entry(v: SegmentVerdict) -> dict[str, object]:
-    """A segment's verdict as the report JSON lists it."""
-    return {"segment": v.segment, "passed": v.passed, "reason": v.reason.value, "detail": v.detail}
+    """A segment's verdict as the report JSON lists it, with the mean training loss the replay
+    computed when it got that far (``wrong-loss``: the manifest claims another)."""
+    entry: dict[str, object] = {"segment": v.segment, "passed": v.passed, "reason": v.reason.value, "detail": v.detail}
+    if v.replayed_loss is not None:
+        entry["replayed_loss"] = v.replayed_loss
+    return entry
 
 
 class InspectionDeferred(VeritrainError):
@@ -266,6 +270,7 @@ class Inspector:
                 start_hash=manifest.state_hashes[segment],
                 end_hash=manifest.state_hashes[segment + 1],
                 claimed_norm=manifest.update_norms[segment],
+                claimed_loss=manifest.losses[segment],
             )
             if verdict.passed:  # a probe in a segment that does not replay is moot: the report fails
                 for i, _, step in (p for p in positions if p[1] == segment):

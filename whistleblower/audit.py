@@ -202,6 +202,7 @@ class Auditor:
             start_hash=hashes[segment],
             end_hash=hashes[segment + 1],
             claimed_norm=m.manifest.update_norms[segment],
+            claimed_loss=m.manifest.losses[segment],
         )
         cache.pop(segment, None)  # segments ascend: checkpoint ``segment`` is not needed again
         log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})

@@ -51,7 +51,7 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     for i, data in enumerate(CHECKPOINTS):
         path = tmp_path / f"checkpoint-{i}"
         path.write_bytes(data)
-        db.add_checkpoint(job_id, i, hashes[i], path)
+        db.add_checkpoint(job_id, i, hashes[i], path, None if i == 0 else 1.0)
         cids.append(sstore.put(data))
         db.set_checkpoint_cid(job_id, i, cids[-1])
     manifest_cid = sstore.put(MANIFEST_BYTES)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from proofs import STRATEGIES, ProofError, Reason, cheat, choose_segments, replay_segment, verify_trace
+from proofs import ALL_STRATEGIES, FALSE_CLAIMS, STRATEGIES, ProofError, Reason, cheat, choose_segments, replay_segment, verify_trace
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -20,12 +20,32 @@ def test_each_adversary_is_caught_at_its_bad_segments_and_only_there(strategy: s
             start_hash=t.state_hashes[seg],
             end_hash=t.state_hashes[seg + 1],
             claimed_norm=t.update_norms[seg],
+            claimed_loss=t.losses[seg],
         )
         if seg in faked.bad_segments:
             assert not v.passed and v.reason is Reason.STATE_MISMATCH, (strategy, seg, v.detail)
             assert f"segment {seg}" in v.detail
         else:
             assert v.passed, (strategy, seg, v.detail)
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn", "char-transformer"])
+def test_false_loss_trains_honestly_and_fails_exactly_on_the_segments_it_lied_about(kind: str, jobs, traces) -> None:
+    job, honest = jobs[kind], traces[kind]
+    assert "false-loss" in FALSE_CLAIMS and "false-loss" in ALL_STRATEGIES
+    faked = cheat("false-loss", job.spec, job.dataset, segments=[1, 4])
+    t = faked.trace
+    assert faked.bad_segments == (1, 4) and faked.work_saved == 0.0
+    assert t.state_hashes == honest.state_hashes and t.update_norms == honest.update_norms  # the states are honest work
+    for seg in range(job.spec.segments):
+        v = replay_segment(job.spec, job.dataset, seg, t.checkpoints[seg], t.checkpoints[seg + 1], claimed_norm=t.update_norms[seg], claimed_loss=t.losses[seg])
+        if seg in faked.bad_segments:
+            assert t.losses[seg] < honest.losses[seg]  # a prettier curve
+            assert not v.passed and v.reason is Reason.WRONG_LOSS and v.replayed_loss == honest.losses[seg], (seg, v.detail)
+        else:
+            assert v.passed and t.losses[seg] == honest.losses[seg], (seg, v.detail)
+    default = cheat("false-loss", job.spec, job.dataset)
+    assert default.bad_segments == tuple(range(job.spec.segments // 2, job.spec.segments))
 
 
 @pytest.mark.parametrize("strategy", ["wrong-lr", "fake-final"])

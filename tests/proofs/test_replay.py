@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import json
 import math
 
+import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
@@ -11,17 +13,22 @@ from proofs import (
     ManifestError,
     Reason,
     SegmentOutOfRange,
+    check_loss,
     decode_checkpoint,
     distances,
     execute_step,
     parse_manifest,
     replay_segment,
+    segment_loss,
     state_at,
     state_hash,
     train_trace,
     verify_trace,
 )
 from proofs.calibrate import calibrate
+from proofs.manifest import is_float32
+from proofs.replay import LOSS_RTOL
+from proofs.spec import Tolerance
 from proofs.train import Runtime
 
 KINDS = ["mlp", "cnn", "char-transformer"]
@@ -32,6 +39,7 @@ def test_training_is_reproducible_bit_for_bit(kind: str, jobs, traces) -> None:
     again = train_trace(jobs[kind].spec, jobs[kind].dataset)
     assert again.state_hashes == traces[kind].state_hashes
     assert again.root == traces[kind].root
+    assert np.array(again.losses, np.float32).tobytes() == np.array(traces[kind].losses, np.float32).tobytes()
     assert len(again.state_hashes) == jobs[kind].spec.segments + 1
 
 
@@ -48,9 +56,11 @@ def test_honest_replay_is_exact_on_cpu(kind: str, jobs, traces) -> None:
             start_hash=trace.state_hashes[seg],
             end_hash=trace.state_hashes[seg + 1],
             claimed_norm=trace.update_norms[seg],
+            claimed_loss=trace.losses[seg],
         )
         assert v.passed and v.reason is Reason.OK, v.detail
         assert v.replayed_hash == trace.state_hashes[seg + 1]
+        assert v.replayed_loss == trace.losses[seg] and is_float32(trace.losses[seg]) and trace.losses[seg] > 0
         assert v.params is not None and v.params.l2 == 0.0 and v.params.linf == 0.0
 
 
@@ -113,6 +123,52 @@ def test_false_update_norm_claim_fails(mlp, traces) -> None:
     assert not v.passed and v.reason is Reason.NORM_MISMATCH
 
 
+def test_segment_loss_is_the_float32_of_the_exact_mean() -> None:
+    assert segment_loss([1.0, 2.0]) == 1.5
+    third = segment_loss([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])  # float64 sums in another order round differently; fsum does not
+    assert third == float(np.float32(0.35)) and is_float32(third)
+    assert segment_loss([0.6, 0.5, 0.4, 0.3, 0.2, 0.1]) == third
+
+
+def test_manifest_losses_round_trip_bit_exactly_and_only_float32_counts(mlp, traces) -> None:
+    trace = traces["mlp"]
+    manifest = trace.manifest("QmSpec", ["QmC"] * len(trace.state_hashes))
+    parsed = parse_manifest(manifest.canonical_bytes())
+    assert np.array(parsed.losses, np.float32).tobytes() == np.array(trace.losses, np.float32).tobytes()
+    assert parsed.canonical_bytes() == manifest.canonical_bytes()
+    body = manifest.model_dump(mode="json")
+    for losses, match in (([0.1] * len(trace.losses), "is not a float32"), (list(trace.losses[:-1]), "losses for"), ([1e39] * len(trace.losses), "float32")):
+        with pytest.raises(ManifestError, match=match):
+            parse_manifest(json.dumps({**body, "losses": losses}).encode())
+    with pytest.raises(ManifestError, match="version"):  # version 1 had no losses: refused, not read as an empty curve
+        parse_manifest(json.dumps({**{k: v for k, v in body.items() if k != "losses"}, "version": 1}).encode())
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_false_loss_fails_with_wrong_loss_once_the_states_hold(kind: str, jobs, traces) -> None:
+    job, t = jobs[kind], traces[kind]
+    one_ulp_lower = float(np.nextafter(np.float32(t.losses[1]), np.float32(0)))
+    v = replay_segment(job.spec, job.dataset, 1, t.checkpoints[1], t.checkpoints[2], claimed_loss=one_ulp_lower)
+    assert not v.passed and v.reason is Reason.WRONG_LOSS and "segment 1" in v.detail and v.replayed_loss == t.losses[1]
+    assert check_loss(job.spec, job.dataset, 1, t.checkpoints[1], t.losses[1]).passed  # a referee's check, from the start alone
+    refereed = check_loss(job.spec, job.dataset, 1, t.checkpoints[1], one_ulp_lower)
+    assert not refereed.passed and refereed.reason is Reason.WRONG_LOSS
+    # a state that does not replay is named as such, whatever the loss claims
+    v = replay_segment(job.spec, job.dataset, 1, t.checkpoints[1], t.checkpoints[2], claimed_norm=t.update_norms[1] * 2, claimed_loss=one_ulp_lower)
+    assert v.reason is Reason.NORM_MISMATCH
+
+
+def test_tolerance_mode_bounds_the_loss_by_loss_rtol(mlp, traces) -> None:
+    t = traces["mlp"]
+    spec = mlp.spec.model_copy(update={"tolerance": Tolerance(mode="tolerance", l2=1e-6, linf=1e-6, cosine=1e-9)})
+    honest = train_trace(spec, mlp.dataset)
+    loss = honest.losses[2]
+    for claimed, passed in ((loss * (1 + LOSS_RTOL / 2), True), (loss * (1 - LOSS_RTOL / 2), True), (loss * (1 - 2 * LOSS_RTOL), False)):
+        v = replay_segment(spec, mlp.dataset, 2, honest.checkpoints[2], honest.checkpoints[3], claimed_loss=float(np.float32(claimed)))
+        assert v.passed is passed and v.reason is (Reason.OK if passed else Reason.WRONG_LOSS), v.detail
+    assert t.losses[2] == loss  # the tolerance takes no part in training: the same curve as exact mode
+
+
 def test_segment_out_of_range_raises(mlp, traces) -> None:
     t = traces["mlp"]
     with pytest.raises(SegmentOutOfRange):
@@ -137,6 +193,7 @@ def test_tolerance_mode_passes_honest_drift_and_fails_real_change(jobs, traces) 
     cal = calibrate(job.spec, job.dataset, trace.checkpoints[:3], perturbations=[("threads=2", Runtime(threads=2))])
     assert cal.tolerance.mode == "tolerance"
     assert all(getattr(cal.tolerance, f) >= getattr(p.params, f) * cal.safety_factor for p in cal.perturbations for f in ("l2", "linf", "cosine"))
+    assert all(p.loss < LOSS_RTOL / 100 for p in cal.perturbations)
     spec = job.spec.model_copy(update={"tolerance": cal.tolerance})
     honest = train_trace(spec, job.dataset)
     drifted = replay_segment(spec, job.dataset, 1, honest.checkpoints[1], honest.checkpoints[2], rt=Runtime(threads=2))

@@ -1,6 +1,6 @@
 """The dispute replayer's rules for adaptive cheaters, on real tiny traces (the chain stood in for by a stub):
-a referee finds a false start or a false norm without training, and a challenger steers the bisection
-to the first step of a segment that did no learning work."""
+a referee finds a false start or a false norm without training and a false loss by replaying the
+segment, and a challenger steers the bisection to the first step of a segment that did no learning work."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from core.cid import cid_to_digest
-from core.contracts import Bytes32, GameId, JobId
+from core.contracts import Bytes32, GameId, GameStatus, JobId
 from core.storage import LocalStore
 from proofs import Trace, cheat, load_dataset, state_at, state_hash, train_trace
 from proofs.datasets import reference_job
@@ -106,3 +106,31 @@ def test_a_referee_votes_against_a_manifest_that_is_not_the_committed_trace_with
     assert all("is not the committed model" in (replayer.commitment_fault(JOB, s) or "") for s in (0, 3))
     game = SimpleNamespace(job_id=JOB, on_report=False, steps=job.spec.checkpoint_interval, segment=0)
     assert replayer.vote(GameId(1), game) is False  # type: ignore[arg-type]  # decided before the isolated step is fetched or run
+
+
+def _isolated(job: Any, trace: Trace, segment: int, lo: int) -> Any:
+    """A trace game on ``segment`` isolated at step ``lo`` -> ``lo + 1``, with the true states (the
+    agreed one stored, as the defender's midpoint would be)."""
+    k = job.spec.checkpoint_interval
+    agreed = state_at(job.spec, job.dataset, trace.checkpoints[segment], segment * k + lo)
+    disputed = state_hash(state_at(job.spec, job.dataset, trace.checkpoints[segment], segment * k + lo + 1))
+    return SimpleNamespace(
+        job_id=JOB, segment=segment, steps=k, on_report=False, status=GameStatus.ISOLATED, lo=lo, hi=lo + 1,
+        agreed_hash=Bytes32(bytes.fromhex(state_hash(agreed)[2:])), agreed_cid=Bytes32(cid_to_digest(job.store.put(agreed))),
+        disputed_hash=Bytes32(bytes.fromhex(disputed[2:])),
+    )  # fmt: skip
+
+
+def test_a_referee_replays_the_segment_and_rules_against_a_false_loss(job: Any) -> None:
+    """A false loss over honest states: every midpoint is true, so the game isolates the segment's last
+    step, which holds; the referee then replays the segment's k steps and finds the loss false."""
+    k = job.spec.checkpoint_interval
+    faked = cheat("false-loss", job.spec, job.dataset, segments=[2])
+    liar, honest = _replayer(job, faked.trace), _replayer(job, train_trace(job.spec, job.dataset))
+    assert liar.commitment_fault(JOB, 2) is None  # nothing false that needs no training
+    assert liar.answer(GameId(1), _game(job, faked.trace, 2, 0, k))  # the challenger agrees with every true midpoint
+    last = _isolated(job, faked.trace, 2, k - 1)
+    assert liar.vote(GameId(1), last) is False  # type: ignore[arg-type]
+    assert "manifest claims" in (liar.loss_fault(JOB, 2) or "")
+    assert liar.loss_fault(JOB, 1) is None  # it lied about segment 2 only
+    assert honest.vote(GameId(1), last) is True  # type: ignore[arg-type]  # the honest trace's same game: the solver is right

@@ -241,9 +241,9 @@ def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch
     ran: list[int] = []
 
     class Recording(work.Trainer):
-        def run(self, steps: int, *args: Any, **kwargs: Any) -> None:
+        def run(self, steps: int, *args: Any, **kwargs: Any) -> list[float]:
             ran.append(self.spec.batch_size)
-            super().run(steps, *args, **kwargs)
+            return super().run(steps, *args, **kwargs)
 
     monkeypatch.setattr(work, "Trainer", Recording)
     assert work._estimate(spec, dataset) > 0 and spec.batch_size in ran

@@ -10,11 +10,11 @@ from core.agent import MarketWatcher, StopFlag, Stopped
 from core.cid import cid_to_digest
 from core.contracts import JobId
 from core.storage import LocalStore
-from proofs import parse_manifest
+from proofs import load_dataset, parse_manifest, train_trace
 from proofs.datasets import reference_job
 from solver.policy import Phase
 from solver.state import SolverDb
-from solver.work import Limits, SpecJudge, Workshop
+from solver.work import JobWorkError, Limits, SpecJudge, Workshop
 
 JOB = JobId(1)
 FAR = 2**32 - 1
@@ -40,6 +40,8 @@ def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_
     workshop.train(JOB, FAR)
     honest = db.job(JOB)
     assert honest is not None and honest.phase is Phase.TRAINED and honest.checkpoint_count == spec.segments + 1
+    curve = [c.loss for c in db.checkpoints(JOB)]
+    assert curve[0] is None and None not in curve[1:]  # each checkpoint past 0 records its segment's mean loss
 
     # as if killed after checkpoint 6 was recorded, with checkpoint 4's file torn on disk
     db.drop_checkpoints_from(JOB, 7)
@@ -51,6 +53,13 @@ def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_
     again = db.job(JOB)
     assert again is not None and again.trace_root == honest.trace_root
     assert [c.index for c in db.checkpoints(JOB)] == list(range(spec.segments + 1))
+    assert [c.loss for c in db.checkpoints(JOB)] == curve
+
+    # records from before the loss column: a checkpoint without its segment's loss is not resumed from
+    db.db.execute("UPDATE checkpoints SET loss = NULL WHERE job_id = ? AND idx >= 5", (JOB,))
+    db.set_phase(JOB, Phase.TRAINING)
+    workshop.train(JOB, FAR)
+    assert [c.loss for c in db.checkpoints(JOB)] == curve
 
 
 def test_stop_interrupts_training_and_keeps_what_is_on_disk(bench) -> None:  # type: ignore[no-untyped-def]
@@ -78,6 +87,7 @@ def test_upload_stores_a_manifest_that_matches_the_trace(bench) -> None:  # type
     assert manifest.root == record.trace_root
     assert manifest.final_cid == record.final_model_cid
     assert all(store.has(cid) for cid in manifest.checkpoint_cids)
+    assert manifest.losses == train_trace(spec, load_dataset(spec, store.get(spec.dataset.cid, spec.dataset.size_bytes))).losses  # the curve, bit for bit
 
 
 def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(bench) -> None:  # type: ignore[no-untyped-def]
@@ -88,3 +98,13 @@ def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(benc
     assert SpecJudge(store, db, Limits(), "31337:0xM").check(digest).reason.startswith("200 steps")
     unknown = SpecJudge(store, db, Limits(), "31337:0xM").check(bytes(32))  # a CID nobody stored: not runnable, not final
     assert unknown.runnable is False and not unknown.final and "not in storage" in unknown.reason
+
+
+def test_upload_of_a_trace_recorded_without_its_losses_trains_again(bench) -> None:  # type: ignore[no-untyped-def]
+    workshop, db, _, _, _ = bench
+    workshop.train(JOB, FAR)
+    db.db.execute("UPDATE checkpoints SET loss = NULL WHERE job_id = ? AND idx = 3", (JOB,))  # as records from before the column
+    with pytest.raises(JobWorkError, match="without their segment's loss"):
+        workshop.upload(JOB)
+    record = db.job(JOB)
+    assert record is not None and record.phase is Phase.CLAIMED and record.manifest_cid is None and db.checkpoints(JOB) == []

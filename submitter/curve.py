@@ -1,0 +1,114 @@
+"""A job's training curve: each segment's mean training loss, as its solver committed it.
+
+The manifest (its CID stored on chain at commit) lists one mean loss per segment of ``k``
+steps (``proofs.train.segment_loss``), and every verifier that replays a segment fails it if
+the loss is not the one training gives (``wrong-loss``), so the curve is verified data, read
+here from the committed manifest (its root checked against the committed root)::
+
+    curve = job_curve(protocol, store, job_id)        # None before the solver commits
+    curve.to_json()                                   # exact values: float32 loss and its bits
+    draw_curve(curve, Path("curve.png"))              # an 800x450 PNG (Agg backend)
+
+Used by ``veritrain submit show JOB [--curve FILE]`` and by the demo.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.cid import Cid
+from core.contracts import JobId, Protocol
+from core.storage import ContentStore
+from proofs.manifest import MAX_MANIFEST_BYTES, Manifest
+from proofs.replay import committed_manifest
+from submitter.service import Commitment, commitment, get_job
+
+__all__ = ["CurvePoint", "TrainingCurve", "training_curve", "committed_curve", "job_curve", "draw_curve", "CURVE_SIZE_PX"]
+
+#: Width and height of :func:`draw_curve`'s PNG, in pixels.
+CURVE_SIZE_PX = (800, 450)
+_DPI = 100
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """Segment ``segment``: steps ``first_step`` to ``last_step`` (the batches ``first_step`` to
+    ``last_step - 1``) and their mean training loss, a float32 value."""
+
+    segment: int
+    first_step: int
+    last_step: int
+    loss: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "segment": self.segment,
+            "steps": [self.first_step, self.last_step],
+            "loss": self.loss,
+            "loss_f32": "0x" + struct.pack(">f", self.loss).hex(),  # the committed bits
+        }
+
+
+@dataclass(frozen=True)
+class TrainingCurve:
+    """The curve of one committed trace: its manifest's CID and one point per segment."""
+
+    manifest_cid: Cid
+    points: tuple[CurvePoint, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"manifest_cid": self.manifest_cid, "points": [p.to_json() for p in self.points]}
+
+    def stride(self, rows: int) -> int:
+        """Every how many segments :meth:`sampled` takes one, to show at most about ``rows``."""
+        return max(1, -(-len(self.points) // rows))
+
+    def sampled(self, rows: int) -> tuple[CurvePoint, ...]:
+        """Every :meth:`stride`-th point from the first, and the last: a long curve in a short table."""
+        stride = self.stride(rows)
+        picked = self.points[::stride]
+        return picked if picked[-1] == self.points[-1] else (*picked, self.points[-1])
+
+
+def training_curve(manifest: Manifest, manifest_cid: Cid) -> TrainingCurve:
+    """The curve a parsed manifest commits to."""
+    k = manifest.checkpoint_interval
+    points = tuple(CurvePoint(i, i * k, (i + 1) * k, loss) for i, loss in enumerate(manifest.losses))
+    return TrainingCurve(manifest_cid, points)
+
+
+def committed_curve(store: ContentStore, done: Commitment) -> TrainingCurve:
+    """The curve of a commitment: the manifest fetched by the committed CID (the store checks the
+    bytes against it), parsed (bounded) and refused unless its root is the committed root
+    (:class:`proofs.ProofError`)."""
+    manifest = committed_manifest(store.get(done.manifest_cid, MAX_MANIFEST_BYTES), "0x" + bytes(done.trace_root).hex())
+    return training_curve(manifest, done.manifest_cid)
+
+
+def job_curve(protocol: Protocol, store: ContentStore, job_id: int) -> TrainingCurve | None:
+    """The curve of the job's current commitment (:func:`committed_curve`); None before its solver commits."""
+    done = commitment(protocol, JobId(job_id), get_job(protocol, job_id))
+    return None if done is None else committed_curve(store, done)
+
+
+def draw_curve(curve: TrainingCurve, out: Path, *, title: str | None = None) -> Path:
+    """Draw ``curve`` (mean loss against the segment's last step) to the PNG ``out``, of
+    :data:`CURVE_SIZE_PX` pixels, with matplotlib's Agg backend (no display, no pyplot state)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # imported here: only drawing needs it
+    from matplotlib.figure import Figure
+
+    width, height = CURVE_SIZE_PX
+    figure = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    axes.plot([p.last_step for p in curve.points], [p.loss for p in curve.points], marker="o", markersize=3, linewidth=1.5)
+    axes.set_xlabel("training step")
+    axes.set_ylabel("mean training loss over the segment")
+    axes.set_title(title or f"training curve (manifest {curve.manifest_cid})", fontsize=10)
+    axes.grid(True, alpha=0.3)
+    figure.tight_layout()
+    figure.savefig(out, format="png", dpi=_DPI)
+    return out

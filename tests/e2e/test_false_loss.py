@@ -1,0 +1,66 @@
+"""A solver that trains honestly but commits a prettier training curve loses its bond in the trace game.
+
+The solver daemon (``--cheat false-loss``, proofs.adversary.FALSE_CLAIMS) trains every segment as
+the spec says and commits the second half of its curve at 0.8x the mean losses training computed.
+The honest verifier's replay reproduces every state and fails those segments as ``wrong-loss``
+(its report lists the loss it replayed); it opens the trace game on the first of them. Every state
+the solver defends with is true, so the verifier agrees with every midpoint and the game isolates the
+segment's last step, which holds; the referees (three other verifier daemons) then replay the
+segment's k steps from its checkpoint, find the committed loss false and vote against the solver.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.cid import digest_to_cid
+from core.contracts import GameId, GameStatus, JobState, Role, SettleReason
+from proofs.manifest import MAX_MANIFEST_BYTES, parse_manifest
+from tests.e2e.conftest import Market, wait_for
+from tests.e2e.disputes import post_tiny, settled, total_wealth, wealth
+
+E2E_ACCOUNTS = 6
+SUBMITTER, SOLVER, VERIFIER, REFEREES = 0, 1, 2, (3, 4, 5)
+
+
+def test_a_false_training_curve_is_caught_and_the_referees_rule_on_the_loss(market: Market, tmp_path: Path) -> None:
+    protocol = market.protocol()
+    deploy = protocol.book.deploy_block
+    everyone = range(0, 6)
+    before_total = total_wealth(protocol, market, everyone)
+    before = {i: wealth(protocol, market.account(i).address) for i in everyone}
+    solver, verifier = market.account(SOLVER).address, market.account(VERIFIER).address
+    market.daemon("verifier", VERIFIER, "verifier", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")
+    wait_for("the verifier staked", lambda: protocol.stakes.stake_of(verifier, Role.VERIFIER).staked > 0, 60, market)
+    market.daemon("solver", SOLVER, "liar", "--cheat", "false-loss", "--poll", "0.5")
+    job_id = post_tiny(market, tmp_path / "job")
+    wait_for("the verifier drawn", lambda: protocol.market.get_job(job_id).verifier == verifier, 240, market)
+    for i in REFEREES:
+        market.daemon("verifier", i, f"referee{i}", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")
+
+    event = wait_for("the game settled", lambda: settled(protocol, job_id), 300, market)
+    (committed,) = protocol.market.events("TraceCommitted", deploy, jobId=job_id)
+    manifest = parse_manifest(market.store.get(digest_to_cid(committed.args["manifestCid"]), MAX_MANIFEST_BYTES))
+    n, k = manifest.segments, manifest.checkpoint_interval
+    (report,) = protocol.market.events("ReportSubmitted", deploy, jobId=job_id)
+    body = json.loads(market.store.get(digest_to_cid(report.args["reportCid"]), 1 << 20))
+    failed = [v for v in body["verdicts"] if not v["passed"]]
+    assert not report.args["passed"] and failed and {v["reason"] for v in failed} == {"wrong-loss"}
+    assert all(v["segment"] >= n // 2 and v["replayed_loss"] != manifest.losses[v["segment"]] for v in failed), "only the lied-about half"
+    assert all(v["replayed_loss"] == manifest.losses[v["segment"]] for v in body["verdicts"] if v["passed"])
+
+    game = protocol.game.get_game(GameId(int(event.args["gameId"])))
+    assert (game.status, game.segment, game.by_verifier, game.challenger) == (GameStatus.CHALLENGER_WON, failed[0]["segment"], True, verifier)
+    assert (game.lo, game.hi) == (k - 1, k), "the verifier agreed with every (true) midpoint"
+    assert SettleReason(event.args["reason"]) is SettleReason.VERDICT, "the referees voted, the solver defended"
+    params = protocol.game.params()
+    job = protocol.market.get_job(job_id)
+    bond, fees = protocol.market.solver_bond(job.reward), params.committee_size * params.referee_fee
+    assert event.args["payout"] == params.challenge_bond + bond - fees
+    assert before[SOLVER] - wealth(protocol, solver) == bond, "the solver lost its whole bond"
+    assert job.state is JobState.OPEN, "reopened with its escrow for another solver"
+    assert total_wealth(protocol, market, everyone) == before_total, "tokens are conserved"
+    for process in market.processes:
+        assert process.running, process.name
+        assert "Traceback" not in process.log_path.read_text(), process.name
