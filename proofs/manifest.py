@@ -22,7 +22,7 @@ from proofs.spec import JobSpec, Limits, canonical_json
 
 __all__ = ["MANIFEST_VERSION", "MAX_MANIFEST_BYTES", "CheckpointEntry", "Manifest", "parse_manifest"]
 
-MANIFEST_VERSION = 1
+MANIFEST_VERSION: Literal[1] = 1
 MAX_MANIFEST_BYTES = 256 * (Limits.SEGMENTS + 1) + 4096
 
 _Hex32 = Annotated[str, Field(pattern=r"^0x[0-9a-f]{64}$")]

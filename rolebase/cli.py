@@ -207,7 +207,7 @@ def show_status(
     tokens: Callable[[int], str] = str if json_out else show_tokens
     report = report_of(deployed, home_of(Deployment.of(deployed).data_dir(settings.data_dir), me), me, tokens)
     release_at = deployed.stakes.stake_of(me, Role[role.upper()]).release_at
-    net = sum(int(str(e["amount"])) for e in earnings_of(deployed, me))
+    net = sum(int(e["amount"]) for e in earnings_of(deployed, me))
     report["gas"] = tokens(c.balance(me))
     report["unbonding_release_at"] = release_at if json_out else (show_time(release_at) if release_at else "-")
     report["earnings_net"] = str(net) if json_out else ("-" if net < 0 else "") + show_tokens(abs(net))

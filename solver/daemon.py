@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
+from core.agent import Agent, LoopSettings, MarketWatcher, Responder, RoleDaemon, StopFlag, connect, heartbeat_to
 from core.agent import state_dir as role_state_dir
 from core.chain import Signer
 from core.config import Settings
@@ -76,12 +76,13 @@ def build(
     else:
         workshop = CheatingWorkshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, strategy=cheat)
     responder = SolverResponder(protocol, db, workshop, watcher, signer.address)
-    performer = {
+    performers: dict[str, Responder[SolverAction]] = {
         WITHHOLD: Withholding(responder, db, store),
         STALE_MODEL: StaleModel(responder, db),
         GARBAGE_MANIFEST: ForeignManifest(responder, db, store, GARBAGE_MANIFEST),
         FOREIGN_ROOT: ForeignManifest(responder, db, store, FOREIGN_ROOT),
-    }.get(cheat or "", responder)
+    }
+    performer = performers.get(cheat or "", responder)
     agent: Agent[SolverView, SolverAction] = Agent(
         "solver",
         SolverLoader(protocol, watcher, db, judge, signer.address, config),

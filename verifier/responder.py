@@ -149,8 +149,8 @@ class VerifierResponder:
             case GameMove(game_id, Action.REVEAL_VOTE):
                 self._reveal(game_id)
             case GameMove(game_id, what):
-                call = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]
-                log_mined(log, what.value, call(game_id), game=game_id)
+                move = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]
+                log_mined(log, what.value, move(game_id), game=game_id)
 
     def _concede(self, game_id: GameId, job_id: JobId) -> None:
         """Reveal the secret that forced the job's probe 0 (the report game's whistleblower is paid

@@ -87,12 +87,12 @@ def export_model(spec_bytes: bytes, spec: JobSpec, checkpoint: bytes, out: Path)
     x = _example_input(spec)
     dims: dict[int, Any] = {0: torch.export.Dim("batch", min=1, max=1 << 20)}
     if spec.model.kind == "char-transformer":
-        dims[1] = torch.export.Dim("length", min=1, max=spec.model.block_size)  # type: ignore[union-attr]
+        dims[1] = torch.export.Dim("length", min=1, max=spec.model.block_size)
     program = torch.export.export(model, (x,), dynamic_shapes=(dims,))
     out.mkdir(parents=True, exist_ok=True)
     torch.export.save(program, out / "model.pt2")
     save_file({k: v.contiguous() for k, v in params.items()}, str(out / "weights.safetensors"))
-    architecture = {
+    architecture: dict[str, object] = {
         "kind": spec.model.kind,
         "config": spec.model.model_dump(mode="json"),
         "input": {"shape": ["batch", *x.shape[1:]], "dtype": str(x.dtype).removeprefix("torch.")},

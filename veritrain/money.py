@@ -231,7 +231,7 @@ def balance(
         return
     console.print(f"[bold]{me}[/]  {show_tokens(int(report['veri']))} VERI  gas {show_tokens(int(report['gas']))} ETH", highlight=False)
     table = Table("role", "staked", "locked", "unbonding", "withdrawable from")
-    for name, s in report["stakes"].items():  # type: ignore[union-attr]
+    for name, s in report["stakes"].items():
         release = show_time(s["release_at"]) if int(s["unbonding"]) else "-"
         table.add_row(name, show_tokens(int(s["staked"])), show_tokens(int(s["locked"])), show_tokens(int(s["unbonding"])), release)
     console.print(table)
@@ -262,13 +262,13 @@ def earnings(
     )
     me = _address(address, "ADDRESS") if address is not None else who(None, settings)
     entries = earnings_of(options.protocol(settings, signing=False), me)
-    total = sum(int(e["amount"]) for e in entries)  # type: ignore[call-overload]
+    total = sum(int(e["amount"]) for e in entries)
     if json_out:
         print(json.dumps({"address": me, "total": str(total), "entries": entries}, indent=2))
         return
     table = Table("block", "job", "game", "what", "VERI", title=f"earnings of {me}")
     for e in entries:
-        amount = int(e["amount"])  # type: ignore[call-overload]
+        amount = int(e["amount"])
         table.add_row(str(e["block"]), str(e["job"] or "-"), str(e["game"] or "-"), str(e["what"]), ("-" if amount < 0 else "+") + show_tokens(abs(amount)))
     console.print(table)
     console.print(f"[bold]net {'-' if total < 0 else '+'}{show_tokens(abs(total))} VERI[/]")
