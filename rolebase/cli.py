@@ -28,15 +28,16 @@ from rich.console import Console
 from rich.table import Table
 
 from core.address_book import AddressBook
-from core.agent import status_lines
 from core.bounded import InputRejected, read_regular_file
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError, SignerError
+from core.storage import ContentStore, IpfsStore, LocalStore
 from rolebase.amounts import show_tokens
 from rolebase.deployment import Deployment
 from rolebase.earnings import earnings_of
+from rolebase.status import status_lines
 
 __all__ = [
     "Rpc",
@@ -52,6 +53,7 @@ __all__ = [
     "IpfsApi",
     "LogJson",
     "settings",
+    "open_store",
     "client",
     "signer",
     "address_book",
@@ -137,6 +139,20 @@ def settings(account: str | None = None, **flags: Any) -> Settings:
     if not account.replace("-", "_").isidentifier() or not path.is_file():
         raise ConfigError(f"no account {account!r} in {keystore_dir(loaded)} (veritrain wallet list; veritrain wallet new {account})")
     return loaded.model_copy(update={"keystore": path, "key_env": None})
+
+
+def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path) -> ContentStore:
+    """The content store of ``--store-dir`` or ``--ipfs-api``: an IPFS node's RPC API if given, else a
+    local directory store.
+
+    Processes that must see each other's content without IPFS (the demo's daemons) share one
+    ``store_dir``; the default is ``<data_dir>/store``.
+    """
+    if ipfs_api is not None and store_dir is not None:
+        raise ConfigError("give either --store-dir or --ipfs-api, not both")
+    if ipfs_api is not None:
+        return IpfsStore(ipfs_api)
+    return LocalStore(store_dir if store_dir is not None else data_dir / "store")
 
 
 def keystore_dir(s: Settings) -> Path:

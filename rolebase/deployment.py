@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from core.address_book import AddressBook
-from core.agent import Loader, RoleDaemon
+from core.agent import Loader
 from core.chain import ChainClient
 from core.config import Settings
 from core.contracts import Protocol
 from core.errors import AddressBookError, TransientRPCError
+from rolebase.daemon import RoleDaemon
 from rolebase.events import DEPLOYMENT_CHANGED
 
 log = logging.getLogger(__name__)

@@ -16,13 +16,14 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from core.agent import LoopSettings, configure_logging, open_store, status_base
+from core.agent import LoopSettings, configure_logging
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status, show_time
+from rolebase.cli import IpfsApi, LogJson, StoreDir, open_store, show_status, show_time
 from rolebase.deployment import run_following
+from rolebase.status import status_base
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.state import SolverDb

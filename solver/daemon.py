@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from core.agent import Agent, LoopSettings, MarketWatcher, Responder, RoleDaemon, StopFlag, connect, heartbeat_to
-from core.agent import state_dir as role_state_dir
+from core.agent import Agent, LoopSettings, Responder, StopFlag
 from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
+from rolebase.daemon import RoleDaemon, connect, heartbeat_to
+from rolebase.daemon import state_dir as role_state_dir
+from rolebase.watchers import MarketWatcher
 from solver.adversary import (
     FOREIGN_ROOT,
     GARBAGE_MANIFEST,

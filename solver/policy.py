@@ -18,10 +18,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.agent import stake_needed
 from core.chain import Address
 from core.contracts import Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action, next_turn
+from rolebase.actions import stake_needed
 
 
 class Phase(enum.Enum):

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from core.agent import MarketWatcher, log_mined, stake
+from core.agent import log_mined
 from core.chain import Address
 from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import Protocol, Role
+from rolebase.actions import stake
+from rolebase.watchers import MarketWatcher
 from solver.availability import publication
 from solver.policy import (
     AnswerAvailability,

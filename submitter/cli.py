@@ -15,12 +15,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.agent import open_store
 from core.contracts import JobId
 from proofs.spec import JobSpec
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
-from rolebase.cli import IpfsApi, StoreDir, console, show_time
+from rolebase.cli import IpfsApi, StoreDir, console, open_store, show_time
 from submitter import service
 from submitter.specfile import read_job
 from submitter.timeline import job_timeline

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
-from core.agent import state_dir as role_state_dir
+from core.agent import Agent, LoopSettings, StopFlag
 from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
+from rolebase.daemon import RoleDaemon, connect, heartbeat_to
+from rolebase.daemon import state_dir as role_state_dir
+from rolebase.watchers import MarketWatcher
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
 from verifier.policy import VerifierAction, VerifierConfig, VerifierPolicy, VerifierView

@@ -28,10 +28,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.agent import stake_needed
 from core.chain import Address
 from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
+from rolebase.actions import stake_needed
 
 
 class Phase(enum.Enum):

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from core.agent import log_mined, stake
+from core.agent import log_mined
 from core.availability import ContentUnavailable, challenge
 from core.chain import Address
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
+from rolebase.actions import stake
 from rolebase.dispute import DisputeReplayer
 from verifier.policy import (
     CONCEDABLE,

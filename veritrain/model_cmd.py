@@ -29,7 +29,6 @@ import typer
 from safetensors.torch import save_file
 from torch.nn import functional as F
 
-from core.agent import open_store
 from core.contracts import JobId, JobState, Protocol
 from core.errors import ConfigError
 from core.storage import ContentStore
@@ -38,7 +37,7 @@ from proofs.data import Dataset, load_dataset
 from proofs.models import build_model
 from proofs.spec import JobSpec, load_spec
 from rolebase import cli as options
-from rolebase.cli import IpfsApi, StoreDir, console
+from rolebase.cli import IpfsApi, StoreDir, console, open_store
 from submitter import service
 
 app = typer.Typer(

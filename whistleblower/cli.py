@@ -13,13 +13,14 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.agent import LoopSettings, configure_logging, open_store, status_base
+from core.agent import LoopSettings, configure_logging
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status
+from rolebase.cli import IpfsApi, LogJson, StoreDir, open_store, show_status
 from rolebase.deployment import run_following
+from rolebase.status import status_base
 from whistleblower import daemon
 from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
 from whistleblower.state import WhistleblowerDb

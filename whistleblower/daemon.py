@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
-from core.agent import state_dir as role_state_dir
+from core.agent import Agent, LoopSettings, StopFlag
 from core.chain import Signer
 from core.config import Settings
 from core.contracts import Protocol
 from core.storage import ContentStore
+from rolebase.daemon import RoleDaemon, connect, heartbeat_to
+from rolebase.daemon import state_dir as role_state_dir
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import JACKPOT_INCOME
+from rolebase.watchers import MarketWatcher
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
 from whistleblower.policy import WhistleblowerAction, WhistleblowerConfig, WhistleblowerPolicy, WhistleblowerView, expected_jackpot_per_audit

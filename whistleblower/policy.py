@@ -39,10 +39,10 @@ from dataclasses import dataclass
 
 from eth_utils import keccak
 
-from core.agent import stake_needed
 from core.chain import Address
 from core.contracts import Game, GameId, GameParams, JobId, TokenAmount
 from core.dispute import Action, Actor, party_move
+from rolebase.actions import stake_needed
 
 _DRAW_DOMAIN = b"veritrain/whistleblower-audit-draw/v1"
 _PICK_DOMAIN = b"veritrain/whistleblower-own-picks/v1"

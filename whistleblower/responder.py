@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 
-from core.agent import log_mined, stake
+from core.agent import log_mined
 from core.availability import ContentUnavailable, challenge
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
 from core.dispute import Action, midpoint, opening_on_report
 from proofs.probes import Probe
+from rolebase.actions import stake
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import AUDIT_RECORDED
 from whistleblower.audit import Auditor
