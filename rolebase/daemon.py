@@ -1,24 +1,33 @@
-"""What every role daemon is built from, below the roles: the built daemon (its loop and records),
-the connection, the per-account state directory, the records' base class and the heartbeat."""
+"""One daemon builder for every role, below the roles: the built daemon (its loop and records), the
+connection, the per-account state directory and the heartbeat.
+
+:func:`build` wires a role the same way each time: chain, records, stop flag, market watcher, then
+the role's loader, policy and responder around the agent loop.
+"""
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from core.address_book import AddressBook
-from core.agent import Agent, TickReport
-from core.chain import ChainClient, Signer
+from core.agent import Agent, Loader, LoopSettings, Policy, Responder, StopFlag, TickReport
+from core.chain import Address, ChainClient, Signer
 from core.config import Settings
 from core.contracts import Protocol
 from core.localdb import Heartbeat, LocalDb, write_heartbeat
+from rolebase.records import RoleDb
+from rolebase.watchers import MarketWatcher
 
 V = TypeVar("V")
 A = TypeVar("A")
+
+
+R = TypeVar("R", bound=RoleDb)
 
 
 @dataclass(frozen=True)
@@ -46,42 +55,6 @@ def state_dir(data_dir: Path, role: str, address: str) -> Path:
     return data_dir / f"{role}-{address.lower()}"
 
 
-class RoleDb:
-    """A role's SQLite records (its ``migrations`` must create ``final_jobs`` and the heartbeat).
-
-    The state directory is the owner's only (0700) and the database file 0600, created so before
-    SQLite opens it (its WAL and shared-memory files take the database file's mode): a role's
-    records hold secrets (salts, forced-error secrets, the auditor's secret) and its work.
-    """
-
-    def __init__(self, path: Path, migrations: Sequence[str]) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)
-        os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
-        for made in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            if made.exists():  # left by an older version, or loosened by hand
-                os.chmod(made, 0o600)
-        self.db = LocalDb(path, migrations)
-
-    def close(self) -> None:
-        self.db.close()
-
-    def final_jobs(self) -> set[int]:
-        return {r[0] for r in self.db.query("SELECT job_id FROM final_jobs")}
-
-    def mark_final(self, job_ids: Sequence[int]) -> None:
-        with self.db.transaction() as conn:
-            conn.executemany("INSERT OR IGNORE INTO final_jobs (job_id) VALUES (?)", [(j,) for j in job_ids])
-
-    def once_secret(self, table: str, column: str) -> bytes:
-        """A secret of 32 random bytes made on first use in the one-row ``table`` (``id = 1``), the same
-        after every restart. ``table`` and ``column`` are the role's own schema names, never input."""
-        self.db.execute(f"INSERT OR IGNORE INTO {table} (id, {column}) VALUES (1, ?)", (os.urandom(32),))
-        row = self.db.query_one(f"SELECT {column} FROM {table} WHERE id = 1")
-        assert row is not None
-        return bytes(row[column])
-
-
 def heartbeat_to(db: LocalDb, address: str) -> Callable[[TickReport], None]:
     """An observer that records each tick in the role's ``heartbeat`` table (for ``status``)."""
     started = time.time()
@@ -93,3 +66,33 @@ def heartbeat_to(db: LocalDb, address: str) -> Callable[[TickReport], None]:
         write_heartbeat(db, Heartbeat(os.getpid(), address, started, time.time(), ticks, report.transient_error))
 
     return record
+
+
+@dataclass(frozen=True)
+class Wiring:
+    """What a role's parts are built from besides its records: the chain, the loop's stop flag, the market watcher, its address."""
+
+    protocol: Protocol
+    stop: StopFlag
+    watcher: MarketWatcher
+    me: Address
+
+
+def build(
+    role: str,
+    settings: Settings,
+    signer: Signer,
+    records: Callable[[Path], R],
+    parts: Callable[[Wiring, R], tuple[Loader[V], Policy[V, A], Responder[A]]],
+    *,
+    loop: LoopSettings = LoopSettings(),
+) -> RoleDaemon[V, A]:
+    """The daemon of ``role`` for ``signer``: its records (``records`` opens them at the account's state
+    directory), then its loader, policy and responder (``parts``) around the agent loop, which records a
+    heartbeat each tick."""
+    protocol = connect(settings, signer)
+    db = records(state_dir(settings.data_dir, role, signer.address) / "state.sqlite")
+    wiring = Wiring(protocol, StopFlag(), MarketWatcher(protocol.market, protocol.book.deploy_block), signer.address)
+    loader, policy, responder = parts(wiring, db)
+    agent = Agent(role, loader, policy, responder, settings=loop, stop=wiring.stop, heartbeat=heartbeat_to(db.db, signer.address))
+    return RoleDaemon(agent, db)

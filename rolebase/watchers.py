@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from core.contracts import DisputeGame, Game, GameId, Job, JobId, JobMarket
 from core.errors import VeritrainError
-from rolebase.daemon import RoleDb
+from rolebase.records import RoleDb
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from core.contracts import JobId
 from core.localdb import HEARTBEAT_MIGRATION
-from rolebase.daemon import RoleDb
+from rolebase.records import RoleDb
 from solver.policy import Phase, SpecCheck
 
 MIGRATIONS: Sequence[str] = (

@@ -35,7 +35,7 @@ from pathlib import Path
 from core.contracts import Bytes32, JobId, ReportedProbe
 from core.localdb import HEARTBEAT_MIGRATION
 from proofs.probes import forced_commitment
-from rolebase.daemon import RoleDb
+from rolebase.records import RoleDb
 from verifier.policy import Draw, Phase
 
 MIGRATIONS: Sequence[str] = (

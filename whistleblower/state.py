@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core.contracts import GameId, JobId
 from core.localdb import HEARTBEAT_MIGRATION
-from rolebase.daemon import RoleDb
+from rolebase.records import RoleDb
 from whistleblower.policy import Finding, FindingKind
 
 MIGRATIONS: Sequence[str] = (
