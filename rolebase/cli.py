@@ -14,13 +14,15 @@ else ``ETH_RPC_URL`` (foundry's), else http://127.0.0.1:8545.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from eth_utils import is_address, to_checksum_address
@@ -28,6 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from core.address_book import AddressBook
+from core.agent import configure_logging
 from core.bounded import InputRejected, read_regular_file
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
@@ -35,7 +38,8 @@ from core.contracts import Protocol, Role
 from core.errors import ConfigError, SignerError
 from core.storage import ContentStore, IpfsStore, LocalStore
 from rolebase.amounts import show_tokens
-from rolebase.deployment import Deployment
+from rolebase.daemon import RoleDaemon
+from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
 from rolebase.status import status_lines
 
@@ -52,7 +56,14 @@ __all__ = [
     "StoreDir",
     "IpfsApi",
     "LogJson",
+    "LogLevel",
+    "Poll",
+    "CHAIN",
+    "KEY",
     "settings",
+    "with_settings",
+    "run_daemon",
+    "status_command",
     "open_store",
     "client",
     "signer",
@@ -122,6 +133,24 @@ IpfsApi = Annotated[
     ),
 ]
 LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
+LogLevel = Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")]
+Poll = Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)]
+
+#: The shared options that make a command's :class:`Settings`: parameter name -> (settings field, option).
+_SETTINGS_OPTIONS: dict[str, tuple[str, Any]] = {
+    "rpc": ("rpc_url", Rpc),
+    "chain_id": ("chain_id", ChainId),
+    "book_dir": ("address_book_dir", BookDir),
+    "data_dir": ("data_dir", DataDir),
+    "keystore": ("keystore", Keystore),
+    "account": ("account", Account),
+    "password_file": ("password_file", PasswordFile),
+    "key_env": ("key_env", KeyEnv),
+}
+#: The options that find the deployment, and those that name the key (a command that keeps no
+#: records takes no ``--data-dir``; one that never signs no key).
+CHAIN = ("rpc", "chain_id", "book_dir")
+KEY = ("keystore", "account", "password_file", "key_env")
 
 
 def settings(account: str | None = None, **flags: Any) -> Settings:
@@ -153,6 +182,51 @@ def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path) 
     if ipfs_api is not None:
         return IpfsStore(ipfs_api)
     return LocalStore(store_dir if store_dir is not None else data_dir / "store")
+
+
+def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command the shared options ``names`` (all eight by default) in place of its ``settings:
+    Settings`` parameter, which it then receives built from them by :func:`settings`. The options
+    follow the command's own (typer reads the signature)::
+
+        @app.command()
+        @with_settings()
+        def run(settings: Settings, poll: Poll = 2.0) -> None: ...
+    """
+    chosen = names or tuple(_SETTINGS_OPTIONS)
+
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        hints = get_type_hints(command, include_extras=True)
+        own = [p.replace(annotation=hints[p.name]) for p in inspect.signature(command).parameters.values() if p.name != "settings"]
+        shared = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_SETTINGS_OPTIONS[n][1]) for n in chosen]
+
+        @functools.wraps(command)
+        def with_options(**given: Any) -> None:
+            command(settings=settings(**{_SETTINGS_OPTIONS[n][0]: given.pop(n) for n in chosen}), **given)
+
+        vars(with_options)["__signature__"] = inspect.Signature([*own, *shared])  # what typer and inspect read
+        with_options.__annotations__ = {p.name: p.annotation for p in (*own, *shared)}
+        return with_options
+
+    return wrap
+
+
+def run_daemon(
+    settings: Settings,
+    build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]],
+    *,
+    store_dir: Path | None,
+    ipfs_api: str | None,
+    log_level: str,
+    log_json: bool,
+) -> None:
+    """The body of every role's ``run`` command: logs configured, the key loaded, the store opened, then
+    the daemon ``build(settings, signer, store)`` run over the current deployment's records (built again
+    when the deployment changes: :func:`rolebase.deployment.run_following`)."""
+    configure_logging(level=log_level, json_lines=log_json)
+    key = signer(settings)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    run_following(settings, lambda s: build(s, key, store))
 
 
 def keystore_dir(s: Settings) -> Path:
@@ -239,6 +313,29 @@ def show_status(
     table = table_of(report)
     if table is not None:
         console.print(table)
+
+
+def status_command(
+    role: str,
+    home_of: Callable[[Path, str], Path],
+    report_of: Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]],
+    table_of: Callable[[dict[str, object]], Table | None],
+    doc: str,
+) -> Callable[..., None]:
+    """A role's ``status`` command (``app.command()(status_command(...))``): :func:`show_status` behind
+    the shared options, ``--address`` and ``--json``; ``doc`` is its help, with examples."""
+
+    def status(settings: Settings, address: str | None = None, json_out: bool = False) -> None:
+        show_status(role, settings, address, json_out, home_of, report_of, table_of)
+
+    status.__doc__ = doc
+    status.__annotations__ = {
+        "settings": Settings,
+        "address": Annotated[str | None, typer.Option(help=f"{role} address (instead of a key: status needs no secret)")],
+        "json_out": Json,
+        "return": None,
+    }
+    return with_settings()(status)
 
 
 def who(address: str | None, settings: Settings) -> Address:
