@@ -21,6 +21,7 @@ import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_type_hints
 
@@ -30,7 +31,7 @@ from rich.console import Console
 from rich.table import Table
 
 from core.address_book import AddressBook
-from core.agent import configure_logging
+from core.agent import LoopSettings, configure_logging
 from core.bounded import InputRejected, read_regular_file
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
@@ -60,9 +61,10 @@ __all__ = [
     "Poll",
     "CHAIN",
     "KEY",
+    "command_group",
     "settings",
     "with_settings",
-    "run_daemon",
+    "DaemonFlags",
     "status_command",
     "open_store",
     "client",
@@ -153,6 +155,12 @@ CHAIN = ("rpc", "chain_id", "book_dir")
 KEY = ("keystore", "account", "password_file", "key_env")
 
 
+def command_group(name: str, help: str) -> typer.Typer:
+    """A ``veritrain NAME`` group of commands, set up as every group is (help when called bare,
+    one-line errors, no shell-completion commands)."""
+    return typer.Typer(name=name, help=help, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
+
+
 def settings(account: str | None = None, **flags: Any) -> Settings:
     """Settings from the given flags (None = not given) over env vars over defaults; the RPC URL
     falls back to foundry's ``ETH_RPC_URL`` when neither the flag nor ``VERITRAIN_RPC_URL`` is set.
@@ -184,24 +192,62 @@ def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path) 
     return LocalStore(store_dir if store_dir is not None else data_dir / "store")
 
 
+@dataclass(frozen=True)
+class DaemonFlags:
+    """The options every daemon's ``run`` takes: where content lives, the poll interval, the logs."""
+
+    store_dir: Path | None = None
+    ipfs_api: str | None = None
+    poll: float = 2.0
+    log_json: bool = False
+    log_level: str = "INFO"
+
+    @property
+    def loop(self) -> LoopSettings:
+        return LoopSettings(poll_interval_s=self.poll)
+
+    def run(self, settings: Settings, build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]]) -> None:
+        """The body of every role's ``run``: logs configured, the key loaded, the store opened, then the
+        daemon ``build(settings, signer, store)`` run over the current deployment's records (built again
+        when the deployment changes: :func:`rolebase.deployment.run_following`)."""
+        configure_logging(level=self.log_level, json_lines=self.log_json)
+        key = signer(settings)
+        store = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir)
+        run_following(settings, lambda s: build(s, key, store))
+
+
+#: The options of :class:`DaemonFlags`, by field.
+_DAEMON_OPTIONS: dict[str, Any] = {"store_dir": StoreDir, "ipfs_api": IpfsApi, "poll": Poll, "log_json": LogJson, "log_level": LogLevel}
+
+
 def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command the shared options ``names`` (all eight by default) in place of its ``settings:
-    Settings`` parameter, which it then receives built from them by :func:`settings`. The options
-    follow the command's own (typer reads the signature)::
+    Settings`` parameter, which it then receives built from them by :func:`settings`; and, if it has a
+    ``flags: DaemonFlags`` parameter, the daemon options (``--store-dir``, ``--ipfs-api``, ``--poll``,
+    ``--log-json``, ``--log-level``) in its place. They follow the command's own options (typer reads
+    the signature)::
 
         @app.command()
         @with_settings()
-        def run(settings: Settings, poll: Poll = 2.0) -> None: ...
+        def run(settings: Settings, flags: DaemonFlags, stake: str = "0") -> None: ...
     """
     chosen = names or tuple(_SETTINGS_OPTIONS)
 
     def wrap(command: Callable[..., None]) -> Callable[..., None]:
         hints = get_type_hints(command, include_extras=True)
-        own = [p.replace(annotation=hints[p.name]) for p in inspect.signature(command).parameters.values() if p.name != "settings"]
-        shared = [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=_SETTINGS_OPTIONS[n][1]) for n in chosen]
+        params = inspect.signature(command).parameters
+        own = [p.replace(annotation=hints[p.name]) for p in params.values() if p.name not in ("settings", "flags")]
+        daemon = tuple(_DAEMON_OPTIONS) if "flags" in params else ()
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        shared = [
+            *(inspect.Parameter(n, keyword, default=getattr(DaemonFlags, n), annotation=_DAEMON_OPTIONS[n]) for n in daemon),
+            *(inspect.Parameter(n, keyword, default=None, annotation=_SETTINGS_OPTIONS[n][1]) for n in chosen),
+        ]
 
         @functools.wraps(command)
         def with_options(**given: Any) -> None:
+            if daemon:
+                given["flags"] = DaemonFlags(**{n: given.pop(n) for n in daemon})
             command(settings=settings(**{_SETTINGS_OPTIONS[n][0]: given.pop(n) for n in chosen}), **given)
 
         vars(with_options)["__signature__"] = inspect.Signature([*own, *shared])  # what typer and inspect read
@@ -209,24 +255,6 @@ def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., 
         return with_options
 
     return wrap
-
-
-def run_daemon(
-    settings: Settings,
-    build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]],
-    *,
-    store_dir: Path | None,
-    ipfs_api: str | None,
-    log_level: str,
-    log_json: bool,
-) -> None:
-    """The body of every role's ``run`` command: logs configured, the key loaded, the store opened, then
-    the daemon ``build(settings, signer, store)`` run over the current deployment's records (built again
-    when the deployment changes: :func:`rolebase.deployment.run_following`)."""
-    configure_logging(level=log_level, json_lines=log_json)
-    key = signer(settings)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
-    run_following(settings, lambda s: build(s, key, store))
 
 
 def keystore_dir(s: Settings) -> Path:

@@ -16,34 +16,26 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from core.agent import LoopSettings
 from core.chain import Address
 from core.config import Settings
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, LogLevel, Poll, StoreDir, show_time
+from rolebase.cli import DaemonFlags, show_time
 from rolebase.status import status_base
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.state import SolverDb
 from solver.work import Limits
 
-app = typer.Typer(
-    name="solver",
-    help="The solver daemon: stake, claim jobs, train, commit, collect pay.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+app = options.command_group("solver", "The solver daemon: stake, claim jobs, train, commit, collect pay.")
 
 
 @app.command()
 @options.with_settings()
 def run(
     settings: Settings,
-    store_dir: StoreDir = None,
-    ipfs_api: IpfsApi = None,
+    flags: DaemonFlags,
     stake: Annotated[str, typer.Option(help="solver stake to hold, in VERI (0: the chain's minimum)")] = "0",
     max_active: Annotated[int, typer.Option(help="jobs trained at once (claimed, not yet committed)", min=1, max=16)] = 1,
     min_reward: Annotated[str, typer.Option(help="ignore jobs paying less than this, in VERI")] = "0",
@@ -56,10 +48,7 @@ def run(
     max_data_mib: Annotated[
         int, typer.Option(help="refuse datasets larger than this many MiB (default: the protocol's limit)", min=1, max=Limits().max_dataset_bytes >> 20)
     ] = Limits().max_dataset_bytes >> 20,
-    poll: Poll = 2.0,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
-    log_json: LogJson = False,
-    log_level: LogLevel = "INFO",
     cheat: Annotated[
         str | None,
         typer.Option(
@@ -82,14 +71,7 @@ def run(
     limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20)
     bar = _bar if (sys.stderr.isatty() if progress is None else progress) else None
     try:
-        options.run_daemon(
-            settings,
-            lambda s, signer, store: daemon.build(s, signer, store, config, limits=limits, loop=LoopSettings(poll_interval_s=poll), progress=bar, cheat=cheat),
-            store_dir=store_dir,
-            ipfs_api=ipfs_api,
-            log_level=log_level,
-            log_json=log_json,
-        )
+        flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, limits=limits, loop=flags.loop, progress=bar, cheat=cheat))
     finally:
         _BARS.stop()
 

@@ -25,9 +25,7 @@ from submitter import service
 from submitter.specfile import read_job
 from submitter.timeline import job_timeline
 
-app = typer.Typer(
-    name="submit", help="Post training jobs and get proven models back.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False
-)
+app = options.command_group("submit", "Post training jobs and get proven models back.")
 
 
 @app.command()

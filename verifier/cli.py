@@ -13,24 +13,20 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.agent import LoopSettings
 from core.chain import Address
 from core.config import Settings
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, LogLevel, Poll, StoreDir
+from rolebase.cli import DaemonFlags
 from rolebase.status import status_base
 from verifier import daemon
 from verifier.policy import VerifierConfig
 from verifier.state import VerifierDb
 
-app = typer.Typer(
-    name="verifier",
-    help="The verifier daemon: stake, replay sampled segments when drawn, report with probes, open and play disputes, defend its probes, sit as referee; keep jobs moving.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
+app = options.command_group(
+    "verifier",
+    "The verifier daemon: stake, replay sampled segments when drawn, report with probes, open and play disputes, defend its probes, sit as referee; keep jobs moving.",
 )
 
 
@@ -38,14 +34,10 @@ app = typer.Typer(
 @options.with_settings()
 def run(
     settings: Settings,
-    store_dir: StoreDir = None,
-    ipfs_api: IpfsApi = None,
+    flags: DaemonFlags,
     stake: Annotated[str, typer.Option(help="verifier stake to hold, in VERI (0: the chain's minimum)")] = "0",
     duties: Annotated[bool, typer.Option("--duties/--no-duties", help="also draw verifiers, finalize and time out silent parties")] = True,
     duty_grace: Annotated[int, typer.Option(help="seconds past due before a duty that does not pay this verifier", min=0)] = 30,
-    poll: Poll = 2.0,
-    log_json: LogJson = False,
-    log_level: LogLevel = "INFO",
     lie: Annotated[bool, typer.Option("--lie", hidden=True, help="TEST ADVERSARY: fail honest traces and answer every midpoint wrong")] = False,
     lazy: Annotated[bool, typer.Option("--lazy", hidden=True, help="TEST ADVERSARY: pass every trace without replaying, guessing the probes")] = False,
 ) -> None:
@@ -64,14 +56,7 @@ def run(
     if lie and lazy:
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
-    options.run_daemon(
-        settings,
-        lambda s, signer, store: daemon.build(s, signer, store, config, loop=LoopSettings(poll_interval_s=poll), lie=lie, lazy=lazy),
-        store_dir=store_dir,
-        ipfs_api=ipfs_api,
-        log_level=log_level,
-        log_json=log_json,
-    )
+    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, lie=lie, lazy=lazy))
 
 
 def _assignments_table(report: dict[str, object]) -> Table | None:

@@ -13,24 +13,20 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.agent import LoopSettings
 from core.chain import Address
 from core.config import Settings
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, LogLevel, Poll, StoreDir
+from rolebase.cli import DaemonFlags
 from rolebase.status import status_base
 from whistleblower import daemon
 from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
 from whistleblower.state import WhistleblowerDb
 
-app = typer.Typer(
-    name="whistleblower",
-    help="The whistleblower daemon: stake, audit passing reports by replaying their probes and segments, challenge wrong reports and bad traces in the window, collect the rewards.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
+app = options.command_group(
+    "whistleblower",
+    "The whistleblower daemon: stake, audit passing reports by replaying their probes and segments, challenge wrong reports and bad traces in the window, collect the rewards.",
 )
 
 
@@ -38,8 +34,7 @@ app = typer.Typer(
 @options.with_settings()
 def run(
     settings: Settings,
-    store_dir: StoreDir = None,
-    ipfs_api: IpfsApi = None,
+    flags: DaemonFlags,
     stake: Annotated[str, typer.Option(help="whistleblower stake to hold, in VERI (0: the chain's minimum)")] = "0",
     audit_rate: Annotated[
         float, typer.Option(help="probability of auditing each passing report (drawn from a secret in the state dir)", min=0.0, max=1.0)
@@ -50,9 +45,6 @@ def run(
     audit_cost: Annotated[
         str, typer.Option(help="what one audit costs you, in VERI: audit only while the jackpot income it expects (p_f s J, from the chain) covers it")
     ] = "0",
-    poll: Poll = 2.0,
-    log_json: LogJson = False,
-    log_level: LogLevel = "INFO",
 ) -> None:
     """Run the whistleblower until SIGTERM or Ctrl-C. Safe to kill -9 and restart: an audit cut short is done again, a fault is never challenged twice.
 
@@ -71,14 +63,7 @@ def run(
     config = WhistleblowerConfig(
         stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost")
     )
-    options.run_daemon(
-        settings,
-        lambda s, signer, store: daemon.build(s, signer, store, config, loop=LoopSettings(poll_interval_s=poll)),
-        store_dir=store_dir,
-        ipfs_api=ipfs_api,
-        log_level=log_level,
-        log_json=log_json,
-    )
+    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop))
 
 
 def _tables(report: dict[str, object]) -> Table | None:
