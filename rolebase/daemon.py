@@ -25,8 +25,6 @@ from rolebase.watchers import MarketWatcher
 
 V = TypeVar("V")
 A = TypeVar("A")
-
-
 R = TypeVar("R", bound=RoleDb)
 
 
