@@ -49,10 +49,12 @@ test-forge: build
 test-py: build
 	$(PY) -m pytest
 
-# ruff (pinned in requirements.lock, configured in pyproject.toml): lint, and formatting checked.
+# ruff and mypy (pinned in requirements.lock, configured in pyproject.toml): lint, formatting
+# checked, and the types of every package (mypy's [tool.mypy] lists them).
 test-lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 test: test-lint test-forge test-py
 

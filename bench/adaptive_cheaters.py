@@ -57,7 +57,7 @@ from proofs import (
 )
 from proofs.adversary import CheatTrace
 from proofs.datasets import REFERENCE_JOBS, reference_job, spirals, text_tokens
-from proofs.spec import JobSpec, load_spec
+from proofs.spec import CharTransformerConfig, JobSpec, load_spec
 
 console = Console(width=160)
 PARAMS = Path(__file__).resolve().parents[1] / "deploy/params/devnet.json"
@@ -196,6 +196,7 @@ def drift(n: int) -> None:
     honest.run(spec.steps)
     drifted = Trainer(spec, dataset)
     drifted.load(decode_checkpoint(t.checkpoints[-1]))
+    assert isinstance(spec.model, CharTransformerConfig)
     seen = set(dataset.inputs.tolist())
     unseen = torch.tensor([[c for c in range(128) if c not in seen][: spec.model.block_size]])
     with torch.no_grad():

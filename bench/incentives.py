@@ -186,6 +186,7 @@ def _plots(p: GameParams, img: Path, seed: int) -> list[Path]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.artist import Artist
     from matplotlib.colors import BoundaryNorm, ListedColormap
     from matplotlib.patches import Patch
 
@@ -226,7 +227,7 @@ def _plots(p: GameParams, img: Path, seed: int) -> list[Path]:
     )
     ax.plot(p.audit_rate, p.verifier_bond, "k*", ms=14)
 
-    handles = [Patch(color=c, label=label) for c, label in zip(_REGION_COLORS, _REGION_LABELS)]
+    handles: list[Artist] = [Patch(color=c, label=label) for c, label in zip(_REGION_COLORS, _REGION_LABELS)]
     handles.append(plt.Line2D([], [], color="k", marker="*", ls="", ms=12, label="proposed defaults"))
     fig.legend(handles=handles, loc="outside lower center", ncols=6, fontsize=9)
     fig.suptitle(

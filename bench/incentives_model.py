@@ -152,7 +152,7 @@ class GameParams:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
-    def from_deployment(cls, deployment: Mapping[str, Any], *, reward: float = 100.0, fee: float = 10.0, **rest: float) -> GameParams:
+    def from_deployment(cls, deployment: Mapping[str, Any], *, reward: float = 100.0, fee: float = 10.0, **rest: Any) -> GameParams:
         """The model of a job of ``reward`` + ``fee`` tokens under a deployment parameters file.
 
         ``deployment`` is a ``deploy/params/*.json`` object (its ``market`` and ``game`` parts, amounts

@@ -51,7 +51,7 @@ def main() -> None:
     mb = size / 1e6
 
     cid_s = _median_seconds(lambda: file_cid(blob), args.repeat)
-    rows = [("cid only (file_cid)", cid_s, None)]
+    rows: list[tuple[str, float, float | None]] = [("cid only (file_cid)", cid_s, None)]
     with tempfile.TemporaryDirectory(prefix="veritrain-bench-") as tmp:
         rows.append(("LocalStore", *_measure(LocalStore(Path(tmp)), blob, args.repeat)))
     with JsIpfsNode() as node:

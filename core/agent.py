@@ -28,7 +28,6 @@ from __future__ import annotations
 import enum
 import json
 import logging
-import os
 import random
 import re
 import signal
@@ -38,18 +37,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import FrameType
 from typing import Generic, TypeVar
 from typing import Protocol as Structural
 
-from core.address_book import AddressBook
-from core.chain import Address, ChainClient, Receipt, Signer, is_transient
-from core.config import Settings
-from core.contracts import DisputeGame, Game, GameId, Job, JobId, JobMarket, Protocol, Role, TokenAmount
-from core.errors import ConfigError, TransientRPCError, VeritrainError
-from core.localdb import Heartbeat, LocalDb, read_heartbeat, write_heartbeat
-from core.storage import ContentStore, IpfsStore, LocalStore
+from core.chain import Receipt, is_transient
+from core.errors import TransientRPCError, VeritrainError
 from core.storage.errors import StoreUnavailable
 
 log = logging.getLogger(__name__)
@@ -410,101 +403,6 @@ def configure_logging(*, level: str = "INFO", json_lines: bool = False) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
-def heartbeat_to(db: LocalDb, address: str) -> Callable[[TickReport], None]:
-    """An observer that records each tick in the role's ``heartbeat`` table (for ``status``)."""
-    started = time.time()
-    ticks = 0
-
-    def record(report: TickReport) -> None:
-        nonlocal ticks
-        ticks += 1
-        write_heartbeat(db, Heartbeat(os.getpid(), address, started, time.time(), ticks, report.transient_error))
-
-    return record
-
-
-# ------------------------------------------------------------------ shared by the role daemons
-
-
-@dataclass(frozen=True)
-class RoleDaemon(Generic[V, A]):
-    """A built daemon: its agent loop and the records it closes on the way out."""
-
-    agent: Agent[V, A]
-    db: RoleDb
-
-    def run(self) -> None:
-        try:
-            self.agent.run()
-        finally:
-            self.db.close()
-
-
-def connect(settings: Settings, signer: Signer) -> Protocol:
-    """The deployed protocol at ``settings.rpc_url`` (address book by chain id), signing as ``signer``."""
-    client = ChainClient(settings.rpc_url, timeout=settings.rpc_timeout, expected_chain_id=settings.chain_id)
-    return Protocol.connect(client, AddressBook.for_chain(settings.address_book_dir, client), signer)
-
-
-def state_dir(data_dir: Path, role: str, address: str) -> Path:
-    """One directory per role and account: its records (and a solver's checkpoints)."""
-    return data_dir / f"{role}-{address.lower()}"
-
-
-class RoleDb:
-    """A role's SQLite records (its ``migrations`` must create ``final_jobs`` and the heartbeat).
-
-    The state directory is the owner's only (0700) and the database file 0600, created so before
-    SQLite opens it (its WAL and shared-memory files take the database file's mode): a role's
-    records hold secrets (salts, forced-error secrets, the auditor's secret) and its work.
-    """
-
-    def __init__(self, path: Path, migrations: Sequence[str]) -> None:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        os.chmod(path.parent, 0o700)
-        os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
-        for made in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
-            if made.exists():  # left by an older version, or loosened by hand
-                os.chmod(made, 0o600)
-        self.db = LocalDb(path, migrations)
-
-    def close(self) -> None:
-        self.db.close()
-
-    def final_jobs(self) -> set[int]:
-        return {r[0] for r in self.db.query("SELECT job_id FROM final_jobs")}
-
-    def mark_final(self, job_ids: Sequence[int]) -> None:
-        with self.db.transaction() as conn:
-            conn.executemany("INSERT OR IGNORE INTO final_jobs (job_id) VALUES (?)", [(j,) for j in job_ids])
-
-    def once_secret(self, table: str, column: str) -> bytes:
-        """A secret of 32 random bytes made on first use in the one-row ``table`` (``id = 1``), the same
-        after every restart. ``table`` and ``column`` are the role's own schema names, never input."""
-        self.db.execute(f"INSERT OR IGNORE INTO {table} (id, {column}) VALUES (1, ?)", (os.urandom(32),))
-        row = self.db.query_one(f"SELECT {column} FROM {table} WHERE id = 1")
-        assert row is not None
-        return bytes(row[column])
-
-
-def stake_needed(target: int, min_stake: int, staked: int, balance: int) -> TokenAmount | None:
-    """How much more to stake to hold ``max(target, min_stake)``; None if nothing useful can be staked."""
-    missing = max(target, min_stake) - staked
-    if missing <= 0:
-        return None
-    amount = min(missing, balance)
-    if amount <= 0 or staked + amount < min_stake:
-        return None  # cannot reach the minimum: nothing useful to stake
-    return TokenAmount(amount)
-
-
-def stake(protocol: Protocol, me: Address, role: Role, amount: int) -> None:
-    """Approve (if needed) and stake ``amount`` in ``role``, logging each mined call."""
-    if protocol.token.allowance(me, protocol.stakes.address) < amount:
-        log_mined(log, "approve", protocol.token.approve(protocol.stakes.address, amount))
-    log_mined(log, "stake", protocol.stakes.stake(role, amount), amount=amount)
-
-
 def mined(what: str) -> str:
     """The log message of a mined call ``what`` (a contract function's name)."""
     return f"{what} mined"
@@ -513,136 +411,3 @@ def mined(what: str) -> str:
 def log_mined(logger: logging.Logger, what: str, receipt: Receipt, **fields: object) -> None:
     """``<what> mined gas=... tx=...`` with the action's fields, on the role's own logger."""
     logger.info(mined(what), extra={**fields, "gas": receipt.gas_used, "tx": receipt.tx_hash})
-
-
-def status_base(protocol: Protocol, me: Address, role: Role, db: LocalDb | None, show_tokens: Callable[[int], str]) -> dict[str, object]:
-    """The part of a role's ``status`` report every role shares: balance, stake, the daemon's heartbeat
-    (``show_tokens`` formats an amount, at the CLI edge)."""
-    info = protocol.stakes.stake_of(me, role)
-    beat = read_heartbeat(db) if db is not None else None
-    return {
-        "address": me,
-        "balance": show_tokens(protocol.token.balance_of(me)),
-        "stake": {"staked": show_tokens(info.staked), "locked": show_tokens(info.locked), "unbonding": show_tokens(info.unbonding)},
-        "daemon": None if beat is None else beat.summary(time.time()),
-    }
-
-
-def status_lines(role: str, report: dict[str, object]) -> list[str]:
-    """The header lines of a role's ``status`` (rich markup), from :func:`status_base`'s report."""
-    stake_info = report["stake"]
-    assert isinstance(stake_info, dict)
-    lines = [f"{role} [bold]{report['address']}[/]  balance {report['balance']} VERI  staked {stake_info['staked']} (locked {stake_info['locked']})"]
-    beat = report["daemon"]
-    if isinstance(beat, dict):
-        state = "[green]running[/]" if beat["running"] else "[red]not running[/]"
-        lines.append(
-            f"daemon pid {beat['pid']} {state}, last tick {beat['last_tick_s_ago']} s ago, {beat['ticks']} ticks, last error: {beat['last_error'] or '-'}"
-        )
-    else:
-        lines.append("daemon: no records (never ran with this data dir)")
-    return lines
-
-
-@dataclass(frozen=True)
-class MarketScan:
-    """Every job that is not final, read at one block; and the ids that became final since the last scan."""
-
-    jobs: tuple[tuple[JobId, Job], ...]
-    newly_final: tuple[JobId, ...]
-
-
-@dataclass(frozen=True)
-class Moment:
-    """The latest block and its timestamp: every view is read "as of" one."""
-
-    block: int
-    now: int
-
-
-class MarketWatcher:
-    """Reads the market for the role loaders: live jobs each tick, spec CIDs from ``JobPosted`` events.
-
-    Final is forever, so jobs known final are never read again; ``JobPosted`` logs are read
-    once, incrementally, from the deployment block on (the spec CID is only in that event).
-    """
-
-    def __init__(self, market: JobMarket, deploy_block: int, max_jobs: int = 10_000) -> None:
-        self.market = market
-        self.max_jobs = max_jobs
-        self._next_block = deploy_block
-        self._spec_cids: dict[int, bytes] = {}
-
-    def scan(self, known_final: set[int]) -> MarketScan:
-        """Read each job not yet known final (the newest ``max_jobs`` ids at most)."""
-        count = self.market.job_count()
-        live: list[tuple[JobId, Job]] = []
-        final: list[JobId] = []
-        for raw_id in range(max(1, count - self.max_jobs + 1), count + 1):
-            if raw_id in known_final:
-                continue
-            job_id = JobId(raw_id)
-            job = self.market.get_job(job_id)
-            if job.state.final:
-                final.append(job_id)
-            else:
-                live.append((job_id, job))
-        return MarketScan(tuple(live), tuple(final))
-
-    def read(self, records: RoleDb) -> tuple[Moment, MarketScan]:
-        """The latest block and the live jobs, remembering in ``records`` the ones that became final."""
-        block = self.market.client.block_number()
-        moment = Moment(block, self.market.client.timestamp(block))
-        scan = self.scan(records.final_jobs())
-        if scan.newly_final:
-            records.mark_final(scan.newly_final)
-        return moment, scan
-
-    def spec_cid(self, job_id: JobId) -> bytes:
-        """The spec CID digest a job was posted with."""
-        if job_id not in self._spec_cids:
-            latest = self.market.client.block_number()
-            if latest >= self._next_block:
-                for event in self.market.events("JobPosted", self._next_block, latest):
-                    self._spec_cids[int(event.args["jobId"])] = bytes(event.args["specCid"])
-                self._next_block = latest + 1
-        try:
-            return self._spec_cids[job_id]
-        except KeyError:
-            raise VeritrainError(f"no JobPosted event for job {job_id}") from None
-
-
-class GameWatcher:
-    """Reads the dispute games that are not final; settled games are never read again (in memory:
-    after a restart one read each tells again which are final)."""
-
-    def __init__(self, game: DisputeGame, max_games: int = 10_000) -> None:
-        self.game = game
-        self.max_games = max_games
-        self._final: set[int] = set()
-
-    def live(self) -> list[tuple[GameId, Game]]:
-        count = self.game.game_count()
-        out: list[tuple[GameId, Game]] = []
-        for raw_id in range(max(1, count - self.max_games + 1), count + 1):
-            if raw_id in self._final:
-                continue
-            game = self.game.get_game(GameId(raw_id))
-            if game.status.final:
-                self._final.add(raw_id)
-            else:
-                out.append((GameId(raw_id), game))
-        return out
-
-
-def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path) -> ContentStore:
-    """The content store a role uses: an IPFS node's RPC API if given, else a local directory store.
-
-    Processes that must see each other's content without IPFS (the demo's daemons) share one
-    ``store_dir``; the default is ``<data_dir>/store``.
-    """
-    if ipfs_api is not None and store_dir is not None:
-        raise ConfigError("give either --store-dir or --ipfs-api, not both")
-    if ipfs_api is not None:
-        return IpfsStore(ipfs_api)
-    return LocalStore(store_dir if store_dir is not None else data_dir / "store")

@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 import requests
 from eth_account import Account
@@ -158,7 +158,7 @@ class Anvil:
         assert self.process is not None
         deadline = time.monotonic() + self.startup_timeout
         url = f"http://{self.host}:{self.port}"
-        body = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}
+        body: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "eth_chainId", "params": []}
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 return False

@@ -6,6 +6,7 @@ contract to ``build/contracts/<Name>.json``; this module only reads them.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import threading
@@ -13,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from eth_typing import ABIElement
 
 from core.bounded import InputRejected, load_json, read_regular_file
 from core.errors import ArtifactsMissing
@@ -31,7 +34,7 @@ class Artifact:
 
     name: str
     source: str
-    abi: tuple[Mapping[str, Any], ...]
+    abi: tuple[ABIElement, ...]
     bytecode: bytes
     deployed_bytecode: bytes
     source_hash: str
@@ -41,9 +44,9 @@ class Artifact:
     def deployable(self) -> bool:
         return len(self.bytecode) > 0
 
-    def abi_list(self) -> list[dict[str, Any]]:
+    def abi_list(self) -> list[ABIElement]:
         """A fresh mutable copy of the ABI, in the shape web3 expects."""
-        return [dict(entry) for entry in self.abi]
+        return copy.deepcopy(list(self.abi))
 
 
 def _missing(why: str) -> ArtifactsMissing:

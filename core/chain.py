@@ -36,6 +36,7 @@ from web3.exceptions import (
     Web3RPCError,
 )
 from web3.providers.rpc import HTTPProvider
+from web3.types import BlockIdentifier, TxParams
 
 from core.bounded import InputRejected, load_json, read_regular_file
 from core.config import redact_url
@@ -303,7 +304,7 @@ class ChainClient:
     def block_number(self) -> BlockNumber:
         return BlockNumber(self.with_retry("eth_blockNumber", lambda: int(self.w3.eth.block_number)))
 
-    def timestamp(self, block: int | str = "latest") -> int:
+    def timestamp(self, block: BlockIdentifier = "latest") -> int:
         return int(self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))["timestamp"])
 
     def get_code(self, address: str) -> bytes:
@@ -314,9 +315,9 @@ class ChainClient:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def call(self, fn: ContractFunction, *, sender: str | None = None, block: int | str = "latest") -> Any:
+    def call(self, fn: ContractFunction, *, sender: str | None = None, block: BlockIdentifier = "latest") -> Any:
         """``eth_call`` a contract function; a revert raises the named exception."""
-        params: dict[str, Any] = {"from": to_checksum_address(sender)} if sender else {}
+        params: TxParams = {"from": to_checksum_address(sender)} if sender else {}
         try:
             return self.with_retry(fn.fn_name, lambda: fn.call(params, block_identifier=block))
         except ContractLogicError as exc:
@@ -406,9 +407,10 @@ class ChainClient:
 
     def _sign_and_broadcast(self, signer: Signer, tx: dict[str, Any], what: str) -> TxHash:
         key = self._nonce_key(signer.address)
+        sender = to_checksum_address(signer.address)
         with _NonceCache.lock(key):
-            pending = int(self.with_retry("eth_getTransactionCount", lambda: self.w3.eth.get_transaction_count(signer.address, "pending")))
-            latest = int(self.with_retry("eth_getTransactionCount", lambda: self.w3.eth.get_transaction_count(signer.address, "latest")))
+            pending = int(self.with_retry("eth_getTransactionCount", lambda: self.w3.eth.get_transaction_count(sender, "pending")))
+            latest = int(self.with_retry("eth_getTransactionCount", lambda: self.w3.eth.get_transaction_count(sender, "latest")))
             tx["nonce"] = _NonceCache.choose(key, pending, latest)
             tx.pop("from", None)
             signed = signer.sign_transaction(tx)
@@ -487,7 +489,7 @@ class ChainClient:
             end = min(last, start + max_range - 1)
             chunk = self.with_retry(
                 "eth_getLogs",
-                lambda s=start, e=end: event.get_logs(from_block=s, to_block=e, argument_filters=dict(argument_filters or {})),
+                lambda: event.get_logs(from_block=start, to_block=end, argument_filters=dict(argument_filters or {})),
             )
             found.extend(chunk)
             start = end + 1

@@ -392,15 +392,12 @@ class _Wrapper:
 
     def __init__(self, client: ChainClient, address: str, signer: Signer | None = None) -> None:
         self.client = client
-        self.address = Address(to_checksum_address(address))
+        checksummed = to_checksum_address(address)
+        self.address = Address(checksummed)
         self.signer = signer
         self.artifact = artifacts.load(self.ARTIFACT)
-        self.contract: Contract = client.w3.eth.contract(address=self.address, abi=self.artifact.abi_list())
-        self._topics = {
-            event_abi_to_log_topic(e): e["name"]
-            for e in self.artifact.abi
-            if e.get("type") == "event"  # type: ignore[arg-type]
-        }
+        self.contract: Contract = client.w3.eth.contract(address=checksummed, abi=self.artifact.abi_list())
+        self._topics = {event_abi_to_log_topic(e): e["name"] for e in self.artifact.abi if e["type"] == "event"}
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.address}, signer={self.signer!r})"

@@ -24,6 +24,7 @@ from typing import Any, ClassVar
 
 from eth_abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
+from eth_typing import ABIError
 from eth_utils import keccak, to_checksum_address
 from eth_utils.abi import abi_to_signature, get_abi_input_names, get_abi_input_types
 
@@ -140,9 +141,9 @@ class UnknownRevert(ContractRevert):
         return f"UnknownRevert(data=0x{self.data.hex()})"
 
 
-def error_selector(error_abi: Mapping[str, Any]) -> bytes:
+def error_selector(error_abi: ABIError) -> bytes:
     """The 4-byte selector of an ABI error entry."""
-    return keccak(text=abi_to_signature(error_abi))[:4]  # type: ignore[arg-type]
+    return keccak(text=abi_to_signature(error_abi))[:4]
 
 
 _ERROR_SELECTOR = keccak(text="Error(string)")[:4]
@@ -150,7 +151,7 @@ _PANIC_SELECTOR = keccak(text="Panic(uint256)")[:4]
 
 _lock = threading.Lock()
 _classes: dict[str, type[ContractRevert]] = {}
-_abi_by_selector: dict[bytes, Mapping[str, Any]] = {}
+_abi_by_selector: dict[bytes, ABIError] = {}
 _notices: dict[str, str] = {}  # custom error name -> its NatSpec @notice
 _indexed_fingerprint: str | None = None
 
@@ -167,7 +168,7 @@ def _make_class(name: str) -> type[ContractRevert]:
     return cls
 
 
-def _index() -> Mapping[bytes, Mapping[str, Any]]:
+def _index() -> Mapping[bytes, ABIError]:
     """Selector -> error ABI over every compiled artifact (rebuilt when artifacts change)."""
     global _indexed_fingerprint
 
@@ -178,7 +179,7 @@ def _index() -> Mapping[bytes, Mapping[str, Any]]:
             _notices.clear()
             for artifact in artifacts.load_all().values():
                 for entry in artifact.abi:
-                    if entry.get("type") == "error":
+                    if entry["type"] == "error":
                         _abi_by_selector[error_selector(entry)] = entry
                         _make_class(entry["name"])
                 for name, notice in artifact.error_notices.items():
@@ -223,12 +224,12 @@ def decode_revert(data: bytes | str | None) -> ContractRevert:
         entry = _index().get(selector) if len(raw) >= 4 else None
         if entry is None:
             return UnknownRevert(data=raw)
-        values = abi_decode(get_abi_input_types(entry), body)  # type: ignore[arg-type]
+        values = abi_decode(get_abi_input_types(entry), body)
     except DecodingError:
         return UnknownRevert(data=raw)
-    names = get_abi_input_names(entry)  # type: ignore[arg-type]
+    names = get_abi_input_names(entry)
     fields = tuple(n or f"arg{i}" for i, n in enumerate(names))
-    types = get_abi_input_types(entry)  # type: ignore[arg-type]
+    types = get_abi_input_types(entry)
     readable = tuple(_checksummed(t, v) for t, v in zip(types, values))
     return _make_class(entry["name"])(*readable, fields=fields, data=raw)
 

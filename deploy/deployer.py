@@ -26,6 +26,7 @@ from typing import Any
 
 from eth_abi import encode as abi_encode
 from eth_abi.exceptions import EncodingError
+from eth_typing import ABIConstructor
 from eth_utils.abi import get_abi_input_types
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -110,10 +111,10 @@ class DeployParams(BaseModel):
         return self.model_dump(by_alias=True, mode="json")
 
 
-def _constructor(name: str) -> Mapping[str, Any]:
+def _constructor(name: str) -> ABIConstructor:
     artifact = artifacts.load(name)
     for entry in artifact.abi:
-        if entry.get("type") == "constructor":
+        if entry["type"] == "constructor":
             return entry
     return {"type": "constructor", "inputs": []}
 
@@ -139,7 +140,7 @@ def encode_constructor(name: str, args: Sequence[Any]) -> bytes:
         raise ArtifactsMissing(f"{name} constructor takes {len(inputs)} arguments in the compiled ABI, deployer gives {len(args)}")
     arranged = [_arrange(i, a, f"{name}.{i['name'] or 'arg'}") for i, a in zip(inputs, args)]
     try:
-        return abi_encode(get_abi_input_types(ctor), arranged)  # type: ignore[arg-type]
+        return abi_encode(get_abi_input_types(ctor), arranged)
     except EncodingError as exc:
         raise ConfigError(f"{name} constructor arguments do not fit the ABI types: {exc}") from None
 

@@ -30,7 +30,7 @@ from proofs.spec import JobSpec, Limits, canonical_json
 
 __all__ = ["MANIFEST_VERSION", "MAX_MANIFEST_BYTES", "CheckpointEntry", "Manifest", "parse_manifest", "is_float32"]
 
-MANIFEST_VERSION = 2
+MANIFEST_VERSION: Literal[2] = 2
 MAX_MANIFEST_BYTES = 256 * (Limits.SEGMENTS + 1) + 4096
 
 _Hex32 = Annotated[str, Field(pattern=r"^0x[0-9a-f]{64}$")]

@@ -106,6 +106,7 @@ class CNN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         o = self.ops
         for conv in self.convs:
+            assert isinstance(conv, nn.Conv2d) and conv.bias is not None
             x = o.max_pool2(F.relu(o.conv2d(x, conv.weight, conv.bias, self.pad)))
         x = F.relu(o.linear(x.flatten(1), self.hidden.weight, self.hidden.bias))
         return o.linear(x, self.head.weight, self.head.bias)

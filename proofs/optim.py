@@ -65,9 +65,9 @@ class SGD(Optimizer):
             assert p.grad is not None
             g = p.grad if c.weight_decay == 0 else p.grad.add(p, alpha=c.weight_decay)
             if c.momentum > 0:
-                buf = state[f"optim.{name}.momentum"]
-                buf.mul_(c.momentum).add_(g, alpha=1.0 - c.dampening)
-                g = g.add(buf, alpha=c.momentum) if c.nesterov else buf
+                momentum = state[f"optim.{name}.momentum"]
+                momentum.mul_(c.momentum).add_(g, alpha=1.0 - c.dampening)
+                g = g.add(momentum, alpha=c.momentum) if c.nesterov else momentum
             p.add_(g, alpha=-c.lr)
 
 

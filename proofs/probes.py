@@ -111,10 +111,10 @@ class Probe:
         """A report's entry back (a :class:`ProofError` if it is not one)."""
         if not isinstance(entry, dict) or set(entry) != {"index", "segment", "step", "state_hash"}:
             raise ProofError(f"a probe entry has exactly index, segment, step, state_hash: got {entry!r}")
-        numbers = [entry["index"], entry["segment"], entry["step"]]
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in numbers) or not isinstance(entry["state_hash"], str):
+        index, segment, step, state_hash = entry["index"], entry["segment"], entry["step"], entry["state_hash"]
+        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (index, segment, step)) or not isinstance(state_hash, str):
             raise ProofError(f"probe entry has wrong types: {entry!r}")
-        return cls(*numbers, entry["state_hash"])
+        return cls(index, segment, step, state_hash)
 
 
 def probe_leaf(probe: Probe) -> bytes:

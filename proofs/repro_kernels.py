@@ -137,13 +137,13 @@ _COLS = 256  # columns per tile: four tile rows stay in L1
 
 
 @njit(cache=True)
-def _axpy1(o0, a0, bk, n):  # type: ignore[no-untyped-def]
+def _axpy1(o0, a0, bk, n):
     for j in range(n):
         o0[j] += a0 * bk[j]
 
 
 @njit(cache=True)
-def _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n):  # type: ignore[no-untyped-def]
+def _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n):
     # Four k steps for four rows: each output still adds its products in k order, one
     # rounding per multiply and per add (the partial sum just stays in a register).
     a00, a01, a02, a03 = a[i0, k], a[i0, k + 1], a[i0, k + 2], a[i0, k + 3]
@@ -160,7 +160,7 @@ def _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _tile(a, b, out, i0, rows, j0, n):  # type: ignore[no-untyped-def]
+def _tile(a, b, out, i0, rows, j0, n):
     kk = a.shape[1]
     acc = np.zeros((_ROWS, n), np.float32)
     if rows == _ROWS:
@@ -180,7 +180,7 @@ def _tile(a, b, out, i0, rows, j0, n):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def bmm(a, b, out):  # type: ignore[no-untyped-def]
+def bmm(a, b, out):
     """out[t] = a[t] @ b[t] for a (T, M, K), b (T, K, N): out[t, i, j] = sum_k a[t,i,k] * b[t,k,j],
     accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each)."""
     nb, m, _ = a.shape
@@ -196,13 +196,13 @@ def bmm(a, b, out):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def _add4(acc, g0, g1, g2, g3, n):  # type: ignore[no-untyped-def]
+def _add4(acc, g0, g1, g2, g3, n):
     for j in range(n):
         acc[j] = (((acc[j] + g0[j]) + g1[j]) + g2[j]) + g3[j]
 
 
 @njit(parallel=True, cache=True)
-def colsum(g, out):  # type: ignore[no-untyped-def]
+def colsum(g, out):
     """out[j] = sum_i g[i, j] in float32, rows in ascending order."""
     m, n = g.shape
     nc = (n + _COLS - 1) // _COLS
@@ -222,7 +222,7 @@ def colsum(g, out):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def causal_softmax(s, scale, p):  # type: ignore[no-untyped-def]
+def causal_softmax(s, scale, p):
     """p[t, i, j] = softmax over j <= i of scale * s[t, i, j] (float64 inside), 0 for j > i."""
     nb, m, n = s.shape
     for r in prange(nb * m):
@@ -246,7 +246,7 @@ def causal_softmax(s, scale, p):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def causal_softmax_bwd(p, dp, scale, ds):  # type: ignore[no-untyped-def]
+def causal_softmax_bwd(p, dp, scale, ds):
     """ds = scale * p * (dp - sum_j p dp) per row (float64 inside), 0 for j > i."""
     nb, m, n = p.shape
     for r in prange(nb * m):
@@ -265,7 +265,7 @@ def causal_softmax_bwd(p, dp, scale, ds):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def layer_norm(x, w, b, eps, y, mean, rstd):  # type: ignore[no-untyped-def]
+def layer_norm(x, w, b, eps, y, mean, rstd):
     """Rows of x (N, E): y = (x - mean) * rstd * w + b, mean/variance in float64."""
     m, n = x.shape
     for i in prange(m):
@@ -287,7 +287,7 @@ def layer_norm(x, w, b, eps, y, mean, rstd):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def layer_norm_bwd(dy, x, w, mean, rstd, dx):  # type: ignore[no-untyped-def]
+def layer_norm_bwd(dy, x, w, mean, rstd, dx):
     """dx of :func:`layer_norm` per row (float64 inside)."""
     m, n = x.shape
     for i in prange(m):
@@ -307,7 +307,7 @@ def layer_norm_bwd(dy, x, w, mean, rstd, dx):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def layer_norm_params_bwd(dy, x, mean, rstd, dw, db):  # type: ignore[no-untyped-def]
+def layer_norm_params_bwd(dy, x, mean, rstd, dw, db):
     """dw[j] = sum_i dy[i,j] * xhat[i,j], db[j] = sum_i dy[i,j]: rows in order, float64."""
     m, n = x.shape
     nc = (n + _COLS - 1) // _COLS
@@ -334,7 +334,7 @@ _GELU_A = 0.044715
 
 
 @njit(parallel=True, cache=True)
-def gelu(x, y):  # type: ignore[no-untyped-def]
+def gelu(x, y):
     """y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3))), elementwise on flat arrays."""
     for i in prange(x.shape[0]):
         v = np.float64(x[i])
@@ -342,7 +342,7 @@ def gelu(x, y):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def gelu_bwd(x, dy, dx):  # type: ignore[no-untyped-def]
+def gelu_bwd(x, dy, dx):
     for i in prange(x.shape[0]):
         v = np.float64(x[i])
         t = tanh64(_GELU_K * (v + _GELU_A * v * v * v))
@@ -354,7 +354,7 @@ def gelu_bwd(x, dy, dx):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def _row_lse(logits, lse):  # type: ignore[no-untyped-def]
+def _row_lse(logits, lse):
     m, n = logits.shape
     for i in prange(m):
         row = logits[i]
@@ -369,7 +369,7 @@ def _row_lse(logits, lse):  # type: ignore[no-untyped-def]
 
 
 @njit(cache=True)
-def cross_entropy(logits, targets, lse):  # type: ignore[no-untyped-def]
+def cross_entropy(logits, targets, lse):
     """Mean over rows of lse(row) - row[target] (float64, rows in order); fills ``lse``."""
     _row_lse(logits, lse)
     total = 0.0
@@ -379,7 +379,7 @@ def cross_entropy(logits, targets, lse):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def cross_entropy_bwd(logits, targets, lse, scale, grad):  # type: ignore[no-untyped-def]
+def cross_entropy_bwd(logits, targets, lse, scale, grad):
     """grad = scale * (softmax(row) - onehot(target)), scale = d(loss) / N."""
     m, n = logits.shape
     for i in prange(m):
@@ -394,7 +394,7 @@ def cross_entropy_bwd(logits, targets, lse, scale, grad):  # type: ignore[no-unt
 
 
 @njit(parallel=True, cache=True)
-def im2col(x, ks, pad, cols):  # type: ignore[no-untyped-def]
+def im2col(x, ks, pad, cols):
     """cols[(c*ks + kh)*ks + kw, (b*H + h)*W + w] = x[b, c, h + kh - pad, w + kw - pad] (0 outside):
     one row per filter tap, one column per output pixel (so a convolution is ``W @ cols``
     with the long pixel axis in the vector lanes)."""
@@ -415,7 +415,7 @@ def im2col(x, ks, pad, cols):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def col2im(dcols, ks, pad, dx):  # type: ignore[no-untyped-def]
+def col2im(dcols, ks, pad, dx):
     """The adjoint of :func:`im2col`: dx[b,c,y,x] sums its entries over kh, then kw, ascending."""
     nb, nc, hh, ww = dx.shape
     for r in prange(nb * nc):
@@ -434,7 +434,7 @@ def col2im(dcols, ks, pad, dx):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def rowsum(g, out):  # type: ignore[no-untyped-def]
+def rowsum(g, out):
     """out[i] = sum_j g[i, j] in float32, columns in ascending order."""
     m, n = g.shape
     for i in prange(m):
@@ -445,7 +445,7 @@ def rowsum(g, out):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def maxpool2(x, y, idx):  # type: ignore[no-untyped-def]
+def maxpool2(x, y, idx):
     """2x2 max-pool, stride 2: the first maximum in (0,0), (0,1), (1,0), (1,1) order wins."""
     nb, nc, hh, ww = y.shape
     for r in prange(nb * nc):
@@ -464,7 +464,7 @@ def maxpool2(x, y, idx):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def maxpool2_bwd(dy, idx, dx):  # type: ignore[no-untyped-def]
+def maxpool2_bwd(dy, idx, dx):
     nb, nc, hh, ww = dy.shape
     for r in prange(nb * nc):
         b, c = r // nc, r % nc
@@ -475,7 +475,7 @@ def maxpool2_bwd(dy, idx, dx):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def embedding_bwd(idx, dy, dw):  # type: ignore[no-untyped-def]
+def embedding_bwd(idx, dy, dw):
     """dw[v] = sum of dy[n] over n with idx[n] == v, n ascending (dw starts at zero)."""
     n, e = dy.shape
     nc = (e + _COLS - 1) // _COLS
@@ -490,7 +490,7 @@ def embedding_bwd(idx, dy, dw):  # type: ignore[no-untyped-def]
 
 
 @njit(parallel=True, cache=True)
-def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):  # type: ignore[no-untyped-def]
+def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):
     """g' = g + wd*p; buf = m*buf + (1-d)*g'; u = g' + m*buf (nesterov) or buf; p = p - lr*u.
     ``buf`` is empty when momentum is 0 (then u = g'). Every scalar is float32."""
     one = np.float32(1.0)
@@ -506,7 +506,7 @@ def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):  # t
 
 
 @njit(parallel=True, cache=True)
-def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt):  # type: ignore[no-untyped-def]
+def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt):
     """g' = g + wd*p; m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'*g';
     p = p - step_size * (m / (sqrt(v)/bc2_sqrt + eps)). Every scalar is float32."""
     one = np.float32(1.0)

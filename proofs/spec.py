@@ -45,7 +45,7 @@ __all__ = [
     "canonical_json",
 ]
 
-SPEC_VERSION = 1
+SPEC_VERSION: Literal[1] = 1
 
 
 class Limits:

@@ -14,13 +14,16 @@ else ``ETH_RPC_URL`` (foundry's), else http://127.0.0.1:8545.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_type_hints
 
 import typer
 from eth_utils import is_address, to_checksum_address
@@ -28,15 +31,18 @@ from rich.console import Console
 from rich.table import Table
 
 from core.address_book import AddressBook
-from core.agent import status_lines
+from core.agent import LoopSettings, configure_logging
 from core.bounded import InputRejected, read_regular_file
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError, SignerError
+from core.storage import ContentStore, IpfsStore, LocalStore
 from rolebase.amounts import show_tokens
-from rolebase.deployment import Deployment
+from rolebase.daemon import RoleDaemon
+from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
+from rolebase.status import status_lines
 
 __all__ = [
     "Rpc",
@@ -51,7 +57,16 @@ __all__ = [
     "StoreDir",
     "IpfsApi",
     "LogJson",
+    "LogLevel",
+    "Poll",
+    "CHAIN",
+    "KEY",
+    "command_group",
     "settings",
+    "with_settings",
+    "DaemonFlags",
+    "status_command",
+    "open_store",
     "client",
     "signer",
     "address_book",
@@ -120,6 +135,30 @@ IpfsApi = Annotated[
     ),
 ]
 LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
+LogLevel = Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")]
+Poll = Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)]
+
+#: The shared options that make a command's :class:`Settings`: parameter name -> (settings field, option).
+_SETTINGS_OPTIONS: dict[str, tuple[str, Any]] = {
+    "rpc": ("rpc_url", Rpc),
+    "chain_id": ("chain_id", ChainId),
+    "book_dir": ("address_book_dir", BookDir),
+    "data_dir": ("data_dir", DataDir),
+    "keystore": ("keystore", Keystore),
+    "account": ("account", Account),
+    "password_file": ("password_file", PasswordFile),
+    "key_env": ("key_env", KeyEnv),
+}
+#: The options that find the deployment, and those that name the key (a command that keeps no
+#: records takes no ``--data-dir``; one that never signs no key).
+CHAIN = ("rpc", "chain_id", "book_dir")
+KEY = ("keystore", "account", "password_file", "key_env")
+
+
+def command_group(name: str, help: str) -> typer.Typer:
+    """A ``veritrain NAME`` group of commands, set up as every group is (help when called bare,
+    one-line errors, no shell-completion commands)."""
+    return typer.Typer(name=name, help=help, no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False)
 
 
 def settings(account: str | None = None, **flags: Any) -> Settings:
@@ -137,6 +176,85 @@ def settings(account: str | None = None, **flags: Any) -> Settings:
     if not account.replace("-", "_").isidentifier() or not path.is_file():
         raise ConfigError(f"no account {account!r} in {keystore_dir(loaded)} (veritrain wallet list; veritrain wallet new {account})")
     return loaded.model_copy(update={"keystore": path, "key_env": None})
+
+
+def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path) -> ContentStore:
+    """The content store of ``--store-dir`` or ``--ipfs-api``: an IPFS node's RPC API if given, else a
+    local directory store.
+
+    Processes that must see each other's content without IPFS (the demo's daemons) share one
+    ``store_dir``; the default is ``<data_dir>/store``.
+    """
+    if ipfs_api is not None and store_dir is not None:
+        raise ConfigError("give either --store-dir or --ipfs-api, not both")
+    if ipfs_api is not None:
+        return IpfsStore(ipfs_api)
+    return LocalStore(store_dir if store_dir is not None else data_dir / "store")
+
+
+@dataclass(frozen=True)
+class DaemonFlags:
+    """The options every daemon's ``run`` takes: where content lives, the poll interval, the logs."""
+
+    store_dir: Path | None = None
+    ipfs_api: str | None = None
+    poll: float = 2.0
+    log_json: bool = False
+    log_level: str = "INFO"
+
+    @property
+    def loop(self) -> LoopSettings:
+        return LoopSettings(poll_interval_s=self.poll)
+
+    def run(self, settings: Settings, build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]]) -> None:
+        """The body of every role's ``run``: logs configured, the key loaded, the store opened, then the
+        daemon ``build(settings, signer, store)`` run over the current deployment's records (built again
+        when the deployment changes: :func:`rolebase.deployment.run_following`)."""
+        configure_logging(level=self.log_level, json_lines=self.log_json)
+        key = signer(settings)
+        store = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir)
+        run_following(settings, lambda s: build(s, key, store))
+
+
+#: The options of :class:`DaemonFlags`, by field.
+_DAEMON_OPTIONS: dict[str, Any] = {"store_dir": StoreDir, "ipfs_api": IpfsApi, "poll": Poll, "log_json": LogJson, "log_level": LogLevel}
+
+
+def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Give a command the shared options ``names`` (all eight by default) in place of its ``settings:
+    Settings`` parameter, which it then receives built from them by :func:`settings`; and, if it has a
+    ``flags: DaemonFlags`` parameter, the daemon options (``--store-dir``, ``--ipfs-api``, ``--poll``,
+    ``--log-json``, ``--log-level``) in its place. They follow the command's own options (typer reads
+    the signature)::
+
+        @app.command()
+        @with_settings()
+        def run(settings: Settings, flags: DaemonFlags, stake: str = "0") -> None: ...
+    """
+    chosen = names or tuple(_SETTINGS_OPTIONS)
+
+    def wrap(command: Callable[..., None]) -> Callable[..., None]:
+        hints = get_type_hints(command, include_extras=True)
+        params = inspect.signature(command).parameters
+        own = [p.replace(annotation=hints[p.name]) for p in params.values() if p.name not in ("settings", "flags")]
+        daemon = tuple(_DAEMON_OPTIONS) if "flags" in params else ()
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        shared = [
+            *(inspect.Parameter(n, keyword, default=getattr(DaemonFlags, n), annotation=_DAEMON_OPTIONS[n]) for n in daemon),
+            *(inspect.Parameter(n, keyword, default=None, annotation=_SETTINGS_OPTIONS[n][1]) for n in chosen),
+        ]
+
+        @functools.wraps(command)
+        def with_options(**given: Any) -> None:
+            if daemon:
+                given["flags"] = DaemonFlags(**{n: given.pop(n) for n in daemon})
+            command(settings=settings(**{_SETTINGS_OPTIONS[n][0]: given.pop(n) for n in chosen}), **given)
+
+        vars(with_options)["__signature__"] = inspect.Signature([*own, *shared])  # what typer and inspect read
+        with_options.__annotations__ = {p.name: p.annotation for p in (*own, *shared)}
+        return with_options
+
+    return wrap
 
 
 def keystore_dir(s: Settings) -> Path:
@@ -207,7 +325,7 @@ def show_status(
     tokens: Callable[[int], str] = str if json_out else show_tokens
     report = report_of(deployed, home_of(Deployment.of(deployed).data_dir(settings.data_dir), me), me, tokens)
     release_at = deployed.stakes.stake_of(me, Role[role.upper()]).release_at
-    net = sum(int(str(e["amount"])) for e in earnings_of(deployed, me))
+    net = sum(int(e["amount"]) for e in earnings_of(deployed, me))
     report["gas"] = tokens(c.balance(me))
     report["unbonding_release_at"] = release_at if json_out else (show_time(release_at) if release_at else "-")
     report["earnings_net"] = str(net) if json_out else ("-" if net < 0 else "") + show_tokens(abs(net))
@@ -223,6 +341,29 @@ def show_status(
     table = table_of(report)
     if table is not None:
         console.print(table)
+
+
+def status_command(
+    role: str,
+    home_of: Callable[[Path, str], Path],
+    report_of: Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]],
+    table_of: Callable[[dict[str, object]], Table | None],
+    doc: str,
+) -> Callable[..., None]:
+    """A role's ``status`` command (``app.command()(status_command(...))``): :func:`show_status` behind
+    the shared options, ``--address`` and ``--json``; ``doc`` is its help, with examples."""
+
+    def status(settings: Settings, address: str | None = None, json_out: bool = False) -> None:
+        show_status(role, settings, address, json_out, home_of, report_of, table_of)
+
+    status.__doc__ = doc
+    status.__annotations__ = {
+        "settings": Settings,
+        "address": Annotated[str | None, typer.Option(help=f"{role} address (instead of a key: status needs no secret)")],
+        "json_out": Json,
+        "return": None,
+    }
+    return with_settings()(status)
 
 
 def who(address: str | None, settings: Settings) -> Address:

@@ -22,16 +22,18 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from core.address_book import AddressBook
-from core.agent import Loader, RoleDaemon
+from core.agent import Loader
 from core.chain import ChainClient
 from core.config import Settings
 from core.contracts import Protocol
 from core.errors import AddressBookError, TransientRPCError
+from rolebase.daemon import RoleDaemon
 from rolebase.events import DEPLOYMENT_CHANGED
 
 log = logging.getLogger(__name__)
 
 V = TypeVar("V")
+A = TypeVar("A")
 
 
 class DeploymentChanged(Exception):
@@ -113,7 +115,7 @@ def _wait_live(settings: Settings, backoff_max_s: float) -> Deployment:
         delay = min(delay * 2, backoff_max_s)
 
 
-def run_following(settings: Settings, build: Callable[[Settings], RoleDaemon[V, object]], *, backoff_max_s: float = 30.0) -> None:
+def run_following(settings: Settings, build: Callable[[Settings], RoleDaemon[V, A]], *, backoff_max_s: float = 30.0) -> None:
     """Build a daemon over the current deployment's records (``data_dir`` of ``settings`` replaced by the
     deployment's) and run it until stopped; when its deployment leaves the chain, build it again over
     the new one. ``build`` takes the settings and returns the daemon."""

@@ -36,7 +36,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from core.agent import MarketWatcher
 from core.availability import Availability
 from core.cid import Cid, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Game, GameId, JobId, Protocol
@@ -65,6 +64,7 @@ from proofs import (
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from proofs.manifest import MAX_MANIFEST_BYTES
+from rolebase.watchers import MarketWatcher
 
 log = logging.getLogger(__name__)
 

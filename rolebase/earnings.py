@@ -6,30 +6,55 @@ as decimal strings (the commands format them).
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from core.chain import Address
 from core.contracts import Event, GameStatus, Protocol, Role, SettleReason
 
 
-def balances(protocol: Protocol, me: Address) -> dict[str, object]:
+class StakeReport(TypedDict):
+    staked: str
+    locked: str
+    unbonding: str
+    release_at: int
+
+
+class BalanceReport(TypedDict):
+    address: Address
+    veri: str
+    gas: str
+    stakes: dict[str, StakeReport]
+
+
+class Earning(TypedDict):
+    block: int
+    job: int | None
+    game: int | None
+    what: str
+    amount: str
+    tx: str
+
+
+def balances(protocol: Protocol, me: Address) -> BalanceReport:
     """VERI and gas balances and the stake of every role, in base units (decimal strings)."""
-    stakes = {}
+    stakes: dict[str, StakeReport] = {}
     for r in Role:
         info = protocol.stakes.stake_of(me, r)
         stakes[r.name.lower()] = {"staked": str(info.staked), "locked": str(info.locked), "unbonding": str(info.unbonding), "release_at": info.release_at}
     return {"address": me, "veri": str(protocol.token.balance_of(me)), "gas": str(protocol.client.balance(me)), "stakes": stakes}
 
 
-def earnings_of(protocol: Protocol, me: Address) -> list[dict[str, object]]:
+def earnings_of(protocol: Protocol, me: Address) -> list[Earning]:
     """What the chain paid ``me`` and took from it, one entry per event, in block order (amounts in
     base units, signed). A referee earns the game's ``refereeFee`` for a revealed vote with the majority
     of a verdict (DisputeGame._settle); a referee's lost bond is a ``StakeSlashed`` like any other."""
     start, market, game, stakes = protocol.book.deploy_block, protocol.market, protocol.game, protocol.stakes
     params = game.params()
     bond, fee = params.challenge_bond, params.referee_fee
-    entries: list[tuple[int, int, dict[str, object]]] = []
+    entries: list[tuple[int, int, Earning]] = []
 
     def add(event: Event, job: int | None, game_id: int | None, what: str, amount: int) -> None:
-        fields = {"block": event.block_number, "job": job, "game": game_id, "what": what, "amount": str(amount), "tx": event.tx_hash}
+        fields: Earning = {"block": event.block_number, "job": job, "game": game_id, "what": what, "amount": str(amount), "tx": event.tx_hash}
         entries.append((event.block_number, event.log_index, fields))
 
     for e in market.events("JobFinalized", start, solver=me):

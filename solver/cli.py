@@ -16,39 +16,26 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
+from core.config import Settings
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status, show_time
-from rolebase.deployment import run_following
+from rolebase.cli import DaemonFlags, show_time
+from rolebase.status import status_base
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.state import SolverDb
 from solver.work import Limits
 
-app = typer.Typer(
-    name="solver",
-    help="The solver daemon: stake, claim jobs, train, commit, collect pay.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
-)
+app = options.command_group("solver", "The solver daemon: stake, claim jobs, train, commit, collect pay.")
 
 
 @app.command()
+@options.with_settings()
 def run(
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
-    store_dir: StoreDir = None,
-    ipfs_api: IpfsApi = None,
+    settings: Settings,
+    flags: DaemonFlags,
     stake: Annotated[str, typer.Option(help="solver stake to hold, in VERI (0: the chain's minimum)")] = "0",
     max_active: Annotated[int, typer.Option(help="jobs trained at once (claimed, not yet committed)", min=1, max=16)] = 1,
     min_reward: Annotated[str, typer.Option(help="ignore jobs paying less than this, in VERI")] = "0",
@@ -61,10 +48,7 @@ def run(
     max_data_mib: Annotated[
         int, typer.Option(help="refuse datasets larger than this many MiB (default: the protocol's limit)", min=1, max=Limits().max_dataset_bytes >> 20)
     ] = Limits().max_dataset_bytes >> 20,
-    poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
-    log_json: LogJson = False,
-    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
     cheat: Annotated[
         str | None,
         typer.Option(
@@ -83,35 +67,11 @@ def run(
     """
     if cheat is not None and cheat not in daemon.CHEATS:
         raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(daemon.CHEATS)}", param_hint="--cheat")
-    configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(
-        rpc_url=rpc,
-        chain_id=chain_id,
-        address_book_dir=book_dir,
-        data_dir=data_dir,
-        keystore=keystore,
-        key_env=key_env,
-        account=account,
-        password_file=password_file,
-    )
-    signer = options.signer(settings)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = SolverConfig(stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"))
+    limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20)
     bar = _bar if (sys.stderr.isatty() if progress is None else progress) else None
     try:
-        run_following(
-            settings,
-            lambda s: daemon.build(
-                s,
-                signer,
-                store,
-                config,
-                limits=Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20),
-                loop=LoopSettings(poll_interval_s=poll),
-                progress=bar,
-                cheat=cheat,
-            ),
-        )
+        flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, limits=limits, loop=flags.loop, progress=bar, cheat=cheat))
     finally:
         _BARS.stop()
 
@@ -134,40 +94,6 @@ def _bar(job_id: JobId, done: int, total: int) -> None:
         _BARS.start()
         _TASKS[job_id] = _BARS.add_task("train", total=total, job=job_id)
     _BARS.update(_TASKS[job_id], completed=done)
-
-
-@app.command()
-def status(
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
-    address: Annotated[str | None, typer.Option(help="solver address (instead of a key: status needs no secret)")] = None,
-    json_out: options.Json = False,
-) -> None:
-    """Show a solver's stake, its daemon's last heartbeat and its jobs (local progress and chain state).
-
-    Examples:
-
-      veritrain solver status --address 0x70997970C51812dc3A010C7d01b50e0d17dc79C8
-
-      SOLVER_KEY=0x... veritrain solver status --key-env SOLVER_KEY --json
-    """
-    settings = options.settings(
-        rpc_url=rpc,
-        chain_id=chain_id,
-        address_book_dir=book_dir,
-        data_dir=data_dir,
-        keystore=keystore,
-        key_env=key_env,
-        account=account,
-        password_file=password_file,
-    )
-    show_status("solver", settings, address, json_out, daemon.state_dir, solver_status, _jobs_table)
 
 
 def solver_status(protocol: Protocol, home: Path, me: Address, tokens: Callable[[int], str]) -> dict[str, object]:
@@ -206,3 +132,21 @@ def _jobs_table(report: dict[str, object]) -> Table | None:
     for j in jobs:
         table.add_row(str(j["job_id"]), j["chain_state"], j["phase"], str(j["checkpoints"]), show_time(j["deadline"]), j["manifest_cid"] or "-")
     return table
+
+
+app.command()(
+    options.status_command(
+        "solver",
+        daemon.state_dir,
+        solver_status,
+        _jobs_table,
+        """Show a solver's stake, its daemon's last heartbeat and its jobs (local progress and chain state).
+
+    Examples:
+
+      veritrain solver status --address 0x70997970C51812dc3A010C7d01b50e0d17dc79C8
+
+      SOLVER_KEY=0x... veritrain solver status --key-env SOLVER_KEY --json
+    """,
+    )
+)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
-from core.agent import state_dir as role_state_dir
+from core.agent import LoopSettings, Responder
 from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
+from rolebase.daemon import RoleDaemon, Wiring
+from rolebase.daemon import build as build_daemon
+from rolebase.daemon import state_dir as role_state_dir
 from solver.adversary import (
     FOREIGN_ROOT,
     GARBAGE_MANIFEST,
@@ -65,30 +67,21 @@ def build(
     not parse, or names another root). Test and demo adversaries, never for real use."""
     if cheat is not None:  # the adversary cheats on one job (so tests and the demo know which), and may go silent
         config = replace(config, defend=cheat not in SILENT_CHEATS, max_claims=1)
-    protocol = connect(settings, signer)
-    home = state_dir(settings.data_dir, signer.address)
-    db = SolverDb(home / "state.sqlite")
-    stop = StopFlag()
-    watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
-    judge = SpecJudge(store, db, limits, f"{protocol.client.chain_id}:{protocol.market.address}")
-    if cheat is None or cheat in _HONEST_TRACE_CHEATS:
-        workshop = Workshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress)
-    else:
-        workshop = CheatingWorkshop(protocol, store, db, watcher, home / "jobs", stop, progress=progress, strategy=cheat)
-    responder = SolverResponder(protocol, db, workshop, watcher, signer.address)
-    performer = {
-        WITHHOLD: Withholding(responder, db, store),
-        STALE_MODEL: StaleModel(responder, db),
-        GARBAGE_MANIFEST: ForeignManifest(responder, db, store, GARBAGE_MANIFEST),
-        FOREIGN_ROOT: ForeignManifest(responder, db, store, FOREIGN_ROOT),
-    }.get(cheat or "", responder)
-    agent: Agent[SolverView, SolverAction] = Agent(
-        "solver",
-        SolverLoader(protocol, watcher, db, judge, signer.address, config),
-        SolverPolicy(config),
-        performer,
-        settings=loop,
-        stop=stop,
-        heartbeat=heartbeat_to(db.db, signer.address),
-    )
-    return RoleDaemon(agent, db)
+
+    def parts(w: Wiring, db: SolverDb) -> tuple[SolverLoader, SolverPolicy, Responder[SolverAction]]:
+        home = state_dir(settings.data_dir, signer.address)
+        judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}")
+        if cheat is None or cheat in _HONEST_TRACE_CHEATS:
+            workshop = Workshop(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress)
+        else:
+            workshop = CheatingWorkshop(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, strategy=cheat)
+        responder = SolverResponder(w.protocol, db, workshop, w.watcher, w.me)
+        performers: dict[str, Responder[SolverAction]] = {
+            WITHHOLD: Withholding(responder, db, store),
+            STALE_MODEL: StaleModel(responder, db),
+            GARBAGE_MANIFEST: ForeignManifest(responder, db, store, GARBAGE_MANIFEST),
+            FOREIGN_ROOT: ForeignManifest(responder, db, store, FOREIGN_ROOT),
+        }
+        return SolverLoader(w.protocol, w.watcher, db, judge, w.me, config), SolverPolicy(config), performers.get(cheat or "", responder)
+
+    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop)

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import logging
 
-from core.agent import MarketWatcher
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
+from rolebase.watchers import MarketWatcher
 from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window
 from solver.state import SolverDb
 from solver.work import SpecJudge

@@ -18,10 +18,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.agent import stake_needed
 from core.chain import Address
 from core.contracts import Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action, next_turn
+from rolebase.actions import Forget, Stake, stake_needed
 
 
 class Phase(enum.Enum):
@@ -112,11 +112,6 @@ class SolverConfig:
 
 
 @dataclass(frozen=True)
-class Stake:
-    amount: TokenAmount
-
-
-@dataclass(frozen=True)
 class Claim:
     job_id: JobId
 
@@ -178,13 +173,6 @@ class AnswerAvailability:
 
     job_id: JobId
     item: int
-
-
-@dataclass(frozen=True)
-class Forget:
-    """Drop local records and files of a job that is final (or was taken from us)."""
-
-    job_id: JobId
 
 
 SolverAction = (

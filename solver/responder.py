@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import logging
 
-from core.agent import MarketWatcher, log_mined, stake
+from core.agent import log_mined
 from core.chain import Address
 from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import Protocol, Role
+from rolebase.actions import Forget, Stake, Upkeep
+from rolebase.watchers import MarketWatcher
 from solver.availability import publication
 from solver.policy import (
     AnswerAvailability,
@@ -22,11 +24,9 @@ from solver.policy import (
     Commit,
     Finalize,
     ForfeitUnopened,
-    Forget,
     Phase,
     PostMidpoint,
     SolverAction,
-    Stake,
     TimeoutClock,
     TimeoutVerifier,
     Train,
@@ -45,12 +45,13 @@ class SolverResponder:
         self.db = db
         self.workshop = workshop
         self.me = me
+        self.upkeep = Upkeep(protocol, Role.SOLVER, me, db, log)
 
     def perform(self, action: SolverAction) -> None:
         p = self.protocol
         match action:
-            case Stake(amount):
-                stake(p, self.me, Role.SOLVER, amount)
+            case Stake():
+                self.upkeep.perform(action)
             case Claim(job_id):
                 spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
                 self.workshop.keep_inputs(job_id)  # spec and dataset pinned before the bond is at stake
@@ -95,5 +96,4 @@ class SolverResponder:
                 log_mined(log, "forfeitUnopened", p.game.forfeit_unopened(job_id), job=job_id)
             case Forget(job_id):
                 self.workshop.release(job_id)
-                self.db.forget(job_id)
-                log.info("job forgotten", extra={"job": job_id})
+                self.upkeep.perform(action)

@@ -34,9 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.agent import RoleDb
 from core.contracts import JobId
 from core.localdb import HEARTBEAT_MIGRATION
+from rolebase.records import RoleDb
 from solver.policy import Phase, SpecCheck
 
 MIGRATIONS: Sequence[str] = (

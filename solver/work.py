@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.agent import MarketWatcher, StopFlag, Stopped
+from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
 from core.contracts import MAX_PUBLISHED_CHECKPOINT_BYTES, MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol
 from core.errors import VeritrainError
@@ -55,6 +55,7 @@ from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Trace, Trainer, segment_loss
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
+from rolebase.watchers import MarketWatcher
 from solver.policy import Phase, SpecCheck
 from solver.state import SolverDb, SpecVerdict
 

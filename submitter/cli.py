@@ -15,27 +15,27 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.agent import open_store
+from core.config import Settings
 from core.contracts import JobId
 from core.storage import StorageError
 from proofs.errors import ProofError
 from proofs.spec import JobSpec
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
-from rolebase.cli import IpfsApi, StoreDir, console, show_time
+from rolebase.cli import IpfsApi, StoreDir, console, open_store, show_time
 from submitter import service
 from submitter.curve import committed_curve, draw_curve
 from submitter.errors import SubmitError
 from submitter.specfile import read_job
 from submitter.timeline import job_timeline
 
-app = typer.Typer(
-    name="submit", help="Post training jobs and get proven models back.", no_args_is_help=True, pretty_exceptions_enable=False, add_completion=False
-)
+app = options.command_group("submit", "Post training jobs and get proven models back.")
 
 
 @app.command()
+@options.with_settings()
 def post(
+    settings: Settings,
     spec: Annotated[Path, typer.Argument(help="job spec JSON (docs/formats.md; `veritrain spec new` writes one)", show_default=False)],
     data: Annotated[Path | None, typer.Option("--data", help="dataset file to upload; its CID goes into the spec")] = None,
     reward: Annotated[str, typer.Option(help="solver reward, in VERI")] = "10",
@@ -43,14 +43,6 @@ def post(
     commit_window: Annotated[
         int | None, typer.Option(help="seconds the solver has from its claim to its commit [default: the market's maximum]", show_default=False)
     ] = None,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
     dry_run: Annotated[
@@ -69,7 +61,6 @@ def post(
       veritrain submit post job.json --data dataset.safetensors --dry-run
     """
     if dry_run:
-        settings = options.settings(data_dir=data_dir)
         draft = read_job(spec, data, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir))
         size = job_size(draft.spec)
         if json_out:
@@ -81,16 +72,6 @@ def post(
                 highlight=False,
             )
         return
-    settings = options.settings(
-        rpc_url=rpc,
-        chain_id=chain_id,
-        address_book_dir=book_dir,
-        data_dir=data_dir,
-        keystore=keystore,
-        key_env=key_env,
-        account=account,
-        password_file=password_file,
-    )
     amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
     protocol = options.protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
@@ -113,12 +94,8 @@ def post(
 
 
 @app.command("list")
-def list_(
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    json_out: options.Json = False,
-) -> None:
+@options.with_settings(*options.CHAIN)
+def list_(settings: Settings, json_out: options.Json = False) -> None:
     """List the market's jobs and their states.
 
     Examples:
@@ -127,7 +104,6 @@ def list_(
 
       veritrain submit list --json | jq '.[] | select(.state == "OPEN")'
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir)
     jobs = service.list_jobs(options.protocol(settings, signing=False))
     if json_out:
         print(json.dumps([service.job_json(i, j) for i, j in jobs], indent=2))
@@ -141,16 +117,14 @@ def list_(
 
 
 @app.command()
+@options.with_settings(*options.CHAIN, "data_dir")
 def show(
+    settings: Settings,
     job: Annotated[int, typer.Argument(help="job id", show_default=False)],
     curve_png: Annotated[
         Path | None,
         typer.Option("--curve", help="also draw the training curve to this PNG file (800x450; the job's trace must be committed)", show_default=False),
     ] = None,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
     json_out: options.Json = False,
@@ -167,7 +141,6 @@ def show(
 
       veritrain submit show 3 --curve curve.png
     """
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
     protocol = options.protocol(settings, signing=False)
     record = service.get_job(protocol, job)
     timeline = job_timeline(protocol, JobId(job))
@@ -211,7 +184,9 @@ def show(
 
 
 @app.command()
+@options.with_settings(*options.CHAIN, "data_dir")
 def fetch(
+    settings: Settings,
     job: Annotated[int, typer.Argument(help="job id", show_default=False)],
     out: Annotated[
         Path | None,
@@ -222,10 +197,6 @@ def fetch(
         ),
     ] = None,
     spec: Annotated[Path | None, typer.Option("--spec", help="file to write the job's spec to (any job, posted or final)", show_default=False)] = None,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
 ) -> None:
@@ -239,7 +210,6 @@ def fetch(
     """
     if out is None and spec is None:
         raise typer.BadParameter("give --out FILE, --spec FILE, or both", param_hint="--out")
-    settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
     protocol = options.protocol(settings, signing=False)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     if spec is not None:
@@ -251,25 +221,14 @@ def fetch(
 
 
 @app.command()
-def cancel(
-    job: Annotated[int, typer.Argument(help="job id", show_default=False)],
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
-) -> None:
+@options.with_settings(*options.CHAIN, *options.KEY)
+def cancel(settings: Settings, job: Annotated[int, typer.Argument(help="job id", show_default=False)]) -> None:
     """Cancel an OPEN job you posted; the escrow comes back.
 
     Examples:
 
       veritrain submit cancel 3 --key-env SUBMITTER_KEY
     """
-    settings = options.settings(
-        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
-    )
     receipt = service.cancel_job(options.protocol(settings, signing=True), job)
     console.print(f"job {job} cancelled (gas {receipt.gas_used:,})")
 

@@ -3,7 +3,9 @@
 core  <  proofs  <  rolebase  <  solver | verifier | submitter | whistleblower  <  veritrain
 
 A package imports only packages to its left (``deploy`` builds and deploys the contracts and
-imports only ``core``); no role imports another role; and the engine loads no chain library.
+imports only ``core``); no role imports another role; the engine loads no chain library; and
+``core`` is no command line: it imports no CLI or terminal library (options, their errors and
+status text live in ``rolebase.cli`` and above).
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ ALLOWED = {
 }
 
 
-def _imports(package: str) -> dict[str, set[str]]:
-    """Top-level project packages each module of ``package`` imports, by module path."""
+def _imports(package: str, among: set[str] | frozenset[str] = frozenset(ALLOWED)) -> dict[str, set[str]]:
+    """Top-level packages of ``among`` (the project's by default) each module of ``package`` imports, by module path."""
     found: dict[str, set[str]] = {}
     for path in sorted((ROOT / package).rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
@@ -38,7 +40,7 @@ def _imports(package: str) -> dict[str, set[str]]:
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-        found[str(path.relative_to(ROOT))] = {n for n in names if n in ALLOWED and n != package}
+        found[str(path.relative_to(ROOT))] = {n for n in names if n in among and n != package}
     return found
 
 
@@ -55,3 +57,8 @@ def test_the_engine_loads_no_chain_library() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"
+
+
+def test_core_is_no_command_line() -> None:
+    cli = {module: sorted(names) for module, names in _imports("core", {"typer", "rich", "click"}).items() if names}
+    assert cli == {}

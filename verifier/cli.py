@@ -13,44 +13,31 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
+from core.config import Settings
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status
-from rolebase.deployment import run_following
+from rolebase.cli import DaemonFlags
+from rolebase.status import status_base
 from verifier import daemon
 from verifier.policy import VerifierConfig
 from verifier.state import VerifierDb
 
-app = typer.Typer(
-    name="verifier",
-    help="The verifier daemon: stake, replay sampled segments when drawn, report with probes, open and play disputes, defend its probes, sit as referee; keep jobs moving.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
+app = options.command_group(
+    "verifier",
+    "The verifier daemon: stake, replay sampled segments when drawn, report with probes, open and play disputes, defend its probes, sit as referee; keep jobs moving.",
 )
 
 
 @app.command()
+@options.with_settings()
 def run(
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
-    store_dir: StoreDir = None,
-    ipfs_api: IpfsApi = None,
+    settings: Settings,
+    flags: DaemonFlags,
     stake: Annotated[str, typer.Option(help="verifier stake to hold, in VERI (0: the chain's minimum)")] = "0",
     duties: Annotated[bool, typer.Option("--duties/--no-duties", help="also draw verifiers, finalize and time out silent parties")] = True,
     duty_grace: Annotated[int, typer.Option(help="seconds past due before a duty that does not pay this verifier", min=0)] = 30,
-    poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
-    log_json: LogJson = False,
-    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
     lie: Annotated[bool, typer.Option("--lie", hidden=True, help="TEST ADVERSARY: fail honest traces and answer every midpoint wrong")] = False,
     lazy: Annotated[bool, typer.Option("--lazy", hidden=True, help="TEST ADVERSARY: pass every trace without replaying, guessing the probes")] = False,
 ) -> None:
@@ -68,53 +55,8 @@ def run(
     """
     if lie and lazy:
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
-    configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(
-        rpc_url=rpc,
-        chain_id=chain_id,
-        address_book_dir=book_dir,
-        data_dir=data_dir,
-        keystore=keystore,
-        key_env=key_env,
-        account=account,
-        password_file=password_file,
-    )
-    signer = options.signer(settings)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
-    run_following(settings, lambda s: daemon.build(s, signer, store, config, loop=LoopSettings(poll_interval_s=poll), lie=lie, lazy=lazy))
-
-
-@app.command()
-def status(
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
-    address: Annotated[str | None, typer.Option(help="verifier address (instead of a key: status needs no secret)")] = None,
-    json_out: options.Json = False,
-) -> None:
-    """Show a verifier's stake, its daemon's last heartbeat and its assignments.
-
-    Examples:
-
-      veritrain verifier status --address 0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC --json
-    """
-    settings = options.settings(
-        rpc_url=rpc,
-        chain_id=chain_id,
-        address_book_dir=book_dir,
-        data_dir=data_dir,
-        keystore=keystore,
-        key_env=key_env,
-        account=account,
-        password_file=password_file,
-    )
-    show_status("verifier", settings, address, json_out, daemon.state_dir, verifier_status, _assignments_table)
+    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, lie=lie, lazy=lazy))
 
 
 def _assignments_table(report: dict[str, object]) -> Table | None:
@@ -152,3 +94,19 @@ def verifier_status(protocol: Protocol, home: Path, me: Address, tokens: Callabl
     finally:
         db.close()
     return out
+
+
+app.command()(
+    options.status_command(
+        "verifier",
+        daemon.state_dir,
+        verifier_status,
+        _assignments_table,
+        """Show a verifier's stake, its daemon's last heartbeat and its assignments.
+
+    Examples:
+
+      veritrain verifier status --address 0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC --json
+    """,
+    )
+)

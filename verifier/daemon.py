@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
-from core.agent import state_dir as role_state_dir
+from core.agent import LoopSettings
 from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
+from rolebase.daemon import RoleDaemon, Wiring
+from rolebase.daemon import build as build_daemon
+from rolebase.daemon import state_dir as role_state_dir
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
 from verifier.policy import VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
@@ -33,20 +35,12 @@ def build(
     lazy: bool = False,
 ) -> VerifierDaemon:
     """``lie`` and ``lazy`` pick TEST adversaries (``verifier.adversary``)."""
-    protocol = connect(settings, signer)
-    db = VerifierDb(state_dir(settings.data_dir, signer.address) / "state.sqlite")
-    db.salt_secret()  # made on first start, kept for good
-    stop = StopFlag()
-    watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
     inspector_class, replayer_class = strategies(lie=lie, lazy=lazy)
-    replayer = replayer_class(protocol, store, watcher)
-    agent: Agent[VerifierView, VerifierAction] = Agent(
-        "verifier",
-        VerifierLoader(protocol, watcher, db, signer.address),
-        VerifierPolicy(config),
-        VerifierResponder(protocol, db, inspector_class(protocol, store, stop), replayer, signer.address),
-        settings=loop,
-        stop=stop,
-        heartbeat=heartbeat_to(db.db, signer.address),
-    )
-    return RoleDaemon(agent, db)
+
+    def parts(w: Wiring, db: VerifierDb) -> tuple[VerifierLoader, VerifierPolicy, VerifierResponder]:
+        db.salt_secret()  # made on first start, kept for good
+        replayer = replayer_class(w.protocol, store, w.watcher)
+        responder = VerifierResponder(w.protocol, db, inspector_class(w.protocol, store, w.stop), replayer, w.me)
+        return VerifierLoader(w.protocol, w.watcher, db, w.me), VerifierPolicy(config), responder
+
+    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop)

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from core.agent import GameWatcher, MarketWatcher
 from core.chain import Address
 from core.contracts import Ballot, Bytes32, GameParams, GameStatus, JobMarket, JobState, MarketParams, Protocol, Role, TokenAmount
 from proofs.probes import is_forced
+from rolebase.watchers import GameWatcher, MarketWatcher
 from verifier.policy import Assignment, Draw, LiveGame, MarketJob, PendingOpen, Phase, SeedView, VerifierView
 from verifier.state import VerifierDb
 

@@ -28,10 +28,10 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from core.agent import stake_needed
 from core.chain import Address
 from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
+from rolebase.actions import Forget, GameMove, Stake, stake_needed
 
 
 class Phase(enum.Enum):
@@ -142,11 +142,6 @@ class VerifierConfig:
 
 
 @dataclass(frozen=True)
-class Stake:
-    amount: TokenAmount
-
-
-@dataclass(frozen=True)
 class Replay:
     job_id: JobId
     deadline: int
@@ -183,24 +178,9 @@ class Timeout:
 
 
 @dataclass(frozen=True)
-class Forget:
-    job_id: JobId
-
-
-@dataclass(frozen=True)
 class OpenGame:
     job_id: JobId
     segment: int
-
-
-@dataclass(frozen=True)
-class GameMove:
-    """One call in a game: ``answerMidpoint`` (as its challenger), ``postMidpoint`` (as the defender
-    of a report game), ``commitVote`` / ``revealVote`` (as a seated referee), or a permissionless
-    ``timeoutClock``, ``drawCommittee``, ``settle``."""
-
-    game_id: GameId
-    action: Action
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 
-from core.agent import log_mined, stake
+from core.agent import log_mined
 from core.availability import ContentUnavailable, challenge
 from core.chain import Address
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
+from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
 from verifier.policy import (
     CONCEDABLE,
@@ -27,13 +28,10 @@ from verifier.policy import (
     CommitForcedSeed,
     ConcedeForced,
     Finalize,
-    Forget,
     ForgetForcedSecret,
-    GameMove,
     OpenGame,
     Replay,
     Report,
-    Stake,
     Timeout,
     TimeoutKind,
     VerifierAction,
@@ -51,12 +49,14 @@ class VerifierResponder:
         self.inspector = inspector
         self.replayer = replayer
         self.me = me
+        self.upkeep = Upkeep(protocol, Role.VERIFIER, me, db, log)
+        self.moves = GameMoves(protocol, replayer, log)
 
     def perform(self, action: VerifierAction) -> None:
         p = self.protocol
         match action:
-            case Stake(amount):
-                stake(p, self.me, Role.VERIFIER, amount)
+            case Stake() | Forget():
+                self.upkeep.perform(action)
             case CommitForcedSeed(fresh):
                 kept = self.db.forced_commitments()
                 commitment = self.db.new_forced_secret(self.me) if fresh or not kept else kept[-1]
@@ -113,9 +113,6 @@ class VerifierResponder:
                     TimeoutKind.AVAILABILITY: p.market.timeout_availability,
                 }[kind]
                 log_mined(log, kind.value, call(job_id), job=job_id)
-            case Forget(job_id):
-                self.db.forget(job_id)
-                log.info("job forgotten", extra={"job": job_id})
             case OpenGame(job_id, segment):
                 if p.game.active_game(job_id):
                     return
@@ -136,11 +133,6 @@ class VerifierResponder:
                     state_hash, cid = self.replayer.midpoint(game)
                     receipt = p.game.post_midpoint(game_id, bytes.fromhex(state_hash.removeprefix("0x")), cid_to_digest(cid))
                     log_mined(log, "postMidpoint", receipt, game=game_id, step=midpoint(game.lo, game.hi), state_hash=state_hash, cid=cid)
-            case GameMove(game_id, Action.ANSWER_MIDPOINT):
-                game = p.game.get_game(game_id)
-                if game.status is GameStatus.CHALLENGER_TO_MOVE:
-                    agree = self.replayer.answer(game_id, game)
-                    log_mined(log, "answerMidpoint", p.game.answer_midpoint(game_id, agree), game=game_id, step=midpoint(game.lo, game.hi), agree=agree)
             case GameMove(game_id, Action.COMMIT_VOTE):
                 if p.game.ballot_of(game_id, self.me)[0] is Ballot.SEATED:
                     right = self.replayer.vote(game_id, p.game.get_game(game_id))
@@ -148,9 +140,8 @@ class VerifierResponder:
                     log_mined(log, "commitVote", p.game.commit_vote(game_id, commitment), game=game_id)
             case GameMove(game_id, Action.REVEAL_VOTE):
                 self._reveal(game_id)
-            case GameMove(game_id, what):
-                call = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]
-                log_mined(log, what.value, call(game_id), game=game_id)
+            case GameMove():  # answerMidpoint as the challenger, the permissionless moves
+                self.moves.perform(action)
 
     def _concede(self, game_id: GameId, job_id: JobId) -> None:
         """Reveal the secret that forced the job's probe 0 (the report game's whistleblower is paid

@@ -32,10 +32,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.agent import RoleDb
 from core.contracts import Bytes32, JobId, ReportedProbe
 from core.localdb import HEARTBEAT_MIGRATION
 from proofs.probes import forced_commitment
+from rolebase.records import RoleDb
 from verifier.policy import Draw, Phase
 
 MIGRATIONS: Sequence[str] = (

@@ -29,7 +29,6 @@ import typer
 from safetensors.torch import save_file
 from torch.nn import functional as F
 
-from core.agent import open_store
 from core.contracts import JobId, JobState, Protocol
 from core.errors import ConfigError
 from core.storage import ContentStore
@@ -38,7 +37,7 @@ from proofs.data import Dataset, load_dataset
 from proofs.models import build_model
 from proofs.spec import JobSpec, load_spec
 from rolebase import cli as options
-from rolebase.cli import IpfsApi, StoreDir, console
+from rolebase.cli import IpfsApi, StoreDir, console, open_store
 from submitter import service
 
 app = typer.Typer(
@@ -87,12 +86,12 @@ def export_model(spec_bytes: bytes, spec: JobSpec, checkpoint: bytes, out: Path)
     x = _example_input(spec)
     dims: dict[int, Any] = {0: torch.export.Dim("batch", min=1, max=1 << 20)}
     if spec.model.kind == "char-transformer":
-        dims[1] = torch.export.Dim("length", min=1, max=spec.model.block_size)  # type: ignore[union-attr]
+        dims[1] = torch.export.Dim("length", min=1, max=spec.model.block_size)
     program = torch.export.export(model, (x,), dynamic_shapes=(dims,))
     out.mkdir(parents=True, exist_ok=True)
     torch.export.save(program, out / "model.pt2")
     save_file({k: v.contiguous() for k, v in params.items()}, str(out / "weights.safetensors"))
-    architecture = {
+    architecture: dict[str, object] = {
         "kind": spec.model.kind,
         "config": spec.model.model_dump(mode="json"),
         "input": {"shape": ["batch", *x.shape[1:]], "dtype": str(x.dtype).removeprefix("torch.")},

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from core.anvil import dev_signers
 from core.chain import Address, Receipt
+from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError
 from core.reverts import ContractRevert
@@ -54,16 +55,11 @@ def _done(json_out: bool, receipt: Receipt, line: str, **fields: object) -> None
         console.print(f"{line}  (tx {receipt.tx_hash}, gas {receipt.gas_used:,})", highlight=False)
 
 
+@options.with_settings(*options.CHAIN, *options.KEY)
 def stake(
+    settings: Settings,
     role: RoleName,
     amount: Amount,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
     """Stake AMOUNT VERI in ROLE (approving the StakeManager first if needed).
@@ -72,9 +68,6 @@ def stake(
 
       veritrain stake solver 150 --key-env SOLVER_KEY
     """
-    settings = options.settings(
-        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
-    )
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
     protocol = options.protocol(settings, signing=True)
     me = options.signer(settings).address
@@ -91,16 +84,11 @@ def stake(
     )
 
 
+@options.with_settings(*options.CHAIN, *options.KEY)
 def unstake(
+    settings: Settings,
     role: RoleName,
     amount: Amount,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
     """Start unbonding AMOUNT VERI of free stake in ROLE; `withdraw` it once the unbonding delay passed.
@@ -109,9 +97,6 @@ def unstake(
 
       veritrain unstake verifier 50 --key-env VERIFIER_KEY
     """
-    settings = options.settings(
-        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
-    )
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
     protocol = options.protocol(settings, signing=True)
     receipt = protocol.stakes.request_unstake(r, units)
@@ -120,15 +105,10 @@ def unstake(
           role=r.name.lower(), unbonding=str(info.unbonding), release_at=info.release_at)  # fmt: skip
 
 
+@options.with_settings(*options.CHAIN, *options.KEY)
 def withdraw(
+    settings: Settings,
     role: RoleName,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
     """Withdraw ROLE's unbonded stake to the key's balance (after the unbonding delay).
@@ -137,9 +117,6 @@ def withdraw(
 
       veritrain withdraw verifier --key-env VERIFIER_KEY
     """
-    settings = options.settings(
-        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
-    )
     r = _role(role)
     protocol = options.protocol(settings, signing=True)
     me = options.signer(settings).address
@@ -149,16 +126,11 @@ def withdraw(
     _done(json_out, receipt, f"withdrew {show_tokens(got)} VERI of {r.name.lower()} stake", role=r.name.lower(), withdrawn=str(got))
 
 
+@options.with_settings(*options.CHAIN, *options.KEY)
 def transfer(
+    settings: Settings,
     to: Annotated[str, typer.Argument(help="recipient address", show_default=False)],
     amount: Amount,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
     """Send AMOUNT VERI to TO.
@@ -167,20 +139,17 @@ def transfer(
 
       veritrain transfer 0x90F79bf6EB2c4f870365E785982E1f101E93b906 25 --key-env MY_KEY
     """
-    settings = options.settings(
-        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
-    )
     recipient, units = _address(to, "TO"), parse_tokens(amount, "AMOUNT")
     receipt = options.protocol(settings, signing=True).token.transfer(recipient, units)
     _done(json_out, receipt, f"sent {amount} VERI to {recipient}", to=recipient, amount=str(units))
 
 
+@options.with_settings("rpc", "book_dir")
 def fund(
+    settings: Settings,
     to: Annotated[str, typer.Argument(help="address to fund", show_default=False)],
     amount: Annotated[str, typer.Option(help="VERI to send")] = "1000",
     eth: Annotated[int, typer.Option(help="whole ETH for gas to set as its balance (0: leave it)", min=0)] = 10,
-    rpc: options.Rpc = None,
-    book_dir: options.BookDir = None,
     json_out: options.Json = False,
 ) -> None:
     """On a devnet only: give TO VERI from the deployer (anvil's public account 0) and ETH for gas.
@@ -189,7 +158,6 @@ def fund(
 
       veritrain fund 0x90F79bf6EB2c4f870365E785982E1f101E93b906 --amount 500
     """
-    settings = options.settings(rpc_url=rpc, address_book_dir=book_dir)
     recipient, units = _address(to, "TO"), parse_tokens(amount, "--amount")
     client = options.client(settings)
     if client.chain_id != DEVNET_CHAIN_ID:
@@ -201,15 +169,10 @@ def fund(
     _done(json_out, receipt, f"funded {recipient} with {amount} VERI and {eth} ETH for gas", to=recipient, amount=str(units), eth=str(eth * 10**18))
 
 
+@options.with_settings(*options.CHAIN, *options.KEY)
 def balance(
+    settings: Settings,
     address: AddressArg = None,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
     """Show an account's VERI, its gas balance and its stake in each role (locked, unbonding and when it is released).
@@ -220,9 +183,6 @@ def balance(
 
       veritrain balance --key-env SOLVER_KEY --json
     """
-    settings = options.settings(
-        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
-    )
     me = _address(address, "ADDRESS") if address is not None else who(None, settings)
     protocol = options.protocol(settings, signing=False)
     report = balances(protocol, me)
@@ -231,21 +191,16 @@ def balance(
         return
     console.print(f"[bold]{me}[/]  {show_tokens(int(report['veri']))} VERI  gas {show_tokens(int(report['gas']))} ETH", highlight=False)
     table = Table("role", "staked", "locked", "unbonding", "withdrawable from")
-    for name, s in report["stakes"].items():  # type: ignore[union-attr]
+    for name, s in report["stakes"].items():
         release = show_time(s["release_at"]) if int(s["unbonding"]) else "-"
         table.add_row(name, show_tokens(int(s["staked"])), show_tokens(int(s["locked"])), show_tokens(int(s["unbonding"])), release)
     console.print(table)
 
 
+@options.with_settings(*options.CHAIN, *options.KEY)
 def earnings(
+    settings: Settings,
     address: AddressArg = None,
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
     json_out: options.Json = False,
 ) -> None:
     """An account's earnings history from chain events, by job and game: rewards, fees, games won,
@@ -257,18 +212,15 @@ def earnings(
 
       veritrain earnings --key-env SOLVER_KEY --json
     """
-    settings = options.settings(
-        rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, keystore=keystore, key_env=key_env, account=account, password_file=password_file
-    )
     me = _address(address, "ADDRESS") if address is not None else who(None, settings)
     entries = earnings_of(options.protocol(settings, signing=False), me)
-    total = sum(int(e["amount"]) for e in entries)  # type: ignore[call-overload]
+    total = sum(int(e["amount"]) for e in entries)
     if json_out:
         print(json.dumps({"address": me, "total": str(total), "entries": entries}, indent=2))
         return
     table = Table("block", "job", "game", "what", "VERI", title=f"earnings of {me}")
     for e in entries:
-        amount = int(e["amount"])  # type: ignore[call-overload]
+        amount = int(e["amount"])
         table.add_row(str(e["block"]), str(e["job"] or "-"), str(e["game"] or "-"), str(e["what"]), ("-" if amount < 0 else "+") + show_tokens(abs(amount)))
     console.print(table)
     console.print(f"[bold]net {'-' if total < 0 else '+'}{show_tokens(abs(total))} VERI[/]")

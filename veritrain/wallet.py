@@ -19,7 +19,6 @@ import typer
 from eth_utils import to_checksum_address
 from rich.table import Table
 
-from core.agent import stake as approve_and_stake
 from core.anvil import dev_signers
 from core.bounded import load_json, read_regular_file
 from core.chain import Signer
@@ -27,6 +26,7 @@ from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError
 from rolebase import cli as options
+from rolebase.actions import stake as approve_and_stake
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import console
 from veritrain.money import DEVNET_CHAIN_ID

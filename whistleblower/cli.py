@@ -13,38 +13,28 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.agent import LoopSettings, configure_logging, open_store, status_base
 from core.chain import Address
+from core.config import Settings
 from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
-from rolebase.cli import IpfsApi, LogJson, StoreDir, show_status
-from rolebase.deployment import run_following
+from rolebase.cli import DaemonFlags
+from rolebase.status import status_base
 from whistleblower import daemon
 from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
 from whistleblower.state import WhistleblowerDb
 
-app = typer.Typer(
-    name="whistleblower",
-    help="The whistleblower daemon: stake, audit passing reports by replaying their probes and segments, challenge wrong reports and bad traces in the window, collect the rewards.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    add_completion=False,
+app = options.command_group(
+    "whistleblower",
+    "The whistleblower daemon: stake, audit passing reports by replaying their probes and segments, challenge wrong reports and bad traces in the window, collect the rewards.",
 )
 
 
 @app.command()
+@options.with_settings()
 def run(
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
-    store_dir: StoreDir = None,
-    ipfs_api: IpfsApi = None,
+    settings: Settings,
+    flags: DaemonFlags,
     stake: Annotated[str, typer.Option(help="whistleblower stake to hold, in VERI (0: the chain's minimum)")] = "0",
     audit_rate: Annotated[
         float, typer.Option(help="probability of auditing each passing report (drawn from a secret in the state dir)", min=0.0, max=1.0)
@@ -55,9 +45,6 @@ def run(
     audit_cost: Annotated[
         str, typer.Option(help="what one audit costs you, in VERI: audit only while the jackpot income it expects (p_f s J, from the chain) covers it")
     ] = "0",
-    poll: Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)] = 2.0,
-    log_json: LogJson = False,
-    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")] = "INFO",
 ) -> None:
     """Run the whistleblower until SIGTERM or Ctrl-C. Safe to kill -9 and restart: an audit cut short is done again, a fault is never challenged twice.
 
@@ -73,57 +60,10 @@ def run(
 
       veritrain whistleblower run --keystore wb.json --audit-rate 0.5 --budget 500 --audit-cost 1.5 --log-json
     """
-    configure_logging(level=log_level, json_lines=log_json)
-    settings = options.settings(
-        rpc_url=rpc,
-        chain_id=chain_id,
-        address_book_dir=book_dir,
-        data_dir=data_dir,
-        keystore=keystore,
-        key_env=key_env,
-        account=account,
-        password_file=password_file,
-    )
-    signer = options.signer(settings)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     config = WhistleblowerConfig(
         stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost")
     )
-    run_following(settings, lambda s: daemon.build(s, signer, store, config, loop=LoopSettings(poll_interval_s=poll)))
-
-
-@app.command()
-def status(
-    rpc: options.Rpc = None,
-    chain_id: options.ChainId = None,
-    book_dir: options.BookDir = None,
-    data_dir: options.DataDir = None,
-    keystore: options.Keystore = None,
-    account: options.Account = None,
-    password_file: options.PasswordFile = None,
-    key_env: options.KeyEnv = None,
-    address: Annotated[str | None, typer.Option(help="whistleblower address (instead of a key: status needs no secret)")] = None,
-    json_out: options.Json = False,
-) -> None:
-    """Show a whistleblower's stake, its daemon's last heartbeat, the jackpot's expected value per audit, its earnings and its audits.
-
-    Examples:
-
-      veritrain whistleblower status --address 0x90F79bf6EB2c4f870365E785982E1f101E93b906
-
-      veritrain whistleblower status --key-env WB_KEY --json
-    """
-    settings = options.settings(
-        rpc_url=rpc,
-        chain_id=chain_id,
-        address_book_dir=book_dir,
-        data_dir=data_dir,
-        keystore=keystore,
-        key_env=key_env,
-        account=account,
-        password_file=password_file,
-    )
-    show_status("whistleblower", settings, address, json_out, daemon.state_dir, whistleblower_status, _tables)
+    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop))
 
 
 def _tables(report: dict[str, object]) -> Table | None:
@@ -190,3 +130,21 @@ def earnings(protocol: Protocol, me: Address, tokens: Callable[[int], str]) -> d
         "bonds_posted": tokens(bonds),
         "net": ("-" if paid < bonds else "") + tokens(abs(paid - bonds)),
     }
+
+
+app.command()(
+    options.status_command(
+        "whistleblower",
+        daemon.state_dir,
+        whistleblower_status,
+        _tables,
+        """Show a whistleblower's stake, its daemon's last heartbeat, the jackpot's expected value per audit, its earnings and its audits.
+
+    Examples:
+
+      veritrain whistleblower status --address 0x90F79bf6EB2c4f870365E785982E1f101E93b906
+
+      veritrain whistleblower status --key-env WB_KEY --json
+    """,
+    )
+)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag, connect, heartbeat_to
-from core.agent import state_dir as role_state_dir
+from core.agent import LoopSettings
 from core.chain import Signer
 from core.config import Settings
 from core.contracts import Protocol
 from core.storage import ContentStore
+from rolebase.daemon import RoleDaemon, Wiring
+from rolebase.daemon import build as build_daemon
+from rolebase.daemon import state_dir as role_state_dir
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import JACKPOT_INCOME
 from whistleblower.audit import Auditor
@@ -43,22 +45,14 @@ def economics(protocol: Protocol) -> dict[str, int]:
 
 
 def build(settings: Settings, signer: Signer, store: ContentStore, config: WhistleblowerConfig, *, loop: LoopSettings = LoopSettings()) -> WhistleblowerDaemon:
-    protocol = connect(settings, signer)
-    db = WhistleblowerDb(state_dir(settings.data_dir, signer.address) / "state.sqlite")
-    stop = StopFlag()
-    watcher = MarketWatcher(protocol.market, protocol.book.deploy_block)
-    replayer = DisputeReplayer(protocol, store, watcher)
-    loader = WhistleblowerLoader(protocol, watcher, db, signer.address)
-    log.info(
-        JACKPOT_INCOME, extra={**economics(protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost}
-    )
-    agent: Agent[WhistleblowerView, WhistleblowerAction] = Agent(
-        "whistleblower",
-        loader,
-        WhistleblowerPolicy(config),
-        WhistleblowerResponder(protocol, db, Auditor(protocol, store, replayer, stop, db.secret(), config.budget_steps), replayer, loader, signer.address),
-        settings=loop,
-        stop=stop,
-        heartbeat=heartbeat_to(db.db, signer.address),
-    )
-    return RoleDaemon(agent, db)
+    def parts(w: Wiring, db: WhistleblowerDb) -> tuple[WhistleblowerLoader, WhistleblowerPolicy, WhistleblowerResponder]:
+        replayer = DisputeReplayer(w.protocol, store, w.watcher)
+        loader = WhistleblowerLoader(w.protocol, w.watcher, db, w.me)
+        log.info(
+            JACKPOT_INCOME,
+            extra={**economics(w.protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost},
+        )
+        auditor = Auditor(w.protocol, store, replayer, w.stop, db.secret(), config.budget_steps)
+        return loader, WhistleblowerPolicy(config), WhistleblowerResponder(w.protocol, db, auditor, replayer, loader, w.me)
+
+    return build_daemon("whistleblower", settings, signer, WhistleblowerDb, parts, loop=loop)

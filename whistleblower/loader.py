@@ -16,10 +16,10 @@ anchor block, later: the count is today's, the policy decides again every tick.
 
 from __future__ import annotations
 
-from core.agent import GameWatcher, MarketWatcher
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import Event, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
+from rolebase.watchers import GameWatcher, MarketWatcher
 from whistleblower.policy import FindingKind, OpenReport, OwnGame, WhistleblowerView, expected_jackpot_per_audit
 from whistleblower.state import WhistleblowerDb
 

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 
 from eth_utils import keccak
 
-from core.agent import stake_needed
 from core.chain import Address
 from core.contracts import Game, GameId, GameParams, JobId, TokenAmount
-from core.dispute import Action, Actor, party_move
+from core.dispute import Actor, party_move
+from rolebase.actions import Forget, GameMove, Stake, stake_needed
 
 _DRAW_DOMAIN = b"veritrain/whistleblower-audit-draw/v1"
 _PICK_DOMAIN = b"veritrain/whistleblower-own-picks/v1"
@@ -235,11 +235,6 @@ class WhistleblowerConfig:
 
 
 @dataclass(frozen=True)
-class Stake:
-    amount: TokenAmount
-
-
-@dataclass(frozen=True)
 class Audit:
     job_id: JobId
     report_cid: str
@@ -266,19 +261,6 @@ class HoldChallenge:
 class TimeoutAvailability:
     """The solver did not publish the item we challenged in time: its bond comes to us."""
 
-    job_id: JobId
-
-
-@dataclass(frozen=True)
-class GameMove:
-    """One call in our own game: ``answerMidpoint``, ``timeoutClock``, ``drawCommittee`` or ``settle``."""
-
-    game_id: GameId
-    action: Action
-
-
-@dataclass(frozen=True)
-class Forget:
     job_id: JobId
 
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 
-from core.agent import log_mined, stake
+from core.agent import log_mined
 from core.availability import ContentUnavailable, challenge
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
-from core.dispute import Action, midpoint, opening_on_report
+from core.contracts import GameId, JobId, JobState, Protocol, Role
+from core.dispute import opening_on_report
 from proofs.probes import Probe
+from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import AUDIT_RECORDED
 from whistleblower.audit import Auditor
@@ -28,10 +29,7 @@ from whistleblower.policy import (
     Challenge,
     Finding,
     FindingKind,
-    Forget,
-    GameMove,
     HoldChallenge,
-    Stake,
     TimeoutAvailability,
     WhistleblowerAction,
 )
@@ -63,12 +61,16 @@ class WhistleblowerResponder:
         self.loader = loader
         self.me = me
         self._held: set[tuple[JobId, str]] = set()  # reports whose held challenge was logged
+        self.upkeep = Upkeep(protocol, Role.WHISTLEBLOWER, me, db, log)
+        self.moves = GameMoves(protocol, replayer, log)
 
     def perform(self, action: WhistleblowerAction) -> None:
         p = self.protocol
         match action:
-            case Stake(amount):
-                stake(p, self.me, Role.WHISTLEBLOWER, amount)
+            case Stake() | Forget():
+                self.upkeep.perform(action)
+            case GameMove():
+                self.moves.perform(action)
             case Audit(job_id, report_cid):
                 try:
                     record = self.auditor.audit(job_id, report_cid)
@@ -87,17 +89,6 @@ class WhistleblowerResponder:
             case TimeoutAvailability(job_id):
                 if p.market.get_job(job_id).state is JobState.DATA_CHALLENGED:
                     log_mined(log, "timeoutAvailability", p.market.timeout_availability(job_id), job=job_id)
-            case GameMove(game_id, Action.ANSWER_MIDPOINT):
-                game = p.game.get_game(game_id)
-                if game.status is GameStatus.CHALLENGER_TO_MOVE:
-                    agree = self.replayer.answer(game_id, game)
-                    log_mined(log, "answerMidpoint", p.game.answer_midpoint(game_id, agree), game=game_id, step=midpoint(game.lo, game.hi), agree=agree)
-            case GameMove(game_id, what):
-                call = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]
-                log_mined(log, what.value, call(game_id), game=game_id)
-            case Forget(job_id):
-                self.db.forget(job_id)
-                log.info("job forgotten", extra={"job": job_id})
 
     def _challenge(self, job_id: JobId, report_cid: str, finding: Finding) -> None:
         p = self.protocol

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.agent import RoleDb
 from core.contracts import GameId, JobId
 from core.localdb import HEARTBEAT_MIGRATION
+from rolebase.records import RoleDb
 from whistleblower.policy import Finding, FindingKind
 
 MIGRATIONS: Sequence[str] = (

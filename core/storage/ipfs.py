@@ -132,8 +132,9 @@ class IpfsStore:
             return ContentNotFound(cid, f"IPFS node {self.api_url} (within {self.lookup_timeout:g}s)")
         return StoreUnavailable(self.api_url, f"{command} {cid}: {error}")
 
-    def _lookup_params(self, cid: Cid, **extra: Any) -> dict[str, Any]:
-        return {"arg": cid, "timeout": f"{int(self.lookup_timeout * 1000)}ms", **extra}
+    def _lookup_params(self, arg: str, **extra: Any) -> dict[str, Any]:
+        """The parameters of a lookup of ``arg`` (a CID or an ``/ipfs/`` path), bounded by the lookup timeout."""
+        return {"arg": arg, "timeout": f"{int(self.lookup_timeout * 1000)}ms", **extra}
 
     # -- ContentStore ---------------------------------------------------------------------------
     def put(self, data: bytes) -> Cid:

@@ -20,8 +20,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.agent import stake
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
+from rolebase.actions import stake
 from rolebase.events import JACKPOT_INCOME, SEGMENT_REPLAYED
 from submitter import service
 from submitter.demo_job import build_demo_job

@@ -18,13 +18,14 @@ import numpy as np
 import pytest
 from safetensors.numpy import save as save_safetensors
 
-from core.agent import LoopSettings, stake
+from core.agent import LoopSettings
 from core.cid import cid_to_digest
 from core.config import Settings
 from core.contracts import JobId, JobState, Protocol, Role
 from core.storage import ContentStore, LocalStore, file_cid
 from proofs import load_dataset, load_spec
 from proofs.datasets import reference_job
+from rolebase.actions import stake
 from solver import daemon, work
 from solver.policy import SolverConfig
 from solver.state import SolverDb

@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from core.agent import MarketWatcher, StopFlag, Stopped
+from core.agent import StopFlag, Stopped
 from core.cid import cid_to_digest
 from core.contracts import JobId
 from core.storage import LocalStore
 from proofs import load_dataset, parse_manifest, train_trace
 from proofs.datasets import reference_job
+from rolebase.watchers import MarketWatcher
 from solver.policy import Phase
 from solver.state import SolverDb
 from solver.work import JobWorkError, Limits, SpecJudge, Workshop

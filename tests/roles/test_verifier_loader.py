@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.agent import MarketWatcher
 from core.contracts import Bytes32, Role
 from core.dispute import ZERO32
 from deploy.devnet import Devnet
 from proofs.probes import is_forced
+from rolebase.watchers import MarketWatcher
 from tests.chain.test_lifecycle import MANIFEST, MODEL, ROOT, post, stake
 from verifier.loader import VerifierLoader
 from verifier.policy import Draw, SeedView, seed_moves

@@ -1,0 +1,45 @@
+"""The base of every role's local records: one SQLite file per role and account, the owner's only."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from core.localdb import LocalDb
+
+
+class RoleDb:
+    """A role's SQLite records (its ``migrations`` must create ``final_jobs`` and the heartbeat).
+
+    The state directory is the owner's only (0700) and the database file 0600, created so before
+    SQLite opens it (its WAL and shared-memory files take the database file's mode): a role's
+    records hold secrets (salts, forced-error secrets, the auditor's secret) and its work.
+    """
+
+    def __init__(self, path: Path, migrations: Sequence[str]) -> None:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+        os.close(os.open(path, os.O_CREAT | os.O_RDWR | os.O_NOFOLLOW, 0o600))
+        for made in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            if made.exists():  # left by an older version, or loosened by hand
+                os.chmod(made, 0o600)
+        self.db = LocalDb(path, migrations)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def final_jobs(self) -> set[int]:
+        return {r[0] for r in self.db.query("SELECT job_id FROM final_jobs")}
+
+    def mark_final(self, job_ids: Sequence[int]) -> None:
+        with self.db.transaction() as conn:
+            conn.executemany("INSERT OR IGNORE INTO final_jobs (job_id) VALUES (?)", [(j,) for j in job_ids])
+
+    def once_secret(self, table: str, column: str) -> bytes:
+        """A secret of 32 random bytes made on first use in the one-row ``table`` (``id = 1``), the same
+        after every restart. ``table`` and ``column`` are the role's own schema names, never input."""
+        self.db.execute(f"INSERT OR IGNORE INTO {table} (id, {column}) VALUES (1, ?)", (os.urandom(32),))
+        row = self.db.query_one(f"SELECT {column} FROM {table} WHERE id = 1")
+        assert row is not None
+        return bytes(row[column])

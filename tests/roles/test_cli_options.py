@@ -1,0 +1,53 @@
+"""The shared options a command gets from ``rolebase.cli.with_settings``: each reaches its settings
+field or daemon flag, and a command takes only the options it names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from core.config import Settings
+from rolebase import cli as options
+
+app = options.command_group("probe", "commands that record what they were given")
+SEEN: list[tuple[Settings, options.DaemonFlags | None, int]] = []
+
+
+@app.command()
+@options.with_settings()
+def run(settings: Settings, flags: options.DaemonFlags, count: int = 1) -> None:
+    SEEN.append((settings, flags, count))
+
+
+@app.command()
+@options.with_settings(*options.CHAIN)
+def show(settings: Settings, count: int = 1) -> None:
+    SEEN.append((settings, None, count))
+
+
+def test_every_shared_option_reaches_its_settings_field_or_daemon_flag(tmp_path: Path) -> None:
+    SEEN.clear()
+    args = ["run", "--rpc-url", "http://127.0.0.1:9", "--chain-id", "7", "--address-book-dir", str(tmp_path / "book"), "--data-dir", str(tmp_path / "data")]
+    args += ["--key-env", "SOME_KEY", "--store-dir", str(tmp_path / "store"), "--poll", "0.5", "--log-json", "--log-level", "DEBUG", "--count", "3"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    [(settings, flags, count)] = SEEN
+    assert (settings.rpc_url, settings.chain_id, settings.address_book_dir, settings.data_dir) == (
+        "http://127.0.0.1:9",
+        7,
+        tmp_path / "book",
+        tmp_path / "data",
+    )
+    assert settings.key_env == "SOME_KEY" and count == 3
+    assert flags == options.DaemonFlags(store_dir=tmp_path / "store", ipfs_api=None, poll=0.5, log_json=True, log_level="DEBUG")
+    assert flags.loop.poll_interval_s == 0.5
+
+
+def test_a_command_takes_only_the_options_it_names(tmp_path: Path) -> None:
+    SEEN.clear()
+    assert CliRunner().invoke(app, ["show", "--rpc-url", "http://127.0.0.1:9", "--count", "2"]).exit_code == 0
+    assert [(s.rpc_url, f, n) for s, f, n in SEEN] == [("http://127.0.0.1:9", None, 2)]
+    for absent in (["--data-dir", str(tmp_path)], ["--key-env", "K"], ["--poll", "1"]):
+        result = CliRunner().invoke(app, ["show", *absent])
+        assert result.exit_code == 2 and "No such option" in result.output
