@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from tests.e2e.conftest import gone
 from veritrain.demo import run_demo
 
 TOKEN = 10**18
 TAX = 12 * TOKEN * 300 // 10_000  # the devnet's jackpotTaxBps on reward + fee, paid on top
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # a zombie still answers kill(0); it is gone if /proc says so
-    status = Path(f"/proc/{pid}/status")
-    return not status.exists() or "zombie" in status.read_text()
 
 
 def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) -> None:
@@ -49,7 +39,7 @@ def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) 
     # the fetched model was verified against its CID and actually learned the task (3 classes: chance is 1/3)
     assert figures["model"]["test_accuracy"] > 0.8
     assert (tmp_path / "model.safetensors").stat().st_size == figures["model"]["bytes"]
-    assert all(_gone(pid) for pid in figures["pids"])
+    assert all(gone(pid) for pid in figures["pids"])
 
 
 def test_demo_cheat_catches_the_cheater_and_the_job_is_then_done_honestly(tmp_path: Path) -> None:
@@ -73,4 +63,4 @@ def test_demo_cheat_catches_the_cheater_and_the_job_is_then_done_honestly(tmp_pa
     assert change(game["winner"]) >= game["payout"] - 20 * TOKEN > 0  # the challenger was paid
     assert sum(change(label) for label in balances) == 0
     assert figures["model"]["test_accuracy"] > 0.8
-    assert all(_gone(pid) for pid in figures["pids"])
+    assert all(gone(pid) for pid in figures["pids"])
