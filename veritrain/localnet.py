@@ -91,16 +91,18 @@ def local_params(market: Mapping[str, int] | None = None) -> DeployParams:
 
 @contextmanager
 def interrupts_as_keyboard() -> Iterator[None]:
-    """SIGTERM raises KeyboardInterrupt, as Ctrl-C does, so that both go through the same cleanup."""
+    """SIGINT (Ctrl-C) and SIGTERM raise KeyboardInterrupt, so that both go through the same cleanup; SIGINT
+    too even where it was ignored (a job a shell started in the background starts with SIGINT ignored)."""
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def _die_with_parent() -> None:
