@@ -154,12 +154,17 @@ class RoleProcess:
             self.process.kill()
             self.process.wait()
 
+    def terminate(self) -> None:
+        """SIGTERM: the daemon finishes its unit of work and exits; does not wait."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+
     def stop(self, timeout: float = 15.0) -> int | None:
         """SIGTERM (graceful), then SIGKILL after ``timeout``; returns the exit code. Idempotent."""
         process = self.process
         if process is not None:
             if process.poll() is None:
-                process.terminate()
+                self.terminate()
                 try:
                     process.wait(timeout)
                 except subprocess.TimeoutExpired:
@@ -307,7 +312,10 @@ class LocalNet:
         raise VeritrainError(f"daemons not staked after {timeout_s:.0f}s; logs in {self.root / 'logs'}")
 
     def stop_daemons(self, timeout: float = 15.0) -> None:
-        """Stop every daemon started here (SIGTERM, then SIGKILL after ``timeout``). Idempotent."""
+        """Stop every daemon started here (SIGTERM to all at once, then SIGKILL to any still running
+        ``timeout`` seconds later). Idempotent."""
+        for process in self.processes:
+            process.terminate()  # side by side: a daemon takes seconds to stop on busy cores
         for process in self.processes:
             process.stop(timeout)
         self.processes.clear()
