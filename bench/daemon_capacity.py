@@ -4,8 +4,8 @@
     .venv/bin/python -m bench.daemon_capacity             # N = 1, 2, 4, ..., 64 (stops at the first miss)
     .venv/bin/python -m bench.daemon_capacity --n 8 --n 16 --max-active 4
 
-What runs, as in ``veritrain demo`` (and through its helpers): a devnet (anvil, the
-demo's market parameters: commit window of the job, report window 180 s, challenge
+What runs, as in ``veritrain demo`` and ``veritrain up`` (through ``veritrain.localnet``): a devnet (anvil, the
+local market parameters: commit window of the job, report window 180 s, challenge
 window 8 s; one block a second), the embedded store, and one solver daemon and one
 verifier daemon as real processes (``python -m veritrain solver run ...``), both started
 once and kept for the whole sweep. For each N, N copies of a tiny job (``tiny``: the
@@ -41,15 +41,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.anvil import dev_private_key
 from core.contracts import JobId, JobState, Protocol, RefundReason, Role
-from core.storage import LocalStore
 from deploy.build import build
-from deploy.devnet import Devnet, start_devnet
 from submitter import service
 from submitter.demo_job import DemoJob, build_demo_job
 from submitter.timeline import job_timeline
-from veritrain.demo import RoleProcess, daemon_argv, demo_params
+from veritrain.localnet import LocalNet, start_local_net
 
 _TICK_S = 0.25
 _SLASHING_EVENTS = ("SolverTimedOut", "VerifierTimedOut")
@@ -96,14 +93,13 @@ class Batch:
 
 
 class Rig:
-    """A devnet, a store, one solver daemon and one verifier daemon, started once."""
+    """A local network with one solver daemon and one verifier daemon, started once."""
 
-    def __init__(self, net: Devnet, root: Path, job: DemoJob, *, max_active: int, max_n: int) -> None:
-        self.net = net
-        self.root = root
+    def __init__(self, local: LocalNet, job: DemoJob, *, max_active: int, max_n: int) -> None:
+        self.local = local
         self.job = job
-        self.store = LocalStore(root / "store")
-        self.protocol: Protocol = net.protocol(net.accounts[0])
+        self.store = local.store
+        self.protocol: Protocol = local.protocol(local.account(0))
         params = self.protocol.market.params()
         self.commit_window = job.commit_window
         self.report_window = params.report_window
@@ -119,48 +115,23 @@ class Rig:
             "solver": ("--stake", str(self.stakes["solver"] // 10**18), "--max-active", str(max_active), "--poll", "0.5", "--no-progress"),
             "verifier": ("--stake", str(self.stakes["verifier"] // 10**18), "--duty-grace", "30", "--poll", "0.5"),
         }
-        self.daemons: dict[str, RoleProcess] = {}
-        for role, index in (("solver", 2), ("verifier", 3)):  # dev account i+1 is net.accounts[i]
-            key_env = f"VERITRAIN_BENCH_{role.upper()}_KEY"
-            argv = daemon_argv(
-                role, rpc_url=net.rpc_url, book_dir=root / "deployments", data_dir=root / role, store_dir=root / "store", key_env=key_env, extra=flags[role]
-            )
-            self.daemons[role] = RoleProcess(role, argv, {key_env: dev_private_key(index)}, root / "logs" / f"{role}.log")
         self.flags = flags
 
-    def start(self) -> None:
-        for process in self.daemons.values():
-            process.start()
-
-    def stop(self) -> None:
-        for process in self.daemons.values():
-            process.stop()
+    def start(self) -> float:
+        """Start both daemons; seconds until both hold their stake (start-up: imports, approve, stake)."""
+        for role, account in (("solver", 1), ("verifier", 2)):
+            self.local.daemon(role, account, role, *self.flags[role])
+        return self.local.wait_staked(120, at_least=self.stakes)
 
     def pids(self) -> dict[str, int]:
-        out = {}
-        for name, process in self.daemons.items():
-            if not process.running or process.process is None:
-                raise SystemExit(f"the {name} daemon exited ({process.process.returncode if process.process else '?'}): see {process.log_path}")
-            out[name] = process.process.pid
-        return out
-
-    def wait_staked(self, timeout_s: float) -> float:
-        """Seconds until both daemons hold their stake (start-up: imports, approve, stake)."""
-        start = time.monotonic()
-        roles = {"solver": Role.SOLVER, "verifier": Role.VERIFIER}
-        accounts = {"solver": self.net.accounts[1].address, "verifier": self.net.accounts[2].address}
-        while time.monotonic() - start < timeout_s:
-            self.pids()
-            if all(self.protocol.stakes.stake_of(accounts[r], roles[r]).staked >= self.stakes[r] for r in roles):
-                return time.monotonic() - start
-            time.sleep(_TICK_S)
-        raise SystemExit(f"daemons not staked after {timeout_s:.0f}s; logs in {self.root / 'logs'}")
+        self.local.check_running()
+        return {process.name: process.pid for process in self.local.processes}
 
     def run_batch(self, n: int, timeout_s: float) -> Batch:
         pids = self.pids()
         cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
         peak = {name: _rss_mb(pid) for name, pid in pids.items()}
-        client = self.net.client
+        client = self.local.net.client
         t0 = time.monotonic()
         client.rpc("evm_setAutomine", [True])  # all N posts land at once, not one block a second each
         try:
@@ -254,26 +225,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="veritrain-capacity-") as tmp:
         root = Path(tmp)
         job = build_demo_job(args.job, root / "job")
-        with start_devnet(book_dir=root / "deployments", accounts=3, params=demo_params()) as net:
-            net.client.rpc("evm_setIntervalMining", [1])
-            rig = Rig(net, root, job, max_active=args.max_active, max_n=max(sizes))
-            try:
-                rig.start()
-                startup = rig.wait_staked(120)
-                print(
-                    f"{os.cpu_count()} CPUs; job {args.job!r} x N; commit window {rig.commit_window} s, report window {rig.report_window} s, challenge window {rig.protocol.market.params().challenge_window} s, 1 block/s"
-                )
-                print(
-                    f"solver flags: {' '.join(rig.flags['solver'])}; verifier flags: {' '.join(rig.flags['verifier'])}; daemons staked {startup:.1f} s after start"
-                )
-                for n in sizes:
-                    batch = rig.run_batch(n, args.batch_timeout)
-                    batches.append(batch)
-                    print(f"  N={n}: all final in {batch.wall_s:.1f} s, {len(batch.missed)} missed, {batch.unfinished} unfinished", flush=True)
-                    if not batch.ok and not args.keep_going:
-                        break
-            finally:
-                rig.stop()
+        with start_local_net(root, accounts=3) as local:
+            rig = Rig(local, job, max_active=args.max_active, max_n=max(sizes))
+            startup = rig.start()
+            print(
+                f"{os.cpu_count()} CPUs; job {args.job!r} x N; commit window {rig.commit_window} s, report window {rig.report_window} s, challenge window {rig.protocol.market.params().challenge_window} s, 1 block/s"
+            )
+            print(
+                f"solver flags: {' '.join(rig.flags['solver'])}; verifier flags: {' '.join(rig.flags['verifier'])}; daemons staked {startup:.1f} s after start"
+            )
+            for n in sizes:
+                batch = rig.run_batch(n, args.batch_timeout)
+                batches.append(batch)
+                print(f"  N={n}: all final in {batch.wall_s:.1f} s, {len(batch.missed)} missed, {batch.unfinished} unfinished", flush=True)
+                if not batch.ok and not args.keep_going:
+                    break
     print()
     _print_table(batches)
     good = [b.n for b in batches if b.ok]

@@ -28,7 +28,7 @@ from rolebase.cli import err_console
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
-from veritrain import demo, deploy_cmd, devnet_cmd, model_cmd, money, spec_cmd, wallet
+from veritrain import demo, deploy_cmd, devnet_cmd, model_cmd, money, spec_cmd, up_cmd, wallet
 from whistleblower.cli import app as whistleblower_app
 
 __all__ = ["app", "VeritrainApp"]
@@ -97,6 +97,7 @@ def main(
 
 app.command(name="devnet", no_args_is_help=False)(devnet_cmd.devnet)
 app.command(name="deploy")(deploy_cmd.deploy)
+app.command(name="up", no_args_is_help=False)(up_cmd.up)
 
 for command in (money.balance, money.stake, money.unstake, money.withdraw, money.transfer, money.fund, money.earnings):
     app.command()(command)

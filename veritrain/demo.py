@@ -29,54 +29,41 @@ lazy verifier defends its probe; three honest verifier daemons, started once the
 drawn, sit as referees; the whistleblower wins, the lazy verifier's bond is slashed, the job goes
 back to a verifier draw (the lazy one excluded) and an honest verifier re-verifies it; it finalizes.
 
-Every process it started is stopped on the way out, on Ctrl-C too (and the daemons die with it if
-it is killed: PDEATHSIG).
+The devnet, the store and the daemons are a :mod:`veritrain.localnet` (what ``veritrain up`` runs):
+every process it started is stopped on the way out, on Ctrl-C and SIGTERM too (and the daemons die
+with it if it is killed: PDEATHSIG). A run that fails (an error, the timeout, Ctrl-C) keeps its
+working directory, every daemon's log included, and prints where it is; a successful run in a
+temporary directory removes it.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
-import os
-import signal
-import subprocess
-import sys
+import shutil
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
 
-from core.anvil import dev_private_key
 from core.chain import Address
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
 from core.errors import VeritrainError
-from core.storage import LocalStore
-from deploy.deployer import DeployParams
-from deploy.devnet import Devnet, start_devnet
 from proofs.adversary import ALL_STRATEGIES
 from rolebase.amounts import show_tokens
-from rolebase.cli import console
+from rolebase.cli import console, err_console
 from submitter import service
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
 from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
+from veritrain.localnet import ROLES, RoleProcess, interrupts_as_keyboard, local_params, start_local_net
 from whistleblower.daemon import economics
 
-__all__ = ["demo", "RoleProcess", "daemon_argv", "demo_params"]
-
-#: Windows short enough for a demo that finishes in minutes; everything else as on the devnet.
-DEMO_MARKET = {
-    "openWindow": 900,
-    "maxCommitWindow": 900,
-    "reportWindow": 180,
-    "challengeWindow": 8,
-    "disputeWindow": 300,  # > the game's openWindow + maxGameDuration (docs/dispute.md)
-}
+__all__ = ["demo", "run_demo", "game_timeline"]
 
 #: ``--lazy-verifier``: a whistleblower must fetch the report, replay its probes and segments and
 #: open its game inside the challenge window; 8 s is too tight for that on two busy cores.
@@ -97,120 +84,6 @@ GAME_EVENTS = (
     "ClockExpired",
     "DisputeSettled",
 )
-
-
-#: The dispute game's windows, roomier than the devnet's so that ten daemons on two cores keep
-#: their clocks: openWindow + maxGameDuration = 30 + (2 * 60 + 20 + 30 + 30) = 230 s < disputeWindow.
-DEMO_GAME = {
-    "clockTime": 60,
-    "openWindow": 30,
-    "drawWindow": 20,
-    "commitWindow": 30,
-    "revealWindow": 30,
-}
-
-
-def demo_params(market: Mapping[str, int] | None = None) -> DeployParams:
-    """The devnet's parameters with the demo's windows; ``market`` overrides JobMarket fields on top
-    (the e2e tests set e.g. ``forcedErrorRateBps``)."""
-    base = DeployParams.devnet()
-    merged = {**base.market, **DEMO_MARKET, **(market or {})}
-    return base.model_copy(update={"market": merged, "game": {**base.game, **DEMO_GAME}, "unbonding_delay": 60})
-
-
-# ------------------------------------------------------------------ role processes
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the demo dies, however it dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def daemon_argv(
-    role: str,
-    *,
-    rpc_url: str,
-    book_dir: Path,
-    data_dir: Path,
-    store_dir: Path,
-    key_env: str,
-    extra: Sequence[str] = (),
-) -> list[str]:
-    """The command line of a role daemon (``solver``, ``verifier`` or ``whistleblower``), logging JSON lines."""
-    return [
-        sys.executable, "-m", "veritrain", role, "run",
-        "--rpc", rpc_url,
-        "--address-book-dir", str(book_dir),
-        "--data-dir", str(data_dir),
-        "--store-dir", str(store_dir),
-        "--key-env", key_env,
-        "--log-json",
-        *extra,
-    ]  # fmt: skip
-
-
-@dataclass
-class RoleProcess:
-    """One daemon process: started with its key in its environment, logs to a file, stopped for sure."""
-
-    name: str
-    argv: list[str]
-    env: dict[str, str]
-    log_path: Path
-    process: subprocess.Popen[bytes] | None = None
-    _log: IO[bytes] | None = field(default=None, repr=False)
-
-    def start(self) -> RoleProcess:
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "ab")
-        self.process = subprocess.Popen(
-            self.argv,
-            env={**os.environ, **self.env},
-            stdin=subprocess.DEVNULL,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
-        )
-        return self
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL, as a crash would: no cleanup runs in the daemon."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-    def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM (graceful), then SIGKILL after ``timeout``; returns the exit code. Idempotent."""
-        process = self.process
-        if process is not None:
-            if process.poll() is None:
-                process.terminate()
-                try:
-                    process.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        return None if process is None else process.returncode
-
-    def log_records(self) -> list[dict[str, Any]]:
-        """The daemon's JSON log lines (other lines, e.g. a traceback, are skipped)."""
-        records = []
-        if self.log_path.exists():
-            for line in self.log_path.read_text(errors="replace").splitlines():
-                if line.startswith("{"):
-                    try:
-                        records.append(json.loads(line))
-                    except json.JSONDecodeError:
-                        continue
-        return records
 
 
 # ------------------------------------------------------------------ the demo
@@ -268,28 +141,13 @@ def _print_entry(entry: TimelineEntry, t0: float, names: dict[str, str]) -> None
     )
 
 
-@contextmanager
-def _interrupts_as_keyboard() -> Iterator[None]:
-    """SIGTERM ends the demo like Ctrl-C does (through the same cleanup)."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 @dataclass(frozen=True)
 class _Seat:
-    """One daemon of the demo's cast: its label, role, CLI sub-app, account (index in ``net.accounts``)
+    """One daemon of the demo's cast: its label, role (a daemon command), account (index in ``net.accounts``)
     and flags; ``later`` ones start only once the adversary holds the job (so that it goes first)."""
 
     label: str
-    role: Role
-    cli_role: str
+    role: str
     account: int
     extra: tuple[str, ...] = ()
     later: bool = False
@@ -305,19 +163,19 @@ def _cast(cheat: str | None, lazy_verifier: bool) -> list[_Seat]:
     duty = ("--duty-grace", "5")
     if cheat:
         return [
-            _Seat("cheater", Role.SOLVER, "solver", 1, ("--cheat", cheat)),
-            _Seat("solver", Role.SOLVER, "solver", 2, later=True),  # joins once the cheater has claimed
-            *(_Seat(f"verifier{i + 1}", Role.VERIFIER, "verifier", 3 + i, duty) for i in range(4)),
+            _Seat("cheater", "solver", 1, ("--cheat", cheat)),
+            _Seat("solver", "solver", 2, later=True),  # joins once the cheater has claimed
+            *(_Seat(f"verifier{i + 1}", "verifier", 3 + i, duty) for i in range(4)),
         ]
     if lazy_verifier:
         return [
-            _Seat("solver", Role.SOLVER, "solver", 1),
-            _Seat("lazy", Role.VERIFIER, "verifier", 2, ("--lazy", *duty)),
+            _Seat("solver", "solver", 1),
+            _Seat("lazy", "verifier", 2, ("--lazy", *duty)),
             # honest: the report game's referees, then the re-draw; they join once the lazy one is drawn
-            *(_Seat(f"verifier{i + 1}", Role.VERIFIER, "verifier", 3 + i, duty, later=True) for i in range(3)),
-            _Seat("whistleblower", Role.WHISTLEBLOWER, "whistleblower", 6),
+            *(_Seat(f"verifier{i + 1}", "verifier", 3 + i, duty, later=True) for i in range(3)),
+            _Seat("whistleblower", "whistleblower", 6),
         ]
-    return [_Seat("solver", Role.SOLVER, "solver", 1), _Seat("verifier", Role.VERIFIER, "verifier", 2, duty)]
+    return [_Seat("solver", "solver", 1), _Seat("verifier", "verifier", 2, duty)]
 
 
 def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None = None, lazy_verifier: bool = False) -> dict[str, Any]:
@@ -332,20 +190,19 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
     t_start = time.monotonic()
     figures: dict[str, Any] = {"cheat": cheat, "lazy_verifier": lazy_verifier}
     title = f": a {cheat} cheater caught" if cheat else ": a lazy verifier caught by a whistleblower" if lazy_verifier else ""
-    with ExitStack() as stack, _interrupts_as_keyboard():
+    with ExitStack() as stack, interrupts_as_keyboard():
         console.rule("[bold]veritrain demo" + title)
         job: DemoJob = build_demo_job(job_name, workdir / "job")  # first: a bad name fails before anything starts
         cast = _cast(cheat, lazy_verifier)
-        params = demo_params(LAZY_MARKET if lazy_verifier else None)
-        net: Devnet = stack.enter_context(start_devnet(book_dir=workdir / "deployments", accounts=1 + len(cast), params=params))
-        net.client.rpc("evm_setIntervalMining", [1])  # a block a second, as a real chain would
+        params = local_params(LAZY_MARKET if lazy_verifier else None)
+        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params))  # a block a second
+        net = local.net
         console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}), contracts deployed")
-        store_dir = workdir / "store"
-        store = LocalStore(store_dir)
+        store = local.store
         submitter = net.accounts[0]
         protocol = net.protocol(submitter)
         console.print(f"jackpot {show_tokens(protocol.market.jackpot())} VERI (seeded by the deployer)")
-        parties = [_Party("submitter", submitter.address), *(_Party(seat.label, net.accounts[seat.account].address, seat.role) for seat in cast)]
+        parties = [_Party("submitter", submitter.address), *(_Party(seat.label, net.accounts[seat.account].address, ROLES[seat.role]) for seat in cast)]
         names = {p.address: p.label for p in parties}
         before = _balances(protocol, parties)
 
@@ -354,26 +211,11 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
         adversary = next((p.address for p in parties if p.label in ADVERSARIES), None)
 
         def start(seat: _Seat) -> None:
-            key_env = f"VERITRAIN_DEMO_{seat.label.upper()}_KEY"
-            process = RoleProcess(
-                seat.label,
-                daemon_argv(
-                    seat.cli_role,
-                    rpc_url=net.rpc_url,
-                    book_dir=workdir / "deployments",
-                    data_dir=workdir / seat.label,
-                    store_dir=store_dir,
-                    key_env=key_env,
-                    extra=("--poll", "0.5", *seat.extra),
-                ),
-                {key_env: dev_private_key(seat.account + 1)},  # dev account i+1 is net.accounts[i]
-                workdir / "logs" / f"{seat.label}.log",
-            ).start()
-            stack.callback(process.stop)
+            process = local.daemon(seat.role, seat.account, seat.label, *seat.extra)
             daemons[seat.label] = process
-            figures["pids"].append(process.process.pid)  # type: ignore[union-attr]
+            figures["pids"].append(process.pid)
             role = f" ([red]{ADVERSARIES[seat.label]}{': ' + cheat if cheat else ''}[/])" if seat.label in ADVERSARIES else ""
-            console.print(f"{seat.label} daemon pid {process.process.pid}{role}")  # type: ignore[union-attr]
+            console.print(f"{seat.label} daemon pid {process.pid}{role}")
 
         for seat in cast:
             if not seat.later:
@@ -405,11 +247,9 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
                         start(seat)
             if state.final:
                 break
-            for d in daemons.values():
-                if not d.running:
-                    raise VeritrainError(f"the {d.name} daemon exited ({d.process.returncode if d.process else '?'}): see {d.log_path}")
+            local.check_running()
             if time.monotonic() - t_post > timeout_s:
-                raise VeritrainError(f"job {posted.job_id} not final after {timeout_s:.0f}s (state {state.name}); logs in {workdir / 'logs'}")
+                raise VeritrainError(f"job {posted.job_id} not final after {timeout_s:.0f}s (state {state.name})")
             time.sleep(0.5)
         timeline = show_new()  # the final event landed after the read above
         t_final = time.monotonic()
@@ -425,7 +265,7 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
         if lazy_verifier:
             figures["economics"] = economics(protocol)
         if state is not JobState.FINALIZED:
-            raise VeritrainError(f"job {posted.job_id} ended {state.name}, not FINALIZED; logs in {workdir / 'logs'}")
+            raise VeritrainError(f"job {posted.job_id} ended {state.name}, not FINALIZED")
 
         model_path = workdir / "model.safetensors"
         cid, size = service.fetch_model(protocol, store, posted.job_id, model_path)
@@ -593,9 +433,15 @@ def demo(
     """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-        figures = run_demo(workdir.resolve(), timeout, job, cheat, lazy_verifier)
+        root = workdir.resolve()
     else:
-        with tempfile.TemporaryDirectory(prefix="veritrain-demo-") as tmp:
-            figures = run_demo(Path(tmp), timeout, job, cheat, lazy_verifier)
+        root = Path(tempfile.mkdtemp(prefix="veritrain-demo-"))
+    try:
+        figures = run_demo(root, timeout, job, cheat, lazy_verifier)
+    except BaseException:  # an error, a timeout, Ctrl-C or SIGTERM: what happened is in the logs
+        err_console.print(f"demo failed; its workdir, every daemon's log in logs/, is kept: {root}", highlight=False, soft_wrap=True)
+        raise
+    if workdir is None:
+        shutil.rmtree(root, ignore_errors=True)
     if json_out:
         print(json.dumps(figures, default=str))

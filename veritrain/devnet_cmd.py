@@ -18,7 +18,7 @@ from rolebase import cli as options
 from rolebase.cli import console
 from veritrain.deploy_cmd import Params, load_params
 
-_DEV_KEY_WARNING = "anvil's PUBLIC test keys (mnemonic 'test test ... junk'): known to everyone, never use them on a real network"
+DEV_KEY_WARNING = "anvil's PUBLIC test keys (mnemonic 'test test ... junk'): known to everyone, never use them on a real network"
 
 
 def _summary(net: Devnet, block_time: int) -> dict[str, object]:
@@ -33,7 +33,7 @@ def _summary(net: Devnet, block_time: int) -> dict[str, object]:
             {"index": i, "address": s.address, "private_key": dev_private_key(i), "tokens": net.fund if i else None}
             for i, s in enumerate([net.deployer, *net.accounts])
         ],
-        "dev_key_warning": _DEV_KEY_WARNING,
+        "dev_key_warning": DEV_KEY_WARNING,
     }
 
 
@@ -51,7 +51,7 @@ def _print(net: Devnet, book_file: Path, block_time: int) -> None:
     for i, s in enumerate([net.deployer, *net.accounts]):
         tokens = "deployer, rest of the supply" if i == 0 else f"{net.fund / 10**18:,.0f}"
         console.print(f"  {i}  {s.address}  {dev_private_key(i)}  {tokens}", soft_wrap=True, highlight=False)
-    console.print(f"[yellow]these are {_DEV_KEY_WARNING}[/]")
+    console.print(f"[yellow]these are {DEV_KEY_WARNING}[/]")
     console.print(f"export VERITRAIN_RPC_URL={net.rpc_url}   # then use other veritrain commands; Ctrl-C stops the devnet")
 
 

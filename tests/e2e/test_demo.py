@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import os
+import tempfile
 from pathlib import Path
 
-from veritrain.demo import run_demo
+import pytest
+
+from core.errors import VeritrainError
+from tests.e2e.conftest import gone
+from veritrain.demo import demo, run_demo
 
 TOKEN = 10**18
 TAX = 12 * TOKEN * 300 // 10_000  # the devnet's jackpotTaxBps on reward + fee, paid on top
-
-
-def _gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    # a zombie still answers kill(0); it is gone if /proc says so
-    status = Path(f"/proc/{pid}/status")
-    return not status.exists() or "zombie" in status.read_text()
 
 
 def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) -> None:
@@ -49,7 +43,7 @@ def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) 
     # the fetched model was verified against its CID and actually learned the task (3 classes: chance is 1/3)
     assert figures["model"]["test_accuracy"] > 0.8
     assert (tmp_path / "model.safetensors").stat().st_size == figures["model"]["bytes"]
-    assert all(_gone(pid) for pid in figures["pids"])
+    assert all(gone(pid) for pid in figures["pids"])
 
 
 def test_demo_cheat_catches_the_cheater_and_the_job_is_then_done_honestly(tmp_path: Path) -> None:
@@ -73,4 +67,16 @@ def test_demo_cheat_catches_the_cheater_and_the_job_is_then_done_honestly(tmp_pa
     assert change(game["winner"]) >= game["payout"] - 20 * TOKEN > 0  # the challenger was paid
     assert sum(change(label) for label in balances) == 0
     assert figures["model"]["test_accuracy"] > 0.8
-    assert all(_gone(pid) for pid in figures["pids"])
+    assert all(gone(pid) for pid in figures["pids"])
+
+
+def test_a_failed_demo_keeps_its_workdir_with_every_log_and_says_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the demo makes its temporary workdir
+    with pytest.raises(VeritrainError, match="not final after"):
+        demo(timeout=0.5, job="tiny")  # the command itself (its --timeout is at least 10 s): gives up at once
+    (kept,) = tmp_path.glob("veritrain-demo-*")
+    assert {p.name for p in (kept / "logs").iterdir()} == {"solver.log", "verifier.log"}
+    (line,) = [line for line in capsys.readouterr().err.splitlines() if "kept" in line]
+    assert line.endswith(str(kept))

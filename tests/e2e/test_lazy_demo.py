@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.e2e.test_demo import _gone
+from tests.e2e.conftest import gone
 from veritrain.demo import run_demo
 
 
@@ -29,4 +29,4 @@ def test_lazy_demo_slashes_the_lazy_verifier_and_an_honest_one_finishes_the_job(
     assert change("whistleblower") == game["payout"] - 20 * 10**18  # the pot, less its 20 VERI bond
     assert sum(change(label) for label in balances) == 0
     assert figures["economics"]["expected_per_audit"] > 0
-    assert all(_gone(pid) for pid in figures["pids"])
+    assert all(gone(pid) for pid in figures["pids"])

@@ -30,7 +30,7 @@ from rolebase.events import DEPLOYMENT_CHANGED
 from submitter import service
 from submitter.demo_job import DemoJob, build_demo_job
 from tests.e2e.conftest import Market, wait_for
-from veritrain.demo import RoleProcess, daemon_argv, demo_params
+from veritrain.localnet import DaemonKey, local_params
 
 
 def _post_and_finalize(market: Market, folder: Path) -> tuple[JobId, DemoJob]:
@@ -44,8 +44,8 @@ def _post_and_finalize(market: Market, folder: Path) -> tuple[JobId, DemoJob]:
 def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_path: Path) -> None:
     build()
     port, book_dir = free_port(), tmp_path / "deployments"
-    net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=demo_params())
-    market = Market(net, tmp_path, tmp_path / "store", book_dir)
+    net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=local_params())
+    market = Market(net, tmp_path, tmp_path / "store", book_dir, poll=0.3)
     password = tmp_path / "password"
     password.write_text("a participant's password\n")
     keys = ("--data-dir", str(tmp_path / "solver"), "--password-file", str(password))
@@ -63,13 +63,7 @@ def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_pa
         me = json.loads(created.stdout)["address"]
         assert "run it:  veritrain solver run --account solver" in veritrain("init", "solver", "--account", "solver", *keys).stdout
         assert market.protocol().stakes.stake_of(me, Role.SOLVER).staked == market.protocol().stakes.min_stake(Role.SOLVER)
-        argv = daemon_argv(
-            "solver", rpc_url=net.rpc_url, book_dir=book_dir, data_dir=tmp_path / "solver", store_dir=market.store_dir, key_env="-", extra=("--poll", "0.3")
-        )
-        at = argv.index("--key-env")
-        argv[at : at + 2] = ["--account", "solver", "--password-file", str(password)]
-        solver = RoleProcess("solver#1", argv, {}, tmp_path / "logs" / "solver-1.log").start()
-        market.processes.append(solver)
+        solver = market.daemon("solver", DaemonKey(("--account", "solver", "--password-file", str(password)), {}, me), "solver")
         verifier = market.daemon("verifier", 2, "verifier", "--duty-grace", "5")
         first = Deployment.of(market.protocol())
         job_id, job = _post_and_finalize(market, tmp_path / "job-a")
@@ -94,7 +88,7 @@ def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_pa
         assert json.loads(scored.stdout)["accuracy"] == accuracy > 0.5  # three classes: it learned
 
         net.stop()  # the devnet restarts on the same port: same addresses, job ids from 1 again
-        net = market.net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=demo_params())
+        net = market.net = start_devnet(book_dir=book_dir, port=port, accounts=3, params=local_params())
         net.client.rpc("evm_setIntervalMining", [1])
         second = Deployment.of(market.protocol())
         assert second.market == first.market and second.key != first.key
@@ -111,5 +105,5 @@ def test_new_participant_earns_then_devnet_restarts_under_running_daemons(tmp_pa
             records = tmp_path / name / "deployments"
             assert {p.name for p in records.iterdir()} == {first.key, second.key}  # the old records are kept
     finally:
-        market.stop_all()
+        market.stop_daemons(timeout=10)
         net.stop()

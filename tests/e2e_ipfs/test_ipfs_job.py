@@ -19,17 +19,16 @@ from pathlib import Path
 
 import pytest
 
-from core.anvil import dev_private_key
 from core.contracts import JobId, JobState
 from core.storage import IpfsStore, file_cid
 from core.storage.jsipfs import JsIpfsNode
 from deploy.build import build
-from deploy.devnet import Devnet, start_devnet
+from deploy.devnet import Devnet
 from proofs.manifest import parse_manifest
 from submitter import service
 from submitter.demo_job import build_demo_job, evaluate_model
 from submitter.timeline import job_timeline
-from veritrain.demo import RoleProcess, daemon_argv, demo_params
+from veritrain.localnet import LocalNet, start_local_net
 
 MAX_JSON = 1 << 20
 
@@ -44,25 +43,8 @@ def ipfs_node() -> Iterator[JsIpfsNode]:
 def devnet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Devnet, Path]]:
     build()
     root = tmp_path_factory.mktemp("e2e-ipfs")
-    with start_devnet(book_dir=root / "deployments", accounts=3, params=demo_params()) as net:
-        net.client.rpc("evm_setIntervalMining", [1])
-        yield net, root
-
-
-def _ipfs_daemon(role: str, net: Devnet, root: Path, api_url: str, account: int) -> RoleProcess:
-    """A role daemon whose content store is the IPFS node (``--ipfs-api`` instead of ``--store-dir``)."""
-    key_env = f"VT_E2E_IPFS_{role.upper()}_KEY"
-    argv = daemon_argv(
-        role, rpc_url=net.rpc_url, book_dir=root / "deployments", data_dir=root / role, store_dir=root / "unused", key_env=key_env, extra=("--poll", "0.3")
-    )
-    at = argv.index("--store-dir")
-    argv[at : at + 2] = ["--ipfs-api", api_url]
-    return RoleProcess(role, argv, {key_env: dev_private_key(account + 1)}, root / "logs" / f"{role}.log")
-
-
-def _tail(process: RoleProcess, lines: int = 25) -> str:
-    text = process.log_path.read_text(errors="replace") if process.log_path.exists() else "(no log)"
-    return "\n".join(text.splitlines()[-lines:])
+    with start_local_net(root, accounts=3) as local:
+        yield local.net, root
 
 
 def test_job_finalized_with_all_content_on_ipfs(ipfs_node: JsIpfsNode, devnet: tuple[Devnet, Path], tmp_path: Path) -> None:
@@ -74,10 +56,10 @@ def test_job_finalized_with_all_content_on_ipfs(ipfs_node: JsIpfsNode, devnet: t
     assert store.stat(posted.dataset_cid).pinned and store.stat(posted.spec_cid).pinned
     assert posted.dataset_cid == file_cid(job.data_path.read_bytes())
 
-    daemons = [_ipfs_daemon("solver", net, root, ipfs_node.api_url, 1), _ipfs_daemon("verifier", net, root, ipfs_node.api_url, 2)]
+    # daemons whose content store is the IPFS node (``--ipfs-api`` instead of ``--store-dir``)
+    local = LocalNet(net, root, root / "unused", root / "deployments", poll=0.3, ipfs_api=ipfs_node.api_url)
     try:
-        for d in daemons:
-            d.start()
+        daemons = [local.daemon("solver", 1, "solver"), local.daemon("verifier", 2, "verifier")]
         deadline = time.monotonic() + 150
         state = JobState.OPEN
         while time.monotonic() < deadline:
@@ -86,14 +68,13 @@ def test_job_finalized_with_all_content_on_ipfs(ipfs_node: JsIpfsNode, devnet: t
                 break
             dead = [d for d in daemons if not d.running]
             if dead:
-                pytest.fail(f"{dead[0].name} daemon exited:\n{_tail(dead[0])}")
+                pytest.fail(f"{dead[0].name} daemon exited:\n{dead[0].log_tail()}")
             time.sleep(0.3)
-        tails = "\n".join(f"--- {d.name}\n{_tail(d)}" for d in daemons)
+        tails = "\n".join(f"--- {d.name}\n{d.log_tail()}" for d in daemons)
         assert state is JobState.FINALIZED, f"job {posted.job_id} is {state.name}\n{tails}"
         records = {d.name: d.log_records() for d in daemons}
     finally:
-        for d in daemons:
-            d.stop(timeout=10)
+        local.stop_daemons(timeout=10)
 
     # what the solver committed on chain is on the node, pinned, and consistent
     chain_job = submitter.market.get_job(posted.job_id)
