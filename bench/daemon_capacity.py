@@ -160,11 +160,11 @@ class Rig:
         for job_id in posted:
             timeline = {e.event: e for e in job_timeline(self.protocol, job_id)}
             slashed = [e for e in _SLASHING_EVENTS if e in timeline]
-            state = done[job_id][1] if job_id in done else None
-            if (state is not None and state is not JobState.FINALIZED) or slashed:
+            final_state = done[job_id][1] if job_id in done else None
+            if (final_state is not None and final_state is not JobState.FINALIZED) or slashed:
                 refund = timeline.get("JobRefunded")
                 why = ", ".join(slashed) or (f"refunded: {RefundReason(int(refund.args['reason'])).name}" if refund else "no timeout event")
-                missed.append(f"job {job_id}: {state.name if state else 'not final'} ({why})")
+                missed.append(f"job {job_id}: {final_state.name if final_state else 'not final'} ({why})")
             if "JobClaimed" in timeline and "TraceCommitted" in timeline:
                 commit_slack.append(timeline["JobClaimed"].timestamp + self.commit_window - timeline["TraceCommitted"].timestamp)
             if "VerifierAssigned" in timeline and "ReportSubmitted" in timeline:

@@ -42,7 +42,7 @@ import json
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +58,7 @@ from proofs.adversary import ALL_STRATEGIES
 from rolebase.amounts import show_tokens
 from rolebase.cli import console, err_console
 from submitter import service
+from submitter.curve import draw_curve, job_curve
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
 from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
 from veritrain.localnet import ROLES, RoleProcess, interrupts_as_keyboard, local_params, start_local_net
@@ -128,7 +129,7 @@ _AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "refund"})
 _AMOUNTS_GAME = frozenset({"payout", "refereeFees", "amount"})
 
 
-def _print_entry(entry: TimelineEntry, t0: float, names: dict[str, str]) -> None:
+def _print_entry(entry: TimelineEntry, t0: float, names: Mapping[str, str]) -> None:
     details = ", ".join(
         f"{k}={show_tokens(v) + ' VERI' if k in _AMOUNTS | _AMOUNTS_GAME else names.get(str(v), v)}"
         for k, v in entry.args.items()
@@ -178,8 +179,12 @@ def _cast(cheat: str | None, lazy_verifier: bool) -> list[_Seat]:
     return [_Seat("solver", "solver", 1), _Seat("verifier", "verifier", 2, duty)]
 
 
-def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None = None, lazy_verifier: bool = False) -> dict[str, Any]:
+def run_demo(
+    workdir: Path, timeout_s: float, job_name: str, cheat: str | None = None, lazy_verifier: bool = False, curve_png: Path | None = None
+) -> dict[str, Any]:
     """The whole demo in ``workdir``; returns the figures it printed (for ``--json`` and the e2e test).
+
+    The job's committed training curve is drawn to ``curve_png`` (default ``workdir/training_curve.png``).
 
     ``cheat``: a cheating solver claims the job first and is caught; ``lazy_verifier``: a lazy
     verifier is drawn first, caught by a whistleblower and slashed (see the module docstring)."""
@@ -203,7 +208,7 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
         protocol = net.protocol(submitter)
         console.print(f"jackpot {show_tokens(protocol.market.jackpot())} VERI (seeded by the deployer)")
         parties = [_Party("submitter", submitter.address), *(_Party(seat.label, net.accounts[seat.account].address, ROLES[seat.role]) for seat in cast)]
-        names = {p.address: p.label for p in parties}
+        names: dict[str, str] = {p.address: p.label for p in parties}
         before = _balances(protocol, parties)
 
         daemons: dict[str, RoleProcess] = {}
@@ -271,6 +276,14 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
         cid, size = service.fetch_model(protocol, store, posted.job_id, model_path)
         metric = evaluate_model(job, model_path, posted.dataset_cid)
         figures["model"] = {"cid": cid, "bytes": size, **metric}
+        curve = job_curve(protocol, store, posted.job_id)
+        if curve is not None:  # always, once FINALIZED: the trace is committed
+            png = draw_curve(
+                curve,
+                curve_png or workdir / "training_curve.png",
+                title=f"demo job {posted.job_id}: mean training loss per segment (committed, replay-checked)",
+            )
+            figures["curve"] = {"png": str(png), "losses": [p.loss for p in curve.points]}
         figures["timing"] = _timing(list(daemons.values()), t_start, t_post, t_final)
         _report(figures, timeline, before, after, names)
     figures["timing"]["wall_s"] = round(time.monotonic() - t_start, 1)
@@ -278,7 +291,7 @@ def run_demo(workdir: Path, timeout_s: float, job_name: str, cheat: str | None =
     return figures
 
 
-def _dispute_figures(protocol: Protocol, job_id: JobId, timeline: Sequence[TimelineEntry], names: dict[str, str]) -> dict[str, Any]:
+def _dispute_figures(protocol: Protocol, job_id: JobId, timeline: Sequence[TimelineEntry], names: Mapping[str, str]) -> dict[str, Any]:
     """The game(s) on the job (trace games and report games): outcome, winner, the moves and their gas;
     who claimed and who verified the job, the verifiers slashed by a report game, the jackpot paid."""
     start = protocol.book.deploy_block
@@ -338,7 +351,7 @@ def _timing(daemons: Sequence[RoleProcess], t_start: float, t_post: float, t_fin
 
 
 def _report(
-    figures: dict[str, Any], timeline: Sequence[TimelineEntry], before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], names: dict[str, str]
+    figures: dict[str, Any], timeline: Sequence[TimelineEntry], before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]], names: Mapping[str, str]
 ) -> None:
     gas = Table("transaction (its events)", "from", "gas used", title="gas of each transaction (dispute moves included)")
     by_tx: dict[str, list[TimelineEntry]] = {}
@@ -385,6 +398,9 @@ def _report(
     model = figures["model"]
     metric = ", ".join(f"{k} {v}" for k, v in model.items() if k not in ("cid", "bytes"))
     console.print(f"trained model {model['cid']} ({model['bytes']:,} bytes, verified against its CID): {metric}")
+    if "curve" in figures:
+        losses = figures["curve"]["losses"]
+        console.print(f"training curve: mean loss {losses[0]:.4g} -> {losses[-1]:.4g} over {len(losses)} segments, drawn to {figures['curve']['png']}")
     timing = figures["timing"]
     audit = f" + audit {timing['audit_s']}s" if timing["audit_s"] else ""  # a whistleblower ran
     console.print(
@@ -410,6 +426,9 @@ def demo(
             help="a lazy verifier (passes without replaying) is drawn first; a whistleblower daemon catches its wrong probe, it is slashed, an honest verifier re-verifies",
         ),
     ] = False,
+    curve: Annotated[Path, typer.Option(help="where to draw the job's training curve (mean loss per segment, from the committed manifest)")] = Path(
+        "veritrain-demo-curve.png"
+    ),
     json_out: Annotated[bool, typer.Option("--json", help="also print the figures as one JSON object at the end")] = False,
 ) -> None:
     """Run the whole protocol once on a local chain: post a real training job, watch it solved, verified and paid.
@@ -425,6 +444,8 @@ def demo(
 
       veritrain demo --workdir /tmp/vt-demo --json
 
+      veritrain demo --curve /tmp/curve.png      (the job's training curve, drawn where you say)
+
       veritrain demo --cheat wrong-lr --job tiny
 
       veritrain demo --cheat coast --job tiny      (an adaptive cheater: coasts through zero-work states)
@@ -437,7 +458,7 @@ def demo(
     else:
         root = Path(tempfile.mkdtemp(prefix="veritrain-demo-"))
     try:
-        figures = run_demo(root, timeout, job, cheat, lazy_verifier)
+        figures = run_demo(root, timeout, job, cheat, lazy_verifier, curve_png=curve.resolve())
     except BaseException:  # an error, a timeout, Ctrl-C or SIGTERM: what happened is in the logs
         err_console.print(f"demo failed; its workdir, every daemon's log in logs/, is kept: {root}", highlight=False, soft_wrap=True)
         raise

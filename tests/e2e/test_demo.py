@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import struct
 import tempfile
 from pathlib import Path
 
@@ -43,6 +44,12 @@ def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) 
     # the fetched model was verified against its CID and actually learned the task (3 classes: chance is 1/3)
     assert figures["model"]["test_accuracy"] > 0.8
     assert (tmp_path / "model.safetensors").stat().st_size == figures["model"]["bytes"]
+    # the committed training curve, drawn: a PNG of 800x450 (its IHDR), falling as the model learned
+    png = (tmp_path / "training_curve.png").read_bytes()
+    assert figures["curve"]["png"] == str(tmp_path / "training_curve.png")
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (800, 450)
+    losses = figures["curve"]["losses"]
+    assert len(losses) >= 2 and losses[-1] < losses[0]
     assert all(gone(pid) for pid in figures["pids"])
 
 
