@@ -42,7 +42,7 @@ _TASK: web.AppKey[asyncio.Task[None]] = web.AppKey("task", asyncio.Task)
 
 _SHELL = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>veritrain: {title}</title>
-<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="viewport" content="width=device-width, initial-scale=1"><link rel="icon" href="data:,">
 <link rel="stylesheet" href="/static/uPlot.min.css"><link rel="stylesheet" href="/static/style.css">
 </head><body data-page="{page}" data-key="{key}">
 <header><a href="/">veritrain</a> <span id="head"></span> <span id="live" title="live updates">&#9679;</span></header>

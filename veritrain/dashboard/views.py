@@ -22,7 +22,7 @@ from proofs.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from proofs.spec import Limits, load_spec
 from rolebase.amounts import show_tokens
 from rolebase.earnings import balances, earnings_of
-from submitter.timeline import job_timeline
+from submitter.timeline import TimelineEntry, job_timeline
 from veritrain.dashboard.index import ChainIndex, GameRow
 from veritrain.demo import game_timeline
 
@@ -31,7 +31,17 @@ RECENT_JOBS = 100
 RECENT_SLASHES = 20
 MAX_REPORT_BYTES = 1 << 20
 
+#: Event arguments that are token amounts (base units on chain, VERI on the pages).
+AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "refund", "amount", "jackpot", "payout", "refereeFees", "deposit"})
+
 T = TypeVar("T")
+
+
+def _entry(entry: TimelineEntry) -> dict[str, Any]:
+    """A timeline entry as JSON, its amounts in VERI."""
+    shown = entry.to_json()
+    shown["args"] = {k: show_tokens(v) + " VERI" if k in AMOUNTS and isinstance(v, int) else v for k, v in shown["args"].items()}
+    return shown
 
 
 class Views:
@@ -108,7 +118,7 @@ class Views:
             return None
         job, events, games = found
         by_name = {e.name: e for e in events}  # the last of each name
-        timeline = self._cached(("timeline", job_id, len(events)), lambda: [e.to_json() for e in job_timeline(self.protocol, job_id)])
+        timeline = self._cached(("timeline", job_id, len(events)), lambda: [_entry(e) for e in job_timeline(self.protocol, job_id)])
         page: dict[str, Any] = {
             "id": int(job_id),
             "head": self.index.head,
@@ -148,7 +158,7 @@ class Views:
         solver_left, challenger_left = self.protocol.game.clocks(row.game_id) if not game.status.final else (game.solver_clock, game.challenger_clock)
         moves = self._cached(
             ("moves", row.job_id, len(row.events)),
-            lambda: [e.to_json() for e in game_timeline(self.protocol, row.job_id) if e.args.get("gameId") == row.game_id],
+            lambda: [_entry(e) for e in game_timeline(self.protocol, row.job_id) if e.args.get("gameId") == row.game_id],
         )
         settled = next((e.args for e in row.events if e.name == "DisputeSettled"), None)
         return {
@@ -231,6 +241,7 @@ class Views:
         return {
             "address": account,
             "head": head,
+            "since": self.protocol.book.deploy_block,
             "veri": show_tokens(int(str(held["veri"]))),
             "stakes": {role: {k: show_tokens(int(v)) if k != "release_at" else v for k, v in info.items()} for role, info in stakes.items()},
             "earnings": entries,

@@ -16,7 +16,7 @@ function el(tag, attrs, ...children) {
     if (name === "href" && !/^\/(job|address)\//.test(value) && value !== "/" && !value.startsWith("/?")) continue;
     node.setAttribute(name, value);
   }
-  for (const child of children.flat()) {
+  for (const child of children.flat(Infinity)) {
     if (child === null || child === undefined) continue;
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
@@ -40,7 +40,7 @@ function plot(title, xs, series, target) {
   const opts = {
     title, width, height: 240,
     scales: { x: { time: false } },
-    series: [{ label: series.xLabel || "x" }, ...series.lines.map((s, i) => ({ label: s.label, stroke: ["#2b6cb0", "#c05621", "#2f855a", "#805ad5"][i % 4], width: 2 }))],
+    series: [{ label: series.xLabel || "x" }, ...series.lines.map((s, i) => ({ label: s.label, stroke: ["#2b6cb0", "#c05621", "#2f855a", "#805ad5"][i % 4], width: 2, ...(series.stepped ? { paths: uPlot.paths.stepped({ align: 1 }) } : {}) }))],
   };
   charts.push(new uPlot(opts, [xs, ...series.lines.map((s) => s.values)], target));
 }
@@ -124,7 +124,9 @@ function renderAddress(d) {
   const target = el("div", { id: "earnings-plot" });
   out.push(section("Earnings and slashes over time", target,
     table(["block", "time", "job", "game", "what", "amount (VERI)"], d.earnings.map((e) => ({ attrs: { class: e.sign < 0 ? "loss" : "gain" }, cells: [e.block, when(e.time), e.job === null ? "-" : jobLink(e.job), e.game === null ? "-" : e.game, e.what, (e.sign < 0 ? "-" : "+") + e.amount] })), { id: "earnings" })));
-  if (d.earnings.length) out.later = () => plot("net earnings (VERI) by block", d.earnings.map((e) => e.block), { xLabel: "block", lines: [{ label: "net VERI", values: d.earnings.map((e) => e.net) }] }, target);
+  const xs = [d.since, ...d.earnings.map((e) => e.block), d.head];
+  const net = [0, ...d.earnings.map((e) => e.net)];
+  out.later = () => plot("net earnings (VERI) by block", xs, { xLabel: "block", stepped: true, lines: [{ label: "net VERI", values: [...net, net[net.length - 1]] }] }, target);
   out.push(section("Jobs", kv(Object.entries(d.jobs).map(([k, ids]) => [k, ids.length ? ids.map((i) => [jobLink(i), " "]) : "-"]))));
   out.push(section("Games played", d.games.length ? table(["game", "job", "as"], d.games.map((g) => [g.game, jobLink(g.job), g.as.join(", ")])) : el("p", {}, "none")));
   return out;
