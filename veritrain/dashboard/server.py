@@ -189,4 +189,5 @@ def dashboard(
     protocol = Protocol.connect(client, AddressBook.for_chain(settings.address_book_dir, client))
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     console.print(f"dashboard of chain {client.chain_id} on http://{host}:{port}/ (Ctrl-C stops it)", highlight=False)
-    web.run_app(make_app(protocol, store, poll), host=host, port=port, print=None, access_log=None)
+    # open event streams never end by themselves: a stop waits 1 s for them, then cancels them
+    web.run_app(make_app(protocol, store, poll), host=host, port=port, print=None, access_log=None, shutdown_timeout=1.0)
