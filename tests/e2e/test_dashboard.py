@@ -67,7 +67,7 @@ def _dashboard(market: Market) -> str:
         except OSError:
             return False
 
-    wait_for("the dashboard to answer", answers, 60, market)
+    wait_for("the dashboard to answer", answers, 180, market)  # imports the whole command (torch too) on two busy cores
     return url
 
 
@@ -88,16 +88,23 @@ def _screenshot(driver: Any, name: str, fallback: Path) -> None:
     assert driver.save_screenshot(str(folder / f"dashboard-{name}.png"))
 
 
+def _texts(driver: Any, selector: str, attribute: str | None = None) -> list[str]:
+    """Texts (or an attribute) of the elements matching ``selector``, read in one script: the page
+    re-renders as blocks come, so element handles kept across calls go stale."""
+    script = "return [...document.querySelectorAll(arguments[0])].map(e => arguments[1] ? e.getAttribute(arguments[1]) : e.innerText)"
+    return list(driver.execute_script(script, selector, attribute))
+
+
 def _text(driver: Any, selector: str) -> str:
-    found = driver.find_elements("css selector", selector)
-    return found[0].text if found else ""
+    found = _texts(driver, selector)
+    return found[0] if found else ""
 
 
 def test_an_honest_job_reaches_finalized_live_and_pays_its_solver(market: Market, browser: Any, tmp_path: Path) -> None:
+    url = _dashboard(market)
     for i in VERIFIERS:
         market.daemon("verifier", i, f"verifier{i}", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")
     market.daemon("solver", SOLVER, "solver", "--poll", "0.5")
-    url = _dashboard(market)
     browser.get(url + "/")
     wait_for("the network page rendered", lambda: _text(browser, "#total-jobs"), 30, market)
     browser.execute_script("window.notReloaded = true")
@@ -117,7 +124,7 @@ def test_an_honest_job_reaches_finalized_live_and_pays_its_solver(market: Market
     assert "PASSED" in _text(browser, "#verdict")
     assert browser.find_elements("css selector", "#curve canvas"), "the training curve is drawn"
     assert "fetchable" in _text(browser, "#model")
-    events = [r.get_attribute("data-event") for r in browser.find_elements("css selector", "#timeline tbody tr")]
+    events = _texts(browser, "#timeline tbody tr", "data-event")
     assert events[0] == "JobPosted" and "TraceCommitted" in events and "ReportSubmitted" in events
     _screenshot(browser, "job", tmp_path)
 
@@ -131,10 +138,10 @@ def test_an_honest_job_reaches_finalized_live_and_pays_its_solver(market: Market
 
 
 def test_a_cheating_solvers_job_shows_the_dispute_and_the_slash(market: Market, browser: Any, tmp_path: Path) -> None:
+    url = _dashboard(market)
     for i in VERIFIERS:
         market.daemon("verifier", i, f"verifier{i}", "--stake", "200", "--duty-grace", "5", "--poll", "0.5", run=2)
     market.daemon("solver", CHEATER, "cheater", "--cheat", "wrong-lr", "--poll", "0.5")
-    url = _dashboard(market)
     job_id = _post(market, tmp_path / "job")
     browser.get(f"{url}/job/{job_id}")
     browser.execute_script("window.notReloaded = true")
@@ -143,13 +150,13 @@ def test_a_cheating_solvers_job_shows_the_dispute_and_the_slash(market: Market, 
     wait_for("the dispute settled on the open job page", lambda: browser.find_elements("css selector", status), 420, market)
     assert browser.execute_script("return window.notReloaded") is True, "the page was reloaded"
     assert "FAILED" in _text(browser, "#verdict")
-    moves = [r.text for r in browser.find_elements("css selector", ".moves tbody tr")]
+    moves = _texts(browser, ".moves tbody tr")
     assert any("MidpointPosted" in m for m in moves) and any("DisputeSettled" in m for m in moves)
     cheater = market.account(CHEATER).address
     if _shots():
         _screenshot(browser, "dispute", tmp_path)
 
     browser.get(url + "/")
-    wait_for("the slash on the network page", lambda: browser.find_elements("css selector", "#slashes tr.slash"), 30, market)
-    slashed = [r.find_element("css selector", "a.addr").get_attribute("title") for r in browser.find_elements("css selector", "#slashes tr.slash")]
+    wait_for("the slash on the network page", lambda: _texts(browser, "#slashes tr.slash"), 30, market)
+    slashed = _texts(browser, "#slashes tr.slash a.addr", "title")
     assert cheater in slashed

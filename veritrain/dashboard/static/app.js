@@ -9,6 +9,7 @@ const main = document.getElementById("main");
 let charts = [];
 let busy = false;
 let again = false;
+let shown = null;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -142,11 +143,15 @@ async function refresh() {
     const reply = await fetch(api[page](), { cache: "no-store" });
     if (!reply.ok) { main.replaceChildren(el("p", { class: "error" }, await reply.text())); return; }
     const data = await reply.json();
-    charts.forEach((c) => c.destroy());
-    charts = [];
-    const parts = render[page](data);
-    main.replaceChildren(...parts);
-    if (parts.later) parts.later();
+    const same = JSON.stringify({ ...data, head: 0 });
+    if (same !== shown) { // a new block that changed nothing on this page keeps the DOM (and the reader's place)
+      shown = same;
+      charts.forEach((c) => c.destroy());
+      charts = [];
+      const parts = render[page](data);
+      main.replaceChildren(...parts);
+      if (parts.later) parts.later();
+    }
     document.getElementById("head").textContent = "block " + data.head;
     body.dataset.head = data.head;
   } catch (e) {
