@@ -106,7 +106,7 @@ function renderJob(d) {
     out.push(section("Dispute game " + g.id + (g.on_report ? " (on the report)" : ""),
       kv([["status", el("span", { class: "game-status", "data-status": g.status }, g.status)], ["segment / steps", g.segment + " / " + g.steps],
         ["position lo..hi", g.lo + ".." + g.hi + " after " + g.moves_made + " moves"], ["defender", addr(g.defender)], ["challenger", addr(g.challenger)],
-        ["clocks left (defender / challenger)", g.clocks.defender + " s / " + g.clocks.challenger + " s"], ["referees", g.referees.map(addr)],
+        ["clocks left (defender / challenger)", g.clocks.defender + " s / " + g.clocks.challenger + " s"], ["referees", g.referees.length ? g.referees.map((a, i) => [i ? ", " : "", addr(a)]) : "-"],
         ["winner / payout", g.winner ? el("span", { class: "game-winner" }, addr(g.winner), " / " + g.payout + " VERI") : "-"]]),
       table(["block", "time", "move", "by", "gas", "details"], g.moves.map((e) => [e.block, when(e.timestamp), e.event, addr(e.from), e.gas_used.toLocaleString("en"), args(e.args)]), { class: "moves" })));
   }
