@@ -62,6 +62,7 @@ def test_the_index_follows_new_blocks_without_rescanning(devnet: Devnet, parties
     assert [e["event"] for e in job["timeline"]] == ["JobPosted", "JobClaimed"]
     assert all(e["gas_used"] > 21_000 for e in job["timeline"])
     assert job["spec"]["fields"]["steps"] == 200 and job["spec"]["fields"]["checkpoint_interval"] == 20
+    assert job["spec"]["kind"] == "mlp" and job["spec"]["size"]["segments"] == 10 and job["spec"]["size"]["parameters"] > 4000
     assert views.job(JobId(10_000)) is None
 
     account = views.address(parties.solver.address)

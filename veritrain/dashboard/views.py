@@ -22,6 +22,7 @@ from proofs.manifest import MAX_MANIFEST_BYTES, parse_manifest
 from proofs.spec import Limits, load_spec
 from rolebase.amounts import show_tokens
 from rolebase.earnings import balances, earnings_of
+from submitter.cli import job_size
 from submitter.timeline import TimelineEntry, job_timeline
 from veritrain.dashboard.index import ChainIndex, GameRow
 from veritrain.demo import game_timeline
@@ -186,7 +187,8 @@ class Views:
 
     def _spec(self, cid: str) -> dict[str, Any]:
         try:
-            return {"fields": load_spec(self._fetch(cid, Limits.SPEC_BYTES)).model_dump(mode="json")}
+            spec = load_spec(self._fetch(cid, Limits.SPEC_BYTES))
+            return {"kind": spec.model.kind, "size": job_size(spec), "fields": spec.model_dump(mode="json")}
         except VeritrainError as exc:
             return {"error": str(exc)}
 

@@ -85,7 +85,10 @@ function renderJob(d) {
     d.timeline.map((e) => ({ attrs: { "data-event": e.event }, cells: [e.block, when(e.timestamp), e.event, addr(e.from), e.gas_used.toLocaleString("en"), args(e.args)] })), { id: "timeline" })));
   if (d.spec) {
     out.push(section("Spec", el("p", {}, "CID ", el("code", {}, d.spec.cid)),
-      d.spec.error ? el("p", { class: "error" }, d.spec.error) : el("pre", { id: "spec" }, JSON.stringify(d.spec.fields, null, 2))));
+      d.spec.error ? el("p", { class: "error" }, d.spec.error) : [
+        el("p", { id: "spec-size" }, d.spec.kind + ", " + d.spec.size.parameters.toLocaleString("en") + " parameters, " + d.spec.size.steps.toLocaleString("en") + " steps in " +
+          d.spec.size.segments + " segments, " + d.spec.size.examples_per_step.toLocaleString("en") + " examples per step, about " + (d.spec.size.train_flop / 1e9).toFixed(1) + " GFLOP of training"),
+        el("pre", { id: "spec" }, JSON.stringify(d.spec.fields, null, 2))]));
   }
   if (d.curve) {
     const target = el("div", { id: "curve" });
