@@ -26,6 +26,7 @@ from core.agent import open_store
 from core.chain import Address
 from core.contracts import JobId, Protocol
 from core.errors import ConfigError
+from core.storage import ContentStore
 from rolebase import cli as options
 from rolebase.cli import console
 from veritrain.dashboard.index import ChainIndex
@@ -52,12 +53,12 @@ _SHELL = """<!doctype html>
 """
 
 
-def make_app(protocol: Protocol, views_store: Any, poll: float) -> web.Application:
-    """The dashboard's aiohttp application over ``protocol``; ``views_store`` is the content store (or None)."""
+def make_app(protocol: Protocol, store: ContentStore | None, poll: float) -> web.Application:
+    """The dashboard's aiohttp application over ``protocol`` and ``store`` (None: pages without specs, manifests, reports)."""
     index = ChainIndex(protocol)
     app = web.Application()
     app[_INDEX] = index
-    app[_VIEWS] = Views(index, views_store)
+    app[_VIEWS] = Views(index, store)
     app[_HEAD] = asyncio.Condition()
     app[_POLL] = poll
     app.router.add_get("/", _network_page)
@@ -169,10 +170,9 @@ def dashboard(
 ) -> None:
     """Serve a read-only, live web dashboard of the network, its jobs and its accounts.
 
-    Built from the chain and the content store alone (specs, manifests, reports); it sends no
-    transaction and holds no key. Pages: / (jobs by state, staked solvers, verifiers and
-    whistleblowers, the jackpot, recent slashes), /job/ID (timeline with gas, spec, training curve,
-    verification, disputes move by move, the model's CID), /address/ADDRESS (stakes, earnings plot).
+    Built from the chain and the content store alone (specs, manifests, reports); it sends no transaction and holds no key. Pages update live, without a reload.
+
+    Pages: / (jobs by state, staked solvers, verifiers and whistleblowers, the jackpot, recent slashes), /job/ID (timeline with gas, spec, training curve, verification, disputes move by move, the model's CID), /address/ADDRESS (stakes, earnings plot).
 
     Examples:
 
