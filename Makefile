@@ -13,6 +13,18 @@ STAMPS := .stamps
 
 setup: $(STAMPS)/venv $(STAMPS)/npm
 
+# The dashboard's browser test drives Debian's chromium through its chromedriver (selenium, pinned in
+# requirements.lock). Installed with apt-get where we are root and it is missing; elsewhere that test
+# skips and says why.
+$(STAMPS)/browser:
+	@mkdir -p $(STAMPS)
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then echo "setup: chromium and chromedriver present"; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "setup 3/3: Debian's chromium and chromium-driver (apt-get) for the dashboard's browser test"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium chromium-driver >/dev/null; \
+	else echo "setup: no chromium and not root: the dashboard's browser test will skip"; fi
+	@touch $@
+
 $(STAMPS)/venv: requirements.lock pyproject.toml
 	@mkdir -p $(STAMPS)
 	@echo "setup 1/2: Python virtualenv from requirements.lock (torch, web3; a few minutes the first time)"
@@ -46,7 +58,7 @@ test-forge: build
 	$(BIN)/forge test --offline --isolate --match-contract 'Gas'
 
 
-test-py: build
+test-py: build $(STAMPS)/browser
 	$(PY) -m pytest
 
 # ruff and mypy (pinned in requirements.lock, configured in pyproject.toml): lint, formatting

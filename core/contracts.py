@@ -420,20 +420,20 @@ class _Wrapper:
 
     def decode_events(self, receipt: Receipt, name: str | None = None) -> list[Event]:
         """This contract's events in ``receipt`` (only those named ``name`` if given)."""
-        found = []
-        for log in receipt.logs:
-            if to_checksum_address(log["address"]) != self.address or not log["topics"]:
-                continue
-            event_name = self._topics.get(bytes(log["topics"][0]))
-            if event_name is None or (name is not None and event_name != name):
-                continue
-            decoded = self.contract.events[event_name]().process_log(log)
-            found.append(
-                Event(
-                    event_name, dict(decoded["args"]), BlockNumber(decoded["blockNumber"]), "0x" + bytes(decoded["transactionHash"]).hex(), decoded["logIndex"]
-                )
-            )
-        return found
+        found = [event for event in map(self.decode_log, receipt.logs) if event is not None]
+        return [event for event in found if name is None or event.name == name]
+
+    def decode_log(self, log: Mapping[str, Any]) -> Event | None:
+        """One raw log as this contract's event, or None when another contract (or no known event) emitted it."""
+        if to_checksum_address(log["address"]) != self.address or not log["topics"]:
+            return None
+        event_name = self._topics.get(bytes(log["topics"][0]))
+        if event_name is None:
+            return None
+        decoded = self.contract.events[event_name]().process_log(log)
+        return Event(
+            event_name, dict(decoded["args"]), BlockNumber(decoded["blockNumber"]), "0x" + bytes(decoded["transactionHash"]).hex(), decoded["logIndex"]
+        )
 
     def events(self, name: str, from_block: int, to_block: int | None = None, **filters: Any) -> list[Event]:
         """Logs of event ``name`` in a block range (fetched in bounded chunks), indexed-argument filters by name."""

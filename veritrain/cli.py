@@ -29,6 +29,7 @@ from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
 from veritrain import demo, deploy_cmd, devnet_cmd, model_cmd, money, spec_cmd, up_cmd, wallet
+from veritrain.dashboard.server import dashboard
 from whistleblower.cli import app as whistleblower_app
 
 __all__ = ["app", "VeritrainApp"]
@@ -106,6 +107,7 @@ app.add_typer(model_cmd.app, name="model")
 app.add_typer(spec_cmd.app, name="spec")
 app.command()(wallet.init)
 app.command(name="demo")(demo.demo)
+app.command(name="dashboard")(dashboard)
 app.add_typer(submit_app, name="submit")
 app.add_typer(solver_app, name="solver")
 app.add_typer(verifier_app, name="verifier")
