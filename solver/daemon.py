@@ -9,6 +9,7 @@ from core.agent import Agent, LoopSettings, MarketWatcher, RoleDaemon, StopFlag,
 from core.agent import state_dir as role_state_dir
 from core.chain import Signer
 from core.config import Settings
+from core.contracts import Capabilities, Device
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
 from solver.adversary import (
@@ -25,7 +26,7 @@ from solver.loader import SolverLoader
 from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
 from solver.responder import SolverResponder
 from solver.state import SolverDb
-from solver.work import Limits, ProgressHook, SpecJudge, Workshop
+from solver.work import Limits, ProgressHook, SpecJudge, Workshop, measure_flops
 
 SolverDaemon = RoleDaemon[SolverView, SolverAction]
 
@@ -45,6 +46,12 @@ _HONEST_TRACE_CHEATS = (WITHHOLD, STALE_MODEL, GARBAGE_MANIFEST, FOREIGN_ROOT)
 def state_dir(data_dir: Path, address: str) -> Path:
     """One directory per solver account: its records and its checkpoints."""
     return role_state_dir(data_dir, "solver", address)
+
+
+def offer(limits: Limits) -> Capabilities:
+    """What this solver advertises: its limits, the CPU (the device Workshop trains on) and its speed,
+    measured now (docs/roles.md, "Capabilities")."""
+    return Capabilities(limits.max_params, limits.max_dataset_bytes, limits.max_steps, measure_flops(), Device.CPU, advertised_at=0)
 
 
 def build(
@@ -84,7 +91,7 @@ def build(
     }.get(cheat or "", responder)
     agent: Agent[SolverView, SolverAction] = Agent(
         "solver",
-        SolverLoader(protocol, watcher, db, judge, signer.address, config),
+        SolverLoader(protocol, watcher, db, judge, signer.address, config, offer(limits)),
         SolverPolicy(config),
         performer,
         settings=loop,

@@ -6,7 +6,8 @@ our work on each got. Specs of open jobs are fetched by CID and judged once
 verdict cached in the records; a job whose spec cannot be run here, or whose commit window
 is shorter than its estimated training time, is refused for good and logged once. A disputed job of
 ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
-a restart mid-game loses nothing.
+a restart mid-game loses nothing. Our advert of capabilities is read every tick, next to
+what we offer (the policy re-advertises only when they differ).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 from core.agent import MarketWatcher
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
+from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
 from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window
 from solver.state import SolverDb
 from solver.work import SpecJudge
@@ -27,8 +28,12 @@ _HELD_STATES = frozenset({JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYI
 
 
 class SolverLoader:
-    def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: SolverDb, judge: SpecJudge, me: Address, config: SolverConfig) -> None:
+    def __init__(
+        self, protocol: Protocol, watcher: MarketWatcher, db: SolverDb, judge: SpecJudge, me: Address, config: SolverConfig, offer: Capabilities | None = None
+    ) -> None:
+        """``offer``: the capabilities this solver advertises (None: it advertises nothing)."""
         self.protocol = protocol
+        self.offer = offer
         self.config = config
         self.watcher = watcher
         self.db = db
@@ -81,6 +86,8 @@ class SolverLoader:
             forgettable=tuple(sorted(j for j in records if j not in held_ids)),
             game_params=self._game_params,
             claims_made=len(claimed),
+            advertised=p.stakes.capabilities_of(self.me) if self.offer is not None else None,
+            offer=self.offer,
         )
 
     def _judge(self, job_id: JobId, job: Job) -> SpecCheck:
