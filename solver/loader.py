@@ -6,8 +6,8 @@ our work on each got. Specs of open jobs are fetched by CID and judged once
 verdict cached in the records; a job whose spec cannot be run here, or whose commit window
 is shorter than its estimated training time, is refused for good and logged once. A disputed job of
 ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
-a restart mid-game loses nothing. Our advert of capabilities is read every tick, next to
-what we offer (the policy re-advertises only when they differ).
+a restart mid-game loses nothing. Our advert of capabilities is read each tick until it says
+what we offer (the policy re-advertises while they differ), then no more.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from core.agent import MarketWatcher
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
-from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window
+from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window, same_offer
 from solver.state import SolverDb
 from solver.work import SpecJudge
 
@@ -39,6 +39,7 @@ class SolverLoader:
         self.db = db
         self.judge = judge
         self.me = me
+        self._advertised: Capabilities | None = None
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
 
@@ -86,9 +87,17 @@ class SolverLoader:
             forgettable=tuple(sorted(j for j in records if j not in held_ids)),
             game_params=self._game_params,
             claims_made=len(claimed),
-            advertised=p.stakes.capabilities_of(self.me) if self.offer is not None else None,
+            advertised=self._advertised_now(),
             offer=self.offer,
         )
+
+    def _advertised_now(self) -> Capabilities | None:
+        """Our advert on chain: read until it says what we offer, then kept (only our key changes it)."""
+        if self.offer is None:
+            return None
+        if self._advertised is None or not same_offer(self._advertised, self.offer):
+            self._advertised = self.protocol.stakes.capabilities_of(self.me)
+        return self._advertised
 
     def _judge(self, job_id: JobId, job: Job) -> SpecCheck:
         """An open job's check: refused for good already, or its spec's verdict against its commit window."""
