@@ -7,7 +7,7 @@ import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {Checkpoints} from "@openzeppelin/contracts/utils/structs/Checkpoints.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
-import {Role, StakeInfo} from "./Types.sol";
+import {Capabilities, Device, Role, StakeInfo} from "./Types.sol";
 import {SumTree} from "./libraries/SumTree.sol";
 
 // Deadlines are timestamps by design: windows are minutes to days, far above the seconds a
@@ -17,6 +17,8 @@ import {SumTree} from "./libraries/SumTree.sol";
 /// @notice Stakes per (account, role), an unbonding delay, and the protocol contracts' bonds:
 ///         lock / unlock / slash, and a stake-weighted verifier draw over a Fenwick sum tree that
 ///         reads every input as of the draw's anchor block (see drawVerifier).
+///         Staked solvers also advertise here what they can run (advertise / capabilitiesOf), so
+///         that a submitter can see whether any solver fits its job before posting it.
 /// @dev Authorization: the deployer is the wiring admin and names the protocol contracts once with
 ///      `authorize`; the set is fixed from then on. Token balance of this contract ==
 ///      sum over (account, role) of staked + unbonding (tests/forge/invariant checks it).
@@ -48,6 +50,7 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
     mapping(address account => bool) public isProtocol;
 
     mapping(address account => mapping(Role role => StakeInfo)) private _stakes;
+    mapping(address solver => Capabilities) private _capabilities;
 
     /// Verifier draw tree: slot i (1-based) holds the weight of the account _slotAccount[i] names
     /// (both with history by block, so a draw reads them as of its anchor).
@@ -137,6 +140,11 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         (, total) = _tree.headAt(SafeCast.toUint32(blockNumber));
     }
 
+    /// @inheritdoc IStakeManager
+    function capabilitiesOf(address solver) external view returns (Capabilities memory) {
+        return _capabilities[solver];
+    }
+
     // ------------------------------------------------------------------ anyone
 
     /// @inheritdoc IStakeManager
@@ -186,6 +194,21 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         s.unbonding = 0;
         emit Withdrawn(msg.sender, role, amount);
         token.safeTransfer(msg.sender, amount);
+    }
+
+    /// @inheritdoc IStakeManager
+    function advertise(uint48 maxParams, uint48 maxDatasetBytes, uint32 maxSteps, uint64 flops, Device device) external {
+        uint256 staked = _stakes[msg.sender][Role.Solver].staked;
+        // INVARIANT: only a solver eligible when it advertises writes capabilities (readers also
+        // check eligibility now: the stake may have left since).
+        if (staked < _minSolverStake) revert NotEligible(msg.sender, Role.Solver, staked, _minSolverStake);
+        if (maxParams == 0) revert ZeroCapability("maxParams");
+        if (maxDatasetBytes == 0) revert ZeroCapability("maxDatasetBytes");
+        if (maxSteps == 0) revert ZeroCapability("maxSteps");
+        if (flops == 0) revert ZeroCapability("flops");
+        _capabilities[msg.sender] =
+            Capabilities(maxParams, maxDatasetBytes, maxSteps, flops, device, SafeCast.toUint40(block.timestamp));
+        emit CapabilitiesAdvertised(msg.sender, maxParams, maxDatasetBytes, maxSteps, flops, device);
     }
 
     // ------------------------------------------------------------------ wiring

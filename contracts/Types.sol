@@ -36,6 +36,30 @@ enum RefundReason {
     DisputeTimedOut
 }
 
+/// @notice The device a solver trains on (Capabilities.device). New kinds are appended, so the older
+///         values keep their numbers.
+enum Device {
+    Cpu,
+    Cuda
+}
+
+/// @notice What a staked solver says it can run (StakeManager.advertise): its limits, its device and
+///         its measured speed. Claims, not proofs: the chain cannot check them, and a solver that
+///         overstates them claims jobs it cannot finish and loses their bonds.
+/// @dev One storage slot (240 bits). `flops` is training FLOP per second counted as clients count a
+///      job's compute (6 x parameters x examples per step, per step; rolebase/capabilities.py),
+///      measured by the solver on a reference job: a job's FLOP divided by it estimates the job's
+///      training time there.
+struct Capabilities {
+    uint48 maxParams;
+    uint48 maxDatasetBytes;
+    uint32 maxSteps;
+    uint64 flops;
+    Device device;
+    /// Block timestamp of the latest advert (0: never advertised).
+    uint40 advertisedAt;
+}
+
 /// @notice One account's stake in one role.
 /// @dev `staked` includes `locked`; `free = staked - locked`. `unbonding` left `staked` on
 ///      requestUnstake and is withdrawable at `releaseAt`; it can no longer be locked or slashed.

@@ -47,6 +47,8 @@ __all__ = [
     "ForcedSeed",
     "AvailabilityChallenge",
     "StakeInfo",
+    "Device",
+    "Capabilities",
     "Game",
     "GameParams",
     "Event",
@@ -79,6 +81,13 @@ class Role(IntEnum):
     SOLVER = 0
     VERIFIER = 1
     WHISTLEBLOWER = 2
+
+
+class Device(IntEnum):
+    """What a solver trains on (Types.sol ``Device``)."""
+
+    CPU = 0
+    CUDA = 1
 
 
 class JobState(IntEnum):
@@ -154,6 +163,7 @@ class SettleReason(IntEnum):
 
 _ENUMS: Mapping[str, type[IntEnum]] = {
     "Role": Role,
+    "Device": Device,
     "JobState": JobState,
     "RefundReason": RefundReason,
     "GameStatus": GameStatus,
@@ -279,6 +289,20 @@ class StakeInfo:
     @property
     def free(self) -> TokenAmount:
         return TokenAmount(self.staked - self.locked)
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a solver advertised it can run (Types.sol ``Capabilities``): the largest model, dataset and
+    step count it takes, its device, and its training speed in FLOP/s as clients count a job's compute
+    (rolebase/capabilities.py). ``advertised_at`` is 0 when it never advertised."""
+
+    max_params: int
+    max_dataset_bytes: int
+    max_steps: int
+    flops: int
+    device: Device
+    advertised_at: int
 
 
 @dataclass(frozen=True)
@@ -525,6 +549,10 @@ class StakeManager(_Wrapper):
         """Sum of verifier weights at the end of ``block_number``: what a draw anchored there reads."""
         return int(self._call("totalVerifierWeightAt", block_number))
 
+    def capabilities_of(self, solver: str) -> Capabilities:
+        """The solver's latest advert (count it only while the solver is eligible: it outlives its stake)."""
+        return self._struct(Capabilities, "capabilitiesOf", solver)
+
     # anyone
     def stake(self, role: Role, amount: int) -> Receipt:
         """Stake ``amount`` (approve the stake manager on the token first)."""
@@ -535,6 +563,10 @@ class StakeManager(_Wrapper):
 
     def withdraw(self, role: Role) -> Receipt:
         return self._send("withdraw", int(role))
+
+    def advertise(self, max_params: int, max_dataset_bytes: int, max_steps: int, flops: int, device: Device) -> Receipt:
+        """Publish the signer's capabilities (it must be an eligible solver)."""
+        return self._send("advertise", max_params, max_dataset_bytes, max_steps, flops, int(device))
 
     # wiring admin / protocol contracts only (wrapped so their access control can be exercised)
     def authorize(self, protocols: Sequence[str]) -> Receipt:

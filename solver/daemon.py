@@ -8,6 +8,7 @@ from pathlib import Path
 from core.agent import LoopSettings, Responder
 from core.chain import Signer
 from core.config import Settings
+from core.contracts import Capabilities, Device
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
 from rolebase.daemon import RoleDaemon, Wiring
@@ -27,7 +28,7 @@ from solver.loader import SolverLoader
 from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
 from solver.responder import SolverResponder
 from solver.state import SolverDb
-from solver.work import Limits, ProgressHook, SpecJudge, Workshop
+from solver.work import Limits, ProgressHook, SpecJudge, Workshop, measure_flops
 
 SolverDaemon = RoleDaemon[SolverView, SolverAction]
 
@@ -47,6 +48,12 @@ _HONEST_TRACE_CHEATS = (WITHHOLD, STALE_MODEL, GARBAGE_MANIFEST, FOREIGN_ROOT)
 def state_dir(data_dir: Path, address: str) -> Path:
     """One directory per solver account: its records and its checkpoints."""
     return role_state_dir(data_dir, "solver", address)
+
+
+def offer(limits: Limits) -> Capabilities:
+    """What this solver advertises: its limits, the CPU (the device Workshop trains on) and its speed,
+    measured now (docs/roles.md, "Capabilities")."""
+    return Capabilities(limits.max_params, limits.max_dataset_bytes, limits.max_steps, measure_flops(), Device.CPU, advertised_at=0)
 
 
 def build(
@@ -82,6 +89,6 @@ def build(
             GARBAGE_MANIFEST: ForeignManifest(responder, db, store, GARBAGE_MANIFEST),
             FOREIGN_ROOT: ForeignManifest(responder, db, store, FOREIGN_ROOT),
         }
-        return SolverLoader(w.protocol, w.watcher, db, judge, w.me, config), SolverPolicy(config), performers.get(cheat or "", responder)
+        return SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits)), SolverPolicy(config), performers.get(cheat or "", responder)
 
     return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop)

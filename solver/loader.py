@@ -6,7 +6,8 @@ our work on each got. Specs of open jobs are fetched by CID and judged once
 verdict cached in the records; a job whose spec cannot be run here, or whose commit window
 is shorter than its estimated training time, is refused for good and logged once. A disputed job of
 ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
-a restart mid-game loses nothing.
+a restart mid-game loses nothing. Our advert of capabilities is read each tick until it says
+what we offer (the policy re-advertises while they differ), then no more.
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ import logging
 
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
+from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
 from rolebase.watchers import MarketWatcher
-from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window
+from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window, same_offer
 from solver.state import SolverDb
 from solver.work import SpecJudge
 
@@ -27,13 +28,18 @@ _HELD_STATES = frozenset({JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYI
 
 
 class SolverLoader:
-    def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: SolverDb, judge: SpecJudge, me: Address, config: SolverConfig) -> None:
+    def __init__(
+        self, protocol: Protocol, watcher: MarketWatcher, db: SolverDb, judge: SpecJudge, me: Address, config: SolverConfig, offer: Capabilities | None = None
+    ) -> None:
+        """``offer``: the capabilities this solver advertises (None: it advertises nothing)."""
         self.protocol = protocol
+        self.offer = offer
         self.config = config
         self.watcher = watcher
         self.db = db
         self.judge = judge
         self.me = me
+        self._advertised: Capabilities | None = None
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
 
@@ -81,7 +87,17 @@ class SolverLoader:
             forgettable=tuple(sorted(j for j in records if j not in held_ids)),
             game_params=self._game_params,
             claims_made=len(claimed),
+            advertised=self._advertised_now(),
+            offer=self.offer,
         )
+
+    def _advertised_now(self) -> Capabilities | None:
+        """Our advert on chain: read until it says what we offer, then kept (only our key changes it)."""
+        if self.offer is None:
+            return None
+        if self._advertised is None or not same_offer(self._advertised, self.offer):
+            self._advertised = self.protocol.stakes.capabilities_of(self.me)
+        return self._advertised
 
     def _judge(self, job_id: JobId, job: Job) -> SpecCheck:
         """An open job's check: refused for good already, or its spec's verdict against its commit window."""

@@ -5,6 +5,11 @@ database at one instant; the actions are carried out by :mod:`solver.responder`.
 One action per held job per tick, the next stage of that job; a claim only when
 there is capacity and stake for its bond.
 
+The solver's advert on chain (its limits, device and measured speed: StakeManager.advertise)
+is kept equal to what it offers: sent once staked, and again only when a limit or the device
+differs, or the measured speed moved by more than ``SPEED_TOLERANCE`` either way (a speed
+measured again at each start is never exactly the same).
+
 A job of ours that a challenger disputes is defended: each bisection move posts the state
 at the game's midpoint (recomputed from our checkpoint), as long as our clock runs; a
 challenger whose clock ran out is timed out, and a failing verifier that never opened its
@@ -19,7 +24,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.chain import Address
-from core.contracts import Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action, next_turn
 from rolebase.actions import Forget, Stake, stake_needed
 
@@ -52,6 +57,22 @@ def fits_window(check: SpecCheck, commit_window: int, margin_s: int) -> SpecChec
     if check.runnable and check.train_s + margin_s > commit_window:
         return SpecCheck(False, f"training takes about {check.train_s:.0f} s here, the commit window is {commit_window} s", check.steps, check.train_s)
     return check
+
+
+#: A measured speed within this factor of the advertised one is the same offer (no new advert).
+SPEED_TOLERANCE = 1.5
+
+
+def same_offer(advertised: Capabilities, offer: Capabilities) -> bool:
+    """Whether the advert on chain already says what we offer: the same limits and device, and a speed
+    within ``SPEED_TOLERANCE`` of ours either way (never advertised: not the same)."""
+    limits = (offer.max_params, offer.max_dataset_bytes, offer.max_steps, offer.device)
+    return (
+        advertised.advertised_at != 0
+        and (advertised.max_params, advertised.max_dataset_bytes, advertised.max_steps, advertised.device) == limits
+        and offer.flops <= advertised.flops * SPEED_TOLERANCE
+        and advertised.flops <= offer.flops * SPEED_TOLERANCE
+    )
 
 
 @dataclass(frozen=True)
@@ -94,6 +115,8 @@ class SolverView:
     forgettable: tuple[JobId, ...]  # jobs in the local records that are final or no longer ours
     game_params: GameParams | None = None  # the dispute game's (immutable) parameters
     claims_made: int = 0  # jobs this solver ever claimed (its records)
+    advertised: Capabilities | None = None  # our advert on chain (advertised_at 0: none yet)
+    offer: Capabilities | None = None  # what we advertise: our limits, device and measured speed (None: nothing)
 
 
 @dataclass(frozen=True)
@@ -109,6 +132,13 @@ class SolverConfig:
 
 
 # --------------------------------------------------------------------- actions
+
+
+@dataclass(frozen=True)
+class Advertise:
+    """Publish ``offer`` as our capabilities (the chain stamps the time)."""
+
+    offer: Capabilities
 
 
 @dataclass(frozen=True)
@@ -177,6 +207,7 @@ class AnswerAvailability:
 
 SolverAction = (
     Stake
+    | Advertise
     | Claim
     | Train
     | Upload
@@ -201,6 +232,9 @@ class SolverPolicy:
         stake = self._stake(view)
         if stake is not None:
             actions.append(stake)
+        advertise = self._advertise(view)
+        if advertise is not None:
+            actions.append(advertise)
         for job in sorted(view.held_jobs, key=lambda j: j.job_id):
             step = self._advance(view, job)
             if step is not None:
@@ -213,6 +247,13 @@ class SolverPolicy:
     def _stake(self, view: SolverView) -> Stake | None:
         amount = stake_needed(self.config.stake_target, view.min_stake, view.staked, view.token_balance)
         return None if amount is None else Stake(amount)
+
+    def _advertise(self, view: SolverView) -> Advertise | None:
+        if view.offer is None or view.staked < view.min_stake:  # the chain takes adverts from eligible solvers only
+            return None
+        if view.advertised is not None and same_offer(view.advertised, view.offer):
+            return None
+        return Advertise(view.offer)
 
     def _advance(self, view: SolverView, job: HeldJob) -> SolverAction | None:
         if job.state is JobState.CLAIMED:

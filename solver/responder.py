@@ -18,6 +18,7 @@ from rolebase.actions import Forget, Stake, Upkeep
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
 from solver.policy import (
+    Advertise,
     AnswerAvailability,
     AssignVerifier,
     Claim,
@@ -52,6 +53,18 @@ class SolverResponder:
         match action:
             case Stake():
                 self.upkeep.perform(action)
+            case Advertise(offer):
+                receipt = p.stakes.advertise(offer.max_params, offer.max_dataset_bytes, offer.max_steps, offer.flops, offer.device)
+                log_mined(
+                    log,
+                    "advertise",
+                    receipt,
+                    max_params=offer.max_params,
+                    max_dataset_bytes=offer.max_dataset_bytes,
+                    max_steps=offer.max_steps,
+                    flops=offer.flops,
+                    device=offer.device.name,
+                )
             case Claim(job_id):
                 spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
                 self.workshop.keep_inputs(job_id)  # spec and dataset pinned before the bond is at stake

@@ -38,7 +38,7 @@ from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
 from core.contracts import MAX_PUBLISHED_CHECKPOINT_BYTES, MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol
 from core.errors import VeritrainError
-from core.storage import ContentNotFound, ContentStore, StoreUnavailable
+from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
 from proofs.checkpoint import (
     MAX_CHECKPOINT_BYTES,
     decode_checkpoint,
@@ -46,6 +46,7 @@ from proofs.checkpoint import (
     update_norm,
 )
 from proofs.data import Dataset, load_dataset
+from proofs.datasets import reference_job
 from proofs.errors import ProofError
 from proofs.manifest import largest_manifest_bytes
 from proofs.merkle import TraceTree
@@ -54,6 +55,7 @@ from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Trace, Trainer, segment_loss
+from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.watchers import MarketWatcher
 from solver.policy import Phase, SpecCheck
@@ -85,9 +87,11 @@ DRY_RUN_STEPS = 2
 #: Bytes a later checkpoint may add to checkpoint 0 (its step number has more digits).
 CHECKPOINT_GROWTH = 64
 DRY_RUN_STEP_CAP_S = 10.0
-#: The measured times are multiplied by this (a loaded machine, noise); then the fixed seconds are added.
-ESTIMATE_SAFETY = 2.0
+#: The measured times are multiplied by ESTIMATE_SAFETY (a loaded machine, noise); then the fixed seconds are added.
 ESTIMATE_FIXED_S = 2.0
+#: The reference job whose step time gives the speed a solver advertises, and the steps timed on it.
+SPEED_REFERENCE = "char-text"
+SPEED_STEPS = 10
 #: Content not in storage is looked for again after this long, doubling up to the maximum.
 RETRY_FIRST_S = 30.0
 RETRY_MAX_S = 3600.0
@@ -215,6 +219,24 @@ def _estimate(spec: JobSpec, dataset: Dataset) -> float:
         if idle is not None:
             raise IdleTraining(f"{idle[1]} has an exactly zero gradient in a dry-run step")
     return ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
+
+
+def measure_flops() -> int:
+    """This machine's training speed in FLOP/s as rolebase.capabilities counts it: the fastest of
+    ``SPEED_STEPS`` steps of the ``SPEED_REFERENCE`` job (after one untimed step: kernels compile on
+    first use), trained as the solver trains (default runtime, the job's numerics: repro-v1). The
+    fastest step, since other processes only ever slow a step down: it is what is measured again
+    after a restart on a busy machine."""
+    job = reference_job(SPEED_REFERENCE)
+    spec = job.spec(file_cid(job.dataset))
+    trainer = Trainer(spec, load_dataset(spec, job.dataset))
+    trainer.run(1)
+    times = []
+    for _ in range(SPEED_STEPS):
+        started = time.monotonic()
+        trainer.run(1)
+        times.append(time.monotonic() - started)
+    return max(1, round(step_flop(spec) / min(times)))
 
 
 class Workshop:

@@ -17,12 +17,14 @@ from rich.table import Table
 
 from core.config import Settings
 from core.contracts import JobId
+from core.errors import AddressBookError, ChainError
 from core.storage import StorageError
 from proofs.errors import ProofError
 from proofs.spec import JobSpec
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
-from rolebase.cli import IpfsApi, StoreDir, console, open_store, show_time
+from rolebase.capabilities import train_flop
+from rolebase.cli import IpfsApi, StoreDir, console, err_console, open_store, show_time
 from submitter import service
 from submitter.curve import committed_curve, draw_curve
 from submitter.errors import SubmitError
@@ -46,11 +48,18 @@ def post(
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="check the spec and the data together and print the job's size and compute; send and upload nothing")
+        bool,
+        typer.Option(
+            "--dry-run",
+            help="check the spec and the data together, print the job's size and compute and how many staked solvers fit it; send and upload nothing",
+        ),
     ] = False,
     json_out: options.Json = False,
 ) -> None:
     """Upload the dataset and the spec, escrow reward + fee + the jackpot tax, post the job; prints the job id.
+
+    Before posting it reads the staked solvers' adverts (limits, device, speed) and says on stderr how many
+    fit the job, or warns in one line that none does (the job is posted all the same).
 
     Examples:
 
@@ -63,8 +72,9 @@ def post(
     if dry_run:
         draft = read_job(spec, data, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir))
         size = job_size(draft.spec)
+        fit = _solver_fit(settings, draft.spec, commit_window)
         if json_out:
-            print(json.dumps({"dataset_cid": draft.dataset_cid, **size}))
+            print(json.dumps({"dataset_cid": draft.dataset_cid, **size, "solvers": fit.to_json() if fit else None}))
         else:
             console.print(
                 f"spec and data fit: {draft.spec.model.kind}, {size['parameters']:,} parameters, {size['steps']:,} steps in {size['segments']} segments, "
@@ -76,6 +86,7 @@ def post(
     protocol = options.protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window)
+    err_console.print(posted.solvers.line(), highlight=False, soft_wrap=True)
     if json_out:
         print(
             json.dumps(
@@ -84,6 +95,7 @@ def post(
                     "spec_cid": posted.spec_cid,
                     "dataset_cid": posted.dataset_cid,
                     "jackpot_tax": str(posted.tax),
+                    "solvers": posted.solvers.to_json(),
                     "gas": {k: r.gas_used for k, r in posted.receipts.items()},
                 }
             )
@@ -236,15 +248,26 @@ def cancel(settings: Settings, job: Annotated[int, typer.Argument(help="job id",
 def job_size(spec: JobSpec) -> dict[str, int]:
     """What a job asks for, for ``--dry-run``: its parameters, steps and segments, and the training's
     compute estimated as 6 FLOP per parameter per example (token, for the transformer) per step."""
-    tokens = getattr(spec.model, "block_size", 1)
-    per_step = spec.batch_size * tokens
     return {
         "parameters": spec.param_count(),
         "steps": spec.steps,
         "segments": spec.segments,
-        "examples_per_step": per_step,
-        "train_flop": 6 * spec.param_count() * per_step * spec.steps,
+        "examples_per_step": spec.batch_size * getattr(spec.model, "block_size", 1),
+        "train_flop": train_flop(spec),
     }
+
+
+def _solver_fit(settings: Settings, spec: JobSpec, commit_window: int | None) -> service.SolverFit | None:
+    """``--dry-run``'s look at the staked solvers' adverts, printed as one line on stderr; None (and a
+    line saying why) when no deployment answers: the spec and the data were checked all the same."""
+    try:
+        protocol = options.protocol(settings, signing=False)
+        fit = service.solver_fit(protocol, spec, service.commit_window_of(protocol, commit_window))
+    except (ChainError, AddressBookError) as exc:
+        err_console.print(f"solvers not checked: {exc}", highlight=False, soft_wrap=True)
+        return None
+    err_console.print(fit.line(), highlight=False, soft_wrap=True)
+    return fit
 
 
 #: Rows of a training curve ``show`` prints (a longer curve is sampled evenly).

@@ -5,6 +5,10 @@ input costs nothing and leaves nothing on chain: the spec is parsed and validate
 the files exist and are within bounds, the balance covers the escrow, the job exists
 and is in a state that allows the call. Only then are the dataset and spec uploaded,
 the escrow approved and the job posted.
+
+Before posting (and in ``--dry-run``) the staked solvers' adverts of capabilities are read
+(:func:`solver_fit`): a job that no staked solver says it can run is posted all the same, with
+a warning.
 """
 
 from __future__ import annotations
@@ -17,14 +21,75 @@ from pathlib import Path
 
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
-from core.contracts import Job, JobId, JobState, Protocol, TokenAmount
+from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount
 from core.storage import ContentStore
-from proofs.spec import Limits
+from proofs.spec import JobSpec, Limits
 from rolebase.amounts import show_tokens
+from rolebase.capabilities import misfit
 from submitter.errors import SubmitError
 from submitter.specfile import MAX_MODEL_BYTES, publish, read_job
 
 log = logging.getLogger(__name__)
+
+
+#: The most solvers (the latest advertisers) whose adverts a fit check reads.
+MAX_ADVERTISERS = 1_000
+#: The solvers that do not fit whose reasons the warning names.
+SHOWN_MISFITS = 3
+
+
+@dataclass(frozen=True)
+class SolverFit:
+    """How a job fits the adverts of the solvers staked now (StakeManager.capabilitiesOf)."""
+
+    advertised: int  # eligible solvers with an advert
+    fitting: int
+    misfits: tuple[tuple[Address, str], ...]  # each advertised solver that does not fit, and why
+
+    @property
+    def warning(self) -> bool:
+        return self.fitting == 0
+
+    def line(self) -> str:
+        """One line: the warning when none fits, else how many fit."""
+        if self.advertised == 0:
+            return "warning: no staked solver has advertised what it can run, so none is known to fit this job"
+        if self.fitting == 0:
+            shown = "; ".join(f"{a[:6]}…{a[-4:]} {why}" for a, why in self.misfits[:SHOWN_MISFITS])
+            more = f"; {len(self.misfits) - SHOWN_MISFITS} more" if len(self.misfits) > SHOWN_MISFITS else ""
+            return f"warning: none of the {self.advertised} staked solvers fits this job ({shown}{more})"
+        return f"{self.fitting} of the {self.advertised} staked solvers fit this job"
+
+    def to_json(self) -> dict[str, object]:
+        return {"advertised": self.advertised, "fit": self.fitting, "misfits": [{"solver": a, "reason": why} for a, why in self.misfits]}
+
+
+def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int) -> SolverFit:
+    """Read the adverts of the solvers whose stake meets the minimum now (the latest
+    ``MAX_ADVERTISERS`` to advertise) and check ``spec`` against each (rolebase.capabilities.misfit)."""
+    stakes = protocol.stakes
+    events = stakes.events("CapabilitiesAdvertised", protocol.book.deploy_block)
+    solvers = list(dict.fromkeys(Address(e.args["solver"]) for e in reversed(events)))[:MAX_ADVERTISERS]
+    minimum = stakes.min_stake(Role.SOLVER)
+    advertised, misfits = 0, []
+    for solver in solvers:
+        if stakes.stake_of(solver, Role.SOLVER).staked < minimum:
+            continue  # an advert outlives its stake: an unstaked solver claims nothing
+        advertised += 1
+        why = misfit(stakes.capabilities_of(solver), spec, commit_window)
+        if why:
+            misfits.append((solver, why))
+    return SolverFit(advertised, advertised - len(misfits), tuple(misfits))
+
+
+def commit_window_of(protocol: Protocol, commit_window: int | None) -> int:
+    """``--commit-window``, checked against the market's maximum (its default)."""
+    max_window = protocol.market.params().max_commit_window
+    if commit_window is None:
+        return max_window
+    if not 0 < commit_window <= max_window:
+        raise SubmitError(f"--commit-window must be in 1..{max_window} seconds (the market's maximum)")
+    return commit_window
 
 
 @dataclass(frozen=True)
@@ -35,6 +100,8 @@ class Posted:
     tax: TokenAmount
     """The jackpot tax escrowed on top of reward + fee (into the jackpot at finalize, else refunded)."""
     receipts: dict[str, Receipt]
+    solvers: SolverFit
+    """The staked solvers' adverts against the job, read before posting it."""
 
 
 def post_job(
@@ -46,18 +113,14 @@ def post_job(
     verifier_fee: TokenAmount,
     commit_window: int | None,
 ) -> Posted:
-    """Validate everything, upload dataset and spec, approve the escrow (reward + fee + the market's
-    jackpot tax on them), post the job."""
+    """Validate everything, read how the staked solvers' adverts fit the job, upload dataset and spec,
+    approve the escrow (reward + fee + the market's jackpot tax on them), post the job."""
     if reward <= 0:
         raise SubmitError("--reward must be above 0")
     if verifier_fee <= 0:
         raise SubmitError("--fee must be above 0")
     market, token = protocol.market, protocol.token
-    max_window = market.params().max_commit_window
-    if commit_window is None:
-        commit_window = max_window
-    if not 0 < commit_window <= max_window:
-        raise SubmitError(f"--commit-window must be in 1..{max_window} seconds (the market's maximum)")
+    commit_window = commit_window_of(protocol, commit_window)
     draft = read_job(spec_path, data_path, store)  # parse and validate spec and dataset, upload nothing
     me = _me(protocol)
     tax = market.jackpot_tax(reward, verifier_fee)
@@ -67,13 +130,14 @@ def post_job(
         raise SubmitError(
             f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)} (reward + fee + {show_tokens(tax)} jackpot tax)"
         )
+    solvers = solver_fit(protocol, draft.spec, commit_window)
     spec_cid = publish(draft, store)
     receipts: dict[str, Receipt] = {}
     if token.allowance(me, market.address) < need:
         receipts["approve"] = token.approve(market.address, need)
     job_id, receipts["postJob"] = market.post_job(cid_to_digest(spec_cid), reward, verifier_fee, commit_window)
     log.info("job posted", extra={"job": job_id, "spec": spec_cid, "dataset": draft.dataset_cid})
-    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts)
+    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers)
 
 
 def get_job(protocol: Protocol, job_id: int) -> Job:

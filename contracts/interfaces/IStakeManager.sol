@@ -2,13 +2,15 @@
 pragma solidity ^0.8.28;
 
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
-import {Role, StakeInfo} from "../Types.sol";
+import {Capabilities, Device, Role, StakeInfo} from "../Types.sol";
 
 /// @title Stakes per role, unbonding, and the protocol's lock / unlock / slash / verifier draw.
 /// @notice Anyone stakes; only the protocol contracts (authorized once, at deployment wiring) lock,
 ///         unlock and slash. Locked stake can never leave except by slash.
 ///         Locks and unlocks emit no event here: the protocol contract's own event names the bond
 ///         (JobMarket: JobClaimed, VerifierAssigned, JobFinalized, ...); slashes emit StakeSlashed.
+///         An eligible solver advertises its capabilities here (limits, device, measured speed): one
+///         slot per solver, readable by anyone.
 interface IStakeManager {
     // ------------------------------------------------------------------ events
 
@@ -25,6 +27,10 @@ interface IStakeManager {
     event UnstakeReclaimed(address indexed account, uint256 amount);
     /// @notice The one-shot wiring named the protocol contracts.
     event ProtocolsAuthorized(address[] protocols);
+    /// @notice Solver `solver` advertised what it can run (capabilitiesOf has the latest advert).
+    event CapabilitiesAdvertised(
+        address indexed solver, uint256 maxParams, uint256 maxDatasetBytes, uint256 maxSteps, uint256 flops, Device device
+    );
 
     // ------------------------------------------------------------------ errors
 
@@ -55,6 +61,11 @@ interface IStakeManager {
     error AnchorNotPast(uint256 anchor, uint256 blockNumber);
     /// @notice A constructor parameter is out of range.
     error InvalidParameter(bytes32 name);
+    /// @notice Only an account whose `role` stake meets the role minimum may do this (an advert of
+    ///         capabilities needs a solver stake): it has `stake`, the minimum is `minimum`.
+    error NotEligible(address account, Role role, uint256 stake, uint256 minimum);
+    /// @notice An advertised capability (`name`) is zero: a solver that can run nothing should unstake.
+    error ZeroCapability(bytes32 name);
 
     // ------------------------------------------------------------------ views
 
@@ -92,6 +103,10 @@ interface IStakeManager {
     /// @notice Sum of all verifier weights at the end of block `blockNumber` (what a draw anchored
     ///         there reads).
     function totalVerifierWeightAt(uint256 blockNumber) external view returns (uint256);
+    /// @notice The latest capabilities `solver` advertised (all zero if it never did). An advert
+    ///         outlives the stake it was made with: readers count it only while
+    ///         `isEligible(solver, Role.Solver)`.
+    function capabilitiesOf(address solver) external view returns (Capabilities memory);
 
     // ------------------------------------------------------------------ anyone
 
@@ -104,6 +119,11 @@ interface IStakeManager {
     function requestUnstake(Role role, uint96 amount) external;
     /// @notice Pay out the unbonded amount after its release time.
     function withdraw(Role role) external returns (uint256 amount);
+    /// @notice Publish what the caller, an eligible solver, can run: the largest model (parameters),
+    ///         dataset (bytes) and step count it takes, the device it trains on and its measured
+    ///         training speed (FLOP/s, see Capabilities), replacing its previous advert. Every
+    ///         number must be above zero. Emits CapabilitiesAdvertised.
+    function advertise(uint48 maxParams, uint48 maxDatasetBytes, uint32 maxSteps, uint64 flops, Device device) external;
 
     // ------------------------------------------------------------------ wiring
 

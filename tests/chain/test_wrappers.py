@@ -9,7 +9,7 @@ import pytest
 
 from core import artifacts
 from core.config import Settings
-from core.contracts import ForcedSeed, Job, JobMarket, MarketParams, ReportSeal, StakeInfo, StakeManager, VeriToken, snake_case
+from core.contracts import Capabilities, ForcedSeed, Job, JobMarket, MarketParams, ReportSeal, StakeInfo, StakeManager, VeriToken, snake_case
 from core.errors import ArtifactsMissing, ConfigError
 from deploy.build import build
 
@@ -34,6 +34,7 @@ def test_every_abi_function_has_a_wrapper_method(wrapper: type) -> None:
         (MarketParams, "JobMarket", "params"),
         (ForcedSeed, "JobMarket", "forcedSeedOf"),
         (StakeInfo, "StakeManager", "stakeOf"),
+        (Capabilities, "StakeManager", "capabilitiesOf"),
     ],
 )
 def test_result_dataclasses_match_the_abi_structs(cls: type, artifact: str, function: str) -> None:

@@ -5,7 +5,7 @@ import {Fixture} from "./utils/Fixture.sol";
 import {StakeManager} from "../../contracts/StakeManager.sol";
 import {IStakeManager} from "../../contracts/interfaces/IStakeManager.sol";
 import {VeriToken} from "../../contracts/VeriToken.sol";
-import {Role, StakeInfo} from "../../contracts/Types.sol";
+import {Capabilities, Device, Role, StakeInfo} from "../../contracts/Types.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 
 contract StakeManagerTest is Fixture {
@@ -453,5 +453,70 @@ contract StakeManagerTest is Fixture {
         vm.prank(game);
         (drawn, locked) = stakes.drawVerifier(seed, anchor, new address[](0), bond);
         assertTrue(drawn == address(0) || locked, "bond locked");
+    }
+
+    // ------------------------------------------------------------------ solver capabilities
+
+    function test_advertise_stores_one_slot_and_emits() public {
+        _stake(alice, Role.Solver, MIN_SOLVER_STAKE);
+        vm.expectEmit(true, false, false, true, address(stakes));
+        emit IStakeManager.CapabilitiesAdvertised(alice, 10_000_000, 256 << 20, 1_000_000, 2e9, Device.Cpu);
+        vm.prank(alice);
+        stakes.advertise(10_000_000, 256 << 20, 1_000_000, 2e9, Device.Cpu);
+        Capabilities memory c = stakes.capabilitiesOf(alice);
+        assertEq(c.maxParams, 10_000_000, "params");
+        assertEq(c.maxDatasetBytes, 256 << 20, "dataset");
+        assertEq(c.maxSteps, 1_000_000, "steps");
+        assertEq(c.flops, 2e9, "flops");
+        assertEq(uint8(c.device), uint8(Device.Cpu), "device");
+        assertEq(c.advertisedAt, block.timestamp, "when");
+
+        vm.warp(block.timestamp + 60);
+        vm.prank(alice);
+        stakes.advertise(1000, 1024, 10, 5e12, Device.Cuda); // the latest advert replaces the previous one
+        c = stakes.capabilitiesOf(alice);
+        assertEq(c.maxParams, 1000, "replaced");
+        assertEq(c.flops, 5e12, "new speed");
+        assertEq(uint8(c.device), uint8(Device.Cuda), "new device");
+        assertEq(c.advertisedAt, block.timestamp, "new time");
+        assertEq(stakes.capabilitiesOf(bob).advertisedAt, 0, "never advertised: all zero");
+    }
+
+    function test_advertise_needs_an_eligible_solver_stake() public {
+        vm.prank(bob);
+        vm.expectRevert(abi.encodeWithSelector(IStakeManager.NotEligible.selector, bob, Role.Solver, 0, MIN_SOLVER_STAKE));
+        stakes.advertise(1, 1, 1, 1, Device.Cpu);
+        _stake(bob, Role.Verifier, MIN_VERIFIER_STAKE); // another role's stake does not count
+        vm.prank(bob);
+        vm.expectRevert(abi.encodeWithSelector(IStakeManager.NotEligible.selector, bob, Role.Solver, 0, MIN_SOLVER_STAKE));
+        stakes.advertise(1, 1, 1, 1, Device.Cpu);
+        assertEq(stakes.capabilitiesOf(bob).maxParams, 0, "nothing stored");
+    }
+
+    function test_advertise_rejects_a_zero_capability() public {
+        _stake(alice, Role.Solver, MIN_SOLVER_STAKE);
+        vm.startPrank(alice);
+        vm.expectRevert(_withName(IStakeManager.ZeroCapability.selector, "maxParams"));
+        stakes.advertise(0, 1, 1, 1, Device.Cpu);
+        vm.expectRevert(_withName(IStakeManager.ZeroCapability.selector, "maxDatasetBytes"));
+        stakes.advertise(1, 0, 1, 1, Device.Cpu);
+        vm.expectRevert(_withName(IStakeManager.ZeroCapability.selector, "maxSteps"));
+        stakes.advertise(1, 1, 0, 1, Device.Cpu);
+        vm.expectRevert(_withName(IStakeManager.ZeroCapability.selector, "flops"));
+        stakes.advertise(1, 1, 1, 0, Device.Cpu);
+        vm.stopPrank();
+    }
+
+    function test_an_advert_outlives_its_stake_but_not_its_eligibility() public {
+        _stake(alice, Role.Solver, MIN_SOLVER_STAKE);
+        vm.prank(alice);
+        stakes.advertise(1000, 1024, 10, 1e9, Device.Cpu);
+        vm.prank(alice);
+        stakes.requestUnstake(Role.Solver, MIN_SOLVER_STAKE);
+        assertEq(stakes.capabilitiesOf(alice).maxParams, 1000, "still stored");
+        assertTrue(!stakes.isEligible(alice, Role.Solver), "readers skip it: not eligible");
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IStakeManager.NotEligible.selector, alice, Role.Solver, 0, MIN_SOLVER_STAKE));
+        stakes.advertise(1000, 1024, 10, 1e9, Device.Cpu);
     }
 }

@@ -8,8 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.chain import Address
-from core.contracts import JobId, JobState, TokenAmount
+from core.contracts import Capabilities, Device, JobId, JobState, TokenAmount
 from solver.policy import (
+    Advertise,
     AssignVerifier,
     Claim,
     Commit,
@@ -162,3 +163,34 @@ def test_a_claim_must_finish_after_the_training_already_owed() -> None:
     assert policy.next_actions(view(held_jobs=(owed,), open_jobs=jobs)) == [Train(JobId(1), 2_000), Claim(JobId(3))]
     # with nothing owed, two jobs of 600 s windows do not both fit one after the other
     assert policy.next_actions(view(open_jobs=(open_job(2, spec=spec), open_job(4, reward=5, spec=spec)))) == [Claim(JobId(2))]
+
+
+OFFER = Capabilities(max_params=1_000_000, max_dataset_bytes=64 << 20, max_steps=10_000, flops=2_000_000_000, device=Device.CPU, advertised_at=0)
+NEVER = Capabilities(0, 0, 0, 0, Device.CPU, 0)
+
+
+def test_advertises_its_offer_once_staked() -> None:
+    assert POLICY.next_actions(view(offer=OFFER, advertised=NEVER)) == [Advertise(OFFER)]
+    unstaked = view(staked=T(0), free_stake=T(0), token_balance=T(500), offer=OFFER, advertised=NEVER)
+    assert POLICY.next_actions(unstaked) == [Stake(T(100))]  # the chain takes adverts from eligible solvers only
+    assert POLICY.next_actions(view(offer=None, advertised=None)) == []  # an offer of nothing is never sent
+
+
+def test_an_advert_on_chain_that_says_the_same_is_not_sent_again() -> None:
+    on_chain = replace(OFFER, advertised_at=1_000)
+    assert POLICY.next_actions(view(offer=OFFER, advertised=on_chain)) == []
+    for speed in (1_400_000_000, 2_900_000_000):  # measured again at a restart: within 1.5x is the same offer
+        assert POLICY.next_actions(view(offer=replace(OFFER, flops=speed), advertised=on_chain)) == []
+
+
+def test_a_changed_limit_or_a_speed_off_by_more_than_the_tolerance_is_advertised_again() -> None:
+    on_chain = replace(OFFER, advertised_at=1_000)
+    for offer in (
+        replace(OFFER, max_params=500_000),
+        replace(OFFER, max_dataset_bytes=1 << 20),
+        replace(OFFER, max_steps=100),
+        replace(OFFER, device=Device.CUDA),
+        replace(OFFER, flops=1_000_000_000),
+        replace(OFFER, flops=3_100_000_000),
+    ):
+        assert POLICY.next_actions(view(offer=offer, advertised=on_chain)) == [Advertise(offer)]

@@ -1,0 +1,163 @@
+"""Solvers' capabilities on anvil: the advert round trip, the solver daemon's advert (sent once, not again
+on a restart with the same flags), and `submit post` warning when no staked solver fits its job."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.agent import LoopSettings, stake
+from core.anvil import dev_private_key
+from core.chain import Signer
+from core.config import Settings
+from core.contracts import Capabilities, Device, Protocol, Role
+from core.reverts import ContractRevert
+from core.storage import LocalStore, file_cid
+from deploy.devnet import Devnet
+from proofs.spec import load_spec
+from solver import daemon
+from solver.policy import SolverConfig
+from solver.work import Limits
+from submitter import service
+from submitter.demo_job import build_demo_job
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The tiny demo job: an MLP of 4,547 parameters, 40 steps (submitter/demo_job.py).
+FITS = (10_000_000, 256 << 20, 1_000_000, 10**9, Device.CPU)
+TOO_SMALL = (1_000, 256 << 20, 1_000_000, 10**9, Device.CPU)
+
+
+def _staked(devnet: Devnet, signer: Signer) -> Protocol:
+    p = devnet.protocol(signer)
+    stake(p, signer.address, Role.SOLVER, p.stakes.min_stake(Role.SOLVER))
+    return p
+
+
+def test_an_advert_round_trips_and_needs_a_solver_stake(devnet: Devnet, parties) -> None:  # type: ignore[no-untyped-def]
+    p = devnet.protocol(parties.solver)
+    me = parties.solver.address
+    minimum = p.stakes.min_stake(Role.SOLVER)
+    with pytest.raises(ContractRevert) as refused:
+        p.stakes.advertise(*FITS)
+    assert refused.value.error_name == "NotEligible" and refused.value.values == {"account": me, "role": Role.SOLVER, "stake": 0, "minimum": minimum}
+
+    stake(p, me, Role.SOLVER, minimum)
+    receipt = p.stakes.advertise(10_000_000, 256 << 20, 1_000_000, 3_500_000_000, Device.CPU)
+    (event,) = p.stakes.decode_events(receipt, "CapabilitiesAdvertised")
+    assert event.args == {"solver": me, "maxParams": 10_000_000, "maxDatasetBytes": 256 << 20, "maxSteps": 1_000_000, "flops": 3_500_000_000, "device": 0}
+    when = devnet.client.w3.eth.get_block(receipt.block_number)["timestamp"]
+    assert devnet.protocol().stakes.capabilities_of(me) == Capabilities(10_000_000, 256 << 20, 1_000_000, 3_500_000_000, Device.CPU, when)
+    assert devnet.protocol().stakes.capabilities_of(parties.outsider.address).advertised_at == 0
+
+
+def _solver(devnet: Devnet, tmp_path: Path, signer: Signer, limits: Limits) -> daemon.SolverDaemon:
+    book_dir = tmp_path / "deployments"
+    book_dir.mkdir(exist_ok=True)
+    devnet.book.save(book_dir / f"{devnet.client.chain_id}.json")
+    settings = Settings(rpc_url=devnet.rpc_url, address_book_dir=book_dir, data_dir=tmp_path / "data")
+    store = LocalStore(tmp_path / "store")
+    return daemon.build(settings, signer, store, SolverConfig(stake_target=0), limits=limits, loop=LoopSettings(poll_interval_s=0.05))
+
+
+def _adverts(devnet: Devnet, solver: str) -> list[dict]:
+    return [dict(e.args) for e in devnet.protocol().stakes.events("CapabilitiesAdvertised", devnet.book.deploy_block, solver=solver)]
+
+
+def test_the_solver_daemon_advertises_once_and_again_only_when_its_flags_change(
+    devnet: Devnet, parties, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    me = parties.solver.address
+    solver = _solver(devnet, tmp_path, parties.solver, Limits())
+    for _ in range(3):  # stake, advertise, nothing
+        solver.agent.tick()
+    solver.db.close()
+    (advert,) = _adverts(devnet, me)
+    # a restart with the same flags that measures its speed a little differently (a busy machine
+    # measures 1.3x slower here: pinned, so that the test does not depend on the machine's load)
+    monkeypatch.setattr(daemon, "measure_flops", lambda: round(advert["flops"] / 1.3))
+    solver = _solver(devnet, tmp_path, parties.solver, Limits())
+    for _ in range(3):
+        solver.agent.tick()
+    solver.db.close()
+    assert _adverts(devnet, me) == [advert]  # nothing sent
+    assert (advert["maxParams"], advert["maxDatasetBytes"], advert["maxSteps"], advert["device"]) == (
+        Limits().max_params,
+        Limits().max_dataset_bytes,
+        Limits().max_steps,
+        Device.CPU,
+    )
+    assert advert["flops"] > 10**6  # measured on the reference job: a CPU trains it at MFLOP/s or more
+
+    solver = _solver(devnet, tmp_path, parties.solver, Limits(max_params=5_000))  # --max-params 5000
+    for _ in range(2):
+        solver.agent.tick()
+    solver.db.close()
+    assert [a["maxParams"] for a in _adverts(devnet, me)] == [Limits().max_params, 5_000]
+    assert devnet.protocol().stakes.capabilities_of(me).max_params == 5_000
+
+
+def test_only_eligible_solvers_adverts_count_and_each_misfit_says_why(devnet: Devnet, parties, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    spec_path, data_path = _job_files(tmp_path)
+    raw = json.loads(spec_path.read_text())
+    raw["dataset"] |= {"cid": file_cid(data_path.read_bytes()), "size_bytes": data_path.stat().st_size}
+    spec = load_spec(raw)
+    reader = devnet.protocol()
+
+    leaver = _staked(devnet, parties.solver)
+    leaver.stakes.advertise(*FITS)
+    leaver.stakes.request_unstake(Role.SOLVER, leaver.stakes.min_stake(Role.SOLVER))  # its advert stays, it no longer counts
+    assert service.solver_fit(reader, spec, 600) == service.SolverFit(0, 0, ())
+
+    slow = _staked(devnet, parties.solver2)
+    slow.stakes.advertise(10_000_000, 256 << 20, 1_000_000, 1_000, Device.CUDA)
+    (why,) = [w for _, w in service.solver_fit(reader, spec, 600).misfits]
+    assert why == "trains on CUDA, and numerics repro-v1 run on the CPU"
+    slow.stakes.advertise(10_000_000, 256 << 20, 1_000_000, 1_000, Device.CPU)
+    fit = service.solver_fit(reader, spec, 600)
+    assert (fit.advertised, fit.fitting) == (1, 0) and "more than the 600 s commit window" in fit.misfits[0][1]
+    assert fit.line().startswith("warning: none of the 1 staked solvers fits this job (0x")
+
+
+def _job_files(tmp_path: Path) -> tuple[Path, Path]:
+    job = build_demo_job("tiny", tmp_path / "job")
+    return job.spec_path, job.data_path
+
+
+def test_submit_post_warns_when_no_staked_solver_fits_and_posts_anyway(devnet: Devnet, parties, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    spec, data = _job_files(tmp_path)
+    book_dir = tmp_path / "deployments"
+    book_dir.mkdir()
+    devnet.book.save(book_dir / f"{devnet.client.chain_id}.json")
+    env = {**os.environ, "VT_SUBMITTER_KEY": dev_private_key(1)}
+    assert devnet.accounts[0].address == parties.submitter.address
+
+    def post(*extra: str) -> subprocess.CompletedProcess[str]:
+        common = ["--rpc", devnet.rpc_url, "--address-book-dir", str(book_dir), "--store-dir", str(tmp_path / "store"), "--key-env", "VT_SUBMITTER_KEY"]
+        command = [sys.executable, "-m", "veritrain", "submit", "post", str(spec), "--data", str(data), "--commit-window", "600", *common, *extra]
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 0, result.stderr
+        return result
+
+    _staked(devnet, parties.solver).stakes.advertise(*TOO_SMALL)
+    market = devnet.protocol().market
+    jobs = market.job_count()
+    warned = post()
+    assert warned.stderr.strip().splitlines() == [
+        f"warning: none of the 1 staked solvers fits this job ({parties.solver.address[:6]}…{parties.solver.address[-4:]} "
+        "takes at most 1,000 parameters (the job has 4,547))"
+    ]
+    assert market.job_count() == jobs + 1  # a warning, not a refusal
+
+    _staked(devnet, parties.solver2).stakes.advertise(*FITS)
+    fits = post()
+    assert fits.stderr.strip().splitlines() == ["1 of the 2 staked solvers fit this job"]
+    assert market.job_count() == jobs + 2
+
+    dry = post("--dry-run", "--json")
+    assert json.loads(dry.stdout)["solvers"]["fit"] == 1 and "warning" not in dry.stderr
+    assert market.job_count() == jobs + 2
