@@ -117,7 +117,7 @@ class RoleProcess:
 
     name: str
     role: str
-    address: Address
+    address: Address | None  # None: a process that holds no key (the dashboard)
     argv: list[str]
     env: dict[str, str]
     data_dir: Path
@@ -288,6 +288,22 @@ class LocalNet:
         self.processes.append(process)
         return process.start()
 
+    def dashboard(self, port: int) -> RoleProcess:
+        """Start ``veritrain dashboard`` on this chain and store, on 127.0.0.1:``port`` (a read-only
+        process: no key, no address); its log is ``root/logs/dashboard.log``."""
+        store = ("--ipfs-api", self.ipfs_api) if self.ipfs_api else ("--store-dir", str(self.store_dir))
+        argv = [
+            sys.executable, "-m", "veritrain", "dashboard",
+            "--rpc-url", self.net.rpc_url,
+            "--address-book-dir", str(self.book_dir),
+            *store,
+            "--port", str(port),
+            "--poll", str(self.poll),
+        ]  # fmt: skip
+        process = RoleProcess("dashboard", "dashboard", None, argv, {}, self.root / "dashboard", self.root / "logs" / "dashboard.log")
+        self.processes.append(process)
+        return process.start()
+
     def check_running(self) -> None:
         """Raise if anvil or a daemon started here has exited (naming its log)."""
         if not self.net.anvil.running:
@@ -303,10 +319,11 @@ class LocalNet:
         start = time.monotonic()
         protocol = self.protocol()
         minimum = {role: int(protocol.stakes.min_stake(r)) for role, r in ROLES.items()}
-        wanted = {p.name: ((at_least or {}).get(p.name, minimum[p.role]), p) for p in self.processes}
+        staking = [(p.address, p) for p in self.processes if p.address is not None]  # the dashboard holds no stake
+        wanted = [((at_least or {}).get(p.name, minimum[p.role]), address, p.role) for address, p in staking]
         while time.monotonic() - start < timeout_s:
             self.check_running()
-            if all(protocol.stakes.stake_of(p.address, ROLES[p.role]).staked >= amount for amount, p in wanted.values()):
+            if all(protocol.stakes.stake_of(address, ROLES[role]).staked >= amount for amount, address, role in wanted):
                 return time.monotonic() - start
             time.sleep(0.25)
         raise VeritrainError(f"daemons not staked after {timeout_s:.0f}s; logs in {self.root / 'logs'}")

@@ -35,7 +35,7 @@ def _daemon_summary(process: RoleProcess) -> dict[str, Any]:
     }
 
 
-def summary(local: LocalNet, block_time: int, users: int) -> dict[str, Any]:
+def summary(local: LocalNet, block_time: int, users: int, dashboard_port: int | None = None) -> dict[str, Any]:
     """What ``--json`` prints: where the chain is, the contracts, the store, each daemon, the free accounts."""
     net = local.net
     return {
@@ -52,6 +52,7 @@ def summary(local: LocalNet, block_time: int, users: int) -> dict[str, Any]:
         "accounts": [
             {"index": i + 1, "address": net.accounts[i].address, "private_key": dev_private_key(i + 1), "tokens": str(net.fund)} for i in range(users)
         ],
+        "dashboard_url": f"http://127.0.0.1:{dashboard_port}" if dashboard_port else None,
         "dev_key_warning": DEV_KEY_WARNING,
     }
 
@@ -69,6 +70,8 @@ def _print(info: dict[str, Any]) -> None:
     for d in info["daemons"]:
         daemons.add_row(d["name"], d["role"], d["address"], str(d["pid"]), d["log_file"])
     console.print(daemons)
+    if info["dashboard_url"]:
+        console.print(f"dashboard at {info['dashboard_url']}", highlight=False)
     console.print("[bold]accounts for you[/] (#, address, private key, VERI), funded and not used by any daemon:")
     for a in info["accounts"]:
         console.print(f"  {a['index']}  {a['address']}  {a['private_key']}  {int(a['tokens']) / 10**18:,.0f}", soft_wrap=True, highlight=False)
@@ -92,6 +95,9 @@ def up(
     workdir: Annotated[
         Path | None, typer.Option(help="where the store, the address books and each daemon's state and log go (default: a new temporary directory)")
     ] = None,
+    dashboard: Annotated[
+        int | None, typer.Option(help="also serve `veritrain dashboard` on 127.0.0.1:PORT (live jobs, games, earnings)", min=1, max=65535, show_default=False)
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object (chain, contracts, store, each daemon) once every daemon is staked")] = False,
 ) -> None:
     """Start a local network: a chain with the protocol deployed, solver, verifier and whistleblower daemons, until Ctrl-C.
@@ -111,6 +117,8 @@ def up(
       veritrain up --solvers 2 --verifiers 4 --whistleblowers 0 --workdir /tmp/vt-net
 
       veritrain up --verifiers 1 --json > net.json      # then jq -r .rpc_url net.json
+
+      veritrain up --dashboard 8080                      # and watch it at http://127.0.0.1:8080
     """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -128,7 +136,9 @@ def up(
                     local.daemon(role, account, f"{role}{i + 1}", *ROLE_FLAGS[role])
                     account += 1
             local.wait_staked(STAKE_TIMEOUT_S)
-            info = summary(local, block_time, accounts)
+            if dashboard is not None:
+                local.dashboard(dashboard)
+            info = summary(local, block_time, accounts, dashboard)
             if json_out:
                 print(json.dumps(info), flush=True)
             else:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.agent import LoopSettings, stake
+from core.agent import LoopSettings
 from core.anvil import dev_private_key
 from core.chain import Signer
 from core.config import Settings
@@ -20,6 +20,7 @@ from core.reverts import ContractRevert
 from core.storage import LocalStore, file_cid
 from deploy.devnet import Devnet
 from proofs.spec import load_spec
+from rolebase.actions import stake
 from solver import daemon
 from solver.policy import SolverConfig
 from solver.work import Limits

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +24,6 @@ from core.contracts import JobId
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
-from veritrain.demo import RoleProcess
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (make test's set-up installs it from requirements.lock)")
 if shutil.which("chromium") is None or shutil.which("chromedriver") is None:
@@ -52,12 +50,7 @@ def browser() -> Iterator[Any]:
 def _dashboard(market: Market) -> str:
     """Start `veritrain dashboard` on the market's chain and store; its URL once it answers."""
     port = free_port()
-    argv = [
-        sys.executable, "-m", "veritrain", "dashboard", "--rpc-url", market.net.rpc_url, "--address-book-dir", str(market.book_dir),
-        "--store-dir", str(market.store_dir), "--port", str(port), "--poll", "0.5",
-    ]  # fmt: skip
-    process = RoleProcess("dashboard", argv, {}, market.root / "logs" / "dashboard.log")
-    market.processes.append(process.start())
+    market.dashboard(port)
     url = f"http://127.0.0.1:{port}"
 
     def answers() -> bool:

@@ -194,18 +194,13 @@ class Views:
             return {"error": str(exc)}
 
     def _curve(self, cid: str) -> dict[str, Any]:
-        """The manifest's per-segment series: every list with one number per segment (the update
-        norms, and the per-segment losses when the manifest carries them)."""
+        """The manifest's per-segment series: the committed mean training loss (which verifiers check on
+        every segment they replay) and the committed update norm."""
         try:
             manifest = parse_manifest(self._fetch(cid, MAX_MANIFEST_BYTES))
         except VeritrainError as exc:
             return {"error": str(exc)}
-        fields = manifest.model_dump(mode="json")
-        series = {
-            name: value
-            for name, value in fields.items()
-            if isinstance(value, list) and len(value) == manifest.segments and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
-        }
+        series = {"mean training loss": list(manifest.losses), "update norm": list(manifest.update_norms)}
         return {"segments": manifest.segments, "checkpoint_interval": manifest.checkpoint_interval, "series": series}
 
     def _report(self, cid: str) -> dict[str, Any]:

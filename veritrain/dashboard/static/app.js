@@ -92,7 +92,7 @@ function renderJob(d) {
   }
   if (d.curve) {
     const target = el("div", { id: "curve" });
-    out.push(section("Training curve per segment", el("p", {}, "manifest ", el("code", {}, d.curve.cid)), d.curve.error ? el("p", { class: "error" }, d.curve.error) : target));
+    out.push(section("Training curve per segment (committed, replay-checked)", el("p", {}, "manifest ", el("code", {}, d.curve.cid)), d.curve.error ? el("p", { class: "error" }, d.curve.error) : target));
     if (!d.curve.error) {
       const n = d.curve.segments;
       const xs = Array.from({ length: n }, (_, i) => (i + 1) * d.curve.checkpoint_interval);
