@@ -130,10 +130,10 @@ def run_following(settings: Settings, build: Callable[[Settings], RoleDaemon[V, 
             return
         except DeploymentChanged as exc:
             log.warning(DEPLOYMENT_CHANGED, extra={"reason": str(exc)})
-        except Exception:
+        except Exception as exc:  # the chain changed while a load or an action was reading it: the same event
             if not _gone(deployment, client):
                 raise
-            log.warning("deployment changed under an action, starting afresh on the new one (the old records are kept)", extra={"deployment": deployment.key})
+            log.warning(DEPLOYMENT_CHANGED, extra={"reason": f"deployment {deployment.key} left the chain under a load or an action ({type(exc).__name__})"})
 
 
 def _gone(deployment: Deployment, client: ChainClient) -> bool:
