@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-from core.contracts import Event, GameId, JobId, Protocol, Role
+from core.contracts import Event, GameId, JobId, JobState, Protocol, Role
 from submitter import service
 from submitter.demo_job import build_demo_job
-from tests.e2e.conftest import Market
+from tests.e2e.conftest import Market, wait_for
 
 
 def post_tiny(market: Market, folder: Path) -> JobId:
@@ -36,3 +37,47 @@ def total_wealth(protocol: Protocol, market: Market, accounts: range) -> int:
     """The accounts' wealth plus what the market and the game hold: conserved by every call."""
     held = protocol.token.balance_of(protocol.market.address) + protocol.token.balance_of(protocol.game.address)
     return held + sum(wealth(protocol, market.account(i).address) for i in accounts)
+
+
+@dataclass(frozen=True)
+class CaughtCheat:
+    """A cheating solver's job, its settled game, and everyone's wealth before it all."""
+
+    job_id: JobId
+    settled: Event
+    before: dict[int, int]
+    before_total: int
+
+
+def catch_cheat(market: Market, folder: Path, cheat: str, *, solver: int, verifier: int, referees: tuple[int, ...], accounts: range) -> CaughtCheat:
+    """A verifier daemon (account ``verifier``), then a solver daemon playing ``cheat`` (account ``solver``),
+    the tiny job posted; once the verifier is drawn, referee daemons join; returns once the game settled."""
+    protocol = market.protocol()
+    before_total = total_wealth(protocol, market, accounts)
+    before = {i: wealth(protocol, market.account(i).address) for i in accounts}
+    me = market.account(verifier).address
+    market.daemon("verifier", verifier, "verifier", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")
+    wait_for("the verifier staked", lambda: protocol.stakes.stake_of(me, Role.VERIFIER).staked > 0, 60, market)
+    market.daemon("solver", solver, "cheater", "--cheat", cheat, "--poll", "0.5")
+    job_id = post_tiny(market, folder)
+    wait_for("the verifier drawn", lambda: protocol.market.get_job(job_id).verifier == me, 240, market)
+    for i in referees:
+        market.daemon("verifier", i, f"referee{i}", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")
+    event = wait_for("the game settled", lambda: settled(protocol, job_id), 300, market)
+    return CaughtCheat(job_id, event, before, before_total)
+
+
+def assert_cheater_slashed(market: Market, caught: CaughtCheat, *, solver: int, accounts: range) -> None:
+    """The challenger was paid the solver's whole bond plus its challenge bond, less the referees' fees;
+    the job reopened with its escrow; tokens conserved; every daemon alive without a traceback."""
+    protocol = market.protocol()
+    params = protocol.game.params()
+    job = protocol.market.get_job(caught.job_id)
+    bond, fees = protocol.market.solver_bond(job.reward), params.committee_size * params.referee_fee
+    assert caught.settled.args["payout"] == params.challenge_bond + bond - fees
+    assert caught.before[solver] - wealth(protocol, market.account(solver).address) == bond, "the solver lost its whole bond"
+    assert job.state is JobState.OPEN, "reopened with its escrow for another solver"
+    assert total_wealth(protocol, market, accounts) == caught.before_total, "tokens are conserved"
+    for process in market.processes:
+        assert process.running, process.name
+        assert "Traceback" not in process.log_path.read_text(), process.name

@@ -15,31 +15,22 @@ import json
 from pathlib import Path
 
 from core.cid import digest_to_cid
-from core.contracts import GameId, GameStatus, JobState, Role, SettleReason
+from core.contracts import GameId, GameStatus, SettleReason
 from proofs.manifest import MAX_MANIFEST_BYTES, parse_manifest
-from tests.e2e.conftest import Market, wait_for
-from tests.e2e.disputes import post_tiny, settled, total_wealth, wealth
+from tests.e2e.conftest import Market
+from tests.e2e.disputes import assert_cheater_slashed, catch_cheat
 
 E2E_ACCOUNTS = 6
 SUBMITTER, SOLVER, VERIFIER, REFEREES = 0, 1, 2, (3, 4, 5)
+EVERYONE = range(0, 6)
 
 
 def test_a_false_training_curve_is_caught_and_the_referees_rule_on_the_loss(market: Market, tmp_path: Path) -> None:
     protocol = market.protocol()
     deploy = protocol.book.deploy_block
-    everyone = range(0, 6)
-    before_total = total_wealth(protocol, market, everyone)
-    before = {i: wealth(protocol, market.account(i).address) for i in everyone}
-    solver, verifier = market.account(SOLVER).address, market.account(VERIFIER).address
-    market.daemon("verifier", VERIFIER, "verifier", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")
-    wait_for("the verifier staked", lambda: protocol.stakes.stake_of(verifier, Role.VERIFIER).staked > 0, 60, market)
-    market.daemon("solver", SOLVER, "liar", "--cheat", "false-loss", "--poll", "0.5")
-    job_id = post_tiny(market, tmp_path / "job")
-    wait_for("the verifier drawn", lambda: protocol.market.get_job(job_id).verifier == verifier, 240, market)
-    for i in REFEREES:
-        market.daemon("verifier", i, f"referee{i}", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")
-
-    event = wait_for("the game settled", lambda: settled(protocol, job_id), 300, market)
+    verifier = market.account(VERIFIER).address
+    caught = catch_cheat(market, tmp_path / "job", "false-loss", solver=SOLVER, verifier=VERIFIER, referees=REFEREES, accounts=EVERYONE)
+    job_id, event = caught.job_id, caught.settled
     (committed,) = protocol.market.events("TraceCommitted", deploy, jobId=job_id)
     manifest = parse_manifest(market.store.get(digest_to_cid(committed.args["manifestCid"]), MAX_MANIFEST_BYTES))
     n, k = manifest.segments, manifest.checkpoint_interval
@@ -54,13 +45,4 @@ def test_a_false_training_curve_is_caught_and_the_referees_rule_on_the_loss(mark
     assert (game.status, game.segment, game.by_verifier, game.challenger) == (GameStatus.CHALLENGER_WON, failed[0]["segment"], True, verifier)
     assert (game.lo, game.hi) == (k - 1, k), "the verifier agreed with every (true) midpoint"
     assert SettleReason(event.args["reason"]) is SettleReason.VERDICT, "the referees voted, the solver defended"
-    params = protocol.game.params()
-    job = protocol.market.get_job(job_id)
-    bond, fees = protocol.market.solver_bond(job.reward), params.committee_size * params.referee_fee
-    assert event.args["payout"] == params.challenge_bond + bond - fees
-    assert before[SOLVER] - wealth(protocol, solver) == bond, "the solver lost its whole bond"
-    assert job.state is JobState.OPEN, "reopened with its escrow for another solver"
-    assert total_wealth(protocol, market, everyone) == before_total, "tokens are conserved"
-    for process in market.processes:
-        assert process.running, process.name
-        assert "Traceback" not in process.log_path.read_text(), process.name
+    assert_cheater_slashed(market, caught, solver=SOLVER, accounts=EVERYONE)
