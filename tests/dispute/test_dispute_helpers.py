@@ -40,6 +40,7 @@ PARAMS = GameParams(
     open_window=15, draw_window=10, commit_window=15, reveal_window=15, max_segment_steps=100_000, committee_size=3,
 )  # fmt: skip
 CID_A = "QmWvQxBLsmXh3mxoVLPKhshqDfK8Ydj2ZVTqKQ3pL8n1z4"
+H3 = "0x" + "03" * 32  # a probe's state hash
 
 
 def _game(**changes: object) -> Game:
@@ -92,7 +93,7 @@ def test_opening_on_report_proves_the_probe_and_its_start(hashes: list[bytes], d
 
 @pytest.mark.parametrize(
     ("seal", "probe", "match"),
-    [(None, Probe(0, 0, 1, b"\x03" * 32), "no report"), (SEAL, Probe(0, 2, 1, b"\x03" * 32), "segment 2"), (SEAL, Probe(0, 0, 0, b"\x03" * 32), "at least one step")],
+    [(None, Probe(0, 0, 1, H3), "no report"), (SEAL, Probe(0, 2, 1, H3), "segment 2"), (SEAL, Probe(0, 0, 0, H3), "at least one step")],
 )  # fmt: skip
 def test_opening_on_report_refuses_impossible_probes(seal: ReportSeal | None, probe: Probe, match: str) -> None:
     hashes = [b"\x01" * 32, b"\x02" * 32, b"\x03" * 32]
