@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 from eth_abi import encode as abi_encode
@@ -43,14 +44,14 @@ CID_A = "QmWvQxBLsmXh3mxoVLPKhshqDfK8Ydj2ZVTqKQ3pL8n1z4"
 H3 = "0x" + "03" * 32  # a probe's state hash
 
 
-def _game(**changes: object) -> Game:
+def _game(**changes: Any) -> Game:
     base = Game(
         defender=SOLVER, job_id=JobId(1), segment=2, by_verifier=False, challenger=CHALLENGER, steps=50, on_report=False, commits=0,
         votes_solver_right=0, votes_solver_wrong=0, status=GameStatus.SOLVER_TO_MOVE, lo=0, hi=50, solver_clock=30,
         challenger_clock=30, last_move_at=1_000, deadline=0, moves=0, agreed_hash=Bytes32(b"\x11" * 32),
         agreed_cid=ZERO32, disputed_hash=Bytes32(b"\x22" * 32), mid_hash=ZERO32, mid_cid=ZERO32,
     )  # fmt: skip
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(base, **changes)
 
 
 @given(st.lists(st.binary(min_size=32, max_size=32), min_size=2, max_size=40), st.data())
