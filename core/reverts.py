@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from eth_abi import decode as abi_decode
 from eth_abi.exceptions import DecodingError
@@ -77,6 +77,11 @@ class ContractRevert(ChainError):
         for name, value in zip(names, values):
             if name and name not in _RESERVED and not hasattr(type(self), name):
                 setattr(self, name, value)
+
+    if TYPE_CHECKING:
+        # The decoded values' attributes (e.jobId, e.have) are set per instance from the ABI, so the
+        # checker cannot list them; this declares them for it only (no runtime __getattr__).
+        def __getattr__(self, name: str) -> Any: ...
 
     @property
     def values(self) -> dict[str, Any]:

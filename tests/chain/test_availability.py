@@ -27,7 +27,7 @@ from submitter.timeline import job_timeline
 from tests.chain.test_lifecycle import past, post, stake
 
 if TYPE_CHECKING:
-    from conftest import Parties
+    from tests.conftest import Parties
 
 CHECKPOINTS = [b"checkpoint %d " % i * 100 for i in range(5)]
 MANIFEST_BYTES = b'{"synthetic": "manifest"}'

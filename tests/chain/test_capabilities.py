@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,7 +16,7 @@ from core.agent import LoopSettings
 from core.anvil import dev_private_key
 from core.chain import Signer
 from core.config import Settings
-from core.contracts import Capabilities, Device, Protocol, Role
+from core.contracts import Capabilities, Device, Protocol, Role, TokenAmount
 from core.reverts import ContractRevert
 from core.storage import LocalStore, file_cid
 from deploy.devnet import Devnet
@@ -26,6 +27,9 @@ from solver.policy import SolverConfig
 from solver.work import Limits
 from submitter import service
 from submitter.demo_job import build_demo_job
+
+if TYPE_CHECKING:
+    from tests.conftest import Parties
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The tiny demo job: an MLP of 4,547 parameters, 40 steps (submitter/demo_job.py).
@@ -39,7 +43,7 @@ def _staked(devnet: Devnet, signer: Signer) -> Protocol:
     return p
 
 
-def test_an_advert_round_trips_and_needs_a_solver_stake(devnet: Devnet, parties) -> None:  # type: ignore[no-untyped-def]
+def test_an_advert_round_trips_and_needs_a_solver_stake(devnet: Devnet, parties: Parties) -> None:
     p = devnet.protocol(parties.solver)
     me = parties.solver.address
     minimum = p.stakes.min_stake(Role.SOLVER)
@@ -62,7 +66,7 @@ def _solver(devnet: Devnet, tmp_path: Path, signer: Signer, limits: Limits) -> d
     devnet.book.save(book_dir / f"{devnet.client.chain_id}.json")
     settings = Settings(rpc_url=devnet.rpc_url, address_book_dir=book_dir, data_dir=tmp_path / "data")
     store = LocalStore(tmp_path / "store")
-    return daemon.build(settings, signer, store, SolverConfig(stake_target=0), limits=limits, loop=LoopSettings(poll_interval_s=0.05))
+    return daemon.build(settings, signer, store, SolverConfig(stake_target=TokenAmount(0)), limits=limits, loop=LoopSettings(poll_interval_s=0.05))
 
 
 def _adverts(devnet: Devnet, solver: str) -> list[dict]:
@@ -70,8 +74,8 @@ def _adverts(devnet: Devnet, solver: str) -> list[dict]:
 
 
 def test_the_solver_daemon_advertises_once_and_again_only_when_its_flags_change(
-    devnet: Devnet, parties, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
+    devnet: Devnet, parties: Parties, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     me = parties.solver.address
     solver = _solver(devnet, tmp_path, parties.solver, Limits())
     for _ in range(3):  # stake, advertise, nothing
@@ -102,7 +106,7 @@ def test_the_solver_daemon_advertises_once_and_again_only_when_its_flags_change(
     assert devnet.protocol().stakes.capabilities_of(me).max_params == 5_000
 
 
-def test_only_eligible_solvers_adverts_count_and_each_misfit_says_why(devnet: Devnet, parties, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_only_eligible_solvers_adverts_count_and_each_misfit_says_why(devnet: Devnet, parties: Parties, tmp_path: Path) -> None:
     spec_path, data_path = _job_files(tmp_path)
     raw = json.loads(spec_path.read_text())
     raw["dataset"] |= {"cid": file_cid(data_path.read_bytes()), "size_bytes": data_path.stat().st_size}
@@ -129,7 +133,7 @@ def _job_files(tmp_path: Path) -> tuple[Path, Path]:
     return job.spec_path, job.data_path
 
 
-def test_submit_post_warns_when_no_staked_solver_fits_and_posts_anyway(devnet: Devnet, parties, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_submit_post_warns_when_no_staked_solver_fits_and_posts_anyway(devnet: Devnet, parties: Parties, tmp_path: Path) -> None:
     spec, data = _job_files(tmp_path)
     book_dir = tmp_path / "deployments"
     book_dir.mkdir()

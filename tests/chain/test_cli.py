@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from eth_utils import to_checksum_address
 
 from core.address_book import AddressBook
 from core.anvil import dev_private_key, free_port
@@ -91,11 +92,11 @@ def test_deploy_command_is_idempotent(devnet: Devnet, tmp_path: Path) -> None:
     first = run(*args, env=env)
     assert first.returncode == 0, first.stderr
     assert dev_private_key(0)[2:] not in first.stdout + first.stderr
-    nonce = devnet.client.w3.eth.get_transaction_count(devnet.deployer.address)
+    nonce = devnet.client.w3.eth.get_transaction_count(to_checksum_address(devnet.deployer.address))
     second = run(*args, env=env)
     assert second.returncode == 0, second.stderr
     assert json.loads(second.stdout)["contracts"] == json.loads(first.stdout)["contracts"]
-    assert devnet.client.w3.eth.get_transaction_count(devnet.deployer.address) == nonce
+    assert devnet.client.w3.eth.get_transaction_count(to_checksum_address(devnet.deployer.address)) == nonce
     assert AddressBook.for_chain(tmp_path, devnet.client).chain_id == devnet.client.chain_id
 
 

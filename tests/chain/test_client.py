@@ -13,15 +13,17 @@ from typing import TYPE_CHECKING
 
 import pytest
 import requests
+from eth_typing import HexStr
+from eth_utils import to_checksum_address
 
 from core.chain import ChainClient, RetryPolicy, Signer
-from core.contracts import Protocol
+from core.contracts import JobId, Protocol
 from core.errors import SignerError, TransientRPCError
 from core.reverts import revert_class
 from deploy.devnet import Devnet
 
 if TYPE_CHECKING:
-    from conftest import Parties
+    from tests.conftest import Parties
 
 FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.05)
 
@@ -78,10 +80,10 @@ def proxy(devnet: Devnet) -> Iterator[FlakyProxy]:
 
 def test_sequential_sends_use_consecutive_nonces(devnet: Devnet, parties: Parties) -> None:
     token = devnet.protocol(parties.submitter).token
-    start = devnet.client.w3.eth.get_transaction_count(parties.submitter.address)
+    start = devnet.client.w3.eth.get_transaction_count(to_checksum_address(parties.submitter.address))
     balance = token.balance_of(parties.outsider.address)
     receipts = [token.transfer(parties.outsider.address, i + 1) for i in range(8)]
-    nonces = [devnet.client.w3.eth.get_transaction(r.tx_hash)["nonce"] for r in receipts]
+    nonces = [devnet.client.w3.eth.get_transaction(HexStr(r.tx_hash))["nonce"] for r in receipts]
     assert nonces == list(range(start, start + 8))
     assert all(r.status == 1 and r.gas_used > 21_000 for r in receipts)
     assert token.balance_of(parties.outsider.address) == balance + sum(range(1, 9))
@@ -91,7 +93,7 @@ def test_concurrent_sends_from_one_process_never_reuse_a_nonce(devnet: Devnet, p
     # two clients on the same endpoint share the process-wide nonce cache
     clients = [devnet.client, ChainClient(devnet.rpc_url)]
     proto = devnet.protocol()
-    start = devnet.client.w3.eth.get_transaction_count(parties.solver.address)
+    start = devnet.client.w3.eth.get_transaction_count(to_checksum_address(parties.solver.address))
     results: list[str] = []
     errors: list[BaseException] = []
 
@@ -109,7 +111,7 @@ def test_concurrent_sends_from_one_process_never_reuse_a_nonce(devnet: Devnet, p
     for t in threads:
         t.join()
     assert not errors
-    nonces = sorted(devnet.client.w3.eth.get_transaction(h)["nonce"] for h in results)
+    nonces = sorted(devnet.client.w3.eth.get_transaction(HexStr(h))["nonce"] for h in results)
     assert nonces == list(range(start, start + 12))
 
 
@@ -155,19 +157,19 @@ def test_revert_is_never_retried_and_nothing_is_sent(devnet: Devnet, parties: Pa
     client = ChainClient(proxy.url, retry=FAST)
     proto = Protocol.connect(client, devnet.book, parties.solver)
     with pytest.raises(revert_class("UnknownJob")):
-        proto.market.claim(123)
+        proto.market.claim(JobId(123))
     assert proxy.methods.count("eth_estimateGas") == 1
     assert "eth_sendRawTransaction" not in proxy.methods
 
 
 def test_a_mined_failure_is_decoded_into_the_named_revert(devnet: Devnet, parties: Parties) -> None:
     market = devnet.protocol().market
-    before = devnet.client.w3.eth.get_transaction_count(parties.solver.address)
+    before = devnet.client.w3.eth.get_transaction_count(to_checksum_address(parties.solver.address))
     with pytest.raises(revert_class("UnknownJob")) as caught:
         # an explicit gas limit skips the estimate, so the failing transaction is mined
         devnet.client.transact(market.contract, "claim", [77], parties.solver, gas=200_000)
     assert caught.value.jobId == 77
-    assert devnet.client.w3.eth.get_transaction_count(parties.solver.address) == before + 1
+    assert devnet.client.w3.eth.get_transaction_count(to_checksum_address(parties.solver.address)) == before + 1
 
 
 def test_event_logs_are_fetched_in_bounded_ranges(devnet: Devnet, parties: Parties) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from eth_utils import to_checksum_address
 
 from core.address_book import AddressBook
 from core.contracts import Protocol, Role
@@ -46,10 +47,10 @@ def test_deployment_seeds_the_jackpot(devnet: Devnet, tmp_path: Path) -> None:
 
 def test_redeploy_with_a_live_address_book_sends_nothing(devnet: Devnet, tmp_path: Path) -> None:
     book = deploy_protocol(devnet.client, devnet.deployer, DeployParams.devnet(), tmp_path)
-    nonce = devnet.client.w3.eth.get_transaction_count(devnet.deployer.address)
+    nonce = devnet.client.w3.eth.get_transaction_count(to_checksum_address(devnet.deployer.address))
     again = deploy_protocol(devnet.client, devnet.deployer, DeployParams.devnet(), tmp_path)
     assert again == book == AddressBook.load(tmp_path / f"{devnet.client.chain_id}.json")
-    assert devnet.client.w3.eth.get_transaction_count(devnet.deployer.address) == nonce
+    assert devnet.client.w3.eth.get_transaction_count(to_checksum_address(devnet.deployer.address)) == nonce
     forced = deploy_protocol(devnet.client, devnet.deployer, DeployParams.devnet(), tmp_path, force=True)
     assert forced.address("JobMarket") != book.address("JobMarket")
 
@@ -81,12 +82,12 @@ def test_parameters_must_match_the_compiled_struct(devnet: Devnet, tmp_path: Pat
     raw = DeployParams.devnet().to_json()
     raw["market"]["notAField"] = 1
     bad = DeployParams.model_validate(raw)
-    nonce = devnet.client.w3.eth.get_transaction_count(devnet.deployer.address)
+    nonce = devnet.client.w3.eth.get_transaction_count(to_checksum_address(devnet.deployer.address))
     with pytest.raises(ConfigError, match="notAField"):
         deploy_protocol(devnet.client, devnet.deployer, bad, tmp_path)
     # checked before anything is sent: no transaction, no book
     assert not (tmp_path / f"{devnet.client.chain_id}.json").exists()
-    assert devnet.client.w3.eth.get_transaction_count(devnet.deployer.address) == nonce
+    assert devnet.client.w3.eth.get_transaction_count(to_checksum_address(devnet.deployer.address)) == nonce
 
 
 def test_parameter_file_errors(tmp_path: Path) -> None:

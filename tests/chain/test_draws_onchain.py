@@ -17,7 +17,7 @@ from deploy.devnet import Devnet
 from tests.chain.test_lifecycle import MANIFEST, MODEL, ROOT, post, stake
 
 if TYPE_CHECKING:
-    from conftest import Parties
+    from tests.conftest import Parties
 
 E18 = 10**18
 
@@ -45,7 +45,7 @@ def test_moves_after_the_entropy_change_neither_the_verifier_nor_the_seed(devnet
         accomplice.token.approve(accomplice.stakes.address, 50 * minimum)
         accomplice.stakes.stake(Role.VERIFIER, 50 * minimum)
 
-    moves: dict[str, Callable[[], None]] = {
+    moves: dict[str, Callable[[], object]] = {
         "none": lambda: None,
         "top up 50x": top_up,
         "unstake all": lambda: accomplice.stakes.request_unstake(Role.VERIFIER, 3 * minimum),

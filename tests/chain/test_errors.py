@@ -100,7 +100,7 @@ def test_missing_artifacts_say_run_make_build(tmp_path: Path) -> None:
 def test_every_custom_error_in_the_artifacts_round_trips() -> None:
     for artifact in artifacts.load_all().values():
         for entry in artifact.abi:
-            if entry.get("type") != "error":
+            if entry["type"] != "error":
                 continue
             types = [i["type"] for i in entry["inputs"]]
             samples = {"address": ACCOUNT, "bool": True, "bytes32": b"\x07" * 32, "string": "s", "bytes": b"\x01"}

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import pytest
-from eth_utils import keccak
+from eth_utils import keccak, to_checksum_address
+from web3.types import Nonce
 
 from core.chain import Receipt, Signer
 from core.contracts import JobId, JobState, Protocol, Role, TokenAmount
@@ -19,7 +20,7 @@ from core.reverts import revert_class
 from deploy.devnet import Devnet
 
 if TYPE_CHECKING:
-    from conftest import Parties
+    from tests.conftest import Parties
 
 E18 = 10**18
 REWARD = 100 * E18
@@ -237,8 +238,8 @@ class Unchanged:
         self.devnet, self.proto = devnet, proto
         self.accounts = [s.address for s in (parties.submitter, parties.solver, parties.verifier, parties.outsider)]
 
-    def snapshot(self) -> tuple[dict[str, int], list[int]]:
-        nonces = [self.devnet.client.w3.eth.get_transaction_count(a) for a in self.accounts]
+    def snapshot(self) -> tuple[dict[str, int], list[Nonce]]:
+        nonces = [self.devnet.client.w3.eth.get_transaction_count(to_checksum_address(a)) for a in self.accounts]
         return wallets(self.proto, self.accounts), nonces
 
     def __enter__(self) -> Unchanged:

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from eth_utils import to_checksum_address
+
 from core.anvil import dev_private_key
 from deploy.devnet import Devnet
 
@@ -25,12 +27,12 @@ def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Pat
         return subprocess.run([*CLI, *args, "--address-book-dir", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
 
     def refused(*args: str, error: str, meaning: str) -> None:
-        nonce = devnet.client.w3.eth.get_transaction_count(me)
+        nonce = devnet.client.w3.eth.get_transaction_count(to_checksum_address(me))
         result = veritrain(*args, "--key-env", "MY_KEY")
         assert result.returncode == 5, result.stderr
         line = result.stderr.strip()
         assert len(line.splitlines()) == 1 and line.startswith(f"error: {error}(") and meaning in line, line
-        assert devnet.client.w3.eth.get_transaction_count(me) == nonce  # refused at the estimate: nothing sent
+        assert devnet.client.w3.eth.get_transaction_count(to_checksum_address(me)) == nonce  # refused at the estimate: nothing sent
 
     refused("stake", "solver", "1", error="StakeBelowMinimum", meaning="below the role's `minimum`")
     refused("unstake", "solver", "5", error="InsufficientStake", meaning="Not enough stake")

@@ -24,7 +24,7 @@ from submitter.timeline import job_timeline
 from .test_lifecycle import FEE, MANIFEST, MODEL, REPORT, REWARD, ROOT, post, stake, wallets
 
 if TYPE_CHECKING:
-    from conftest import Parties
+    from tests.conftest import Parties
 
 E18 = 10**18
 ZERO = Bytes32(b"\x00" * 32)
@@ -79,7 +79,8 @@ def test_the_seal_rebuilt_from_events_is_what_verify_probe_accepts(devnet: Devne
     receipt = devnet.protocol(parties.verifier).market.report(job_id, True, REPORT, seed, ZERO, _entries(tree))
     (reported,) = market.decode_events(receipt, "ReportSubmitted")
     assert reported.args["probeRoot"] == _b(tree.root)  # the chain computed ProbeTree's root
-    assert market.sealed_report(job_id)[1] == _entries(tree)  # the probes are on chain: no report JSON needed
+    sealed = market.sealed_report(job_id)
+    assert sealed is not None and sealed[1] == _entries(tree)  # the probes are on chain: no report JSON needed
     (shown,) = [e for e in job_timeline(devnet.protocol(), job_id) if e.event == "ReportSubmitted"]
     assert shown.args["probes"] == [  # the submitter's timeline shows them as JSON
         {"segment": p.segment, "step": p.step, "stateHash": p.state_hash} for p in sorted(tree.probes, key=lambda p: p.index)
@@ -134,7 +135,8 @@ def test_report_checks_the_seal_and_the_probes(devnet: Devnet, parties: Parties)
         verifier.report(job_id, False, REPORT, seed, ZERO, probes)
     receipt = verifier.report(job_id, False, REPORT, seed, ZERO, [])  # a failing report opens a dispute
     (reported,) = verifier.decode_events(receipt, "ReportSubmitted")
-    assert reported.args["probeRoot"] == ZERO and verifier.sealed_report(job_id)[1] == []
+    sealed = verifier.sealed_report(job_id)
+    assert reported.args["probeRoot"] == ZERO and sealed is not None and sealed[1] == []
     assert verifier.get_job(job_id).state is JobState.DISPUTED
 
 

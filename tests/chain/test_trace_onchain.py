@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from core.contracts import JobState, Role
+from core.contracts import JobId, JobState, Role
 from deploy.devnet import Devnet
 from proofs import Trace, load_dataset, train_trace
 from proofs.datasets import reference_job
 
 if TYPE_CHECKING:
-    from conftest import Parties
+    from tests.conftest import Parties
 
 E18 = 10**18
 ZERO_CID = bytes.fromhex("00" * 31 + "01")
@@ -30,7 +30,7 @@ def trace() -> Trace:
     return train_trace(spec, load_dataset(spec, job.dataset))
 
 
-def _commit_trace(devnet: Devnet, parties: Parties, root: str, leaves: int) -> int:
+def _commit_trace(devnet: Devnet, parties: Parties, root: str, leaves: int) -> JobId:
     proto = devnet.protocol()
     proto.with_signer(parties.solver).token.approve(proto.stakes.address, 1_000 * E18)
     proto.with_signer(parties.solver).stakes.stake(Role.SOLVER, 1_000 * E18)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from core.address_book import book_path
-from core.cid import cid_to_digest
+from core.cid import Cid, cid_to_digest
 from core.contracts import Role
 from core.storage import LocalStore
 from deploy.devnet import Devnet
@@ -25,7 +25,7 @@ from submitter.curve import CURVE_SIZE_PX, CurvePoint, TrainingCurve, draw_curve
 from tests.chain.test_lifecycle import post, stake
 
 if TYPE_CHECKING:
-    from conftest import Parties
+    from tests.conftest import Parties
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,7 +94,7 @@ def test_the_committed_curve_is_shown_exactly_and_drawn(devnet: Devnet, parties:
 
 
 def test_a_long_curve_is_shown_sampled_evenly_with_its_last_segment() -> None:
-    curve = TrainingCurve("QmManifest", tuple(CurvePoint(i, 10 * i, 10 * i + 10, 1.0 / (i + 1)) for i in range(62)))
+    curve = TrainingCurve(Cid("QmManifest"), tuple(CurvePoint(i, 10 * i, 10 * i + 10, 1.0 / (i + 1)) for i in range(62)))
     assert curve.stride(25) == 3 and [p.segment for p in curve.sampled(25)] == [*range(0, 62, 3), 61]
     assert curve.stride(100) == 1 and curve.sampled(100) == curve.points
-    assert [p.segment for p in TrainingCurve("QmM", curve.points[:7]).sampled(3)] == [0, 3, 6]
+    assert [p.segment for p in TrainingCurve(Cid("QmM"), curve.points[:7]).sampled(3)] == [0, 3, 6]

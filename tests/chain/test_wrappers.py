@@ -20,9 +20,9 @@ def built() -> None:
 
 
 @pytest.mark.parametrize("wrapper", [VeriToken, StakeManager, JobMarket], ids=lambda w: w.__name__)
-def test_every_abi_function_has_a_wrapper_method(wrapper: type) -> None:
+def test_every_abi_function_has_a_wrapper_method(wrapper: type[VeriToken | StakeManager | JobMarket]) -> None:
     abi = artifacts.load(wrapper.ARTIFACT).abi
-    names = {snake_case(e["name"]) for e in abi if e.get("type") == "function"}
+    names = {snake_case(e["name"]) for e in abi if e["type"] == "function"}
     missing = sorted(n for n in names if not callable(getattr(wrapper, n, None)))
     assert not missing, f"{wrapper.__name__} lacks {missing}"
 
@@ -39,6 +39,7 @@ def test_every_abi_function_has_a_wrapper_method(wrapper: type) -> None:
 )
 def test_result_dataclasses_match_the_abi_structs(cls: type, artifact: str, function: str) -> None:
     (entry,) = [e for e in artifacts.load(artifact).abi if e.get("name") == function]
+    assert entry["type"] == "function"
     components = [snake_case(c["name"]) for c in entry["outputs"][0]["components"]]
     assert components == [f.name for f in dataclasses.fields(cls)]
 
@@ -46,6 +47,7 @@ def test_result_dataclasses_match_the_abi_structs(cls: type, artifact: str, func
 def test_report_seal_fields_are_the_abi_tuple_in_order() -> None:
     """``ReportSeal.as_tuple()`` is sent positionally: its fields must be the struct's, in order."""
     (entry,) = [e for e in artifacts.load("JobMarket").abi if e.get("name") == "isForced"]
+    assert entry["type"] == "function"
     (seal,) = [i for i in entry["inputs"] if i["name"] == "seal"]
     assert [snake_case(c["name"]) for c in seal["components"]] == [f.name for f in dataclasses.fields(ReportSeal)]
 

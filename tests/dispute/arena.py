@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from core.chain import Address, Receipt, Signer
-from core.cid import cid_to_digest
-from core.contracts import Game, GameId, GameParams, GameStatus, JobId, JobState, Protocol, Role, TokenAmount
+from core.cid import Cid, cid_to_digest
+from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, Protocol, Role, TokenAmount
 from core.dispute import Action, derive_salt, isolated_step, next_turn, opening, opening_on_report, vote_commitment
 from core.reverts import revert_class
 from core.storage.local import LocalStore
@@ -161,7 +161,7 @@ class Arena:
         accounts = [self.net.deployer, *self.net.accounts]
         staked = {s.address: sum(stakes.stake_of(s.address, r).staked for r in Role) for s in accounts}
         assert token.balance_of(stakes.address) == sum(staked.values()), "StakeManager holds exactly the stakes"
-        out = {s.address: token.balance_of(s.address) + staked[s.address] for s in accounts}
+        out: dict[str, int] = {s.address: token.balance_of(s.address) + staked[s.address] for s in accounts}
         for name in ("JobMarket", "DisputeGame"):
             out[name] = token.balance_of(self.net.book.address(name))
         return out
@@ -172,7 +172,7 @@ class Arena:
         *,
         by_verifier: bool,
         probe_hash: Callable[[int, int, int], str] | None = None,
-    ) -> tuple[JobId, Signer, list[str]]:
+    ) -> tuple[JobId, Signer, list[Cid]]:
         """Post, claim, commit the trace of ``states``, draw the verifier and report: pass (a
         whistleblower will challenge) or fail (the verifier challenges). Returns the job, the
         challenger and the checkpoint CIDs.
@@ -309,7 +309,7 @@ class Arena:
         committee = game_api.committee(played.game_id)
         game = game_api.get_game(played.game_id)
         task = isolated_step(game, K, cids)
-        votes: dict[Address, tuple[bool, bytes]] = {}
+        votes: dict[Address, tuple[bool, Bytes32]] = {}
         for i, referee in enumerate(committee):
             if silent[i % len(silent)]:
                 played.silent_referees += 1

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
-from core.contracts import Ballot, DisputeGame, Game, GameParams, GameStatus, snake_case
+from core.contracts import Ballot, Bytes32, DisputeGame, Game, GameParams, GameStatus, snake_case
 from core.dispute import Action, isolated_step, next_turn, opening, vote_commitment
 from core.errors import ConfigError
 from core.reverts import revert_class
@@ -21,13 +21,14 @@ from .arena import SEGMENT, Arena, K
 
 def test_every_abi_function_has_a_wrapper_method() -> None:
     abi = artifacts.load("DisputeGame").abi
-    names = {snake_case(e["name"]) for e in abi if e.get("type") == "function"}
+    names = {snake_case(e["name"]) for e in abi if e["type"] == "function"}
     assert not sorted(n for n in names if not callable(getattr(DisputeGame, n, None)))
 
 
 @pytest.mark.parametrize(("cls", "function"), [(Game, "getGame"), (GameParams, "params")])
 def test_result_dataclasses_match_the_abi_structs(cls: type, function: str) -> None:
     (entry,) = [e for e in artifacts.load("DisputeGame").abi if e.get("name") == function]
+    assert entry["type"] == "function"
     assert [snake_case(c["name"]) for c in entry["outputs"][0]["components"]] == [f.name for f in dataclasses.fields(cls)]
 
 
@@ -64,7 +65,7 @@ def test_turns_deadlines_and_commitments_agree_with_the_contract(arena: Arena) -
     job_id, challenger, cids = arena.commit_job(cheat, by_verifier=False)
     game_api, client = arena.base.game, arena.net.client
     hashes = [state_hash(c) for c in arena.trained.checkpoints(cheat)]
-    bad_proof = dataclasses.replace(opening(hashes, TraceTree(hashes), SEGMENT, K), start_hash=b"\x09" * 32)
+    bad_proof = dataclasses.replace(opening(hashes, TraceTree(hashes), SEGMENT, K), start_hash=Bytes32(b"\x09" * 32))
     with pytest.raises(revert_class("InvalidCheckpointProof")):
         arena.proto(challenger).game.open(job_id, *bad_proof.call_args())
     played = arena.open(job_id, challenger, cheat)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 from eth_abi import encode as abi_encode
@@ -40,16 +41,17 @@ PARAMS = GameParams(
     open_window=15, draw_window=10, commit_window=15, reveal_window=15, max_segment_steps=100_000, committee_size=3,
 )  # fmt: skip
 CID_A = "QmWvQxBLsmXh3mxoVLPKhshqDfK8Ydj2ZVTqKQ3pL8n1z4"
+H3 = "0x" + "03" * 32  # a probe's state hash
 
 
-def _game(**changes: object) -> Game:
+def _game(**changes: Any) -> Game:
     base = Game(
         defender=SOLVER, job_id=JobId(1), segment=2, by_verifier=False, challenger=CHALLENGER, steps=50, on_report=False, commits=0,
         votes_solver_right=0, votes_solver_wrong=0, status=GameStatus.SOLVER_TO_MOVE, lo=0, hi=50, solver_clock=30,
         challenger_clock=30, last_move_at=1_000, deadline=0, moves=0, agreed_hash=Bytes32(b"\x11" * 32),
         agreed_cid=ZERO32, disputed_hash=Bytes32(b"\x22" * 32), mid_hash=ZERO32, mid_cid=ZERO32,
     )  # fmt: skip
-    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+    return dataclasses.replace(base, **changes)
 
 
 @given(st.lists(st.binary(min_size=32, max_size=32), min_size=2, max_size=40), st.data())
@@ -92,7 +94,7 @@ def test_opening_on_report_proves_the_probe_and_its_start(hashes: list[bytes], d
 
 @pytest.mark.parametrize(
     ("seal", "probe", "match"),
-    [(None, Probe(0, 0, 1, b"\x03" * 32), "no report"), (SEAL, Probe(0, 2, 1, b"\x03" * 32), "segment 2"), (SEAL, Probe(0, 0, 0, b"\x03" * 32), "at least one step")],
+    [(None, Probe(0, 0, 1, H3), "no report"), (SEAL, Probe(0, 2, 1, H3), "segment 2"), (SEAL, Probe(0, 0, 0, H3), "at least one step")],
 )  # fmt: skip
 def test_opening_on_report_refuses_impossible_probes(seal: ReportSeal | None, probe: Probe, match: str) -> None:
     hashes = [b"\x01" * 32, b"\x02" * 32, b"\x03" * 32]

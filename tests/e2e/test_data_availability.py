@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from core.cid import digest_to_cid
-from core.contracts import MANIFEST_ITEM, JobState, Protocol, Role
+from core.contracts import MANIFEST_ITEM, JobId, JobState, Protocol, Role
 from core.storage import LocalStore
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, total_wealth, wealth
@@ -78,8 +78,8 @@ def test_an_honest_solver_publishes_the_manifest_its_verifier_could_not_fetch(ma
     deploy = protocol.book.deploy_block
     submitter = protocol.with_signer(market.account(SUBMITTER))
     for job_id in range(1, protocol.market.job_count() + 1):  # an earlier test's reopened job
-        if protocol.market.get_job(job_id).state is JobState.OPEN:
-            submitter.market.cancel(job_id)
+        if protocol.market.get_job(JobId(job_id)).state is JobState.OPEN:
+            submitter.market.cancel(JobId(job_id))
     everyone = range(0, E2E_ACCOUNTS)
     before_total = total_wealth(protocol, market, everyone)
     before = {i: wealth(protocol, market.account(i).address) for i in everyone}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.contracts import GameId, GameStatus, JobId, JobState, SettleReason
+from core.contracts import Event, GameId, GameStatus, JobId, JobState, SettleReason
 from proofs.adversary import STRATEGIES
 from solver.daemon import SILENT_CHEATS
 from tests.e2e.conftest import Market, wait_for
@@ -36,7 +36,11 @@ def test_every_adversary_strategy_is_caught_and_slashed(market: Market, tmp_path
         strategy_of[market.account(i).address] = strategy
     jobs = [post_tiny(market, tmp_path / f"job{n}") for n in range(len(STRATEGIES))]
 
-    outcomes = wait_for("every game settled", lambda: (o := [settled(protocol, j) for j in jobs]) and all(o) and o, 420, market)
+    def every_game_settled() -> list[Event | None] | None:
+        got = [settled(protocol, j) for j in jobs]
+        return got if all(got) else None
+
+    outcomes = wait_for("every game settled", every_game_settled, 420, market)
 
     params, deploy = protocol.game.params(), protocol.book.deploy_block
     caught = set()

@@ -23,6 +23,7 @@ of it back by cancelling.
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 
 from core.cid import digest_to_cid
@@ -75,7 +76,7 @@ def test_solvers_whose_manifest_gives_no_leaves_lose_their_bond_in_a_manifest_ga
     market.daemon("solver", SOLVER_B, "foreign", "--cheat", "foreign-root", "--poll", "0.5")
     jobs = [post_tiny(market, tmp_path / f"job{n}") for n in range(2)]
 
-    events = [wait_for(f"job {job_id}'s game settled", lambda j=job_id: settled(protocol, j), 360, market) for job_id in jobs]
+    events = [wait_for(f"job {job_id}'s game settled", partial(settled, protocol, job_id), 360, market) for job_id in jobs]
     params, deposit = protocol.game.params(), protocol.market.params().availability_deposit
     fees = params.committee_size * params.referee_fee
     expected = dict.fromkeys(everyone, 0)

@@ -16,8 +16,10 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from eth_utils import to_checksum_address
 
 from core.anvil import dev_private_key
+from core.contracts import TokenAmount
 from core.storage import file_cid
 from submitter import service
 from submitter.demo_job import build_demo_job
@@ -47,7 +49,7 @@ def chain_facts(market: Market, account: int) -> tuple[int, ...]:
     from core.anvil import dev_signers
 
     address = dev_signers(account + 1)[account].address
-    nonce = p.client.w3.eth.get_transaction_count(address)
+    nonce = p.client.w3.eth.get_transaction_count(to_checksum_address(address))
     return (nonce, p.token.balance_of(address), p.token.allowance(address, p.market.address), p.market.job_count())
 
 
@@ -132,7 +134,7 @@ def test_post_refuses_a_wrong_dataset_cid(market: Market, job_files: tuple[Path,
 
 def test_job_commands_refuse_unknown_and_wrong_jobs(market: Market, job_files: tuple[Path, Path], tmp_path: Path) -> None:
     spec, data = job_files
-    posted = service.post_job(market.protocol(market.account(0)), market.store, spec, data, 10**18, 10**18, 600)
+    posted = service.post_job(market.protocol(market.account(0)), market.store, spec, data, TokenAmount(10**18), TokenAmount(10**18), 600)
     unknown, mine = str(posted.job_id + 100), str(posted.job_id)
     refuse_all(market, [
         (["show", unknown], 1, (f"unknown job {unknown}",)),
@@ -145,7 +147,7 @@ def test_job_commands_refuse_unknown_and_wrong_jobs(market: Market, job_files: t
 
 def test_read_commands_work_and_speak_json(market: Market, job_files: tuple[Path, Path]) -> None:
     spec, data = job_files
-    posted = service.post_job(market.protocol(market.account(0)), market.store, spec, data, 10**18, 10**18, 600)
+    posted = service.post_job(market.protocol(market.account(0)), market.store, spec, data, TokenAmount(10**18), TokenAmount(10**18), 600)
     assert posted.tax == market.protocol().market.jackpot_tax(10**18, 10**18) > 0  # escrowed on top of reward + fee
     by_cli = run(market, "post", str(spec), "--data", str(data), "--reward", "10", "--fee", "2", "--json")
     assert by_cli.returncode == 0, by_cli.stderr

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.contracts import JobState, Role
+from core.contracts import JobId, JobState, Role
 from core.storage.unixfs import file_cid
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, total_wealth, wealth
@@ -71,8 +71,8 @@ def test_no_game_is_opened_when_no_committee_can_be_seated(market: Market, tmp_p
     deploy = protocol.book.deploy_block
     submitter = protocol.with_signer(market.account(SUBMITTER))
     for job_id in range(1, protocol.market.job_count() + 1):  # the reopened job of the test before
-        if protocol.market.get_job(job_id).state is JobState.OPEN:
-            submitter.market.cancel(job_id)
+        if protocol.market.get_job(JobId(job_id)).state is JobState.OPEN:
+            submitter.market.cancel(JobId(job_id))
     honest = protocol.with_signer(market.account(VERIFIER))  # leaves: the lazy verifier is the only one
     honest.stakes.request_unstake(Role.VERIFIER, protocol.stakes.stake_of(market.account(VERIFIER).address, Role.VERIFIER).staked)
     lazy, whistleblower = market.account(LAZY).address, market.account(WHISTLEBLOWER).address

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -130,7 +131,8 @@ def test_simulation_is_reproducible_by_seed() -> None:
 @pytest.mark.parametrize("field,value", [("audit_rate", 1.5), ("cheat_rate", -0.1), ("fee", -1.0), ("reward", math.inf), ("whistleblowers", 0)])
 def test_invalid_parameters_are_rejected(field: str, value: float) -> None:
     with pytest.raises(ConfigError, match=field):
-        dataclasses.replace(DEFAULTS, **{field: value})
+        overrides: dict[str, Any] = {field: value}  # any one field, int or float
+        dataclasses.replace(DEFAULTS, **overrides)
 
 
 def test_simulation_bounds_are_enforced() -> None:

@@ -76,8 +76,13 @@ def test_verify_trace_passes_an_honest_trace_through_its_manifest(mlp, traces) -
     manifest = trace.manifest("QmSpec", [f"QmCkpt{i}" for i in range(len(trace.state_hashes))])
     parsed = parse_manifest(manifest.canonical_bytes(), mlp.spec)
     assert parsed == manifest and parsed.root == trace.root and parsed.final_cid == f"QmCkpt{mlp.spec.segments}"
-    fetched = []
-    verdict = verify_trace(mlp.spec, mlp.dataset, parsed, lambda i: fetched.append(i) or trace.checkpoints[i], "0x" + "42" * 32)
+    fetched: list[int] = []
+
+    def fetch(i: int) -> bytes:
+        fetched.append(i)
+        return trace.checkpoints[i]
+
+    verdict = verify_trace(mlp.spec, mlp.dataset, parsed, fetch, "0x" + "42" * 32)
     assert verdict.passed and not verdict.failures
     assert [v.segment for v in verdict.verdicts] == list(verdict.selection.segments)
     assert len(fetched) == len(set(fetched))

@@ -49,7 +49,7 @@ SETTINGS = [
 RTOL, ATOL = 1e-5, 1e-5
 
 
-def _grads(fn: Any, inputs: list[torch.Tensor], dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, list[torch.Tensor]]:
+def _grads(fn: Any, inputs: list[torch.Tensor], dtype: torch.dtype, seed: int = 0) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
     xs = [t.detach().to(dtype).requires_grad_(t.is_floating_point()) for t in inputs]
     out = fn(*xs)
     weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed), dtype=torch.float32).to(dtype)

@@ -26,6 +26,7 @@ def seed_of(i: int) -> str:
 @given(st.lists(st.floats(0, 100, allow_nan=False), min_size=1, max_size=200), st.integers(0, 5), st.integers(0, 60), st.integers(0, 2**64))
 def test_selection_is_distinct_in_range_and_deterministic(norms: list[float], q: int, r: int, s: int) -> None:
     sel = choose_segments(norms, seed_of(s), q, r)
+    assert sel.last is not None  # at least one segment: there is a last
     n = len(norms)
     picked = list(sel.top) + list(sel.random) + [sel.last]
     assert len(picked) == len(set(picked)) == min(n, q + r + 1)

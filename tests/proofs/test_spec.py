@@ -50,7 +50,7 @@ def test_defaults_are_written_out_so_every_hyperparameter_is_pinned() -> None:
 def test_spec_is_frozen() -> None:
     spec = load_spec(base())
     with pytest.raises(ValidationError):
-        spec.steps = 5  # type: ignore[misc]
+        spec.steps = 5
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from core.agent import Agent, Disposition, JsonFormatter, KeyValueFormatter, LoopSettings, StopFlag, Stopped, default_classify
+from core.agent import Agent, Disposition, JsonFormatter, KeyValueFormatter, LoopSettings, StopFlag, Stopped, TickReport, default_classify
 from core.errors import TransientRPCError, VeritrainError
 from core.reverts import ContractRevert
 
@@ -114,7 +114,7 @@ def test_classification() -> None:
 
 def test_run_backs_off_then_recovers_and_honours_max_ticks() -> None:
     world = World(load_errors=[TransientRPCError("a"), TransientRPCError("b")])
-    reports = []
+    reports: list[TickReport] = []
     agent = Agent("test", world, world, world, settings=FAST, heartbeat=reports.append)
     agent.run(max_ticks=3)
     assert [r.transient_error is None for r in reports] == [False, False, True]

@@ -6,11 +6,12 @@ and as a referee of them."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
 from core.chain import Address
-from core.contracts import Ballot, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action
 from rolebase.dispute import vote_from_shape
 from solver.policy import ForfeitUnopened, HeldJob, OpenJob, Phase, PostMidpoint, SolverConfig, SolverPolicy, SolverView, SpecCheck, TimeoutClock
@@ -28,7 +29,7 @@ from verifier.policy import (
 ME = Address("0x000000000000000000000000000000000000bEEF")
 OTHER = Address("0x0000000000000000000000000000000000000777")
 T = TokenAmount
-Z = b"\x00" * 32
+Z = Bytes32(b"\x00" * 32)
 PARAMS = GameParams(
     T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3
 )
@@ -55,7 +56,7 @@ def game(
     )  # fmt: skip
 
 
-def solver_view(now: int, *jobs: HeldJob, **over: object) -> SolverView:
+def solver_view(now: int, *jobs: HeldJob, **over: Any) -> SolverView:
     base = SolverView(now=now, block=100, me=ME, token_balance=T(0), staked=T(100), free_stake=T(100), min_stake=T(100),
                       open_jobs=(), held_jobs=jobs, forgettable=(), game_params=PARAMS)  # fmt: skip
     return replace(base, **over)
@@ -100,7 +101,7 @@ def test_a_cheat_once_solver_claims_no_second_job() -> None:
     assert once.next_actions(solver_view(1_000, open_jobs=(job,), claims_made=1)) == []
 
 
-def verifier_view(now: int, *games: LiveGame, block: int = 100, **over: object) -> VerifierView:
+def verifier_view(now: int, *games: LiveGame, block: int = 100, **over: Any) -> VerifierView:
     base = VerifierView(now=now, block=block, me=ME, token_balance=T(0), staked=T(100), min_stake=T(100), assignments=(),
                         jobs=(), forgettable=(), games=games, game_params=PARAMS)  # fmt: skip
     return replace(base, **over)

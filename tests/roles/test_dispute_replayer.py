@@ -78,10 +78,10 @@ def test_a_challenger_steers_a_coasting_segment_to_its_first_idle_step(job: Any)
     lo, hi = 0, k
     while hi - lo > 1:
         game = _game(job, faked.trace, 2, lo, hi)
-        lo, hi = ((lo + hi) // 2, hi) if replayer.answer(1, game) else (lo, (lo + hi) // 2)
+        lo, hi = ((lo + hi) // 2, hi) if replayer.answer(GameId(1), game) else (lo, (lo + hi) // 2)
     assert (lo, hi) == (0, 1)
     trace = train_trace(job.spec, job.dataset)
-    assert _replayer(job, trace).answer(1, _game(job, trace, 2, 0, k))  # an honest segment: agree with the truth
+    assert _replayer(job, trace).answer(GameId(1), _game(job, trace, 2, 0, k))  # an honest segment: agree with the truth
 
 
 def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None) -> DisputeReplayer:
@@ -130,7 +130,7 @@ def test_a_referee_replays_the_segment_and_rules_against_a_false_loss(job: Any) 
     assert liar.commitment_fault(JOB, 2) is None  # nothing false that needs no training
     assert liar.answer(GameId(1), _game(job, faked.trace, 2, 0, k))  # the challenger agrees with every true midpoint
     last = _isolated(job, faked.trace, 2, k - 1)
-    assert liar.vote(GameId(1), last) is False  # type: ignore[arg-type]
+    assert liar.vote(GameId(1), last) is False
     assert "manifest claims" in (liar.loss_fault(JOB, 2) or "")
     assert liar.loss_fault(JOB, 1) is None  # it lied about segment 2 only
-    assert honest.vote(GameId(1), last) is True  # type: ignore[arg-type]  # the honest trace's same game: the solver is right
+    assert honest.vote(GameId(1), last) is True  # the honest trace's same game: the solver is right

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def test_a_fifo_keystore_is_refused_at_once(tmp_path: Path) -> None:
         Signer.from_keystore(big, "pw")
 
 
-def _capture(into: list[BaseException], fn) -> None:  # type: ignore[no-untyped-def]
+def _capture(into: list[BaseException], fn: Callable[[], object]) -> None:
     try:
         fn()
     except BaseException as exc:  # noqa: BLE001 - handed to the test thread
@@ -136,8 +137,8 @@ def test_a_dropped_action_is_warned_once_then_at_a_backoff(caplog: pytest.LogCap
             agent.tick()
             now[0] += 0.5
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
-    per_job = {j: [r for r in warnings if r.job_id == j] for j in (7, 8)}
+    per_job = {j: [r for r in warnings if r.__dict__["job_id"] == j] for j in (7, 8)}
     # each job: the first drop, then at 10 s, 30 s and 70 s (the wait doubles from 10 s, at most 40 s)
     assert [len(v) for v in per_job.values()] == [4, 4]
-    assert per_job[7][0].getMessage() == "action dropped" and per_job[7][-1].repeats > 100
+    assert per_job[7][0].getMessage() == "action dropped" and per_job[7][-1].__dict__["repeats"] > 100
     assert sum(1 for r in caplog.records if r.levelno == logging.DEBUG and r.getMessage() == "action dropped again") == 400 - 8

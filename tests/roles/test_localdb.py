@@ -22,8 +22,9 @@ def test_migrations_apply_once_and_in_order(tmp_path: Path) -> None:
     with LocalDb(path, [V1, V2]) as db:
         row = db.query_one("SELECT phase, step FROM jobs WHERE job_id = 1")
         assert row is not None and (row["phase"], row["step"]) == ("training", 0)
-        assert db.query_one("PRAGMA journal_mode")[0] == "wal"
-        assert db.query_one("PRAGMA user_version")[0] == 2
+        mode, version = db.query_one("PRAGMA journal_mode"), db.query_one("PRAGMA user_version")
+        assert mode is not None and mode[0] == "wal"
+        assert version is not None and version[0] == 2
 
 
 def test_newer_file_than_program_is_refused(tmp_path: Path) -> None:

@@ -12,17 +12,19 @@ from __future__ import annotations
 import io
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 from safetensors.numpy import save as save_safetensors
 
 from core.agent import LoopSettings
+from core.chain import Signer
 from core.cid import cid_to_digest
 from core.config import Settings
-from core.contracts import JobId, JobState, Protocol, Role
+from core.contracts import JobId, JobState, Protocol, Role, TokenAmount
 from core.storage import ContentStore, LocalStore, file_cid
+from deploy.devnet import Devnet
 from proofs import load_dataset, load_spec
 from proofs.datasets import reference_job
 from rolebase.actions import stake
@@ -30,6 +32,9 @@ from solver import daemon, work
 from solver.policy import SolverConfig
 from solver.state import SolverDb
 from solver.work import Limits, SpecJudge
+
+if TYPE_CHECKING:
+    from tests.conftest import Parties
 
 DEP = "31337:0x0000000000000000000000000000000000000001"
 TOKEN = 10**18
@@ -179,15 +184,17 @@ def _post(protocol: Protocol, store: LocalStore, spec: bytes, commit_window: int
     return job_id
 
 
-def _solver(devnet, tmp_path: Path, store: LocalStore, signer) -> daemon.SolverDaemon:  # type: ignore[no-untyped-def]
+def _solver(devnet: Devnet, tmp_path: Path, store: LocalStore, signer: Signer) -> daemon.SolverDaemon:
     book_dir = tmp_path / "deployments"
     book_dir.mkdir(exist_ok=True)
     devnet.book.save(book_dir / f"{devnet.client.chain_id}.json")
     settings = Settings(rpc_url=devnet.rpc_url, address_book_dir=book_dir, data_dir=tmp_path / "data")
-    return daemon.build(settings, signer, store, SolverConfig(stake_target=0), loop=LoopSettings(poll_interval_s=0.05))
+    return daemon.build(settings, signer, store, SolverConfig(stake_target=TokenAmount(0)), loop=LoopSettings(poll_interval_s=0.05))
 
 
-def test_a_hostile_submitter_cannot_make_the_solver_claim_what_it_cannot_run(devnet, parties, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:  # type: ignore[no-untyped-def]
+def test_a_hostile_submitter_cannot_make_the_solver_claim_what_it_cannot_run(
+    devnet: Devnet, parties: Parties, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     store = LocalStore(tmp_path / "store")
     submitter = devnet.protocol(parties.submitter)
     submitter.token.approve(submitter.market.address, 100 * TOKEN)
@@ -230,7 +237,7 @@ def test_a_hostile_submitter_cannot_make_the_solver_claim_what_it_cannot_run(dev
     refusals = [r for r in caplog.records if r.getMessage().startswith("job refused")]
     # once each, across the restart and the reopen: the three unusable specs and the window too short (the CID
     # nobody has is looked for again later, not refused for good)
-    assert sorted(int(r.job) for r in refusals) == sorted(hostile[i] for i in (0, 1, 3))
+    assert sorted(int(r.__dict__["job"]) for r in refusals) == sorted(hostile[i] for i in (0, 1, 3))
 
 
 def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch: pytest.MonkeyPatch) -> None:

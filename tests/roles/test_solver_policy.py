@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -21,6 +22,7 @@ from solver.policy import (
     Phase,
     SolverConfig,
     SolverPolicy,
+    SolverView,
     SpecCheck,
     Stake,
     TimeoutVerifier,
@@ -34,9 +36,7 @@ OK = SpecCheck(runnable=True, steps=100)
 T = TokenAmount
 
 
-def view(**over: object):
-    from solver.policy import SolverView
-
+def view(**over: Any) -> SolverView:
     base = SolverView(
         now=1_000,
         block=50,

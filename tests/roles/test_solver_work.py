@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,8 @@ from core.agent import StopFlag, Stopped
 from core.cid import cid_to_digest
 from core.contracts import JobId
 from core.storage import LocalStore
-from proofs import load_dataset, parse_manifest, train_trace
+from deploy.devnet import Devnet
+from proofs import JobSpec, load_dataset, parse_manifest, train_trace
 from proofs.datasets import reference_job
 from rolebase.watchers import MarketWatcher
 from solver.policy import Phase
@@ -19,10 +21,11 @@ from solver.work import JobWorkError, Limits, SpecJudge, Workshop
 
 JOB = JobId(1)
 FAR = 2**32 - 1
+Bench = tuple[Workshop, SolverDb, LocalStore, JobSpec, StopFlag]
 
 
 @pytest.fixture
-def bench(tmp_path: Path, devnet):  # type: ignore[no-untyped-def]
+def bench(tmp_path: Path, devnet: Devnet) -> Iterator[Bench]:
     store = LocalStore(tmp_path / "store")
     ref = reference_job("mlp-spirals", steps=200, checkpoint_interval=20)
     spec = ref.spec(store.put(ref.dataset))
@@ -36,7 +39,7 @@ def bench(tmp_path: Path, devnet):  # type: ignore[no-untyped-def]
     db.close()
 
 
-def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_trace(bench) -> None:  # type: ignore[no-untyped-def]
+def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_trace(bench: Bench) -> None:
     workshop, db, _, spec, _ = bench
     workshop.train(JOB, FAR)
     honest = db.job(JOB)
@@ -63,7 +66,7 @@ def test_resume_after_a_crash_drops_a_tampered_checkpoint_and_rebuilds_the_same_
     assert [c.loss for c in db.checkpoints(JOB)] == curve
 
 
-def test_stop_interrupts_training_and_keeps_what_is_on_disk(bench) -> None:  # type: ignore[no-untyped-def]
+def test_stop_interrupts_training_and_keeps_what_is_on_disk(bench: Bench) -> None:
     workshop, db, _, _, stop = bench
 
     def progress(job_id: JobId, done: int, total: int) -> None:
@@ -78,7 +81,7 @@ def test_stop_interrupts_training_and_keeps_what_is_on_disk(bench) -> None:  # t
     assert record is not None and record.phase is Phase.TRAINING
 
 
-def test_upload_stores_a_manifest_that_matches_the_trace(bench) -> None:  # type: ignore[no-untyped-def]
+def test_upload_stores_a_manifest_that_matches_the_trace(bench: Bench) -> None:
     workshop, db, store, spec, _ = bench
     workshop.train(JOB, FAR)
     workshop.upload(JOB)
@@ -91,7 +94,7 @@ def test_upload_stores_a_manifest_that_matches_the_trace(bench) -> None:  # type
     assert manifest.losses == train_trace(spec, load_dataset(spec, store.get(spec.dataset.cid, spec.dataset.size_bytes))).losses  # the curve, bit for bit
 
 
-def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(bench) -> None:  # type: ignore[no-untyped-def]
+def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(bench: Bench) -> None:
     _, db, store, spec, _ = bench
     digest = cid_to_digest(store.put(spec.canonical_bytes()))
     assert SpecJudge(store, db, Limits(max_steps=100), "31337:0xM").check(digest).runnable is False
@@ -101,7 +104,7 @@ def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(benc
     assert unknown.runnable is False and not unknown.final and "not in storage" in unknown.reason
 
 
-def test_upload_of_a_trace_recorded_without_its_losses_trains_again(bench) -> None:  # type: ignore[no-untyped-def]
+def test_upload_of_a_trace_recorded_without_its_losses_trains_again(bench: Bench) -> None:
     workshop, db, _, _, _ = bench
     workshop.train(JOB, FAR)
     db.db.execute("UPDATE checkpoints SET loss = NULL WHERE job_id = ? AND idx = 3", (JOB,))  # as records from before the column

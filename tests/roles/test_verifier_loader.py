@@ -19,7 +19,7 @@ from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
 
 if TYPE_CHECKING:
-    from conftest import Parties
+    from tests.conftest import Parties
 
 
 def test_the_seed_is_committed_rotated_and_snapshotted_by_a_draw(devnet: Devnet, parties: Parties, tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ anyone-may duties."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ T = TokenAmount
 POLICY = VerifierPolicy(VerifierConfig(stake_target=T(0), own_grace_s=5, duty_grace_s=30))
 
 
-def view(**over: object) -> VerifierView:
+def view(**over: Any) -> VerifierView:
     base = VerifierView(
         now=1_000,
         block=100,

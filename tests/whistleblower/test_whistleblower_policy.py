@@ -4,11 +4,12 @@ window), which fault to challenge and never twice, its moves in its own games; t
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any, TypedDict
 
 import pytest
 
 from core.chain import Address
-from core.contracts import Game, GameId, GameParams, GameStatus, JobId, TokenAmount
+from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, JobId, TokenAmount
 from core.dispute import Action
 from whistleblower.policy import (
     Audit,
@@ -34,7 +35,7 @@ from whistleblower.policy import (
 ME = Address("0x000000000000000000000000000000000000bEEF")
 OTHER = Address("0x0000000000000000000000000000000000000777")
 T = TokenAmount
-Z = b"\x00" * 32
+Z = Bytes32(b"\x00" * 32)
 SECRET = b"\x11" * 32
 PARAMS = GameParams(
     T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3
@@ -44,7 +45,7 @@ PROBE = Finding(FindingKind.PROBE, 0, 4, "probe 0 wrong", 7, "0x" + "ab" * 32, (
 SEGMENT = Finding(FindingKind.SEGMENT, 2, 2, "segment 2 fails")
 
 
-def view(*reports: OpenReport, now: int = 1_000, **over: object) -> WhistleblowerView:
+def view(*reports: OpenReport, now: int = 1_000, **over: Any) -> WhistleblowerView:
     base = WhistleblowerView(now=now, block=100, me=ME, token_balance=T(0), staked=T(50), min_stake=T(50), secret=SECRET, reports=reports, game_params=PARAMS)
     return replace(base, **over)
 
@@ -58,6 +59,11 @@ def report(
     referees: int = 3,
 ) -> OpenReport:
     return OpenReport(JobId(job), f"Qm{job}", window_end, findings, challenged, referees)
+
+
+class GameFields(TypedDict, total=False):
+    deadline: int
+    hi: int
 
 
 def game(status: GameStatus, *, challenger: Address = ME, lo: int = 0, hi: int = 7, last_move_at: int = 1_000, deadline: int = 0) -> Game:
@@ -85,7 +91,9 @@ def test_the_audit_rate_draw_is_the_same_for_the_same_report_and_about_the_rate(
     assert 0.45 < sum(d < 0.5 for d in draws) / len(draws) < 0.55
     assert audit_draw(SECRET, 7, "Qm7") != audit_draw(b"\x22" * 32, 7, "Qm7")  # another secret, another draw
     half = WhistleblowerPolicy(WhistleblowerConfig(stake_target=T(0), audit_rate=0.5))
-    audited = {a.job_id for a in half.next_actions(view(*(report(j) for j in range(200))))}
+    actions = half.next_actions(view(*(report(j) for j in range(200))))
+    assert all(isinstance(a, Audit) for a in actions)  # only audits here
+    audited = {a.job_id for a in actions if isinstance(a, Audit)}
     assert audited == {JobId(j) for j in range(200) if audit_draw(SECRET, j, f"Qm{j}") < 0.5}
     never = WhistleblowerPolicy(WhistleblowerConfig(stake_target=T(0), audit_rate=0.0))
     assert never.next_actions(view(report())) == []
@@ -125,7 +133,7 @@ def test_challenges_probes_before_segments_and_each_fault_once() -> None:
         (GameStatus.CHALLENGER_WON, 1_061, 100, {}, None),
     ],
 )
-def test_plays_its_own_games_at_once(status: GameStatus, now: int, block: int, kwargs: dict[str, int], want: Action | None) -> None:
+def test_plays_its_own_games_at_once(status: GameStatus, now: int, block: int, kwargs: GameFields, want: Action | None) -> None:
     got = POLICY.next_actions(view(now=now, block=block, games=(OwnGame(GameId(4), game(status, **kwargs)),)))
     assert got == ([GameMove(GameId(4), want)] if want else [])
 
