@@ -1,7 +1,7 @@
 """Solver TEST adversaries (never for real use), all picked in :func:`solver.daemon.build`.
 
 A trace adversary (``--cheat`` NAME of ``proofs.adversary.ALL_STRATEGIES``) commits that strategy's
-trace instead of training honestly (:class:`CheatingWorkshop`). The adversaries of the
+trace instead of training honestly (:class:`CheatingJobTrainer`). The adversaries of the
 data-availability game train honestly and misbehave around the commit: ``--cheat withhold``,
 ``--cheat stale-model``, ``--cheat garbage-manifest`` and ``--cheat foreign-root``.
 
@@ -39,7 +39,7 @@ from proofs.spec import JobSpec
 from solver.policy import Commit, SolverAction
 from solver.responder import SolverResponder
 from solver.state import SolverDb
-from solver.work import Workshop
+from solver.work import JobTrainer
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ class ForeignManifest:
         return m.model_copy(update={"checkpoints": checkpoints, "root": root}).canonical_bytes()
 
 
-class CheatingWorkshop(Workshop):
+class CheatingJobTrainer(JobTrainer):
     """Writes the trace of ``proofs.adversary`` strategy ``strategy`` as the job's checkpoints."""
 
     def __init__(self, *args: Any, strategy: str, **kwargs: Any) -> None:

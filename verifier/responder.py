@@ -37,16 +37,16 @@ from verifier.policy import (
     VerifierAction,
 )
 from verifier.state import VerifierDb
-from verifier.work import Inspector
+from verifier.work import TraceVerifier
 
 log = logging.getLogger(__name__)
 
 
 class VerifierResponder:
-    def __init__(self, protocol: Protocol, db: VerifierDb, inspector: Inspector, replayer: DisputeReplayer, me: Address) -> None:
+    def __init__(self, protocol: Protocol, db: VerifierDb, trace_verifier: TraceVerifier, replayer: DisputeReplayer, me: Address) -> None:
         self.protocol = protocol
         self.db = db
-        self.inspector = inspector
+        self.trace_verifier = trace_verifier
         self.replayer = replayer
         self.me = me
         self.upkeep = Upkeep(protocol, Role.VERIFIER, me, db, log)
@@ -66,7 +66,7 @@ class VerifierResponder:
                 log.info("old forced secret forgotten (no live job snapshotted it)")
             case Replay(job_id, deadline, draw):
                 try:
-                    verdict = self.inspector.inspect(job_id, deadline, draw)
+                    verdict = self.trace_verifier.inspect(job_id, deadline, draw)
                 except ContentUnavailable as unavailable:  # the solver must publish it, or be slashed
                     challenge(p, self.me, unavailable)
                     return

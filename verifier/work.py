@@ -111,7 +111,7 @@ def published_probes(probes: Sequence[Probe], forced: bool) -> list[Probe]:
     return [replace(p, state_hash=forced_hash(p.state_hash)) if forced and p.index == 0 else p for p in probes]
 
 
-class Inspector:
+class TraceVerifier:
     """The honest verifier's replay of a drawn job. Test adversaries override :meth:`_replay` and
     :meth:`_conclude` (``verifier.adversary``); nothing here knows of them."""
 
