@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from core.anvil import dev_private_key
+from deploy.anvil import dev_private_key
 from deploy.devnet import Devnet
 
 CLI = [sys.executable, "-m", "veritrain"]

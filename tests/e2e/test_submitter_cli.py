@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from core.anvil import dev_private_key
 from core.storage import file_cid
+from deploy.anvil import dev_private_key
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market
@@ -44,7 +44,7 @@ def run(market: Market, *args: str, account: int = 1) -> subprocess.CompletedPro
 
 def chain_facts(market: Market, account: int) -> tuple[int, ...]:
     p = market.protocol()
-    from core.anvil import dev_signers
+    from deploy.anvil import dev_signers
 
     address = dev_signers(account + 1)[account].address
     nonce = p.client.w3.eth.get_transaction_count(address)
