@@ -14,6 +14,7 @@ from core.agent import log_mined
 from core.chain import Address
 from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import Protocol, Role
+from proofs.merkle import to_bytes32
 from rolebase.actions import Forget, Stake, Upkeep
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
@@ -82,7 +83,7 @@ class SolverResponder:
                     return
                 receipt = p.market.commit(
                     job_id,
-                    bytes.fromhex(record.trace_root.removeprefix("0x")),
+                    to_bytes32(record.trace_root),
                     int(record.checkpoint_count or 0),
                     cid_to_digest(record.final_model_cid or ""),
                     cid_to_digest(record.manifest_cid),
@@ -97,7 +98,7 @@ class SolverResponder:
                 log_mined(log, "finalize", p.market.finalize(job_id), job=job_id)
             case PostMidpoint(job_id, game_id, segment, step):
                 state_hash, cid = self.job_trainer.midpoint(job_id, segment, step)
-                receipt = p.game.post_midpoint(game_id, bytes.fromhex(state_hash.removeprefix("0x")), cid_to_digest(cid))
+                receipt = p.game.post_midpoint(game_id, to_bytes32(state_hash), cid_to_digest(cid))
                 log_mined(log, "postMidpoint", receipt, job=job_id, game=game_id, step=step, state_hash=state_hash, cid=cid)
             case TimeoutClock(game_id):
                 log_mined(log, "timeoutClock", p.game.timeout_clock(game_id), game=game_id)
