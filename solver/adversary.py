@@ -34,7 +34,7 @@ from core.storage import ContentStore, LocalStore
 from proofs import Dataset
 from proofs.adversary import cheat
 from proofs.manifest import MAX_MANIFEST_BYTES, CheckpointEntry, parse_manifest
-from proofs.merkle import TraceTree
+from proofs.merkle import TraceTree, hex32
 from proofs.spec import JobSpec
 from solver.policy import Commit, SolverAction
 from solver.responder import SolverResponder
@@ -110,7 +110,7 @@ class ForeignManifest:
         if self.kind == GARBAGE_MANIFEST:
             return b"this is not a manifest\n" + keccak(honest)
         m = parse_manifest(honest)
-        checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash="0x" + keccak(text=c.state_hash).hex()) for c in m.checkpoints)
+        checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash=hex32(keccak(text=c.state_hash))) for c in m.checkpoints)
         root = TraceTree(tuple(c.state_hash for c in checkpoints)).root
         return m.model_copy(update={"checkpoints": checkpoints, "root": root}).canonical_bytes()
 
