@@ -35,10 +35,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from core.anvil import free_port
 from core.cid import cid_to_digest
 from core.contracts import Role
 from core.storage import LocalStore
+from deploy.anvil import free_port
 from deploy.devnet import start_devnet
 from submitter.demo_job import build_demo_job
 from submitter.specfile import publish, read_job

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/storage_throughput.py [--mb 50] [--repeat 3]
 
-Starts a throwaway offline js-ipfs node on loopback (core.storage.jsipfs),
+Starts a throwaway offline js-ipfs node on loopback (deploy.jsipfs),
 puts and gets the same random blob through LocalStore (a temporary directory)
 and IpfsStore, and prints the median MB/s of each. Both get paths verify every
 byte (recompute the UnixFS DAG root); "cid only" is that computation alone,
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from core.storage import ContentStore, IpfsStore, LocalStore, file_cid
-from core.storage.jsipfs import JsIpfsNode
+from deploy.jsipfs import JsIpfsNode
 
 
 def _median_seconds(action: Callable[[], object], repeat: int) -> float:

@@ -17,9 +17,9 @@ from pathlib import Path
 from types import TracebackType
 
 from core.address_book import AddressBook
-from core.anvil import Anvil, DevChain, dev_signers
 from core.chain import ChainClient, Signer
 from core.contracts import Protocol, TokenAmount
+from deploy.anvil import Anvil, DevChain, dev_signers
 from deploy.deployer import DeployParams, deploy_protocol
 
 __all__ = ["Devnet", "start_devnet", "DEFAULT_FUND"]

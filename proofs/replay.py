@@ -49,6 +49,7 @@ from proofs.checkpoint import Checkpoint, decode_checkpoint, state_hash, update_
 from proofs.data import Dataset
 from proofs.errors import ManifestError, ProofError, SegmentOutOfRange
 from proofs.manifest import Manifest, parse_manifest
+from proofs.merkle import hex32, to_bytes32
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
 from proofs.train import Runtime, Trainer, segment_loss
@@ -231,17 +232,18 @@ def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, fin
     return SegmentVerdict(0, True, Reason.OK, "the manifest is the committed trace of the spec")
 
 
-def committed_manifest(data: bytes, root: str) -> Manifest:
-    """The committed manifest's bytes, parsed, if its root is the committed ``root`` (0x-hex): only then
+def committed_manifest(data: bytes, root: bytes | str) -> Manifest:
+    """The committed manifest's bytes, parsed, if its root is the committed ``root`` (the chain's bytes32, or 0x-hex): only then
     do its leaves open a trace game. Else :class:`ProofError`: it does not parse, or names another
     root, and a challenger opens a manifest game instead (docs/protocol.md)."""
     manifest = parse_manifest(data)
-    if manifest.root != root:
-        raise ManifestError(f"manifest root {manifest.root} is not the committed root {root}")
+    committed = hex32(to_bytes32(root, "committed root"))
+    if manifest.root != committed:
+        raise ManifestError(f"manifest root {manifest.root} is not the committed root {committed}")
     return manifest
 
 
-def check_committed_manifest(spec: JobSpec, data: bytes, root: str, checkpoint_count: int, final_cid: str) -> SegmentVerdict:
+def check_committed_manifest(spec: JobSpec, data: bytes, root: bytes | str, checkpoint_count: int, final_cid: str) -> SegmentVerdict:
     """The committed manifest's bytes as a referee of a manifest game judges them: they must be
     :func:`committed_manifest` and pass :func:`check_manifest`. Anything else fails segment 0 with
     ``malformed-manifest``."""

@@ -1,7 +1,7 @@
 """Solver TEST adversaries (never for real use), all picked in :func:`solver.daemon.build`.
 
 A trace adversary (``--cheat`` NAME of ``proofs.adversary.ALL_STRATEGIES``) commits that strategy's
-trace instead of training honestly (:class:`CheatingWorkshop`). The adversaries of the
+trace instead of training honestly (:class:`CheatingJobTrainer`). The adversaries of the
 data-availability game train honestly and misbehave around the commit: ``--cheat withhold``,
 ``--cheat stale-model``, ``--cheat garbage-manifest`` and ``--cheat foreign-root``.
 
@@ -34,12 +34,12 @@ from core.storage import ContentStore, LocalStore
 from proofs import Dataset
 from proofs.adversary import cheat
 from proofs.manifest import MAX_MANIFEST_BYTES, CheckpointEntry, parse_manifest
-from proofs.merkle import TraceTree
+from proofs.merkle import TraceTree, hex32
 from proofs.spec import JobSpec
 from solver.policy import Commit, SolverAction
 from solver.responder import SolverResponder
 from solver.state import SolverDb
-from solver.work import Workshop
+from solver.work import JobTrainer
 
 log = logging.getLogger(__name__)
 
@@ -110,12 +110,12 @@ class ForeignManifest:
         if self.kind == GARBAGE_MANIFEST:
             return b"this is not a manifest\n" + keccak(honest)
         m = parse_manifest(honest)
-        checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash="0x" + keccak(text=c.state_hash).hex()) for c in m.checkpoints)
+        checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash=hex32(keccak(text=c.state_hash))) for c in m.checkpoints)
         root = TraceTree(tuple(c.state_hash for c in checkpoints)).root
         return m.model_copy(update={"checkpoints": checkpoints, "root": root}).canonical_bytes()
 
 
-class CheatingWorkshop(Workshop):
+class CheatingJobTrainer(JobTrainer):
     """Writes the trace of ``proofs.adversary`` strategy ``strategy`` as the job's checkpoints."""
 
     def __init__(self, *args: Any, strategy: str, **kwargs: Any) -> None:

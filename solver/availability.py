@@ -16,7 +16,7 @@ from core.errors import VeritrainError
 from core.storage import ContentStore, StorageError
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, state_hash
 from proofs.manifest import MAX_MANIFEST_BYTES
-from proofs.merkle import TraceTree
+from proofs.merkle import TraceTree, to_bytes32
 from solver.state import SolverDb
 
 
@@ -48,7 +48,7 @@ def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int) -> 
     except StorageError as exc:
         raise PublicationError(f"job {job_id}: cannot read item {item} to publish: {exc}") from exc
     tree = TraceTree([c.state_hash for c in checkpoints])
-    return data, [bytes.fromhex(h[2:]) for h in tree.proof(item)]
+    return data, [to_bytes32(h) for h in tree.proof(item)]
 
 
 def _from_disk(path: Path) -> bytes | None:

@@ -19,7 +19,7 @@ from solver.adversary import (
     GARBAGE_MANIFEST,
     STALE_MODEL,
     WITHHOLD,
-    CheatingWorkshop,
+    CheatingJobTrainer,
     ForeignManifest,
     StaleModel,
     Withholding,
@@ -28,7 +28,7 @@ from solver.loader import SolverLoader
 from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
 from solver.responder import SolverResponder
 from solver.state import SolverDb
-from solver.work import Limits, ProgressHook, SpecJudge, Workshop, measure_flops
+from solver.work import JobTrainer, Limits, ProgressHook, SpecJudge, measure_flops
 
 SolverDaemon = RoleDaemon[SolverView, SolverAction]
 
@@ -51,7 +51,7 @@ def state_dir(data_dir: Path, address: str) -> Path:
 
 
 def offer(limits: Limits) -> Capabilities:
-    """What this solver advertises: its limits, the CPU (the device Workshop trains on) and its speed,
+    """What this solver advertises: its limits, the CPU (the device JobTrainer trains on) and its speed,
     measured now (docs/roles.md, "Capabilities")."""
     return Capabilities(limits.max_params, limits.max_dataset_bytes, limits.max_steps, measure_flops(), Device.CPU, advertised_at=0)
 
@@ -79,10 +79,10 @@ def build(
         home = state_dir(settings.data_dir, signer.address)
         judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}")
         if cheat is None or cheat in _HONEST_TRACE_CHEATS:
-            workshop = Workshop(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress)
+            job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress)
         else:
-            workshop = CheatingWorkshop(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, strategy=cheat)
-        responder = SolverResponder(w.protocol, db, workshop, w.watcher, w.me)
+            job_trainer = CheatingJobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, strategy=cheat)
+        responder = SolverResponder(w.protocol, db, job_trainer, w.watcher, w.me)
         performers: dict[str, Responder[SolverAction]] = {
             WITHHOLD: Withholding(responder, db, store),
             STALE_MODEL: StaleModel(responder, db),

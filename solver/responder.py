@@ -14,6 +14,7 @@ from core.agent import log_mined
 from core.chain import Address
 from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import Protocol, Role
+from proofs.merkle import to_bytes32
 from rolebase.actions import Forget, Stake, Upkeep
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
@@ -34,17 +35,17 @@ from solver.policy import (
     Upload,
 )
 from solver.state import SolverDb
-from solver.work import Workshop
+from solver.work import JobTrainer
 
 log = logging.getLogger(__name__)
 
 
 class SolverResponder:
-    def __init__(self, protocol: Protocol, db: SolverDb, workshop: Workshop, watcher: MarketWatcher, me: Address) -> None:
+    def __init__(self, protocol: Protocol, db: SolverDb, job_trainer: JobTrainer, watcher: MarketWatcher, me: Address) -> None:
         self.protocol = protocol
         self.watcher = watcher
         self.db = db
-        self.workshop = workshop
+        self.job_trainer = job_trainer
         self.me = me
         self.upkeep = Upkeep(protocol, Role.SOLVER, me, db, log)
 
@@ -67,14 +68,14 @@ class SolverResponder:
                 )
             case Claim(job_id):
                 spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
-                self.workshop.keep_inputs(job_id)  # spec and dataset pinned before the bond is at stake
+                self.job_trainer.keep_inputs(job_id)  # spec and dataset pinned before the bond is at stake
                 receipt = p.market.claim(job_id)
                 self.db.start_job(job_id, spec_cid)
                 log_mined(log, "claim", receipt, job=job_id)
             case Train(job_id, deadline):
-                self.workshop.train(job_id, deadline)
+                self.job_trainer.train(job_id, deadline)
             case Upload(job_id):
-                self.workshop.upload(job_id)
+                self.job_trainer.upload(job_id)
             case Commit(job_id):
                 record = self.db.job(job_id)
                 if record is None or record.manifest_cid is None or record.trace_root is None:
@@ -82,7 +83,7 @@ class SolverResponder:
                     return
                 receipt = p.market.commit(
                     job_id,
-                    bytes.fromhex(record.trace_root.removeprefix("0x")),
+                    to_bytes32(record.trace_root),
                     int(record.checkpoint_count or 0),
                     cid_to_digest(record.final_model_cid or ""),
                     cid_to_digest(record.manifest_cid),
@@ -96,17 +97,17 @@ class SolverResponder:
             case Finalize(job_id):
                 log_mined(log, "finalize", p.market.finalize(job_id), job=job_id)
             case PostMidpoint(job_id, game_id, segment, step):
-                state_hash, cid = self.workshop.midpoint(job_id, segment, step)
-                receipt = p.game.post_midpoint(game_id, bytes.fromhex(state_hash.removeprefix("0x")), cid_to_digest(cid))
+                state_hash, cid = self.job_trainer.midpoint(job_id, segment, step)
+                receipt = p.game.post_midpoint(game_id, to_bytes32(state_hash), cid_to_digest(cid))
                 log_mined(log, "postMidpoint", receipt, job=job_id, game=game_id, step=step, state_hash=state_hash, cid=cid)
             case TimeoutClock(game_id):
                 log_mined(log, "timeoutClock", p.game.timeout_clock(game_id), game=game_id)
             case AnswerAvailability(job_id, item):
-                content, proof = publication(self.db, self.workshop.store, job_id, item)
+                content, proof = publication(self.db, self.job_trainer.store, job_id, item)
                 receipt = p.market.answer_availability(job_id, content, proof)
                 log_mined(log, "answerAvailability", receipt, job=job_id, item=item, bytes=len(content))
             case ForfeitUnopened(job_id):
                 log_mined(log, "forfeitUnopened", p.game.forfeit_unopened(job_id), job=job_id)
             case Forget(job_id):
-                self.workshop.release(job_id)
+                self.job_trainer.release(job_id)
                 self.upkeep.perform(action)

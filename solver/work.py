@@ -8,7 +8,7 @@
   commit window). The verdict is kept per spec CID in the records: a bad spec costs one fetch,
   across restarts too. A hostile submitter's job that cannot be run is never claimed, so never
   slashed (docs/roles.md, "A solver that cannot be drained").
-* :class:`Workshop` trains a claimed job with the proofs engine's :class:`Trainer`,
+* :class:`JobTrainer` trains a claimed job with the proofs engine's :class:`Trainer`,
   writing each checkpoint atomically (temporary file, fsync, rename) and recording its
   state hash in SQLite only once the file is durable. A restart resumes from the latest
   checkpoint whose file still hashes to its record (training is deterministic, so a
@@ -16,7 +16,7 @@
   manifest, and keeps them pinned until the job is final. In a dispute it recomputes the
   state at a bisection midpoint from the segment's checkpoint on disk (``proofs.state_at``)
   and stores it, so the challenger and the referees can fetch it by CID.
-* A test and demo adversary (``solver.adversary.CheatingWorkshop``) builds its trace with
+* A test and demo adversary (``solver.adversary.CheatingJobTrainer``) builds its trace with
   ``proofs.adversary.cheat`` instead of honest training; it is uploaded and committed like any
   other, and defended from its own (wrong) checkpoints.
 
@@ -239,9 +239,9 @@ def measure_flops() -> int:
     return max(1, round(step_flop(spec) / min(times)))
 
 
-class Workshop:
+class JobTrainer:
     """Trains a claimed job and keeps its checkpoints. A cheating TEST solver overrides
-    :meth:`_build_trace` (``solver.adversary.CheatingWorkshop``)."""
+    :meth:`_build_trace` (``solver.adversary.CheatingJobTrainer``)."""
 
     def __init__(
         self,

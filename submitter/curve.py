@@ -84,7 +84,7 @@ def committed_curve(store: ContentStore, done: Commitment) -> TrainingCurve:
     """The curve of a commitment: the manifest fetched by the committed CID (the store checks the
     bytes against it), parsed (bounded) and refused unless its root is the committed root
     (:class:`proofs.ProofError`)."""
-    manifest = committed_manifest(store.get(done.manifest_cid, MAX_MANIFEST_BYTES), "0x" + bytes(done.trace_root).hex())
+    manifest = committed_manifest(store.get(done.manifest_cid, MAX_MANIFEST_BYTES), done.trace_root)
     return training_curve(manifest, done.manifest_cid)
 
 

@@ -23,6 +23,7 @@ from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount
 from core.storage import ContentStore
+from proofs.merkle import hex32
 from proofs.spec import JobSpec, Limits
 from rolebase.amounts import show_tokens
 from rolebase.capabilities import misfit
@@ -226,7 +227,7 @@ def job_json(job_id: JobId, job: Job) -> dict[str, object]:
         "solver": job.solver,
         "verifier": job.verifier,
         "checkpoint_count": job.checkpoint_count,
-        "trace_root": "0x" + job.trace_root.hex(),
+        "trace_root": hex32(job.trace_root),
         "draws": job.draws,
     }
 

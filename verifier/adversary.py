@@ -15,12 +15,12 @@ from core.contracts import Game, GameId, JobId
 from proofs import Dataset, Manifest, Probe, SegmentVerdict
 from proofs.spec import JobSpec
 from rolebase.dispute import DisputeReplayer
-from verifier.work import Inspector
+from verifier.work import TraceVerifier
 
 log = logging.getLogger(__name__)
 
 
-class LazyInspector(Inspector):
+class LazyTraceVerifier(TraceVerifier):
     def _replay(
         self,
         job_id: JobId,
@@ -39,7 +39,7 @@ class LazyInspector(Inspector):
         return True, None, "passed without replay (lazy verifier, test adversary)"
 
 
-class LyingInspector(Inspector):
+class LyingTraceVerifier(TraceVerifier):
     def _conclude(self, verdicts: Sequence[SegmentVerdict]) -> tuple[bool, int | None, str]:
         passed, failed, summary = super()._conclude(verdicts)
         if not passed or not verdicts:
@@ -53,11 +53,11 @@ class LyingReplayer(DisputeReplayer):
         return not super().answer(game_id, game)
 
 
-def strategies(*, lie: bool, lazy: bool) -> tuple[type[Inspector], type[DisputeReplayer]]:
-    """The inspector and dispute replayer classes a verifier runs: honest unless a TEST flag is set
+def strategies(*, lie: bool, lazy: bool) -> tuple[type[TraceVerifier], type[DisputeReplayer]]:
+    """The trace verifier and dispute replayer classes a verifier runs: honest unless a TEST flag is set
     (the CLI refuses both at once)."""
     if lie:
-        return LyingInspector, LyingReplayer
+        return LyingTraceVerifier, LyingReplayer
     if lazy:
-        return LazyInspector, DisputeReplayer
-    return Inspector, DisputeReplayer
+        return LazyTraceVerifier, DisputeReplayer
+    return TraceVerifier, DisputeReplayer

@@ -35,12 +35,12 @@ def build(
     lazy: bool = False,
 ) -> VerifierDaemon:
     """``lie`` and ``lazy`` pick TEST adversaries (``verifier.adversary``)."""
-    inspector_class, replayer_class = strategies(lie=lie, lazy=lazy)
+    trace_verifier_class, replayer_class = strategies(lie=lie, lazy=lazy)
 
     def parts(w: Wiring, db: VerifierDb) -> tuple[VerifierLoader, VerifierPolicy, VerifierResponder]:
         db.salt_secret()  # made on first start, kept for good
         replayer = replayer_class(w.protocol, store, w.watcher)
-        responder = VerifierResponder(w.protocol, db, inspector_class(w.protocol, store, w.stop), replayer, w.me)
+        responder = VerifierResponder(w.protocol, db, trace_verifier_class(w.protocol, store, w.stop), replayer, w.me)
         return VerifierLoader(w.protocol, w.watcher, db, w.me), VerifierPolicy(config), responder
 
     return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop)

@@ -20,6 +20,7 @@ from core.chain import Address
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
+from proofs.merkle import to_bytes32
 from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
 from verifier.policy import (
@@ -37,16 +38,16 @@ from verifier.policy import (
     VerifierAction,
 )
 from verifier.state import VerifierDb
-from verifier.work import Inspector
+from verifier.work import TraceVerifier
 
 log = logging.getLogger(__name__)
 
 
 class VerifierResponder:
-    def __init__(self, protocol: Protocol, db: VerifierDb, inspector: Inspector, replayer: DisputeReplayer, me: Address) -> None:
+    def __init__(self, protocol: Protocol, db: VerifierDb, trace_verifier: TraceVerifier, replayer: DisputeReplayer, me: Address) -> None:
         self.protocol = protocol
         self.db = db
-        self.inspector = inspector
+        self.trace_verifier = trace_verifier
         self.replayer = replayer
         self.me = me
         self.upkeep = Upkeep(protocol, Role.VERIFIER, me, db, log)
@@ -66,7 +67,7 @@ class VerifierResponder:
                 log.info("old forced secret forgotten (no live job snapshotted it)")
             case Replay(job_id, deadline, draw):
                 try:
-                    verdict = self.inspector.inspect(job_id, deadline, draw)
+                    verdict = self.trace_verifier.inspect(job_id, deadline, draw)
                 except ContentUnavailable as unavailable:  # the solver must publish it, or be slashed
                     challenge(p, self.me, unavailable)
                     return
@@ -78,7 +79,7 @@ class VerifierResponder:
                     verdict.probe_root,
                     verdict.failed_segment,
                     draw=draw,
-                    probes=[(p.segment, p.step, bytes.fromhex(p.state_hash[2:])) for p in verdict.probes],
+                    probes=[(p.segment, p.step, to_bytes32(p.state_hash)) for p in verdict.probes],
                 )
                 log.info(
                     "replay done",
@@ -131,7 +132,7 @@ class VerifierResponder:
                 game = p.game.get_game(game_id)
                 if game.status is GameStatus.SOLVER_TO_MOVE and game.on_report and game.defender == self.me:
                     state_hash, cid = self.replayer.midpoint(game)
-                    receipt = p.game.post_midpoint(game_id, bytes.fromhex(state_hash.removeprefix("0x")), cid_to_digest(cid))
+                    receipt = p.game.post_midpoint(game_id, to_bytes32(state_hash), cid_to_digest(cid))
                     log_mined(log, "postMidpoint", receipt, game=game_id, step=midpoint(game.lo, game.hi), state_hash=state_hash, cid=cid)
             case GameMove(game_id, Action.COMMIT_VOTE):
                 if p.game.ballot_of(game_id, self.me)[0] is Ballot.SEATED:

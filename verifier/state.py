@@ -34,6 +34,7 @@ from pathlib import Path
 
 from core.contracts import Bytes32, JobId, ReportedProbe
 from core.localdb import HEARTBEAT_MIGRATION
+from proofs.merkle import hex32, to_bytes32
 from proofs.probes import forced_commitment
 from rolebase.records import RoleDb
 from verifier.policy import Draw, Phase
@@ -113,7 +114,7 @@ class VerifierDb(RoleDb):
     ) -> None:
         """Record the verdict of the replay made for ``draw`` and the ``probes`` its report publishes
         (``(segment, step, state_hash)``, slot i at position i; none on a fail)."""
-        entries = json.dumps([[int(s), int(m), "0x" + bytes(h).hex()] for s, m, h in probes])
+        entries = json.dumps([[int(s), int(m), hex32(h)] for s, m, h in probes])
         self.db.execute(
             "INSERT INTO assignments (job_id, phase, passed, report_cid, summary, failed_segment, probe_root,"
             " assign_seed, forced_commitment, probes, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -179,5 +180,5 @@ def _record(r: sqlite3.Row) -> AssignmentRecord:
         r["failed_segment"],
         None if r["probe_root"] is None else bytes(r["probe_root"]),
         None if r["assign_seed"] is None else Draw(Bytes32(bytes(r["assign_seed"])), Bytes32(bytes(r["forced_commitment"]))),
-        None if r["probes"] is None else tuple(ReportedProbe(s, m, Bytes32(bytes.fromhex(h[2:]))) for s, m, h in json.loads(r["probes"])),
+        None if r["probes"] is None else tuple(ReportedProbe(s, m, Bytes32(to_bytes32(h))) for s, m, h in json.loads(r["probes"])),
     )

@@ -66,6 +66,7 @@ from proofs import (
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
+from proofs.merkle import hex32, to_bytes32
 from proofs.spec import JobSpec
 from rolebase.events import SEGMENT_REPLAYED
 from verifier.policy import Draw
@@ -111,7 +112,7 @@ def published_probes(probes: Sequence[Probe], forced: bool) -> list[Probe]:
     return [replace(p, state_hash=forced_hash(p.state_hash)) if forced and p.index == 0 else p for p in probes]
 
 
-class Inspector:
+class TraceVerifier:
     """The honest verifier's replay of a drawn job. Test adversaries override :meth:`_replay` and
     :meth:`_conclude` (``verifier.adversary``); nothing here knows of them."""
 
@@ -169,7 +170,7 @@ class Inspector:
             raise VeritrainError(f"job {job_id}: missing JobPosted/TraceCommitted events")
         seed = bytes(draw.assign_seed)
         manifest_cid = digest_to_cid(committed["manifestCid"])  # type: ignore[arg-type]
-        report: dict[str, object] = {"job": int(job_id), "manifest": manifest_cid, "assign_seed": "0x" + seed.hex(), "q": self.q, "r": self.r}
+        report: dict[str, object] = {"job": int(job_id), "manifest": manifest_cid, "assign_seed": hex32(seed), "q": self.q, "r": self.r}
         try:
             spec = load_spec(self.store.get(digest_to_cid(posted["specCid"]), Limits.SPEC_BYTES))  # type: ignore[arg-type]
             dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
@@ -191,8 +192,8 @@ class Inspector:
             log.debug("forced", extra={"job": job_id})
         # A pass always has them all; a fail publishes none (report() rejects probes on a fail).
         shown = published_probes(probes, draw.forced) if passed and len(probes) == self.probe_count else []
-        probe_root = Bytes32(bytes.fromhex(ProbeTree(shown).root[2:])) if shown else ZERO32
-        report.update({"passed": passed, "summary": summary, "probes": [p.to_json() for p in shown], "probe_root": "0x" + probe_root.hex()})
+        probe_root = Bytes32(to_bytes32(ProbeTree(shown).root)) if shown else ZERO32
+        report.update({"passed": passed, "summary": summary, "probes": [p.to_json() for p in shown], "probe_root": hex32(probe_root)})
         report_cid = self.store.put(json.dumps(report, sort_keys=True).encode())
         log.info("replay done", extra={"job": job_id, "passed": passed, "summary": summary, "seconds": round(time.monotonic() - started, 2)})
         return Verdict(passed, report_cid, summary, probe_root, failed_segment, tuple(shown))
@@ -213,7 +214,7 @@ class Inspector:
         probes of the segments that replayed (all of them when the trace passes)."""
         data = self._get(job_id, MANIFEST_ITEM, manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest")
         try:
-            manifest = committed_manifest(data, "0x" + bytes(trace_root).hex())
+            manifest = committed_manifest(data, trace_root)
         except ProofError as exc:
             raise self._manifest_fault(job_id, f"manifest {manifest_cid}: {exc}") from None
         # its leaves open a game on segment 0, where referees find it is not the committed trace of the spec

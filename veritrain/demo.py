@@ -143,7 +143,7 @@ def _print_entry(entry: TimelineEntry, t0: float, names: Mapping[str, str]) -> N
 
 
 @dataclass(frozen=True)
-class _Seat:
+class _DemoDaemon:
     """One daemon of the demo's cast: its label, role (a daemon command), account (index in ``net.accounts``)
     and flags; ``later`` ones start only once the adversary holds the job (so that it goes first)."""
 
@@ -158,25 +158,25 @@ class _Seat:
 ADVERSARIES = {"cheater": "a cheating solver", "lazy": "a lazy verifier"}
 
 
-def _cast(cheat: str | None, lazy_verifier: bool) -> list[_Seat]:
+def _cast(cheat: str | None, lazy_verifier: bool) -> list[_DemoDaemon]:
     """The daemons of a run. A dispute needs the job's verifier plus a committee of three others
     (the committee excludes the solver, the challenger, the job's verifier and the submitter)."""
     duty = ("--duty-grace", "5")
     if cheat:
         return [
-            _Seat("cheater", "solver", 1, ("--cheat", cheat)),
-            _Seat("solver", "solver", 2, later=True),  # joins once the cheater has claimed
-            *(_Seat(f"verifier{i + 1}", "verifier", 3 + i, duty) for i in range(4)),
+            _DemoDaemon("cheater", "solver", 1, ("--cheat", cheat)),
+            _DemoDaemon("solver", "solver", 2, later=True),  # joins once the cheater has claimed
+            *(_DemoDaemon(f"verifier{i + 1}", "verifier", 3 + i, duty) for i in range(4)),
         ]
     if lazy_verifier:
         return [
-            _Seat("solver", "solver", 1),
-            _Seat("lazy", "verifier", 2, ("--lazy", *duty)),
+            _DemoDaemon("solver", "solver", 1),
+            _DemoDaemon("lazy", "verifier", 2, ("--lazy", *duty)),
             # honest: the report game's referees, then the re-draw; they join once the lazy one is drawn
-            *(_Seat(f"verifier{i + 1}", "verifier", 3 + i, duty, later=True) for i in range(3)),
-            _Seat("whistleblower", "whistleblower", 6),
+            *(_DemoDaemon(f"verifier{i + 1}", "verifier", 3 + i, duty, later=True) for i in range(3)),
+            _DemoDaemon("whistleblower", "whistleblower", 6),
         ]
-    return [_Seat("solver", "solver", 1), _Seat("verifier", "verifier", 2, duty)]
+    return [_DemoDaemon("solver", "solver", 1), _DemoDaemon("verifier", "verifier", 2, duty)]
 
 
 def run_demo(
@@ -207,7 +207,7 @@ def run_demo(
         submitter = net.accounts[0]
         protocol = net.protocol(submitter)
         console.print(f"jackpot {show_tokens(protocol.market.jackpot())} VERI (seeded by the deployer)")
-        parties = [_Party("submitter", submitter.address), *(_Party(seat.label, net.accounts[seat.account].address, ROLES[seat.role]) for seat in cast)]
+        parties = [_Party("submitter", submitter.address), *(_Party(member.label, net.accounts[member.account].address, ROLES[member.role]) for member in cast)]
         names: dict[str, str] = {p.address: p.label for p in parties}
         before = _balances(protocol, parties)
 
@@ -215,16 +215,16 @@ def run_demo(
         figures["pids"] = [net.anvil.process.pid]  # type: ignore[union-attr]
         adversary = next((p.address for p in parties if p.label in ADVERSARIES), None)
 
-        def start(seat: _Seat) -> None:
-            process = local.daemon(seat.role, seat.account, seat.label, *seat.extra)
-            daemons[seat.label] = process
+        def start(member: _DemoDaemon) -> None:
+            process = local.daemon(member.role, member.account, member.label, *member.extra)
+            daemons[member.label] = process
             figures["pids"].append(process.pid)
-            role = f" ([red]{ADVERSARIES[seat.label]}{': ' + cheat if cheat else ''}[/])" if seat.label in ADVERSARIES else ""
-            console.print(f"{seat.label} daemon pid {process.pid}{role}")
+            role = f" ([red]{ADVERSARIES[member.label]}{': ' + cheat if cheat else ''}[/])" if member.label in ADVERSARIES else ""
+            console.print(f"{member.label} daemon pid {process.pid}{role}")
 
-        for seat in cast:
-            if not seat.later:
-                start(seat)
+        for member in cast:
+            if not member.later:
+                start(member)
         console.print(f"logs in {workdir / 'logs'}")
 
         t_post = time.monotonic()
@@ -247,9 +247,9 @@ def run_demo(
             job_now = protocol.market.get_job(posted.job_id)
             state = job_now.state
             if adversary in (job_now.solver, job_now.verifier):  # the adversary holds the job: the others join
-                for seat in cast:
-                    if seat.later and seat.label not in daemons:
-                        start(seat)
+                for member in cast:
+                    if member.later and member.label not in daemons:
+                        start(member)
             if state.final:
                 break
             local.check_running()

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from core.anvil import dev_private_key
+from deploy.anvil import dev_private_key
 from deploy.devnet import DEFAULT_FUND, Devnet, start_devnet
 from rolebase import cli as options
 from rolebase.cli import console

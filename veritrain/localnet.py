@@ -22,7 +22,6 @@ same cleanup.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
@@ -36,11 +35,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
-from core.anvil import dev_private_key
 from core.chain import Address, Signer
 from core.contracts import Protocol, Role
 from core.errors import ChainError, VeritrainError
 from core.storage import LocalStore
+from deploy.anvil import dev_private_key, die_with_parent
 from deploy.deployer import DeployParams
 from deploy.devnet import Devnet, start_devnet
 
@@ -105,12 +104,6 @@ def interrupts_as_keyboard() -> Iterator[None]:
             signal.signal(sig, old)
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when its parent dies, however it dies (Linux)."""
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 @dataclass
 class RoleProcess:
     """One daemon process: started with its key in its environment, logs to a file, stopped for sure."""
@@ -134,7 +127,7 @@ class RoleProcess:
             stdin=subprocess.DEVNULL,
             stdout=self._log,
             stderr=subprocess.STDOUT,
-            preexec_fn=_die_with_parent,
+            preexec_fn=die_with_parent,
         )
         return self
 

@@ -16,12 +16,12 @@ import typer
 from eth_utils import is_address, to_checksum_address
 from rich.table import Table
 
-from core.anvil import dev_signers
 from core.chain import Address, Receipt
 from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError
 from core.reverts import ContractRevert
+from deploy.anvil import dev_signers
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import console, show_time, who

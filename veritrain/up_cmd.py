@@ -11,8 +11,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from core.anvil import dev_private_key
 from core.errors import VeritrainError
+from deploy.anvil import dev_private_key
 from rolebase.cli import console, err_console
 from veritrain.devnet_cmd import DEV_KEY_WARNING
 from veritrain.localnet import LocalNet, RoleProcess, interrupts_as_keyboard, start_local_net

@@ -19,12 +19,12 @@ import typer
 from eth_utils import to_checksum_address
 from rich.table import Table
 
-from core.anvil import dev_signers
 from core.bounded import load_json, read_regular_file
 from core.chain import Signer
 from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError
+from deploy.anvil import dev_signers
 from rolebase import cli as options
 from rolebase.actions import stake as approve_and_stake
 from rolebase.amounts import parse_tokens, show_tokens

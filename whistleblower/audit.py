@@ -43,7 +43,7 @@ from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooL
 from proofs import ProofError, check_start, choose_segments, committed_manifest, replay_segment, state_at, state_hash
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
-from proofs.merkle import to_bytes32
+from proofs.merkle import hex32, to_bytes32
 from proofs.probes import Probe, ProbeTree, probe_step
 from rolebase.dispute import DisputeReplayer, JobMaterial
 from rolebase.events import SEGMENT_REPLAYED
@@ -146,9 +146,9 @@ class Auditor:
         if sealed is None or not sealed[1]:
             raise AuditDeferred(f"job {job_id}: no passing report sealed on chain yet")
         seal, reported = sealed
-        tree = ProbeTree([Probe(i, q.segment, q.step, "0x" + bytes(q.state_hash).hex()) for i, q in enumerate(reported)])
+        tree = ProbeTree([Probe(i, q.segment, q.step, hex32(q.state_hash)) for i, q in enumerate(reported)])
         if to_bytes32(tree.root) != bytes(seal.probe_root):
-            raise AuditDeferred(f"job {job_id}: the emitted probes build {tree.root}, the seal holds 0x{bytes(seal.probe_root).hex()}")
+            raise AuditDeferred(f"job {job_id}: the emitted probes build {tree.root}, the seal holds {hex32(seal.probe_root)}")
         return seal, tree
 
     def _manifest(self, job_id: JobId, deadline: int) -> str | None:
@@ -161,7 +161,7 @@ class Auditor:
         cid = digest_to_cid(committed[-1].args["manifestCid"])
         data = self.availability.fetch(job_id, MANIFEST_ITEM, cid, MAX_MANIFEST_BYTES, deadline, "manifest")
         try:
-            committed_manifest(data, "0x" + bytes(self.protocol.market.get_job(job_id).trace_root).hex())
+            committed_manifest(data, self.protocol.market.get_job(job_id).trace_root)
         except ProofError as exc:
             if not self.protocol.market.is_published(job_id, MANIFEST_ITEM):
                 raise ContentUnavailable(job_id, MANIFEST_ITEM, f"manifest {cid}: {exc}; the referees need it on chain") from None

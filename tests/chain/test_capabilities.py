@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 import pytest
 
 from core.agent import LoopSettings
-from core.anvil import dev_private_key
 from core.chain import Signer
 from core.config import Settings
 from core.contracts import Capabilities, Device, Protocol, Role, TokenAmount
 from core.reverts import ContractRevert
 from core.storage import LocalStore, file_cid
+from deploy.anvil import dev_private_key
 from deploy.devnet import Devnet
 from proofs.spec import load_spec
 from rolebase.actions import stake

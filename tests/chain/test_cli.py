@@ -15,9 +15,9 @@ import pytest
 from eth_utils import to_checksum_address
 
 from core.address_book import AddressBook
-from core.anvil import dev_private_key, free_port
 from core.chain import ChainClient
 from core.contracts import Protocol
+from deploy.anvil import dev_private_key, free_port
 from deploy.devnet import Devnet
 
 SCRIPT = Path(sys.executable).parent / "veritrain"

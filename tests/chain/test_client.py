@@ -146,7 +146,7 @@ def test_transient_failures_give_up_after_the_policy(devnet: Devnet, proxy: Flak
 
 
 def test_unreachable_endpoint_is_transient_and_bounded() -> None:
-    from core.anvil import free_port
+    from deploy.anvil import free_port
 
     client = ChainClient(f"http://127.0.0.1:{free_port()}", retry=FAST, timeout=1.0)
     with pytest.raises(TransientRPCError):
@@ -187,7 +187,7 @@ def test_event_logs_are_fetched_in_bounded_ranges(devnet: Devnet, parties: Parti
 
 
 def test_signer_never_shows_its_key(devnet: Devnet, parties: Parties, caplog: pytest.LogCaptureFixture) -> None:
-    from core.anvil import dev_private_key
+    from deploy.anvil import dev_private_key
 
     key = dev_private_key(1)
     signer = Signer.from_private_key(key)
@@ -201,7 +201,7 @@ def test_signer_never_shows_its_key(devnet: Devnet, parties: Parties, caplog: py
 
 
 def test_signer_from_env_and_keystore(tmp_path: Path) -> None:
-    from core.anvil import dev_private_key
+    from deploy.anvil import dev_private_key
 
     key = dev_private_key(3)
     from_env = Signer.from_env("TEST_KEY", env={"TEST_KEY": key})

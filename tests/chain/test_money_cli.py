@@ -11,7 +11,7 @@ from pathlib import Path
 
 from eth_utils import to_checksum_address
 
-from core.anvil import dev_private_key
+from deploy.anvil import dev_private_key
 from deploy.devnet import Devnet
 
 CLI = [sys.executable, "-m", "veritrain"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from core.address_book import book_path
-from core.anvil import free_port
+from deploy.anvil import free_port
 from deploy.devnet import Devnet
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from core.agent import ACTION_DROPPED
-from core.anvil import dev_private_key
 from core.contracts import JobId, JobState
+from deploy.anvil import dev_private_key
 from rolebase.deployment import Deployment
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from solver.daemon import state_dir

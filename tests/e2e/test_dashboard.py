@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from core.anvil import free_port
 from core.contracts import JobId
+from deploy.anvil import free_port
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-from core.anvil import free_port
 from core.contracts import JobId, JobState, Role
+from deploy.anvil import free_port
 from deploy.build import build
 from deploy.devnet import start_devnet
 from rolebase.deployment import Deployment

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 from eth_utils import to_checksum_address
 
-from core.anvil import dev_private_key
 from core.contracts import TokenAmount
 from core.storage import file_cid
+from deploy.anvil import dev_private_key
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market
@@ -46,7 +46,7 @@ def run(market: Market, *args: str, account: int = 1) -> subprocess.CompletedPro
 
 def chain_facts(market: Market, account: int) -> tuple[int, ...]:
     p = market.protocol()
-    from core.anvil import dev_signers
+    from deploy.anvil import dev_signers
 
     address = dev_signers(account + 1)[account].address
     nonce = p.client.w3.eth.get_transaction_count(to_checksum_address(address))

@@ -12,10 +12,10 @@ import urllib.request
 from pathlib import Path
 
 from core.address_book import AddressBook
-from core.anvil import free_port
 from core.chain import ChainClient
 from core.contracts import JobId, JobState, Protocol, Role
 from core.storage import LocalStore
+from deploy.anvil import free_port
 from deploy.build import build
 from submitter.curve import job_curve
 from submitter.demo_job import build_demo_job

@@ -1,6 +1,6 @@
 """The honest job flow end to end on a real IPFS node: every byte between the parties moves through IPFS.
 
-A throwaway offline js-ipfs daemon (core.storage.jsipfs.JsIpfsNode) stands in for Kubo;
+A throwaway offline js-ipfs daemon (deploy.jsipfs.JsIpfsNode) stands in for Kubo;
 anvil runs the demo's market parameters at a block a second. The submitter posts a
 tiny job with its spec and dataset added to the node, a solver daemon and a verifier
 daemon run as real processes with ``--ipfs-api URL`` (no local store), and the job is
@@ -21,9 +21,9 @@ import pytest
 
 from core.contracts import JobId, JobState
 from core.storage import IpfsStore, file_cid
-from core.storage.jsipfs import JsIpfsNode
 from deploy.build import build
 from deploy.devnet import Devnet
+from deploy.jsipfs import JsIpfsNode
 from proofs.manifest import parse_manifest
 from submitter import service
 from submitter.demo_job import build_demo_job, evaluate_model

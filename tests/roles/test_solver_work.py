@@ -17,11 +17,11 @@ from proofs.datasets import reference_job
 from rolebase.watchers import MarketWatcher
 from solver.policy import Phase
 from solver.state import SolverDb
-from solver.work import JobWorkError, Limits, SpecJudge, Workshop
+from solver.work import JobTrainer, JobWorkError, Limits, SpecJudge
 
 JOB = JobId(1)
 FAR = 2**32 - 1
-Bench = tuple[Workshop, SolverDb, LocalStore, JobSpec, StopFlag]
+Bench = tuple[JobTrainer, SolverDb, LocalStore, JobSpec, StopFlag]
 
 
 @pytest.fixture
@@ -34,7 +34,7 @@ def bench(tmp_path: Path, devnet: Devnet) -> Iterator[Bench]:
     db.start_job(JOB, spec_cid)
     protocol = devnet.protocol()
     stop = StopFlag()
-    workshop = Workshop(protocol, store, db, MarketWatcher(protocol.market, protocol.book.deploy_block), tmp_path / "jobs", stop)
+    workshop = JobTrainer(protocol, store, db, MarketWatcher(protocol.market, protocol.book.deploy_block), tmp_path / "jobs", stop)
     yield workshop, db, store, spec, stop
     db.close()
 

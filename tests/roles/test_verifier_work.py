@@ -37,7 +37,7 @@ class _Event:
 
 
 class _Market:
-    """The little of ``JobMarket`` the inspector reads: the job's root, its events, ``probeCount``,
+    """The little of ``JobMarket`` the trace verifier reads: the job's root, its events, ``probeCount``,
     whether the manifest is published on chain."""
 
     def __init__(self, root: bytes, events: dict[str, dict[str, Any]]) -> None:

@@ -1,7 +1,7 @@
 """Storage fixtures: a real js-ipfs daemon (offline, loopback, random ports) and a lying RPC server.
 
 * ``ipfs_node`` (session): ``jsipfs daemon --offline`` on a fresh repo, API on
-  127.0.0.1 port 0, killed at the end of the session (core.storage.jsipfs).
+  127.0.0.1 port 0, killed at the end of the session (deploy.jsipfs).
 * ``ipfs_store``: an IpfsStore on that node with a 1 s lookup timeout.
 * ``ipfs_add``: the node's own ``/api/v0/add`` with any chunker, to compare CIDs.
 * ``liar``: a tiny HTTP server in a thread that speaks just enough of the RPC
@@ -21,7 +21,7 @@ import requests
 
 from core.storage import IpfsStore, LocalStore
 from core.storage.ipfs import ADD_PARAMS
-from core.storage.jsipfs import JsIpfsNode
+from deploy.jsipfs import JsIpfsNode
 
 
 @pytest.fixture(scope="session")

@@ -10,7 +10,6 @@ from http.server import BaseHTTPRequestHandler
 
 import pytest
 
-from core.anvil import free_port
 from core.cid import InvalidCid
 from core.storage import (
     CidMismatch,
@@ -22,6 +21,7 @@ from core.storage import (
     StoreUnavailable,
     file_cid,
 )
+from deploy.anvil import free_port
 
 from .conftest import Liar
 

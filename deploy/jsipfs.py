@@ -36,7 +36,7 @@ __all__ = ["JsIpfsNode", "JSIPFS_BIN"]
 
 log = logging.getLogger(__name__)
 
-JSIPFS_BIN = Path(__file__).resolve().parents[2] / "node_modules" / ".bin" / "jsipfs"
+JSIPFS_BIN = Path(__file__).resolve().parents[1] / "node_modules" / ".bin" / "jsipfs"
 _LOOPBACK_ANY_PORT = "/ip4/127.0.0.1/tcp/0"
 
 

@@ -29,7 +29,7 @@ from eth_account import Account
 from core.chain import Address, ChainClient, Signer, Wei
 from core.errors import ChainError, ConfigError
 
-__all__ = ["Anvil", "DevChain", "DEV_MNEMONIC", "dev_signers", "dev_private_key", "free_port"]
+__all__ = ["Anvil", "DevChain", "DEV_MNEMONIC", "dev_signers", "dev_private_key", "die_with_parent", "free_port"]
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +60,8 @@ def dev_private_key(index: int, mnemonic: str = DEV_MNEMONIC) -> str:
     return "0x" + bytes(Account.from_mnemonic(mnemonic, account_path=f"m/44'/60'/0'/0/{index}").key).hex()
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: get SIGTERM when the parent dies (Linux only)."""
+def die_with_parent() -> None:
+    """In a child before exec (``preexec_fn``): SIGTERM when its parent dies, however it dies (Linux only)."""
     if sys.platform.startswith("linux"):
         PR_SET_PDEATHSIG = 1
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -141,7 +141,7 @@ class Anvil:
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
-                preexec_fn=_die_with_parent,
+                preexec_fn=die_with_parent,
                 start_new_session=True,  # a terminal's Ctrl-C reaches us, and we stop anvil in order
             )
             self.port = port
