@@ -449,7 +449,7 @@ class _Wrapper:
 
     def decode_log(self, log: Mapping[str, Any]) -> Event | None:
         """One raw log as this contract's event, or None when another contract (or no known event) emitted it."""
-        if to_checksum_address(log["address"]) != self.address or not log["topics"]:
+        if Address(to_checksum_address(log["address"])) != self.address or not log["topics"]:
             return None
         event_name = self._topics.get(bytes(log["topics"][0]))
         if event_name is None:
