@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, ClassVar, NamedTuple, NewType, Self, TypeVar
+from typing import Any, ClassVar, NewType, Self, TypeVar
 
 from eth_abi import encode as abi_encode
 from eth_utils import event_abi_to_log_topic, keccak, to_checksum_address
@@ -28,6 +28,7 @@ from core import artifacts
 from core.address_book import AddressBook
 from core.chain import Address, BlockNumber, ChainClient, Receipt, Signer
 from core.errors import ArtifactsMissing, ChainError, SignerError
+from core.probe import Bytes32, Probe
 
 __all__ = [
     "JobId",
@@ -43,7 +44,6 @@ __all__ = [
     "Job",
     "MarketParams",
     "ReportSeal",
-    "ReportedProbe",
     "ForcedSeed",
     "AvailabilityChallenge",
     "StakeInfo",
@@ -63,7 +63,6 @@ __all__ = [
 JobId = NewType("JobId", int)
 GameId = NewType("GameId", int)
 TokenAmount = NewType("TokenAmount", int)  # token base units (18 decimals)
-Bytes32 = NewType("Bytes32", bytes)  # a CID digest, a Merkle root, a state hash
 
 ZERO_ADDRESS = Address("0x0000000000000000000000000000000000000000")
 #: The item number of the manifest in availability challenges (``JobMarket.MANIFEST_ITEM``, a
@@ -246,16 +245,6 @@ class ReportSeal:
         return Bytes32(keccak(abi_encode(["bytes32", "bytes32"], [drawn, self.probe_root])))
 
 
-class ReportedProbe(NamedTuple):
-    """One probe of a passing report as ``report()`` takes it and ``ReportSubmitted`` emits it
-    (Types.sol ``Probe``); its slot is its position in the report's list. The chain checks the
-    segment and the non-zero hash at report, not the step (its rule needs the spec's k)."""
-
-    segment: int
-    step: int
-    state_hash: Bytes32
-
-
 @dataclass(frozen=True)
 class ForcedSeed:
     """A verifier's forced-error commitment keccak256(abi.encode(secret, verifier)) and the block it
@@ -403,10 +392,10 @@ def decode_struct(cls: type[D], components: Sequence[Mapping[str, Any]], value: 
     return cls(**{n: _value(c, v) for n, c, v in zip(names, components, value)})
 
 
-def _reported_probe(value: Any) -> ReportedProbe:
-    """A ``Probe`` of a ``ReportSubmitted`` event, decoded as a tuple or by component name."""
+def _reported_probe(index: int, value: Any) -> Probe:
+    """Slot ``index``'s ``Probe`` of a ``ReportSubmitted`` event, decoded as a tuple or by component name."""
     segment, step, state_hash = (value["segment"], value["step"], value["stateHash"]) if isinstance(value, Mapping) else value
-    return ReportedProbe(int(segment), int(step), Bytes32(bytes(state_hash)))
+    return Probe(index, int(segment), int(step), Bytes32(bytes(state_hash)))
 
 
 class _Wrapper:
@@ -449,7 +438,7 @@ class _Wrapper:
 
     def decode_log(self, log: Mapping[str, Any]) -> Event | None:
         """One raw log as this contract's event, or None when another contract (or no known event) emitted it."""
-        if to_checksum_address(log["address"]) != self.address or not log["topics"]:
+        if Address(to_checksum_address(log["address"])) != self.address or not log["topics"]:
             return None
         event_name = self._topics.get(bytes(log["topics"][0]))
         if event_name is None:
@@ -678,7 +667,7 @@ class JobMarket(_Wrapper):
         sealed = self.sealed_report(job_id, from_block)
         return None if sealed is None else sealed[0]
 
-    def sealed_report(self, job_id: JobId, from_block: int = 0) -> tuple[ReportSeal, list[ReportedProbe]] | None:
+    def sealed_report(self, job_id: JobId, from_block: int = 0) -> tuple[ReportSeal, list[Probe]] | None:
         """The seal and the probes of the report of the job's last verifier draw, both from that one
         ``ReportSubmitted`` (after the draw's ``VerifierAssigned``; scanning from ``from_block``: pass
         the address book's ``deploy_block``); the probes in slot order, none for a failing report.
@@ -706,7 +695,7 @@ class JobMarket(_Wrapper):
         stored = self.report_seal(job_id)
         if stored != seal.digest():
             raise ChainError(f"job {job_id}: the draw and report events do not hash to the stored seal 0x{stored.hex()}")
-        return seal, [_reported_probe(p) for p in report.args["probes"]]
+        return seal, [_reported_probe(i, p) for i, p in enumerate(report.args["probes"])]
 
     # lifecycle
     def post_job(self, spec_cid: bytes, reward: int, verifier_fee: int, commit_window: int) -> tuple[JobId, Receipt]:
@@ -732,14 +721,16 @@ class JobMarket(_Wrapper):
         report_cid: bytes,
         assign_seed: bytes,
         forced_commitment: bytes,
-        probes: Sequence[tuple[int, int, bytes]],
+        probes: Sequence[Probe],
     ) -> Receipt:
         """Report on the job drawn with ``(assign_seed, forced_commitment)`` (its ``VerifierAssigned``;
-        else ``InvalidSeal``). A pass gives exactly ``probe_count`` probes ``(segment, step,
-        state_hash)``, slot i on ``probe_segment(assign_seed, i, checkpoint_count)`` with a non-zero
-        hash (else ``InvalidProbe``); the chain computes their probe root (``proofs.ProbeTree``) and
-        emits them. A fail gives none."""
-        entries = [(int(segment), int(step), bytes(state_hash)) for segment, step, state_hash in probes]
+        else ``InvalidSeal``). A pass gives exactly ``probe_count`` probes, slot i (``Probe.index``)
+        at position i, on ``probe_segment(assign_seed, i, checkpoint_count)`` with a non-zero hash
+        (else ``InvalidProbe``); the chain computes their probe root (``proofs.ProbeTree``) and
+        emits them. A fail gives none. Raises ``ValueError`` if probe i is not slot i."""
+        if [p.index for p in probes] != list(range(len(probes))):
+            raise ValueError(f"report() takes probe slot i at position i, got slots {[p.index for p in probes]}")
+        entries = [(p.segment, p.step, p.state_hash) for p in probes]
         return self._send("report", job_id, passed, report_cid, assign_seed, forced_commitment, entries)
 
     def finalize(self, job_id: JobId) -> Receipt:

@@ -11,7 +11,7 @@ come from the proofs engine; these functions turn one into the other's arguments
 
     # whistleblower: probe i of a passing report (its seal and probes read from the chain)
     seal, probes = proto.market.sealed_report(job_id)
-    args = opening_on_report(seal, ProbeTree(probes), i, manifest.state_hashes, manifest.tree())
+    args = opening_on_report(seal, probes[i], ProbeTree(probes).proof(i), manifest.state_hashes, manifest.tree())
     game_id, receipt = proto.game.open_on_report(job_id, *args.call_args())
 
     # everyone: what the game waits for, from whom, until when
@@ -48,14 +48,13 @@ from core.chain import Address
 from core.cid import Cid, digest_to_cid
 from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, ReportSeal
 from core.errors import VeritrainError
+from core.probe import Probe
 
 __all__ = [
     "DisputeError",
     "ProofSource",
     "Opening",
     "opening",
-    "PublishedProbe",
-    "ProbeSource",
     "ReportOpening",
     "opening_on_report",
     "Action",
@@ -88,27 +87,6 @@ class ProofSource(Structural):
     """A trace tree that hands out Merkle proofs by checkpoint index (``proofs.TraceTree``)."""
 
     def proof(self, position: int) -> Sequence[bytes | str]: ...
-
-
-class PublishedProbe(Structural):
-    """One probe of a passing report (``proofs.Probe``)."""
-
-    @property
-    def index(self) -> int: ...
-    @property
-    def segment(self) -> int: ...
-    @property
-    def step(self) -> int: ...
-    @property
-    def state_hash(self) -> bytes | str: ...
-
-
-class ProbeSource(Structural):
-    """A report's probe tree, by probe slot (``proofs.ProbeTree``)."""
-
-    def probe(self, index: int) -> PublishedProbe: ...
-
-    def proof(self, index: int) -> Sequence[bytes | str]: ...
 
 
 def _bytes32(value: bytes | str, what: str) -> Bytes32:
@@ -188,8 +166,10 @@ class ReportOpening:
         )  # fmt: skip
 
 
-def opening_on_report(seal: ReportSeal | None, probes: ProbeSource, index: int, state_hashes: Sequence[bytes | str], tree: ProofSource) -> ReportOpening:
-    """Dispute probe ``index`` of a passing report: the verifier's probe and its proof from the
+def opening_on_report(
+    seal: ReportSeal | None, probe: Probe, proof: Sequence[bytes | str], state_hashes: Sequence[bytes | str], tree: ProofSource
+) -> ReportOpening:
+    """Dispute ``probe`` of a passing report: the verifier's probe and its ``proof`` from the
     report's probe tree, the agreed start (checkpoint ``segment``) from the solver's trace.
 
     ``seal`` is the job's (``JobMarket.seal_of``; None means there is no report to dispute). The
@@ -198,9 +178,7 @@ def opening_on_report(seal: ReportSeal | None, probes: ProbeSource, index: int, 
     """
     if seal is None:
         raise DisputeError("the job has no report of its current verifier to dispute")
-    probe = probes.probe(index)
-    if probe.index != index:
-        raise DisputeError(f"the probe tree's slot {index} holds probe {probe.index}")
+    index = probe.index
     segments = len(state_hashes) - 1
     if not 0 <= probe.segment < segments:
         raise DisputeError(f"probe {index} is on segment {probe.segment}, not in 0..{segments - 1}")
@@ -211,8 +189,8 @@ def opening_on_report(seal: ReportSeal | None, probes: ProbeSource, index: int, 
         index=index,
         segment=probe.segment,
         step=probe.step,
-        state_hash=_bytes32(probe.state_hash, f"probe {index} state hash"),
-        proof=tuple(_bytes32(p, "proof element") for p in probes.proof(index)),
+        state_hash=probe.state_hash,
+        proof=tuple(_bytes32(p, "proof element") for p in proof),
         start_hash=_bytes32(state_hashes[probe.segment], f"state hash {probe.segment}"),
         start_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(probe.segment)),
     )

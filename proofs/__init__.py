@@ -16,7 +16,7 @@ whistleblowers and referees check it. Public API (stable names)::
     verdict = verify_trace(spec, dataset, manifest, fetch=lambda i: store.get(manifest.checkpoint_cids[i]),
                            seed=onchain_randomness)   # verdict.passed, verdict.failures[0].detail
 
-    probes = [Probe(i, s, m, state_hash(...)) for i, s, m in probe_positions(seed, count, n + 1, k)]
+    probes = [Probe(i, s, m, to_bytes32(state_hash(...))) for i, s, m in probe_positions(seed, count, n + 1, k)]
     ProbeTree(probes).root, .proof(i)                 # a passing report's probe commitment
 
     state_at(spec, dataset, ckpt_bytes, step)         # dispute: state hash at a bisection midpoint
@@ -49,6 +49,8 @@ from proofs.probes import (
     forced_commitment,
     forced_hash,
     is_forced,
+    parse_probe,
+    probe_json,
     probe_positions,
     probe_segment,
     probe_step,
@@ -101,7 +103,7 @@ __all__ = [
     "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
     "DEFAULT_Q", "DEFAULT_R",
     # probes of a passing report, forced errors
-    "Probe", "ProbeTree", "probe_segment", "probe_step", "probe_positions", "verify_probe",
+    "Probe", "probe_json", "parse_probe", "ProbeTree", "probe_segment", "probe_step", "probe_positions", "verify_probe",
     "forced_commitment", "is_forced", "forced_hash", "FORCED_DOMAIN",
     # disputes
     "state_at", "execute_step",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from core.probe import Bytes32
 from proofs.errors import MerkleError
 from proofs.keccak import keccak
 
@@ -24,7 +25,7 @@ __all__ = ["Hex32", "leaf_hash", "hash_pair", "StandardTree", "TraceTree", "veri
 Hex32 = str  # "0x" + 64 lowercase hex digits
 
 
-def to_bytes32(value: bytes | str, what: str = "hash") -> bytes:
+def to_bytes32(value: bytes | str, what: str = "hash") -> Bytes32:
     """``bytes`` of length 32 from raw bytes or ``0x`` hex; :class:`MerkleError` otherwise."""
     if isinstance(value, str):
         text = value[2:] if value.startswith(("0x", "0X")) else value
@@ -36,7 +37,7 @@ def to_bytes32(value: bytes | str, what: str = "hash") -> bytes:
         raw = bytes(value)
     if len(raw) != 32:
         raise MerkleError(f"{what} must be 32 bytes, got {len(raw)}")
-    return raw
+    return Bytes32(raw)
 
 
 def hex32(raw: bytes) -> Hex32:

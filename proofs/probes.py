@@ -14,7 +14,7 @@ i, ``(segment, step, state_hash)``); the chain checks their segments, computes t
     from proofs.probes import Probe, ProbeTree, probe_positions
 
     positions = probe_positions(assign_seed, params.probe_count, job.checkpoint_count, spec.checkpoint_interval)
-    probes = [Probe(i, s, m, state_hash(state_at(spec, dataset, ckpt[s], s * k + m))) for i, s, m in positions]
+    probes = [Probe(i, s, m, to_bytes32(state_hash(state_at(spec, dataset, ckpt[s], s * k + m)))) for i, s, m in positions]
     tree = ProbeTree(probes)                       # tree.root: what the chain computes from report(..., probes)
     tree.proof(0)                                  # what openOnReport / verifyProbe take for probe 0
 
@@ -28,9 +28,9 @@ when a whistleblower's report game catches it. The formulas mirror ``JobMarket.s
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
+from core.probe import Bytes32, Probe
 from proofs.errors import MerkleError, ProofError
 from proofs.keccak import address_word, keccak, uint256
 from proofs.merkle import Hex32, StandardTree, hex32, to_bytes32, verify_leaf
@@ -38,6 +38,8 @@ from proofs.merkle import Hex32, StandardTree, hex32, to_bytes32, verify_leaf
 __all__ = [
     "FORCED_DOMAIN",
     "Probe",
+    "probe_json",
+    "parse_probe",
     "ProbeTree",
     "probe_leaf",
     "probe_segment",
@@ -85,41 +87,27 @@ def probe_positions(assign_seed: bytes | str, probe_count: int, checkpoint_count
     return [(i, probe_segment(assign_seed, i, checkpoint_count), probe_step(assign_seed, i, checkpoint_interval)) for i in range(probe_count)]
 
 
-@dataclass(frozen=True)
-class Probe:
-    """One published probe: the state hash after ``step`` steps of ``segment``, for slot ``index``
-    (the global training step is ``segment * k + step``)."""
+def probe_json(probe: Probe) -> dict[str, Any]:
+    """A report's JSON entry: ``{"index", "segment", "step", "state_hash"}`` (the hash as ``0x`` hex)."""
+    return {"index": probe.index, "segment": probe.segment, "step": probe.step, "state_hash": hex32(probe.state_hash)}
 
-    index: int
-    segment: int
-    step: int
-    state_hash: Hex32
 
-    def __post_init__(self) -> None:
-        for name in ("index", "segment", "step"):
-            value = getattr(self, name)
-            if not 0 <= value < 2**256:
-                raise ProofError(f"probe {name} {value} does not fit a uint256")
-        object.__setattr__(self, "state_hash", hex32(to_bytes32(self.state_hash, "probe state hash")))
-
-    def to_json(self) -> dict[str, Any]:
-        """The report's JSON entry: ``{"index", "segment", "step", "state_hash"}``."""
-        return {"index": self.index, "segment": self.segment, "step": self.step, "state_hash": self.state_hash}
-
-    @classmethod
-    def from_json(cls, entry: Any) -> Probe:
-        """A report's entry back (a :class:`ProofError` if it is not one)."""
-        if not isinstance(entry, dict) or set(entry) != {"index", "segment", "step", "state_hash"}:
-            raise ProofError(f"a probe entry has exactly index, segment, step, state_hash: got {entry!r}")
-        index, segment, step, state_hash = entry["index"], entry["segment"], entry["step"], entry["state_hash"]
-        if not all(isinstance(n, int) and not isinstance(n, bool) for n in (index, segment, step)) or not isinstance(state_hash, str):
-            raise ProofError(f"probe entry has wrong types: {entry!r}")
-        return cls(index, segment, step, state_hash)
+def parse_probe(entry: Any) -> Probe:
+    """A report's entry back (a :class:`ProofError` if it is not one)."""
+    if not isinstance(entry, dict) or set(entry) != {"index", "segment", "step", "state_hash"}:
+        raise ProofError(f"a probe entry has exactly index, segment, step, state_hash: got {entry!r}")
+    index, segment, step, state_hash = entry["index"], entry["segment"], entry["step"], entry["state_hash"]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in (index, segment, step)) or not isinstance(state_hash, str):
+        raise ProofError(f"probe entry has wrong types: {entry!r}")
+    for name, value in (("index", index), ("segment", segment), ("step", step)):
+        if not 0 <= value < 2**256:
+            raise ProofError(f"probe {name} {value} does not fit a uint256")
+    return Probe(index, segment, step, Bytes32(to_bytes32(state_hash, "probe state hash")))
 
 
 def probe_leaf(probe: Probe) -> bytes:
     """``ProbeLib.leaf``: keccak256(keccak256(abi.encode(index, segment, step, stateHash)))."""
-    encoded = uint256(probe.index) + uint256(probe.segment) + uint256(probe.step) + to_bytes32(probe.state_hash)
+    encoded = uint256(probe.index) + uint256(probe.segment) + uint256(probe.step) + probe.state_hash
     return keccak(keccak(encoded))
 
 
@@ -169,6 +157,6 @@ def is_forced(secret: bytes | str, assign_seed: bytes | str, rate_bps: int) -> b
     return int.from_bytes(word, "big") % _BPS < rate_bps
 
 
-def forced_hash(true_hash: bytes | str) -> Hex32:
+def forced_hash(true_hash: bytes | str) -> Bytes32:
     """The deliberately wrong probe of a forced report: keccak256(FORCED_DOMAIN ++ trueHash)."""
-    return hex32(keccak(FORCED_DOMAIN + to_bytes32(true_hash, "true state hash")))
+    return Bytes32(keccak(FORCED_DOMAIN + to_bytes32(true_hash, "true state hash")))

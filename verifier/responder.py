@@ -79,7 +79,7 @@ class VerifierResponder:
                     verdict.probe_root,
                     verdict.failed_segment,
                     draw=draw,
-                    probes=[(p.segment, p.step, to_bytes32(p.state_hash)) for p in verdict.probes],
+                    probes=verdict.probes,
                 )
                 log.info(
                     "replay done",

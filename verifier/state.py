@@ -32,8 +32,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.contracts import Bytes32, JobId, ReportedProbe
+from core.contracts import Bytes32, JobId
 from core.localdb import HEARTBEAT_MIGRATION
+from core.probe import Probe
 from proofs.merkle import hex32, to_bytes32
 from proofs.probes import forced_commitment
 from rolebase.records import RoleDb
@@ -86,7 +87,7 @@ class AssignmentRecord:
     failed_segment: int | None
     probe_root: bytes | None  # zero when no probe tree could be built (a failing report only)
     draw: Draw | None = None  # the seal parts the verdict was computed for (forced: not stored)
-    probes: tuple[ReportedProbe, ...] | None = None  # published (segment, step, state_hash), slot i at i; () on a fail
+    probes: tuple[Probe, ...] | None = None  # published, slot i at i; () on a fail
 
 
 class VerifierDb(RoleDb):
@@ -110,11 +111,11 @@ class VerifierDb(RoleDb):
         failed_segment: int | None = None,
         *,
         draw: Draw,
-        probes: Sequence[tuple[int, int, bytes]] = (),
+        probes: Sequence[Probe] = (),
     ) -> None:
         """Record the verdict of the replay made for ``draw`` and the ``probes`` its report publishes
-        (``(segment, step, state_hash)``, slot i at position i; none on a fail)."""
-        entries = json.dumps([[int(s), int(m), hex32(h)] for s, m, h in probes])
+        (slot i at position i, stored as ``[segment, step, state_hash]``; none on a fail)."""
+        entries = json.dumps([[p.segment, p.step, hex32(p.state_hash)] for p in probes])
         self.db.execute(
             "INSERT INTO assignments (job_id, phase, passed, report_cid, summary, failed_segment, probe_root,"
             " assign_seed, forced_commitment, probes, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -180,5 +181,5 @@ def _record(r: sqlite3.Row) -> AssignmentRecord:
         r["failed_segment"],
         None if r["probe_root"] is None else bytes(r["probe_root"]),
         None if r["assign_seed"] is None else Draw(Bytes32(bytes(r["assign_seed"])), Bytes32(bytes(r["forced_commitment"]))),
-        None if r["probes"] is None else tuple(ReportedProbe(s, m, Bytes32(to_bytes32(h))) for s, m, h in json.loads(r["probes"])),
+        None if r["probes"] is None else tuple(Probe(i, s, m, to_bytes32(h)) for i, (s, m, h) in enumerate(json.loads(r["probes"]))),
     )

@@ -59,6 +59,7 @@ from proofs import (
     forced_hash,
     load_dataset,
     load_spec,
+    probe_json,
     probe_positions,
     replay_segment,
     state_at,
@@ -193,7 +194,7 @@ class TraceVerifier:
         # A pass always has them all; a fail publishes none (report() rejects probes on a fail).
         shown = published_probes(probes, draw.forced) if passed and len(probes) == self.probe_count else []
         probe_root = Bytes32(to_bytes32(ProbeTree(shown).root)) if shown else ZERO32
-        report.update({"passed": passed, "summary": summary, "probes": [p.to_json() for p in shown], "probe_root": hex32(probe_root)})
+        report.update({"passed": passed, "summary": summary, "probes": [probe_json(p) for p in shown], "probe_root": hex32(probe_root)})
         report_cid = self.store.put(json.dumps(report, sort_keys=True).encode())
         log.info("replay done", extra={"job": job_id, "passed": passed, "summary": summary, "seconds": round(time.monotonic() - started, 2)})
         return Verdict(passed, report_cid, summary, probe_root, failed_segment, tuple(shown))
@@ -275,7 +276,7 @@ class TraceVerifier:
             )
             if verdict.passed:  # a probe in a segment that does not replay is moot: the report fails
                 for i, _, step in (p for p in positions if p[1] == segment):
-                    probes.append(Probe(i, segment, step, state_hash(state_at(spec, dataset, cache[segment], segment * k + step))))
+                    probes.append(Probe(i, segment, step, to_bytes32(state_hash(state_at(spec, dataset, cache[segment], segment * k + step)))))
             cache.pop(segment, None)
             verdicts.append(verdict)
             log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})

@@ -146,7 +146,7 @@ class Auditor:
         if sealed is None or not sealed[1]:
             raise AuditDeferred(f"job {job_id}: no passing report sealed on chain yet")
         seal, reported = sealed
-        tree = ProbeTree([Probe(i, q.segment, q.step, hex32(q.state_hash)) for i, q in enumerate(reported)])
+        tree = ProbeTree(reported)
         if to_bytes32(tree.root) != bytes(seal.probe_root):
             raise AuditDeferred(f"job {job_id}: the emitted probes build {tree.root}, the seal holds {hex32(seal.probe_root)}")
         return seal, tree
@@ -183,12 +183,12 @@ class Auditor:
         probe = tree.probe(index)
         k = m.spec.checkpoint_interval
         truth = state_hash(state_at(m.spec, m.dataset, self._checkpoint(job_id, m, probe.segment, cache, deadline), probe.segment * k + probe.step))
-        ok = truth == probe.state_hash
+        ok = to_bytes32(truth) == probe.state_hash
         log.info("probe replayed", extra={"job": job_id, "probe": index, "segment": probe.segment, "step": probe.step, "ok": ok})
         if ok:
             return None
-        detail = f"probe {index}: state after step {probe.step} of segment {probe.segment} is {truth}, the report says {probe.state_hash}"
-        return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(index)))
+        detail = f"probe {index}: state after step {probe.step} of segment {probe.segment} is {truth}, the report says {hex32(probe.state_hash)}"
+        return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, hex32(probe.state_hash), tuple(tree.proof(index)))
 
     def _segment(self, job_id: JobId, m: JobMaterial, segment: int, cache: dict[int, bytes], deadline: int) -> Finding | None:
         self._check_stop(job_id)
@@ -214,4 +214,4 @@ def _off_step(probe: Probe, fixed_step: int, tree: ProbeTree) -> Finding:
     report game rule against the defender on the game's shape (``rolebase.dispute.vote_from_shape``);
     a verifier that did not replay could otherwise state a copyable checkpoint."""
     detail = f"probe {probe.index} is at step {probe.step} of segment {probe.segment}; the draw fixed step {fixed_step}"
-    return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(probe.index)))
+    return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, hex32(probe.state_hash), tuple(tree.proof(probe.index)))

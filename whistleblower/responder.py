@@ -18,7 +18,8 @@ from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import GameId, JobId, JobState, Protocol, Role
 from core.dispute import opening_on_report
-from proofs.probes import Probe
+from core.probe import Probe
+from proofs.merkle import to_bytes32
 from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import AUDIT_RECORDED
@@ -36,20 +37,6 @@ from whistleblower.policy import (
 from whistleblower.state import ChallengeRecord, WhistleblowerDb
 
 log = logging.getLogger(__name__)
-
-
-class _OneProbe:
-    """The one probe a report game disputes, as :func:`core.dispute.opening_on_report` reads a probe tree."""
-
-    def __init__(self, finding: Finding) -> None:
-        self.finding = finding
-
-    def probe(self, index: int) -> Probe:
-        f = self.finding
-        return Probe(index, f.segment, f.step, f.state_hash)
-
-    def proof(self, index: int) -> tuple[str, ...]:
-        return self.finding.proof
 
 
 class WhistleblowerResponder:
@@ -109,7 +96,8 @@ class WhistleblowerResponder:
         m = self.replayer.material(job_id)
         if finding.kind is FindingKind.PROBE:
             seal = p.market.seal_of(job_id, p.book.deploy_block)
-            args = opening_on_report(seal, _OneProbe(finding), finding.index, m.manifest.state_hashes, m.manifest.tree())
+            probe = Probe(finding.index, finding.segment, finding.step, to_bytes32(finding.state_hash))
+            args = opening_on_report(seal, probe, finding.proof, m.manifest.state_hashes, m.manifest.tree())
             game_id, receipt = p.game.open_on_report(job_id, *args.call_args())
             what = "openOnReport"
         else:

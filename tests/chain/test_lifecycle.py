@@ -15,7 +15,8 @@ from eth_utils import keccak, to_checksum_address
 from web3.types import Nonce
 
 from core.chain import Receipt, Signer
-from core.contracts import JobId, JobState, Protocol, Role, TokenAmount
+from core.contracts import Bytes32, JobId, JobState, Protocol, Role, TokenAmount
+from core.probe import Probe
 from core.reverts import revert_class
 from deploy.devnet import Devnet
 
@@ -60,7 +61,7 @@ def report_pass(proto: Protocol, verifier: Signer, job_id: JobId) -> Receipt:
     market = proto.market
     drawn = max(market.events("VerifierAssigned", 0, jobId=job_id), key=lambda e: (e.block_number, e.log_index))
     seed, checkpoints = bytes(drawn.args["assignSeed"]), market.get_job(job_id).checkpoint_count
-    probes = [(market.probe_segment(seed, i, checkpoints), i + 1, keccak(b"probe %d" % i)) for i in range(market.params().probe_count)]
+    probes = [Probe(i, market.probe_segment(seed, i, checkpoints), i + 1, Bytes32(keccak(b"probe %d" % i))) for i in range(market.params().probe_count)]
     return proto.with_signer(verifier).market.report(job_id, True, REPORT, seed, bytes(drawn.args["forcedCommitment"]), probes)
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from eth_utils import keccak
 
-from core.contracts import Bytes32, Event, JobId, JobState, ReportedProbe, ReportSeal, Role
+from core.contracts import Bytes32, Event, JobId, JobState, ReportSeal, Role
 from core.reverts import revert_class
 from deploy.devnet import Devnet
 from proofs import Probe, ProbeTree, forced_commitment, is_forced, probe_positions, probe_segment
@@ -59,12 +59,12 @@ def _drawn(devnet: Devnet, parties: Parties, secret: bytes | None = None, *, see
 def _probes(assign_seed: bytes, probe_count: int) -> ProbeTree:
     """A report's probe tree with made-up state hashes at the slots the seed fixes."""
     positions = probe_positions(assign_seed, probe_count, CHECKPOINTS, K)
-    return ProbeTree([Probe(i, s, m, "0x" + keccak(bytes([i, s, m])).hex()) for i, s, m in positions])
+    return ProbeTree([Probe(i, s, m, Bytes32(keccak(bytes([i, s, m])))) for i, s, m in positions])
 
 
-def _entries(tree: ProbeTree) -> list[ReportedProbe]:
+def _entries(tree: ProbeTree) -> list[Probe]:
     """The probes of ``tree`` as ``report()`` takes them, slot i at position i."""
-    return [ReportedProbe(p.segment, p.step, _b(p.state_hash)) for p in sorted(tree.probes, key=lambda p: p.index)]
+    return sorted(tree.probes, key=lambda p: p.index)
 
 
 def test_the_seal_rebuilt_from_events_is_what_verify_probe_accepts(devnet: Devnet, parties: Parties) -> None:
@@ -83,7 +83,7 @@ def test_the_seal_rebuilt_from_events_is_what_verify_probe_accepts(devnet: Devne
     assert sealed is not None and sealed[1] == _entries(tree)  # the probes are on chain: no report JSON needed
     (shown,) = [e for e in job_timeline(devnet.protocol(), job_id) if e.event == "ReportSubmitted"]
     assert shown.args["probes"] == [  # the submitter's timeline shows them as JSON
-        {"segment": p.segment, "step": p.step, "stateHash": p.state_hash} for p in sorted(tree.probes, key=lambda p: p.index)
+        {"segment": p.segment, "step": p.step, "stateHash": "0x" + p.state_hash.hex()} for p in sorted(tree.probes, key=lambda p: p.index)
     ]
     seal = market.seal_of(job_id)
     assert seal == ReportSeal(seed, ZERO, _b(tree.root))
@@ -91,7 +91,7 @@ def test_the_seal_rebuilt_from_events_is_what_verify_probe_accepts(devnet: Devne
 
     for probe in tree.probes:
         proof = [_b(p) for p in tree.proof(probe.index)]
-        assert market.verify_probe(job_id, seal, probe.index, probe.segment, probe.step, _b(probe.state_hash), proof)
+        assert market.verify_probe(job_id, seal, probe.index, probe.segment, probe.step, probe.state_hash, proof)
     probe = tree.probes[0]
     proof = [_b(p) for p in tree.proof(0)]
     other = Bytes32(keccak(b"another seed"))
@@ -99,10 +99,10 @@ def test_the_seal_rebuilt_from_events_is_what_verify_probe_accepts(devnet: Devne
         (dataclasses.replace(seal, assign_seed=other), probe.segment, probe.step, probe.state_hash),  # not the stored seal
         (seal, (probe.segment + 1) % (CHECKPOINTS - 1), probe.step, probe.state_hash),  # not the slot's segment
         (seal, probe.segment, probe.step + 1, probe.state_hash),  # not the committed step
-        (seal, probe.segment, probe.step, "0x" + "77" * 32),  # not the committed state
+        (seal, probe.segment, probe.step, Bytes32(b"\x77" * 32)),  # not the committed state
     ]
     for wrong_seal, segment, step, state in rejected:
-        assert not market.verify_probe(job_id, wrong_seal, 0, segment, step, _b(state), proof)
+        assert not market.verify_probe(job_id, wrong_seal, 0, segment, step, state, proof)
 
 
 def test_probe_segments_match_the_contract(devnet: Devnet) -> None:
@@ -125,8 +125,8 @@ def test_report_checks_the_seal_and_the_probes(devnet: Devnet, parties: Parties)
     wrong = [
         [],  # a pass without probes
         probes[:-1],  # one slot short
-        [*probes[:1], probes[1]._replace(segment=(probes[1].segment + 1) % (CHECKPOINTS - 1)), *probes[2:]],  # off its segment
-        [*probes[:-1], probes[-1]._replace(state_hash=ZERO)],  # no state
+        [*probes[:1], dataclasses.replace(probes[1], segment=(probes[1].segment + 1) % (CHECKPOINTS - 1)), *probes[2:]],  # off its segment
+        [*probes[:-1], dataclasses.replace(probes[-1], state_hash=ZERO)],  # no state
     ]
     for entries in wrong:
         with pytest.raises(revert_class("InvalidProbe")):

@@ -45,6 +45,7 @@ from proofs import (
     state_hash,
 )
 from proofs.datasets import reference_job
+from proofs.merkle import to_bytes32
 
 VERI = 10**18
 REWARD = 100 * VERI
@@ -171,7 +172,7 @@ class Arena:
         states: Sequence[bytes],
         *,
         by_verifier: bool,
-        probe_hash: Callable[[int, int, int], str] | None = None,
+        probe_hash: Callable[[int, int, int], Bytes32] | None = None,
     ) -> tuple[JobId, Signer, list[Cid]]:
         """Post, claim, commit the trace of ``states``, draw the verifier and report: pass (a
         whistleblower will challenge) or fail (the verifier challenges). Returns the job, the
@@ -192,12 +193,12 @@ class Arena:
         receipt = self.proto(self.outsider).market.assign_verifier(job_id)
         (assigned,) = self.base.market.decode_events(receipt, "VerifierAssigned")
         verifier = self.by_address[assigned.args["verifier"]]
-        published: list[tuple[int, int, bytes]] = []  # a fail publishes no probes
+        published: list[Probe] = []  # a fail publishes no probes
         if not by_verifier:
-            truth = probe_hash or (lambda _i, segment, step: state_hash(self.trained.honest[segment * K + step]))
+            truth = probe_hash or (lambda _i, segment, step: to_bytes32(state_hash(self.trained.honest[segment * K + step])))
             positions = probe_positions(assigned.args["assignSeed"], self.market_params.probe_count, len(hashes), K)
             self.probes[job_id] = ProbeTree([Probe(i, seg, m, truth(i, seg, m)) for i, seg, m in positions])
-            published = [(p.segment, p.step, bytes.fromhex(p.state_hash[2:])) for p in self.probes[job_id].probes]
+            published = sorted(self.probes[job_id].probes, key=lambda p: p.index)
         seal = (assigned.args["assignSeed"], assigned.args["forcedCommitment"])
         self.proto(verifier).market.report(job_id, not by_verifier, b"\x03" * 32, *seal, published)
         return job_id, (verifier if by_verifier else self.whistleblower), cids
@@ -217,7 +218,7 @@ class Arena:
         the job's verifier defends), its start proven against the trace of ``states``."""
         hashes = [state_hash(c) for c in self.trained.checkpoints(states)]
         seal = self.base.market.seal_of(job_id, self.net.book.deploy_block)
-        args = opening_on_report(seal, self.probes[job_id], index, hashes, TraceTree(hashes))
+        args = opening_on_report(seal, self.probes[job_id].probe(index), self.probes[job_id].proof(index), hashes, TraceTree(hashes))
         game_id, receipt = self.proto(self.whistleblower).game.open_on_report(job_id, *args.call_args())
         out = Played(job_id, game_id, by_verifier=False)
         out.gas.append(("openOnReport", receipt.gas_used))

@@ -15,17 +15,17 @@ from collections import defaultdict
 import pytest
 from eth_utils import keccak
 
-from core.contracts import GameStatus
+from core.contracts import Bytes32, GameStatus
 from core.dispute import max_moves, midpoint, opening, vote_commitment
-from proofs import TraceTree
+from proofs import Probe, TraceTree
 
 from .arena import FEE, REWARD, Arena
 
 GOAL_PER_MOVE = 150_000
 
 
-def _hash(tag: str, i: int) -> bytes:
-    return keccak(f"{tag}/{i}".encode())
+def _hash(tag: str, i: int) -> Bytes32:
+    return Bytes32(keccak(f"{tag}/{i}".encode()))
 
 
 @pytest.mark.parametrize("k", [50, 1000])
@@ -42,7 +42,7 @@ def test_gas_of_a_whole_dispute(arena: Arena, k: int) -> None:
     (assigned,) = arena.base.market.decode_events(receipt, "VerifierAssigned")
     verifier = arena.by_address[assigned.args["verifier"]]
     seed = assigned.args["assignSeed"]
-    probes = [(arena.base.market.probe_segment(seed, i, 4), 1, _hash("probe", i)) for i in range(arena.market_params.probe_count)]
+    probes = [Probe(i, arena.base.market.probe_segment(seed, i, 4), 1, _hash("probe", i)) for i in range(arena.market_params.probe_count)]
     arena.proto(verifier).market.report(job_id, True, b"\x04" * 32, seed, assigned.args["forcedCommitment"], probes)
 
     gas: dict[str, list[int]] = defaultdict(list)

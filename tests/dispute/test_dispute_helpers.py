@@ -41,7 +41,7 @@ PARAMS = GameParams(
     open_window=15, draw_window=10, commit_window=15, reveal_window=15, max_segment_steps=100_000, committee_size=3,
 )  # fmt: skip
 CID_A = "QmWvQxBLsmXh3mxoVLPKhshqDfK8Ydj2ZVTqKQ3pL8n1z4"
-H3 = "0x" + "03" * 32  # a probe's state hash
+H3 = Bytes32(b"\x03" * 32)  # a probe's state hash
 
 
 def _game(**changes: Any) -> Game:
@@ -82,12 +82,12 @@ SEAL = ReportSeal(Bytes32(b"\x01" * 32), ZERO32, Bytes32(b"\x02" * 32))
 @given(st.lists(st.binary(min_size=32, max_size=32), min_size=2, max_size=20), st.data())
 def test_opening_on_report_proves_the_probe_and_its_start(hashes: list[bytes], data: st.DataObject) -> None:
     trace = TraceTree(hashes)
-    probes = ProbeTree([Probe(i, data.draw(st.integers(0, len(hashes) - 2)), 1 + i, "0x" + bytes([i + 1]).hex() * 32) for i in range(4)])
+    probes = ProbeTree([Probe(i, data.draw(st.integers(0, len(hashes) - 2)), 1 + i, Bytes32(bytes([i + 1]) * 32)) for i in range(4)])
     index = data.draw(st.integers(0, 3))
-    args = opening_on_report(SEAL, probes, index, hashes, trace)
     probe = probes.probe(index)
+    args = opening_on_report(SEAL, probe, probes.proof(index), hashes, trace)
     assert (args.seal, args.index, args.segment, args.step) == (SEAL, index, probe.segment, probe.step)
-    assert verify_probe(probes.root, probe, args.proof) and "0x" + args.state_hash.hex() == probe.state_hash
+    assert verify_probe(probes.root, probe, args.proof) and args.state_hash == probe.state_hash
     assert args.start_hash == hashes[probe.segment] and verify_proof(trace.root, probe.segment, args.start_hash, args.start_proof)
     assert args.call_args()[0] == SEAL and isinstance(args.call_args()[5], list)
 
@@ -99,7 +99,7 @@ def test_opening_on_report_proves_the_probe_and_its_start(hashes: list[bytes], d
 def test_opening_on_report_refuses_impossible_probes(seal: ReportSeal | None, probe: Probe, match: str) -> None:
     hashes = [b"\x01" * 32, b"\x02" * 32, b"\x03" * 32]
     with pytest.raises(DisputeError, match=match):
-        opening_on_report(seal, ProbeTree([probe]), 0, hashes[:2], TraceTree(hashes[:2]))
+        opening_on_report(seal, probe, ProbeTree([probe]).proof(0), hashes[:2], TraceTree(hashes[:2]))
 
 
 def test_report_seal_digest_is_the_stored_preimage() -> None:

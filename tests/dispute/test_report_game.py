@@ -19,13 +19,14 @@ from collections.abc import Iterator
 import pytest
 from eth_utils import keccak
 
-from core.contracts import GameStatus, JobState, SettleReason
+from core.contracts import Bytes32, GameStatus, JobState, SettleReason
 from core.dispute import Action, Actor, isolated_step, next_turn
 from core.reverts import revert_class
 from core.storage.local import LocalStore
 from deploy.deployer import DeployParams
 from deploy.devnet import start_devnet
 from proofs import forced_commitment, forced_hash, state_hash
+from proofs.merkle import to_bytes32
 
 from .arena import FEE, REWARD, Arena, K, TrainedJob
 
@@ -38,7 +39,7 @@ def _secret(verifier: str) -> bytes:
 @pytest.mark.parametrize("defence", ["silent", "random"])
 def test_a_lazy_verifier_loses_its_bond_and_the_job_gets_a_new_verifier(arena: Arena, defence: str) -> None:
     honest = arena.trained.honest
-    lazy = lambda _i, segment, _step: state_hash(honest[(segment + 1) * K])  # noqa: E731 - the end checkpoint, copied
+    lazy = lambda _i, segment, _step: to_bytes32(state_hash(honest[(segment + 1) * K]))  # noqa: E731 - the end checkpoint, copied
     job_id, _, cids = arena.commit_job(honest, by_verifier=False, probe_hash=lazy)
     market, game_api = arena.base.market, arena.base.game
     verifier = market.get_job(job_id).verifier
@@ -49,7 +50,7 @@ def test_a_lazy_verifier_loses_its_bond_and_the_job_gets_a_new_verifier(arena: A
     game = game_api.get_game(played.game_id)
     assert game.on_report and game.defender == verifier and game.challenger == arena.whistleblower.address
     assert (game.segment, game.steps, game.lo, game.hi) == (probe.segment, probe.step, 0, probe.step)
-    assert "0x" + bytes(game.disputed_hash).hex() == probe.state_hash
+    assert bytes(game.disputed_hash) == probe.state_hash
     assert market.get_job(job_id).state is JobState.DISPUTED
     turn = next_turn(game, arena.params, arena.net.client.timestamp())
     if probe.step > 1:
@@ -142,8 +143,8 @@ def test_a_forced_verifier_concedes_and_the_whistleblower_wins_the_jackpot_share
     arena = forced_arena
     honest = arena.trained.honest
 
-    def forced_probe(i: int, segment: int, step: int) -> str:
-        true = state_hash(honest[segment * K + step])
+    def forced_probe(i: int, segment: int, step: int) -> Bytes32:
+        true = to_bytes32(state_hash(honest[segment * K + step]))
         return forced_hash(true) if i == 0 else true
 
     job_id, _, _ = arena.commit_job(honest, by_verifier=False, probe_hash=forced_probe)

@@ -10,6 +10,7 @@ from eth_utils import keccak
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.probe import Bytes32
 from proofs import (
     FORCED_DOMAIN,
     MerkleError,
@@ -19,6 +20,8 @@ from proofs import (
     forced_commitment,
     forced_hash,
     is_forced,
+    parse_probe,
+    probe_json,
     probe_positions,
     probe_segment,
     probe_step,
@@ -33,7 +36,7 @@ PROBE_TYPES = ["uint256", "uint256", "uint256", "bytes32"]
 SEED = "0x" + keccak(b"assign seed").hex()
 
 word = st.integers(0, 2**256 - 1)
-hashes32 = st.binary(min_size=32, max_size=32).map(lambda b: "0x" + b.hex())
+hashes32 = st.binary(min_size=32, max_size=32).map(Bytes32)
 probes = st.builds(Probe, word, word, word, hashes32)
 probe_sets = st.lists(probes, min_size=1, max_size=32, unique_by=lambda p: p.index)
 
@@ -78,7 +81,7 @@ def test_bad_probe_arguments_raise(call: object, match: str) -> None:
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(probe_sets, min_size=1, max_size=6))
 def test_probe_tree_matches_openzeppelin_merkle_tree(openzeppelin: OpenZeppelin, sets: list[list[Probe]]) -> None:
-    values = [[[p.index, p.segment, p.step, p.state_hash] for p in entries] for entries in sets]
+    values = [[[p.index, p.segment, p.step, "0x" + p.state_hash.hex()] for p in entries] for entries in sets]
     for entries, expected in zip(sets, openzeppelin(PROBE_TYPES, values)):
         tree = ProbeTree(entries)
         assert tree.root == expected["root"]
@@ -102,16 +105,16 @@ def test_every_probe_proof_verifies_and_a_changed_field_does_not(entries: list[P
 
 
 def test_probe_leaf_is_double_keccak_of_abi_encoding() -> None:
-    probe = Probe(2, 7, 3, "0x" + "ab" * 32)
+    probe = Probe(2, 7, 3, Bytes32(b"\xab" * 32))
     assert probe_leaf(probe) == keccak(keccak(_u256(2) + _u256(7) + _u256(3) + b"\xab" * 32))
     tree = ProbeTree([probe])
     assert tree.root == "0x" + probe_leaf(probe).hex() and tree.proof(2) == []
 
 
 def test_probe_tree_refuses_duplicate_slots_and_unknown_proofs() -> None:
-    probe = Probe(0, 1, 2, "0x" + "11" * 32)
+    probe = Probe(0, 1, 2, Bytes32(b"\x11" * 32))
     with pytest.raises(MerkleError, match="same index"):
-        ProbeTree([probe, Probe(0, 3, 4, "0x" + "22" * 32)])
+        ProbeTree([probe, Probe(0, 3, 4, Bytes32(b"\x22" * 32))])
     with pytest.raises(MerkleError, match="no probe 1"):
         ProbeTree([probe]).proof(1)
     with pytest.raises(MerkleError):
@@ -119,13 +122,15 @@ def test_probe_tree_refuses_duplicate_slots_and_unknown_proofs() -> None:
 
 
 def test_probe_json_round_trip_and_bad_entries() -> None:
-    probe = Probe(1, 2, 3, bytes(range(32)))  # type: ignore[arg-type]  # bytes are normalized to hex
-    assert probe.state_hash == "0x" + bytes(range(32)).hex()
-    assert Probe.from_json(probe.to_json()) == probe
-    for bad in [[1, 2], {"index": 1}, {**probe.to_json(), "extra": 1}, {**probe.to_json(), "step": "3"},
-                {**probe.to_json(), "index": True}, {**probe.to_json(), "state_hash": "0x12"}, {**probe.to_json(), "segment": -1}]:  # fmt: skip
+    probe = Probe(1, 2, 3, Bytes32(bytes(range(32))))
+    assert probe_json(probe)["state_hash"] == "0x" + bytes(range(32)).hex()  # hex only in the JSON
+    assert parse_probe(probe_json(probe)) == probe
+    for bad in [[1, 2], {"index": 1}, {**probe_json(probe), "extra": 1}, {**probe_json(probe), "step": "3"},
+                {**probe_json(probe), "index": True}, {**probe_json(probe), "state_hash": "0x12"}, {**probe_json(probe), "segment": -1}]:  # fmt: skip
         with pytest.raises(ProofError):
-            Probe.from_json(bad)
+            parse_probe(bad)
+    with pytest.raises(ValueError, match="32 bytes"):
+        Probe(1, 2, 3, Bytes32(b"\x01" * 31))
 
 
 def test_forced_commitment_binds_secret_and_verifier() -> None:
@@ -153,6 +158,6 @@ def test_is_forced_follows_the_rate() -> None:
 def test_forced_hash_is_domain_separated() -> None:
     true = keccak(b"state")
     assert FORCED_DOMAIN == b"veritrain/forced"
-    assert forced_hash(true) == "0x" + keccak(b"veritrain/forced" + true).hex()
-    assert forced_hash(true) != "0x" + true.hex()
+    assert forced_hash(true) == keccak(b"veritrain/forced" + true)
+    assert forced_hash(true) != true
     assert forced_hash("0x" + true.hex()) == forced_hash(true)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import stat
 from pathlib import Path
 
-from core.contracts import Bytes32, JobId, ReportedProbe
+from core.contracts import Bytes32, JobId
 from core.dispute import ZERO32, derive_salt
 from core.localdb import LocalDb
+from core.probe import Probe
 from proofs.probes import forced_commitment
 from solver.state import SolverDb
 from verifier.policy import Draw, Phase
@@ -18,7 +19,7 @@ from verifier.state import MIGRATIONS, VerifierDb
 ME = "0x000000000000000000000000000000000000bEEF"
 ROOT = b"\x07" * 32
 DRAW = Draw(Bytes32(b"\x01" * 32), Bytes32(b"\x02" * 32))
-PROBES = [ReportedProbe(3, 5, Bytes32(b"\x09" * 32)), ReportedProbe(0, 1, Bytes32(b"\x0a" * 32))]
+PROBES = [Probe(0, 3, 5, Bytes32(b"\x09" * 32)), Probe(1, 0, 1, Bytes32(b"\x0a" * 32))]
 
 
 def test_the_referee_salt_secret_is_made_once_and_kept(tmp_path: Path) -> None:
