@@ -29,7 +29,7 @@ from submitter import service
 from submitter.curve import committed_curve, draw_curve
 from submitter.errors import SubmitError
 from submitter.specfile import read_job
-from submitter.timeline import job_timeline
+from submitter.timeline import AMOUNT_FIELDS, job_timeline
 
 app = options.command_group("submit", "Post training jobs and get proven models back.")
 
@@ -179,7 +179,7 @@ def show(
     console.print(f"job [bold]{job}[/]: {record.state.name}  reward {show_tokens(record.reward)} VERI  fee {show_tokens(record.verifier_fee)} VERI")
     table = Table("block", "time", "event", "from", "gas", "details (amounts in VERI)")
     for e in timeline:
-        details = ", ".join(f"{k}={show_tokens(v) if k in _AMOUNTS and isinstance(v, int) else v}" for k, v in e.args.items())
+        details = ", ".join(f"{k}={show_tokens(v) if k in AMOUNT_FIELDS and isinstance(v, int) else v}" for k, v in e.args.items())
         table.add_row(str(e.block), show_time(e.timestamp), e.event, _short(e.sender), f"{e.gas_used:,}", details)
     console.print(table)
     if curve is not None:
@@ -272,9 +272,6 @@ def _solver_fit(settings: Settings, spec: JobSpec, commit_window: int | None) ->
 
 #: Rows of a training curve ``show`` prints (a longer curve is sampled evenly).
 _CURVE_ROWS = 25
-
-#: Event fields that are token amounts (shown in VERI; ``--json`` keeps base units).
-_AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "payout", "amount", "refund", "jackpot", "refereeFees", "deposit", "tax", "escrow"})
 
 
 def _short(address: str) -> str:

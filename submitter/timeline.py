@@ -17,6 +17,10 @@ from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import Event, JobId, Protocol
 
+#: Event fields that are token amounts: shown in VERI by the CLI and the dashboard (``--json`` and the
+#: API keep base units).
+AMOUNT_FIELDS = frozenset({"reward", "verifierFee", "bond", "slashed", "payout", "amount", "refund", "jackpot", "refereeFees", "deposit", "tax", "escrow"})
+
 #: JobMarket events about one job, in lifecycle order (ties in one transaction keep log order).
 JOB_EVENTS = (
     "JobPosted",

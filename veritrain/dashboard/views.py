@@ -23,7 +23,7 @@ from proofs.spec import Limits, load_spec
 from rolebase.amounts import show_tokens
 from rolebase.earnings import balances, earnings_of
 from submitter.cli import job_size
-from submitter.timeline import TimelineEntry, job_timeline
+from submitter.timeline import AMOUNT_FIELDS, TimelineEntry, job_timeline
 from veritrain.dashboard.index import ChainIndex, GameRow
 from veritrain.demo import game_timeline
 
@@ -32,16 +32,13 @@ RECENT_JOBS = 100
 RECENT_SLASHES = 20
 MAX_REPORT_BYTES = 1 << 20
 
-#: Event arguments that are token amounts (base units on chain, VERI on the pages).
-AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "refund", "amount", "jackpot", "payout", "refereeFees", "deposit"})
-
 T = TypeVar("T")
 
 
 def _entry(entry: TimelineEntry) -> dict[str, Any]:
     """A timeline entry as JSON, its amounts in VERI."""
     shown = entry.to_json()
-    shown["args"] = {k: show_tokens(v) + " VERI" if k in AMOUNTS and isinstance(v, int) else v for k, v in shown["args"].items()}
+    shown["args"] = {k: show_tokens(v) + " VERI" if k in AMOUNT_FIELDS and isinstance(v, int) else v for k, v in shown["args"].items()}
     return shown
 
 
