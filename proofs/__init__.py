@@ -60,6 +60,7 @@ from proofs.replay import (
     Distances,
     Reason,
     SegmentVerdict,
+    TraceReplay,
     TraceVerdict,
     check_committed_manifest,
     check_loss,
@@ -98,7 +99,7 @@ __all__ = [
     # commitment
     "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest",
     # verification
-    "replay_segment", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
+    "replay_segment", "TraceReplay", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
     "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "check_loss", "first_idle_step", "referee_step",
     "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
     "DEFAULT_Q", "DEFAULT_R",

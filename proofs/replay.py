@@ -26,6 +26,9 @@ Checkpoint 0 is bound: it must be :func:`initial_state` of the spec
 (:func:`check_start`), which :func:`verify_trace` checks on every trace, without
 fetching anything.
 
+:class:`TraceReplay` is the one replay of a trace every role and test uses: checkpoints fetched
+once, leaf 0, segments and inner states; :func:`verify_trace` is its sampled use.
+
 It returns a :class:`SegmentVerdict` (never prints, never raises on a bad
 trace): served bytes that do not match the commitment, truncated or
 non-canonical checkpoints, a wrong step or spec stamp, a false update-norm
@@ -52,6 +55,7 @@ from proofs.manifest import Manifest, parse_manifest
 from proofs.merkle import hex32, to_bytes32
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
+from proofs.steps import state_at
 from proofs.train import Runtime, Trainer, segment_loss
 
 __all__ = [
@@ -75,6 +79,7 @@ __all__ = [
     "first_idle_step",
     "run_watching",
     "replay_segment",
+    "TraceReplay",
     "verify_trace",
     "Fetch",
 ]
@@ -435,6 +440,52 @@ def replay_segment(
     )
 
 
+class TraceReplay:
+    """The one way a trace is replayed, by the verifier, the whistleblower, the tests and the bench:
+    its checkpoints fetched once each through ``fetch`` (the caller's bounded, hash-checked
+    download), leaf 0 against the spec (:meth:`start`), segments (:meth:`segment`) and inner
+    states (:meth:`state`). Which segments and states, in which order, is the caller's policy;
+    segments must be replayed in ascending order, so a segment's replay drops every checkpoint
+    before it."""
+
+    def __init__(self, spec: JobSpec, dataset: Dataset, manifest: Manifest, fetch: Fetch, *, rt: Runtime = Runtime()) -> None:
+        self.spec, self.dataset, self.manifest, self.rt = spec, dataset, manifest, rt
+        self._fetch = fetch
+        self._cache: dict[int, bytes] = {}
+
+    def checkpoint(self, index: int) -> bytes:
+        """Checkpoint ``index``'s bytes, fetched on first use."""
+        if index not in self._cache:
+            self._cache[index] = self._fetch(index)
+        return self._cache[index]
+
+    def start(self) -> SegmentVerdict:
+        """Leaf 0 against the spec's initialization (:func:`check_start`); fetches nothing."""
+        return check_start(self.spec, self.dataset, self.manifest.state_hashes[0])
+
+    def segment(self, segment: int) -> SegmentVerdict:
+        """:func:`replay_segment` of ``segment`` against the manifest's commitments."""
+        for index in [i for i in self._cache if i < segment]:
+            del self._cache[index]
+        m = self.manifest
+        return replay_segment(
+            self.spec,
+            self.dataset,
+            segment,
+            self.checkpoint(segment),
+            self.checkpoint(segment + 1),
+            start_hash=m.state_hashes[segment],
+            end_hash=m.state_hashes[segment + 1],
+            claimed_norm=m.update_norms[segment],
+            claimed_loss=m.losses[segment],
+            rt=self.rt,
+        )
+
+    def state(self, segment: int, step: int) -> bytes:
+        """The canonical state after inner step ``step`` of ``segment``, replayed from its start."""
+        return state_at(self.spec, self.dataset, self.checkpoint(segment), segment * self.spec.checkpoint_interval + step, self.rt)
+
+
 def verify_trace(
     spec: JobSpec,
     dataset: Dataset,
@@ -455,31 +506,8 @@ def verify_trace(
     """
     manifest.check_spec(spec)
     selection = choose_segments(manifest.update_norms, seed, q, r)
-    start = check_start(spec, dataset, manifest.state_hashes[0])
+    replay = TraceReplay(spec, dataset, manifest, fetch, rt=rt)
+    start = replay.start()
     if not start.passed:
         return TraceVerdict(selection=selection, verdicts=(start,))
-    cache: dict[int, bytes] = {}
-
-    def get(index: int) -> bytes:
-        if index not in cache:
-            cache[index] = fetch(index)
-        return cache[index]
-
-    verdicts = []
-    for seg in selection.segments:
-        verdicts.append(
-            replay_segment(
-                spec,
-                dataset,
-                seg,
-                get(seg),
-                get(seg + 1),
-                start_hash=manifest.state_hashes[seg],
-                end_hash=manifest.state_hashes[seg + 1],
-                claimed_norm=manifest.update_norms[seg],
-                claimed_loss=manifest.losses[seg],
-                rt=rt,
-            )
-        )
-        cache.pop(seg, None)  # segments ascend: checkpoint seg is not needed again
-    return TraceVerdict(selection=selection, verdicts=tuple(verdicts))
+    return TraceVerdict(selection=selection, verdicts=tuple(replay.segment(seg) for seg in selection.segments))

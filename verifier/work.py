@@ -15,8 +15,9 @@ publishes it there (or is slashed), then the report fails on the manifest itself
 (``DisputeGame.openOnManifest``), where the referees judge the bytes the chain holds.
 
 A passing report commits to ``probeCount`` probes (``proofs.probes``): for each slot, the
-state hash at the inner step the assign seed fixes in the slot's segment, recomputed with
-``proofs.state_at`` from the segment's start checkpoint once the segment replayed. The solver
+state hash at the inner step the assign seed fixes in the slot's segment, recomputed from the
+segment's start checkpoint once the segment replayed (``proofs.TraceReplay``, the one replay of a
+trace the whistleblower, tests and bench use too). The solver
 never committed those states: they prove the replay. On a job forced on this verifier
 (:class:`verifier.policy.Draw`) probe 0 is published as ``forced_hash`` of the true one
 (:func:`published_probes`); the verdict is always the true one and the report says nothing of it.
@@ -52,8 +53,8 @@ from proofs import (
     ProbeTree,
     ProofError,
     SegmentVerdict,
+    TraceReplay,
     check_manifest,
-    check_start,
     choose_segments,
     committed_manifest,
     forced_hash,
@@ -61,8 +62,6 @@ from proofs import (
     load_spec,
     probe_json,
     probe_positions,
-    replay_segment,
-    state_at,
     state_hash,
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
@@ -248,36 +247,26 @@ class TraceVerifier:
         report: dict[str, object],
     ) -> tuple[list[SegmentVerdict], list[Probe]]:
         """Replay ``replayed`` (its start first), and the true probes of the segments that pass."""
-        k = spec.checkpoint_interval
-        start = check_start(spec, dataset, manifest.state_hashes[0])  # no fetch: leaf 0 is the spec's init or the trace fails
+        replay = TraceReplay(
+            spec,
+            dataset,
+            manifest,
+            lambda i: self._get(job_id, i, manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {i}", manifest.state_hashes[i]),
+        )
+        start = replay.start()  # no fetch: leaf 0 is the spec's init or the trace fails
         if not start.passed:
             report["verdicts"] = [_verdict_entry(start)]
             return [start], []
         verdicts: list[SegmentVerdict] = []
         probes: list[Probe] = []
-        cache: dict[int, bytes] = {}
         for segment in replayed:
             if self.stop.is_set():
                 raise Stopped(f"job {job_id}: replay stopped; it starts again on restart")
-            for index in (segment, segment + 1):
-                if index not in cache:
-                    cid = manifest.checkpoint_cids[index]
-                    cache[index] = self._get(job_id, index, cid, MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {index}", manifest.state_hashes[index])
-            verdict = replay_segment(
-                spec,
-                dataset,
-                segment,
-                cache[segment],
-                cache[segment + 1],
-                start_hash=manifest.state_hashes[segment],
-                end_hash=manifest.state_hashes[segment + 1],
-                claimed_norm=manifest.update_norms[segment],
-                claimed_loss=manifest.losses[segment],
-            )
+            verdict = replay.segment(segment)
             if verdict.passed:  # a probe in a segment that does not replay is moot: the report fails
-                for i, _, step in (p for p in positions if p[1] == segment):
-                    probes.append(Probe(i, segment, step, to_bytes32(state_hash(state_at(spec, dataset, cache[segment], segment * k + step)))))
-            cache.pop(segment, None)
+                probes += [
+                    Probe(i, segment, step, to_bytes32(state_hash(replay.state(segment, step)))) for i, _, step in (p for p in positions if p[1] == segment)
+                ]
             verdicts.append(verdict)
             log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
         report["verdicts"] = [_verdict_entry(v) for v in verdicts]

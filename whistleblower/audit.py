@@ -21,9 +21,9 @@ Leaf 0 of the trace is checked against the spec's seeded initialization (``proof
 a passing report on a trace with another start is a fault on segment 0 (a trace game there, which
 the referees settle on the start alone: ``rolebase.dispute``).
 
-A probe is replayed from checkpoint ``segment`` to its step (``proofs.state_at``) and its hash
-compared with the published one; a segment is replayed whole (``proofs.replay_segment``, the
-verifier's judgement). The stop flag is checked between units, so SIGTERM stops an audit at
+A probe is replayed from checkpoint ``segment`` to its step and its hash compared with the
+published one; a segment is replayed whole. Both go through ``proofs.TraceReplay``, the verifier's
+replay (each checkpoint fetched once). The stop flag is checked between units, so SIGTERM stops an audit at
 once; an audit stopped or killed is done again from the start (nothing is recorded before it
 completes).
 """
@@ -40,12 +40,12 @@ from core.cid import digest_to_cid
 from core.contracts import MANIFEST_ITEM, JobId, Protocol, ReportSeal
 from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
-from proofs import ProofError, check_start, choose_segments, committed_manifest, replay_segment, state_at, state_hash
+from proofs import ProofError, TraceReplay, choose_segments, committed_manifest, state_hash
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import hex32, to_bytes32
 from proofs.probes import Probe, ProbeTree, probe_step
-from rolebase.dispute import DisputeReplayer, JobMaterial
+from rolebase.dispute import DisputeReplayer
 from rolebase.events import SEGMENT_REPLAYED
 from whistleblower.policy import Finding, FindingKind, own_picks_seed, plan_audit
 from whistleblower.state import AuditRecord
@@ -120,14 +120,20 @@ class Auditor:
                 "left_out": plan.left_out,
             },
         )
-        checkpoints: dict[int, bytes] = {}
+        m = material.manifest
+        replay = TraceReplay(
+            material.spec,
+            material.dataset,
+            m,
+            lambda i: self.availability.fetch(job_id, i, m.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {i}", m.state_hashes[i]),
+        )
         findings = [_off_step(q, probe_step(seal.assign_seed, q.index, k), probes) for q in off_step]
-        start = check_start(material.spec, material.dataset, material.manifest.state_hashes[0])
+        start = replay.start()
         if not start.passed:  # no fetch, no replay: leaf 0 is not the spec's initialization
             findings.append(Finding(FindingKind.SEGMENT, 0, 0, start.detail))
-        findings += [f for f in (self._probe(job_id, material, probes, i, checkpoints, deadline) for i in plan.probes) if f is not None]
+        findings += [f for f in (self._probe(job_id, replay, probes, i) for i in plan.probes) if f is not None]
         replays = [s for s in plan.segments if start.passed or s != 0]  # segment 0 already has its finding
-        findings += [f for f in (self._segment(job_id, material, s, checkpoints, deadline) for s in replays) if f is not None]
+        findings += [f for f in (self._segment(job_id, replay, s) for s in replays) if f is not None]
         if plan.left_out:
             notes.append(f"{plan.left_out} units over budget")
         summary = "; ".join([f"{len(plan.probes)} probes and {len(plan.segments)} segments replayed ({plan.steps} steps), {len(findings)} faults", *notes])
@@ -168,21 +174,14 @@ class Auditor:
             return f"manifest {cid}: {exc}"
         return None
 
-    def _checkpoint(self, job_id: JobId, m: JobMaterial, index: int, cache: dict[int, bytes], deadline: int) -> bytes:
-        if index not in cache:
-            cid, expect = m.manifest.checkpoint_cids[index], m.manifest.state_hashes[index]
-            cache[index] = self.availability.fetch(job_id, index, cid, MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {index}", expect)
-        return cache[index]
-
     def _check_stop(self, job_id: JobId) -> None:
         if self.stop.is_set():
             raise Stopped(f"job {job_id}: audit stopped; it is done again on restart")
 
-    def _probe(self, job_id: JobId, m: JobMaterial, tree: ProbeTree, index: int, cache: dict[int, bytes], deadline: int) -> Finding | None:
+    def _probe(self, job_id: JobId, replay: TraceReplay, tree: ProbeTree, index: int) -> Finding | None:
         self._check_stop(job_id)
         probe = tree.probe(index)
-        k = m.spec.checkpoint_interval
-        truth = state_hash(state_at(m.spec, m.dataset, self._checkpoint(job_id, m, probe.segment, cache, deadline), probe.segment * k + probe.step))
+        truth = state_hash(replay.state(probe.segment, probe.step))
         ok = to_bytes32(truth) == probe.state_hash
         log.info("probe replayed", extra={"job": job_id, "probe": index, "segment": probe.segment, "step": probe.step, "ok": ok})
         if ok:
@@ -190,21 +189,9 @@ class Auditor:
         detail = f"probe {index}: state after step {probe.step} of segment {probe.segment} is {truth}, the report says {hex32(probe.state_hash)}"
         return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, hex32(probe.state_hash), tuple(tree.proof(index)))
 
-    def _segment(self, job_id: JobId, m: JobMaterial, segment: int, cache: dict[int, bytes], deadline: int) -> Finding | None:
+    def _segment(self, job_id: JobId, replay: TraceReplay, segment: int) -> Finding | None:
         self._check_stop(job_id)
-        hashes = m.manifest.state_hashes
-        verdict = replay_segment(
-            m.spec,
-            m.dataset,
-            segment,
-            self._checkpoint(job_id, m, segment, cache, deadline),
-            self._checkpoint(job_id, m, segment + 1, cache, deadline),
-            start_hash=hashes[segment],
-            end_hash=hashes[segment + 1],
-            claimed_norm=m.manifest.update_norms[segment],
-            claimed_loss=m.manifest.losses[segment],
-        )
-        cache.pop(segment, None)  # segments ascend: checkpoint ``segment`` is not needed again
+        verdict = replay.segment(segment)
         log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
         return None if verdict.passed else Finding(FindingKind.SEGMENT, segment, segment, verdict.detail)
 
