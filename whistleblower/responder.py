@@ -22,7 +22,7 @@ from core.probe import Probe
 from proofs.merkle import to_bytes32
 from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
-from rolebase.events import AUDIT_RECORDED
+from rolebase.events import AUDIT_RECORDED, CHALLENGE_HELD
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
 from whistleblower.policy import (
@@ -72,7 +72,7 @@ class WhistleblowerResponder:
                 if (job_id, report_cid) not in self._held:
                     self._held.add((job_id, report_cid))
                     reason = f"{referees} eligible referees besides the parties, a committee needs {needed}: the game would end Undecided"
-                    log.warning("challenge held: no committee can be seated", extra={"job": job_id, "report": report_cid, "reason": reason})
+                    log.warning(CHALLENGE_HELD, extra={"job": job_id, "report": report_cid, "reason": reason})
             case TimeoutAvailability(job_id):
                 if p.market.get_job(job_id).state is JobState.DATA_CHALLENGED:
                     log_mined(log, "timeoutAvailability", p.market.timeout_availability(job_id), job=job_id)

@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from core.agent import mined
 from core.contracts import JobId, JobState, Role
 from core.storage.unixfs import file_cid
+from rolebase.events import AUDIT_RECORDED, CHALLENGE_HELD
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, total_wealth, wealth
 
@@ -63,7 +65,7 @@ def test_a_solver_that_stops_serving_after_verification_loses_its_bond_to_the_wh
     for process in market.processes:
         assert process.running, process.name
         assert "Traceback" not in process.log_path.read_text(), process.name
-    assert [int(r["item"]) for r in wb.log_records() if r["msg"] == "challengeAvailability mined"] == [challenged.args["item"]]
+    assert [int(r["item"]) for r in wb.log_records() if r["msg"] == mined("challengeAvailability")] == [challenged.args["item"]]
 
 
 def test_no_game_is_opened_when_no_committee_can_be_seated(market: Market, tmp_path: Path) -> None:
@@ -86,9 +88,9 @@ def test_no_game_is_opened_when_no_committee_can_be_seated(market: Market, tmp_p
     wait_for("the job finalized", lambda: protocol.market.get_job(job_id).state is JobState.FINALIZED, 240, market)
     (report,) = protocol.market.events("ReportSubmitted", deploy, jobId=job_id)
     assert report.args["verifier"] == lazy and report.args["passed"], "the lazy pass"
-    (audited,) = [r for r in wb.log_records() if r["msg"] == "audit recorded" and int(r["job"]) == job_id]
+    (audited,) = [r for r in wb.log_records() if r["msg"] == AUDIT_RECORDED and int(r["job"]) == job_id]
     assert int(audited["faults"]) > 0, "the whistleblower found its probes wrong"
-    held = [r for r in wb.log_records() if r["msg"] == "challenge held: no committee can be seated" and int(r["job"]) == job_id]
+    held = [r for r in wb.log_records() if r["msg"] == CHALLENGE_HELD and int(r["job"]) == job_id]
     assert len(held) == 1 and "0 eligible referees" in held[0]["reason"], "said once, and why"
     assert not protocol.game.events("DisputeOpened", deploy, jobId=job_id), "no game it would lose its bond on"
     assert wealth(protocol, whistleblower) == before
