@@ -45,14 +45,14 @@ def _options_by_key(ctx: typer.Context) -> dict[str, Any]:
     }
 
 
-def read_config(ctx: typer.Context, param: typer.CallbackParam, value: Path | None) -> Path | None:
+def read_config(ctx: typer.Context, value: Path | None) -> Path | None:
     """The ``--config`` callback (eager: before every other option): checks the file's keys and values
     against the command's options and makes them the command's defaults (``ctx.default_map``)."""
     if value is None:
         return None
 
     def bad(why: str) -> typer.BadParameter:
-        return typer.BadParameter(f"{value}: {why}", ctx=ctx, param=param)
+        return typer.BadParameter(f"{value}: {why}", ctx=ctx, param_hint="--config")
 
     try:
         data = read_regular_file(value, max_bytes=_MAX_CONFIG_BYTES, what="config file")

@@ -69,6 +69,8 @@ from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import hex32, to_bytes32
 from proofs.spec import JobSpec
+from proofs.train import Runtime
+from rolebase.device import job_fault
 from rolebase.events import SEGMENT_REPLAYED
 from verifier.policy import Draw
 
@@ -125,10 +127,12 @@ class TraceVerifier:
         *,
         q: int = DEFAULT_Q,
         r: int = DEFAULT_R,
+        rt: Runtime = Runtime(),
     ) -> None:
         self.protocol = protocol
         self.store = store
         self.stop = stop
+        self.rt = rt  # where segments are replayed (--device)
         self.q = q
         self.r = r
         self._probe_count: int | None = None
@@ -177,6 +181,9 @@ class TraceVerifier:
             dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
         except (ProofError, StorageError) as exc:  # the submitter's spec or data: not the solver's fault
             raise VeritrainError(f"job {job_id}: cannot load spec or dataset: {exc}") from exc
+        fault = job_fault(job_id, spec, self.rt)
+        if fault is not None:  # our device, not the solver's trace: no report rather than a false fail
+            raise VeritrainError(fault)
         failed_segment: int | None = None
         probes: list[Probe] = []
         try:
@@ -273,10 +280,11 @@ class TraceVerifier:
                 end_hash=manifest.state_hashes[segment + 1],
                 claimed_norm=manifest.update_norms[segment],
                 claimed_loss=manifest.losses[segment],
+                rt=self.rt,
             )
             if verdict.passed:  # a probe in a segment that does not replay is moot: the report fails
                 for i, _, step in (p for p in positions if p[1] == segment):
-                    probes.append(Probe(i, segment, step, to_bytes32(state_hash(state_at(spec, dataset, cache[segment], segment * k + step)))))
+                    probes.append(Probe(i, segment, step, to_bytes32(state_hash(state_at(spec, dataset, cache[segment], segment * k + step, self.rt)))))
             cache.pop(segment, None)
             verdicts.append(verdict)
             log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})

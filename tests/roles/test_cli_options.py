@@ -3,8 +3,12 @@ field or daemon flag, and a command takes only the options it names."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+import torch
 from typer.testing import CliRunner
 
 from core.config import Settings
@@ -61,7 +65,7 @@ def test_config_file_gives_the_options_and_flags_override_it(tmp_path: Path) -> 
     assert result.exit_code == 0, result.output
     [(settings, flags, count)] = SEEN
     assert (settings.rpc_url, settings.data_dir, settings.key_env) == ("http://127.0.0.1:9", tmp_path / "data", "SOME_KEY")
-    assert (flags.poll, flags.log_json, count) == (3.0, True, 5)
+    assert flags is not None and (flags.poll, flags.log_json, count) == (3.0, True, 5)
 
 
 def test_config_file_refuses_unknown_keys_and_bad_values_in_one_line(tmp_path: Path) -> None:
@@ -80,3 +84,19 @@ def test_config_file_refuses_unknown_keys_and_bad_values_in_one_line(tmp_path: P
         assert result.exit_code == 2, text
         assert f"{config}: " in result.output and says in " ".join(result.output.replace("│", " ").split()), result.output
     assert CliRunner().invoke(app, ["show", "--config", str(config)]).exit_code == 2  # only a daemon's run takes a file
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: --device cuda is accepted")
+@pytest.mark.parametrize("role", ["solver", "verifier"])
+def test_device_cuda_without_a_gpu_is_one_line_before_anything_runs(role: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "veritrain", role, "run", "--device", "cuda", "--rpc-url", "http://127.0.0.1:9", "--key-env", "NO_SUCH_KEY"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: ConfigError: --device cuda: torch finds no CUDA device on this machine (torch.cuda.is_available() is false); use --device cpu"
+    ]
+    bad = subprocess.run([sys.executable, "-m", "veritrain", role, "run", "--device", "tpu"], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and "'tpu' is not one of cpu, cuda" in bad.stderr
