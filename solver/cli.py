@@ -67,7 +67,7 @@ def run(
 
       VERITRAIN_KEYSTORE_PASSWORD=... veritrain solver run --keystore solver.json --ipfs-api http://127.0.0.1:5001 --log-json
 
-      veritrain solver run --config solver.toml --device cuda      # options from a TOML file (docs/cli.md), flags override it
+      veritrain solver run --config solver.toml --device cuda   # a TOML file of options
     """
     if cheat is not None and cheat not in daemon.CHEATS:
         raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(daemon.CHEATS)}", param_hint="--cheat")

@@ -55,7 +55,7 @@ def run(
 
       veritrain verifier run --keystore verifier.json --no-duties --log-json
 
-      veritrain verifier run --config verifier.toml --device cuda      # options from a TOML file (docs/cli.md), flags override it
+      veritrain verifier run --config verifier.toml --device cuda   # a TOML file of options
     """
     if lie and lazy:
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
