@@ -1,4 +1,4 @@
-"""``--device cpu|cuda``: where a solver trains and a verifier replays (and referees), as the proofs
+"""``--device cpu|cuda``: where a solver trains, a verifier replays and referees, a whistleblower audits, as the proofs
 engine's :class:`proofs.train.Runtime` ``device``.
 
 ``cuda`` is accepted only where torch sees a GPU. A job whose numerics cannot compute on the chosen

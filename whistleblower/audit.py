@@ -182,7 +182,9 @@ class Auditor:
         self._check_stop(job_id)
         probe = tree.probe(index)
         k = m.spec.checkpoint_interval
-        truth = state_hash(state_at(m.spec, m.dataset, self._checkpoint(job_id, m, probe.segment, cache, deadline), probe.segment * k + probe.step))
+        truth = state_hash(
+            state_at(m.spec, m.dataset, self._checkpoint(job_id, m, probe.segment, cache, deadline), probe.segment * k + probe.step, self.replayer.rt)
+        )
         ok = to_bytes32(truth) == probe.state_hash
         log.info("probe replayed", extra={"job": job_id, "probe": index, "segment": probe.segment, "step": probe.step, "ok": ok})
         if ok:
@@ -203,6 +205,7 @@ class Auditor:
             end_hash=hashes[segment + 1],
             claimed_norm=m.manifest.update_norms[segment],
             claimed_loss=m.manifest.losses[segment],
+            rt=self.replayer.rt,  # --device: the replayer refused the job's material if its numerics cannot run there
         )
         cache.pop(segment, None)  # segments ascend: checkpoint ``segment`` is not needed again
         log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})

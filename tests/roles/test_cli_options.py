@@ -87,7 +87,7 @@ def test_config_file_refuses_unknown_keys_and_bad_values_in_one_line(tmp_path: P
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: --device cuda is accepted")
-@pytest.mark.parametrize("role", ["solver", "verifier"])
+@pytest.mark.parametrize("role", ["solver", "verifier", "whistleblower"])
 def test_device_cuda_without_a_gpu_is_one_line_before_anything_runs(role: str, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "veritrain", role, "run", "--device", "cuda", "--rpc-url", "http://127.0.0.1:9", "--key-env", "NO_SUCH_KEY"],
