@@ -98,7 +98,8 @@ RETRY_MAX_S = 3600.0
 
 
 class SpecJudge:
-    """``deployment`` (chain id and market address) keys the verdicts kept in the records."""
+    """``deployment`` (chain id and market address) keys the verdicts kept in the records, with the
+    device when it is not the CPU (a speed estimate, a numerics refusal hold on one device only)."""
 
     def __init__(
         self, store: ContentStore, db: SolverDb, limits: Limits, deployment: str, *, rt: Runtime = Runtime(), clock: Callable[[], float] = time.time
@@ -106,7 +107,7 @@ class SpecJudge:
         self.store = store
         self.db = db
         self.limits = limits
-        self.deployment = deployment
+        self.deployment = deployment if rt.device == "cpu" else f"{deployment}@{rt.device}"
         self.rt = rt  # where jobs train (--device): a spec whose numerics cannot run there is refused
         self.clock = clock
         self._budget = limits.new_specs_per_tick

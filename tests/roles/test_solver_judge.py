@@ -113,7 +113,7 @@ def test_judge_refuses_a_job_whose_numerics_cannot_run_on_the_solvers_device(tmp
     digest = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
     on_gpu = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, rt=Runtime(device="cuda")).check(digest)
     assert not on_gpu.runnable and on_gpu.final and on_gpu.reason.startswith("numerics repro-v1 runs on the CPU, not cuda")
-    assert SpecJudge(store, db, Limits(new_specs_per_tick=10), "31337:0x02").check(digest).runnable
+    assert SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP).check(digest).runnable  # verdicts are kept per device
     db.close()
 
 
