@@ -74,7 +74,7 @@ def wheel_venv(tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     python = [str(venv / "bin" / "python")]
     purelib = Path(subprocess.check_output([*python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], text=True, env=clean).strip())
     subprocess.run([*python, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, cwd=tmp_path, env=clean)
-    # after installing: pip would take the repository's editable veritrain for the wheel, installed already
+    # written after installing: through it pip would see the repository's veritrain (its dist-info) as installed and skip the wheel
     (purelib / "repo-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     yield wheel, venv / "bin"
 
