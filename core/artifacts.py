@@ -1,7 +1,10 @@
 """Compiled contract artifacts: the only place Python reads ABIs and bytecode from.
 
 ``python -m deploy.build`` (run by ``make build``) writes one JSON file per
-contract to ``build/contracts/<Name>.json``; this module only reads them.
+contract to ``build/contracts/<Name>.json``; this module only reads them. A
+checkout reads them there; an installed wheel reads the copy that building the
+wheel put into the package (``core/compiled/``, setup.py's build step), so a
+role runs with no Node.js, npm or solc. build/ wins when both exist.
 """
 
 from __future__ import annotations
@@ -20,9 +23,12 @@ from eth_typing import ABIElement
 from core.bounded import InputRejected, load_json, read_regular_file
 from core.errors import ArtifactsMissing
 
-__all__ = ["Artifact", "ARTIFACTS_DIR", "load", "load_all", "fingerprint"]
+__all__ = ["Artifact", "ARTIFACTS_DIR", "PACKAGED_DIR", "MANIFEST_NAME", "artifacts_dir", "load", "load_all", "fingerprint"]
 
+#: Where ``python -m deploy.build`` writes, in a checkout.
 ARTIFACTS_DIR = Path(__file__).resolve().parent.parent / "build" / "contracts"
+#: Where a wheel carries them (package data copied from build/contracts when the wheel is built).
+PACKAGED_DIR = Path(__file__).resolve().parent / "compiled"
 MANIFEST_NAME = "manifest.json"
 
 _MAX_ARTIFACT_BYTES = 16 * 1024 * 1024
@@ -51,6 +57,14 @@ class Artifact:
 
 def _missing(why: str) -> ArtifactsMissing:
     return ArtifactsMissing(f"{why}: run `make build` (or `python -m deploy.build`)")
+
+
+def artifacts_dir() -> Path:
+    """build/contracts in a checkout that has built them, else the wheel's packaged copy."""
+    for directory in (ARTIFACTS_DIR, PACKAGED_DIR):
+        if (directory / MANIFEST_NAME).is_file():
+            return directory
+    raise _missing(f"no compiled contracts in {ARTIFACTS_DIR} nor in the installed package ({PACKAGED_DIR})")
 
 
 def _read_json(path: Path) -> Any:
@@ -86,7 +100,7 @@ def load(name: str, directory: Path | None = None) -> Artifact:
     """The artifact of contract ``name``; raises :class:`ArtifactsMissing` when absent."""
     if not name.isidentifier():
         raise ArtifactsMissing(f"not a contract name: {name!r}")
-    path = (directory or ARTIFACTS_DIR) / f"{name}.json"
+    path = (directory or artifacts_dir()) / f"{name}.json"
     try:
         mtime = path.stat().st_mtime_ns
     except FileNotFoundError:
@@ -110,12 +124,12 @@ def _manifest(directory: Path) -> Mapping[str, Any]:
 
 def load_all(directory: Path | None = None) -> dict[str, Artifact]:
     """Every artifact the last build wrote, by contract name."""
-    root = directory or ARTIFACTS_DIR
+    root = directory or artifacts_dir()
     return {name: load(name, root) for name in _manifest(root)["contracts"]}
 
 
 def fingerprint(directory: Path | None = None) -> str:
     """A digest that changes whenever the build's inputs change (cheap: reads the manifest)."""
-    root = directory or ARTIFACTS_DIR
+    root = directory or artifacts_dir()
     manifest = _manifest(root)
     return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()

@@ -35,7 +35,7 @@ from proofs.models import build_model, ops_for
 from proofs.optim import build_optimizer
 from proofs.spec import JobSpec
 
-__all__ = ["Runtime", "runtime", "Trainer", "Trace", "train_trace", "segment_loss", "Progress", "Put"]
+__all__ = ["Runtime", "runtime", "device_fault", "Trainer", "Trace", "train_trace", "segment_loss", "Progress", "Put"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +61,14 @@ class Runtime:
     deterministic: bool = True
     matmul_precision: Literal["highest", "high", "medium"] = "highest"
     device: str = "cpu"
+
+
+def device_fault(numerics: str, device: str) -> str | None:
+    """Why a job's ``numerics`` cannot compute on ``device`` (None: they can): repro-v1 has CPU
+    kernels only; torch's run on any device torch has."""
+    if numerics == "repro-v1" and torch.device(device).type != "cpu":
+        return f"numerics repro-v1 runs on the CPU, not {device} (docs/numerics.md has the CUDA design)"
+    return None
 
 
 @contextmanager
@@ -93,8 +101,9 @@ class Trainer:
         self.spec = spec
         self.rt = replace(rt, torch_threads=1) if spec.numerics == "repro-v1" else rt
         self.device = torch.device(rt.device)
-        if spec.numerics == "repro-v1" and self.device.type != "cpu":
-            raise ProofError(f"numerics repro-v1 runs on the CPU, not {rt.device} (docs/numerics.md has the CUDA design)")
+        fault = device_fault(spec.numerics, rt.device)
+        if fault is not None:
+            raise ProofError(fault)
         self.stamp = spec.spec_hash()
         self.order = BatchOrder(spec, dataset)
         self.model = build_model(spec, self.device)

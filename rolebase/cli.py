@@ -39,6 +39,7 @@ from core.contracts import Protocol, Role
 from core.errors import ConfigError, SignerError
 from core.storage import ContentStore, IpfsStore, LocalStore
 from rolebase.amounts import show_tokens
+from rolebase.config_file import ConfigFile
 from rolebase.daemon import RoleDaemon
 from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
@@ -224,8 +225,9 @@ def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., 
     """Give a command the shared options ``names`` (all eight by default) in place of its ``settings:
     Settings`` parameter, which it then receives built from them by :func:`settings`; and, if it has a
     ``flags: DaemonFlags`` parameter, the daemon options (``--store-dir``, ``--ipfs-api``, ``--poll``,
-    ``--log-json``, ``--log-level``) in its place. They follow the command's own options (typer reads
-    the signature)::
+    ``--log-json``, ``--log-level``) in its place, and ``--config FILE`` (:mod:`rolebase.config_file`:
+    any of its options from a TOML file). They follow the command's own options (typer reads the
+    signature)::
 
         @app.command()
         @with_settings()
@@ -240,6 +242,7 @@ def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., 
         daemon = tuple(_DAEMON_OPTIONS) if "flags" in params else ()
         keyword = inspect.Parameter.KEYWORD_ONLY
         shared = [
+            *([inspect.Parameter("config", keyword, default=None, annotation=ConfigFile)] if daemon else []),
             *(inspect.Parameter(n, keyword, default=getattr(DaemonFlags, n), annotation=_DAEMON_OPTIONS[n]) for n in daemon),
             *(inspect.Parameter(n, keyword, default=None, annotation=_SETTINGS_OPTIONS[n][1]) for n in chosen),
         ]
@@ -247,6 +250,7 @@ def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., 
         @functools.wraps(command)
         def with_options(**given: Any) -> None:
             if daemon:
+                given.pop("config")  # read by its callback, into the other options' defaults
                 given["flags"] = DaemonFlags(**{n: given.pop(n) for n in daemon})
             command(settings=settings(**{_SETTINGS_OPTIONS[n][0]: given.pop(n) for n in chosen}), **given)
 

@@ -65,6 +65,8 @@ from proofs import (
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import hex32, to_bytes32
+from proofs.train import Runtime
+from rolebase.device import job_fault
 from rolebase.watchers import MarketWatcher
 
 log = logging.getLogger(__name__)
@@ -101,10 +103,11 @@ class DisputeReplayer:
     own midpoints, and a referee's vote (a lying TEST adversary overrides :meth:`answer`:
     ``verifier.adversary``)."""
 
-    def __init__(self, protocol: Protocol, store: ContentStore, watcher: MarketWatcher) -> None:
+    def __init__(self, protocol: Protocol, store: ContentStore, watcher: MarketWatcher, *, rt: Runtime = Runtime()) -> None:
         self.protocol = protocol
         self.store = store
         self.watcher = watcher
+        self.rt = rt  # where steps are replayed (--device)
         self._material: dict[tuple[int, bytes], JobMaterial] = {}
         self._starts: dict[tuple[int, bytes, int], bytes] = {}
         self._idle_steps: dict[tuple[int, bytes, int, int], int | None] = {}
@@ -125,6 +128,9 @@ class DisputeReplayer:
                 manifest = parse_manifest(self.store.get(digest_to_cid(args["manifestCid"]), MAX_MANIFEST_BYTES))
             except (ProofError, StorageError) as exc:
                 raise DisputeWorkError(f"job {job_id}: {exc}") from exc
+            fault = job_fault(job_id, spec, self.rt)
+            if fault is not None:  # not the solver's fault: nothing is replayed, nothing voted
+                raise DisputeWorkError(fault)
             if manifest.root != hex32(job.trace_root):
                 raise DisputeWorkError(f"job {job_id}: manifest root {manifest.root} is not the committed {hex32(job.trace_root)}")
             consistent = check_manifest(spec, manifest, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
@@ -172,7 +178,7 @@ class DisputeReplayer:
         """The state honest training gives at the game's next midpoint (from checkpoint ``segment``)."""
         m = self.material(game.job_id)
         step = global_step(game, m.spec.checkpoint_interval, midpoint(game.lo, game.hi))
-        return state_at(m.spec, m.dataset, self._start(game.job_id, m, game.segment), step)
+        return state_at(m.spec, m.dataset, self._start(game.job_id, m, game.segment), step, self.rt)
 
     def _idle(self, game: Game) -> int | None:
         """The first step of the game's range (0-based from checkpoint ``segment``) that did no
@@ -180,7 +186,7 @@ class DisputeReplayer:
         m = self.material(game.job_id)
         key = (int(game.job_id), to_bytes32(m.manifest.root), game.segment, game.steps)
         if key not in self._idle_steps:
-            self._idle_steps[key] = first_idle_step(m.spec, m.dataset, self._start(game.job_id, m, game.segment), game.steps)
+            self._idle_steps[key] = first_idle_step(m.spec, m.dataset, self._start(game.job_id, m, game.segment), game.steps, self.rt)
         return self._idle_steps[key]
 
     def answer(self, game_id: GameId, game: Game) -> bool:
@@ -233,7 +239,7 @@ class DisputeReplayer:
                 start = self._start(job_id, m, segment)
             except StorageError as exc:
                 raise DisputeWorkError(f"job {job_id}: checkpoint {segment}: {exc}") from exc
-            verdict = check_loss(m.spec, m.dataset, segment, start, m.manifest.losses[segment])
+            verdict = check_loss(m.spec, m.dataset, segment, start, m.manifest.losses[segment], self.rt)
             self._loss_faults[key] = None if verdict.passed else verdict.detail
         return self._loss_faults[key]
 
@@ -260,7 +266,7 @@ class DisputeReplayer:
             raise DisputeWorkError(f"game {game_id}: agreed state {task.pre_cid}: {exc}") from exc
         if state_hash(pre) != hex32(task.pre_hash) or decode_checkpoint(pre).step != task.global_step:
             raise DisputeWorkError(f"game {game_id}: the agreed state at {task.pre_cid} is not the one on chain")
-        after, idle = referee_step(m.spec, m.dataset, pre)
+        after, idle = referee_step(m.spec, m.dataset, pre, self.rt)
         right = state_hash(after) == hex32(task.post_hash) and idle is None
         log.info("isolated step re-executed", extra={"game": game_id, "step": task.global_step, "idle_tensor": idle, "solver_right": right})
         if right and not game.on_report and (fault := self.loss_fault(game.job_id, game.segment)) is not None:

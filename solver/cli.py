@@ -22,6 +22,7 @@ from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags, show_time
+from rolebase.device import DeviceOption, runtime_on
 from rolebase.status import status_base
 from solver import daemon
 from solver.policy import SolverConfig
@@ -48,6 +49,7 @@ def run(
     max_data_mib: Annotated[
         int, typer.Option(help="refuse datasets larger than this many MiB (default: the protocol's limit)", min=1, max=Limits().max_dataset_bytes >> 20)
     ] = Limits().max_dataset_bytes >> 20,
+    device: DeviceOption = "cpu",
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     cheat: Annotated[
         str | None,
@@ -64,14 +66,17 @@ def run(
       SOLVER_KEY=0x... veritrain solver run --key-env SOLVER_KEY --stake 200
 
       VERITRAIN_KEYSTORE_PASSWORD=... veritrain solver run --keystore solver.json --ipfs-api http://127.0.0.1:5001 --log-json
+
+      veritrain solver run --config solver.toml --device cuda   # a TOML file of options
     """
     if cheat is not None and cheat not in daemon.CHEATS:
         raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(daemon.CHEATS)}", param_hint="--cheat")
     config = SolverConfig(stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"))
     limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20)
+    rt = runtime_on(device)
     bar = _bar if (sys.stderr.isatty() if progress is None else progress) else None
     try:
-        flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, limits=limits, loop=flags.loop, progress=bar, cheat=cheat))
+        flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, limits=limits, loop=flags.loop, progress=bar, cheat=cheat, rt=rt))
     finally:
         _BARS.stop()
 

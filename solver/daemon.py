@@ -11,6 +11,7 @@ from core.config import Settings
 from core.contracts import Capabilities, Device
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
+from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
@@ -50,10 +51,11 @@ def state_dir(data_dir: Path, address: str) -> Path:
     return role_state_dir(data_dir, "solver", address)
 
 
-def offer(limits: Limits) -> Capabilities:
-    """What this solver advertises: its limits, the CPU (the device JobTrainer trains on) and its speed,
-    measured now (docs/roles.md, "Capabilities")."""
-    return Capabilities(limits.max_params, limits.max_dataset_bytes, limits.max_steps, measure_flops(), Device.CPU, advertised_at=0)
+def offer(limits: Limits, rt: Runtime = Runtime()) -> Capabilities:
+    """What this solver advertises: its limits, the device JobTrainer trains on (``--device``) and its
+    speed there, measured now (docs/roles.md, "Capabilities")."""
+    device = Device.CUDA if rt.device == "cuda" else Device.CPU
+    return Capabilities(limits.max_params, limits.max_dataset_bytes, limits.max_steps, measure_flops(rt), device, advertised_at=0)
 
 
 def build(
@@ -66,6 +68,7 @@ def build(
     loop: LoopSettings = LoopSettings(),
     progress: ProgressHook | None = None,
     cheat: str | None = None,
+    rt: Runtime = Runtime(),
 ) -> SolverDaemon:
     """``cheat``: a name of :data:`CHEATS`: of ``proofs.adversary.ALL_STRATEGIES`` (the solver then commits
     that adversary's trace instead of training honestly), ``withhold`` (it trains honestly and deletes
@@ -77,11 +80,11 @@ def build(
 
     def parts(w: Wiring, db: SolverDb) -> tuple[SolverLoader, SolverPolicy, Responder[SolverAction]]:
         home = state_dir(settings.data_dir, signer.address)
-        judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}")
+        judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", rt=rt)
         if cheat is None or cheat in _HONEST_TRACE_CHEATS:
-            job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress)
+            job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt)
         else:
-            job_trainer = CheatingJobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, strategy=cheat)
+            job_trainer = CheatingJobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, strategy=cheat)
         responder = SolverResponder(w.protocol, db, job_trainer, w.watcher, w.me)
         performers: dict[str, Responder[SolverAction]] = {
             WITHHOLD: Withholding(responder, db, store),
@@ -89,6 +92,6 @@ def build(
             GARBAGE_MANIFEST: ForeignManifest(responder, db, store, GARBAGE_MANIFEST),
             FOREIGN_ROOT: ForeignManifest(responder, db, store, FOREIGN_ROOT),
         }
-        return SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits)), SolverPolicy(config), performers.get(cheat or "", responder)
+        return SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits, rt)), SolverPolicy(config), performers.get(cheat or "", responder)
 
     return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop)

@@ -54,7 +54,7 @@ from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
-from proofs.train import Trace, Trainer, segment_loss
+from proofs.train import Runtime, Trace, Trainer, device_fault, segment_loss
 from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.watchers import MarketWatcher
@@ -98,13 +98,17 @@ RETRY_MAX_S = 3600.0
 
 
 class SpecJudge:
-    """``deployment`` (chain id and market address) keys the verdicts kept in the records."""
+    """``deployment`` (chain id and market address) keys the verdicts kept in the records, with the
+    device when it is not the CPU (a speed estimate, a numerics refusal hold on one device only)."""
 
-    def __init__(self, store: ContentStore, db: SolverDb, limits: Limits, deployment: str, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, store: ContentStore, db: SolverDb, limits: Limits, deployment: str, *, rt: Runtime = Runtime(), clock: Callable[[], float] = time.time
+    ) -> None:
         self.store = store
         self.db = db
         self.limits = limits
-        self.deployment = deployment
+        self.deployment = deployment if rt.device == "cpu" else f"{deployment}@{rt.device}"
+        self.rt = rt  # where jobs train (--device): a spec whose numerics cannot run there is refused
         self.clock = clock
         self._budget = limits.new_specs_per_tick
 
@@ -140,7 +144,7 @@ class SpecJudge:
             return SpecCheck(False, f"spec {cid} is not in storage", final=False)
         except VeritrainError as exc:  # too large, forged, malformed
             return SpecCheck(False, f"{type(exc).__name__}: {exc}")
-        over = self._over_limits(spec)
+        over = self._over_limits(spec) or device_fault(spec.numerics, self.rt.device)
         if over:
             return SpecCheck(False, over, spec.steps)
         try:
@@ -152,7 +156,7 @@ class SpecJudge:
         except VeritrainError as exc:  # larger than the spec says, forged, not a CID
             return SpecCheck(False, f"dataset: {type(exc).__name__}: {exc}", spec.steps)
         try:
-            train_s = _estimate(spec, load_dataset(spec, data))
+            train_s = _estimate(spec, load_dataset(spec, data), self.rt)
         except Unpublishable as exc:
             return SpecCheck(False, f"{exc}: a verifier could challenge its availability and we could not answer on chain", spec.steps)
         except IdleTraining as exc:
@@ -191,7 +195,7 @@ class IdleTraining(ProofError):
     verifier fails such a step (``no-work``, proofs.replay), so an honest solver must not claim it."""
 
 
-def _estimate(spec: JobSpec, dataset: Dataset) -> float:
+def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> float:
     """Seconds to train ``spec`` here, from a dry run: a checkpoint encoded and hashed (each is
     written, re-read for upload and stored: three times that), then steps on one example (the
     first untimed: kernels compile on first use, once per process). A full step that this puts
@@ -199,14 +203,14 @@ def _estimate(spec: JobSpec, dataset: Dataset) -> float:
     other jobs have clocks): the one-example time times the batch size stands for it; else one
     full step untimed and ``DRY_RUN_STEPS`` timed. A full step that did no learning work raises
     :class:`IdleTraining` (a submitter's data or learning rate that kills training at once)."""
-    trainer = Trainer(spec, dataset)
+    trainer = Trainer(spec, dataset, rt)
     started = time.monotonic()
     first = trainer.to_bytes()
     state_hash(first)
     checkpoint_s = time.monotonic() - started
     if len(first) + CHECKPOINT_GROWTH > MAX_PUBLISHED_CHECKPOINT_BYTES:
         raise Unpublishable(f"checkpoints of {len(first):,} bytes (at most {MAX_PUBLISHED_CHECKPOINT_BYTES:,} can be published)")
-    single = Trainer(spec.model_copy(update={"batch_size": 1}), dataset)
+    single = Trainer(spec.model_copy(update={"batch_size": 1}), dataset, rt)
     single.run(1)
     started = time.monotonic()
     single.run(1)
@@ -221,15 +225,17 @@ def _estimate(spec: JobSpec, dataset: Dataset) -> float:
     return ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
 
 
-def measure_flops() -> int:
+def measure_flops(rt: Runtime = Runtime()) -> int:
     """This machine's training speed in FLOP/s as rolebase.capabilities counts it: the fastest of
     ``SPEED_STEPS`` steps of the ``SPEED_REFERENCE`` job (after one untimed step: kernels compile on
-    first use), trained as the solver trains (default runtime, the job's numerics: repro-v1). The
-    fastest step, since other processes only ever slow a step down: it is what is measured again
-    after a restart on a busy machine."""
+    first use), trained as the solver trains (``rt``, the job's numerics: repro-v1, or torch's on a
+    device repro-v1 does not run on). The fastest step, since other processes only ever slow a step
+    down: it is what is measured again after a restart on a busy machine."""
     job = reference_job(SPEED_REFERENCE)
     spec = job.spec(file_cid(job.dataset))
-    trainer = Trainer(spec, load_dataset(spec, job.dataset))
+    if device_fault(spec.numerics, rt.device) is not None:
+        spec = spec.model_copy(update={"numerics": "torch"})
+    trainer = Trainer(spec, load_dataset(spec, job.dataset), rt)
     trainer.run(1)
     times = []
     for _ in range(SPEED_STEPS):
@@ -253,6 +259,7 @@ class JobTrainer:
         stop: StopFlag,
         *,
         progress: ProgressHook | None = None,
+        rt: Runtime = Runtime(),
     ) -> None:
         self.protocol = protocol
         self.store = store
@@ -261,6 +268,7 @@ class JobTrainer:
         self.jobs_dir = jobs_dir
         self.stop = stop
         self.progress = progress
+        self.rt = rt
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -328,7 +336,7 @@ class JobTrainer:
     def _build_trace(self, job_id: JobId, spec: JobSpec, dataset: Dataset, deadline: int) -> list[str]:
         """Train from the last checkpoint on disk that verifies (or from the start), writing every
         checkpoint; the state hashes of checkpoints 0..n."""
-        trainer = Trainer(spec, dataset)
+        trainer = Trainer(spec, dataset, self.rt)
         hashes = self._resume_point(job_id)
         folder = self._dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
@@ -433,7 +441,7 @@ class JobTrainer:
         if state_hash(start) != records[segment].state_hash:
             raise JobWorkError(f"job {job_id}: checkpoint {segment} on disk does not match its recorded hash")
         try:
-            state = state_at(spec, self._dataset(spec), start, segment * spec.checkpoint_interval + step)
+            state = state_at(spec, self._dataset(spec), start, segment * spec.checkpoint_interval + step, self.rt)
         except ProofError as exc:
             raise JobWorkError(f"job {job_id}: cannot recompute step {step} of segment {segment}: {exc}") from exc
         return state_hash(state), self.store.put(state)

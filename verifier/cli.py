@@ -19,6 +19,7 @@ from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags
+from rolebase.device import DeviceOption, runtime_on
 from rolebase.status import status_base
 from verifier import daemon
 from verifier.policy import VerifierConfig
@@ -38,6 +39,7 @@ def run(
     stake: Annotated[str, typer.Option(help="verifier stake to hold, in VERI (0: the chain's minimum)")] = "0",
     duties: Annotated[bool, typer.Option("--duties/--no-duties", help="also draw verifiers, finalize and time out silent parties")] = True,
     duty_grace: Annotated[int, typer.Option(help="seconds past due before a duty that does not pay this verifier", min=0)] = 30,
+    device: DeviceOption = "cpu",
     lie: Annotated[bool, typer.Option("--lie", hidden=True, help="TEST ADVERSARY: fail honest traces and answer every midpoint wrong")] = False,
     lazy: Annotated[bool, typer.Option("--lazy", hidden=True, help="TEST ADVERSARY: pass every trace without replaying, guessing the probes")] = False,
 ) -> None:
@@ -52,11 +54,14 @@ def run(
       VERIFIER_KEY=0x... veritrain verifier run --key-env VERIFIER_KEY --stake 150
 
       veritrain verifier run --keystore verifier.json --no-duties --log-json
+
+      veritrain verifier run --config verifier.toml --device cuda   # a TOML file of options
     """
     if lie and lazy:
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
-    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, lie=lie, lazy=lazy))
+    rt = runtime_on(device)
+    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, lie=lie, lazy=lazy, rt=rt))
 
 
 def _assignments_table(report: dict[str, object]) -> Table | None:

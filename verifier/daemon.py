@@ -8,6 +8,7 @@ from core.agent import LoopSettings
 from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
+from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
@@ -33,14 +34,15 @@ def build(
     loop: LoopSettings = LoopSettings(),
     lie: bool = False,
     lazy: bool = False,
+    rt: Runtime = Runtime(),
 ) -> VerifierDaemon:
-    """``lie`` and ``lazy`` pick TEST adversaries (``verifier.adversary``)."""
+    """``lie`` and ``lazy`` pick TEST adversaries (``verifier.adversary``); ``rt``: where replays run (``--device``)."""
     trace_verifier_class, replayer_class = strategies(lie=lie, lazy=lazy)
 
     def parts(w: Wiring, db: VerifierDb) -> tuple[VerifierLoader, VerifierPolicy, VerifierResponder]:
         db.salt_secret()  # made on first start, kept for good
-        replayer = replayer_class(w.protocol, store, w.watcher)
-        responder = VerifierResponder(w.protocol, db, trace_verifier_class(w.protocol, store, w.stop), replayer, w.me)
+        replayer = replayer_class(w.protocol, store, w.watcher, rt=rt)
+        responder = VerifierResponder(w.protocol, db, trace_verifier_class(w.protocol, store, w.stop, rt=rt), replayer, w.me)
         return VerifierLoader(w.protocol, w.watcher, db, w.me), VerifierPolicy(config), responder
 
     return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop)

@@ -68,6 +68,8 @@ from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import hex32, to_bytes32
 from proofs.spec import JobSpec
+from proofs.train import Runtime
+from rolebase.device import job_fault
 from rolebase.events import SEGMENT_REPLAYED
 from verifier.policy import Draw
 
@@ -124,10 +126,12 @@ class TraceVerifier:
         *,
         q: int = DEFAULT_Q,
         r: int = DEFAULT_R,
+        rt: Runtime = Runtime(),
     ) -> None:
         self.protocol = protocol
         self.store = store
         self.stop = stop
+        self.rt = rt  # where segments are replayed (--device)
         self.q = q
         self.r = r
         self._probe_count: int | None = None
@@ -176,6 +180,9 @@ class TraceVerifier:
             dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
         except (ProofError, StorageError) as exc:  # the submitter's spec or data: not the solver's fault
             raise VeritrainError(f"job {job_id}: cannot load spec or dataset: {exc}") from exc
+        fault = job_fault(job_id, spec, self.rt)
+        if fault is not None:  # our device, not the solver's trace: no report rather than a false fail
+            raise VeritrainError(fault)
         failed_segment: int | None = None
         probes: list[Probe] = []
         try:
@@ -252,6 +259,7 @@ class TraceVerifier:
             dataset,
             manifest,
             lambda i: self._get(job_id, i, manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {i}", manifest.state_hashes[i]),
+            rt=self.rt,
         )
         start = replay.start()  # no fetch: leaf 0 is the spec's init or the trace fails
         if not start.passed:

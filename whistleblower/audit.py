@@ -126,6 +126,7 @@ class Auditor:
             material.dataset,
             m,
             lambda i: self.availability.fetch(job_id, i, m.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {i}", m.state_hashes[i]),
+            rt=self.replayer.rt,  # --device: the replayer refused the job's material if its numerics cannot run there
         )
         findings = [_off_step(q, probe_step(seal.assign_seed, q.index, k), probes) for q in off_step]
         start = replay.start()

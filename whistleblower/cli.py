@@ -19,6 +19,7 @@ from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags
+from rolebase.device import DeviceOption, runtime_on
 from rolebase.status import status_base
 from whistleblower import daemon
 from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
@@ -45,6 +46,7 @@ def run(
     audit_cost: Annotated[
         str, typer.Option(help="what one audit costs you, in VERI: audit only while the jackpot income it expects (p_f s J, from the chain) covers it")
     ] = "0",
+    device: DeviceOption = "cpu",
 ) -> None:
     """Run the whistleblower until SIGTERM or Ctrl-C. Safe to kill -9 and restart: an audit cut short is done again, a fault is never challenged twice.
 
@@ -63,7 +65,8 @@ def run(
     config = WhistleblowerConfig(
         stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost")
     )
-    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop))
+    rt = runtime_on(device)
+    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, rt=rt))
 
 
 def _tables(report: dict[str, object]) -> Table | None:

@@ -10,6 +10,7 @@ from core.chain import Signer
 from core.config import Settings
 from core.contracts import Protocol
 from core.storage import ContentStore
+from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
@@ -44,9 +45,13 @@ def economics(protocol: Protocol) -> dict[str, int]:
     }
 
 
-def build(settings: Settings, signer: Signer, store: ContentStore, config: WhistleblowerConfig, *, loop: LoopSettings = LoopSettings()) -> WhistleblowerDaemon:
+def build(
+    settings: Settings, signer: Signer, store: ContentStore, config: WhistleblowerConfig, *, loop: LoopSettings = LoopSettings(), rt: Runtime = Runtime()
+) -> WhistleblowerDaemon:
+    """``rt``: where audits and game moves replay (``--device``)."""
+
     def parts(w: Wiring, db: WhistleblowerDb) -> tuple[WhistleblowerLoader, WhistleblowerPolicy, WhistleblowerResponder]:
-        replayer = DisputeReplayer(w.protocol, store, w.watcher)
+        replayer = DisputeReplayer(w.protocol, store, w.watcher, rt=rt)
         loader = WhistleblowerLoader(w.protocol, w.watcher, db, w.me)
         log.info(
             JACKPOT_INCOME,

@@ -3,8 +3,12 @@ field or daemon flag, and a command takes only the options it names."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
+import pytest
+import torch
 from typer.testing import CliRunner
 
 from core.config import Settings
@@ -51,3 +55,48 @@ def test_a_command_takes_only_the_options_it_names(tmp_path: Path) -> None:
     for absent in (["--data-dir", str(tmp_path)], ["--key-env", "K"], ["--poll", "1"]):
         result = CliRunner().invoke(app, ["show", *absent])
         assert result.exit_code == 2 and "No such option" in result.output
+
+
+def test_config_file_gives_the_options_and_flags_override_it(tmp_path: Path) -> None:
+    SEEN.clear()
+    config = tmp_path / "role.toml"
+    config.write_text(f'rpc-url = "http://127.0.0.1:9"\ndata-dir = "{tmp_path / "data"}"\nkey-env = "SOME_KEY"\npoll = 0.5\nlog-json = true\ncount = 4\n')
+    result = CliRunner().invoke(app, ["run", "--config", str(config), "--count", "5", "--poll", "3"])
+    assert result.exit_code == 0, result.output
+    [(settings, flags, count)] = SEEN
+    assert (settings.rpc_url, settings.data_dir, settings.key_env) == ("http://127.0.0.1:9", tmp_path / "data", "SOME_KEY")
+    assert flags is not None and (flags.poll, flags.log_json, count) == (3.0, True, 5)
+
+
+def test_config_file_refuses_unknown_keys_and_bad_values_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "role.toml"
+    for text, says in (
+        ('private-key = "0x01"\n', "unknown key 'private-key'"),
+        ('poll = "soon"\n', "poll = 'soon': "),
+        ("poll = 0.001\n", "poll = 0.001: "),
+        ("count = [1, 2]\n", "count: a string, number or boolean, not an array"),
+        ("[solver]\ncount = 1\n", "unknown key 'solver'"),
+        ("poll = \n", "Invalid value"),
+        ("a = " + "[" * 40 + "]" * 40 + "\n", "nested deeper than"),
+    ):
+        config.write_text(text)
+        result = CliRunner().invoke(app, ["run", "--config", str(config)])
+        assert result.exit_code == 2, text
+        assert f"{config}: " in result.output and says in " ".join(result.output.replace("│", " ").split()), result.output
+    assert CliRunner().invoke(app, ["show", "--config", str(config)]).exit_code == 2  # only a daemon's run takes a file
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: --device cuda is accepted")
+@pytest.mark.parametrize("role", ["solver", "verifier", "whistleblower"])
+def test_device_cuda_without_a_gpu_is_one_line_before_anything_runs(role: str, tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "veritrain", role, "run", "--device", "cuda", "--rpc-url", "http://127.0.0.1:9", "--key-env", "NO_SUCH_KEY"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: ConfigError: --device cuda: torch finds no CUDA device on this machine (torch.cuda.is_available() is false); use --device cpu"
+    ]
+    bad = subprocess.run([sys.executable, "-m", "veritrain", role, "run", "--device", "tpu"], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and "'tpu' is not one of cpu, cuda" in bad.stderr

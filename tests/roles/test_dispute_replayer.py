@@ -14,7 +14,8 @@ from core.contracts import Bytes32, GameId, GameStatus, JobId
 from core.storage import LocalStore
 from proofs import Trace, cheat, load_dataset, state_at, state_hash, train_trace
 from proofs.datasets import reference_job
-from rolebase.dispute import DisputeReplayer, JobMaterial
+from proofs.train import Runtime
+from rolebase.dispute import DisputeReplayer, DisputeWorkError, JobMaterial
 
 JOB = JobId(7)
 
@@ -84,7 +85,7 @@ def test_a_challenger_steers_a_coasting_segment_to_its_first_idle_step(job: Any)
     assert _replayer(job, trace).answer(GameId(1), _game(job, trace, 2, 0, k))  # an honest segment: agree with the truth
 
 
-def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None) -> DisputeReplayer:
+def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None, rt: Runtime = Runtime()) -> DisputeReplayer:
     """A replayer reading the real ``material`` from a stub chain on which ``trace`` was committed (its
     manifest and checkpoints stored), with ``final_cid`` as the committed model if given."""
     spec_cid = job.store.put(job.spec.canonical_bytes())
@@ -96,7 +97,15 @@ def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None) ->
         events=lambda name, _block, **_: [SimpleNamespace(args=args)] if name == "TraceCommitted" else [],
     )
     protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0))
-    return DisputeReplayer(protocol, job.store, SimpleNamespace(spec_cid=lambda _: cid_to_digest(spec_cid)))  # type: ignore[arg-type]
+    return DisputeReplayer(protocol, job.store, SimpleNamespace(spec_cid=lambda _: cid_to_digest(spec_cid)), rt=rt)  # type: ignore[arg-type]
+
+
+def test_a_replayer_whose_device_cannot_run_the_jobs_numerics_refuses_the_job_naming_it(job: Any) -> None:
+    """``--device cuda`` and a repro-v1 job: no material, so no move, vote or audit on it (no GPU
+    needed: refused before anything runs)."""
+    replayer = _committed_replayer(job, train_trace(job.spec, job.dataset), rt=Runtime(device="cuda"))
+    with pytest.raises(DisputeWorkError, match=r"^job 7: numerics repro-v1 runs on the CPU, not cuda .*; this role runs with --device cuda$"):
+        replayer.material(JOB)
 
 
 def test_a_referee_votes_against_a_manifest_that_is_not_the_committed_trace_without_training(job: Any) -> None:

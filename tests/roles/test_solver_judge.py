@@ -27,6 +27,7 @@ from core.storage import ContentStore, LocalStore, file_cid
 from deploy.devnet import Devnet
 from proofs import load_dataset, load_spec
 from proofs.datasets import reference_job
+from proofs.train import Runtime
 from rolebase.actions import stake
 from solver import daemon, work
 from solver.policy import SolverConfig
@@ -99,6 +100,20 @@ def test_judge_loads_the_dataset_and_refuses_what_does_not_fit(tmp_path: Path) -
 
     missing = judge.check(cid_to_digest(store.put(_spec_bytes(b"never stored anywhere"))))
     assert not missing.runnable and not missing.final and "not in storage" in missing.reason
+    db.close()
+
+
+def test_judge_refuses_a_job_whose_numerics_cannot_run_on_the_solvers_device(tmp_path: Path) -> None:
+    """``--device cuda`` and a repro-v1 job (CPU kernels only): refused for good before any claim, the
+    reason naming the numerics; the same job is runnable on the CPU. (No GPU is needed: the judge
+    refuses before it trains anything.)"""
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    digest = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
+    on_gpu = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, rt=Runtime(device="cuda")).check(digest)
+    assert not on_gpu.runnable and on_gpu.final and on_gpu.reason.startswith("numerics repro-v1 runs on the CPU, not cuda")
+    assert SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP).check(digest).runnable  # verdicts are kept per device
     db.close()
 
 

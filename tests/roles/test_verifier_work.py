@@ -17,11 +17,13 @@ from core.availability import ContentUnavailable
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId
 from core.dispute import ZERO32
+from core.errors import VeritrainError
 from core.storage import LocalStore
 from proofs import JobSpec, Probe, ProbeTree, Trace, forced_hash, load_dataset, parse_probe, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
 from proofs.datasets import reference_job
 from proofs.merkle import to_bytes32
+from proofs.train import Runtime
 from verifier.adversary import strategies
 from verifier.policy import Draw
 from verifier.work import published_probes
@@ -175,3 +177,11 @@ def test_a_manifest_whose_root_is_not_the_committed_one_is_challenged_then_fails
     verdict, report = _report(job, Draw(SEED), protocol)
     assert not verdict.passed and verdict.failed_segment == MANIFEST_ITEM and "is not the committed root" in verdict.summary
     assert [v["reason"] for v in report["verdicts"]] == ["malformed-manifest"] and "segments" not in report
+
+
+def test_a_verifier_whose_device_cannot_run_the_jobs_numerics_reports_nothing(job: Any) -> None:
+    """``--device cuda`` drawn for a repro-v1 job: one line naming the job and its numerics, and no
+    report (an honest trace must not fail for the verifier's device). No GPU needed: refused before any replay."""
+    inspector = strategies(lie=False, lazy=False)[0](job.protocol, job.store, StopFlag(), q=1, r=1, rt=Runtime(device="cuda"))
+    with pytest.raises(VeritrainError, match=r"^job 3: numerics repro-v1 runs on the CPU, not cuda .*; this role runs with --device cuda$"):
+        inspector.inspect(JOB, FAR, Draw(SEED))

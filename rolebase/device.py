@@ -1,0 +1,46 @@
+"""``--device cpu|cuda``: where a solver trains, a verifier replays and referees, a whistleblower audits, as the proofs
+engine's :class:`proofs.train.Runtime` ``device``.
+
+``cuda`` is accepted only where torch sees a GPU. A job whose numerics cannot compute on the chosen
+device (``repro-v1`` has CPU kernels only: docs/numerics.md) is never worked on there: a solver
+does not claim it, a verifier drawn for it reports nothing and logs one line naming the job and
+the numerics (an honest trace must never fail for the verifier's choice of device).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import torch
+import typer
+
+from core.errors import ConfigError
+from proofs.spec import JobSpec
+from proofs.train import Runtime, device_fault
+
+__all__ = ["DEVICES", "DeviceOption", "runtime_on", "job_fault"]
+
+DEVICES = ("cpu", "cuda")
+
+DeviceOption = Annotated[
+    str,
+    typer.Option(
+        "--device",
+        help="cpu, or cuda where torch sees a GPU: where jobs are trained and replayed; jobs whose numerics cannot run there (repro-v1: CPU only) are refused",
+    ),
+]
+
+
+def runtime_on(device: str) -> Runtime:
+    """The runtime of ``--device``; a device this machine lacks is a one-line error."""
+    if device not in DEVICES:
+        raise typer.BadParameter(f"{device!r} is not one of {', '.join(DEVICES)}", param_hint="--device")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: torch finds no CUDA device on this machine (torch.cuda.is_available() is false); use --device cpu")
+    return Runtime(device=device)
+
+
+def job_fault(job_id: int, spec: JobSpec, rt: Runtime) -> str | None:
+    """Why job ``job_id`` cannot be worked on with ``rt`` (None: it can), naming the job and its numerics."""
+    fault = device_fault(spec.numerics, rt.device)
+    return None if fault is None else f"job {job_id}: {fault}; this role runs with --device {rt.device}"
