@@ -19,7 +19,7 @@ from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId, ReportSeal
 from core.storage import LocalStore
 from core.storage.unixfs import file_cid
-from proofs import Probe, ProbeTree, Trace, load_dataset, probe_positions, state_at, state_hash, train_trace
+from proofs import Probe, ProbeTree, Runtime, Trace, load_dataset, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
 from proofs.datasets import reference_job
 from proofs.merkle import to_bytes32
@@ -36,7 +36,10 @@ WINDOW_END = 2**40  # the job's challenge window: far off
 
 
 class _Replayer:
-    """``DisputeReplayer.material``: the job's spec, dataset and manifest, as checked against the chain."""
+    """``DisputeReplayer.material``: the job's spec, dataset and manifest, as checked against the chain,
+    and its ``rt`` (the CPU)."""
+
+    rt = Runtime()
 
     def __init__(self, material: JobMaterial) -> None:
         self._material = material
