@@ -59,7 +59,7 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     db.set_trained(job_id, root, len(hashes))
     db.set_uploaded(job_id, cids[-1], manifest_cid)
     db.set_phase(job_id, Phase.COMMITTED)
-    solver.market.commit(job_id, bytes.fromhex(root[2:]), len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
+    solver.market.commit(job_id, root, len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
     assert proto.market.manifest_of(job_id) == cid_to_digest(manifest_cid)
     devnet.chain.mine(2)
     proto.market.with_signer(sub).assign_verifier(job_id)
@@ -106,7 +106,7 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     job2, _ = post(proto, sub)
     stake(proto, sol, Role.SOLVER)
     solver.market.claim(job2)
-    solver.market.commit(job2, bytes.fromhex(root[2:]), len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
+    solver.market.commit(job2, root, len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
     assert proto.market.is_published(job2, MANIFEST_ITEM) and proto.market.is_published(job2, 3)
     assert availability.published(job2, MANIFEST_ITEM, manifest_cid, None) == MANIFEST_BYTES
     assert availability.published(job2, 3, cids[3], hashes[3]) == CHECKPOINTS[3]
