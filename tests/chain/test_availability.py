@@ -19,7 +19,7 @@ from core.contracts import MANIFEST_ITEM, JobState, Role
 from core.storage import LocalStore
 from deploy.devnet import Devnet
 from proofs.checkpoint import state_hash
-from proofs.merkle import TraceTree
+from proofs.merkle import TraceTree, hex32
 from solver.availability import publication
 from solver.policy import Phase
 from solver.state import SolverDb
@@ -99,7 +99,7 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     # the submitter's timeline shows the game, a published item by its size and hash only
     shown = [(e.event, e.args) for e in job_timeline(proto, job_id) if e.event.startswith("Availability")]
     assert [name for name, _ in shown] == ["AvailabilityChallenged", "AvailabilityAnswered"] * 2 + ["AvailabilityChallenged", "AvailabilityTimedOut"]
-    assert shown[1][1]["content"] == {"bytes": len(CHECKPOINTS[3]), "keccak256": hashes[3]}
+    assert shown[1][1]["content"] == {"bytes": len(CHECKPOINTS[3]), "keccak256": hex32(hashes[3])}  # hex in the timeline JSON
 
     # another job committing the same trace: the chain keys a publication by its content (the
     # manifest CID, the trace root), so the first job's published copies serve this one's readers
