@@ -26,6 +26,7 @@ from core.chain import Address
 from core.cid import Cid
 from core.contracts import JobId, Protocol
 from core.errors import VeritrainError
+from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StorageError
 from core.storage.unixfs import file_cid
 
@@ -35,9 +36,9 @@ log = logging.getLogger(__name__)
 AVAILABILITY_WAIT_S = 10.0
 
 
-def _state_hash(data: bytes) -> str:
-    """``0x`` + keccak256 of a checkpoint's bytes: its leaf in the trace (``proofs.state_hash``)."""
-    return "0x" + keccak(data).hex()
+def _state_hash(data: bytes) -> Bytes32:
+    """keccak256 of a checkpoint's bytes: its leaf in the trace (``proofs.state_hash``)."""
+    return Bytes32(keccak(data))
 
 
 class ContentPending(VeritrainError):
@@ -61,7 +62,7 @@ class Availability:
         self.store = store
         self._missing_since: dict[str, float] = {}
 
-    def fetch(self, job_id: JobId, item: int, cid: str, limit: int, deadline: int, what: str, expect_hash: str | None = None) -> bytes:
+    def fetch(self, job_id: JobId, item: int, cid: str, limit: int, deadline: int, what: str, expect_hash: Bytes32 | None = None) -> bytes:
         """``item`` of the job by its CID (and, for a checkpoint, its committed ``expect_hash``), or its
         copy published on chain; else :class:`ContentPending` a while, then :class:`ContentUnavailable`.
         ``deadline``: when the reader's own window ends (a challenge must be made before it)."""
@@ -81,7 +82,7 @@ class Availability:
             raise ContentPending(f"{problem} yet")
         raise ContentUnavailable(job_id, item, problem)
 
-    def published(self, job_id: JobId, item: int, cid: str, expect_hash: str | None) -> bytes | None:
+    def published(self, job_id: JobId, item: int, cid: str, expect_hash: Bytes32 | None) -> bytes | None:
         """The copy of ``item`` published on chain, if there is one and it is the content we expect
         (``expect_hash`` for a checkpoint, else the CID), stored under its CID; else None."""
         published = self.protocol.market.published(job_id, item, self.protocol.book.deploy_block)

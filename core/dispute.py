@@ -86,7 +86,7 @@ class DisputeError(VeritrainError):
 class ProofSource(Structural):
     """A trace tree that hands out Merkle proofs by checkpoint index (``proofs.TraceTree``)."""
 
-    def proof(self, position: int) -> Sequence[bytes | str]: ...
+    def proof(self, position: int) -> Sequence[Bytes32]: ...
 
 
 def _bytes32(value: bytes | str, what: str) -> Bytes32:
@@ -122,7 +122,7 @@ class Opening:
         return self.segment, self.steps, self.start_hash, list(self.start_proof), self.end_hash, list(self.end_proof)
 
 
-def opening(state_hashes: Sequence[bytes | str], tree: ProofSource, segment: int, checkpoint_interval: int) -> Opening:
+def opening(state_hashes: Sequence[Bytes32], tree: ProofSource, segment: int, checkpoint_interval: int) -> Opening:
     """Open segment ``segment`` (checkpoint j -> j + 1) of a trace of ``len(state_hashes) - 1``
     segments of ``checkpoint_interval`` steps: both ends and their proofs from the solver's tree.
 
@@ -137,10 +137,10 @@ def opening(state_hashes: Sequence[bytes | str], tree: ProofSource, segment: int
     return Opening(
         segment=segment,
         steps=checkpoint_interval,
-        start_hash=_bytes32(state_hashes[segment], f"state hash {segment}"),
-        start_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(segment)),
-        end_hash=_bytes32(state_hashes[segment + 1], f"state hash {segment + 1}"),
-        end_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(segment + 1)),
+        start_hash=state_hashes[segment],
+        start_proof=tuple(tree.proof(segment)),
+        end_hash=state_hashes[segment + 1],
+        end_proof=tuple(tree.proof(segment + 1)),
     )
 
 
@@ -166,9 +166,7 @@ class ReportOpening:
         )  # fmt: skip
 
 
-def opening_on_report(
-    seal: ReportSeal | None, probe: Probe, proof: Sequence[bytes | str], state_hashes: Sequence[bytes | str], tree: ProofSource
-) -> ReportOpening:
+def opening_on_report(seal: ReportSeal | None, probe: Probe, proof: Sequence[Bytes32], state_hashes: Sequence[Bytes32], tree: ProofSource) -> ReportOpening:
     """Dispute ``probe`` of a passing report: the verifier's probe and its ``proof`` from the
     report's probe tree, the agreed start (checkpoint ``segment``) from the solver's trace.
 
@@ -190,9 +188,9 @@ def opening_on_report(
         segment=probe.segment,
         step=probe.step,
         state_hash=probe.state_hash,
-        proof=tuple(_bytes32(p, "proof element") for p in proof),
-        start_hash=_bytes32(state_hashes[probe.segment], f"state hash {probe.segment}"),
-        start_proof=tuple(_bytes32(p, "proof element") for p in tree.proof(probe.segment)),
+        proof=tuple(proof),
+        start_hash=state_hashes[probe.segment],
+        start_proof=tuple(tree.proof(probe.segment)),
     )
 
 

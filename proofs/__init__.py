@@ -10,13 +10,13 @@ whistleblowers and referees check it. Public API (stable names)::
     dataset = load_dataset(spec, dataset_bytes)       # DatasetError on bad data
     trace = train_trace(spec, dataset, put=store.put, progress=bar)   # solver
     manifest = trace.manifest(spec_cid)               # CIDs from put
-    trace.root, trace.tree.proof(i)                   # on-chain commitment, 0x-hex bytes32 proofs
+    trace.root, trace.tree.proof(i)                   # on-chain commitment: bytes32 root and proof (bytes)
 
     manifest = parse_manifest(manifest_bytes, spec)   # verifier
     verdict = verify_trace(spec, dataset, manifest, fetch=lambda i: store.get(manifest.checkpoint_cids[i]),
                            seed=onchain_randomness)   # verdict.passed, verdict.failures[0].detail
 
-    probes = [Probe(i, s, m, to_bytes32(state_hash(...))) for i, s, m in probe_positions(seed, count, n + 1, k)]
+    probes = [Probe(i, s, m, state_hash(...)) for i, s, m in probe_positions(seed, count, n + 1, k)]
     ProbeTree(probes).root, .proof(i)                 # a passing report's probe commitment
 
     state_at(spec, dataset, ckpt_bytes, step)         # dispute: state hash at a bisection midpoint

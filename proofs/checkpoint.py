@@ -29,6 +29,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors
 
 from core.bounded import safetensors_header
+from core.probe import Bytes32
 from proofs.errors import CheckpointError, HashMismatch, LimitExceeded
 from proofs.keccak import keccak
 from proofs.spec import Limits
@@ -68,9 +69,9 @@ class Checkpoint:
         return encode_checkpoint(self.step, self.tensors, self.spec_hash)
 
 
-def state_hash(data: bytes) -> str:
-    """``0x`` + keccak256 of checkpoint bytes: the value a trace commits to."""
-    return "0x" + keccak(data).hex()
+def state_hash(data: bytes) -> Bytes32:
+    """keccak256 of checkpoint bytes: the value a trace commits to."""
+    return Bytes32(keccak(data))
 
 
 def encode_checkpoint(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> bytes:
@@ -92,7 +93,7 @@ def encode_checkpoint(step: int, tensors: Mapping[str, torch.Tensor], spec_hash:
     return struct.pack("<Q", len(head)) + head + b"".join(blobs)
 
 
-def decode_checkpoint(data: bytes, *, expect_hash: str | None = None, expect_spec: str | None = None) -> Checkpoint:
+def decode_checkpoint(data: bytes, *, expect_hash: Bytes32 | None = None, expect_spec: str | None = None) -> Checkpoint:
     """Parse canonical checkpoint bytes; check them against a committed hash and spec hash if given.
 
     Raises :class:`LimitExceeded` (oversize), :class:`HashMismatch` (bytes are not what
@@ -103,7 +104,7 @@ def decode_checkpoint(data: bytes, *, expect_hash: str | None = None, expect_spe
         raise LimitExceeded("checkpoint size in bytes", len(data), MAX_CHECKPOINT_BYTES)
     if expect_hash is not None:
         actual = state_hash(data)
-        if actual != expect_hash.lower():
+        if actual != expect_hash:
             raise HashMismatch("checkpoint bytes", expect_hash, actual)
     if len(data) < 8:
         raise CheckpointError(f"checkpoint is truncated: {len(data)} bytes, not even a header length")

@@ -58,8 +58,8 @@ class CheckpointError(ProofError):
 class HashMismatch(ProofError):
     """Bytes do not hash to the state hash they were committed under."""
 
-    def __init__(self, what: str, expected: str, actual: str) -> None:
-        super().__init__(f"{what}: keccak256 is {actual}, committed {expected}")
+    def __init__(self, what: str, expected: bytes, actual: bytes) -> None:
+        super().__init__(f"{what}: keccak256 is 0x{actual.hex()}, committed 0x{expected.hex()}")
         self.what = what
         self.expected = expected
         self.actual = actual

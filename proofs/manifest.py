@@ -18,14 +18,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Annotated, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
 
 from core.bounded import MAX_DEPTH, json_depth
+from core.probe import Bytes32
 from proofs.errors import LimitExceeded, ManifestError
-from proofs.merkle import TraceTree
+from proofs.merkle import TraceTree, hex32
 from proofs.spec import JobSpec, Limits, canonical_json
 
 __all__ = ["MANIFEST_VERSION", "MAX_MANIFEST_BYTES", "CheckpointEntry", "Manifest", "parse_manifest", "is_float32"]
@@ -33,7 +36,24 @@ __all__ = ["MANIFEST_VERSION", "MAX_MANIFEST_BYTES", "CheckpointEntry", "Manifes
 MANIFEST_VERSION: Literal[2] = 2
 MAX_MANIFEST_BYTES = 256 * (Limits.SEGMENTS + 1) + 4096
 
-_Hex32 = Annotated[str, Field(pattern=r"^0x[0-9a-f]{64}$")]
+_HEX32 = r"^0x[0-9a-f]{64}$"
+_Hex32 = Annotated[str, Field(pattern=_HEX32)]
+
+
+def _hash_from_json(value: object) -> object:
+    """A hash field's JSON text to bytes (the pattern and messages of a ``_Hex32`` field); bytes,
+    from code, pass on to the length check."""
+    if isinstance(value, bytes):
+        return value
+    if not isinstance(value, str):
+        raise PydanticCustomError("string_type", "Input should be a valid string")
+    if not re.fullmatch(_HEX32, value):
+        raise PydanticCustomError("string_pattern_mismatch", "String should match pattern '{pattern}'", {"pattern": _HEX32})
+    return bytes.fromhex(value[2:])
+
+
+#: A hash as code sees it (``Bytes32``); ``0x`` + 64 lowercase hex digits in the JSON.
+_Hash = Annotated[Bytes32, BeforeValidator(_hash_from_json), Field(min_length=32, max_length=32), PlainSerializer(hex32)]
 _Cid = Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
 
 
@@ -50,7 +70,7 @@ class _Frozen(BaseModel):
 class CheckpointEntry(_Frozen):
     index: Annotated[int, Field(ge=0, le=Limits.SEGMENTS)]
     cid: _Cid
-    state_hash: _Hex32
+    state_hash: _Hash
 
 
 class Manifest(_Frozen):
@@ -59,7 +79,7 @@ class Manifest(_Frozen):
     spec_hash: _Hex32
     steps: Annotated[int, Field(ge=1, le=Limits.STEPS)]
     checkpoint_interval: Annotated[int, Field(ge=1, le=Limits.STEPS)]
-    root: _Hex32
+    root: _Hash
     checkpoints: tuple[CheckpointEntry, ...] = Field(min_length=2, max_length=Limits.SEGMENTS + 1)
     update_norms: tuple[Annotated[float, Field(ge=0.0, allow_inf_nan=False)], ...]
     losses: tuple[Annotated[float, Field(allow_inf_nan=False)], ...]
@@ -79,7 +99,7 @@ class Manifest(_Frozen):
             raise ValueError(f"loss of segment {bad} ({self.losses[bad]!r}) is not a float32")
         computed = TraceTree(self.state_hashes).root
         if computed != self.root:
-            raise ValueError(f"root {self.root} is not the Merkle root of the listed state hashes ({computed})")
+            raise ValueError(f"root {hex32(self.root)} is not the Merkle root of the listed state hashes ({hex32(computed)})")
         return self
 
     @property
@@ -87,7 +107,7 @@ class Manifest(_Frozen):
         return len(self.checkpoints) - 1
 
     @property
-    def state_hashes(self) -> tuple[str, ...]:
+    def state_hashes(self) -> tuple[Bytes32, ...]:
         return tuple(c.state_hash for c in self.checkpoints)
 
     @property
@@ -130,8 +150,8 @@ def largest_manifest_bytes(steps: int, checkpoint_interval: int) -> int:
         spec_hash="0x" + "f" * 64,
         steps=steps,
         checkpoint_interval=checkpoint_interval,
-        root="0x" + "f" * 64,
-        checkpoints=tuple(CheckpointEntry.model_construct(index=i, cid=_CIDV0_SHAPE, state_hash="0x" + "f" * 64) for i in range(n + 1)),
+        root=Bytes32(b"\xff" * 32),
+        checkpoints=tuple(CheckpointEntry.model_construct(index=i, cid=_CIDV0_SHAPE, state_hash=Bytes32(b"\xff" * 32)) for i in range(n + 1)),
         update_norms=(1.2345678901234567e-300,) * n,
         losses=(-1.2345678901234567e-38,) * n,
     )

@@ -14,7 +14,7 @@ i, ``(segment, step, state_hash)``); the chain checks their segments, computes t
     from proofs.probes import Probe, ProbeTree, probe_positions
 
     positions = probe_positions(assign_seed, params.probe_count, job.checkpoint_count, spec.checkpoint_interval)
-    probes = [Probe(i, s, m, to_bytes32(state_hash(state_at(spec, dataset, ckpt[s], s * k + m)))) for i, s, m in positions]
+    probes = [Probe(i, s, m, state_hash(state_at(spec, dataset, ckpt[s], s * k + m))) for i, s, m in positions]
     tree = ProbeTree(probes)                       # tree.root: what the chain computes from report(..., probes)
     tree.proof(0)                                  # what openOnReport / verifyProbe take for probe 0
 
@@ -33,7 +33,7 @@ from typing import Any
 from core.probe import Bytes32, Probe
 from proofs.errors import MerkleError, ProofError
 from proofs.keccak import address_word, keccak, uint256
-from proofs.merkle import Hex32, StandardTree, hex32, to_bytes32, verify_leaf
+from proofs.merkle import StandardTree, hex32, to_bytes32, verify_leaf
 
 __all__ = [
     "FORCED_DOMAIN",
@@ -102,7 +102,7 @@ def parse_probe(entry: Any) -> Probe:
     for name, value in (("index", index), ("segment", segment), ("step", step)):
         if not 0 <= value < 2**256:
             raise ProofError(f"probe {name} {value} does not fit a uint256")
-    return Probe(index, segment, step, Bytes32(to_bytes32(state_hash, "probe state hash")))
+    return Probe(index, segment, step, to_bytes32(state_hash, "probe state hash"))
 
 
 def probe_leaf(probe: Probe) -> bytes:
@@ -122,7 +122,7 @@ class ProbeTree(StandardTree):
             raise MerkleError("two probes with the same index")
         super().__init__([probe_leaf(p) for p in self.probes])
 
-    def proof(self, index: int) -> list[Hex32]:
+    def proof(self, index: int) -> list[Bytes32]:
         """The proof of probe slot ``index`` (as ``verifyProbe`` and ``openOnReport`` take it)."""
         if index not in self._position:
             raise MerkleError(f"no probe {index} in this tree (slots {sorted(self._position)})")
@@ -135,7 +135,7 @@ class ProbeTree(StandardTree):
         return self.probes[self._position[index]]
 
 
-def verify_probe(root: bytes | str, probe: Probe, proof: Sequence[bytes | str]) -> bool:
+def verify_probe(root: Bytes32, probe: Probe, proof: Sequence[Bytes32]) -> bool:
     """``ProbeLib.verify``: whether ``probe`` is a leaf of the probe tree ``root``."""
     return verify_leaf(root, probe_leaf(probe), proof)
 
@@ -157,6 +157,6 @@ def is_forced(secret: bytes | str, assign_seed: bytes | str, rate_bps: int) -> b
     return int.from_bytes(word, "big") % _BPS < rate_bps
 
 
-def forced_hash(true_hash: bytes | str) -> Bytes32:
+def forced_hash(true_hash: Bytes32) -> Bytes32:
     """The deliberately wrong probe of a forced report: keccak256(FORCED_DOMAIN ++ trueHash)."""
-    return Bytes32(keccak(FORCED_DOMAIN + to_bytes32(true_hash, "true state hash")))
+    return Bytes32(keccak(FORCED_DOMAIN + true_hash))

@@ -48,11 +48,12 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
+from core.probe import Bytes32
 from proofs.checkpoint import Checkpoint, decode_checkpoint, state_hash, update_norm
 from proofs.data import Dataset
 from proofs.errors import ManifestError, ProofError, SegmentOutOfRange
 from proofs.manifest import Manifest, parse_manifest
-from proofs.merkle import hex32, to_bytes32
+from proofs.merkle import hex32
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
 from proofs.steps import state_at
@@ -138,7 +139,7 @@ class SegmentVerdict:
     detail: str
     params: Distances | None = None
     optimizer: Distances | None = None
-    replayed_hash: str | None = None
+    replayed_hash: Bytes32 | None = None
     replayed_loss: float | None = None
 
 
@@ -205,19 +206,19 @@ def initial_state(spec: JobSpec, dataset: Dataset) -> bytes:
     return Trainer(spec, dataset).to_bytes()
 
 
-def initial_state_hash(spec: JobSpec, dataset: Dataset) -> str:
+def initial_state_hash(spec: JobSpec, dataset: Dataset) -> Bytes32:
     """The state hash leaf 0 of every honest trace of ``spec`` commits to."""
     return state_hash(initial_state(spec, dataset))
 
 
-def check_start(spec: JobSpec, dataset: Dataset, committed: str) -> SegmentVerdict:
+def check_start(spec: JobSpec, dataset: Dataset, committed: Bytes32) -> SegmentVerdict:
     """Segment 0's start: the committed leaf 0 must be :func:`initial_state_hash` of the spec.
     A trace that starts anywhere else fails on segment 0 with ``wrong-start``, however its
     segments replay; a referee of a game on segment 0 rules the same way (``rolebase.dispute``)."""
     expected = initial_state_hash(spec, dataset)
-    if committed.lower() != expected:
-        return _fail(0, Reason.WRONG_START, f"checkpoint 0 is {committed}, the spec's seeded initialization is {expected}")
-    return SegmentVerdict(0, True, Reason.OK, f"segment 0: checkpoint 0 is the spec's initialization {expected}")
+    if committed != expected:
+        return _fail(0, Reason.WRONG_START, f"checkpoint 0 is {hex32(committed)}, the spec's seeded initialization is {hex32(expected)}")
+    return SegmentVerdict(0, True, Reason.OK, f"segment 0: checkpoint 0 is the spec's initialization {hex32(expected)}")
 
 
 def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, final_cid: str) -> SegmentVerdict:
@@ -237,18 +238,17 @@ def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, fin
     return SegmentVerdict(0, True, Reason.OK, "the manifest is the committed trace of the spec")
 
 
-def committed_manifest(data: bytes, root: bytes | str) -> Manifest:
-    """The committed manifest's bytes, parsed, if its root is the committed ``root`` (the chain's bytes32, or 0x-hex): only then
+def committed_manifest(data: bytes, root: Bytes32) -> Manifest:
+    """The committed manifest's bytes, parsed, if its root is the committed ``root`` (the chain's bytes32): only then
     do its leaves open a trace game. Else :class:`ProofError`: it does not parse, or names another
     root, and a challenger opens a manifest game instead (docs/protocol.md)."""
     manifest = parse_manifest(data)
-    committed = hex32(to_bytes32(root, "committed root"))
-    if manifest.root != committed:
-        raise ManifestError(f"manifest root {manifest.root} is not the committed root {committed}")
+    if manifest.root != root:
+        raise ManifestError(f"manifest root {hex32(manifest.root)} is not the committed root {hex32(root)}")
     return manifest
 
 
-def check_committed_manifest(spec: JobSpec, data: bytes, root: bytes | str, checkpoint_count: int, final_cid: str) -> SegmentVerdict:
+def check_committed_manifest(spec: JobSpec, data: bytes, root: Bytes32, checkpoint_count: int, final_cid: str) -> SegmentVerdict:
     """The committed manifest's bytes as a referee of a manifest game judges them: they must be
     :func:`committed_manifest` and pass :func:`check_manifest`. Anything else fails segment 0 with
     ``malformed-manifest``."""
@@ -361,8 +361,8 @@ def replay_segment(
     start: bytes,
     end: bytes,
     *,
-    start_hash: str | None = None,
-    end_hash: str | None = None,
+    start_hash: Bytes32 | None = None,
+    end_hash: Bytes32 | None = None,
     claimed_norm: float | None = None,
     claimed_loss: float | None = None,
     rt: Runtime = Runtime(),
@@ -379,8 +379,8 @@ def replay_segment(
     decoded: list[Checkpoint] = []
     for label, data, committed, index in (("start", start, start_hash, segment), ("end", end, end_hash, segment + 1)):
         actual = state_hash(data)
-        if committed is not None and actual != committed.lower():
-            return _fail(segment, Reason.HASH_MISMATCH, f"checkpoint {index} hashes to {actual}, committed {committed}")
+        if committed is not None and actual != committed:
+            return _fail(segment, Reason.HASH_MISMATCH, f"checkpoint {index} hashes to {hex32(actual)}, committed {hex32(committed)}")
         try:
             ckpt = decode_checkpoint(data)
         except ProofError as exc:
@@ -419,12 +419,12 @@ def replay_segment(
         return None if claimed_loss is None else _loss_fault(spec, segment, loss, claimed_loss, **extra)
 
     if replayed_hash == committed_hash:
-        return false_loss() or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay reproduces {committed_hash}", **extra)  # type: ignore[arg-type]
+        return false_loss() or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay reproduces {hex32(committed_hash)}", **extra)  # type: ignore[arg-type]
     if spec.tolerance.mode == "exact":
         return _fail(
             segment,
             Reason.STATE_MISMATCH,
-            f"replay gives {replayed_hash}, committed {committed_hash} (param l2 {param_d.l2:.3g}, linf {param_d.linf:.3g})",
+            f"replay gives {hex32(replayed_hash)}, committed {hex32(committed_hash)} (param l2 {param_d.l2:.3g}, linf {param_d.linf:.3g})",
             **extra,
         )
     if frozen := moved_frozen(first.tensors, ours, last.tensors):

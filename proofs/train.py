@@ -25,12 +25,13 @@ from typing import Literal
 import numpy as np
 import torch
 
+from core.probe import Bytes32
 from proofs import repro
 from proofs.checkpoint import Checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import CheckpointError, ProofError
 from proofs.manifest import CheckpointEntry, Manifest
-from proofs.merkle import TraceTree
+from proofs.merkle import TraceTree, hex32
 from proofs.models import build_model, ops_for
 from proofs.optim import build_optimizer
 from proofs.spec import JobSpec
@@ -195,7 +196,7 @@ class Trace:
     """
 
     spec: JobSpec
-    state_hashes: tuple[str, ...]
+    state_hashes: tuple[Bytes32, ...]
     update_norms: tuple[float, ...]
     losses: tuple[float, ...]
     tree: TraceTree
@@ -203,7 +204,7 @@ class Trace:
     cids: tuple[str, ...] = ()
 
     @property
-    def root(self) -> str:
+    def root(self) -> Bytes32:
         return self.tree.root
 
     def manifest(self, spec_cid: str, checkpoint_cids: Sequence[str] | None = None) -> Manifest:
@@ -238,7 +239,7 @@ def train_trace(
     ``keep=False`` drops the bytes from memory afterwards (for long jobs with ``put``).
     """
     trainer = Trainer(spec, dataset, rt)
-    hashes: list[str] = []
+    hashes: list[Bytes32] = []
     norms: list[float] = []
     losses: list[float] = []
     kept: list[bytes] = []
@@ -260,7 +261,7 @@ def train_trace(
         after = {n: p.detach() for n, p in trainer.params.items()}
         norms.append(update_norm(before, after))
         before = {n: p.clone() for n, p in after.items()}
-        log.debug("segment done", extra={"segment": segment, "state_hash": hashes[-1], "update_norm": norms[-1], "loss": losses[-1]})
+        log.debug("segment done", extra={"segment": segment, "state_hash": hex32(hashes[-1]), "update_norm": norms[-1], "loss": losses[-1]})
     return Trace(
         spec=spec,
         state_hashes=tuple(hashes),

@@ -41,6 +41,7 @@ from core.cid import Cid, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Game, GameId, JobId, Protocol
 from core.dispute import Opening, global_step, isolated_step, midpoint, opening
 from core.errors import VeritrainError
+from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
 from proofs import (
     Dataset,
@@ -64,7 +65,7 @@ from proofs import (
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from proofs.manifest import MAX_MANIFEST_BYTES
-from proofs.merkle import hex32, to_bytes32
+from proofs.merkle import hex32
 from proofs.train import Runtime
 from rolebase.device import job_fault
 from rolebase.watchers import MarketWatcher
@@ -131,8 +132,8 @@ class DisputeReplayer:
             fault = job_fault(job_id, spec, self.rt)
             if fault is not None:  # not the solver's fault: nothing is replayed, nothing voted
                 raise DisputeWorkError(fault)
-            if manifest.root != hex32(job.trace_root):
-                raise DisputeWorkError(f"job {job_id}: manifest root {manifest.root} is not the committed {hex32(job.trace_root)}")
+            if manifest.root != job.trace_root:
+                raise DisputeWorkError(f"job {job_id}: manifest root {hex32(manifest.root)} is not the committed {hex32(job.trace_root)}")
             consistent = check_manifest(spec, manifest, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
             self._material[key] = JobMaterial(spec, dataset, manifest, None if consistent.passed else consistent.detail)
         return self._material[key]
@@ -155,7 +156,7 @@ class DisputeReplayer:
             spec = self._spec(game.job_id)
         except (ProofError, StorageError) as exc:
             raise DisputeWorkError(f"job {game.job_id}: {exc}") from exc
-        root = hex32(p.market.get_job(game.job_id).trace_root)
+        root = p.market.get_job(game.job_id).trace_root
         verdict = check_committed_manifest(spec, data, root, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
         log.info("manifest judged", extra={"game": game_id, "detail": verdict.detail, "solver_right": verdict.passed})
         return verdict.passed
@@ -166,7 +167,7 @@ class DisputeReplayer:
         return opening(m.manifest.state_hashes, m.manifest.tree(), segment, m.spec.checkpoint_interval)
 
     def _start(self, job_id: JobId, m: JobMaterial, segment: int) -> bytes:
-        key = (int(job_id), to_bytes32(m.manifest.root), segment)
+        key = (int(job_id), m.manifest.root, segment)
         if key not in self._starts:
             data = self.store.get(m.manifest.checkpoint_cids[segment], MAX_CHECKPOINT_BYTES)
             if state_hash(data) != m.manifest.state_hashes[segment]:
@@ -184,7 +185,7 @@ class DisputeReplayer:
         """The first step of the game's range (0-based from checkpoint ``segment``) that did no
         learning work, from one replay of the range, cached per game position's segment."""
         m = self.material(game.job_id)
-        key = (int(game.job_id), to_bytes32(m.manifest.root), game.segment, game.steps)
+        key = (int(game.job_id), m.manifest.root, game.segment, game.steps)
         if key not in self._idle_steps:
             self._idle_steps[key] = first_idle_step(m.spec, m.dataset, self._start(game.job_id, m, game.segment), game.steps, self.rt)
         return self._idle_steps[key]
@@ -195,11 +196,11 @@ class DisputeReplayer:
         disputed range, so the game isolates it and the referees see the idle step)."""
         mid = midpoint(game.lo, game.hi)
         idle = self._idle(game)
-        agree = state_hash(self._truth(game)) == hex32(game.mid_hash) and (idle is None or mid <= idle)
+        agree = state_hash(self._truth(game)) == game.mid_hash and (idle is None or mid <= idle)
         log.info("midpoint checked", extra={"game": game_id, "step": mid, "agree": agree, "idle_step": idle})
         return agree
 
-    def midpoint(self, game: Game) -> tuple[str, Cid]:
+    def midpoint(self, game: Game) -> tuple[Bytes32, Cid]:
         """Our midpoint as a report game's defender: the true state, stored; ``(state hash, CID)``."""
         truth = self._truth(game)
         return state_hash(truth), self.store.put(truth)
@@ -233,7 +234,7 @@ class DisputeReplayer:
         """What is false in the manifest's mean training loss of ``segment``, from a replay of its ``k``
         steps from checkpoint ``segment`` (cached per segment); None when it is the replayed one."""
         m = self.material(job_id)
-        key = (int(job_id), to_bytes32(m.manifest.root), segment)
+        key = (int(job_id), m.manifest.root, segment)
         if key not in self._loss_faults:
             try:
                 start = self._start(job_id, m, segment)
@@ -264,10 +265,10 @@ class DisputeReplayer:
             pre = self.store.get(task.pre_cid, MAX_CHECKPOINT_BYTES)
         except StorageError as exc:
             raise DisputeWorkError(f"game {game_id}: agreed state {task.pre_cid}: {exc}") from exc
-        if state_hash(pre) != hex32(task.pre_hash) or decode_checkpoint(pre).step != task.global_step:
+        if state_hash(pre) != task.pre_hash or decode_checkpoint(pre).step != task.global_step:
             raise DisputeWorkError(f"game {game_id}: the agreed state at {task.pre_cid} is not the one on chain")
         after, idle = referee_step(m.spec, m.dataset, pre, self.rt)
-        right = state_hash(after) == hex32(task.post_hash) and idle is None
+        right = state_hash(after) == task.post_hash and idle is None
         log.info("isolated step re-executed", extra={"game": game_id, "step": task.global_step, "idle_tensor": idle, "solver_right": right})
         if right and not game.on_report and (fault := self.loss_fault(game.job_id, game.segment)) is not None:
             log.info("vote decided by the solver's loss", extra={"game": game_id, "fault": fault, "solver_right": False})

@@ -30,6 +30,7 @@ from typing import Any
 from eth_utils import keccak
 
 from core.contracts import JobId
+from core.probe import Bytes32
 from core.storage import ContentStore, LocalStore
 from proofs import Dataset
 from proofs.adversary import cheat
@@ -110,7 +111,8 @@ class ForeignManifest:
         if self.kind == GARBAGE_MANIFEST:
             return b"this is not a manifest\n" + keccak(honest)
         m = parse_manifest(honest)
-        checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash=hex32(keccak(text=c.state_hash))) for c in m.checkpoints)
+        wrong = (Bytes32(keccak(text=hex32(c.state_hash))) for c in m.checkpoints)  # the hash of each hash's text
+        checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash=h) for c, h in zip(m.checkpoints, wrong))
         root = TraceTree(tuple(c.state_hash for c in checkpoints)).root
         return m.model_copy(update={"checkpoints": checkpoints, "root": root}).canonical_bytes()
 
@@ -122,7 +124,7 @@ class CheatingJobTrainer(JobTrainer):
         super().__init__(*args, **kwargs)
         self.strategy = strategy
 
-    def _build_trace(self, job_id: JobId, spec: JobSpec, dataset: Dataset, deadline: int) -> list[str]:
+    def _build_trace(self, job_id: JobId, spec: JobSpec, dataset: Dataset, deadline: int) -> list[Bytes32]:
         faked = cheat(self.strategy, spec, dataset)
         folder = self._dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)

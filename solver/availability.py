@@ -13,10 +13,11 @@ from pathlib import Path
 
 from core.contracts import MANIFEST_ITEM, JobId
 from core.errors import VeritrainError
+from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, state_hash
 from proofs.manifest import MAX_MANIFEST_BYTES
-from proofs.merkle import TraceTree, to_bytes32
+from proofs.merkle import TraceTree
 from solver.state import SolverDb
 
 
@@ -24,7 +25,7 @@ class PublicationError(VeritrainError):
     """What the verifier challenged cannot be published: it is no longer on disk nor in the store."""
 
 
-def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int) -> tuple[bytes, list[bytes]]:
+def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int) -> tuple[bytes, list[Bytes32]]:
     """``(content, proof)`` answering a challenge of ``item`` (a checkpoint index, or
     ``MANIFEST_ITEM``) of the job we committed: the bytes the chain will check, and the leaf's proof
     (none for the manifest)."""
@@ -48,7 +49,7 @@ def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int) -> 
     except StorageError as exc:
         raise PublicationError(f"job {job_id}: cannot read item {item} to publish: {exc}") from exc
     tree = TraceTree([c.state_hash for c in checkpoints])
-    return data, [to_bytes32(h) for h in tree.proof(item)]
+    return data, tree.proof(item)
 
 
 def _from_disk(path: Path) -> bytes | None:

@@ -14,7 +14,7 @@ from core.agent import log_mined
 from core.chain import Address
 from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import Protocol, Role
-from proofs.merkle import to_bytes32
+from proofs.merkle import hex32
 from rolebase.actions import Forget, Stake, Upkeep
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
@@ -83,13 +83,13 @@ class SolverResponder:
                     return
                 receipt = p.market.commit(
                     job_id,
-                    to_bytes32(record.trace_root),
+                    record.trace_root,
                     int(record.checkpoint_count or 0),
                     cid_to_digest(record.final_model_cid or ""),
                     cid_to_digest(record.manifest_cid),
                 )
                 self.db.set_phase(job_id, Phase.COMMITTED)
-                log_mined(log, "commit", receipt, job=job_id, root=record.trace_root)
+                log_mined(log, "commit", receipt, job=job_id, root=hex32(record.trace_root))
             case AssignVerifier(job_id):
                 log_mined(log, "assignVerifier", p.market.assign_verifier(job_id), job=job_id)
             case TimeoutVerifier(job_id):
@@ -98,8 +98,8 @@ class SolverResponder:
                 log_mined(log, "finalize", p.market.finalize(job_id), job=job_id)
             case PostMidpoint(job_id, game_id, segment, step):
                 state_hash, cid = self.job_trainer.midpoint(job_id, segment, step)
-                receipt = p.game.post_midpoint(game_id, to_bytes32(state_hash), cid_to_digest(cid))
-                log_mined(log, "postMidpoint", receipt, job=job_id, game=game_id, step=step, state_hash=state_hash, cid=cid)
+                receipt = p.game.post_midpoint(game_id, state_hash, cid_to_digest(cid))
+                log_mined(log, "postMidpoint", receipt, job=job_id, game=game_id, step=step, state_hash=hex32(state_hash), cid=cid)
             case TimeoutClock(game_id):
                 log_mined(log, "timeoutClock", p.game.timeout_clock(game_id), game=game_id)
             case AnswerAvailability(job_id, item):

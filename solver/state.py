@@ -36,6 +36,8 @@ from pathlib import Path
 
 from core.contracts import JobId
 from core.localdb import HEARTBEAT_MIGRATION
+from core.probe import Bytes32
+from proofs.merkle import hex32, to_bytes32
 from rolebase.records import RoleDb
 from solver.policy import Phase, SpecCheck
 
@@ -103,7 +105,7 @@ class JobRecord:
     job_id: JobId
     spec_cid: str
     phase: Phase
-    trace_root: str | None
+    trace_root: Bytes32 | None
     checkpoint_count: int | None
     final_model_cid: str | None
     manifest_cid: str | None
@@ -121,7 +123,7 @@ class SpecVerdict:
 @dataclass(frozen=True)
 class CheckpointRecord:
     index: int
-    state_hash: str  # 0x-prefixed keccak256 of the checkpoint file
+    state_hash: Bytes32  # keccak256 of the checkpoint file (0x hex in the database)
     path: Path
     cid: str | None
     loss: float | None  # mean training loss of segment ``index - 1`` (None for checkpoint 0)
@@ -158,10 +160,10 @@ class SolverDb(RoleDb):
     def set_phase(self, job_id: JobId, phase: Phase) -> None:
         self.db.execute("UPDATE jobs SET phase = ?, updated_at = ? WHERE job_id = ?", (phase.value, time.time(), job_id))
 
-    def set_trained(self, job_id: JobId, trace_root: str, checkpoint_count: int) -> None:
+    def set_trained(self, job_id: JobId, trace_root: Bytes32, checkpoint_count: int) -> None:
         self.db.execute(
             "UPDATE jobs SET phase = ?, trace_root = ?, checkpoint_count = ?, updated_at = ? WHERE job_id = ?",
-            (Phase.TRAINED.value, trace_root, checkpoint_count, time.time(), job_id),
+            (Phase.TRAINED.value, hex32(trace_root), checkpoint_count, time.time(), job_id),
         )
 
     def set_uploaded(self, job_id: JobId, final_model_cid: str, manifest_cid: str) -> None:
@@ -179,16 +181,16 @@ class SolverDb(RoleDb):
 
     def checkpoints(self, job_id: JobId) -> list[CheckpointRecord]:
         rows = self.db.query("SELECT idx, state_hash, path, cid, loss FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
-        return [CheckpointRecord(r["idx"], r["state_hash"], Path(r["path"]), r["cid"], r["loss"]) for r in rows]
+        return [CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"]) for r in rows]
 
-    def add_checkpoint(self, job_id: JobId, index: int, state_hash: str, path: Path, loss: float | None) -> None:
+    def add_checkpoint(self, job_id: JobId, index: int, state_hash: Bytes32, path: Path, loss: float | None) -> None:
         """Record a checkpoint file (after it is fully written and fsynced) and the mean training loss
         of the segment it ends (None for checkpoint 0), and mark the job training."""
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO checkpoints (job_id, idx, state_hash, path, loss) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss",
-                (job_id, index, state_hash, str(path), loss),
+                (job_id, index, hex32(state_hash), str(path), loss),
             )
             conn.execute(
                 "UPDATE jobs SET phase = ?, updated_at = ? WHERE job_id = ? AND phase = ?",
@@ -236,7 +238,7 @@ def _job(r: sqlite3.Row) -> JobRecord:
         JobId(r["job_id"]),
         r["spec_cid"],
         Phase(r["phase"]),
-        r["trace_root"],
+        None if r["trace_root"] is None else to_bytes32(r["trace_root"]),
         r["checkpoint_count"],
         r["final_model_cid"],
         r["manifest_cid"],

@@ -38,6 +38,7 @@ from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
 from core.contracts import MAX_PUBLISHED_CHECKPOINT_BYTES, MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol
 from core.errors import VeritrainError
+from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
 from proofs.checkpoint import (
     MAX_CHECKPOINT_BYTES,
@@ -49,7 +50,7 @@ from proofs.data import Dataset, load_dataset
 from proofs.datasets import reference_job
 from proofs.errors import ProofError
 from proofs.manifest import largest_manifest_bytes
-from proofs.merkle import TraceTree
+from proofs.merkle import TraceTree, hex32
 from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
@@ -303,10 +304,10 @@ class JobTrainer:
 
     # -- training ----------------------------------------------------------------------------
 
-    def _resume_point(self, job_id: JobId) -> list[str]:
+    def _resume_point(self, job_id: JobId) -> list[Bytes32]:
         """State hashes of the checkpoints 0..i on disk that still verify (and, past 0, have their
         segment's loss on record); later ones are dropped."""
-        hashes: list[str] = []
+        hashes: list[Bytes32] = []
         for record in self.db.checkpoints(job_id):
             ok = record.index == len(hashes) and (record.index == 0 or record.loss is not None)
             if ok:
@@ -331,9 +332,9 @@ class JobTrainer:
             raise JobWorkError(f"job {job_id}: {exc}") from exc
         root = TraceTree(hashes).root
         self.db.set_trained(job_id, root, len(hashes))
-        log.info("training finished", extra={"job": job_id, "root": root, "checkpoints": len(hashes), "seconds": round(time.monotonic() - started, 2)})
+        log.info("training finished", extra={"job": job_id, "root": hex32(root), "checkpoints": len(hashes), "seconds": round(time.monotonic() - started, 2)})
 
-    def _build_trace(self, job_id: JobId, spec: JobSpec, dataset: Dataset, deadline: int) -> list[str]:
+    def _build_trace(self, job_id: JobId, spec: JobSpec, dataset: Dataset, deadline: int) -> list[Bytes32]:
         """Train from the last checkpoint on disk that verifies (or from the start), writing every
         checkpoint; the state hashes of checkpoints 0..n."""
         trainer = Trainer(spec, dataset, self.rt)
@@ -351,7 +352,7 @@ class JobTrainer:
         for index in range(len(hashes), spec.segments + 1):
             loss = segment_loss(trainer.run(k, self._step_hook(job_id, deadline)))
             hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes(), loss))
-            log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hashes[-1], "loss": loss})
+            log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hex32(hashes[-1]), "loss": loss})
         return hashes
 
     def _step_hook(self, job_id: JobId, deadline: int) -> Callable[[int, int], None]:
@@ -369,7 +370,7 @@ class JobTrainer:
 
         return hook
 
-    def _write_checkpoint(self, job_id: JobId, folder: Path, index: int, data: bytes, loss: float | None) -> str:
+    def _write_checkpoint(self, job_id: JobId, folder: Path, index: int, data: bytes, loss: float | None) -> Bytes32:
         path = folder / f"checkpoint-{index:06d}.safetensors"
         tmp = path.with_suffix(".tmp")
         with open(tmp, "wb") as fh:
@@ -419,7 +420,7 @@ class JobTrainer:
             raise JobWorkError(f"job {job_id}: checkpoints on record without their segment's loss, re-training")
         trace = Trace(spec=spec, state_hashes=hashes, update_norms=tuple(norms), losses=losses, tree=TraceTree(hashes), cids=tuple(cids))
         if trace.root != record.trace_root:
-            raise JobWorkError(f"job {job_id}: trace root {trace.root} differs from the recorded {record.trace_root}")
+            raise JobWorkError(f"job {job_id}: trace root {hex32(trace.root)} differs from the recorded {hex32(record.trace_root)}")
         manifest = trace.manifest(spec_cid)
         manifest_cid = self.store.put(manifest.canonical_bytes())
         self.db.set_uploaded(job_id, manifest.final_cid, manifest_cid)
@@ -430,7 +431,7 @@ class JobTrainer:
 
     # -- disputes ----------------------------------------------------------------------------
 
-    def midpoint(self, job_id: JobId, segment: int, step: int) -> tuple[str, Cid]:
+    def midpoint(self, job_id: JobId, segment: int, step: int) -> tuple[Bytes32, Cid]:
         """Our state ``step`` steps into ``segment``, recomputed from checkpoint ``segment`` on
         disk, stored (the challenger and referees fetch it by CID): ``(state hash, CID)``."""
         _, spec = self._spec(job_id)

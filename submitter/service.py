@@ -22,6 +22,7 @@ from pathlib import Path
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount
+from core.probe import Bytes32
 from core.storage import ContentStore
 from proofs.merkle import hex32
 from proofs.spec import JobSpec, Limits
@@ -158,7 +159,7 @@ def list_jobs(protocol: Protocol, limit: int = 1_000) -> list[tuple[JobId, Job]]
 class Commitment:
     """What the job's current solver committed (from its latest TraceCommitted event)."""
 
-    trace_root: bytes
+    trace_root: Bytes32
     checkpoint_count: int
     final_model_cid: Cid
     manifest_cid: Cid
@@ -171,7 +172,7 @@ def commitment(protocol: Protocol, job_id: JobId, job: Job) -> Commitment | None
     if not ours or job.state in (JobState.OPEN, JobState.CLAIMED):
         return None
     last = ours[-1].args
-    return Commitment(last["traceRoot"], last["checkpointCount"], digest_to_cid(last["finalModelCid"]), digest_to_cid(last["manifestCid"]))
+    return Commitment(Bytes32(bytes(last["traceRoot"])), last["checkpointCount"], digest_to_cid(last["finalModelCid"]), digest_to_cid(last["manifestCid"]))
 
 
 def fetch_model(protocol: Protocol, store: ContentStore, job_id: int, out: Path) -> tuple[Cid, int]:

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 
 from core.contracts import Game, GameId, JobId
 from proofs import Dataset, Manifest, Probe, SegmentVerdict
-from proofs.merkle import to_bytes32
 from proofs.spec import JobSpec
 from rolebase.dispute import DisputeReplayer
 from verifier.work import TraceVerifier
@@ -34,7 +33,7 @@ class LazyTraceVerifier(TraceVerifier):
         report: dict[str, object],
     ) -> tuple[list[SegmentVerdict], list[Probe]]:
         log.warning("report passed without replay (lazy test adversary)", extra={"job": job_id})
-        return [], [Probe(i, segment, step, to_bytes32(manifest.state_hashes[segment + 1])) for i, segment, step in positions]
+        return [], [Probe(i, segment, step, manifest.state_hashes[segment + 1]) for i, segment, step in positions]
 
     def _conclude(self, verdicts: Sequence[SegmentVerdict]) -> tuple[bool, int | None, str]:
         return True, None, "passed without replay (lazy verifier, test adversary)"

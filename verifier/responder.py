@@ -20,7 +20,7 @@ from core.chain import Address
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Ballot, GameId, GameStatus, JobId, Protocol, Role
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
-from proofs.merkle import to_bytes32
+from proofs.merkle import hex32
 from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
 from verifier.policy import (
@@ -132,8 +132,8 @@ class VerifierResponder:
                 game = p.game.get_game(game_id)
                 if game.status is GameStatus.SOLVER_TO_MOVE and game.on_report and game.defender == self.me:
                     state_hash, cid = self.replayer.midpoint(game)
-                    receipt = p.game.post_midpoint(game_id, to_bytes32(state_hash), cid_to_digest(cid))
-                    log_mined(log, "postMidpoint", receipt, game=game_id, step=midpoint(game.lo, game.hi), state_hash=state_hash, cid=cid)
+                    receipt = p.game.post_midpoint(game_id, state_hash, cid_to_digest(cid))
+                    log_mined(log, "postMidpoint", receipt, game=game_id, step=midpoint(game.lo, game.hi), state_hash=hex32(state_hash), cid=cid)
             case GameMove(game_id, Action.COMMIT_VOTE):
                 if p.game.ballot_of(game_id, self.me)[0] is Ballot.SEATED:
                     right = self.replayer.vote(game_id, p.game.get_game(game_id))

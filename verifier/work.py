@@ -66,7 +66,7 @@ from proofs import (
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
-from proofs.merkle import hex32, to_bytes32
+from proofs.merkle import hex32
 from proofs.spec import JobSpec
 from proofs.train import Runtime
 from rolebase.device import job_fault
@@ -150,7 +150,7 @@ class TraceVerifier:
             return None
         return dict(events[-1].args)
 
-    def _get(self, job_id: JobId, item: int, cid: str, limit: int, deadline: int, what: str, expect_hash: str | None = None) -> bytes:
+    def _get(self, job_id: JobId, item: int, cid: str, limit: int, deadline: int, what: str, expect_hash: Bytes32 | None = None) -> bytes:
         """``item`` of the job by its CID (and, for a checkpoint, its committed ``expect_hash``), or its
         copy published on chain; else retried a while, then ContentUnavailable (the item is challenged)."""
         try:
@@ -199,7 +199,7 @@ class TraceVerifier:
             log.debug("forced", extra={"job": job_id})
         # A pass always has them all; a fail publishes none (report() rejects probes on a fail).
         shown = published_probes(probes, draw.forced) if passed and len(probes) == self.probe_count else []
-        probe_root = Bytes32(to_bytes32(ProbeTree(shown).root)) if shown else ZERO32
+        probe_root = ProbeTree(shown).root if shown else ZERO32
         report.update({"passed": passed, "summary": summary, "probes": [probe_json(p) for p in shown], "probe_root": hex32(probe_root)})
         report_cid = self.store.put(json.dumps(report, sort_keys=True).encode())
         log.info("replay done", extra={"job": job_id, "passed": passed, "summary": summary, "seconds": round(time.monotonic() - started, 2)})
@@ -212,7 +212,7 @@ class TraceVerifier:
         dataset: Dataset,
         manifest_cid: Cid,
         committed: dict[str, object],
-        trace_root: bytes,
+        trace_root: Bytes32,
         deadline: int,
         seed: bytes,
         report: dict[str, object],
@@ -272,9 +272,7 @@ class TraceVerifier:
                 raise Stopped(f"job {job_id}: replay stopped; it starts again on restart")
             verdict = replay.segment(segment)
             if verdict.passed:  # a probe in a segment that does not replay is moot: the report fails
-                probes += [
-                    Probe(i, segment, step, to_bytes32(state_hash(replay.state(segment, step)))) for i, _, step in (p for p in positions if p[1] == segment)
-                ]
+                probes += [Probe(i, segment, step, state_hash(replay.state(segment, step))) for i, _, step in (p for p in positions if p[1] == segment)]
             verdicts.append(verdict)
             log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
         report["verdicts"] = [_verdict_entry(v) for v in verdicts]

@@ -43,7 +43,7 @@ from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooL
 from proofs import ProofError, TraceReplay, choose_segments, committed_manifest, state_hash
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
-from proofs.merkle import hex32, to_bytes32
+from proofs.merkle import hex32
 from proofs.probes import Probe, ProbeTree, probe_step
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import SEGMENT_REPLAYED
@@ -154,8 +154,8 @@ class Auditor:
             raise AuditDeferred(f"job {job_id}: no passing report sealed on chain yet")
         seal, reported = sealed
         tree = ProbeTree(reported)
-        if to_bytes32(tree.root) != bytes(seal.probe_root):
-            raise AuditDeferred(f"job {job_id}: the emitted probes build {tree.root}, the seal holds {hex32(seal.probe_root)}")
+        if tree.root != seal.probe_root:
+            raise AuditDeferred(f"job {job_id}: the emitted probes build {hex32(tree.root)}, the seal holds {hex32(seal.probe_root)}")
         return seal, tree
 
     def _manifest(self, job_id: JobId, deadline: int) -> str | None:
@@ -183,12 +183,12 @@ class Auditor:
         self._check_stop(job_id)
         probe = tree.probe(index)
         truth = state_hash(replay.state(probe.segment, probe.step))
-        ok = to_bytes32(truth) == probe.state_hash
+        ok = truth == probe.state_hash
         log.info("probe replayed", extra={"job": job_id, "probe": index, "segment": probe.segment, "step": probe.step, "ok": ok})
         if ok:
             return None
-        detail = f"probe {index}: state after step {probe.step} of segment {probe.segment} is {truth}, the report says {hex32(probe.state_hash)}"
-        return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, hex32(probe.state_hash), tuple(tree.proof(index)))
+        detail = f"probe {index}: state after step {probe.step} of segment {probe.segment} is {hex32(truth)}, the report says {hex32(probe.state_hash)}"
+        return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(index)))
 
     def _segment(self, job_id: JobId, replay: TraceReplay, segment: int) -> Finding | None:
         self._check_stop(job_id)
@@ -202,4 +202,4 @@ def _off_step(probe: Probe, fixed_step: int, tree: ProbeTree) -> Finding:
     report game rule against the defender on the game's shape (``rolebase.dispute.vote_from_shape``);
     a verifier that did not replay could otherwise state a copyable checkpoint."""
     detail = f"probe {probe.index} is at step {probe.step} of segment {probe.segment}; the draw fixed step {fixed_step}"
-    return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, hex32(probe.state_hash), tuple(tree.proof(probe.index)))
+    return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(probe.index)))

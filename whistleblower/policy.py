@@ -42,6 +42,8 @@ from eth_utils import keccak
 from core.chain import Address
 from core.contracts import Game, GameId, GameParams, JobId, TokenAmount
 from core.dispute import Actor, party_move
+from core.probe import Bytes32, Probe
+from proofs.merkle import hex32, to_bytes32
 from rolebase.actions import Forget, GameMove, Stake, stake_needed
 
 _DRAW_DOMAIN = b"veritrain/whistleblower-audit-draw/v1"
@@ -64,7 +66,7 @@ class Finding:
 
     ``index`` is the probe slot (PROBE) or the segment (SEGMENT). A probe also carries the
     verifier's published ``step`` and (wrong) ``state_hash`` and its Merkle ``proof`` under
-    the report's probe root, all 0x-hex.
+    the report's probe root (0x-hex in the JSON the database keeps; ``""`` for no state hash).
     """
 
     kind: FindingKind
@@ -72,12 +74,18 @@ class Finding:
     segment: int
     detail: str
     step: int = 0
-    state_hash: str = ""
-    proof: tuple[str, ...] = ()
+    state_hash: Bytes32 | None = None
+    proof: tuple[Bytes32, ...] = ()
 
     @property
     def key(self) -> tuple[FindingKind, int]:
         return self.kind, self.index
+
+    def probe(self) -> Probe:
+        """The verifier's probe a PROBE finding disputes."""
+        if self.kind is not FindingKind.PROBE or self.state_hash is None:
+            raise ValueError(f"a {self.kind.value} finding names no probe")
+        return Probe(self.index, self.segment, self.step, self.state_hash)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -86,22 +94,22 @@ class Finding:
             "segment": self.segment,
             "detail": self.detail,
             "step": self.step,
-            "state_hash": self.state_hash,
-            "proof": list(self.proof),
+            "state_hash": "" if self.state_hash is None else hex32(self.state_hash),
+            "proof": [hex32(p) for p in self.proof],
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, object]) -> Finding:
-        proof = raw.get("proof", [])
-        assert isinstance(proof, list)
+        proof, state_hash = raw.get("proof", []), raw.get("state_hash", "")
+        assert isinstance(proof, list) and isinstance(state_hash, str)
         return cls(
             FindingKind(raw["kind"]),
             int(raw["index"]),  # type: ignore[call-overload]
             int(raw["segment"]),  # type: ignore[call-overload]
             str(raw["detail"]),
             int(raw.get("step", 0)),  # type: ignore[call-overload]
-            str(raw.get("state_hash", "")),
-            tuple(str(p) for p in proof),
+            to_bytes32(state_hash, "finding state hash") if state_hash else None,
+            tuple(to_bytes32(str(p), "finding proof element") for p in proof),
         )
 
 

@@ -18,8 +18,6 @@ from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import GameId, JobId, JobState, Protocol, Role
 from core.dispute import opening_on_report
-from core.probe import Probe
-from proofs.merkle import to_bytes32
 from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import AUDIT_RECORDED, CHALLENGE_HELD
@@ -96,8 +94,7 @@ class WhistleblowerResponder:
         m = self.replayer.material(job_id)
         if finding.kind is FindingKind.PROBE:
             seal = p.market.seal_of(job_id, p.book.deploy_block)
-            probe = Probe(finding.index, finding.segment, finding.step, to_bytes32(finding.state_hash))
-            args = opening_on_report(seal, probe, finding.proof, m.manifest.state_hashes, m.manifest.tree())
+            args = opening_on_report(seal, finding.probe(), finding.proof, m.manifest.state_hashes, m.manifest.tree())
             game_id, receipt = p.game.open_on_report(job_id, *args.call_args())
             what = "openOnReport"
         else:

@@ -19,7 +19,7 @@ from core.contracts import MANIFEST_ITEM, JobState, Role
 from core.storage import LocalStore
 from deploy.devnet import Devnet
 from proofs.checkpoint import state_hash
-from proofs.merkle import TraceTree
+from proofs.merkle import TraceTree, hex32
 from solver.availability import publication
 from solver.policy import Phase
 from solver.state import SolverDb
@@ -59,7 +59,7 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     db.set_trained(job_id, root, len(hashes))
     db.set_uploaded(job_id, cids[-1], manifest_cid)
     db.set_phase(job_id, Phase.COMMITTED)
-    solver.market.commit(job_id, bytes.fromhex(root[2:]), len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
+    solver.market.commit(job_id, root, len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
     assert proto.market.manifest_of(job_id) == cid_to_digest(manifest_cid)
     devnet.chain.mine(2)
     proto.market.with_signer(sub).assign_verifier(job_id)
@@ -99,14 +99,14 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     # the submitter's timeline shows the game, a published item by its size and hash only
     shown = [(e.event, e.args) for e in job_timeline(proto, job_id) if e.event.startswith("Availability")]
     assert [name for name, _ in shown] == ["AvailabilityChallenged", "AvailabilityAnswered"] * 2 + ["AvailabilityChallenged", "AvailabilityTimedOut"]
-    assert shown[1][1]["content"] == {"bytes": len(CHECKPOINTS[3]), "keccak256": hashes[3]}
+    assert shown[1][1]["content"] == {"bytes": len(CHECKPOINTS[3]), "keccak256": hex32(hashes[3])}  # hex in the timeline JSON
 
     # another job committing the same trace: the chain keys a publication by its content (the
     # manifest CID, the trace root), so the first job's published copies serve this one's readers
     job2, _ = post(proto, sub)
     stake(proto, sol, Role.SOLVER)
     solver.market.claim(job2)
-    solver.market.commit(job2, bytes.fromhex(root[2:]), len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
+    solver.market.commit(job2, root, len(hashes), cid_to_digest(cids[-1]), cid_to_digest(manifest_cid))
     assert proto.market.is_published(job2, MANIFEST_ITEM) and proto.market.is_published(job2, 3)
     assert availability.published(job2, MANIFEST_ITEM, manifest_cid, None) == MANIFEST_BYTES
     assert availability.published(job2, 3, cids[3], hashes[3]) == CHECKPOINTS[3]

@@ -31,10 +31,6 @@ ZERO = Bytes32(b"\x00" * 32)
 CHECKPOINTS, K = 9, 5  # a trace of 8 segments of 5 steps
 
 
-def _b(hex32: str) -> Bytes32:
-    return Bytes32(bytes.fromhex(hex32[2:]))
-
-
 def _drawn(devnet: Devnet, parties: Parties, secret: bytes | None = None, *, seed_after_anchor: bool = False) -> tuple[JobId, Event]:
     """A committed job with ``parties.verifier`` drawn (the only verifier staked); it commits the
     forced seed of ``secret`` before the job's commit, or after it (past the draw's anchor)."""
@@ -78,7 +74,7 @@ def test_the_seal_rebuilt_from_events_is_what_verify_probe_accepts(devnet: Devne
 
     receipt = devnet.protocol(parties.verifier).market.report(job_id, True, REPORT, seed, ZERO, _entries(tree))
     (reported,) = market.decode_events(receipt, "ReportSubmitted")
-    assert reported.args["probeRoot"] == _b(tree.root)  # the chain computed ProbeTree's root
+    assert reported.args["probeRoot"] == tree.root  # the chain computed ProbeTree's root
     sealed = market.sealed_report(job_id)
     assert sealed is not None and sealed[1] == _entries(tree)  # the probes are on chain: no report JSON needed
     (shown,) = [e for e in job_timeline(devnet.protocol(), job_id) if e.event == "ReportSubmitted"]
@@ -86,14 +82,14 @@ def test_the_seal_rebuilt_from_events_is_what_verify_probe_accepts(devnet: Devne
         {"segment": p.segment, "step": p.step, "stateHash": "0x" + p.state_hash.hex()} for p in sorted(tree.probes, key=lambda p: p.index)
     ]
     seal = market.seal_of(job_id)
-    assert seal == ReportSeal(seed, ZERO, _b(tree.root))
+    assert seal == ReportSeal(seed, ZERO, tree.root)
     assert seal.digest() == market.report_seal(job_id)
 
     for probe in tree.probes:
-        proof = [_b(p) for p in tree.proof(probe.index)]
+        proof = tree.proof(probe.index)
         assert market.verify_probe(job_id, seal, probe.index, probe.segment, probe.step, probe.state_hash, proof)
     probe = tree.probes[0]
-    proof = [_b(p) for p in tree.proof(0)]
+    proof = tree.proof(0)
     other = Bytes32(keccak(b"another seed"))
     rejected = [
         (dataclasses.replace(seal, assign_seed=other), probe.segment, probe.step, probe.state_hash),  # not the stored seal

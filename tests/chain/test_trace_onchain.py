@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from core.contracts import JobId, JobState, Role
+from core.probe import Bytes32
 from deploy.devnet import Devnet
 from proofs import Trace, load_dataset, train_trace
 from proofs.datasets import reference_job
@@ -30,14 +31,14 @@ def trace() -> Trace:
     return train_trace(spec, load_dataset(spec, job.dataset))
 
 
-def _commit_trace(devnet: Devnet, parties: Parties, root: str, leaves: int) -> JobId:
+def _commit_trace(devnet: Devnet, parties: Parties, root: Bytes32, leaves: int) -> JobId:
     proto = devnet.protocol()
     proto.with_signer(parties.solver).token.approve(proto.stakes.address, 1_000 * E18)
     proto.with_signer(parties.solver).stakes.stake(Role.SOLVER, 1_000 * E18)
     proto.with_signer(parties.submitter).token.approve(proto.market.address, 110 * E18 + proto.market.jackpot_tax(100 * E18, 10 * E18))
     job_id, _ = proto.with_signer(parties.submitter).market.post_job(ZERO_CID, 100 * E18, 10 * E18, 3_600)
     proto.with_signer(parties.solver).market.claim(job_id)
-    proto.with_signer(parties.solver).market.commit(job_id, bytes.fromhex(root[2:]), leaves, ZERO_CID, ZERO_CID)
+    proto.with_signer(parties.solver).market.commit(job_id, root, leaves, ZERO_CID, ZERO_CID)
     assert proto.market.get_job(job_id).state is JobState.COMMITTED
     return job_id
 
@@ -49,16 +50,15 @@ def test_every_checkpoint_of_a_real_trace_verifies_on_chain(devnet: Devnet, part
     job_id = _commit_trace(devnet, parties, tree.root, leaves)
     market = devnet.protocol().market
     for index, state_hash in enumerate(trace.state_hashes):
-        proof = [bytes.fromhex(p[2:]) for p in tree.proof(index)]
-        assert market.verify_checkpoint(job_id, index, bytes.fromhex(state_hash[2:]), proof), index
+        assert market.verify_checkpoint(job_id, index, state_hash, tree.proof(index)), index
 
 
 def test_wrong_hash_wrong_index_and_wrong_proof_are_rejected_on_chain(devnet: Devnet, parties: Parties, trace: Trace) -> None:
     tree = trace.tree
     job_id = _commit_trace(devnet, parties, tree.root, len(trace.state_hashes))
     market = devnet.protocol().market
-    hashes = [bytes.fromhex(h[2:]) for h in trace.state_hashes]
-    proof3 = [bytes.fromhex(p[2:]) for p in tree.proof(3)]
+    hashes = trace.state_hashes
+    proof3 = tree.proof(3)
     assert market.verify_checkpoint(job_id, 3, hashes[3], proof3)
     assert not market.verify_checkpoint(job_id, 3, hashes[4], proof3)  # another checkpoint's hash
     assert not market.verify_checkpoint(job_id, 4, hashes[3], proof3)  # the hash at another index

@@ -51,7 +51,7 @@ def test_the_committed_curve_is_shown_exactly_and_drawn(devnet: Devnet, parties:
     assert job_curve(proto, store, job_id) is None  # nothing committed yet
     solver = proto.with_signer(parties.solver).market
     solver.claim(job_id)
-    solver.commit(job_id, bytes.fromhex(trace.root[2:]), len(trace.state_hashes), cid_to_digest(manifest.final_cid), cid_to_digest(manifest_cid))
+    solver.commit(job_id, trace.root, len(trace.state_hashes), cid_to_digest(manifest.final_cid), cid_to_digest(manifest_cid))
 
     curve = job_curve(proto, store, job_id)
     assert curve is not None and curve.manifest_cid == manifest_cid

@@ -45,7 +45,6 @@ from proofs import (
     state_hash,
 )
 from proofs.datasets import reference_job
-from proofs.merkle import to_bytes32
 
 VERI = 10**18
 REWARD = 100 * VERI
@@ -188,14 +187,14 @@ class Arena:
         job_id, _ = submitter.market.post_job(b"\x01" * 32, REWARD, FEE, 600)
         solver = self.proto(self.solver)
         solver.market.claim(job_id)
-        solver.market.commit(job_id, bytes.fromhex(tree.root[2:]), len(hashes), cid_to_digest(cids[-1]), b"\x02" * 32)
+        solver.market.commit(job_id, tree.root, len(hashes), cid_to_digest(cids[-1]), b"\x02" * 32)
         self.net.chain.mine(2)
         receipt = self.proto(self.outsider).market.assign_verifier(job_id)
         (assigned,) = self.base.market.decode_events(receipt, "VerifierAssigned")
         verifier = self.by_address[assigned.args["verifier"]]
         published: list[Probe] = []  # a fail publishes no probes
         if not by_verifier:
-            truth = probe_hash or (lambda _i, segment, step: to_bytes32(state_hash(self.trained.honest[segment * K + step])))
+            truth = probe_hash or (lambda _i, segment, step: state_hash(self.trained.honest[segment * K + step]))
             positions = probe_positions(assigned.args["assignSeed"], self.market_params.probe_count, len(hashes), K)
             self.probes[job_id] = ProbeTree([Probe(i, seg, m, truth(i, seg, m)) for i, seg, m in positions])
             published = sorted(self.probes[job_id].probes, key=lambda p: p.index)
@@ -276,7 +275,7 @@ class Arena:
                 else:
                     data = honest[step] if how == "honest" else solver_states[step]
                     posted, cid = state_hash(data), cid_to_digest(self.store.put(data))
-                self._record(played, "postMidpoint", solver.post_midpoint(played.game_id, bytes.fromhex(posted[2:]), cid))
+                self._record(played, "postMidpoint", solver.post_midpoint(played.game_id, posted, cid))
             else:
                 how = challenger_moves(move)
                 move += 1
@@ -292,7 +291,7 @@ class Arena:
                             pass
                     self._record(played, "timeoutClock", self.proto(self.outsider).game.timeout_clock(played.game_id))
                     return played
-                truth = bytes(game.mid_hash).hex() == state_hash(honest[step])[2:]
+                truth = game.mid_hash == state_hash(honest[step])
                 agree = {"truth": truth, "slow": truth, "lie": not truth, "agree": True, "disagree": False}[how]
                 self._record(played, "answerMidpoint", challenger.answer_midpoint(played.game_id, agree))
 
@@ -316,10 +315,10 @@ class Arena:
                 played.silent_referees += 1
                 continue
             pre = self.store.get(task.pre_cid, MAX_STATE_BYTES)
-            assert state_hash(pre) == "0x" + bytes(task.pre_hash).hex(), "the agreed state is what the CID holds"
+            assert state_hash(pre) == task.pre_hash, "the agreed state is what the CID holds"
             assert decode_checkpoint(pre).step == task.global_step
             after = execute_step(self.trained.spec, self.trained.dataset, pre)
-            solver_right = state_hash(after) == "0x" + bytes(task.post_hash).hex()
+            solver_right = state_hash(after) == task.post_hash
             salt = derive_salt(self.salt_secret + referee.encode(), played.game_id)
             votes[referee] = (solver_right, salt)
             commitment = vote_commitment(played.game_id, solver_right, salt, referee)

@@ -31,12 +31,12 @@ def _hash(tag: str, i: int) -> Bytes32:
 @pytest.mark.parametrize("k", [50, 1000])
 def test_gas_of_a_whole_dispute(arena: Arena, k: int) -> None:
     started = time.perf_counter()
-    hashes = ["0x" + _hash("ckpt", i).hex() for i in range(4)]
+    hashes = [_hash("ckpt", i) for i in range(4)]
     tree = TraceTree(hashes)
     submitter, solver, wb = (arena.proto(s) for s in (arena.submitter, arena.solver, arena.whistleblower))
     job_id, _ = submitter.market.post_job(b"\x01" * 32, REWARD, FEE, 600)
     solver.market.claim(job_id)
-    solver.market.commit(job_id, bytes.fromhex(tree.root[2:]), 4, b"\x02" * 32, b"\x03" * 32)
+    solver.market.commit(job_id, tree.root, 4, b"\x02" * 32, b"\x03" * 32)
     arena.net.chain.mine(2)
     receipt = arena.proto(arena.outsider).market.assign_verifier(job_id)
     (assigned,) = arena.base.market.decode_events(receipt, "VerifierAssigned")

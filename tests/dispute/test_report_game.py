@@ -26,7 +26,6 @@ from core.storage.local import LocalStore
 from deploy.deployer import DeployParams
 from deploy.devnet import start_devnet
 from proofs import forced_commitment, forced_hash, state_hash
-from proofs.merkle import to_bytes32
 
 from .arena import FEE, REWARD, Arena, K, TrainedJob
 
@@ -39,7 +38,7 @@ def _secret(verifier: str) -> bytes:
 @pytest.mark.parametrize("defence", ["silent", "random"])
 def test_a_lazy_verifier_loses_its_bond_and_the_job_gets_a_new_verifier(arena: Arena, defence: str) -> None:
     honest = arena.trained.honest
-    lazy = lambda _i, segment, _step: to_bytes32(state_hash(honest[(segment + 1) * K]))  # noqa: E731 - the end checkpoint, copied
+    lazy = lambda _i, segment, _step: state_hash(honest[(segment + 1) * K])  # noqa: E731 - the end checkpoint, copied
     job_id, _, cids = arena.commit_job(honest, by_verifier=False, probe_hash=lazy)
     market, game_api = arena.base.market, arena.base.game
     verifier = market.get_job(job_id).verifier
@@ -144,7 +143,7 @@ def test_a_forced_verifier_concedes_and_the_whistleblower_wins_the_jackpot_share
     honest = arena.trained.honest
 
     def forced_probe(i: int, segment: int, step: int) -> Bytes32:
-        true = to_bytes32(state_hash(honest[segment * K + step]))
+        true = state_hash(honest[segment * K + step])
         return forced_hash(true) if i == 0 else true
 
     job_id, _, _ = arena.commit_job(honest, by_verifier=False, probe_hash=forced_probe)

@@ -81,7 +81,7 @@ def test_job_finalized_with_all_content_on_ipfs(ipfs_node: JsIpfsNode, devnet: t
     done = service.commitment(submitter, JobId(posted.job_id), chain_job)
     assert done is not None
     manifest = parse_manifest(store.get(done.manifest_cid, MAX_JSON))
-    assert bytes.fromhex(manifest.root.removeprefix("0x")) == done.trace_root == chain_job.trace_root
+    assert manifest.root == done.trace_root == chain_job.trace_root
     assert len(manifest.checkpoints) == done.checkpoint_count == 11  # tiny: 200 steps, k = 20
     for cid in (done.manifest_cid, done.final_model_cid, *(c.cid for c in manifest.checkpoints)):
         assert store.stat(cid).pinned, f"{cid} not pinned on the IPFS node"

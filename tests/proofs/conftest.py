@@ -14,6 +14,7 @@ import pytest
 
 from proofs import Dataset, JobSpec, Trace, load_dataset, load_spec, train_trace
 from proofs.datasets import shapes, spirals, text_tokens
+from proofs.merkle import hex32, to_bytes32
 
 
 def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:
@@ -45,15 +46,17 @@ OpenZeppelin = Callable[[Sequence[str], Sequence[Sequence[Sequence[Any]]]], list
 @pytest.fixture(scope="session")
 def openzeppelin() -> OpenZeppelin:
     """``openzeppelin(types, sets)``: root and proofs of ``StandardMerkleTree.of(values, types)``
-    for each leaf set, from the npm package itself (integers are sent as decimal strings)."""
+    for each leaf set, from the npm package itself. The npm package speaks hex: integers are sent as
+    decimal strings, bytes as ``0x`` hex, and the root and proofs it returns come back as bytes."""
     if shutil.which("node") is None or not (ROOT / "node_modules/@openzeppelin/merkle-tree").is_dir():
         pytest.skip("node and node_modules/@openzeppelin/merkle-tree are needed for the cross-check")
 
     def run(types: Sequence[str], sets: Sequence[Sequence[Sequence[Any]]]) -> list[dict[str, Any]]:
-        values = [[[str(v) if isinstance(v, int) else v for v in value] for value in values] for values in sets]
+        values = [[[str(v) if isinstance(v, int) else hex32(v) for v in value] for value in values] for values in sets]
         payload = json.dumps({"types": list(types), "sets": values})
         done = subprocess.run(["node", str(OZ_TREE)], input=payload, capture_output=True, text=True, cwd=ROOT, check=True, timeout=60)
-        return list(json.loads(done.stdout))
+        trees = json.loads(done.stdout)
+        return [{"root": to_bytes32(t["root"]), "proofs": [[to_bytes32(h) for h in proof] for proof in t["proofs"]]} for t in trees]
 
     return run
 

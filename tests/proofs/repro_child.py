@@ -4,8 +4,8 @@ under this process's kernel settings (set through its environment) and print the
     python tests/proofs/repro_child.py DIR THREADS
 
 DIR holds ``jobs.json`` (name -> spec file, data file, checkpoint files) written by the test.
-Prints one JSON object: name -> list of [segment, passed, replayed hash], plus ``step``:
-name -> the hash of ``execute_step`` on checkpoint 0 (a referee's single-step re-execution).
+Prints one JSON object: name -> list of [segment, passed, replayed hash (0x hex)], plus ``step``:
+name -> the hash (0x hex) of ``execute_step`` on checkpoint 0 (a referee's single-step re-execution).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from proofs import execute_step, load_dataset, load_spec, replay_segment, state_hash
+from proofs.merkle import hex32
 from proofs.train import Runtime
 
 
@@ -30,9 +31,9 @@ def main() -> None:
         verdicts = []
         for seg in range(spec.segments):
             v = replay_segment(spec, dataset, seg, ckpts[seg], ckpts[seg + 1], rt=rt, start_hash=state_hash(ckpts[seg]), end_hash=state_hash(ckpts[seg + 1]))
-            verdicts.append([seg, v.passed, v.replayed_hash])
+            verdicts.append([seg, v.passed, None if v.replayed_hash is None else hex32(v.replayed_hash)])
         out[name] = verdicts
-        out["step"][name] = state_hash(execute_step(spec, dataset, ckpts[0], rt))  # type: ignore[index]
+        out["step"][name] = hex32(state_hash(execute_step(spec, dataset, ckpts[0], rt)))  # type: ignore[index]
     print(json.dumps(out))
 
 

@@ -91,7 +91,7 @@ def test_verify_trace_passes_an_honest_trace_through_its_manifest(mlp, traces) -
 def test_manifest_with_wrong_root_or_spec_is_refused(mlp, traces, make_spec, datasets) -> None:
     trace = traces["mlp"]
     good = trace.manifest("QmSpec", ["QmC"] * len(trace.state_hashes))
-    body = good.canonical_bytes().replace(trace.root[2:].encode(), b"00" * 32)
+    body = good.canonical_bytes().replace(trace.root.hex().encode(), b"00" * 32)
     with pytest.raises(ManifestError, match="root"):
         parse_manifest(body)
     other = make_spec("mlp", datasets["mlp"], seed=99)

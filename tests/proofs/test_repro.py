@@ -23,6 +23,7 @@ from torch.nn import functional as F
 from proofs import execute_step, load_dataset, repro, state_hash, train_trace
 from proofs import repro_kernels as K
 from proofs.errors import SpecError
+from proofs.merkle import hex32
 from proofs.spec import load_spec
 from proofs.train import Runtime
 
@@ -175,7 +176,7 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
             results[label] = json.loads(out)
     for label, got in results.items():
         for name, hashes in expected.items():
-            assert got[name] == [[seg, True, hashes[seg + 1]] for seg in range(len(hashes) - 1)], f"{label}: {name}"
-            assert got["step"][name] == steps[name], f"{label}: single step of {name}"
+            assert got[name] == [[seg, True, hex32(hashes[seg + 1])] for seg in range(len(hashes) - 1)], f"{label}: {name}"
+            assert got["step"][name] == hex32(steps[name]), f"{label}: single step of {name}"
     # The children really run other kernels: plain torch numerics lose exact replay there.
     assert not all(passed for _, passed, _ in results["aten=default"]["control-torch"])

@@ -67,7 +67,7 @@ def _game(job: Any, trace: Trace, segment: int, lo: int, hi: int) -> Any:
     k = job.spec.checkpoint_interval
     mid = (lo + hi) // 2
     truth = state_hash(state_at(job.spec, job.dataset, trace.checkpoints[segment], segment * k + mid))
-    return SimpleNamespace(job_id=JOB, segment=segment, steps=k, lo=lo, hi=hi, mid_hash=Bytes32(bytes.fromhex(truth[2:])))
+    return SimpleNamespace(job_id=JOB, segment=segment, steps=k, lo=lo, hi=hi, mid_hash=truth)
 
 
 def test_a_challenger_steers_a_coasting_segment_to_its_first_idle_step(job: Any) -> None:
@@ -93,7 +93,7 @@ def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None, rt
     args = {"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes())), "checkpointCount": len(trace.state_hashes),
             "finalModelCid": cid_to_digest(final_cid or manifest.final_cid)}  # fmt: skip
     market = SimpleNamespace(
-        get_job=lambda _: SimpleNamespace(trace_root=bytes.fromhex(trace.root[2:])),
+        get_job=lambda _: SimpleNamespace(trace_root=trace.root),
         events=lambda name, _block, **_: [SimpleNamespace(args=args)] if name == "TraceCommitted" else [],
     )
     protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0))
@@ -125,8 +125,8 @@ def _isolated(job: Any, trace: Trace, segment: int, lo: int) -> Any:
     disputed = state_hash(state_at(job.spec, job.dataset, trace.checkpoints[segment], segment * k + lo + 1))
     return SimpleNamespace(
         job_id=JOB, segment=segment, steps=k, on_report=False, status=GameStatus.ISOLATED, lo=lo, hi=lo + 1,
-        agreed_hash=Bytes32(bytes.fromhex(state_hash(agreed)[2:])), agreed_cid=Bytes32(cid_to_digest(job.store.put(agreed))),
-        disputed_hash=Bytes32(bytes.fromhex(disputed[2:])),
+        agreed_hash=state_hash(agreed), agreed_cid=Bytes32(cid_to_digest(job.store.put(agreed))),
+        disputed_hash=disputed,
     )  # fmt: skip
 
 

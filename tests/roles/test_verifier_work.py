@@ -22,7 +22,7 @@ from core.storage import LocalStore
 from proofs import JobSpec, Probe, ProbeTree, Trace, forced_hash, load_dataset, parse_probe, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
 from proofs.datasets import reference_job
-from proofs.merkle import to_bytes32
+from proofs.merkle import hex32
 from proofs.train import Runtime
 from verifier.adversary import strategies
 from verifier.policy import Draw
@@ -69,7 +69,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
     dataset = load_dataset(spec, ref.dataset)
     truth = train_trace(spec, dataset, put=store.put)
     probes = [
-        Probe(i, s, m, to_bytes32(state_hash(state_at(spec, dataset, truth.checkpoints[s], s * spec.checkpoint_interval + m))))
+        Probe(i, s, m, state_hash(state_at(spec, dataset, truth.checkpoints[s], s * spec.checkpoint_interval + m)))
         for i, s, m in probe_positions(SEED, PROBES, len(truth.state_hashes), spec.checkpoint_interval)
     ]
     return SimpleNamespace(store=store, spec=spec, dataset=dataset, trace=truth, truth=probes, protocol=_chain(store, spec, truth))
@@ -80,7 +80,7 @@ def _chain(store: LocalStore, spec: JobSpec, trace: Trace) -> Any:
     spec_cid = store.put(spec.canonical_bytes())
     manifest = trace.manifest(spec_cid, [store.put(c) for c in trace.checkpoints])
     manifest_cid = store.put(manifest.canonical_bytes())
-    market = _Market(bytes.fromhex(trace.root[2:]), {
+    market = _Market(trace.root, {
         "JobPosted": {"specCid": cid_to_digest(spec_cid)},
         "TraceCommitted": {"manifestCid": cid_to_digest(manifest_cid), "checkpointCount": len(trace.state_hashes),
                            "finalModelCid": cid_to_digest(manifest.final_cid)},
@@ -99,7 +99,7 @@ def test_an_honest_report_commits_to_the_true_probes_of_the_assign_seed(job: Any
     verdict, report = _report(job, Draw(SEED))
     assert verdict.passed and report["passed"] and report["assign_seed"] == "0x" + SEED.hex()
     assert [parse_probe(p) for p in report["probes"]] == job.truth
-    assert report["probe_root"] == ProbeTree(job.truth).root == "0x" + verdict.probe_root.hex()
+    assert report["probe_root"] == hex32(ProbeTree(job.truth).root) == "0x" + verdict.probe_root.hex()  # hex in the JSON
     assert {p.segment for p in job.truth} <= set(report["segments"])  # every probe segment is replayed too
     assert "forced" not in json.dumps(report)
 
@@ -109,7 +109,7 @@ def test_a_forced_report_publishes_probe_0_wrong_and_keeps_its_verdict(job: Any)
     verdict, report = _report(job, Draw(SEED, Bytes32(b"\x01" * 32), forced=True))
     shown = [parse_probe(p) for p in report["probes"]]
     assert verdict.passed and shown[0].state_hash == forced_hash(job.truth[0].state_hash) and shown[1:] == job.truth[1:]
-    assert verdict.probe_root == bytes.fromhex(ProbeTree(shown).root[2:]) != honest.probe_root
+    assert verdict.probe_root == ProbeTree(shown).root != honest.probe_root
     assert set(report) == set(_report(job, Draw(SEED))[1])  # no field tells a forced report from another
 
 
@@ -124,7 +124,7 @@ def test_a_lazy_verifier_passes_with_guessed_probes_that_a_replay_refutes(job: A
     verdict, report = _report(job, Draw(SEED), lazy=True)
     shown = [parse_probe(p) for p in report["probes"]]
     assert verdict.passed and verdict.probe_root != ZERO32
-    assert [p.state_hash for p in shown] == [to_bytes32(job.trace.state_hashes[p.segment + 1]) for p in job.truth]
+    assert [p.state_hash for p in shown] == [job.trace.state_hashes[p.segment + 1] for p in job.truth]
     assert all(guess.state_hash != true.state_hash for guess, true in zip(shown, job.truth, strict=True))
 
 

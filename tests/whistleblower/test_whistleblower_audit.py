@@ -22,7 +22,7 @@ from core.storage.unixfs import file_cid
 from proofs import Probe, ProbeTree, Runtime, Trace, load_dataset, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
 from proofs.datasets import reference_job
-from proofs.merkle import to_bytes32
+from proofs.merkle import hex32
 from proofs.probes import probe_json, verify_probe
 from rolebase.dispute import JobMaterial
 from whistleblower.audit import AuditDeferred, Auditor
@@ -60,7 +60,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Any:
 def _probes(job: Any, trace: Trace) -> list[Probe]:
     k = job.spec.checkpoint_interval
     positions = probe_positions(SEED, PROBES, len(trace.state_hashes), k)
-    return [Probe(i, s, m, to_bytes32(state_hash(state_at(job.spec, job.dataset, trace.checkpoints[s], s * k + m)))) for i, s, m in positions]
+    return [Probe(i, s, m, state_hash(state_at(job.spec, job.dataset, trace.checkpoints[s], s * k + m))) for i, s, m in positions]
 
 
 def _audit(
@@ -72,11 +72,11 @@ def _audit(
     stop: StopFlag | None = None,
     body: bytes | None = None,
     stored: bool = True,
-    root: str | None = None,
+    root: Bytes32 | None = None,
     withheld: int | None = None,
     published: bytes | None = None,
     window_end: int = WINDOW_END,
-    trace_root: bytes | None = None,
+    trace_root: Bytes32 | None = None,
     manifest_published: bool = False,
 ) -> Any:
     """Audit a report of ``probes`` (emitted on chain) on ``trace`` (its checkpoints stored); its JSON
@@ -94,18 +94,18 @@ def _audit(
             if i != withheld:
                 store.put(c)
     tree = ProbeTree(probes)
-    seal = ReportSeal(SEED, Bytes32(b"\x00" * 32), Bytes32(bytes.fromhex((root or tree.root)[2:])))
+    seal = ReportSeal(SEED, Bytes32(b"\x00" * 32), root or tree.root)
     emitted = [replace(p, index=i) for i, p in enumerate(probes)]  # as sealed_report gives them: slot i at i
     committed = [SimpleNamespace(args={"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes()))})]
     market = SimpleNamespace(
         sealed_report=lambda job_id, from_block=0: (seal, emitted),
-        get_job=lambda job_id: SimpleNamespace(deadline=window_end, trace_root=trace_root or bytes.fromhex(manifest.root[2:])),
+        get_job=lambda job_id: SimpleNamespace(deadline=window_end, trace_root=trace_root or manifest.root),
         is_published=lambda job_id, item: item == MANIFEST_ITEM and manifest_published,
         events=lambda name, from_block, **filters: committed if name == "TraceCommitted" else [],
         published=lambda job_id, item, from_block=0: [published] if item == withheld and published is not None else [],
     )
     protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0), client=SimpleNamespace(timestamp=lambda: NOW))
-    report = body or json.dumps({"passed": True, "probes": [probe_json(p) for p in probes], "probe_root": tree.root, "segments": [5]}).encode()
+    report = body or json.dumps({"passed": True, "probes": [probe_json(p) for p in probes], "probe_root": hex32(tree.root), "segments": [5]}).encode()
     cid = job.store.put(report) if stored else digest_to_cid(b"\x99" * 32)  # never published
     if withheld is not None:
         store.put(manifest.canonical_bytes())
@@ -130,7 +130,7 @@ def test_a_trace_with_a_free_start_is_a_fault_on_segment_0(job: Any) -> None:
 
 def test_a_wrong_probe_is_found_with_its_proof_under_the_sealed_root(job: Any) -> None:
     probes = _probes(job, job.honest)
-    probes[2] = replace(probes[2], state_hash=to_bytes32(job.honest.state_hashes[probes[2].segment + 1]))  # a lazy guess
+    probes[2] = replace(probes[2], state_hash=job.honest.state_hashes[probes[2].segment + 1])  # a lazy guess
     record = _audit(job, job.honest, probes)
     (finding,) = record.findings
     assert (finding.kind, finding.index, finding.segment, finding.step) == (FindingKind.PROBE, 2, probes[2].segment, probes[2].step)
@@ -144,7 +144,7 @@ def test_a_probe_off_the_step_the_draw_fixed_is_a_fault_without_replay(job: Any)
     probes[1] = replace(
         probes[1],
         step=off,
-        state_hash=to_bytes32(state_hash(state_at(job.spec, job.dataset, job.honest.checkpoints[probes[1].segment], probes[1].segment * k + off))),
+        state_hash=state_hash(state_at(job.spec, job.dataset, job.honest.checkpoints[probes[1].segment], probes[1].segment * k + off)),
     )
     (finding,) = _audit(job, job.honest, probes).findings
     assert finding.kind is FindingKind.PROBE and finding.index == 1 and "the draw fixed" in finding.detail
@@ -166,7 +166,7 @@ def test_the_budget_bounds_the_replay_and_says_what_it_left_out(job: Any) -> Non
 @pytest.mark.parametrize("body", [b'{"passed": true, "segments": [99]}', b"{not json"])
 def test_a_malformed_report_json_still_has_its_probes_audited(job: Any, body: bytes) -> None:
     probes = _probes(job, job.honest)
-    probes[0] = replace(probes[0], state_hash=to_bytes32(job.honest.state_hashes[probes[0].segment + 1]))
+    probes[0] = replace(probes[0], state_hash=job.honest.state_hashes[probes[0].segment + 1])
     record = _audit(job, job.honest, probes, body=body)
     assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.PROBE, 0)]
     assert "no claimed segments" in record.summary
@@ -174,7 +174,7 @@ def test_a_malformed_report_json_still_has_its_probes_audited(job: Any, body: by
 
 def test_a_missing_report_json_still_has_its_probes_audited(job: Any) -> None:
     probes = _probes(job, job.honest)
-    probes[3] = replace(probes[3], state_hash=to_bytes32(job.honest.state_hashes[probes[3].segment + 1]))
+    probes[3] = replace(probes[3], state_hash=job.honest.state_hashes[probes[3].segment + 1])
     record = _audit(job, job.honest, probes, stored=False)
     (finding,) = record.findings
     assert (finding.kind, finding.index) == (FindingKind.PROBE, 3) and verify_probe(ProbeTree(probes).root, probes[3], finding.proof)
@@ -184,7 +184,7 @@ def test_a_missing_report_json_still_has_its_probes_audited(job: Any) -> None:
 
 def test_probes_that_do_not_build_the_sealed_root_mean_a_node_behind(job: Any) -> None:
     with pytest.raises(AuditDeferred, match="seal holds"):
-        _audit(job, job.honest, _probes(job, job.honest), root="0x" + "ee" * 32)
+        _audit(job, job.honest, _probes(job, job.honest), root=Bytes32(b"\xee" * 32))
 
 
 def test_a_stop_ends_the_audit_before_the_next_replay(job: Any) -> None:
@@ -207,7 +207,7 @@ def test_an_unserved_checkpoint_waits_its_grace_then_is_challenged(job: Any) -> 
 
 def test_a_checkpoint_published_on_chain_is_audited_from_there_and_kept(job: Any) -> None:
     probes = _probes(job, job.honest)
-    probes[1] = replace(probes[1], state_hash=to_bytes32(job.honest.state_hashes[probes[1].segment + 1]))
+    probes[1] = replace(probes[1], state_hash=job.honest.state_hashes[probes[1].segment + 1])
     record = _audit(job, job.honest, probes, withheld=2, published=job.honest.checkpoints[2])
     assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.PROBE, 1)]
     assert LocalStore(job.root / f"withheld-2-True-{WINDOW_END}").has(file_cid(job.honest.checkpoints[2])), "kept for the replayer and later readers"
@@ -222,8 +222,8 @@ def test_a_manifest_with_another_root_is_challenged_then_is_the_audits_one_findi
     """No leaves to audit from: the manifest must be on chain for the referees, then it is disputed whole."""
     probes = _probes(job, job.honest)
     with pytest.raises(ContentUnavailable, match="is not the committed root") as raised:
-        _audit(job, job.honest, probes, trace_root=b"\x09" * 32)
+        _audit(job, job.honest, probes, trace_root=Bytes32(b"\x09" * 32))
     assert raised.value.item == MANIFEST_ITEM
-    record = _audit(job, job.honest, probes, trace_root=b"\x09" * 32, manifest_published=True)
+    record = _audit(job, job.honest, probes, trace_root=Bytes32(b"\x09" * 32), manifest_published=True)
     assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.MANIFEST, 0)] and record.replayed_steps == 0
     assert "is not the committed root" in record.findings[0].detail

@@ -41,7 +41,7 @@ PARAMS = GameParams(
     T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3
 )
 POLICY = WhistleblowerPolicy(WhistleblowerConfig(stake_target=T(0)))
-PROBE = Finding(FindingKind.PROBE, 0, 4, "probe 0 wrong", 7, "0x" + "ab" * 32, ("0x" + "cd" * 32,))
+PROBE = Finding(FindingKind.PROBE, 0, 4, "probe 0 wrong", 7, Bytes32(b"\xab" * 32), (Bytes32(b"\xcd" * 32),))
 SEGMENT = Finding(FindingKind.SEGMENT, 2, 2, "segment 2 fails")
 
 

@@ -21,11 +21,11 @@ from whistleblower.state import WhistleblowerDb
 ME = Address("0x000000000000000000000000000000000000bEEF")
 JOB = JobId(7)
 CID = file_cid(b"a report")
-HASHES = ["0x" + bytes([i + 1]).hex() * 32 for i in range(4)]
+HASHES = [Bytes32(bytes([i + 1]) * 32) for i in range(4)]
 PROBES = [Probe(i, i % 3, 2, Bytes32(bytes([9 + i]) * 32)) for i in range(4)]
 TREE = ProbeTree(PROBES)
-PROBE = Finding(FindingKind.PROBE, 1, PROBES[1].segment, "wrong", PROBES[1].step, "0x" + PROBES[1].state_hash.hex(), tuple(TREE.proof(1)))
-SEAL = ReportSeal(Bytes32(b"\x05" * 32), Bytes32(b"\x00" * 32), Bytes32(bytes.fromhex(TREE.root[2:])))
+PROBE = Finding(FindingKind.PROBE, 1, PROBES[1].segment, "wrong", PROBES[1].step, PROBES[1].state_hash, tuple(TREE.proof(1)))
+SEAL = ReportSeal(Bytes32(b"\x05" * 32), Bytes32(b"\x00" * 32), TREE.root)
 
 
 class _Game:
@@ -62,8 +62,8 @@ def test_a_wrong_probe_opens_one_report_game_with_the_probe_and_its_start(tmp_pa
     responder.perform(Challenge(JOB, CID, PROBE))
     ((job_id, seal, index, segment, step, state_hash, proof, start_hash, start_proof),) = game.opened
     assert (job_id, seal, index, segment, step) == (JOB, SEAL, 1, PROBES[1].segment, PROBES[1].step)
-    assert state_hash == PROBES[1].state_hash and ["0x" + p.hex() for p in proof] == TREE.proof(1)
-    assert "0x" + start_hash.hex() == HASHES[segment] and ["0x" + p.hex() for p in start_proof] == TraceTree(HASHES).proof(segment)
+    assert state_hash == PROBES[1].state_hash and proof == TREE.proof(1)
+    assert start_hash == HASHES[segment] and start_proof == TraceTree(HASHES).proof(segment)
     assert [(c.game_id, c.kind, c.index) for c in db.challenges()] == [(1, FindingKind.PROBE, 1)]
     db.close()
 

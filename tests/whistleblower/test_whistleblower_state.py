@@ -5,10 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.contracts import GameId, JobId
+from core.probe import Bytes32
 from whistleblower.policy import Finding, FindingKind
 from whistleblower.state import AuditRecord, ChallengeRecord, WhistleblowerDb
 
-PROBE = Finding(FindingKind.PROBE, 1, 4, "probe 1 wrong", 7, "0x" + "ab" * 32, ("0x" + "cd" * 32, "0x" + "ef" * 32))
+PROBE = Finding(FindingKind.PROBE, 1, 4, "probe 1 wrong", 7, Bytes32(b"\xab" * 32), (Bytes32(b"\xcd" * 32), Bytes32(b"\xef" * 32)))
 
 
 def test_audits_survive_a_reopen_and_are_keyed_by_report(tmp_path: Path) -> None:
@@ -38,5 +39,6 @@ def test_audits_survive_a_reopen_and_are_keyed_by_report(tmp_path: Path) -> None
 
 def test_a_finding_round_trips_through_json() -> None:
     assert Finding.from_json(PROBE.to_json()) == PROBE
+    assert (PROBE.to_json()["state_hash"], PROBE.to_json()["proof"]) == ("0x" + "ab" * 32, ["0x" + "cd" * 32, "0x" + "ef" * 32])  # hex in the JSON
     segment = Finding(FindingKind.SEGMENT, 2, 2, "segment 2 fails")
-    assert Finding.from_json(segment.to_json()) == segment
+    assert Finding.from_json(segment.to_json()) == segment and segment.to_json()["state_hash"] == ""
