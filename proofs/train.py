@@ -25,14 +25,13 @@ from typing import Literal
 import numpy as np
 import torch
 
-from proofs import repro
+from proofs import optim, repro
 from proofs.checkpoint import Checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import CheckpointError, ProofError
 from proofs.manifest import CheckpointEntry, Manifest
 from proofs.merkle import TraceTree
 from proofs.models import build_model, ops_for
-from proofs.optim import build_optimizer
 from proofs.spec import JobSpec
 
 __all__ = ["Runtime", "runtime", "Trainer", "Trace", "train_trace", "segment_loss", "Progress", "Put"]
@@ -100,31 +99,69 @@ class Trainer:
         self.model = build_model(spec, self.device)
         self.ops = ops_for(spec.numerics)
         self.params = dict(sorted(self.model.named_parameters()))
-        self.optimizer = build_optimizer(spec.optimizer, spec.numerics)
+        self.optimizer = optim.build_optimizer(spec.optimizer, spec.numerics)
         self.state = self.optimizer.init_state(self.params)
         self.step = 0
 
     # -- training -------------------------------------------------------------------------
 
-    def train_step(self) -> torch.Tensor:
-        """One optimizer step on batch ``self.step``; returns the (detached) loss."""
-        x, y = self.order.batch(self.step)
-        x, y = x.to(self.device), y.to(self.device)
+    def _backward(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """Fresh gradients of the mean loss over ``(x, y)`` in each ``p.grad``; the loss."""
         for p in self.params.values():
             p.grad = None
         logits = self.model(x)
         loss = self.ops.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
-        self.optimizer.update(self.params, self.state, self.step)
+        return float(loss.detach().item())
+
+    def train_step(self) -> float:
+        """One optimizer step on batch ``self.step``; returns the loss (a float32 value).
+
+        With ``micro_batches = m > 1`` the batch is cut into ``m`` equal consecutive parts, their
+        gradients summed in order and divided by ``m``, and the loss is ``float32(fsum(losses) / m)``.
+        Then the gradients are clipped (``grad_clip``) and the optimizer steps with the
+        scheduled learning rate of the global step."""
+        spec, repro = self.spec, self.spec.numerics == "repro-v1"
+        x, y = self.order.batch(self.step)
+        x, y = x.to(self.device), y.to(self.device)
+        m = spec.micro_batches
+        if m == 1:
+            loss = self._backward(x, y)
+        else:
+            losses: list[float] = []
+            acc: dict[str, torch.Tensor] = {}
+            for xs, ys in zip(x.chunk(m), y.chunk(m)):
+                losses.append(self._backward(xs, ys))
+                grads = self._grads()
+                if acc:
+                    optim.accumulate(acc, grads, repro)
+                else:
+                    acc = {n: g.clone() for n, g in grads.items()}
+            optim.average(acc, m, repro)
+            for n, p in self.params.items():
+                p.grad = acc[n]
+            loss = float(np.float32(math.fsum(losses) / m))
+        if spec.grad_clip is not None:
+            optim.clip_by_global_norm(self._grads(), spec.grad_clip, repro)
+        lr = optim.learning_rate(spec.schedule, spec.optimizer.lr, spec.steps, self.step)
+        self.optimizer.update(self.params, self.state, self.step, lr)
         self.step += 1
-        return loss.detach()
+        return loss
+
+    def _grads(self) -> dict[str, torch.Tensor]:
+        """Each parameter's gradient, made contiguous in place (so kernels may write into it)."""
+        out = {}
+        for n, p in self.params.items():
+            assert p.grad is not None
+            p.grad = out[n] = p.grad.contiguous()
+        return out
 
     def run(self, steps: int, progress: Progress | None = None, total: int | None = None) -> list[float]:
         """Advance ``steps`` steps under this trainer's runtime settings; each step's loss (float32 values)."""
         losses = []
         with runtime(self.rt):
             for _ in range(steps):
-                losses.append(float(self.train_step().item()))
+                losses.append(self.train_step())
                 if progress is not None:
                     progress(self.step, total or self.spec.steps)
         return losses
