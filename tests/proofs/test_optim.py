@@ -7,7 +7,6 @@ Bit-exact replay of these features under other kernels is in tests/proofs/test_r
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
@@ -20,13 +19,6 @@ from proofs.spec import AdamWConfig, ScheduleConfig
 from proofs.train import Trainer
 
 NUMERICS = ["repro-v1", "torch"]
-FEATURES: dict[str, Any] = {
-    "optimizer": {"kind": "adamw", "lr": 0.01, "weight_decay": 0.1},
-    "schedule": {"kind": "warmup-cosine", "warmup_steps": 3, "min_lr": 0.001},
-    "grad_clip": 0.5,
-    "micro_batches": 4,
-    "steps": 12,
-}
 
 
 def _tensors(seed: int) -> dict[str, torch.Tensor]:
@@ -109,8 +101,8 @@ def test_micro_batches_give_the_full_batch_step(make_spec, datasets, numerics: s
 
 
 @pytest.mark.parametrize("numerics", NUMERICS)
-def test_checkpoints_carry_adamw_state_and_the_schedule_runs_on_the_global_step(make_spec, datasets, numerics: str) -> None:
-    spec = make_spec("mlp", datasets["mlp"], numerics=numerics, **FEATURES)
+def test_checkpoints_carry_adamw_state_and_the_schedule_runs_on_the_global_step(make_spec, datasets, training_features, numerics: str) -> None:
+    spec = make_spec("mlp", datasets["mlp"], numerics=numerics, **training_features)
     dataset = load_dataset(spec, datasets["mlp"])
     trace = train_trace(spec, dataset)
     zero = decode_checkpoint(trace.checkpoints[0])
@@ -129,11 +121,11 @@ def test_checkpoints_carry_adamw_state_and_the_schedule_runs_on_the_global_step(
     assert local.tensors()["param.layers.0.weight"].ne(decode_checkpoint(trace.checkpoints[3]).tensors["param.layers.0.weight"]).any()
 
 
-def test_each_feature_changes_the_trajectory(make_spec, datasets) -> None:
+def test_each_feature_changes_the_trajectory(make_spec, datasets, training_features) -> None:
     data = datasets["mlp"]
     dataset = load_dataset(make_spec("mlp", data), data)
     final = {}
     for drop in (None, "schedule", "grad_clip", "micro_batches"):
-        features = {k: v for k, v in FEATURES.items() if k != drop}
+        features = {k: v for k, v in training_features.items() if k != drop}
         final[drop] = train_trace(make_spec("mlp", data, **features), dataset, keep=False).state_hashes[-1]
     assert len(set(final.values())) == 4

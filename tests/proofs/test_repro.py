@@ -2,7 +2,8 @@
 
 The replay matrix trains every registry model with both optimizers in this process, then
 replays every segment in child processes whose CPU kernels differ (ATen's and oneDNN's
-instruction sets, thread counts, numba's target CPU) and requires the same bits in each.
+instruction sets, thread counts, numba's target CPU) and requires the same bits in each; a
+second matrix does the same for AdamW, warmup + cosine decay, clipping and micro-batches.
 """
 
 from __future__ import annotations
@@ -159,11 +160,32 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
     control = make_spec("char-transformer", datasets["char-transformer"], steps=12, numerics="torch")
     ctrace = train_trace(control, load_dataset(control, datasets["char-transformer"]))
     jobs["control-torch"] = _write_job(tmp_path, "control-torch", control, datasets["char-transformer"], ctrace.checkpoints)
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    results = _replay_everywhere(tmp_path, jobs, expected, steps)
+    # The children really run other kernels: plain torch numerics lose exact replay there.
+    assert not all(passed for _, passed, _ in results["aten=default"]["control-torch"])
+
+
+def test_training_features_replay_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets, training_features) -> None:
+    """AdamW, warmup + cosine decay, clipping by global norm and micro-batches, on every model."""
+    jobs, expected, steps = {}, {}, {}
+    for kind in KINDS:
+        spec = make_spec(kind, datasets[kind], **training_features)
+        dataset = load_dataset(spec, datasets[kind])
+        trace = train_trace(spec, dataset, Runtime(threads=2))
+        jobs[kind] = _write_job(tmp_path, kind, spec, datasets[kind], trace.checkpoints)
+        expected[kind] = trace.state_hashes
+        steps[kind] = state_hash(execute_step(spec, dataset, trace.checkpoints[0]))
+    _replay_everywhere(tmp_path, jobs, expected, steps)
+
+
+def _replay_everywhere(folder: Path, jobs: dict[str, Any], expected: dict[str, tuple[str, ...]], steps: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Replay every job's segments and one step in a child process per kernel setting; require
+    the committed hashes in each. Returns each setting's verdicts."""
+    (folder / "jobs.json").write_text(json.dumps(jobs))
 
     def start(env: dict[str, str], threads: int) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, str(CHILD), str(tmp_path), str(threads)], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, str(CHILD), str(folder), str(threads)], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
 
     results: dict[str, dict[str, Any]] = {}
@@ -177,5 +199,4 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
         for name, hashes in expected.items():
             assert got[name] == [[seg, True, hashes[seg + 1]] for seg in range(len(hashes) - 1)], f"{label}: {name}"
             assert got["step"][name] == steps[name], f"{label}: single step of {name}"
-    # The children really run other kernels: plain torch numerics lose exact replay there.
-    assert not all(passed for _, passed, _ in results["aten=default"]["control-torch"])
+    return results
