@@ -193,15 +193,16 @@ def _cos_pi(x: float) -> float:
 def learning_rate(schedule: ScheduleConfig, lr: float, steps: int, t: int) -> float:
     """The float64 learning rate of global step ``t`` (0-based) of a ``steps``-step job:
     ``lr * (t+1) / w`` while ``t < w = warmup_steps``; then ``lr`` (``constant``) or
-    ``min_lr + (lr - min_lr) * (1 + cos(pi * (t-w) / max(steps-1-w, 1))) / 2``
-    (``warmup-cosine``: ``lr`` at step ``w``, ``min_lr`` at the last step).
+    ``min_lr + (lr - min_lr) * (1 + cos(pi * (t-w) / (steps-w))) / 2`` (``warmup-cosine``:
+    ``lr`` at step ``w``, decaying towards ``min_lr``, which step ``steps``, one past the last,
+    would reach: every step's rate stays above ``min_lr``, so above 0).
     Each optimizer rounds what it derives from it to float32 once."""
     w = schedule.warmup_steps
     if t < w:
         return lr * (t + 1) / w
     if schedule.kind == "constant":
         return lr
-    progress = (t - w) / max(steps - 1 - w, 1)
+    progress = (t - w) / (steps - w)
     return schedule.min_lr + (lr - schedule.min_lr) * (1.0 + _cos_pi(progress)) / 2.0
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "CharTransformerConfig",
     "ModelConfig",
     "DatasetSpec",
+    "InitSpec",
     "SGDConfig",
     "AdamConfig",
     "AdamWConfig",
@@ -59,6 +60,8 @@ class Limits:
     SEGMENTS = 100_000
     BATCH = 4096
     DATASET_BYTES = 256 * 1024 * 1024
+    #: A pretrained model: its parameters in float32 plus a header.
+    WEIGHTS_BYTES = 4 * PARAMS + (1 << 20)
     WIDTH = 8192
     LAYERS = 16
     SEQUENCE = 1024
@@ -171,6 +174,16 @@ class DatasetSpec(_Frozen):
     targets: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] | None = "y"
 
 
+class InitSpec(_Frozen):
+    """Fine-tuning: the pretrained weights training starts from, by content id. The file is
+    safetensors holding exactly the model's parameters by module name, float32 (what
+    ``veritrain model export`` writes as ``weights.safetensors``); checkpoint 0 is those
+    parameters with zero optimizer slots. ``size_bytes`` is its exact length."""
+
+    cid: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
+    size_bytes: Annotated[int, Field(ge=1, le=Limits.WEIGHTS_BYTES)]
+
+
 # ----------------------------------------------------------------- optimizers
 
 
@@ -222,7 +235,7 @@ class ScheduleConfig(_Frozen):
     """The learning rate at global step ``t`` (the step being taken, from 0), as a multiple of
     ``optimizer.lr``: a linear warmup over ``warmup_steps`` steps (``lr * (t+1) / warmup_steps``),
     then ``constant`` (``lr``) or ``warmup-cosine`` (cosine decay from ``lr`` at the end of
-    warmup to ``min_lr`` at the last step). Exactly as :func:`proofs.optim.learning_rate`
+    warmup towards ``min_lr``, reached one step past the last). Exactly as :func:`proofs.optim.learning_rate`
     computes it, in float64 (docs/formats.md)."""
 
     kind: Literal["constant", "warmup-cosine"] = "constant"
@@ -287,6 +300,7 @@ class JobSpec(_Frozen):
     schedule: ScheduleConfig = ScheduleConfig()
     grad_clip: Annotated[float, Field(gt=0.0, le=1e6, allow_inf_nan=False)] | None = None
     micro_batches: Annotated[int, Field(ge=1, le=Limits.BATCH)] = 1
+    init: InitSpec | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
@@ -336,7 +350,7 @@ class JobSpec(_Frozen):
 
 
 #: Fields added after the first version-1 specs: omitted from the canonical bytes at their defaults.
-OPTIONAL_FIELDS = ("schedule", "grad_clip", "micro_batches")
+OPTIONAL_FIELDS = ("schedule", "grad_clip", "micro_batches", "init")
 
 
 def canonical_json(value: Any) -> bytes:

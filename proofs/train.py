@@ -28,7 +28,7 @@ import torch
 from proofs import optim, repro
 from proofs.checkpoint import Checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset
-from proofs.errors import CheckpointError, ProofError
+from proofs.errors import CheckpointError, DatasetError, ProofError
 from proofs.manifest import CheckpointEntry, Manifest
 from proofs.merkle import TraceTree
 from proofs.models import build_model, ops_for
@@ -99,9 +99,25 @@ class Trainer:
         self.model = build_model(spec, self.device)
         self.ops = ops_for(spec.numerics)
         self.params = dict(sorted(self.model.named_parameters()))
+        if spec.init is not None:
+            self._start_from(spec.init.cid, dataset)
         self.optimizer = optim.build_optimizer(spec.optimizer, spec.numerics)
         self.state = self.optimizer.init_state(self.params)
         self.step = 0
+
+    def _start_from(self, cid: str, dataset: Dataset) -> None:
+        """Fine-tuning: the parameters become the pretrained ones (exactly the model's names and shapes)."""
+        if dataset.init is None:
+            raise DatasetError(f"the spec fine-tunes from {cid}: load the dataset with its weights")
+        names, want = sorted(dataset.init), list(self.params)
+        if names != want:
+            raise DatasetError(f"pretrained model {cid} holds {names[:4]}...; the spec's model has {want[:4]}... (names must match exactly)")
+        with torch.no_grad():
+            for name, p in self.params.items():
+                t = dataset.init[name]
+                if tuple(t.shape) != tuple(p.shape):
+                    raise DatasetError(f"pretrained tensor {name!r} is {tuple(t.shape)}; the spec's model has {tuple(p.shape)}")
+                p.copy_(t)
 
     # -- training -------------------------------------------------------------------------
 

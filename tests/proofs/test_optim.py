@@ -1,5 +1,6 @@
 """Training as people do it: AdamW, the learning-rate schedule, clipping by global norm and
-gradient accumulation, each against its PyTorch reference, and checkpoints that carry it all.
+gradient accumulation, each against its PyTorch reference, checkpoints that carry it all, and
+fine-tuning from a pretrained model named by CID (checkpoint 0 must be that model).
 
 Bit-exact replay of these features under other kernels is in tests/proofs/test_repro.py.
 """
@@ -7,12 +8,15 @@ Bit-exact replay of these features under other kernels is in tests/proofs/test_r
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import save
 
-from proofs import load_dataset, replay_segment, train_trace
+from proofs import DatasetError, Reason, check_start, load_dataset, replay_segment, train_trace
+from proofs.adversary import cheat
 from proofs.checkpoint import decode_checkpoint
 from proofs.optim import _cos_pi, build_optimizer, clip_by_global_norm, learning_rate
 from proofs.spec import AdamWConfig, ScheduleConfig
@@ -38,11 +42,12 @@ def test_learning_rate_schedule() -> None:
     assert [learning_rate(warm, 0.4, 10, t) for t in range(6)] == [0.1, 0.2, 0.30000000000000004, 0.4, 0.4, 0.4]
     cos = ScheduleConfig(kind="warmup-cosine", warmup_steps=5, min_lr=0.01)
     lrs = [learning_rate(cos, 0.1, 25, t) for t in range(25)]
-    assert lrs[4] == 0.1 and abs(lrs[5] - 0.1) < 1e-17 and abs(lrs[-1] - 0.01) < 1e-17
+    assert lrs[4] == 0.1 and abs(lrs[5] - 0.1) < 1e-17 and 0.01 < lrs[-1] < 0.011
     for t in range(5, 25):
-        ref = 0.01 + 0.09 * (1 + math.cos(math.pi * (t - 5) / 19)) / 2
+        ref = 0.01 + 0.09 * (1 + math.cos(math.pi * (t - 5) / 20)) / 2
         assert abs(lrs[t] - ref) < 1e-16
     assert all(a > b for a, b in zip(lrs[5:], lrs[6:]))
+    assert learning_rate(cos, 0.1, 25, 24) > learning_rate(ScheduleConfig(kind="warmup-cosine", warmup_steps=5), 0.1, 25, 24) > 0
 
 
 @pytest.mark.parametrize("numerics", NUMERICS)
@@ -129,3 +134,61 @@ def test_each_feature_changes_the_trajectory(make_spec, datasets, training_featu
         features = {k: v for k, v in training_features.items() if k != drop}
         final[drop] = train_trace(make_spec("mlp", data, **features), dataset, keep=False).state_hashes[-1]
     assert len(set(final.values())) == 4
+
+
+# ----------------------------------------------------------------- fine-tuning from a pretrained model named by CID
+
+
+def _pretrained(make_spec, datasets) -> tuple[bytes, dict[str, torch.Tensor]]:
+    """Weights as ``veritrain model export`` writes them: another job's final parameters."""
+    spec = make_spec("mlp", datasets["mlp"], steps=8)
+    final = decode_checkpoint(train_trace(spec, load_dataset(spec, datasets["mlp"])).checkpoints[-1]).params()
+    return save(final), final
+
+
+def _fine_tune(make_spec, datasets, weights: bytes, **over: Any) -> Any:
+    return make_spec("mlp", datasets["mlp"], init={"cid": "QmPretrained", "size_bytes": len(weights)}, **over)
+
+
+@pytest.mark.parametrize("numerics", NUMERICS)
+def test_fine_tuning_starts_from_the_named_model_and_a_trace_that_does_not_is_rejected(make_spec, datasets, numerics: str) -> None:
+    weights, final = _pretrained(make_spec, datasets)
+    spec = _fine_tune(make_spec, datasets, weights, numerics=numerics, optimizer={"kind": "adamw", "lr": 0.01})
+    dataset = load_dataset(spec, datasets["mlp"], weights)
+    trace = train_trace(spec, dataset)
+    zero = decode_checkpoint(trace.checkpoints[0])
+    assert zero.step == 0 and all(torch.equal(zero.params()[n], t) for n, t in final.items())
+    assert all(not t.any() for t in zero.optimizer_state().values())
+    assert check_start(spec, dataset, trace.state_hashes[0]).passed
+    assert replay_segment(spec, dataset, 0, trace.checkpoints[0], trace.checkpoints[1], end_hash=trace.state_hashes[1]).passed
+    # a trace trained from the seeded initialization instead, every segment honest from there
+    faked = cheat("free-start", spec, dataset)
+    start = check_start(spec, dataset, faked.trace.state_hashes[0])
+    assert not start.passed and start.reason is Reason.WRONG_START and "pretrained model QmPretrained" in start.detail
+    seeded = load_dataset(make_spec("mlp", datasets["mlp"], numerics=numerics), datasets["mlp"])
+    plain = train_trace(spec.model_copy(update={"init": None}), seeded, keep=False)
+    assert not check_start(spec, dataset, plain.state_hashes[0]).passed
+
+
+def test_pretrained_weights_that_do_not_fit_are_refused(make_spec, datasets) -> None:
+    weights, final = _pretrained(make_spec, datasets)
+    spec = _fine_tune(make_spec, datasets, weights)
+    with pytest.raises(DatasetError, match="its weights are needed"):
+        load_dataset(spec, datasets["mlp"])
+    with pytest.raises(DatasetError, match="names no init model"):
+        load_dataset(make_spec("mlp", datasets["mlp"]), datasets["mlp"], weights)
+    with pytest.raises(DatasetError, match="not valid safetensors"):
+        load_dataset(spec, datasets["mlp"], b"\x00" * len(weights))
+    with pytest.raises(DatasetError, match="the spec says"):
+        load_dataset(spec, datasets["mlp"], weights + b" ")
+    doubles = save({n: t.double() for n, t in final.items()})
+    with pytest.raises(DatasetError, match="float32"):
+        load_dataset(_fine_tune(make_spec, datasets, doubles), datasets["mlp"], doubles)
+    for bad, needle in [
+        ({k: v for k, v in final.items() if k != "layers.0.bias"}, "names must match"),
+        ({**final, "layers.0.bias": torch.zeros(3)}, "layers.0.bias"),
+    ]:
+        data = save(bad)
+        other = _fine_tune(make_spec, datasets, data)
+        with pytest.raises(DatasetError, match=needle):
+            Trainer(other, load_dataset(other, datasets["mlp"], data))
