@@ -5,7 +5,10 @@ under this process's kernel settings (set through its environment) and print the
 
 DIR holds ``jobs.json`` (name -> spec file, data file, checkpoint files) written by the test.
 Prints one JSON object: name -> list of [segment, passed, replayed hash], plus ``step``:
-name -> the hash of ``execute_step`` on checkpoint 0 (a referee's single-step re-execution).
+name -> the hash of ``execute_step`` on checkpoint 0 (a referee's single-step re-execution), and
+``start``: name -> the hash of the spec's checkpoint 0 rebuilt here (seeded, or pretrained weights
+from the job's ``init`` file; the test compares the pretrained ones: torch's seeded initialization
+differs under ``ATEN_CPU_CAPABILITY=default``, docs/numerics.md).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from proofs import execute_step, load_dataset, load_spec, replay_segment, state_hash
+from proofs import execute_step, initial_state_hash, load_dataset, load_spec, replay_segment, state_hash
 from proofs.train import Runtime
 
 
@@ -22,10 +25,11 @@ def main() -> None:
     folder, threads = Path(sys.argv[1]), int(sys.argv[2])
     rt = Runtime(threads=threads)
     jobs = json.loads((folder / "jobs.json").read_text())
-    out: dict[str, object] = {"step": {}}
+    out: dict[str, object] = {"step": {}, "start": {}}
     for name, job in jobs.items():
         spec = load_spec((folder / job["spec"]).read_bytes())
-        dataset = load_dataset(spec, (folder / job["data"]).read_bytes())
+        init = (folder / job["init"]).read_bytes() if "init" in job else None
+        dataset = load_dataset(spec, (folder / job["data"]).read_bytes(), init)
         ckpts = [(folder / f).read_bytes() for f in job["checkpoints"]]
         verdicts = []
         for seg in range(spec.segments):
@@ -33,6 +37,7 @@ def main() -> None:
             verdicts.append([seg, v.passed, v.replayed_hash])
         out[name] = verdicts
         out["step"][name] = state_hash(execute_step(spec, dataset, ckpts[0], rt))  # type: ignore[index]
+        out["start"][name] = initial_state_hash(spec, dataset)  # type: ignore[index]
     print(json.dumps(out))
 
 

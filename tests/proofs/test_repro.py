@@ -19,9 +19,10 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import save
 from torch.nn import functional as F
 
-from proofs import execute_step, load_dataset, repro, state_hash, train_trace
+from proofs import decode_checkpoint, execute_step, initial_state, load_dataset, repro, state_hash, train_trace
 from proofs import repro_kernels as K
 from proofs.errors import SpecError
 from proofs.spec import load_spec
@@ -135,14 +136,18 @@ def test_threads_change_no_bits(jobs) -> None:
     assert one.state_hashes == two.state_hashes
 
 
-def _write_job(folder: Path, name: str, spec: Any, data: bytes, checkpoints: tuple[bytes, ...]) -> dict[str, Any]:
+def _write_job(folder: Path, name: str, spec: Any, data: bytes, checkpoints: tuple[bytes, ...], init: bytes | None = None) -> dict[str, Any]:
     (folder / f"{name}.spec.json").write_bytes(spec.canonical_bytes())
     (folder / f"{name}.data").write_bytes(data)
     files = []
     for i, c in enumerate(checkpoints):
         (folder / f"{name}.{i}.ckpt").write_bytes(c)
         files.append(f"{name}.{i}.ckpt")
-    return {"spec": f"{name}.spec.json", "data": f"{name}.data", "checkpoints": files}
+    job = {"spec": f"{name}.spec.json", "data": f"{name}.data", "checkpoints": files}
+    if init is not None:
+        (folder / f"{name}.init").write_bytes(init)
+        job["init"] = f"{name}.init"
+    return job
 
 
 def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets) -> None:
@@ -166,13 +171,19 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
 
 
 def test_training_features_replay_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets, training_features) -> None:
-    """AdamW, warmup + cosine decay, clipping by global norm and micro-batches, on every model."""
+    """AdamW, warmup + cosine decay, clipping by global norm and micro-batches, on every model; the
+    MLP also fine-tunes from pretrained weights (half its seeded ones), so its checkpoint 0 is those."""
     jobs, expected, steps = {}, {}, {}
     for kind in KINDS:
         spec = make_spec(kind, datasets[kind], **training_features)
-        dataset = load_dataset(spec, datasets[kind])
+        init = None
+        if kind == "mlp":
+            seeded = decode_checkpoint(initial_state(spec, load_dataset(spec, datasets[kind]))).params()
+            init = save({name: t * 0.5 for name, t in seeded.items()})
+            spec = make_spec(kind, datasets[kind], init={"cid": "QmPretrained", "size_bytes": len(init)}, **training_features)
+        dataset = load_dataset(spec, datasets[kind], init)
         trace = train_trace(spec, dataset, Runtime(threads=2))
-        jobs[kind] = _write_job(tmp_path, kind, spec, datasets[kind], trace.checkpoints)
+        jobs[kind] = _write_job(tmp_path, kind, spec, datasets[kind], trace.checkpoints, init)
         expected[kind] = trace.state_hashes
         steps[kind] = state_hash(execute_step(spec, dataset, trace.checkpoints[0]))
     _replay_everywhere(tmp_path, jobs, expected, steps)
@@ -199,4 +210,6 @@ def _replay_everywhere(folder: Path, jobs: dict[str, Any], expected: dict[str, t
         for name, hashes in expected.items():
             assert got[name] == [[seg, True, hashes[seg + 1]] for seg in range(len(hashes) - 1)], f"{label}: {name}"
             assert got["step"][name] == steps[name], f"{label}: single step of {name}"
+            if "init" in jobs[name]:  # pretrained weights are copied: checkpoint 0 is the same everywhere
+                assert got["start"][name] == hashes[0], f"{label}: checkpoint 0 of {name}"
     return results
