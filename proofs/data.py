@@ -50,12 +50,14 @@ class Dataset:
     ``inputs`` is float32 features ``(N, ...)`` with int64 ``targets`` ``(N,)`` for
     classifiers, or int64 tokens ``(T,)`` with ``targets=None`` for the transformer.
     ``init`` holds the pretrained parameters by module name when the spec fine-tunes
-    (``spec.init``): with the data, what a trainer needs besides the spec.
+    (``spec.init``): with the data, what a trainer needs besides the spec. ``held_out`` is
+    the evaluation split (``spec.eval``), left out of ``inputs`` and ``targets``.
     """
 
     inputs: torch.Tensor
     targets: torch.Tensor | None
     init: Mapping[str, torch.Tensor] | None = None
+    held_out: Dataset | None = None
 
     @property
     def is_tokens(self) -> bool:
@@ -78,10 +80,37 @@ def load_dataset(spec: JobSpec, data: bytes, init: bytes | None = None) -> Datas
     names = [ds.inputs] + ([ds.targets] if ds.targets is not None else [])
     arrays = _read_npz(data, names) if ds.format == "npz" else _read_safetensors(data, names)
     if ds.targets is None:
-        return Dataset(inputs=_tokens(spec, arrays[ds.inputs]), targets=None, init=weights)
+        tokens = _tokens(spec, arrays[ds.inputs])
+        return _hold_out(spec, Dataset(inputs=tokens, targets=None, init=weights))
     inputs = _features(spec, arrays[ds.inputs])
     targets = _labels(spec, arrays[ds.targets], inputs.shape[0])
-    return Dataset(inputs=inputs, targets=targets, init=weights)
+    return _hold_out(spec, Dataset(inputs=inputs, targets=targets, init=weights))
+
+
+def _hold_out(spec: JobSpec, full: Dataset) -> Dataset:
+    """Split off ``spec.eval``'s held-out set: for tokens the last ``n`` tokens of the stream (so
+    no training window reaches into it); for examples the first ``n`` of ``torch.randperm(N)``
+    seeded with ``derive_seed(seed, "eval")``, both sides kept in dataset order. ``n`` is
+    ``count``, or ``floor(fraction * N)`` in float64."""
+    if spec.eval is None:
+        return full
+    total = full.inputs.shape[0]
+    n = spec.eval.count if spec.eval.count is not None else math.floor(spec.eval.fraction * total)  # type: ignore[operator]
+    if full.targets is None:
+        block = spec.model.block_size  # type: ignore[union-attr]
+        if n < block + 1 or total - n - block < spec.batch_size:
+            raise DatasetError(
+                f"holding out {n} of {total} tokens leaves no window of {block + 1} on one side or no batch of {spec.batch_size} windows on the other"
+            )
+        held = Dataset(inputs=full.inputs[total - n :], targets=None)
+        return Dataset(inputs=full.inputs[: total - n], targets=None, init=full.init, held_out=held)
+    if n < 1 or total - n < spec.batch_size:
+        raise DatasetError(f"holding out {n} of {total} examples leaves no held-out example or fewer than one batch of {spec.batch_size}")
+    perm = torch.randperm(total, generator=torch.Generator().manual_seed(derive_seed(spec.seed, "eval")))
+    held_idx, train_idx = perm[:n].sort().values, perm[n:].sort().values
+    assert full.targets is not None
+    held = Dataset(inputs=full.inputs[held_idx], targets=full.targets[held_idx])
+    return Dataset(inputs=full.inputs[train_idx], targets=full.targets[train_idx], init=full.init, held_out=held)
 
 
 def _pretrained(spec: JobSpec, data: bytes | None) -> dict[str, torch.Tensor] | None:

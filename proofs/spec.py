@@ -36,6 +36,7 @@ __all__ = [
     "ModelConfig",
     "DatasetSpec",
     "InitSpec",
+    "EvalSpec",
     "SGDConfig",
     "AdamConfig",
     "AdamWConfig",
@@ -184,6 +185,23 @@ class InitSpec(_Frozen):
     size_bytes: Annotated[int, Field(ge=1, le=Limits.WEIGHTS_BYTES)]
 
 
+class EvalSpec(_Frozen):
+    """A held-out evaluation split, never trained on: ``count`` examples (tokens, for the
+    char-transformer) or that ``fraction`` of them, chosen as :func:`proofs.data.load_dataset`
+    says. Its mean loss is computed at every checkpoint whose step is a multiple of ``every``
+    (itself a multiple of ``checkpoint_interval``), and reported, not committed."""
+
+    count: Annotated[int, Field(ge=1, le=Limits.DATASET_BYTES)] | None = None
+    fraction: Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)] | None = None
+    every: Annotated[int, Field(ge=1, le=Limits.STEPS)]
+
+    @model_validator(mode="after")
+    def _one_size(self) -> EvalSpec:
+        if (self.count is None) == (self.fraction is None):
+            raise ValueError("give exactly one of count and fraction")
+        return self
+
+
 # ----------------------------------------------------------------- optimizers
 
 
@@ -301,6 +319,7 @@ class JobSpec(_Frozen):
     grad_clip: Annotated[float, Field(gt=0.0, le=1e6, allow_inf_nan=False)] | None = None
     micro_batches: Annotated[int, Field(ge=1, le=Limits.BATCH)] = 1
     init: InitSpec | None = None
+    eval: EvalSpec | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
@@ -322,6 +341,8 @@ class JobSpec(_Frozen):
         sched = self.schedule
         if sched.warmup_steps > self.steps or (sched.kind == "warmup-cosine" and sched.warmup_steps >= self.steps):
             raise ValueError(f"schedule.warmup_steps {sched.warmup_steps} leaves no room in {self.steps} steps")
+        if self.eval is not None and self.eval.every % k:
+            raise ValueError(f"eval.every {self.eval.every} must be a multiple of checkpoint_interval {k}")
         if sched.min_lr > self.optimizer.lr:
             raise ValueError(f"schedule.min_lr {sched.min_lr} is above optimizer.lr {self.optimizer.lr}")
         return self
@@ -350,7 +371,7 @@ class JobSpec(_Frozen):
 
 
 #: Fields added after the first version-1 specs: omitted from the canonical bytes at their defaults.
-OPTIONAL_FIELDS = ("schedule", "grad_clip", "micro_batches", "init")
+OPTIONAL_FIELDS = ("schedule", "grad_clip", "micro_batches", "init", "eval")
 
 
 def canonical_json(value: Any) -> bytes:

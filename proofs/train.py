@@ -34,7 +34,7 @@ from proofs.merkle import TraceTree
 from proofs.models import build_model, ops_for
 from proofs.spec import JobSpec
 
-__all__ = ["Runtime", "runtime", "Trainer", "Trace", "train_trace", "segment_loss", "Progress", "Put"]
+__all__ = ["Runtime", "runtime", "Trainer", "Trace", "train_trace", "segment_loss", "held_out_loss", "Progress", "Put"]
 
 log = logging.getLogger(__name__)
 
@@ -219,6 +219,32 @@ class Trainer:
         self.step = ckpt.step
 
 
+def held_out_loss(trainer: Trainer) -> float:
+    """The current model's mean loss on the spec's held-out split (``spec.eval``), computed with the
+    spec's numerics, never trained on: examples in dataset order (tokens: consecutive windows of
+    ``block_size``) in chunks of ``batch_size``, each chunk's mean times its count summed exactly
+    (``math.fsum``), divided by the count in float64, rounded to float32."""
+    held = trainer.order.dataset.held_out
+    if held is None:
+        raise ProofError("the spec holds out no evaluation split (spec.eval)")
+    spec = trainer.spec
+    if held.targets is None:
+        block = spec.model.block_size  # type: ignore[union-attr]
+        usable = (len(held.inputs) - 1) // block * block
+        x, y = held.inputs[:usable].reshape(-1, block), held.inputs[1 : usable + 1].reshape(-1, block)
+    else:
+        x, y = held.inputs, held.targets
+    parts, count = [], 0
+    with runtime(trainer.rt), torch.no_grad():
+        for at in range(0, x.shape[0], spec.batch_size):
+            xb, yb = x[at : at + spec.batch_size].to(trainer.device), y[at : at + spec.batch_size].to(trainer.device)
+            logits = trainer.model(xb)
+            loss = trainer.ops.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1))
+            parts.append(float(loss.item()) * yb.numel())  # exact: a float32 times at most 2**22
+            count += yb.numel()
+    return float(np.float32(math.fsum(parts) / count))
+
+
 def segment_loss(losses: Sequence[float]) -> float:
     """A segment's mean training loss, as the manifest commits it: the exactly rounded sum of the
     steps' float32 losses (``math.fsum``), divided by their count in float64, rounded to float32.
@@ -235,7 +261,8 @@ class Trace:
     training losses (:func:`segment_loss`), the tree.
 
     ``checkpoints`` holds the bytes when ``train_trace(keep=True)``; ``cids`` holds what
-    ``put`` returned when one was given.
+    ``put`` returned when one was given; ``eval_losses`` the ``(step, held-out loss)`` of each
+    checkpoint ``spec.eval`` evaluates (:func:`held_out_loss`: reported, not committed).
     """
 
     spec: JobSpec
@@ -245,6 +272,7 @@ class Trace:
     tree: TraceTree
     checkpoints: tuple[bytes, ...] = ()
     cids: tuple[str, ...] = ()
+    eval_losses: tuple[tuple[int, float], ...] = ()
 
     @property
     def root(self) -> str:
@@ -287,6 +315,7 @@ def train_trace(
     losses: list[float] = []
     kept: list[bytes] = []
     cids: list[str] = []
+    evals: list[tuple[int, float]] = []
 
     def record(data: bytes) -> None:
         hashes.append(state_hash(data))
@@ -294,6 +323,8 @@ def train_trace(
             kept.append(data)
         if put is not None:
             cids.append(put(data))
+        if spec.eval is not None and trainer.step % spec.eval.every == 0:
+            evals.append((trainer.step, held_out_loss(trainer)))
 
     record(trainer.to_bytes())
     before = {n: p.detach().clone() for n, p in trainer.params.items()}
@@ -313,4 +344,5 @@ def train_trace(
         tree=TraceTree(hashes),
         checkpoints=tuple(kept),
         cids=tuple(cids),
+        eval_losses=tuple(evals),
     )

@@ -54,7 +54,7 @@ from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
-from proofs.train import Trace, Trainer, segment_loss
+from proofs.train import Trace, Trainer, held_out_loss, segment_loss
 from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
@@ -347,6 +347,8 @@ class JobTrainer:
             loss = segment_loss(trainer.run(k, self._step_hook(job_id, deadline)))
             hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes(), loss))
             log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hashes[-1], "loss": loss})
+            if spec.eval is not None and trainer.step % spec.eval.every == 0:
+                log.info("held-out loss", extra={"job": job_id, "step": trainer.step, "loss": held_out_loss(trainer)})
         return hashes
 
     def _step_hook(self, job_id: JobId, deadline: int) -> Callable[[int, int], None]:

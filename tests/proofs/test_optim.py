@@ -1,6 +1,7 @@
 """Training as people do it: AdamW, the learning-rate schedule, clipping by global norm and
 gradient accumulation, each against its PyTorch reference, checkpoints that carry it all, and
-fine-tuning from a pretrained model named by CID (checkpoint 0 must be that model).
+fine-tuning from a pretrained model named by CID (checkpoint 0 must be that model), and a
+held-out evaluation split whose loss is reported, not trained on.
 
 Bit-exact replay of these features under other kernels is in tests/proofs/test_repro.py.
 """
@@ -15,12 +16,13 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from proofs import DatasetError, Reason, check_start, load_dataset, replay_segment, train_trace
+from proofs import DatasetError, Reason, SpecError, check_start, load_dataset, replay_segment, train_trace
 from proofs.adversary import cheat
 from proofs.checkpoint import decode_checkpoint
+from proofs.evaluate import evaluate
 from proofs.optim import _cos_pi, build_optimizer, clip_by_global_norm, learning_rate
 from proofs.spec import AdamWConfig, ScheduleConfig
-from proofs.train import Trainer
+from proofs.train import Runtime, Trainer
 
 NUMERICS = ["repro-v1", "torch"]
 
@@ -161,6 +163,7 @@ def test_fine_tuning_starts_from_the_named_model_and_a_trace_that_does_not_is_re
     assert all(not t.any() for t in zero.optimizer_state().values())
     assert check_start(spec, dataset, trace.state_hashes[0]).passed
     assert replay_segment(spec, dataset, 0, trace.checkpoints[0], trace.checkpoints[1], end_hash=trace.state_hashes[1]).passed
+    assert evaluate(spec, trace.checkpoints[-1], load_dataset(make_spec("mlp", datasets["mlp"]), datasets["mlp"])).examples > 0
     # a trace trained from the seeded initialization instead, every segment honest from there
     faked = cheat("free-start", spec, dataset)
     start = check_start(spec, dataset, faked.trace.state_hashes[0])
@@ -192,3 +195,43 @@ def test_pretrained_weights_that_do_not_fit_are_refused(make_spec, datasets) -> 
         other = _fine_tune(make_spec, datasets, data)
         with pytest.raises(DatasetError, match=needle):
             Trainer(other, load_dataset(other, datasets["mlp"], data))
+
+
+# ----------------------------------------------------------------- a held-out evaluation split
+
+
+@pytest.mark.parametrize("kind", ["mlp", "char-transformer"])
+def test_the_held_out_split_is_never_trained_on_and_its_loss_is_reported(make_spec, datasets, kind: str) -> None:
+    data = datasets[kind]
+    full = load_dataset(make_spec(kind, data), data)
+    held = {"count": 40} if kind == "mlp" else {"fraction": 0.25}
+    spec = make_spec(kind, data, eval={**held, "every": 8}, steps=16)
+    dataset = load_dataset(spec, data)
+    assert dataset.held_out is not None and load_dataset(spec, data).held_out.inputs.equal(dataset.held_out.inputs)  # type: ignore[union-attr]
+    if kind == "mlp":
+        assert (len(dataset.inputs), len(dataset.held_out.inputs)) == (len(full.inputs) - 40, 40)
+        rows = {tuple(r) for r in dataset.inputs.tolist()}
+        assert not rows & {tuple(r) for r in dataset.held_out.inputs.tolist()}  # disjoint (the spirals have no repeated point)
+        assert len(rows | {tuple(r) for r in dataset.held_out.inputs.tolist()}) == len(full.inputs)
+    else:
+        cut = len(full.inputs) - len(full.inputs) // 4
+        assert dataset.inputs.equal(full.inputs[:cut]) and dataset.held_out.inputs.equal(full.inputs[cut:])
+    order = Trainer(spec, dataset).order
+    assert int(max(order.indices(s).max() for s in range(spec.steps))) + order.block < len(dataset.inputs)  # batches stay in the training part
+    trace = train_trace(spec, dataset)
+    assert [s for s, _ in trace.eval_losses] == [0, 8, 16]
+    assert trace.eval_losses[-1][1] < trace.eval_losses[0][1]  # the model learns what it never saw
+    assert train_trace(spec, dataset, Runtime(threads=2)).eval_losses == trace.eval_losses
+    unsplit = make_spec(kind, data, steps=16)
+    assert train_trace(unsplit, load_dataset(unsplit, data)).state_hashes != trace.state_hashes  # the held-out examples are left out
+
+
+def test_eval_specs_that_do_not_fit_are_refused(make_spec, datasets) -> None:
+    with pytest.raises(SpecError, match="exactly one of count and fraction"):
+        make_spec("mlp", datasets["mlp"], eval={"count": 4, "fraction": 0.1, "every": 4})
+    with pytest.raises(SpecError, match="multiple of checkpoint_interval"):
+        make_spec("mlp", datasets["mlp"], eval={"count": 4, "every": 6})
+    with pytest.raises(DatasetError, match="fewer than one batch"):
+        load_dataset(make_spec("mlp", datasets["mlp"], eval={"count": 190, "every": 4}), datasets["mlp"])
+    with pytest.raises(DatasetError, match="no window"):
+        load_dataset(make_spec("char-transformer", datasets["char-transformer"], eval={"count": 5, "every": 4}), datasets["char-transformer"])

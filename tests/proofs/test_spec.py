@@ -49,11 +49,11 @@ def test_defaults_are_written_out_so_every_hyperparameter_is_pinned() -> None:
 
 def test_training_options_added_later_leave_existing_specs_and_hashes_unchanged() -> None:
     spec = load_spec(base())
-    # the hash this spec had before schedule, grad_clip, micro_batches and init existed
+    # the hash this spec had before schedule, grad_clip, micro_batches, init and eval existed
     assert spec.spec_hash() == "0xeb09843767659b9c25d8e282c70b3fea5ba9702050780db50f994fe8b97fc283"
     body = json.loads(spec.canonical_bytes())
-    assert not {"schedule", "grad_clip", "micro_batches", "init"} & set(body)
-    defaults = load_spec(base(schedule={"kind": "constant"}, grad_clip=None, micro_batches=1, init=None))
+    assert not {"schedule", "grad_clip", "micro_batches", "init", "eval"} & set(body)
+    defaults = load_spec(base(schedule={"kind": "constant"}, grad_clip=None, micro_batches=1, init=None, eval=None))
     assert defaults.canonical_bytes() == spec.canonical_bytes()
     full = load_spec(
         base(
@@ -62,12 +62,14 @@ def test_training_options_added_later_leave_existing_specs_and_hashes_unchanged(
             grad_clip=1.0,
             micro_batches=2,
             init={"cid": "QmPretrained", "size_bytes": 4096},
+            eval={"fraction": 0.1, "every": 20},
         )
     )
     body = json.loads(full.canonical_bytes())
     assert body["schedule"] == {"kind": "warmup-cosine", "warmup_steps": 10, "min_lr": 0.0}
     assert body["optimizer"] == {"kind": "adamw", "lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01}
     assert (body["grad_clip"], body["micro_batches"], body["init"]) == (1.0, 2, {"cid": "QmPretrained", "size_bytes": 4096})
+    assert body["eval"] == {"count": None, "fraction": 0.1, "every": 20}
     assert load_spec(full.canonical_bytes()) == full
     assert full.spec_hash() != spec.spec_hash()
 
