@@ -132,10 +132,10 @@ def test_each_feature_changes_the_trajectory(make_spec, datasets, training_featu
     data = datasets["mlp"]
     dataset = load_dataset(make_spec("mlp", data), data)
     final = {}
-    for drop in (None, "schedule", "grad_clip", "micro_batches"):
+    for drop in (None, "schedule", "grad_clip", "micro_batches", "eval"):
         features = {k: v for k, v in training_features.items() if k != drop}
         final[drop] = train_trace(make_spec("mlp", data, **features), dataset, keep=False).state_hashes[-1]
-    assert len(set(final.values())) == 4
+    assert len(set(final.values())) == 5
 
 
 # ----------------------------------------------------------------- fine-tuning from a pretrained model named by CID

@@ -171,9 +171,10 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
 
 
 def test_training_features_replay_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets, training_features) -> None:
-    """AdamW, warmup + cosine decay, clipping by global norm and micro-batches, on every model; the
-    MLP also fine-tunes from pretrained weights (half its seeded ones), so its checkpoint 0 is those."""
-    jobs, expected, steps = {}, {}, {}
+    """AdamW, warmup + cosine decay, clipping by global norm, micro-batches and a held-out split
+    (its losses too) on every model; the MLP also fine-tunes from pretrained weights (half its
+    seeded ones), so its checkpoint 0 is those."""
+    jobs, expected, steps, evals = {}, {}, {}, {}
     for kind in KINDS:
         spec = make_spec(kind, datasets[kind], **training_features)
         init = None
@@ -186,7 +187,11 @@ def test_training_features_replay_bit_identical_under_every_kernel_setting(tmp_p
         jobs[kind] = _write_job(tmp_path, kind, spec, datasets[kind], trace.checkpoints, init)
         expected[kind] = trace.state_hashes
         steps[kind] = state_hash(execute_step(spec, dataset, trace.checkpoints[0]))
-    _replay_everywhere(tmp_path, jobs, expected, steps)
+        evals[kind] = [list(e) for e in trace.eval_losses]
+        assert len(evals[kind]) == 2
+    results = _replay_everywhere(tmp_path, jobs, expected, steps)
+    for label, got in results.items():
+        assert got["eval"] == evals, f"{label}: held-out losses"
 
 
 def _replay_everywhere(folder: Path, jobs: dict[str, Any], expected: dict[str, tuple[str, ...]], steps: dict[str, str]) -> dict[str, dict[str, Any]]:
