@@ -57,6 +57,7 @@ from proofs import (
 )
 from proofs.adversary import CheatTrace
 from proofs.datasets import REFERENCE_JOBS, reference_job, spirals, text_tokens
+from proofs.optim import build_optimizer
 from proofs.spec import CharTransformerConfig, JobSpec, load_spec
 
 console = Console(width=160)
@@ -225,7 +226,7 @@ def norms_cost() -> None:
     sizes.append(("10M transformer", big, big.model.param_count()))
     sample = 2 * (DEFAULT_Q + 1 + DEFAULT_R)
     for name, spec, count in sizes:
-        slots = 2 if spec.optimizer.kind == "adam" else (1 if spec.optimizer.momentum else 0)
+        slots = len(build_optimizer(spec.optimizer).slots)
         tensors = {"param.w": torch.randn(count), **{f"optim.w.{i}": torch.randn(count) for i in range(slots)}}
         data = encode_checkpoint(1, tensors, "0x" + "00" * 32)
         started = time.monotonic()

@@ -51,7 +51,7 @@ from proofs import (
 from proofs.calibrate import calibrate, default_perturbations
 from proofs.datasets import reference_job
 from proofs.models import build_model
-from proofs.spec import AdamConfig, JobSpec
+from proofs.spec import AdamConfig, AdamWConfig, JobSpec
 from proofs.train import Runtime, runtime
 
 console = Console(width=150)
@@ -73,6 +73,8 @@ def _textbook(spec: JobSpec, dataset) -> None:
     o = spec.optimizer
     if isinstance(o, AdamConfig):
         opt: torch.optim.Optimizer = torch.optim.Adam(model.parameters(), lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, foreach=False)
+    elif isinstance(o, AdamWConfig):
+        opt = torch.optim.AdamW(model.parameters(), lr=o.lr, betas=(o.beta1, o.beta2), eps=o.eps, weight_decay=o.weight_decay, foreach=False)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=o.lr, momentum=o.momentum, foreach=False)
     order = Trainer(spec, dataset).order

@@ -26,7 +26,8 @@ The adaptive cheaters (:data:`ADAPTIVE`, issue 10) know the verifier's rules and
 their fakes to fit them; each is caught only by a defence that names its class:
 
 * ``free-start``: checkpoint 0 is a state of the cheater's choosing (here another
-  seed's initialization), every segment honest from there: caught by the bound start;
+  seed's initialization, also for a spec that fine-tunes from a pretrained model), every
+  segment honest from there: caught by the bound start;
 * ``coast``: jumps into a state where training does no work (every parameter and slot
   zero: only the output bias still learns, and its gradient is label counting), coasts
   through the middle segments, jumps back to the state it left and trains the rest:
@@ -249,8 +250,8 @@ def mix(spec: JobSpec, dataset: Dataset, plan: Mapping[int, str], *, free_start:
         raise ProofError("drift attacks tolerance-mode specs only")
     stamp = spec.spec_hash()
     trainer = Trainer(spec, dataset, rt)
-    if free_start:
-        twin = spec.model_copy(update={"seed": derive_seed(spec.seed, "adversary")})
+    if free_start:  # a fine-tuning spec's cheater skips the pretrained model too
+        twin = spec.model_copy(update={"seed": derive_seed(spec.seed, "adversary"), "init": None})
         trainer.load(ForgedTrainer(twin, dataset, rt, stamp=stamp).checkpoint())
     checkpoints = [trainer.to_bytes()]
     losses: list[float] = []

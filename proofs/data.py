@@ -18,6 +18,7 @@ from __future__ import annotations
 import io
 import math
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO
 
@@ -25,6 +26,7 @@ import numpy as np
 import torch
 from safetensors import SafetensorError
 from safetensors.numpy import load as load_safetensors
+from safetensors.torch import load as load_torch_safetensors
 
 from core.bounded import safetensors_header
 from proofs.errors import DatasetError, LimitExceeded
@@ -37,6 +39,8 @@ _FLOATS = (np.float16, np.float32, np.float64)
 _INTS = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.uint16)
 #: A dataset names one or two tensors: its safetensors header is a few hundred bytes.
 _MAX_SAFETENSORS_HEADER = 64 * 1024
+#: A pretrained model's header names every parameter (a few hundred tensors at most).
+_MAX_WEIGHTS_HEADER = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -45,22 +49,29 @@ class Dataset:
 
     ``inputs`` is float32 features ``(N, ...)`` with int64 ``targets`` ``(N,)`` for
     classifiers, or int64 tokens ``(T,)`` with ``targets=None`` for the transformer.
+    ``init`` holds the pretrained parameters by module name when the spec fine-tunes
+    (``spec.init``): with the data, what a trainer needs besides the spec. ``held_out`` is
+    the evaluation split (``spec.eval``), left out of ``inputs`` and ``targets``.
     """
 
     inputs: torch.Tensor
     targets: torch.Tensor | None
+    init: Mapping[str, torch.Tensor] | None = None
+    held_out: Dataset | None = None
 
     @property
     def is_tokens(self) -> bool:
         return self.targets is None
 
 
-def load_dataset(spec: JobSpec, data: bytes) -> Dataset:
-    """Parse dataset bytes as the spec says and check them against the spec's model.
+def load_dataset(spec: JobSpec, data: bytes, init: bytes | None = None) -> Dataset:
+    """Parse dataset bytes as the spec says and check them against the spec's model; ``init``
+    is the pretrained model's bytes when the spec names one (``spec.init``), else None.
 
     Raises :class:`LimitExceeded` for oversize input and :class:`DatasetError` for
     anything that does not fit (wrong length, missing tensor, dtype, shape, label range).
     """
+    weights = _pretrained(spec, init)
     ds = spec.dataset
     if len(data) > Limits.DATASET_BYTES:
         raise LimitExceeded("dataset size in bytes", len(data), Limits.DATASET_BYTES)
@@ -69,10 +80,60 @@ def load_dataset(spec: JobSpec, data: bytes) -> Dataset:
     names = [ds.inputs] + ([ds.targets] if ds.targets is not None else [])
     arrays = _read_npz(data, names) if ds.format == "npz" else _read_safetensors(data, names)
     if ds.targets is None:
-        return Dataset(inputs=_tokens(spec, arrays[ds.inputs]), targets=None)
+        tokens = _tokens(spec, arrays[ds.inputs])
+        return _hold_out(spec, Dataset(inputs=tokens, targets=None, init=weights))
     inputs = _features(spec, arrays[ds.inputs])
     targets = _labels(spec, arrays[ds.targets], inputs.shape[0])
-    return Dataset(inputs=inputs, targets=targets)
+    return _hold_out(spec, Dataset(inputs=inputs, targets=targets, init=weights))
+
+
+def _hold_out(spec: JobSpec, full: Dataset) -> Dataset:
+    """Split off ``spec.eval``'s held-out set: for tokens the last ``n`` tokens of the stream (so
+    no training window reaches into it); for examples the first ``n`` of ``torch.randperm(N)``
+    seeded with ``derive_seed(seed, "eval")``, both sides kept in dataset order. ``n`` is
+    ``count``, or ``floor(fraction * N)`` in float64."""
+    if spec.eval is None:
+        return full
+    total = full.inputs.shape[0]
+    n = spec.eval.count if spec.eval.count is not None else math.floor(spec.eval.fraction * total)  # type: ignore[operator]
+    if full.targets is None:
+        block = spec.model.block_size  # type: ignore[union-attr]
+        if n < block + 1 or total - n - block < spec.batch_size:
+            raise DatasetError(
+                f"holding out {n} of {total} tokens leaves no window of {block + 1} on one side or no batch of {spec.batch_size} windows on the other"
+            )
+        held = Dataset(inputs=full.inputs[total - n :], targets=None)
+        return Dataset(inputs=full.inputs[: total - n], targets=None, init=full.init, held_out=held)
+    if n < 1 or total - n < spec.batch_size:
+        raise DatasetError(f"holding out {n} of {total} examples leaves no held-out example or fewer than one batch of {spec.batch_size}")
+    perm = torch.randperm(total, generator=torch.Generator().manual_seed(derive_seed(spec.seed, "eval")))
+    held_idx, train_idx = perm[:n].sort().values, perm[n:].sort().values
+    assert full.targets is not None
+    held = Dataset(inputs=full.inputs[held_idx], targets=full.targets[held_idx])
+    return Dataset(inputs=full.inputs[train_idx], targets=full.targets[train_idx], init=full.init, held_out=held)
+
+
+def _pretrained(spec: JobSpec, data: bytes | None) -> dict[str, torch.Tensor] | None:
+    """The pretrained parameters ``spec.init`` names, read from safetensors (header bounded first,
+    never unpickled); that they are exactly the model's parameters is checked by the trainer."""
+    ref = spec.init
+    if ref is None:
+        if data is not None:
+            raise DatasetError("pretrained weights were given, but the spec names no init model")
+        return None
+    if data is None:
+        raise DatasetError(f"the spec fine-tunes from {ref.cid}: its weights are needed")
+    if len(data) != ref.size_bytes:
+        raise DatasetError(f"pretrained model {ref.cid} is {len(data)} bytes; the spec says {ref.size_bytes}")
+    try:
+        safetensors_header(data, max_header=_MAX_WEIGHTS_HEADER, what="pretrained model")
+        tensors = load_torch_safetensors(data)
+    except (SafetensorError, ValueError) as exc:  # InputRejected is a ValueError
+        raise DatasetError(f"pretrained model {ref.cid} is not valid safetensors: {_line(exc)}") from exc
+    for name, t in tensors.items():
+        if t.dtype != torch.float32:
+            raise DatasetError(f"pretrained tensor {name!r} is {t.dtype}; float32 weights are needed")
+    return tensors
 
 
 def _read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:

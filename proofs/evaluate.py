@@ -29,7 +29,7 @@ class Evaluation:
 
 def evaluate(spec: JobSpec, checkpoint: bytes, test: Dataset, rt: Runtime = Runtime()) -> Evaluation:
     """Load ``checkpoint`` (e.g. the final one) and score it on ``test`` (loaded with ``load_dataset``)."""
-    trainer = Trainer(spec, test, rt)
+    trainer = Trainer(spec.model_copy(update={"init": None}), test, rt)  # the checkpoint replaces any starting weights
     trainer.load(decode_checkpoint(checkpoint, expect_spec=spec.spec_hash()))
     order = BatchOrder(spec, test)
     total_loss, correct, count = 0.0, 0, 0

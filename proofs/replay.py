@@ -200,9 +200,9 @@ def moved_frozen(start: Mapping[str, torch.Tensor], replayed: Mapping[str, torch
 
 
 def initial_state(spec: JobSpec, dataset: Dataset) -> bytes:
-    """Checkpoint 0 of every honest trace of ``spec``: the spec's seeded initialization, zero
-    optimizer slots, step 0. (A spec that names a pretrained model by CID, when the spec
-    format has one, is the one place this changes: it would load that model here.)"""
+    """Checkpoint 0 of every honest trace of ``spec``: the spec's seeded initialization, or the
+    pretrained model it names (``spec.init``, carried by ``dataset``), zero optimizer slots,
+    step 0."""
     return Trainer(spec, dataset).to_bytes()
 
 
@@ -216,9 +216,10 @@ def check_start(spec: JobSpec, dataset: Dataset, committed: Bytes32) -> SegmentV
     A trace that starts anywhere else fails on segment 0 with ``wrong-start``, however its
     segments replay; a referee of a game on segment 0 rules the same way (``rolebase.dispute``)."""
     expected = initial_state_hash(spec, dataset)
+    start = "seeded initialization" if spec.init is None else f"pretrained model {spec.init.cid}"
     if committed != expected:
-        return _fail(0, Reason.WRONG_START, f"checkpoint 0 is {hex32(committed)}, the spec's seeded initialization is {hex32(expected)}")
-    return SegmentVerdict(0, True, Reason.OK, f"segment 0: checkpoint 0 is the spec's initialization {hex32(expected)}")
+        return _fail(0, Reason.WRONG_START, f"checkpoint 0 is {hex32(committed)}, the spec's {start} is {hex32(expected)}")
+    return SegmentVerdict(0, True, Reason.OK, f"segment 0: checkpoint 0 is the spec's {start} {hex32(expected)}")
 
 
 def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, final_cid: str) -> SegmentVerdict:

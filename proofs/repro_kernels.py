@@ -55,6 +55,10 @@ __all__ = [
     "embedding_bwd",
     "sgd_update",
     "adam_update",
+    "add_into",
+    "divide",
+    "scale",
+    "sum_squares",
 ]
 
 # ------------------------------------------------------------------ transcendentals
@@ -519,3 +523,38 @@ def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt
         m[i] = mi
         v[i] = vi
         p[i] = p[i] - step_size * (mi / (np.sqrt(vi) / bc2_sqrt + eps))
+
+
+# ------------------------------------------------------------------ gradient accumulation and clipping (flat float32 arrays)
+
+
+@njit(parallel=True, cache=True)
+def add_into(acc, g):
+    """acc[i] = acc[i] + g[i] (one float32 add per element)."""
+    for i in prange(acc.shape[0]):
+        acc[i] = acc[i] + g[i]
+
+
+@njit(parallel=True, cache=True)
+def divide(x, d):
+    """x[i] = x[i] / d (one correctly rounded float32 division per element)."""
+    for i in prange(x.shape[0]):
+        x[i] = x[i] / d
+
+
+@njit(parallel=True, cache=True)
+def scale(x, s):
+    """x[i] = x[i] * s (one float32 multiply per element): clipping, and AdamW's decay."""
+    for i in prange(x.shape[0]):
+        x[i] = x[i] * s
+
+
+@njit(cache=True)
+def sum_squares(x):
+    """sum_i float64(x[i])**2 over i ascending, in float64 on one thread (each square is exact:
+    a float32 product fits in float64's mantissa); returns a float64."""
+    acc = 0.0
+    for i in range(x.shape[0]):
+        xi = np.float64(x[i])
+        acc += xi * xi
+    return acc

@@ -35,9 +35,13 @@ __all__ = [
     "CharTransformerConfig",
     "ModelConfig",
     "DatasetSpec",
+    "InitSpec",
+    "EvalSpec",
     "SGDConfig",
     "AdamConfig",
+    "AdamWConfig",
     "OptimizerConfig",
+    "ScheduleConfig",
     "Tolerance",
     "Numerics",
     "JobSpec",
@@ -57,6 +61,8 @@ class Limits:
     SEGMENTS = 100_000
     BATCH = 4096
     DATASET_BYTES = 256 * 1024 * 1024
+    #: A pretrained model: its parameters in float32 plus a header.
+    WEIGHTS_BYTES = 4 * PARAMS + (1 << 20)
     WIDTH = 8192
     LAYERS = 16
     SEQUENCE = 1024
@@ -169,6 +175,33 @@ class DatasetSpec(_Frozen):
     targets: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] | None = "y"
 
 
+class InitSpec(_Frozen):
+    """Fine-tuning: the pretrained weights training starts from, by content id. The file is
+    safetensors holding exactly the model's parameters by module name, float32 (what
+    ``veritrain model export`` writes as ``weights.safetensors``); checkpoint 0 is those
+    parameters with zero optimizer slots. ``size_bytes`` is its exact length."""
+
+    cid: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
+    size_bytes: Annotated[int, Field(ge=1, le=Limits.WEIGHTS_BYTES)]
+
+
+class EvalSpec(_Frozen):
+    """A held-out evaluation split, never trained on: ``count`` examples (tokens, for the
+    char-transformer) or that ``fraction`` of them, chosen as :func:`proofs.data.load_dataset`
+    says. Its mean loss is computed at every checkpoint whose step is a multiple of ``every``
+    (itself a multiple of ``checkpoint_interval``), and reported, not committed."""
+
+    count: Annotated[int, Field(ge=1, le=Limits.DATASET_BYTES)] | None = None
+    fraction: Annotated[float, Field(gt=0.0, lt=1.0, allow_inf_nan=False)] | None = None
+    every: Annotated[int, Field(ge=1, le=Limits.STEPS)]
+
+    @model_validator(mode="after")
+    def _one_size(self) -> EvalSpec:
+        if (self.count is None) == (self.fraction is None):
+            raise ValueError("give exactly one of count and fraction")
+        return self
+
+
 # ----------------------------------------------------------------- optimizers
 
 
@@ -201,7 +234,31 @@ class AdamConfig(_Frozen):
     weight_decay: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.0
 
 
-OptimizerConfig = Annotated[SGDConfig | AdamConfig, Field(discriminator="kind")]
+class AdamWConfig(_Frozen):
+    """AdamW (``torch.optim.AdamW``): decoupled weight decay ``p *= 1 - lr*wd`` before the
+    bias-corrected Adam step, which sees the plain gradient."""
+
+    kind: Literal["adamw"] = "adamw"
+    lr: Annotated[float, Field(gt=0.0, le=10.0, allow_inf_nan=False)]
+    beta1: _Fraction = 0.9
+    beta2: _Fraction = 0.999
+    eps: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = 1e-8
+    weight_decay: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.01
+
+
+OptimizerConfig = Annotated[SGDConfig | AdamConfig | AdamWConfig, Field(discriminator="kind")]
+
+
+class ScheduleConfig(_Frozen):
+    """The learning rate at global step ``t`` (the step being taken, from 0), as a multiple of
+    ``optimizer.lr``: a linear warmup over ``warmup_steps`` steps (``lr * (t+1) / warmup_steps``),
+    then ``constant`` (``lr``) or ``warmup-cosine`` (cosine decay from ``lr`` at the end of
+    warmup towards ``min_lr``, reached one step past the last). Exactly as :func:`proofs.optim.learning_rate`
+    computes it, in float64 (docs/formats.md)."""
+
+    kind: Literal["constant", "warmup-cosine"] = "constant"
+    warmup_steps: Annotated[int, Field(ge=0, le=Limits.STEPS)] = 0
+    min_lr: Annotated[float, Field(ge=0.0, le=10.0, allow_inf_nan=False)] = 0.0
 
 
 # ----------------------------------------------------------------- judging
@@ -256,6 +313,13 @@ class JobSpec(_Frozen):
     checkpoint_interval: Annotated[int, Field(ge=1, le=Limits.STEPS)]
     tolerance: Tolerance = Tolerance()
     numerics: Numerics = "repro-v1"
+    # Added after version 1 shipped: written into the canonical bytes only when not the default
+    # (OPTIONAL_FIELDS), so every earlier spec keeps its bytes, hash and CID.
+    schedule: ScheduleConfig = ScheduleConfig()
+    grad_clip: Annotated[float, Field(gt=0.0, le=1e6, allow_inf_nan=False)] | None = None
+    micro_batches: Annotated[int, Field(ge=1, le=Limits.BATCH)] = 1
+    init: InitSpec | None = None
+    eval: EvalSpec | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
@@ -272,6 +336,15 @@ class JobSpec(_Frozen):
             raise ValueError("a char-transformer reads one token tensor: dataset.targets must be null")
         if not is_lm and self.dataset.targets is None:
             raise ValueError(f"a {self.model.kind} classifier needs dataset.targets (the labels)")
+        if self.batch_size % self.micro_batches:
+            raise ValueError(f"batch_size {self.batch_size} must be a multiple of micro_batches {self.micro_batches}")
+        sched = self.schedule
+        if sched.warmup_steps > self.steps or (sched.kind == "warmup-cosine" and sched.warmup_steps >= self.steps):
+            raise ValueError(f"schedule.warmup_steps {sched.warmup_steps} leaves no room in {self.steps} steps")
+        if self.eval is not None and self.eval.every % k:
+            raise ValueError(f"eval.every {self.eval.every} must be a multiple of checkpoint_interval {k}")
+        if sched.min_lr > self.optimizer.lr:
+            raise ValueError(f"schedule.min_lr {sched.min_lr} is above optimizer.lr {self.optimizer.lr}")
         return self
 
     @property
@@ -283,15 +356,22 @@ class JobSpec(_Frozen):
         return self.model.param_count()
 
     def to_json_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        """The spec as JSON values; fields of :data:`OPTIONAL_FIELDS` are left out at their defaults."""
+        fields = type(self).model_fields
+        return self.model_dump(mode="json", exclude={f for f in OPTIONAL_FIELDS if getattr(self, f) == fields[f].default})
 
     def canonical_bytes(self) -> bytes:
-        """Sorted keys, no whitespace, every default written out: the bytes whose CID names the job."""
+        """Sorted keys, no whitespace, every default written out (but those of
+        :data:`OPTIONAL_FIELDS`): the bytes whose CID names the job."""
         return canonical_json(self.to_json_dict())
 
     def spec_hash(self) -> str:
         """``0x`` + keccak256 of :meth:`canonical_bytes` (recorded in every checkpoint)."""
         return "0x" + keccak(self.canonical_bytes()).hex()
+
+
+#: Fields added after the first version-1 specs: omitted from the canonical bytes at their defaults.
+OPTIONAL_FIELDS = ("schedule", "grad_clip", "micro_batches", "init", "eval")
 
 
 def canonical_json(value: Any) -> bytes:

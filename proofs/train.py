@@ -26,17 +26,16 @@ import numpy as np
 import torch
 
 from core.probe import Bytes32
-from proofs import repro
+from proofs import optim, repro
 from proofs.checkpoint import Checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset
-from proofs.errors import CheckpointError, ProofError
+from proofs.errors import CheckpointError, DatasetError, ProofError
 from proofs.manifest import CheckpointEntry, Manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.models import build_model, ops_for
-from proofs.optim import build_optimizer
 from proofs.spec import JobSpec
 
-__all__ = ["Runtime", "runtime", "device_fault", "Trainer", "Trace", "train_trace", "segment_loss", "Progress", "Put"]
+__all__ = ["Runtime", "runtime", "device_fault", "Trainer", "Trace", "train_trace", "segment_loss", "held_out_loss", "Progress", "Put"]
 
 log = logging.getLogger(__name__)
 
@@ -110,31 +109,85 @@ class Trainer:
         self.model = build_model(spec, self.device)
         self.ops = ops_for(spec.numerics)
         self.params = dict(sorted(self.model.named_parameters()))
-        self.optimizer = build_optimizer(spec.optimizer, spec.numerics)
+        if spec.init is not None:
+            self._start_from(spec.init.cid, dataset)
+        self.optimizer = optim.build_optimizer(spec.optimizer, spec.numerics)
         self.state = self.optimizer.init_state(self.params)
         self.step = 0
 
+    def _start_from(self, cid: str, dataset: Dataset) -> None:
+        """Fine-tuning: the parameters become the pretrained ones (exactly the model's names and shapes)."""
+        if dataset.init is None:
+            raise DatasetError(f"the spec fine-tunes from {cid}: load the dataset with its weights")
+        names, want = sorted(dataset.init), list(self.params)
+        if names != want:
+            raise DatasetError(f"pretrained model {cid} holds {names[:4]}...; the spec's model has {want[:4]}... (names must match exactly)")
+        with torch.no_grad():
+            for name, p in self.params.items():
+                t = dataset.init[name]
+                if tuple(t.shape) != tuple(p.shape):
+                    raise DatasetError(f"pretrained tensor {name!r} is {tuple(t.shape)}; the spec's model has {tuple(p.shape)}")
+                p.copy_(t)
+
     # -- training -------------------------------------------------------------------------
 
-    def train_step(self) -> torch.Tensor:
-        """One optimizer step on batch ``self.step``; returns the (detached) loss."""
-        x, y = self.order.batch(self.step)
-        x, y = x.to(self.device), y.to(self.device)
+    def _backward(self, x: torch.Tensor, y: torch.Tensor) -> float:
+        """Fresh gradients of the mean loss over ``(x, y)`` in each ``p.grad``; the loss."""
         for p in self.params.values():
             p.grad = None
         logits = self.model(x)
         loss = self.ops.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
-        self.optimizer.update(self.params, self.state, self.step)
+        return float(loss.detach().item())
+
+    def train_step(self) -> float:
+        """One optimizer step on batch ``self.step``; returns the loss (a float32 value).
+
+        With ``micro_batches = m > 1`` the batch is cut into ``m`` equal consecutive parts, their
+        gradients summed in order and divided by ``m``, and the loss is ``float32(fsum(losses) / m)``.
+        Then the gradients are clipped (``grad_clip``) and the optimizer steps with the
+        scheduled learning rate of the global step."""
+        spec, repro = self.spec, self.spec.numerics == "repro-v1"
+        x, y = self.order.batch(self.step)
+        x, y = x.to(self.device), y.to(self.device)
+        m = spec.micro_batches
+        if m == 1:
+            loss = self._backward(x, y)
+        else:
+            losses: list[float] = []
+            acc: dict[str, torch.Tensor] = {}
+            for xs, ys in zip(x.chunk(m), y.chunk(m)):
+                losses.append(self._backward(xs, ys))
+                grads = self._grads()
+                if acc:
+                    optim.accumulate(acc, grads, repro)
+                else:
+                    acc = {n: g.clone() for n, g in grads.items()}
+            optim.average(acc, m, repro)
+            for n, p in self.params.items():
+                p.grad = acc[n]
+            loss = float(np.float32(math.fsum(losses) / m))
+        if spec.grad_clip is not None:
+            optim.clip_by_global_norm(self._grads(), spec.grad_clip, repro)
+        lr = optim.learning_rate(spec.schedule, spec.optimizer.lr, spec.steps, self.step)
+        self.optimizer.update(self.params, self.state, self.step, lr)
         self.step += 1
-        return loss.detach()
+        return loss
+
+    def _grads(self) -> dict[str, torch.Tensor]:
+        """Each parameter's gradient, made contiguous in place (so kernels may write into it)."""
+        out = {}
+        for n, p in self.params.items():
+            assert p.grad is not None
+            p.grad = out[n] = p.grad.contiguous()
+        return out
 
     def run(self, steps: int, progress: Progress | None = None, total: int | None = None) -> list[float]:
         """Advance ``steps`` steps under this trainer's runtime settings; each step's loss (float32 values)."""
         losses = []
         with runtime(self.rt):
             for _ in range(steps):
-                losses.append(float(self.train_step().item()))
+                losses.append(self.train_step())
                 if progress is not None:
                     progress(self.step, total or self.spec.steps)
         return losses
@@ -176,6 +229,32 @@ class Trainer:
         self.step = ckpt.step
 
 
+def held_out_loss(trainer: Trainer) -> float:
+    """The current model's mean loss on the spec's held-out split (``spec.eval``), computed with the
+    spec's numerics, never trained on: examples in dataset order (tokens: consecutive windows of
+    ``block_size``) in chunks of ``batch_size``, each chunk's mean times its count summed exactly
+    (``math.fsum``), divided by the count in float64, rounded to float32."""
+    held = trainer.order.dataset.held_out
+    if held is None:
+        raise ProofError("the spec holds out no evaluation split (spec.eval)")
+    spec = trainer.spec
+    if held.targets is None:
+        block = spec.model.block_size  # type: ignore[union-attr]
+        usable = (len(held.inputs) - 1) // block * block
+        x, y = held.inputs[:usable].reshape(-1, block), held.inputs[1 : usable + 1].reshape(-1, block)
+    else:
+        x, y = held.inputs, held.targets
+    parts, count = [], 0
+    with runtime(trainer.rt), torch.no_grad():
+        for at in range(0, x.shape[0], spec.batch_size):
+            xb, yb = x[at : at + spec.batch_size].to(trainer.device), y[at : at + spec.batch_size].to(trainer.device)
+            logits = trainer.model(xb)
+            loss = trainer.ops.cross_entropy(logits.reshape(-1, logits.shape[-1]), yb.reshape(-1))
+            parts.append(float(loss.item()) * yb.numel())  # exact: a float32 times at most 2**22
+            count += yb.numel()
+    return float(np.float32(math.fsum(parts) / count))
+
+
 def segment_loss(losses: Sequence[float]) -> float:
     """A segment's mean training loss, as the manifest commits it: the exactly rounded sum of the
     steps' float32 losses (``math.fsum``), divided by their count in float64, rounded to float32.
@@ -192,7 +271,8 @@ class Trace:
     training losses (:func:`segment_loss`), the tree.
 
     ``checkpoints`` holds the bytes when ``train_trace(keep=True)``; ``cids`` holds what
-    ``put`` returned when one was given.
+    ``put`` returned when one was given; ``eval_losses`` the ``(step, held-out loss)`` of each
+    checkpoint ``spec.eval`` evaluates (:func:`held_out_loss`: reported, not committed).
     """
 
     spec: JobSpec
@@ -202,6 +282,7 @@ class Trace:
     tree: TraceTree
     checkpoints: tuple[bytes, ...] = ()
     cids: tuple[str, ...] = ()
+    eval_losses: tuple[tuple[int, float], ...] = ()
 
     @property
     def root(self) -> Bytes32:
@@ -244,6 +325,7 @@ def train_trace(
     losses: list[float] = []
     kept: list[bytes] = []
     cids: list[str] = []
+    evals: list[tuple[int, float]] = []
 
     def record(data: bytes) -> None:
         hashes.append(state_hash(data))
@@ -251,6 +333,8 @@ def train_trace(
             kept.append(data)
         if put is not None:
             cids.append(put(data))
+        if spec.eval is not None and trainer.step % spec.eval.every == 0:
+            evals.append((trainer.step, held_out_loss(trainer)))
 
     record(trainer.to_bytes())
     before = {n: p.detach().clone() for n, p in trainer.params.items()}
@@ -270,4 +354,5 @@ def train_trace(
         tree=TraceTree(hashes),
         checkpoints=tuple(kept),
         cids=tuple(cids),
+        eval_losses=tuple(evals),
     )

@@ -14,7 +14,7 @@ a referee runs ``proofs.referee_step`` once.
 What the solver committed besides the states is settled without training, by any referee of a
 trace game on segment ``j``: its manifest (fetched by the committed CID; it must be the committed
 trace of the spec: ``proofs.check_manifest``, on any segment, so a verifier that found it
-inconsistent opens on segment 0 from the manifest's own leaves), its start (``j = 0``: leaf 0 must be the spec's seeded
+inconsistent opens on segment 0 from the manifest's own leaves), its start (``j = 0``: leaf 0 must be the spec's (seeded or pretrained)
 initialization, ``proofs.check_start``) and its update norm (the manifest's norm for ``j`` must be
 the one checkpoints ``j`` and ``j + 1`` give, ``proofs.check_norm``); either false, the solver is
 wrong whatever the isolated step shows. A manifest game (0 steps: the manifest gave the opener no
@@ -55,7 +55,6 @@ from proofs import (
     check_norm,
     check_start,
     first_idle_step,
-    load_dataset,
     load_spec,
     parse_manifest,
     probe_step,
@@ -68,6 +67,7 @@ from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import hex32
 from proofs.train import Runtime
 from rolebase.device import job_fault
+from rolebase.inputs import fetch_dataset
 from rolebase.watchers import MarketWatcher
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class DisputeReplayer:
                 raise DisputeWorkError(f"job {job_id}: no TraceCommitted event")
             try:
                 spec = self._spec(job_id)
-                dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
+                dataset = fetch_dataset(self.store, spec)
                 args = committed[-1].args
                 manifest = parse_manifest(self.store.get(digest_to_cid(args["manifestCid"]), MAX_MANIFEST_BYTES))
             except (ProofError, StorageError) as exc:

@@ -55,9 +55,10 @@ from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
-from proofs.train import Runtime, Trace, Trainer, device_fault, segment_loss
+from proofs.train import Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
 from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
+from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
 from solver.policy import Phase, SpecCheck
 from solver.state import SolverDb, SpecVerdict
@@ -149,15 +150,16 @@ class SpecJudge:
         if over:
             return SpecCheck(False, over, spec.steps)
         try:
-            data = self.store.get(spec.dataset.cid, spec.dataset.size_bytes)  # verified against its CID
+            data, init = fetch_inputs(self.store, spec)  # each verified against its CID
         except StoreUnavailable:
             raise
-        except ContentNotFound:
-            return SpecCheck(False, f"dataset {spec.dataset.cid} is not in storage", spec.steps, final=False)
+        except ContentNotFound as exc:
+            what = next((what for what, cid in input_names(spec) if cid == exc.cid), "job input")
+            return SpecCheck(False, f"{what} {exc.cid} is not in storage", spec.steps, final=False)
         except VeritrainError as exc:  # larger than the spec says, forged, not a CID
-            return SpecCheck(False, f"dataset: {type(exc).__name__}: {exc}", spec.steps)
+            return SpecCheck(False, f"dataset or pretrained model: {type(exc).__name__}: {exc}", spec.steps)
         try:
-            train_s = _estimate(spec, load_dataset(spec, data), self.rt)
+            train_s = _estimate(spec, load_dataset(spec, data, init), self.rt)
         except Unpublishable as exc:
             return SpecCheck(False, f"{exc}: a verifier could challenge its availability and we could not answer on chain", spec.steps)
         except IdleTraining as exc:
@@ -289,15 +291,16 @@ class JobTrainer:
             raise JobWorkError(f"job {job_id}: {exc}") from exc
 
     def keep_inputs(self, job_id: JobId) -> None:
-        """Pin the job's spec and dataset in our store before claiming it: the judge fetched both, and
+        """Pin the job's spec and inputs in our store before claiming it: the judge fetched them, and
         what the submitter stops serving after our claim cannot then stop our training."""
         spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
         spec = load_spec(self.store.get(spec_cid, SpecLimits.SPEC_BYTES))
         self.store.pin(spec_cid)
-        self.store.pin(spec.dataset.cid)
+        for _, cid in input_names(spec):
+            self.store.pin(cid)
 
     def _dataset(self, spec: JobSpec) -> Dataset:
-        return load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))  # verified against its CID
+        return fetch_dataset(self.store, spec)  # verified against its CID
 
     def _dir(self, job_id: JobId) -> Path:
         return self.jobs_dir / str(int(job_id))
@@ -353,6 +356,8 @@ class JobTrainer:
             loss = segment_loss(trainer.run(k, self._step_hook(job_id, deadline)))
             hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes(), loss))
             log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hex32(hashes[-1]), "loss": loss})
+            if spec.eval is not None and trainer.step % spec.eval.every == 0:
+                log.info("held-out loss", extra={"job": job_id, "step": trainer.step, "loss": held_out_loss(trainer)})
         return hashes
 
     def _step_hook(self, job_id: JobId, deadline: int) -> Callable[[int, int], None]:

@@ -40,6 +40,10 @@ def post(
     settings: Settings,
     spec: Annotated[Path, typer.Argument(help="job spec JSON (docs/formats.md; `veritrain spec new` writes one)", show_default=False)],
     data: Annotated[Path | None, typer.Option("--data", help="dataset file to upload; its CID goes into the spec")] = None,
+    init: Annotated[
+        Path | None,
+        typer.Option("--init", help="pretrained weights (safetensors, the model's parameters) to fine-tune from; uploaded, CID into the spec's init"),
+    ] = None,
     reward: Annotated[str, typer.Option(help="solver reward, in VERI")] = "10",
     fee: Annotated[str, typer.Option(help="verifier fee, in VERI")] = "2",
     commit_window: Annotated[
@@ -68,9 +72,11 @@ def post(
       veritrain submit post job.json --ipfs-api http://127.0.0.1:5001 --keystore me.json --json
 
       veritrain submit post job.json --data dataset.safetensors --dry-run
+
+      veritrain submit post job.json --data dataset.safetensors --init model3/weights.safetensors --key-env SUBMITTER_KEY
     """
     if dry_run:
-        draft = read_job(spec, data, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir))
+        draft = read_job(spec, data, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir), init)
         size = job_size(draft.spec)
         fit = _solver_fit(settings, draft.spec, commit_window)
         if json_out:
@@ -85,7 +91,7 @@ def post(
     amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
     protocol = options.protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
-    posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window)
+    posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window, init)
     err_console.print(posted.solvers.line(), highlight=False, soft_wrap=True)
     if json_out:
         print(

@@ -114,8 +114,10 @@ def post_job(
     reward: TokenAmount,
     verifier_fee: TokenAmount,
     commit_window: int | None,
+    init_path: Path | None = None,
 ) -> Posted:
-    """Validate everything, read how the staked solvers' adverts fit the job, upload dataset and spec,
+    """Validate everything, read how the staked solvers' adverts fit the job, upload dataset (and
+    pretrained weights) and spec,
     approve the escrow (reward + fee + the market's jackpot tax on them), post the job."""
     if reward <= 0:
         raise SubmitError("--reward must be above 0")
@@ -123,7 +125,7 @@ def post_job(
         raise SubmitError("--fee must be above 0")
     market, token = protocol.market, protocol.token
     commit_window = commit_window_of(protocol, commit_window)
-    draft = read_job(spec_path, data_path, store)  # parse and validate spec and dataset, upload nothing
+    draft = read_job(spec_path, data_path, store, init_path)  # parse and validate spec and inputs, upload nothing
     me = _me(protocol)
     tax = market.jackpot_tax(reward, verifier_fee)
     need = reward + verifier_fee + tax

@@ -2,8 +2,10 @@
 
 The spec file is the proofs engine's JSON job spec; its ``dataset.cid`` and
 ``dataset.size_bytes`` may be left out when ``--data`` is given: they are computed
-from the file (the CID is the one ``ipfs add`` would give it). Without ``--data`` the
-spec must name a dataset CID that the store already holds, with that exact size.
+from the file (the CID is the one ``ipfs add`` would give it); ``--init`` fills ``init``
+(fine-tuning from pretrained weights) the same way. Without ``--data`` the
+spec must name a dataset CID that the store already holds, with that exact size. A spec
+that fine-tunes (``init``) without ``--init`` names weights the store must hold likewise.
 Everything is checked locally first (:func:`read_job`); :func:`publish` uploads.
 """
 
@@ -15,7 +17,7 @@ from pathlib import Path
 from core.bounded import InputRejected, load_json, read_regular_file
 from core.cid import Cid, validate_cid
 from core.storage import ContentStore, file_cid
-from proofs import Limits, ProofError, load_dataset, load_spec
+from proofs import Limits, ProofError, initial_state, load_dataset, load_spec
 from proofs.spec import JobSpec
 from submitter.errors import SubmitError
 
@@ -27,12 +29,13 @@ MAX_MODEL_BYTES = 3 * 4 * Limits.PARAMS + (1 << 20)
 
 @dataclass(frozen=True)
 class JobDraft:
-    """A validated spec, its canonical bytes, and the dataset it names (bytes, if given on disk)."""
+    """A validated spec, its canonical bytes, and the dataset (and pretrained weights) it names (bytes, if given on disk)."""
 
     spec: JobSpec
     spec_bytes: bytes
     dataset_cid: Cid
     dataset: bytes | None
+    init: bytes | None = None  # pretrained weights given on disk (``--init``), uploaded by publish
 
 
 def _read(path: Path, what: str, limit: int) -> bytes:
@@ -42,8 +45,8 @@ def _read(path: Path, what: str, limit: int) -> bytes:
         raise SubmitError(str(exc)) from None
 
 
-def read_job(spec_path: Path, data_path: Path | None, store: ContentStore) -> JobDraft:
-    """Parse and validate the spec (and the dataset against it); nothing is uploaded yet."""
+def read_job(spec_path: Path, data_path: Path | None, store: ContentStore, init_path: Path | None = None) -> JobDraft:
+    """Parse and validate the spec (and the dataset and pretrained weights against it); nothing is uploaded yet."""
     raw = _read(spec_path, "spec file", MAX_SPEC_FILE_BYTES)
     try:
         decoded = load_json(raw, max_bytes=MAX_SPEC_FILE_BYTES, what=f"spec file {spec_path}")
@@ -55,10 +58,15 @@ def read_job(spec_path: Path, data_path: Path | None, store: ContentStore) -> Jo
     if data_path is not None:
         dataset = _read(data_path, "dataset file", Limits.DATASET_BYTES)
         decoded["dataset"] = {**decoded.get("dataset", {}), "cid": file_cid(dataset), "size_bytes": len(dataset)}
+    weights: bytes | None = None
+    if init_path is not None:
+        weights = _read(init_path, "pretrained model file", Limits.WEIGHTS_BYTES)
+        decoded["init"] = {"cid": file_cid(weights), "size_bytes": len(weights)}
     try:
         spec = load_spec(decoded)
     except ProofError as exc:
         raise SubmitError(f"spec file {spec_path}: {exc}") from None
+    init = weights if weights is not None else _pretrained(spec, spec_path, store)
     cid = validate_cid(spec.dataset.cid)
     if dataset is None:
         if not store.has(cid):
@@ -68,20 +76,41 @@ def read_job(spec_path: Path, data_path: Path | None, store: ContentStore) -> Jo
             raise SubmitError(f"dataset {cid} is {stored:,} bytes, the spec says {spec.dataset.size_bytes:,}")
     else:
         try:
-            load_dataset(spec, dataset)  # the tensors the spec names, with the shapes it needs
+            # the tensors the spec names, with the shapes it needs; a pretrained model must be the model's parameters
+            loaded = load_dataset(spec, dataset, init)
+            if init is not None:
+                initial_state(spec, loaded)
         except ProofError as exc:
             ds = spec.dataset
             names = f"{ds.inputs!r}" + (f" and {ds.targets!r}" if ds.targets is not None else "")
             raise SubmitError(
                 f"dataset file {data_path} does not fit the spec: {exc}; expected a {ds.format} file with tensors {names} (docs/formats.md)"
             ) from None
-    return JobDraft(spec, spec.canonical_bytes(), cid, dataset)
+    return JobDraft(spec, spec.canonical_bytes(), cid, dataset, weights)
+
+
+def _pretrained(spec: JobSpec, spec_path: Path, store: ContentStore) -> bytes | None:
+    """The pretrained weights a fine-tuning spec names (``init``), which must be in the store already."""
+    if spec.init is None:
+        return None
+    cid = validate_cid(spec.init.cid)
+    if not store.has(cid):
+        raise SubmitError(f"pretrained model {cid} named by {spec_path} is not in the store: give the file with --init")
+    stored = store.stat(cid).size
+    if stored != spec.init.size_bytes:
+        raise SubmitError(f"pretrained model {cid} is {stored:,} bytes, the spec says {spec.init.size_bytes:,}")
+    return store.get(cid, spec.init.size_bytes)
 
 
 def publish(draft: JobDraft, store: ContentStore) -> Cid:
-    """Upload the dataset (if given) and the canonical spec; returns the spec's CID."""
-    if draft.dataset is not None:
-        stored = store.put(draft.dataset)
-        if stored != draft.dataset_cid:  # both computed by the same UnixFS code: a store that disagrees is broken
-            raise SubmitError(f"store returned CID {stored} for the dataset, expected {draft.dataset_cid}")
+    """Upload the dataset and the pretrained weights (if given) and the canonical spec; returns the spec's CID."""
+    uploads = [("dataset", draft.dataset, draft.dataset_cid)]
+    if draft.spec.init is not None:
+        uploads.append(("pretrained model", draft.init, validate_cid(draft.spec.init.cid)))
+    for what, data, cid in uploads:
+        if data is None:
+            continue
+        stored = store.put(data)
+        if stored != cid:  # both computed by the same UnixFS code: a store that disagrees is broken
+            raise SubmitError(f"store returned CID {stored} for the {what}, expected {cid}")
     return store.put(draft.spec_bytes)

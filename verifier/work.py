@@ -6,7 +6,7 @@ chain. The segments come from the proofs engine's sampling seeded by the ``assig
 this verifier's ``VerifierAssigned`` event (keccak256(drawSeed): fixed after the solver
 committed, new with every draw, and independent of who was drawn), plus the report's probe segments.
 Before any replay, a manifest whose root is the committed one is checked against the rest of the
-commitment and the spec (``proofs.check_manifest``), and leaf 0 against the spec's seeded
+commitment and the spec (``proofs.check_manifest``), and leaf 0 against the spec's (seeded or pretrained)
 initialization (``proofs.check_start``): either false, the trace fails on segment 0, where the
 dispute opens from the manifest's own leaves. A manifest that does not parse, or whose root is not
 the committed one, gives no leaves to open a game with: it is challenged on chain until the solver
@@ -58,7 +58,6 @@ from proofs import (
     choose_segments,
     committed_manifest,
     forced_hash,
-    load_dataset,
     load_spec,
     probe_json,
     probe_positions,
@@ -71,6 +70,7 @@ from proofs.spec import JobSpec
 from proofs.train import Runtime
 from rolebase.device import job_fault
 from rolebase.events import SEGMENT_REPLAYED
+from rolebase.inputs import fetch_dataset
 from verifier.policy import Draw
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ class TraceVerifier:
         report: dict[str, object] = {"job": int(job_id), "manifest": manifest_cid, "assign_seed": hex32(seed), "q": self.q, "r": self.r}
         try:
             spec = load_spec(self.store.get(digest_to_cid(posted["specCid"]), Limits.SPEC_BYTES))  # type: ignore[arg-type]
-            dataset = load_dataset(spec, self.store.get(spec.dataset.cid, spec.dataset.size_bytes))
+            dataset = fetch_dataset(self.store, spec)
         except (ProofError, StorageError) as exc:  # the submitter's spec or data: not the solver's fault
             raise VeritrainError(f"job {job_id}: cannot load spec or dataset: {exc}") from exc
         fault = job_fault(job_id, spec, self.rt)

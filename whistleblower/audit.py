@@ -17,7 +17,7 @@ A manifest that gives no leaves (it does not parse, or its root is not the commi
 audit's one finding: it is challenged until the solver publishes it on chain, and then disputed whole
 in a manifest game (``DisputeGame.openOnManifest``), as the job's verifier does (``verifier.work``).
 
-Leaf 0 of the trace is checked against the spec's seeded initialization (``proofs.check_start``):
+Leaf 0 of the trace is checked against the spec's initialization, seeded or pretrained (``proofs.check_start``):
 a passing report on a trace with another start is a fault on segment 0 (a trace game there, which
 the referees settle on the start alone: ``rolebase.dispute``).
 

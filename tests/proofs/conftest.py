@@ -67,6 +67,21 @@ def make_spec_fixture() -> Any:
     return make_spec
 
 
+@pytest.fixture(scope="session")
+def training_features() -> dict[str, Any]:
+    """Spec fields that turn on every training option of issue 12 item 2 at once (AdamW, warmup
+    then cosine decay, clipping by global norm, micro-batches, a held-out split evaluated at steps
+    0 and 8): overrides for :func:`make_spec`."""
+    return {
+        "optimizer": {"kind": "adamw", "lr": 0.01, "weight_decay": 0.1},
+        "schedule": {"kind": "warmup-cosine", "warmup_steps": 3, "min_lr": 0.001},
+        "grad_clip": 0.5,
+        "micro_batches": 4,
+        "eval": {"fraction": 0.2, "every": 8},
+        "steps": 12,
+    }
+
+
 @dataclass(frozen=True)
 class Job:
     spec: JobSpec

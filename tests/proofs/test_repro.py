@@ -2,7 +2,8 @@
 
 The replay matrix trains every registry model with both optimizers in this process, then
 replays every segment in child processes whose CPU kernels differ (ATen's and oneDNN's
-instruction sets, thread counts, numba's target CPU) and requires the same bits in each.
+instruction sets, thread counts, numba's target CPU) and requires the same bits in each; a
+second matrix does the same for AdamW, warmup + cosine decay, clipping and micro-batches.
 """
 
 from __future__ import annotations
@@ -12,15 +13,17 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import save
 from torch.nn import functional as F
 
-from proofs import execute_step, load_dataset, repro, state_hash, train_trace
+from proofs import decode_checkpoint, execute_step, initial_state, load_dataset, repro, state_hash, train_trace
 from proofs import repro_kernels as K
 from proofs.errors import SpecError
 from proofs.merkle import hex32
@@ -135,14 +138,18 @@ def test_threads_change_no_bits(jobs) -> None:
     assert one.state_hashes == two.state_hashes
 
 
-def _write_job(folder: Path, name: str, spec: Any, data: bytes, checkpoints: tuple[bytes, ...]) -> dict[str, Any]:
+def _write_job(folder: Path, name: str, spec: Any, data: bytes, checkpoints: tuple[bytes, ...], init: bytes | None = None) -> dict[str, Any]:
     (folder / f"{name}.spec.json").write_bytes(spec.canonical_bytes())
     (folder / f"{name}.data").write_bytes(data)
     files = []
     for i, c in enumerate(checkpoints):
         (folder / f"{name}.{i}.ckpt").write_bytes(c)
         files.append(f"{name}.{i}.ckpt")
-    return {"spec": f"{name}.spec.json", "data": f"{name}.data", "checkpoints": files}
+    job = {"spec": f"{name}.spec.json", "data": f"{name}.data", "checkpoints": files}
+    if init is not None:
+        (folder / f"{name}.init").write_bytes(init)
+        job["init"] = f"{name}.init"
+    return job
 
 
 def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets) -> None:
@@ -160,11 +167,43 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
     control = make_spec("char-transformer", datasets["char-transformer"], steps=12, numerics="torch")
     ctrace = train_trace(control, load_dataset(control, datasets["char-transformer"]))
     jobs["control-torch"] = _write_job(tmp_path, "control-torch", control, datasets["char-transformer"], ctrace.checkpoints)
-    (tmp_path / "jobs.json").write_text(json.dumps(jobs))
+    results = _replay_everywhere(tmp_path, jobs, expected, steps)
+    # The children really run other kernels: plain torch numerics lose exact replay there.
+    assert not all(passed for _, passed, _ in results["aten=default"]["control-torch"])
+
+
+def test_training_features_replay_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets, training_features) -> None:
+    """AdamW, warmup + cosine decay, clipping by global norm, micro-batches and a held-out split
+    (its losses too) on every model; the MLP also fine-tunes from pretrained weights (half its
+    seeded ones), so its checkpoint 0 is those."""
+    jobs, expected, steps, evals = {}, {}, {}, {}
+    for kind in KINDS:
+        spec = make_spec(kind, datasets[kind], **training_features)
+        init = None
+        if kind == "mlp":
+            seeded = decode_checkpoint(initial_state(spec, load_dataset(spec, datasets[kind]))).params()
+            init = save({name: t * 0.5 for name, t in seeded.items()})
+            spec = make_spec(kind, datasets[kind], init={"cid": "QmPretrained", "size_bytes": len(init)}, **training_features)
+        dataset = load_dataset(spec, datasets[kind], init)
+        trace = train_trace(spec, dataset, Runtime(threads=2))
+        jobs[kind] = _write_job(tmp_path, kind, spec, datasets[kind], trace.checkpoints, init)
+        expected[kind] = trace.state_hashes
+        steps[kind] = state_hash(execute_step(spec, dataset, trace.checkpoints[0]))
+        evals[kind] = [list(e) for e in trace.eval_losses]
+        assert len(evals[kind]) == 2
+    results = _replay_everywhere(tmp_path, jobs, expected, steps)
+    for label, got in results.items():
+        assert got["eval"] == evals, f"{label}: held-out losses"
+
+
+def _replay_everywhere(folder: Path, jobs: dict[str, Any], expected: Mapping[str, tuple[bytes, ...]], steps: Mapping[str, bytes]) -> dict[str, dict[str, Any]]:
+    """Replay every job's segments and one step in a child process per kernel setting; require
+    the committed hashes in each. Returns each setting's verdicts."""
+    (folder / "jobs.json").write_text(json.dumps(jobs))
 
     def start(env: dict[str, str], threads: int) -> subprocess.Popen[str]:
         return subprocess.Popen(
-            [sys.executable, str(CHILD), str(tmp_path), str(threads)], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, str(CHILD), str(folder), str(threads)], env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
         )
 
     results: dict[str, dict[str, Any]] = {}
@@ -178,5 +217,6 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
         for name, hashes in expected.items():
             assert got[name] == [[seg, True, hex32(hashes[seg + 1])] for seg in range(len(hashes) - 1)], f"{label}: {name}"
             assert got["step"][name] == hex32(steps[name]), f"{label}: single step of {name}"
-    # The children really run other kernels: plain torch numerics lose exact replay there.
-    assert not all(passed for _, passed, _ in results["aten=default"]["control-torch"])
+            if "init" in jobs[name]:  # pretrained weights are copied: checkpoint 0 is the same everywhere
+                assert got["start"][name] == hex32(hashes[0]), f"{label}: checkpoint 0 of {name}"
+    return results

@@ -47,6 +47,33 @@ def test_defaults_are_written_out_so_every_hyperparameter_is_pinned() -> None:
     assert body["tolerance"]["mode"] == "exact"
 
 
+def test_training_options_added_later_leave_existing_specs_and_hashes_unchanged() -> None:
+    spec = load_spec(base())
+    # the hash this spec had before schedule, grad_clip, micro_batches, init and eval existed
+    assert spec.spec_hash() == "0xeb09843767659b9c25d8e282c70b3fea5ba9702050780db50f994fe8b97fc283"
+    body = json.loads(spec.canonical_bytes())
+    assert not {"schedule", "grad_clip", "micro_batches", "init", "eval"} & set(body)
+    defaults = load_spec(base(schedule={"kind": "constant"}, grad_clip=None, micro_batches=1, init=None, eval=None))
+    assert defaults.canonical_bytes() == spec.canonical_bytes()
+    full = load_spec(
+        base(
+            optimizer={"kind": "adamw", "lr": 0.01},
+            schedule={"kind": "warmup-cosine", "warmup_steps": 10},
+            grad_clip=1.0,
+            micro_batches=2,
+            init={"cid": "QmPretrained", "size_bytes": 4096},
+            eval={"fraction": 0.1, "every": 20},
+        )
+    )
+    body = json.loads(full.canonical_bytes())
+    assert body["schedule"] == {"kind": "warmup-cosine", "warmup_steps": 10, "min_lr": 0.0}
+    assert body["optimizer"] == {"kind": "adamw", "lr": 0.01, "beta1": 0.9, "beta2": 0.999, "eps": 1e-8, "weight_decay": 0.01}
+    assert (body["grad_clip"], body["micro_batches"], body["init"]) == (1.0, 2, {"cid": "QmPretrained", "size_bytes": 4096})
+    assert body["eval"] == {"count": None, "fraction": 0.1, "every": 20}
+    assert load_spec(full.canonical_bytes()) == full
+    assert full.spec_hash() != spec.spec_hash()
+
+
 def test_spec_is_frozen() -> None:
     spec = load_spec(base())
     with pytest.raises(ValidationError):
@@ -75,6 +102,16 @@ def test_spec_is_frozen() -> None:
         ({"tolerance": {"mode": "tolerance", "l2": 0.1}}, "needs l2, linf and cosine"),
         ({"steps": 1_000_000, "checkpoint_interval": 1}, "segments"),
         ({"model": {"kind": "cnn", "in_channels": 1, "height": 10, "width": 16, "channels": [4, 4], "hidden": 8, "num_classes": 2}}, "divisible"),
+        ({"micro_batches": 3}, "multiple of micro_batches"),
+        ({"init": {"cid": "Qm/../x", "size_bytes": 10}}, "init.cid"),
+        ({"init": {"cid": "QmModel", "size_bytes": 10**9}}, "init.size_bytes"),
+        ({"micro_batches": 0}, "micro_batches"),
+        ({"grad_clip": 0.0}, "grad_clip"),
+        ({"schedule": {"kind": "warmup-cosine", "warmup_steps": 100}}, "leaves no room"),
+        ({"schedule": {"kind": "constant", "warmup_steps": 101}}, "leaves no room"),
+        ({"schedule": {"kind": "linear"}}, "schedule.kind"),
+        ({"schedule": {"kind": "warmup-cosine", "min_lr": 0.2}}, "above optimizer.lr"),
+        ({"optimizer": {"kind": "adamw", "lr": 0.1, "weight_decay": 2.0}}, "optimizer.adamw.weight_decay"),
     ],
 )
 def test_malformed_specs_raise_clear_errors(over: dict[str, Any], needle: str) -> None:

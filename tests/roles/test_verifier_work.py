@@ -11,6 +11,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from safetensors.torch import save
 
 from core.agent import StopFlag
 from core.availability import ContentUnavailable
@@ -19,11 +20,13 @@ from core.contracts import MANIFEST_ITEM, Bytes32, JobId
 from core.dispute import ZERO32
 from core.errors import VeritrainError
 from core.storage import LocalStore
-from proofs import JobSpec, Probe, ProbeTree, Trace, forced_hash, load_dataset, parse_probe, probe_positions, state_at, state_hash, train_trace
+from proofs import JobSpec, Probe, ProbeTree, Trace, forced_hash, load_dataset, load_spec, parse_probe, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
+from proofs.checkpoint import decode_checkpoint, encode_checkpoint
 from proofs.datasets import reference_job
-from proofs.merkle import hex32
+from proofs.merkle import TraceTree, hex32
 from proofs.train import Runtime
+from rolebase.inputs import fetch_dataset
 from verifier.adversary import strategies
 from verifier.policy import Draw
 from verifier.work import published_probes
@@ -185,3 +188,26 @@ def test_a_verifier_whose_device_cannot_run_the_jobs_numerics_reports_nothing(jo
     inspector = strategies(lie=False, lazy=False)[0](job.protocol, job.store, StopFlag(), q=1, r=1, rt=Runtime(device="cuda"))
     with pytest.raises(VeritrainError, match=r"^job 3: numerics repro-v1 runs on the CPU, not cuda .*; this role runs with --device cuda$"):
         inspector.inspect(JOB, FAR, Draw(SEED))
+
+
+def test_a_fine_tuning_job_passes_from_the_named_model_and_fails_from_any_other_start(job: Any) -> None:
+    weights = save(decode_checkpoint(job.trace.checkpoints[-1]).params())  # fine-tune the job's trained model
+    init = {"cid": job.store.put(weights), "size_bytes": len(weights)}
+    spec = load_spec({**job.spec.to_json_dict(), "init": init})
+    dataset = fetch_dataset(job.store, spec)  # the weights come from the store, checked against their CID
+    honest = train_trace(spec, dataset, put=job.store.put)
+    tuned = SimpleNamespace(store=job.store, spec=spec, protocol=_chain(job.store, spec, honest))
+    verdict, _ = _report(tuned, Draw(SEED), q=0, r=0)
+    assert verdict.passed, verdict.summary
+    for faked in (job.trace, cheat("free-start", spec, dataset).trace):  # the seeded start, another seed's start
+        verdict, report = _report(tuned, Draw(SEED), _chain(job.store, spec, _restamped(faked, spec)), q=0, r=0)
+        assert not verdict.passed and verdict.failed_segment == 0
+        assert [v["reason"] for v in report["verdicts"]] == ["wrong-start"] and f"pretrained model {init['cid']}" in verdict.summary
+
+
+def _restamped(trace: Trace, spec: JobSpec) -> Trace:
+    """``trace``'s states stamped with ``spec``'s hash, as a cheater who trained another start would commit them."""
+    stamped = [decode_checkpoint(c) for c in trace.checkpoints]
+    checkpoints = tuple(encode_checkpoint(c.step, c.tensors, spec.spec_hash()) for c in stamped)
+    hashes = tuple(state_hash(c) for c in checkpoints)
+    return Trace(spec, hashes, trace.update_norms, trace.losses, TraceTree(hashes), checkpoints)

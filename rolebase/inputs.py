@@ -1,0 +1,31 @@
+"""A job's training inputs from content storage, each verified against its CID: the dataset and,
+when the spec fine-tunes (``spec.init``), the pretrained weights that are checkpoint 0's parameters.
+Every role that trains or replays a job loads them here, so none can forget the pretrained model."""
+
+from __future__ import annotations
+
+from core.storage import ContentStore
+from proofs import Dataset, JobSpec, load_dataset
+
+__all__ = ["fetch_inputs", "fetch_dataset", "input_names"]
+
+
+def input_names(spec: JobSpec) -> list[tuple[str, str]]:
+    """``(what, cid)`` of each input the job reads from storage, the dataset first."""
+    names = [("dataset", spec.dataset.cid)]
+    if spec.init is not None:
+        names.append(("pretrained model", spec.init.cid))
+    return names
+
+
+def fetch_inputs(store: ContentStore, spec: JobSpec) -> tuple[bytes, bytes | None]:
+    """The dataset's bytes and the pretrained weights' (None when the spec names none), each read
+    up to the size the spec states and checked against its CID (raises the store's errors)."""
+    data = store.get(spec.dataset.cid, spec.dataset.size_bytes)
+    init = store.get(spec.init.cid, spec.init.size_bytes) if spec.init is not None else None
+    return data, init
+
+
+def fetch_dataset(store: ContentStore, spec: JobSpec) -> Dataset:
+    """:func:`fetch_inputs`, parsed and checked against the spec (:func:`proofs.load_dataset`)."""
+    return load_dataset(spec, *fetch_inputs(store, spec))
