@@ -106,3 +106,23 @@ def test_an_unreachable_peer_is_a_one_line_error(tmp_path: Path) -> None:
         GatewayFetcher("ftp://example.org/x")
     with pytest.raises(InvalidCid):
         GatewayFetcher("http://127.0.0.1:9").fetch("not-a-cid", 10)
+
+
+def test_daemon_options_open_a_fetching_store_and_serve_it(tmp_path: Path) -> None:
+    from core.errors import ConfigError
+    from rolebase.cli import open_store, serve_store
+
+    plain = open_store(store_dir=tmp_path / "a", ipfs_api=None, data_dir=tmp_path)
+    assert isinstance(plain, LocalStore)  # the one-machine default: no peers, nothing served
+    cid = plain.put(b"from host a")
+    gateway = serve_store(plain, "127.0.0.1:0")
+    try:
+        other = open_store(store_dir=None, ipfs_api=None, data_dir=tmp_path / "b", peers=[gateway.url])
+        assert isinstance(other, FetchingStore)
+        assert other.get(cid, 100) == b"from host a"
+        with pytest.raises(ConfigError, match="cannot listen there"):
+            serve_store(other, f"127.0.0.1:{gateway.port}")  # taken
+    finally:
+        gateway.stop()
+    with pytest.raises(ConfigError, match="--serve takes HOST:PORT"):
+        serve_store(plain, "8080")
