@@ -41,9 +41,10 @@ from core.storage import ContentStore, IpfsStore, LocalStore
 from core.storage.gateway import GatewayServer
 from core.storage.peers import FetchingStore
 from rolebase.amounts import show_tokens
-from rolebase.daemon import RoleDaemon
+from rolebase.daemon import RoleDaemon, connect
 from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
+from rolebase.gateways import AnnouncedGateways, announce_gateway
 from rolebase.status import status_lines
 
 __all__ = [
@@ -143,7 +144,7 @@ Serve = Annotated[
     str | None,
     typer.Option(
         "--serve",
-        help="serve the local store's pinned content to other hosts as an IPFS trustless gateway on HOST:PORT, e.g. 10.0.0.3:8080 (docs/storage.md)",
+        help="serve the local store's pinned content to other hosts as an IPFS trustless gateway on HOST:PORT, announced on chain, e.g. 10.0.0.3:8080 (docs/storage.md)",
         envvar="VERITRAIN_SERVE",
         show_default=False,
     ),
@@ -152,7 +153,7 @@ Peers = Annotated[
     list[str] | None,
     typer.Option(
         "--peer",
-        help="a gateway to fetch missing content from, verified by CID (repeat it; env VERITRAIN_PEERS, space-separated), e.g. http://10.0.0.3:8080",
+        help="a gateway to fetch missing content from before those announced on chain, verified by CID (repeat it; env VERITRAIN_PEERS, space-separated), e.g. http://10.0.0.3:8080",
         envvar="VERITRAIN_PEERS",
         show_default=False,
     ),
@@ -201,9 +202,12 @@ def settings(account: str | None = None, **flags: Any) -> Settings:
     return loaded.model_copy(update={"keystore": path, "key_env": None})
 
 
-def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path, peers: list[str] | None = None) -> ContentStore:
+def open_store(
+    *, store_dir: Path | None, ipfs_api: str | None, data_dir: Path, peers: list[str] | None = None, discover: AnnouncedGateways | None = None
+) -> ContentStore:
     """The content store of ``--store-dir`` or ``--ipfs-api``: an IPFS node's RPC API if given, else a
-    local directory store; with ``--peer`` gateways, what it lacks is fetched from them (verified) and kept.
+    local directory store; with ``--peer`` gateways or ``discover`` (the gateways announced on chain),
+    what it lacks is fetched from them (verified) and kept.
 
     Processes on one machine may instead share one ``store_dir`` (the demo's daemons); the default is
     ``<data_dir>/store``.
@@ -211,7 +215,7 @@ def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path, 
     if ipfs_api is not None and store_dir is not None:
         raise ConfigError("give either --store-dir or --ipfs-api, not both")
     own: ContentStore = IpfsStore(ipfs_api) if ipfs_api is not None else LocalStore(store_dir if store_dir is not None else data_dir / "store")
-    return FetchingStore(own, peers) if peers else own
+    return FetchingStore(own, peers or [], discover=discover) if peers or discover else own
 
 
 def serve_store(store: ContentStore, address: str) -> GatewayServer:
@@ -246,15 +250,24 @@ class DaemonFlags:
         return LoopSettings(poll_interval_s=self.poll)
 
     def run(self, settings: Settings, build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]]) -> None:
-        """The body of every role's ``run``: logs configured, the key loaded, the store opened (and served: ``--serve``), then the
-        daemon ``build(settings, signer, store)`` run over the current deployment's records (built again
-        when the deployment changes: :func:`rolebase.deployment.run_following`)."""
+        """The body of every role's ``run``: logs configured, the key loaded, the store opened (served with
+        ``--serve``, announced on chain; fetching what it lacks from ``--peer`` and the announced gateways:
+        :mod:`rolebase.gateways`), then the daemon ``build(settings, signer, store)`` run over the current
+        deployment's records (built again when the deployment changes: :func:`rolebase.deployment.run_following`)."""
         configure_logging(level=self.log_level, json_lines=self.log_json)
         key = signer(settings)
-        store = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir, peers=self.peer)
-        gateway = serve_store(store, self.serve) if self.serve is not None else None
+        own = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir)
+        gateway = serve_store(own, self.serve) if self.serve is not None else None
+        discover = AnnouncedGateways(lambda: protocol(settings, signing=False), own=gateway.url if gateway is not None else None)
+        store = FetchingStore(own, self.peer or [], discover=discover)
+
+        def announced_and_built(s: Settings) -> RoleDaemon[Any, Any]:
+            if gateway is not None:
+                announce_gateway(connect(s, key), key.address, gateway.url)
+            return build(s, key, store)
+
         try:
-            run_following(settings, lambda s: build(s, key, store))
+            run_following(settings, announced_and_built)
         finally:
             if gateway is not None:
                 gateway.stop()

@@ -26,6 +26,7 @@ from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.capabilities import train_flop
 from rolebase.cli import IpfsApi, Peers, StoreDir, console, err_console, open_store, serve_store, show_time
+from rolebase.gateways import AnnouncedGateways, announce_gateway
 from submitter import service
 from submitter.curve import committed_curve, draw_curve
 from submitter.errors import SubmitError
@@ -222,12 +223,12 @@ def fetch(
 
       veritrain submit fetch 3 --spec spec.json
 
-      veritrain submit fetch 3 --out model.safetensors --peer http://10.0.0.3:8080   # from the solver's host
+      veritrain submit fetch 3 --out model.safetensors --peer http://10.0.0.3:8080   # a gateway besides those announced
     """
     if out is None and spec is None:
         raise typer.BadParameter("give --out FILE, --spec FILE, or both", param_hint="--out")
     protocol = options.protocol(settings, signing=False)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, peers=peers)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, peers=peers, discover=AnnouncedGateways(lambda: protocol))
     if spec is not None:
         spec.write_bytes(service.fetch_spec(protocol, store, job))
         console.print(f"wrote {spec} (the spec job {job} was posted with, CID verified)")
@@ -237,27 +238,31 @@ def fetch(
 
 
 @app.command()
-@options.with_settings("data_dir")
+@options.with_settings()
 def serve(
     settings: Settings,
     address: Annotated[str, typer.Argument(help="HOST:PORT to listen on, e.g. 10.0.0.2:8080", show_default=False)],
     store_dir: StoreDir = None,
 ) -> None:
     """Serve this submitter's store (its specs and datasets) to solvers on other hosts until stopped (Ctrl-C):
-    an IPFS trustless gateway of raw blocks, which they fetch with --peer and check against the CIDs on chain.
+    an IPFS trustless gateway of raw blocks, checked by the fetchers against the CIDs on chain. With a key
+    it also announces http://HOST:PORT on chain (StakeManager.announce), where solvers look for it.
 
     Keep it running until your jobs are final: a solver fetches the spec and dataset after its claim, and a
     verifier or whistleblower may fetch them again to replay.
 
     Examples:
 
-      veritrain submit serve 10.0.0.2:8080
+      veritrain submit serve 10.0.0.2:8080 --key-env SUBMITTER_KEY
 
-      veritrain submit serve 0.0.0.0:8080 --store-dir ./store
+      veritrain submit serve 127.0.0.1:8080 --store-dir ./store
     """
     gateway = serve_store(open_store(store_dir=store_dir, ipfs_api=None, data_dir=settings.data_dir), address)
-    console.print(f"serving {gateway.index.store.root} at {gateway.url}/ipfs/<cid>?format=raw (Ctrl-C stops)", highlight=False)
     try:
+        if settings.keystore is not None or settings.key_env is not None:
+            key = options.signer(settings)
+            announce_gateway(options.protocol(settings, signing=True), key.address, gateway.url)
+        console.print(f"serving {gateway.index.store.root} at {gateway.url}/ipfs/<cid>?format=raw (Ctrl-C stops)", highlight=False)
         threading.Event().wait()
     except KeyboardInterrupt:
         pass

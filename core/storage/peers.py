@@ -1,7 +1,8 @@
 """Content from other hosts: a store that fetches what it lacks from peers' trustless gateways.
 
 :class:`FetchingStore` answers from its own store first; on a miss it asks each peer gateway (the
-``--peer`` URLs: other parties' ``--serve`` addresses, or any IPFS trustless gateway) for the content
+``--peer`` URLs, then those the parties announced on chain: other parties' ``--serve`` addresses, or
+any IPFS trustless gateway) for the content
 by raw blocks (:class:`GatewayFetcher`): the root, then its children, each block checked against the
 digest its parent names before it is parsed, so every byte is verified against the CID asked for
 before it is used or stored. What it fetches it keeps (pinned) in its own store, so this party serves
@@ -14,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
 
@@ -117,16 +118,31 @@ class GatewayFetcher:
 
 
 class FetchingStore:
-    """A :class:`ContentStore`: ``own`` first; what it lacks, fetched from ``peers`` and kept in ``own``."""
+    """A :class:`ContentStore`: ``own`` first; what it lacks, fetched from ``peers`` and then from the
+    gateways ``discover()`` names now (those announced on chain: :mod:`rolebase.gateways`), and kept in ``own``."""
 
-    def __init__(self, own: ContentStore, peers: Sequence[str], *, timeout: float = 30.0) -> None:
+    def __init__(self, own: ContentStore, peers: Sequence[str], *, discover: Callable[[], Sequence[str]] | None = None, timeout: float = 30.0) -> None:
         if len(peers) > MAX_PEERS:
             raise StoreUnavailable(f"{len(peers)} peers", f"at most {MAX_PEERS} peer gateways")
         self.own = own
         self.peers = [GatewayFetcher(url, timeout=timeout) for url in peers]
+        self._discover = discover
+        self._timeout = timeout
+        self._found: dict[str, GatewayFetcher] = {}
 
     def __repr__(self) -> str:
         return f"FetchingStore({self.own!r}, {[p.shown for p in self.peers]})"
+
+    def _gateways(self) -> list[GatewayFetcher]:
+        """The ``--peer`` gateways, then the discovered ones (at most MAX_PEERS of them)."""
+        gateways = list(self.peers)
+        known = {p.url for p in gateways}
+        for url in list(self._discover())[:MAX_PEERS] if self._discover is not None else []:
+            fetcher = self._found.get(url) or self._found.setdefault(url, GatewayFetcher(url, timeout=self._timeout))
+            if fetcher.url not in known:
+                known.add(fetcher.url)
+                gateways.append(fetcher)
+        return gateways
 
     def get(self, cid: str, max_size: int) -> bytes:
         try:
@@ -134,7 +150,8 @@ class FetchingStore:
         except ContentNotFound:
             pass
         v0 = to_v0(cid)
-        for peer in self.peers:
+        gateways = self._gateways()
+        for peer in gateways:
             try:
                 data = peer.fetch(v0, max_size)
             except ContentTooLarge:
@@ -147,7 +164,7 @@ class FetchingStore:
             self.own.put(data)  # verified already; kept so that this party serves it on
             log.info("fetched from a peer", extra={"cid": v0, "peer": peer.shown, "bytes": len(data)})
             return data
-        raise ContentNotFound(v0, " or ".join([repr(self.own), *(f"gateway {p.shown}" for p in self.peers)]))
+        raise ContentNotFound(v0, " or ".join([repr(self.own), *(f"gateway {p.shown}" for p in gateways)]))
 
     def put(self, data: bytes) -> Cid:
         return self.own.put(data)
