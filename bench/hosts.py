@@ -3,7 +3,7 @@ verified against its CID, then kept in the fetcher's store.
 
     .venv/bin/python -m bench.hosts [--mb 50] [--repeat 3]
 
-Two rows: both ends on loopback in one namespace, and the server and the fetcher each in a network
+Two rows: both ends on loopback in this process, and the server and the fetcher each in a network
 namespace of its own joined by veth pairs on a bridge (deploy/netns.py; root only, else that row is
 skipped with the reason). The server is ``veritrain submit serve`` (the gateway every daemon runs with
 ``--serve``); the fetcher is :class:`core.storage.peers.FetchingStore`, as in a daemon with ``--peer``.
@@ -71,7 +71,7 @@ def main() -> None:
         print(f"{args.mb} MB checkpoint {cid}, median of {args.repeat}\n")
         print("| where | fetch (verified by block) | fetch + keep (store recomputes the CID) |\n|---|---|---|")
         with GatewayServer(store) as server:
-            _row("loopback, one namespace", size, _timed(server.url, cid, size, args.repeat))
+            _row("loopback, server and fetcher in one process", size, _timed(server.url, cid, size, args.repeat))
         reason = why_not()
         if reason is not None:
             print(f"| between namespaces | skipped: {reason} | |")
@@ -90,7 +90,7 @@ def main() -> None:
                     time.sleep(1)
                 else:
                     raise SystemExit(f"no fetch between namespaces: {done.stderr.strip()[-500:]}")
-                _row("between namespaces (veth pairs, a bridge)", size, json.loads(done.stdout.splitlines()[-1]))
+                _row("between namespaces (veth pairs, a bridge), two processes", size, json.loads(done.stdout.splitlines()[-1]))
             finally:
                 serving.terminate()
                 serving.wait(10)
