@@ -65,15 +65,26 @@ class BlockIndex:
             if cid not in self._indexed and self._pinned(cid):
                 self._index(cid)
             parent, leaf = self._parents.get(digest), self._leaves.get(digest)
-        if parent is not None:
-            return parent[1] if self._pinned(parent[0]) else None
-        if leaf is None or not self._pinned(leaf.root):
+        root = parent[0] if parent is not None else leaf.root if leaf is not None else None
+        if root is None:
             return None
+        if not self._pinned(root):
+            self._forget(root)  # let go of: indexed again if pinned again
+            return None
+        if parent is not None or leaf is None:
+            return parent[1] if parent is not None else None
         block = leaf_block(self.store.read_range(leaf.root, leaf.offset, leaf.length))
         if hashlib.sha256(block).digest() != digest:
             log.error("blob changed under the gateway", extra={"cid": leaf.root, "block": cid})
             return None
         return block
+
+    def _forget(self, root: Cid) -> None:
+        with self._lock:
+            self._indexed.discard(root)
+            for table in (self._parents, self._leaves):
+                for digest in [d for d, v in table.items() if (v[0] if isinstance(v, tuple) else v.root) == root]:
+                    del table[digest]
 
     def _pinned(self, cid: Cid) -> bool:
         try:
@@ -148,7 +159,11 @@ class GatewayServer:
     def start(self) -> GatewayServer:
         """Listen (OSError if the address cannot be bound), then serve in the background."""
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
+        try:
+            asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=30)
+        except BaseException:
+            self.stop()
+            raise
         log.info("gateway serving the store", extra={"url": self.url, "store": str(self.index.store.root)})
         return self
 

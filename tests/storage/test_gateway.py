@@ -65,6 +65,8 @@ def test_only_pinned_content_is_served(served: tuple[LocalStore, GatewayServer],
         leaf.block(root.children[0])
     with pytest.raises(ContentNotFound, match=f"{cid} not found in LocalStore"):
         FetchingStore(LocalStore(tmp_path / "mine"), [server.url]).get(cid, 1 << 20)
+    store.pin(cid)  # kept again: served again
+    assert FetchingStore(LocalStore(tmp_path / "again"), [server.url]).get(cid, 1 << 20) == store.get(cid, 1 << 20)
 
 
 class _Liar(BaseHTTPRequestHandler):
