@@ -9,6 +9,7 @@ after, and exits non-zero if any failed (the others still run).
 |---|---|---|
 | proof_of_learning (solver overhead, replay share, detection, false rejects) | none | --quick |
 | storage_throughput (both backends, 50 MB blob) | none | --mb 10 --repeat 1 |
+| hosts (a 50 MB checkpoint from a gateway, loopback and between network namespaces) | none | --mb 10 --repeat 1 |
 | incentives (economic simulation, plots in docs/img) | none | --jobs 20000 --no-plots |
 | daemon_capacity (concurrent jobs, real daemons on anvil) | none | --quick |
 | adaptive_cheaters (issue 10: catch rate, work saved, expected gain; tolerance drift; norm costs) | none | --quick |
@@ -30,6 +31,7 @@ import traceback
 BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "proof_of_learning": ([], ["--quick"]),
     "storage_throughput": ([], ["--mb", "10", "--repeat", "1"]),
+    "hosts": ([], ["--mb", "10", "--repeat", "1"]),
     "incentives": ([], ["--jobs", "20000", "--no-plots"]),
     "daemon_capacity": ([], ["--quick"]),
     "adaptive_cheaters": ([], ["--quick"]),

@@ -18,7 +18,8 @@ import {SumTree} from "./libraries/SumTree.sol";
 ///         lock / unlock / slash, and a stake-weighted verifier draw over a Fenwick sum tree that
 ///         reads every input as of the draw's anchor block (see drawVerifier).
 ///         Staked solvers also advertise here what they can run (advertise / capabilitiesOf), so
-///         that a submitter can see whether any solver fits its job before posting it.
+///         that a submitter can see whether any solver fits its job before posting it; and every
+///         party may announce the gateway its content is served from (announce / gatewayOf).
 /// @dev Authorization: the deployer is the wiring admin and names the protocol contracts once with
 ///      `authorize`; the set is fixed from then on. Token balance of this contract ==
 ///      sum over (account, role) of staked + unbonding (tests/forge/invariant checks it).
@@ -33,6 +34,8 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
     uint256 public constant MAX_DRAW_TRIES = 4;
     /// @inheritdoc IStakeManager
     uint256 public constant MAX_EXCLUDED = 16;
+    /// @inheritdoc IStakeManager
+    uint256 public constant MAX_GATEWAY_URL_BYTES = 256;
 
     /// @inheritdoc IStakeManager
     IERC20 public immutable token;
@@ -51,6 +54,7 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
 
     mapping(address account => mapping(Role role => StakeInfo)) private _stakes;
     mapping(address solver => Capabilities) private _capabilities;
+    mapping(address account => string url) private _gateways;
 
     /// Verifier draw tree: slot i (1-based) holds the weight of the account _slotAccount[i] names
     /// (both with history by block, so a draw reads them as of its anchor).
@@ -145,6 +149,11 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         return _capabilities[solver];
     }
 
+    /// @inheritdoc IStakeManager
+    function gatewayOf(address account) external view returns (string memory) {
+        return _gateways[account];
+    }
+
     // ------------------------------------------------------------------ anyone
 
     /// @inheritdoc IStakeManager
@@ -209,6 +218,16 @@ contract StakeManager is IStakeManager, ReentrancyGuardTransient {
         _capabilities[msg.sender] =
             Capabilities(maxParams, maxDatasetBytes, maxSteps, flops, device, SafeCast.toUint40(block.timestamp));
         emit CapabilitiesAdvertised(msg.sender, maxParams, maxDatasetBytes, maxSteps, flops, device);
+    }
+
+    /// @inheritdoc IStakeManager
+    function announce(string calldata url) external {
+        // INVARIANT: a stored gateway URL is at most MAX_GATEWAY_URL_BYTES long (readers bound what they read).
+        if (bytes(url).length > MAX_GATEWAY_URL_BYTES) {
+            revert GatewayUrlTooLong(bytes(url).length, MAX_GATEWAY_URL_BYTES);
+        }
+        _gateways[msg.sender] = url;
+        emit GatewayAnnounced(msg.sender, url);
     }
 
     // ------------------------------------------------------------------ wiring

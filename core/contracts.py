@@ -542,6 +542,13 @@ class StakeManager(_Wrapper):
         """The solver's latest advert (count it only while the solver is eligible: it outlives its stake)."""
         return self._struct(Capabilities, "capabilitiesOf", solver)
 
+    def max_gateway_url_bytes(self) -> int:
+        return int(self._call("MAX_GATEWAY_URL_BYTES"))
+
+    def gateway_of(self, account: str) -> str:
+        """The gateway URL ``account`` last announced ("" if none); unchecked by the chain."""
+        return str(self._call("gatewayOf", account))
+
     # anyone
     def stake(self, role: Role, amount: int) -> Receipt:
         """Stake ``amount`` (approve the stake manager on the token first)."""
@@ -556,6 +563,10 @@ class StakeManager(_Wrapper):
     def advertise(self, max_params: int, max_dataset_bytes: int, max_steps: int, flops: int, device: Device) -> Receipt:
         """Publish the signer's capabilities (it must be an eligible solver)."""
         return self._send("advertise", max_params, max_dataset_bytes, max_steps, flops, int(device))
+
+    def announce(self, url: str) -> Receipt:
+        """Announce the signer's gateway URL ("" withdraws it; at most ``max_gateway_url_bytes``)."""
+        return self._send("announce", url)
 
     # wiring admin / protocol contracts only (wrapped so their access control can be exercised)
     def authorize(self, protocols: Sequence[str]) -> Receipt:

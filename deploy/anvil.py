@@ -1,7 +1,8 @@
 """A local anvil node for tests and the devnet, plus time-travel helpers.
 
 :class:`Anvil` starts ``node_modules/.bin/anvil`` on 127.0.0.1 on a free
-port, waits until it answers, and stops it on exit, on Ctrl-C, and (through
+port (or on a given host, through a launcher such as ``ip netns exec NS``
+for the separate-hosts test), waits until it answers, and stops it on exit, on Ctrl-C, and (through
 ``PR_SET_PDEATHSIG`` on Linux) when the process that started it dies.
 
 :class:`DevChain` wraps the node's test RPCs (``evm_increaseTime``,
@@ -81,10 +82,13 @@ class Anvil:
         block_time: float | None = None,
         binary: Path = ANVIL_BIN,
         startup_timeout: float = 30.0,
+        host: str = "127.0.0.1",
+        launcher: tuple[str, ...] = (),
     ) -> None:
         if not 0 < accounts <= _MAX_DEV_ACCOUNTS:
             raise ConfigError(f"anvil accounts must be in 1..{_MAX_DEV_ACCOUNTS}")
-        self.host = "127.0.0.1"
+        self.host = host
+        self.launcher = launcher  # argv prefix, e.g. ("ip", "netns", "exec", NS): anvil in a network namespace
         self.requested_port = port
         self.port = 0
         self.chain_id = chain_id
@@ -106,6 +110,7 @@ class Anvil:
 
     def _command(self, port: int) -> list[str]:
         cmd = [
+            *self.launcher,
             str(self.binary),
             "--host",
             self.host,

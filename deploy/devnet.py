@@ -68,9 +68,12 @@ def start_devnet(
     accounts: int = 4,
     fund: int = DEFAULT_FUND,
     params: DeployParams | None = None,
+    host: str = "127.0.0.1",
+    launcher: tuple[str, ...] = (),
 ) -> Devnet:
-    """Start anvil, deploy with ``params`` (devnet defaults), give ``fund`` tokens to dev accounts 1..accounts."""
-    anvil = Anvil(port=port, accounts=max(10, accounts + 1)).start()
+    """Start anvil (on ``host``, through ``launcher``: see :class:`deploy.anvil.Anvil`), deploy with ``params``
+    (devnet defaults), give ``fund`` tokens to dev accounts 1..accounts."""
+    anvil = Anvil(port=port, accounts=max(10, accounts + 1), host=host, launcher=launcher).start()
     try:
         client = ChainClient(anvil.rpc_url)
         signers = dev_signers(accounts + 1)

@@ -38,11 +38,14 @@ from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError, SignerError
 from core.storage import ContentStore, IpfsStore, LocalStore
+from core.storage.gateway import GatewayServer
+from core.storage.peers import FetchingStore
 from rolebase.amounts import show_tokens
 from rolebase.config_file import ConfigFile
-from rolebase.daemon import RoleDaemon
+from rolebase.daemon import RoleDaemon, connect
 from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
+from rolebase.gateways import AnnouncedGateways, announce_gateway
 from rolebase.status import status_lines
 
 __all__ = [
@@ -57,6 +60,8 @@ __all__ = [
     "Json",
     "StoreDir",
     "IpfsApi",
+    "Serve",
+    "Peers",
     "LogJson",
     "LogLevel",
     "Poll",
@@ -68,6 +73,7 @@ __all__ = [
     "DaemonFlags",
     "status_command",
     "open_store",
+    "serve_store",
     "client",
     "signer",
     "address_book",
@@ -135,6 +141,24 @@ IpfsApi = Annotated[
         "--ipfs-api", help="IPFS node RPC API URL (instead of the local store), e.g. http://127.0.0.1:5001", envvar="VERITRAIN_IPFS_API", show_default=False
     ),
 ]
+Serve = Annotated[
+    str | None,
+    typer.Option(
+        "--serve",
+        help="serve the local store's pinned content to other hosts as an IPFS trustless gateway on HOST:PORT, announced on chain, e.g. 10.0.0.3:8080 (docs/storage.md)",
+        envvar="VERITRAIN_SERVE",
+        show_default=False,
+    ),
+]
+Peers = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--peer",
+        help="a gateway to fetch missing content from before those announced on chain, verified by CID (repeat it; env VERITRAIN_PEERS, space-separated), e.g. http://10.0.0.3:8080",
+        envvar="VERITRAIN_PEERS",
+        show_default=False,
+    ),
+]
 LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
 LogLevel = Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")]
 Poll = Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)]
@@ -179,26 +203,45 @@ def settings(account: str | None = None, **flags: Any) -> Settings:
     return loaded.model_copy(update={"keystore": path, "key_env": None})
 
 
-def open_store(*, store_dir: Path | None, ipfs_api: str | None, data_dir: Path) -> ContentStore:
+def open_store(
+    *, store_dir: Path | None, ipfs_api: str | None, data_dir: Path, peers: list[str] | None = None, discover: AnnouncedGateways | None = None
+) -> ContentStore:
     """The content store of ``--store-dir`` or ``--ipfs-api``: an IPFS node's RPC API if given, else a
-    local directory store.
+    local directory store; with ``--peer`` gateways or ``discover`` (the gateways announced on chain),
+    what it lacks is fetched from them (verified) and kept.
 
-    Processes that must see each other's content without IPFS (the demo's daemons) share one
-    ``store_dir``; the default is ``<data_dir>/store``.
+    Processes on one machine may instead share one ``store_dir`` (the demo's daemons); the default is
+    ``<data_dir>/store``.
     """
     if ipfs_api is not None and store_dir is not None:
         raise ConfigError("give either --store-dir or --ipfs-api, not both")
-    if ipfs_api is not None:
-        return IpfsStore(ipfs_api)
-    return LocalStore(store_dir if store_dir is not None else data_dir / "store")
+    own: ContentStore = IpfsStore(ipfs_api) if ipfs_api is not None else LocalStore(store_dir if store_dir is not None else data_dir / "store")
+    return FetchingStore(own, peers or [], discover=discover) if peers or discover else own
+
+
+def serve_store(store: ContentStore, address: str) -> GatewayServer:
+    """A started gateway serving ``store`` (a local store, maybe behind peers) on ``HOST:PORT``."""
+    own = store.own if isinstance(store, FetchingStore) else store
+    if not isinstance(own, LocalStore):
+        raise ConfigError("--serve serves the local store; an IPFS node (--ipfs-api) serves its own content")
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or int(port) > 65535:
+        raise ConfigError(f"--serve takes HOST:PORT, e.g. 127.0.0.1:8080, not {address!r}")
+    try:
+        return GatewayServer(own, host.strip("[]"), int(port)).start()
+    except OSError as exc:
+        raise ConfigError(f"--serve {address}: cannot listen there: {exc.strerror or exc}") from None
 
 
 @dataclass(frozen=True)
 class DaemonFlags:
-    """The options every daemon's ``run`` takes: where content lives, the poll interval, the logs."""
+    """The options every daemon's ``run`` takes: where content lives (and is served from, and fetched
+    from), the poll interval, the logs."""
 
     store_dir: Path | None = None
     ipfs_api: str | None = None
+    serve: str | None = None
+    peer: list[str] | None = None
     poll: float = 2.0
     log_json: bool = False
     log_level: str = "INFO"
@@ -208,26 +251,48 @@ class DaemonFlags:
         return LoopSettings(poll_interval_s=self.poll)
 
     def run(self, settings: Settings, build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]]) -> None:
-        """The body of every role's ``run``: logs configured, the key loaded, the store opened, then the
-        daemon ``build(settings, signer, store)`` run over the current deployment's records (built again
-        when the deployment changes: :func:`rolebase.deployment.run_following`)."""
+        """The body of every role's ``run``: logs configured, the key loaded, the store opened (served with
+        ``--serve``, announced on chain; fetching what it lacks from ``--peer`` and the announced gateways:
+        :mod:`rolebase.gateways`), then the daemon ``build(settings, signer, store)`` run over the current
+        deployment's records (built again when the deployment changes: :func:`rolebase.deployment.run_following`)."""
         configure_logging(level=self.log_level, json_lines=self.log_json)
         key = signer(settings)
-        store = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir)
-        run_following(settings, lambda s: build(s, key, store))
+        own = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir)
+        gateway = serve_store(own, self.serve) if self.serve is not None else None
+        discover = AnnouncedGateways(lambda: protocol(settings, signing=False), own=gateway.url if gateway is not None else None)
+        store = FetchingStore(own, self.peer or [], discover=discover)
+
+        def announced_and_built(s: Settings) -> RoleDaemon[Any, Any]:
+            if gateway is not None:
+                announce_gateway(connect(s, key), key.address, gateway.url)
+            return build(s, key, store)
+
+        try:
+            run_following(settings, announced_and_built)
+        finally:
+            if gateway is not None:
+                gateway.stop()
 
 
 #: The options of :class:`DaemonFlags`, by field.
-_DAEMON_OPTIONS: dict[str, Any] = {"store_dir": StoreDir, "ipfs_api": IpfsApi, "poll": Poll, "log_json": LogJson, "log_level": LogLevel}
+_DAEMON_OPTIONS: dict[str, Any] = {
+    "store_dir": StoreDir,
+    "ipfs_api": IpfsApi,
+    "serve": Serve,
+    "peer": Peers,
+    "poll": Poll,
+    "log_json": LogJson,
+    "log_level": LogLevel,
+}
 
 
 def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., None]]:
     """Give a command the shared options ``names`` (all eight by default) in place of its ``settings:
     Settings`` parameter, which it then receives built from them by :func:`settings`; and, if it has a
-    ``flags: DaemonFlags`` parameter, the daemon options (``--store-dir``, ``--ipfs-api``, ``--poll``,
-    ``--log-json``, ``--log-level``) in its place, and ``--config FILE`` (:mod:`rolebase.config_file`:
-    any of its options from a TOML file). They follow the command's own options (typer reads the
-    signature)::
+    ``flags: DaemonFlags`` parameter, the daemon options (``--store-dir``, ``--ipfs-api``, ``--serve``,
+    ``--peer``, ``--poll``, ``--log-json``, ``--log-level``) in its place, and ``--config FILE``
+    (:mod:`rolebase.config_file`: any of its options from a TOML file). They follow the command's own
+    options (typer reads the signature)::
 
         @app.command()
         @with_settings()

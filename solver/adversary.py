@@ -32,6 +32,7 @@ from eth_utils import keccak
 from core.contracts import JobId
 from core.probe import Bytes32
 from core.storage import ContentStore, LocalStore
+from core.storage.peers import FetchingStore
 from proofs import Dataset
 from proofs.adversary import cheat
 from proofs.manifest import MAX_MANIFEST_BYTES, CheckpointEntry, parse_manifest
@@ -69,8 +70,9 @@ class Withholding:
             ckpt.path.unlink(missing_ok=True)
             if ckpt.cid is not None:
                 self.store.unpin(ckpt.cid)
-        if isinstance(self.store, LocalStore):
-            self.store.gc()
+        own = self.store.own if isinstance(self.store, FetchingStore) else self.store
+        if isinstance(own, LocalStore):
+            own.gc()
         log.warning("checkpoints deleted after the commit (withholding test adversary)", extra={"job": job_id, "count": len(checkpoints)})
 
 

@@ -1,4 +1,4 @@
-"""`veritrain submit`: post a training job, follow it, fetch the trained model, cancel.
+"""`veritrain submit`: post a training job, follow it, fetch the trained model, serve its content, cancel.
 
 Registered in veritrain/cli.py with ``app.add_typer(submit_app, name="submit")``.
 Bad input (a missing file, a malformed spec, an unknown job, a balance short of the
@@ -9,6 +9,7 @@ transaction is sent.
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +25,8 @@ from proofs.spec import JobSpec
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.capabilities import train_flop
-from rolebase.cli import IpfsApi, StoreDir, console, err_console, open_store, show_time
+from rolebase.cli import IpfsApi, Peers, StoreDir, console, err_console, open_store, serve_store, show_time
+from rolebase.gateways import AnnouncedGateways, announce_gateway
 from submitter import service
 from submitter.curve import committed_curve, draw_curve
 from submitter.errors import SubmitError
@@ -217,6 +219,7 @@ def fetch(
     spec: Annotated[Path | None, typer.Option("--spec", help="file to write the job's spec to (any job, posted or final)", show_default=False)] = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
+    peers: Peers = None,
 ) -> None:
     """Download a finalized job's model (--out) or any job's spec (--spec); every byte is checked against its CID on chain.
 
@@ -225,17 +228,52 @@ def fetch(
       veritrain submit fetch 3 --out model.safetensors
 
       veritrain submit fetch 3 --spec spec.json
+
+      veritrain submit fetch 3 --out model.safetensors --peer http://10.0.0.3:8080   # a gateway besides those announced
     """
     if out is None and spec is None:
         raise typer.BadParameter("give --out FILE, --spec FILE, or both", param_hint="--out")
     protocol = options.protocol(settings, signing=False)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, peers=peers, discover=AnnouncedGateways(lambda: protocol))
     if spec is not None:
         spec.write_bytes(service.fetch_spec(protocol, store, job))
         console.print(f"wrote {spec} (the spec job {job} was posted with, CID verified)")
     if out is not None:
         cid, size = service.fetch_model(protocol, store, job, out)
         console.print(f"wrote {out} ({size:,} bytes, CID {cid} verified)")
+
+
+@app.command()
+@options.with_settings()
+def serve(
+    settings: Settings,
+    address: Annotated[str, typer.Argument(help="HOST:PORT to listen on, e.g. 10.0.0.2:8080", show_default=False)],
+    store_dir: StoreDir = None,
+) -> None:
+    """Serve this submitter's store (its specs and datasets) to solvers on other hosts until stopped (Ctrl-C):
+    an IPFS trustless gateway of raw blocks, checked by the fetchers against the CIDs on chain. With a key
+    it also announces http://HOST:PORT on chain (StakeManager.announce), where solvers look for it.
+
+    Keep it running until your jobs are final: a solver fetches the spec and dataset after its claim, and a
+    verifier or whistleblower may fetch them again to replay.
+
+    Examples:
+
+      veritrain submit serve 10.0.0.2:8080 --key-env SUBMITTER_KEY
+
+      veritrain submit serve 127.0.0.1:8080 --store-dir ./store
+    """
+    gateway = serve_store(open_store(store_dir=store_dir, ipfs_api=None, data_dir=settings.data_dir), address)
+    try:
+        if settings.keystore is not None or settings.key_env is not None:
+            key = options.signer(settings)
+            announce_gateway(options.protocol(settings, signing=True), key.address, gateway.url)
+        console.print(f"serving {gateway.index.store.root} at {gateway.url}/ipfs/<cid>?format=raw (Ctrl-C stops)", highlight=False)
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        gateway.stop()
 
 
 @app.command()

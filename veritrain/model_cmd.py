@@ -38,6 +38,7 @@ from proofs.models import build_model
 from proofs.spec import JobSpec, load_spec
 from rolebase import cli as options
 from rolebase.cli import IpfsApi, StoreDir, console, open_store
+from rolebase.gateways import AnnouncedGateways
 from submitter import service
 
 app = typer.Typer(
@@ -139,6 +140,8 @@ def export(
 ) -> None:
     """Export a finalized job's model as plain PyTorch; load it with: torch.export.load("OUT/model.pt2").module()
 
+    The spec and the model come from the store, else from the gateways announced on chain (CIDs checked).
+
     Examples:
 
       veritrain model export 3 --out model3/
@@ -147,7 +150,7 @@ def export(
     """
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
     protocol = options.protocol(settings, signing=False)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, discover=AnnouncedGateways(lambda: protocol))
     spec_bytes = service.fetch_spec(protocol, store, job)
     spec = load_spec(spec_bytes)
     architecture = export_model(spec_bytes, spec, final_checkpoint(protocol, store, job), out)

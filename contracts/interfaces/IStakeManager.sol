@@ -31,6 +31,8 @@ interface IStakeManager {
     event CapabilitiesAdvertised(
         address indexed solver, uint256 maxParams, uint256 maxDatasetBytes, uint256 maxSteps, uint256 flops, Device device
     );
+    /// @notice `account` announced the gateway it serves its content from (`url`; empty: none any more).
+    event GatewayAnnounced(address indexed account, string url);
 
     // ------------------------------------------------------------------ errors
 
@@ -66,6 +68,8 @@ interface IStakeManager {
     error NotEligible(address account, Role role, uint256 stake, uint256 minimum);
     /// @notice An advertised capability (`name`) is zero: a solver that can run nothing should unstake.
     error ZeroCapability(bytes32 name);
+    /// @notice An announced gateway URL is `length` bytes, over `maxLength`.
+    error GatewayUrlTooLong(uint256 length, uint256 maxLength);
 
     // ------------------------------------------------------------------ views
 
@@ -88,6 +92,8 @@ interface IStakeManager {
     function MAX_DRAW_TRIES() external view returns (uint256);
     /// @notice Maximum length of the `exclude` list of a draw.
     function MAX_EXCLUDED() external view returns (uint256);
+    /// @notice Longest gateway URL `announce` takes, in bytes.
+    function MAX_GATEWAY_URL_BYTES() external view returns (uint256);
     /// @notice The full stake record of `account` in `role`.
     function stakeOf(address account, Role role) external view returns (StakeInfo memory);
     /// @notice staked - locked.
@@ -108,6 +114,11 @@ interface IStakeManager {
     ///         `isEligible(solver, Role.Solver)`.
     function capabilitiesOf(address solver) external view returns (Capabilities memory);
 
+    /// @notice The gateway `account` last announced ("" if none): the base URL of an IPFS trustless
+    ///         gateway serving the content it must keep available (docs/storage.md). Not checked by
+    ///         the chain: readers verify every byte they fetch against its CID.
+    function gatewayOf(address account) external view returns (string memory);
+
     // ------------------------------------------------------------------ anyone
 
     /// @notice Add `amount` (pulled with transferFrom) to the caller's `role` stake; the result must
@@ -124,6 +135,12 @@ interface IStakeManager {
     ///         training speed (FLOP/s, see Capabilities), replacing its previous advert. Every
     ///         number must be above zero. Emits CapabilitiesAdvertised.
     function advertise(uint48 maxParams, uint48 maxDatasetBytes, uint32 maxSteps, uint64 flops, Device device) external;
+
+    /// @notice Announce where the caller serves its content: an IPFS trustless gateway base URL, at
+    ///         most MAX_GATEWAY_URL_BYTES; "" withdraws it. Anyone may announce (a submitter holds no
+    ///         stake): readers ask only the gateways of accounts that hold stake or posted jobs, and a
+    ///         false URL costs them one failed request. Emits GatewayAnnounced.
+    function announce(string calldata url) external;
 
     // ------------------------------------------------------------------ wiring
 

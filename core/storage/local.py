@@ -114,6 +114,18 @@ class LocalStore:
             raise CidMismatch(v0, got)
         return data
 
+    def read_range(self, cid: str, offset: int, length: int) -> bytes:
+        """``length`` bytes of ``cid``'s blob from ``offset`` (fewer at its end), unverified: for a
+        caller that checks them against a block digest (:mod:`core.storage.gateway`); ContentNotFound if absent."""
+        v0, blob, _ = self._names(cid)
+        try:
+            fd = os.open(blob, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError as e:
+            raise ContentNotFound(v0, f"local store {self.root} ({e.strerror})") from None
+        with os.fdopen(fd, "rb") as f:
+            f.seek(offset)
+            return f.read(length)
+
     def has(self, cid: str) -> bool:
         _, blob, _ = self._names(cid)
         try:

@@ -40,6 +40,9 @@ __all__ = [
     "file_cid",
     "leaf_block",
     "parent_block",
+    "MAX_BLOCK",
+    "FileNode",
+    "read_block",
 ]
 
 CHUNK_SIZE = 262_144  # Kubo's default chunker: size-262144
@@ -186,3 +189,87 @@ def file_cid(data: bytes | Iterable[bytes], *, chunk_size: int = CHUNK_SIZE) -> 
         for piece in data:
             builder.write(piece)
     return builder.finish()
+
+
+#: The largest block :func:`read_block` parses: a full leaf (262144 bytes of data and 14 bytes of
+#: framing) or a parent (174 links of 42 bytes and its sizes), with room to spare.
+MAX_BLOCK = 1 << 20
+
+
+@dataclass(frozen=True)
+class FileNode:
+    """A parsed UnixFS file block: its children's digests (none for a leaf) and, for a leaf, its bytes."""
+
+    children: tuple[bytes, ...]
+    data: bytes
+    file_size: int
+
+
+def _fields(buf: bytes, what: str) -> Iterable[tuple[int, int, int | bytes]]:
+    """The (field, wire type, value) of a protobuf message: varints and length-delimited fields only."""
+    pos, end = 0, len(buf)
+    while pos < end:
+        key, pos = _read_uvarint(buf, pos, what)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _read_uvarint(buf, pos, what)
+            yield field, wire, value
+        elif wire == 2:
+            length, pos = _read_uvarint(buf, pos, what)
+            if pos + length > end:
+                raise ValueError(f"{what}: field {field} runs past the end")
+            yield field, wire, buf[pos : pos + length]
+            pos += length
+        else:
+            raise ValueError(f"{what}: wire type {wire} (field {field}) is not dag-pb/UnixFS")
+
+
+def _read_uvarint(buf: bytes, pos: int, what: str) -> tuple[int, int]:
+    value = 0
+    for i in range(10):
+        if pos + i >= len(buf):
+            raise ValueError(f"{what}: truncated varint")
+        byte = buf[pos + i]
+        value |= (byte & 0x7F) << (7 * i)
+        if not byte & 0x80:
+            return value, pos + i + 1
+    raise ValueError(f"{what}: varint longer than 10 bytes")
+
+
+def read_block(block: bytes) -> FileNode:
+    """Parse one dag-pb block of a UnixFS file (what :func:`leaf_block` and :func:`parent_block` write,
+    or any equivalent encoding); ValueError naming the problem for anything else. Bounded: at most
+    :data:`MAX_BLOCK` bytes, links only to sha2-256 CIDv0 blocks, a leaf's size equal to its data."""
+    if len(block) > MAX_BLOCK:
+        raise ValueError(f"block of {len(block)} bytes, over {MAX_BLOCK}")
+    children: list[bytes] = []
+    unixfs: bytes | None = None
+    for field, wire, value in _fields(block, "dag-pb node"):
+        if field == 2 and isinstance(value, bytes):
+            hashes = [v for f, _, v in _fields(value, "dag-pb link") if f == 1 and isinstance(v, bytes)]
+            if len(hashes) != 1 or len(hashes[0]) != 34 or not hashes[0].startswith(_MULTIHASH_SHA256):
+                raise ValueError("a dag-pb link does not name a sha2-256 CIDv0 block")
+            children.append(hashes[0][2:])
+        elif field == 1 and isinstance(value, bytes) and unixfs is None:
+            unixfs = value
+        else:
+            raise ValueError(f"dag-pb node: unexpected field {field} (wire type {wire})")
+    if unixfs is None:
+        raise ValueError("dag-pb node has no UnixFS data")
+    kind, data, size = None, b"", None
+    for field, _, value in _fields(unixfs, "UnixFS data"):
+        if field == 1 and isinstance(value, int):
+            kind = value
+        elif field == 2 and isinstance(value, bytes):
+            data = value
+        elif field == 3 and isinstance(value, int):
+            size = value
+        elif field != 4 or not isinstance(value, int):  # blocksizes: sizes under each child, implied by them
+            raise ValueError(f"UnixFS data: unexpected field {field}")
+    if kind != _UNIXFS_FILE or size is None:
+        raise ValueError(f"not a UnixFS file block (type {kind}, filesize {size})")
+    if children and data:
+        raise ValueError("a UnixFS parent block carries data of its own")
+    if not children and size != len(data):
+        raise ValueError(f"a UnixFS leaf says {size} bytes and holds {len(data)}")
+    return FileNode(tuple(children), data, size)

@@ -507,6 +507,40 @@ contract StakeManagerTest is Fixture {
         vm.stopPrank();
     }
 
+    // ------------------------------------------------------------------ gateways
+
+    function _gateway(address account) internal view returns (bytes32) {
+        return keccak256(bytes(stakes.gatewayOf(account)));
+    }
+
+    function test_announce_stores_the_latest_url_per_account_and_emits() public {
+        assertEq(_gateway(alice), keccak256(""), "never announced");
+        vm.expectEmit(true, false, false, true, address(stakes));
+        emit IStakeManager.GatewayAnnounced(alice, "http://10.0.0.3:8080");
+        vm.prank(alice); // no stake needed: a submitter announces too
+        stakes.announce("http://10.0.0.3:8080");
+        assertEq(_gateway(alice), keccak256("http://10.0.0.3:8080"), "stored");
+        vm.prank(alice);
+        stakes.announce("https://gw.example.org");
+        assertEq(_gateway(alice), keccak256("https://gw.example.org"), "replaced");
+        assertEq(_gateway(bob), keccak256(""), "per account");
+        vm.prank(alice);
+        stakes.announce("");
+        assertEq(_gateway(alice), keccak256(""), "withdrawn");
+    }
+
+    function test_announce_bounds_the_url() public {
+        uint256 max = stakes.MAX_GATEWAY_URL_BYTES();
+        bytes memory longest = new bytes(max);
+        vm.prank(alice);
+        stakes.announce(string(longest));
+        assertEq(bytes(stakes.gatewayOf(alice)).length, max, "the longest fits");
+        vm.prank(alice);
+        vm.expectRevert(abi.encodeWithSelector(IStakeManager.GatewayUrlTooLong.selector, max + 1, max));
+        stakes.announce(string(new bytes(max + 1)));
+        assertEq(bytes(stakes.gatewayOf(alice)).length, max, "unchanged");
+    }
+
     function test_an_advert_outlives_its_stake_but_not_its_eligibility() public {
         _stake(alice, Role.Solver, MIN_SOLVER_STAKE);
         vm.prank(alice);

@@ -37,6 +37,7 @@ from core.chain import Signer  # noqa: E402
 from core.cid import InvalidCid, parse_cid  # noqa: E402
 from core.errors import AddressBookError, ConfigError, SignerError  # noqa: E402
 from core.storage import IpfsStore, LocalStore, StorageError, file_cid  # noqa: E402
+from core.storage.unixfs import Link, parent_block, read_block  # noqa: E402
 from deploy.deployer import DeployParams  # noqa: E402
 from proofs import ProofError, decode_checkpoint, load_dataset, load_spec, parse_manifest, train_trace  # noqa: E402
 from proofs.datasets import reference_job  # noqa: E402
@@ -119,6 +120,7 @@ PARSERS: dict[str, tuple[Callable[[bytes], object], tuple[type[BaseException], .
     "ipfs reply": (_ipfs(200), (StorageError,), b'{"Size": 5}'),
     "ipfs error reply": (_ipfs(500), (StorageError,), b'{"Message": "not found"}'),
     "cid": (lambda d: parse_cid(d.decode("latin-1")), (InvalidCid,), file_cid(b"x").encode()),
+    "dag-pb block (peer gateway)": (read_block, (ValueError,), parent_block([Link(bytes(32), 300, 262144), Link(b"\x01" * 32, 20, 5)])),
 }
 
 
