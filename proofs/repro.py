@@ -34,8 +34,9 @@ def _t(a: np.ndarray) -> torch.Tensor:
 
 
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`)."""
-    a = np.ascontiguousarray(a)
+    """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`).
+    ``a`` may be a transposed view (the kernel reads it in place); ``b`` is copied if its rows
+    are not contiguous."""
     b = np.ascontiguousarray(b)
     out = np.empty((1, a.shape[0], b.shape[1]), np.float32)
     K.bmm(a[None], b[None], out)
@@ -43,7 +44,6 @@ def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
     b = np.ascontiguousarray(b)
     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     K.bmm(a, b, out)
