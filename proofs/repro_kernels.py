@@ -357,28 +357,33 @@ def colsum(g, out):
 # ------------------------------------------------------------------ attention softmax
 
 
+_SOFTMAX_ROWS = 16  # rows per parallel task (they share one float64 buffer)
+
+
 @njit(parallel=True, cache=True)
 def causal_softmax(s, scale, p):
     """p[t, i, j] = softmax over j <= i of scale * s[t, i, j] (float64 inside), 0 for j > i."""
     nb, m, n = s.shape
-    for r in prange(nb * m):
-        t, i = r // m, r % m
-        row = s[t, i]
-        hi = -np.inf
-        for j in range(i + 1):
-            v = np.float64(row[j]) * scale
-            if v > hi:
-                hi = v
-        e = np.empty(i + 1, np.float64)
-        total = 0.0
-        for j in range(i + 1):
-            e[j] = exp64(np.float64(row[j]) * scale - hi)
-            total += e[j]
-        out = p[t, i]
-        for j in range(i + 1):
-            out[j] = np.float32(e[j] / total)
-        for j in range(i + 1, n):
-            out[j] = np.float32(0.0)
+    for c in prange((nb * m + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
+        e = np.empty(n, np.float64)
+        for r in range(c * _SOFTMAX_ROWS, min((c + 1) * _SOFTMAX_ROWS, nb * m)):
+            t, i = r // m, r % m
+            row = s[t, i]
+            hi = -np.inf
+            for j in range(i + 1):
+                v = np.float64(row[j]) * scale
+                if v > hi:
+                    hi = v
+            for j in range(i + 1):  # a map (vectorized), then the sum in order
+                e[j] = exp64(np.float64(row[j]) * scale - hi)
+            total = 0.0
+            for j in range(i + 1):
+                total += e[j]
+            out = p[t, i]
+            for j in range(i + 1):
+                out[j] = np.float32(e[j] / total)
+            for j in range(i + 1, n):
+                out[j] = np.float32(0.0)
 
 
 @njit(parallel=True, cache=True)
