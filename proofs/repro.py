@@ -61,7 +61,12 @@ class _Linear(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         xs = _np(x).reshape(-1, x.shape[-1])
         wn = _np(w)
-        y = _mm(xs, wn.T)
+        if xs.shape[0] * (xs.shape[1] + wn.shape[0]) < wn.size:
+            # Few rows (an MLP's or a CNN's batch): y^T = W x^T has the same products (a * b is
+            # b * a) and copies x and y, smaller than the weight's transpose.
+            y = np.ascontiguousarray(_mm(wn, xs.T).T)
+        else:
+            y = _mm(xs, wn.T)
         if b is not None:
             y += _np(b)  # one rounded add per output, after the whole dot product
         ctx.save_for_backward(x, w)

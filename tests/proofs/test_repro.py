@@ -75,6 +75,12 @@ def _randn(*shape: int, seed: int = 1) -> torch.Tensor:
 def test_linear_matches_float64() -> None:
     _check(repro.linear, F.linear, [_randn(2, 7, 33), _randn(19, 33, seed=2) * 0.2, _randn(19, seed=3)])
     _check(lambda x, w: repro.linear(x, w), F.linear, [_randn(300, 40), _randn(5, 40, seed=2) * 0.2])
+    # few rows, a large weight: the forward runs as y^T = W x^T; the same bits as x W^T
+    x, w = _randn(3, 40), _randn(200, 40, seed=2) * 0.2
+    _check(lambda x, w: repro.linear(x, w), F.linear, [x, w])
+    xw = np.empty((1, 3, 200), np.float32)
+    K.bmm(x.numpy()[None], np.ascontiguousarray(w.numpy().T)[None], xw)
+    assert np.array_equal(repro.linear(x, w).numpy().view(np.int32), xw[0].view(np.int32))
 
 
 def test_conv2d_matches_float64() -> None:
