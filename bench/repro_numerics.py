@@ -125,7 +125,7 @@ def _kernel_clock(clock: Callable[[], float], spent: dict[str, float]) -> Iterat
 
 def _profile(name: str, trainers: dict[tuple[str, int], Trainer], steps: int, clock: Callable[[], float]) -> Table:
     """Seconds per step in each repro-v1 kernel, and in the rest, at 1 and 2 threads."""
-    spent = {t: defaultdict(float) for t in THREADS}
+    spent: dict[int, defaultdict[str, float]] = {t: defaultdict(float) for t in THREADS}
     total = {}
     for t in THREADS:
         with _kernel_clock(clock, spent[t]):
