@@ -13,7 +13,7 @@ after, and exits non-zero if any failed (the others still run).
 | incentives (economic simulation, plots in docs/img) | none | --jobs 20000 --no-plots |
 | daemon_capacity (concurrent jobs, real daemons on anvil) | none | --quick |
 | adaptive_cheaters (issue 10: catch rate, work saved, expected gain; tolerance drift; norm costs) | none | --quick |
-| repro_numerics (repro-v1 vs plain torch, seconds per step, 1 and 2 threads) | none | --steps 1 --only transformer-100k |
+| repro_numerics (repro-v1 vs plain torch, seconds per step, 1 and 2 threads; per-kernel profile) | none | --steps 1 --only transformer-100k --profile |
 | dashboard (1,000 jobs on chain: page load in chromium, API latency, memory) | none | --jobs 100 |
 
 Run from the repository root with ``-m``.
@@ -35,7 +35,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "incentives": ([], ["--jobs", "20000", "--no-plots"]),
     "daemon_capacity": ([], ["--quick"]),
     "adaptive_cheaters": ([], ["--quick"]),
-    "repro_numerics": ([], ["--steps", "1", "--only", "transformer-100k"]),
+    "repro_numerics": ([], ["--steps", "1", "--only", "transformer-100k", "--profile"]),
     "dashboard": ([], ["--jobs", "100"]),
 }
 

@@ -1,6 +1,6 @@
 """Training speed of the reproducible numerics (repro-v1) against plain torch, side by side in one run.
 
-    .venv/bin/python -m bench.repro_numerics [--steps 3] [--only NAME ...]
+    .venv/bin/python -m bench.repro_numerics [--steps 3] [--only NAME ...] [--clock cpu] [--profile]
 
 For each model (character transformers of about 100k, 1M and 10M parameters, an MLP and a
 CNN of about 1M) it times training steps (``Trainer.run``: forward, backward, optimizer
@@ -13,6 +13,12 @@ interleaved step by step, and prints the median seconds per step and the ratios:
 
 The first step of each configuration is a warm-up (numba loads or compiles its kernels,
 torch sizes its allocator) and is not timed.
+
+``--clock cpu`` times the process's CPU seconds instead of wall seconds: on a machine shared
+with other work, a one-thread cell then counts only its own work (not the time it waited for
+a core); two-thread cells count both threads, and torch's OpenMP pool spins while it waits,
+so read the 2T columns from the wall clock. ``--profile`` adds, per model, the seconds per step
+of each repro-v1 kernel (1 and 2 threads) and of the rest (Python, autograd, torch's copies).
 """
 
 from __future__ import annotations
@@ -21,12 +27,16 @@ import argparse
 import os
 import statistics
 import time
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from proofs import load_dataset, load_spec
+from proofs import repro_kernels as K
 from proofs.datasets import shapes, spirals, text_tokens
 from proofs.train import Runtime, Trainer
 
@@ -62,9 +72,11 @@ def _spec(model: dict[str, Any], data: bytes, batch: int, steps: int, numerics: 
     )
 
 
-def _seconds_per_step(model: dict[str, Any], data: bytes, batch: int, steps: int) -> dict[tuple[str, int], float]:
-    """Median seconds per step of each (numerics, threads), timed one step each in turn so
-    that load from other processes falls on every cell alike."""
+CLOCKS: dict[str, Callable[[], float]] = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def _trainers(model: dict[str, Any], data: bytes, batch: int, steps: int) -> dict[tuple[str, int], Trainer]:
+    """One warmed-up trainer per (numerics, threads)."""
     trainers = {}
     for n in NUMERICS:
         spec = _spec(model, data, batch, steps + 1, n)
@@ -72,21 +84,74 @@ def _seconds_per_step(model: dict[str, Any], data: bytes, batch: int, steps: int
         for t in THREADS:
             trainers[(n, t)] = Trainer(spec, dataset, Runtime(threads=t))
             trainers[(n, t)].run(1)  # warm-up
+    return trainers
+
+
+def _seconds_per_step(trainers: dict[tuple[str, int], Trainer], steps: int, clock: Callable[[], float]) -> dict[tuple[str, int], float]:
+    """Median seconds per step of each (numerics, threads), timed one step each in turn so
+    that load from other processes falls on every cell alike."""
     times: dict[tuple[str, int], list[float]] = {key: [] for key in trainers}
     for _ in range(steps):
         for key, trainer in trainers.items():
-            start = time.perf_counter()
+            start = clock()
             trainer.run(1)
-            times[key].append(time.perf_counter() - start)
+            times[key].append(clock() - start)
     return {key: statistics.median(v) for key, v in times.items()}
+
+
+@contextmanager
+def _kernel_clock(clock: Callable[[], float], spent: dict[str, float]) -> Iterator[None]:
+    """Time every call of every kernel in :mod:`proofs.repro_kernels` into ``spent`` (name -> seconds)."""
+    saved = {name: getattr(K, name) for name in K.__all__ if name not in ("exp64", "log64", "tanh64")}
+
+    def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            start = clock()
+            try:
+                return fn(*args)
+            finally:
+                spent[name] += clock() - start
+
+        return call
+
+    for name, fn in saved.items():
+        setattr(K, name, timed(name, fn))
+    try:
+        yield
+    finally:
+        for name, fn in saved.items():
+            setattr(K, name, fn)
+
+
+def _profile(name: str, trainers: dict[tuple[str, int], Trainer], steps: int, clock: Callable[[], float]) -> Table:
+    """Seconds per step in each repro-v1 kernel, and in the rest, at 1 and 2 threads."""
+    spent: dict[int, defaultdict[str, float]] = {t: defaultdict(float) for t in THREADS}
+    total = {}
+    for t in THREADS:
+        with _kernel_clock(clock, spent[t]):
+            start = clock()
+            trainers[("repro-v1", t)].run(steps)
+            total[t] = clock() - start
+    table = Table(title=f"{name}: repro-v1 seconds per step by kernel")
+    for col in ("kernel", *(f"{t}T" for t in THREADS)):
+        table.add_column(col, justify="right")
+    for kernel in sorted(spent[1], key=lambda k: -spent[1][k]):
+        table.add_row(kernel, *(f"{spent[t][kernel] / steps:.4f}" for t in THREADS))
+    table.add_row("rest (Python, autograd, torch)", *(f"{(total[t] - sum(spent[t].values())) / steps:.4f}" for t in THREADS))
+    table.add_row("step", *(f"{total[t] / steps:.4f}" for t in THREADS))
+    return table
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (median), default 3")
     parser.add_argument("--only", action="append", choices=sorted(MODELS), help="only this model (repeatable)")
+    parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="wall seconds (default) or the process's CPU seconds")
+    parser.add_argument("--profile", action="store_true", help="also print each model's seconds per step by repro-v1 kernel")
     args = parser.parse_args()
-    table = Table(title=f"repro-v1 vs plain torch: seconds per training step (Adam, median of {args.steps}), {os.cpu_count()} CPUs")
+    clock = CLOCKS[args.clock]
+    table = Table(title=f"repro-v1 vs plain torch: {args.clock} seconds per training step (Adam, median of {args.steps}), {os.cpu_count()} CPUs")
+    profiles = []
     for col in (
         "model",
         "params",
@@ -105,14 +170,20 @@ def main() -> None:
             continue
         data = build()
         params = _spec(model, data, batch, 1, "torch").param_count()
-        cell = _seconds_per_step(model, data, batch, args.steps)
+        trainers = _trainers(model, data, batch, args.steps * (2 if args.profile else 1))
+        cell = _seconds_per_step(trainers, args.steps, clock)
+        if args.profile:
+            profiles.append(_profile(name, trainers, args.steps, clock))
         row = [name, f"{params:,}", str(batch)]
         for t in THREADS:
             plain, ours = cell[("torch", t)], cell[("repro-v1", t)]
             row += [f"{plain:.4f}", f"{ours:.4f}", f"{ours / plain:.2f}x"]
         row.append(f"{cell[('torch', 1)] / cell[('repro-v1', 2)]:.2f}x")
         table.add_row(*row)
-    Console(width=200).print(table)
+    console = Console(width=200)
+    console.print(table)
+    for profile in profiles:
+        console.print(profile)
 
 
 if __name__ == "__main__":

@@ -34,8 +34,9 @@ def _t(a: np.ndarray) -> torch.Tensor:
 
 
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`)."""
-    a = np.ascontiguousarray(a)
+    """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`).
+    ``a`` may be a transposed view (the kernel reads it in place); ``b`` is copied if its rows
+    are not contiguous."""
     b = np.ascontiguousarray(b)
     out = np.empty((1, a.shape[0], b.shape[1]), np.float32)
     K.bmm(a[None], b[None], out)
@@ -43,7 +44,6 @@ def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    a = np.ascontiguousarray(a)
     b = np.ascontiguousarray(b)
     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     K.bmm(a, b, out)
@@ -61,7 +61,12 @@ class _Linear(torch.autograd.Function):
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         xs = _np(x).reshape(-1, x.shape[-1])
         wn = _np(w)
-        y = _mm(xs, wn.T)
+        if xs.shape[0] * (xs.shape[1] + wn.shape[0]) < wn.size:
+            # Few rows (an MLP's or a CNN's batch): y^T = W x^T has the same products (a * b is
+            # b * a) and copies x and y, smaller than the weight's transpose.
+            y = np.ascontiguousarray(_mm(wn, xs.T).T)
+        else:
+            y = _mm(xs, wn.T)
         if b is not None:
             y += _np(b)  # one rounded add per output, after the whole dot product
         ctx.save_for_backward(x, w)

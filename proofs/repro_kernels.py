@@ -24,7 +24,10 @@ import os
 
 import numba
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic, models, register_model
 
 # numba's workqueue pool sleeps when idle; an OpenMP pool spins, and next to torch's own
 # pool on a busy machine a spinning pool stalls every kernel launch (measured: 5x slower).
@@ -135,68 +138,201 @@ def tanh64(u: float) -> float:
 
 
 # ------------------------------------------------------------------ matmul
+#
+# The matmul holds a 4-row x (1, 2 or 4)-vector tile of outputs in registers for the whole
+# k loop: numba has no vector type, so a small one is declared below (an LLVM <16 x float>
+# value with load, store, broadcast and a multiply-then-add as two separate IR instructions).
+# LLVM lowers it to whatever the target has (one zmm with AVX-512, two ymm with AVX2, four
+# xmm with SSE2); every lane is an independent output, so the bits cannot depend on that.
 
-_ROWS = 4  # rows per tile: each loaded element of b feeds four accumulator rows
-_COLS = 256  # columns per tile: four tile rows stay in L1
+_W = 16  # float32 lanes per vector
+_VEC = ir.VectorType(ir.FloatType(), _W)
+_ROWS = 4  # rows per register tile: each loaded vector of b feeds four accumulators
+
+
+class _F32Vec(types.Type):
+    def __init__(self) -> None:
+        super().__init__(name=f"float32x{_W}")
+
+
+_f32vec = _F32Vec()
+
+
+@register_model(_F32Vec)
+class _F32VecModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, _VEC)
+
+
+def _vec_ptr(context, builder, aryty, ary, index_types, index):
+    arr = context.make_array(aryty)(context, builder, ary)
+    inds = [context.cast(builder, v, t, types.intp) for v, t in zip(index, index_types)]
+    return builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, arr, inds, wraparound=False), _VEC.as_pointer())
+
+
+@intrinsic
+def _vload(typingctx, a, i, j):
+    """a[i, j : j + 16] as a vector (no bounds check: the caller's tile is inside ``a``)."""
+
+    def codegen(context, builder, sig, args):
+        return builder.load(_vec_ptr(context, builder, sig.args[0], args[0], sig.args[1:], args[1:]), align=4)
+
+    return _f32vec(a, i, j), codegen
+
+
+@intrinsic
+def _vstore(typingctx, a, i, j, v):
+    """a[i, j : j + 16] = v."""
+
+    def codegen(context, builder, sig, args):
+        builder.store(args[3], _vec_ptr(context, builder, sig.args[0], args[0], sig.args[1:3], args[1:3]), align=4)
+        return context.get_dummy_value()
+
+    return types.none(a, i, j, v), codegen
+
+
+@intrinsic
+def _vsplat(typingctx, x):
+    """x (float32) in every lane."""
+
+    def codegen(context, builder, sig, args):
+        one = builder.insert_element(ir.Constant(_VEC, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), _W), [0] * _W))
+
+    return _f32vec(types.float32), codegen
+
+
+@intrinsic
+def _vzero(typingctx):
+    def codegen(context, builder, sig, args):
+        return ir.Constant(_VEC, [0.0] * _W)
+
+    return _f32vec(), codegen
+
+
+@intrinsic
+def _vmuladd(typingctx, acc, x, y):
+    """acc + x * y, lane by lane, as a float32 multiply rounded, then an add rounded: an fmul and
+    an fadd with no fast-math flags, which LLVM never fuses into an FMA."""
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], builder.fmul(args[1], args[2]))
+
+    return _f32vec(acc, x, y), codegen
+
+
+# The register tiles: out[o0 + r, c0 : c0 + 16 nv] = the sum over k = 0, 1, ... of
+# a[i0 + r, k] * b[k, j0 : j0 + 16 nv], starting from 0 (the same sequence the old 4 x 256 tile had).
+
+
+@njit(cache=True)
+def _tile4x4(a, i0, b, j0, out, o0, c0, kk):
+    c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = _vzero()
+    for k in range(kk):
+        b0, b1, b2, b3 = _vload(b, k, j0), _vload(b, k, j0 + _W), _vload(b, k, j0 + 2 * _W), _vload(b, k, j0 + 3 * _W)
+        x = _vsplat(a[i0, k])
+        c00, c01, c02, c03 = _vmuladd(c00, x, b0), _vmuladd(c01, x, b1), _vmuladd(c02, x, b2), _vmuladd(c03, x, b3)
+        x = _vsplat(a[i0 + 1, k])
+        c10, c11, c12, c13 = _vmuladd(c10, x, b0), _vmuladd(c11, x, b1), _vmuladd(c12, x, b2), _vmuladd(c13, x, b3)
+        x = _vsplat(a[i0 + 2, k])
+        c20, c21, c22, c23 = _vmuladd(c20, x, b0), _vmuladd(c21, x, b1), _vmuladd(c22, x, b2), _vmuladd(c23, x, b3)
+        x = _vsplat(a[i0 + 3, k])
+        c30, c31, c32, c33 = _vmuladd(c30, x, b0), _vmuladd(c31, x, b1), _vmuladd(c32, x, b2), _vmuladd(c33, x, b3)
+    _vstore(out, o0, c0, c00), _vstore(out, o0, c0 + _W, c01), _vstore(out, o0, c0 + 2 * _W, c02), _vstore(out, o0, c0 + 3 * _W, c03)
+    _vstore(out, o0 + 1, c0, c10), _vstore(out, o0 + 1, c0 + _W, c11), _vstore(out, o0 + 1, c0 + 2 * _W, c12), _vstore(out, o0 + 1, c0 + 3 * _W, c13)
+    _vstore(out, o0 + 2, c0, c20), _vstore(out, o0 + 2, c0 + _W, c21), _vstore(out, o0 + 2, c0 + 2 * _W, c22), _vstore(out, o0 + 2, c0 + 3 * _W, c23)
+    _vstore(out, o0 + 3, c0, c30), _vstore(out, o0 + 3, c0 + _W, c31), _vstore(out, o0 + 3, c0 + 2 * _W, c32), _vstore(out, o0 + 3, c0 + 3 * _W, c33)
+
+
+@njit(cache=True)
+def _tile4x2(a, i0, b, j0, out, o0, c0, kk):
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = _vzero()
+    for k in range(kk):
+        b0, b1 = _vload(b, k, j0), _vload(b, k, j0 + _W)
+        x = _vsplat(a[i0, k])
+        c00, c01 = _vmuladd(c00, x, b0), _vmuladd(c01, x, b1)
+        x = _vsplat(a[i0 + 1, k])
+        c10, c11 = _vmuladd(c10, x, b0), _vmuladd(c11, x, b1)
+        x = _vsplat(a[i0 + 2, k])
+        c20, c21 = _vmuladd(c20, x, b0), _vmuladd(c21, x, b1)
+        x = _vsplat(a[i0 + 3, k])
+        c30, c31 = _vmuladd(c30, x, b0), _vmuladd(c31, x, b1)
+    _vstore(out, o0, c0, c00), _vstore(out, o0, c0 + _W, c01)
+    _vstore(out, o0 + 1, c0, c10), _vstore(out, o0 + 1, c0 + _W, c11)
+    _vstore(out, o0 + 2, c0, c20), _vstore(out, o0 + 2, c0 + _W, c21)
+    _vstore(out, o0 + 3, c0, c30), _vstore(out, o0 + 3, c0 + _W, c31)
+
+
+@njit(cache=True)
+def _tile4x1(a, i0, b, j0, out, o0, c0, kk):
+    c0_ = c1 = c2 = c3 = _vzero()
+    for k in range(kk):
+        b0 = _vload(b, k, j0)
+        c0_ = _vmuladd(c0_, _vsplat(a[i0, k]), b0)
+        c1 = _vmuladd(c1, _vsplat(a[i0 + 1, k]), b0)
+        c2 = _vmuladd(c2, _vsplat(a[i0 + 2, k]), b0)
+        c3 = _vmuladd(c3, _vsplat(a[i0 + 3, k]), b0)
+    _vstore(out, o0, c0, c0_), _vstore(out, o0 + 1, c0, c1), _vstore(out, o0 + 2, c0, c2), _vstore(out, o0 + 3, c0, c3)
+
+
+@njit(cache=True)
+def _tile(nv, a, i0, b, j0, out, o0, c0, kk):
+    """The 4 x (16 nv) tile at a's rows i0.., b's columns j0.., into out at (o0, c0)."""
+    if nv == 4:
+        _tile4x4(a, i0, b, j0, out, o0, c0, kk)
+    elif nv == 2:
+        _tile4x2(a, i0, b, j0, out, o0, c0, kk)
+    else:
+        _tile4x1(a, i0, b, j0, out, o0, c0, kk)
+
+
+@njit(cache=True)
+def _edge_tile(nv, a, i0, b, j0, out, kk):
+    """A tile that sticks out of the matrix: computed on zero-padded copies of its rows of a
+    and columns of b (the padding only adds outputs that are thrown away)."""
+    width = nv * _W
+    rows, cols = min(_ROWS, out.shape[0] - i0), min(width, out.shape[1] - j0)
+    ap = np.zeros((_ROWS, kk), np.float32)
+    ap[:rows] = a[i0 : i0 + rows]
+    bp = np.zeros((kk, width), np.float32)
+    bp[:, :cols] = b[:, j0 : j0 + cols]
+    op = np.empty((_ROWS, width), np.float32)
+    _tile(nv, ap, 0, bp, 0, op, 0, 0, kk)
+    out[i0 : i0 + rows, j0 : j0 + cols] = op[:rows, :cols]
+
+
+@njit(parallel=True, cache=True)
+def bmm(a, b, out):
+    """out[t] = a[t] @ b[t] for a (T, M, K), b (T, K, N): out[t, i, j] = sum_k a[t,i,k] * b[t,k,j],
+    accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each).
+
+    ``a`` may have any strides (a transposed view needs no copy); ``b`` and ``out`` must be
+    contiguous along their last axis (their rows are loaded and stored as vectors)."""
+    nb, m, kk = a.shape
+    n = b.shape[2]
+    if (b.size and b.strides[2] != 4) or (out.size and out.strides[2] != 4):
+        raise ValueError("bmm: b and out must be contiguous along their last axis")
+    nv = 4 if n >= 4 * _W else (2 if n >= 2 * _W else 1)  # the widest tile the columns fill
+    width = nv * _W
+    nr = (m + _ROWS - 1) // _ROWS
+    nc = (n + width - 1) // width
+    for t in prange(nb * nc * nr):  # row tiles innermost: a column panel of b is reused from cache
+        bi = t // (nc * nr)
+        i0 = (t % nr) * _ROWS
+        j0 = ((t // nr) % nc) * width
+        if i0 + _ROWS <= m and j0 + width <= n:
+            _tile(nv, a[bi], i0, b[bi], j0, out[bi], i0, j0, kk)
+        else:
+            _edge_tile(nv, a[bi], i0, b[bi], j0, out[bi], kk)
+
+
+_COLS = 256  # columns per pass of the column sums: four rows of them stay in L1
 
 
 @njit(cache=True)
 def _axpy1(o0, a0, bk, n):
     for j in range(n):
         o0[j] += a0 * bk[j]
-
-
-@njit(cache=True)
-def _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n):
-    # Four k steps for four rows: each output still adds its products in k order, one
-    # rounding per multiply and per add (the partial sum just stays in a register).
-    a00, a01, a02, a03 = a[i0, k], a[i0, k + 1], a[i0, k + 2], a[i0, k + 3]
-    a10, a11, a12, a13 = a[i0 + 1, k], a[i0 + 1, k + 1], a[i0 + 1, k + 2], a[i0 + 1, k + 3]
-    a20, a21, a22, a23 = a[i0 + 2, k], a[i0 + 2, k + 1], a[i0 + 2, k + 2], a[i0 + 2, k + 3]
-    a30, a31, a32, a33 = a[i0 + 3, k], a[i0 + 3, k + 1], a[i0 + 3, k + 2], a[i0 + 3, k + 3]
-    b0, b1, b2, b3 = b[k, j0 : j0 + n], b[k + 1, j0 : j0 + n], b[k + 2, j0 : j0 + n], b[k + 3, j0 : j0 + n]
-    for j in range(n):
-        x0, x1, x2, x3 = b0[j], b1[j], b2[j], b3[j]
-        o0[j] = (((o0[j] + a00 * x0) + a01 * x1) + a02 * x2) + a03 * x3
-        o1[j] = (((o1[j] + a10 * x0) + a11 * x1) + a12 * x2) + a13 * x3
-        o2[j] = (((o2[j] + a20 * x0) + a21 * x1) + a22 * x2) + a23 * x3
-        o3[j] = (((o3[j] + a30 * x0) + a31 * x1) + a32 * x2) + a33 * x3
-
-
-@njit(cache=True)
-def _tile(a, b, out, i0, rows, j0, n):
-    kk = a.shape[1]
-    acc = np.zeros((_ROWS, n), np.float32)
-    if rows == _ROWS:
-        o0, o1, o2, o3 = acc[0], acc[1], acc[2], acc[3]
-        k4 = kk - kk % 4
-        for k in range(0, k4, 4):
-            _k4r4(o0, o1, o2, o3, a, i0, k, b, j0, n)
-        for k in range(k4, kk):
-            for r in range(_ROWS):
-                _axpy1(acc[r], a[i0 + r, k], b[k, j0 : j0 + n], n)
-    else:
-        for r in range(rows):
-            o0 = acc[r]
-            for k in range(kk):
-                _axpy1(o0, a[i0 + r, k], b[k, j0 : j0 + n], n)
-    out[i0 : i0 + rows, j0 : j0 + n] = acc[:rows]
-
-
-@njit(parallel=True, cache=True)
-def bmm(a, b, out):
-    """out[t] = a[t] @ b[t] for a (T, M, K), b (T, K, N): out[t, i, j] = sum_k a[t,i,k] * b[t,k,j],
-    accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each)."""
-    nb, m, _ = a.shape
-    n = b.shape[2]
-    nr = (m + _ROWS - 1) // _ROWS
-    nc = (n + _COLS - 1) // _COLS
-    for t in prange(nb * nr * nc):
-        bi = t // (nr * nc)
-        rem = t - bi * nr * nc
-        i0 = (rem // nc) * _ROWS
-        j0 = (rem % nc) * _COLS
-        _tile(a[bi], b[bi], out[bi], i0, min(_ROWS, m - i0), j0, min(_COLS, n - j0))
 
 
 @njit(cache=True)
@@ -225,28 +361,33 @@ def colsum(g, out):
 # ------------------------------------------------------------------ attention softmax
 
 
+_SOFTMAX_ROWS = 16  # rows per parallel task (they share one float64 buffer)
+
+
 @njit(parallel=True, cache=True)
 def causal_softmax(s, scale, p):
     """p[t, i, j] = softmax over j <= i of scale * s[t, i, j] (float64 inside), 0 for j > i."""
     nb, m, n = s.shape
-    for r in prange(nb * m):
-        t, i = r // m, r % m
-        row = s[t, i]
-        hi = -np.inf
-        for j in range(i + 1):
-            v = np.float64(row[j]) * scale
-            if v > hi:
-                hi = v
-        e = np.empty(i + 1, np.float64)
-        total = 0.0
-        for j in range(i + 1):
-            e[j] = exp64(np.float64(row[j]) * scale - hi)
-            total += e[j]
-        out = p[t, i]
-        for j in range(i + 1):
-            out[j] = np.float32(e[j] / total)
-        for j in range(i + 1, n):
-            out[j] = np.float32(0.0)
+    for c in prange((nb * m + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
+        e = np.empty(n, np.float64)
+        for r in range(c * _SOFTMAX_ROWS, min((c + 1) * _SOFTMAX_ROWS, nb * m)):
+            t, i = r // m, r % m
+            row = s[t, i]
+            hi = -np.inf
+            for j in range(i + 1):
+                v = np.float64(row[j]) * scale
+                if v > hi:
+                    hi = v
+            for j in range(i + 1):  # a map (vectorized), then the sum in order
+                e[j] = exp64(np.float64(row[j]) * scale - hi)
+            total = 0.0
+            for j in range(i + 1):
+                total += e[j]
+            out = p[t, i]
+            for j in range(i + 1):
+                out[j] = np.float32(e[j] / total)
+            for j in range(i + 1, n):
+                out[j] = np.float32(0.0)
 
 
 @njit(parallel=True, cache=True)

@@ -31,6 +31,7 @@ from proofs.spec import load_spec
 from proofs.train import Runtime
 
 CHILD = Path(__file__).with_name("repro_child.py")
+FMA_CHILD = Path(__file__).with_name("fma_child.py")
 KINDS = ["mlp", "cnn", "char-transformer"]
 OPTIMIZERS = {
     "sgd": {"kind": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.001},
@@ -78,6 +79,12 @@ def _randn(*shape: int, seed: int = 1) -> torch.Tensor:
 def test_linear_matches_float64() -> None:
     _check(repro.linear, F.linear, [_randn(2, 7, 33), _randn(19, 33, seed=2) * 0.2, _randn(19, seed=3)])
     _check(lambda x, w: repro.linear(x, w), F.linear, [_randn(300, 40), _randn(5, 40, seed=2) * 0.2])
+    # few rows, a large weight: the forward runs as y^T = W x^T; the same bits as x W^T
+    x, w = _randn(3, 40), _randn(200, 40, seed=2) * 0.2
+    _check(lambda x, w: repro.linear(x, w), F.linear, [x, w])
+    xw = np.empty((1, 3, 200), np.float32)
+    K.bmm(x.numpy()[None], np.ascontiguousarray(w.numpy().T)[None], xw)
+    assert np.array_equal(repro.linear(x, w).numpy().view(np.int32), xw[0].view(np.int32))
 
 
 def test_conv2d_matches_float64() -> None:
@@ -111,6 +118,43 @@ def test_layer_norm_gelu_attention_cross_entropy_match_float64() -> None:
     _check(repro.causal_attention, attention, [_randn(2, 3, 7, 4, seed=s) for s in (1, 2, 3)])
     targets = torch.tensor([0, 6, 3, 3, 1, 2, 5, 4, 0])
     _check(lambda x: repro.cross_entropy(x, targets), lambda x: F.cross_entropy(x, targets), [3 * _randn(9, 7)])
+
+
+def _bmm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The repro-v1 matmul sequence written plainly: acc = 0, then acc = acc + a[i,k] * b[k,j] for
+    k ascending, each a float32 multiply and a float32 add (numpy's ufuncs: correctly rounded,
+    never fused)."""
+    acc = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
+    for k in range(a.shape[2]):
+        acc = acc + a[:, :, k, None] * b[:, None, k, :]
+    return acc
+
+
+def test_bmm_gives_the_reference_bits_on_odd_shapes() -> None:
+    rng = np.random.default_rng(7)
+    # rows and columns off the 4 x 16/32/64 tiles, k = 0 and 1, a batch, wide and narrow outputs
+    for nb, m, k, n in [(1, 1, 1, 1), (2, 5, 7, 3), (3, 9, 33, 17), (1, 13, 100, 65), (2, 4, 0, 16), (1, 7, 1, 40), (2, 66, 64, 32), (1, 30, 257, 131)]:
+        a = rng.standard_normal((nb, m, k)).astype(np.float32)
+        b = rng.standard_normal((nb, k, n)).astype(np.float32)
+        a[:, ::3, ::2] = -0.0  # signed zeros: 0 + (-0) must stay +0, as in the reference
+        want = _bmm_reference(a, b).view(np.int32)
+        out = np.empty((nb, m, n), np.float32)
+        K.bmm(a, b, out)
+        assert np.array_equal(out.view(np.int32), want), (nb, m, k, n)
+        at = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)  # a transposed view, read in place
+        K.bmm(at, b, out)
+        assert np.array_equal(out.view(np.int32), want), ("transposed a", nb, m, k, n)
+    with pytest.raises(ValueError, match="contiguous"):
+        K.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
+
+
+def test_compiled_kernels_hold_no_fused_multiply_add(tmp_path: Path) -> None:
+    """Every kernel the ops use, compiled afresh for this machine (AVX-512 and FMA here): no FMA
+    instruction in its native code, so no multiply-add was contracted."""
+    proc = subprocess.run([sys.executable, str(FMA_CHILD)], env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    got = json.loads(proc.stdout)
+    assert got["fused"] == [] and got["compiled"] >= 15, got
 
 
 def test_exp_and_log_polynomials_are_accurate() -> None:
