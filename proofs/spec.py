@@ -223,26 +223,27 @@ class SGDConfig(_Frozen):
         return self
 
 
-class AdamConfig(_Frozen):
-    """Adam (L2 weight decay added to the gradient, as ``torch.optim.Adam``), bias-corrected."""
+class _AdamFields(_Frozen):
+    """The fields Adam and AdamW share (canonical JSON sorts keys, so their order is free)."""
 
-    kind: Literal["adam"] = "adam"
     lr: Annotated[float, Field(gt=0.0, le=10.0, allow_inf_nan=False)]
     beta1: _Fraction = 0.9
     beta2: _Fraction = 0.999
     eps: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = 1e-8
+
+
+class AdamConfig(_AdamFields):
+    """Adam (L2 weight decay added to the gradient, as ``torch.optim.Adam``), bias-corrected."""
+
+    kind: Literal["adam"] = "adam"
     weight_decay: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.0
 
 
-class AdamWConfig(_Frozen):
+class AdamWConfig(_AdamFields):
     """AdamW (``torch.optim.AdamW``): decoupled weight decay ``p *= 1 - lr*wd`` before the
     bias-corrected Adam step, which sees the plain gradient."""
 
     kind: Literal["adamw"] = "adamw"
-    lr: Annotated[float, Field(gt=0.0, le=10.0, allow_inf_nan=False)]
-    beta1: _Fraction = 0.9
-    beta2: _Fraction = 0.999
-    eps: Annotated[float, Field(gt=0.0, le=1.0, allow_inf_nan=False)] = 1e-8
     weight_decay: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 0.01
 
 
