@@ -25,12 +25,15 @@ from solver.adversary import (
     Withholding,
 )
 from solver.loader import SolverLoader
-from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
+from solver.policy import AssignVerifier, Claim, Commit, Finalize, ForfeitUnopened, SolverAction, SolverConfig, SolverPolicy, SolverView, TimeoutVerifier
 from solver.responder import SolverResponder
 from solver.state import SolverDb
 from solver.work import JobTrainer, Limits, ProgressHook, SpecJudge, measure_flops
 
 SolverDaemon = RoleDaemon[SolverView, SolverAction]
+
+#: The actions of one contract call each that are never sent twice (``rolebase.sent.Journal``).
+JOURNALED = (Claim, Commit, AssignVerifier, TimeoutVerifier, Finalize, ForfeitUnopened)
 
 #: Adversaries that go silent when challenged (they lose on their clock); the others defend
 #: with their own wrong states and lose at the referees.
@@ -91,4 +94,4 @@ def build(
         }
         return SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits)), SolverPolicy(config), performers.get(cheat or "", responder)
 
-    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop)
+    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, journaled=JOURNALED)

@@ -36,7 +36,7 @@ class Phase(enum.Enum):
     TRAINING = "training"  # some checkpoints on disk; training resumes from the latest
     TRAINED = "trained"  # every checkpoint on disk, trace root computed
     UPLOADED = "uploaded"  # checkpoints, final model and manifest in storage
-    COMMITTED = "committed"  # commit mined
+    COMMITTED = "committed"  # commit mined (a hint: while the chain says CLAIMED, the commit is sent again)
 
 
 @dataclass(frozen=True)
@@ -263,9 +263,9 @@ class SolverPolicy:
                 return Train(job.job_id, job.deadline)
             if job.phase is Phase.TRAINED:
                 return Upload(job.job_id)
-            if job.phase is Phase.UPLOADED:
-                return Commit(job.job_id)
-            return None  # COMMITTED locally, not yet seen on chain: wait for the receipt's block
+            # COMMITTED in our records yet CLAIMED on chain: the chain rules (our commit was rolled back
+            # or reorged out; if it is only pending, or mined past the view's block, the journal waits for it)
+            return Commit(job.job_id)
         if job.state is JobState.COMMITTED and view.block >= job.ready_block:
             return AssignVerifier(job.job_id)  # we want a verifier: it is how we get paid
         if job.state is JobState.VERIFYING and view.now > job.deadline:  # the contract wants now > deadline

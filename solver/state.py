@@ -36,7 +36,7 @@ from pathlib import Path
 
 from core.contracts import JobId
 from core.localdb import HEARTBEAT_MIGRATION
-from rolebase.records import RoleDb
+from rolebase.records import SENT_MIGRATION, RoleDb
 from solver.policy import Phase, SpecCheck
 
 MIGRATIONS: Sequence[str] = (
@@ -95,6 +95,7 @@ MIGRATIONS: Sequence[str] = (
     """,
     # the manifest commits each segment's mean training loss (a float32: REAL holds it exactly)
     "ALTER TABLE checkpoints ADD COLUMN loss REAL;",
+    SENT_MIGRATION,
 )
 
 

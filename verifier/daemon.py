@@ -13,11 +13,14 @@ from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
-from verifier.policy import VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
+from verifier.policy import AssignVerifier, Finalize, Report, Timeout, VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
 from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
 
 VerifierDaemon = RoleDaemon[VerifierView, VerifierAction]
+
+#: The actions of one contract call each that are never sent twice (``rolebase.sent.Journal``).
+JOURNALED = (Report, AssignVerifier, Finalize, Timeout)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:
@@ -43,4 +46,4 @@ def build(
         responder = VerifierResponder(w.protocol, db, trace_verifier_class(w.protocol, store, w.stop), replayer, w.me)
         return VerifierLoader(w.protocol, w.watcher, db, w.me), VerifierPolicy(config), responder
 
-    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop)
+    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, journaled=JOURNALED)

@@ -102,8 +102,9 @@ def test_a_claimed_job_moves_one_stage_per_tick() -> None:
     }
     for phase, expected in stages.items():
         assert POLICY.next_actions(view(held_jobs=(held(1, JobState.CLAIMED, phase),), free_stake=T(0))) == [expected]
+    # committed in the records, not on chain (rolled back, reorged out): the chain rules, it commits again
     committed_locally = view(held_jobs=(held(1, JobState.CLAIMED, Phase.COMMITTED),), free_stake=T(0))
-    assert POLICY.next_actions(committed_locally) == []
+    assert POLICY.next_actions(committed_locally) == [Commit(JobId(1))]
 
 
 def test_no_work_on_a_job_past_its_commit_deadline() -> None:
