@@ -35,6 +35,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractEvent, ContractFunction
 from web3.exceptions import (
+    BlockNotFound,
     ContractLogicError,
     TimeExhausted,
     TransactionNotFound,
@@ -308,12 +309,19 @@ class ChainClient:
             try:
                 return fn()
             except Exception as exc:
+                if _block_gone(exc):  # a read at a block the chain no longer has: it went back under us
+                    raise TransientRPCError(f"{what} at {self.endpoint}: the chain went back under a read ({_first_line(exc)})") from exc
                 if not is_transient(exc):
                     raise
                 delay = next(delays, None)
                 if delay is None:
+                    if isinstance(exc, (requests.ConnectionError, ConnectionError)):  # one clear line for a node that is not there
+                        raise TransientRPCError(
+                            f"no chain at {self.endpoint}: {what} could not connect ({self.retry.attempts} attempts); is the node running?"
+                        ) from None
                     raise TransientRPCError(f"{what} failed at {self.endpoint} after {self.retry.attempts} attempts: {type(exc).__name__}") from exc
-                log.warning("transient RPC failure, retrying", extra={"what": what, "error": type(exc).__name__, "delay": delay})
+                # the last attempt's error is what the caller sees; each retry only at DEBUG
+                log.debug("transient RPC failure, retrying", extra={"what": what, "error": type(exc).__name__, "delay": delay})
                 time.sleep(delay)
 
     def rpc(self, method: str, params: Sequence[Any] = ()) -> Any:
@@ -575,6 +583,22 @@ class ChainClient:
             found.extend(chunk)
             start = end + 1
         return found
+
+
+def _block_gone(exc: BaseException) -> bool:
+    """A node's answer to a read at a block beyond its head (anvil: ``BlockOutOfRangeError``; geth:
+    ``header not found``), or web3's ``BlockNotFound``: the chain went back (a restart from an older
+    state, a reverted snapshot, a reorg) between choosing the block and reading it."""
+    if isinstance(exc, BlockNotFound):
+        return True
+    if not isinstance(exc, Web3RPCError):
+        return False
+    message = (exc.message or str(exc)).lower()
+    return "blockoutofrange" in message or "header not found" in message or "unknown block" in message
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
 
 
 def _receipt(tx_hash: TxHash, raw: Mapping[str, Any]) -> Receipt:

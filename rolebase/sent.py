@@ -33,6 +33,9 @@ A = TypeVar("A")
 #: The devnet's default: anvil mines what it is sent, and nothing reorganizes it.
 DEFAULT_CONFIRMATIONS = 0
 
+#: The log message of a call sent again because the chain lost the transaction it was sent in.
+RESENT = "our transaction is gone from the chain (rolled back, reorged out or dropped): sending again"
+
 
 @dataclass
 class ReadHead:
@@ -119,5 +122,5 @@ class Journal(Generic[A]):
             log.debug("mined, the view has not reached its block", extra={"call": key, "tx": tx_hash, "block": state.block})
             return False
         if not state.known:
-            log.warning("our transaction is gone from the chain (rolled back or dropped): sending again", extra={"call": key, "tx": tx_hash})
+            log.warning(RESENT, extra={"call": key, "tx": tx_hash})
         return True

@@ -11,6 +11,7 @@ from core.config import Settings
 from core.contracts import Capabilities, Device
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
+from rolebase.actions import Stake
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
@@ -25,15 +26,27 @@ from solver.adversary import (
     Withholding,
 )
 from solver.loader import SolverLoader
-from solver.policy import AssignVerifier, Claim, Commit, Finalize, ForfeitUnopened, SolverAction, SolverConfig, SolverPolicy, SolverView, TimeoutVerifier
+from solver.policy import (
+    Advertise,
+    AssignVerifier,
+    Claim,
+    Commit,
+    Finalize,
+    ForfeitUnopened,
+    SolverAction,
+    SolverConfig,
+    SolverPolicy,
+    SolverView,
+    TimeoutVerifier,
+)
 from solver.responder import SolverResponder
 from solver.state import SolverDb
 from solver.work import JobTrainer, Limits, ProgressHook, SpecJudge, measure_flops
 
 SolverDaemon = RoleDaemon[SolverView, SolverAction]
 
-#: The actions of one contract call each that are never sent twice (``rolebase.sent.Journal``).
-JOURNALED = (Claim, Commit, AssignVerifier, TimeoutVerifier, Finalize, ForfeitUnopened)
+#: The actions never sent twice (``rolebase.sent.Journal``): each one contract call (a stake: approve, then the stake call).
+JOURNALED = (Stake, Advertise, Claim, Commit, AssignVerifier, TimeoutVerifier, Finalize, ForfeitUnopened)
 
 #: Adversaries that go silent when challenged (they lose on their clock); the others defend
 #: with their own wrong states and lose at the referees.

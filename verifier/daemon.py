@@ -8,19 +8,20 @@ from core.agent import LoopSettings
 from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
+from rolebase.actions import Stake
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
-from verifier.policy import AssignVerifier, Finalize, Report, Timeout, VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
+from verifier.policy import AssignVerifier, CommitForcedSeed, Finalize, Report, Timeout, VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
 from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
 
 VerifierDaemon = RoleDaemon[VerifierView, VerifierAction]
 
-#: The actions of one contract call each that are never sent twice (``rolebase.sent.Journal``).
-JOURNALED = (Report, AssignVerifier, Finalize, Timeout)
+#: The actions never sent twice (``rolebase.sent.Journal``): each one contract call (a stake: approve, then the stake call).
+JOURNALED = (Stake, CommitForcedSeed, Report, AssignVerifier, Finalize, Timeout)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:

@@ -4,14 +4,19 @@ past the view's block, and sends again one that a revert took off the chain."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
 from eth_utils import to_checksum_address
 
 from core.chain import Receipt
 from core.contracts import JobId, Protocol
+from core.errors import TransientRPCError
+from deploy.anvil import free_port
 from deploy.devnet import Devnet
 from rolebase.records import SENT_MIGRATION, RoleDb
 from rolebase.sent import Confirmed, Journal, ReadHead, action_key
@@ -123,3 +128,25 @@ def test_the_journal_waits_for_a_pending_transaction_instead_of_sending_it_twice
         devnet.client.rpc("evm_setAutomine", [True])
     assert payer.receipts == []  # nothing sent: it waited for the pending one
     assert protocol.token.balance_of(parties.outsider.address) == before + 9
+
+
+def test_a_read_past_the_head_is_transient(devnet: Devnet) -> None:
+    """A view pinned at a block the chain no longer has (it went back under the read) backs off and reloads."""
+    beyond = devnet.client.head() + 50
+    with pytest.raises(TransientRPCError, match="went back"):
+        devnet.client.timestamp(beyond)
+    with devnet.client.reading_at(beyond), pytest.raises(TransientRPCError, match="went back"):
+        devnet.protocol().market.job_count()
+
+
+def test_a_chain_that_is_not_there_is_one_clear_line(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    run = subprocess.run(
+        [sys.executable, "-m", "veritrain", "verifier", "status", "--rpc", f"http://127.0.0.1:{port}", "--address-book-dir", str(tmp_path),
+         "--address", "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"],
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert run.returncode != 0
+    assert run.stderr.strip().splitlines() == [
+        f"error: TransientRPCError: no chain at http://127.0.0.1:{port}: eth_chainId could not connect (5 attempts); is the node running?"
+    ]
