@@ -130,7 +130,7 @@ class Rig:
                 name = role if i == 0 else f"{role}{i + 1}"
                 self.local.daemon(role, account, name, *self.flags[role])
         stakes = {p.name: self.stakes[p.role] for p in self.local.processes}
-        return self.local.wait_staked(120, at_least=stakes)
+        return self.local.wait_staked(300, at_least=stakes)  # four daemons starting on busy cores take minutes
 
     def pids(self) -> dict[str, int]:
         self.local.check_running()
@@ -159,7 +159,7 @@ class Rig:
         peak = {name: _rss_mb(pid) for name, pid in pids.items()}
         client = self.local.net.client
         t0 = time.monotonic()
-        first_block = client.head() + 1
+        first_block = client.block_number() + 1
         client.rpc("evm_setAutomine", [True])  # all N posts land at once, not one block a second each
         try:
             posted: dict[JobId, float] = {}
@@ -211,7 +211,7 @@ class Rig:
             unfinished=n - len(done),
             commit_slack_s=min(commit_slack, default=None),
             report_slack_s=min(report_slack, default=None),
-            reverted=self.reverted(first_block, client.head()),
+            reverted=self.reverted(first_block, client.block_number()),
         )
 
 

@@ -73,8 +73,9 @@ BlockNumber = NewType("BlockNumber", int)
 T = TypeVar("T")
 
 _MAX_LOG_RANGE = 10_000
-# Send with 120% of the estimate plus a fixed margin. The estimate runs against the latest block,
-# the transaction in the next one: a stake checkpoint (OpenZeppelin Checkpoints in the draw's sum
+# Send with 120% of the estimate plus a fixed margin. The estimate runs against the pending block
+# (the mempool's transactions applied: a contested call that another party already sent reverts
+# there, at no cost, instead of being mined reverted), the transaction may land in a later one: a stake checkpoint (OpenZeppelin Checkpoints in the draw's sum
 # tree) written in the latest block is updated in place there but appended in the next block, about
 # 17k gas more per checkpoint on each level of the tree, more than 20% on the draw and bond-reclaim
 # paths. Unused gas is not paid.
@@ -468,7 +469,7 @@ class ChainClient:
 
     def _estimate(self, tx: Mapping[str, Any]) -> int:
         try:
-            return int(self.with_retry("eth_estimateGas", lambda: self.w3.eth.estimate_gas(dict(tx))))  # type: ignore[arg-type]
+            return int(self.with_retry("eth_estimateGas", lambda: self.w3.eth.estimate_gas(dict(tx), "pending")))  # type: ignore[arg-type]
         except ContractLogicError as exc:
             raise decode_revert(exc.data if isinstance(exc.data, str) else None) from None
         except Web3RPCError as exc:
