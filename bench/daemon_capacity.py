@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.daemon_capacity --quick     # N = 1, 2, 4 (under 2 minutes)
     .venv/bin/python -m bench.daemon_capacity             # N = 1, 2, 4, ..., 64 (stops at the first miss)
     .venv/bin/python -m bench.daemon_capacity --n 8 --n 16 --max-active 4
+    .venv/bin/python -m bench.daemon_capacity --n 8 --pairs 2   # 2 solvers and 2 verifiers competing
 
 What runs, as in ``veritrain demo`` and ``veritrain up`` (through ``veritrain.localnet``): a devnet (anvil, the
 local market parameters: commit window of the job, report window 180 s, challenge
@@ -20,7 +21,10 @@ the daemons' CPU seconds (utime + stime from /proc/<pid>/stat, the batch's delta
 peak RSS (VmRSS sampled every 0.25 s), missed deadlines (a job that ended anything but
 FINALIZED, or saw SolverTimedOut / VerifierTimedOut), and the least slack left on the
 commit deadline (claim + commit window) and the report deadline (draw + report window),
-from the block timestamps of the job's events: the deadline a larger N would miss first.
+from the block timestamps of the job's events: the deadline a larger N would miss first; and the
+transactions mined reverted in the batch's blocks, by function (wasted gas: a claim collision, a
+duplicate ``assignVerifier`` or ``finalize``). ``--pairs K`` runs K solver and K verifier daemons (CPU
+seconds summed per role, RSS the largest of a role's).
 
 The daemon flags are set explicitly: ``--max-active`` (jobs a solver trains at once,
 claimed but not committed), ``--stake`` for both sized so that stake never limits a
@@ -86,6 +90,7 @@ class Batch:
     unfinished: int
     commit_slack_s: int | None  # least seconds left before a commit deadline
     report_slack_s: int | None  # least seconds left before a report deadline
+    reverted: Counter[str]  # transactions mined reverted in the batch's blocks, by function
 
     @property
     def ok(self) -> bool:
@@ -93,10 +98,11 @@ class Batch:
 
 
 class Rig:
-    """A local network with one solver daemon and one verifier daemon, started once."""
+    """A local network with ``pairs`` solver daemons and as many verifier daemons, started once."""
 
-    def __init__(self, local: LocalNet, job: DemoJob, *, max_active: int, max_n: int) -> None:
+    def __init__(self, local: LocalNet, job: DemoJob, *, max_active: int, max_n: int, pairs: int = 1) -> None:
         self.local = local
+        self.pairs = pairs
         self.job = job
         self.store = local.store
         self.protocol: Protocol = local.protocol(local.account(0))
@@ -118,14 +124,34 @@ class Rig:
         self.flags = flags
 
     def start(self) -> float:
-        """Start both daemons; seconds until both hold their stake (start-up: imports, approve, stake)."""
-        for role, account in (("solver", 1), ("verifier", 2)):
-            self.local.daemon(role, account, role, *self.flags[role])
-        return self.local.wait_staked(120, at_least=self.stakes)
+        """Start the daemons; seconds until all hold their stake (start-up: imports, approve, stake)."""
+        for i in range(self.pairs):
+            for role, account in (("solver", 1 + 2 * i), ("verifier", 2 + 2 * i)):
+                name = role if i == 0 else f"{role}{i + 1}"
+                self.local.daemon(role, account, name, *self.flags[role])
+        stakes = {p.name: self.stakes[p.role] for p in self.local.processes}
+        return self.local.wait_staked(300, at_least=stakes)  # four daemons starting on busy cores take minutes
 
     def pids(self) -> dict[str, int]:
         self.local.check_running()
         return {process.name: process.pid for process in self.local.processes}
+
+    def role_of(self, name: str) -> str:
+        return name.rstrip("0123456789")
+
+    def reverted(self, first: int, last: int) -> Counter[str]:
+        """Transactions mined reverted in blocks ``first..last``, by the protocol function they called."""
+        client = self.protocol.client
+        contracts = {w.address.lower(): w.contract for w in (self.protocol.market, self.protocol.game, self.protocol.stakes, self.protocol.token)}
+        found: Counter[str] = Counter()
+        for number in range(first, last + 1):
+            for tx in client.w3.eth.get_block(number, full_transactions=True)["transactions"]:
+                assert not isinstance(tx, bytes)
+                if int(client.w3.eth.get_transaction_receipt(tx["hash"])["status"]) == 1:
+                    continue
+                contract = contracts.get(str(tx.get("to") or "").lower())
+                found[contract.decode_function_input(tx["input"])[0].fn_name if contract is not None else "other"] += 1
+        return found
 
     def run_batch(self, n: int, timeout_s: float) -> Batch:
         pids = self.pids()
@@ -133,6 +159,7 @@ class Rig:
         peak = {name: _rss_mb(pid) for name, pid in pids.items()}
         client = self.local.net.client
         t0 = time.monotonic()
+        first_block = client.block_number() + 1
         client.rpc("evm_setAutomine", [True])  # all N posts land at once, not one block a second each
         try:
             posted: dict[JobId, float] = {}
@@ -153,7 +180,11 @@ class Rig:
                 peak[name] = max(peak[name], _rss_mb(pid))
             time.sleep(_TICK_S)
         wall = (max(t for t, _ in done.values()) if done else time.monotonic()) - t0
-        cpu = {name: _cpu_seconds(pid) - cpu0[name] for name, pid in pids.items()}
+        cpu = {role: 0.0 for role in ("solver", "verifier")}
+        rss = {role: 0.0 for role in ("solver", "verifier")}
+        for name, pid in pids.items():
+            cpu[self.role_of(name)] += _cpu_seconds(pid) - cpu0[name]
+            rss[self.role_of(name)] = max(rss[self.role_of(name)], peak[name])
         missed: list[str] = []
         commit_slack: list[int] = []
         report_slack: list[int] = []
@@ -175,16 +206,17 @@ class Rig:
             latencies=tuple(t - posted[j] for j, (t, _) in done.items()),
             finalized=sum(1 for _, state in done.values() if state is JobState.FINALIZED),
             cpu_s=cpu,
-            peak_rss_mb=peak,
+            peak_rss_mb=rss,
             missed=tuple(missed),
             unfinished=n - len(done),
             commit_slack_s=min(commit_slack, default=None),
             report_slack_s=min(report_slack, default=None),
+            reverted=self.reverted(first_block, client.block_number()),
         )
 
 
 def _print_table(batches: Sequence[Batch]) -> None:
-    head = f"{'N':>3} {'all final s':>11} {'final/min':>9} {'p50 s':>6} {'p95 s':>6} {'solver cpu s':>12} {'verif cpu s':>11} {'solver RSS MB':>13} {'verif RSS MB':>12} {'commit slack s':>14} {'report slack s':>14} {'missed':>6}"
+    head = f"{'N':>3} {'all final s':>11} {'final/min':>9} {'p50 s':>6} {'p95 s':>6} {'solver cpu s':>12} {'verif cpu s':>11} {'solver RSS MB':>13} {'verif RSS MB':>12} {'commit slack s':>14} {'report slack s':>14} {'missed':>6} {'reverted':>8}"
     print(head)
     print("-" * len(head))
     for b in batches:
@@ -194,7 +226,7 @@ def _print_table(batches: Sequence[Batch]) -> None:
         print(
             f"{b.n:>3} {b.wall_s:>11.1f} {throughput:>9.1f} {_percentile(lat, 50):>6.1f} {_percentile(lat, 95):>6.1f}"
             f" {b.cpu_s['solver']:>12.1f} {b.cpu_s['verifier']:>11.1f} {b.peak_rss_mb['solver']:>13.0f} {b.peak_rss_mb['verifier']:>12.0f}"
-            f" {_opt(b.commit_slack_s):>14} {_opt(b.report_slack_s):>14} {missed:>6}"
+            f" {_opt(b.commit_slack_s):>14} {_opt(b.report_slack_s):>14} {missed:>6} {sum(b.reverted.values()):>8}"
         )
     for b in batches:
         reasons = Counter(line.split(": ", 1)[1] for line in b.missed)
@@ -203,6 +235,8 @@ def _print_table(batches: Sequence[Batch]) -> None:
             print(f"  N={b.n}: {count} missed deadline(s), {reason}: {', '.join(jobs[:5])}{' ...' if count > 5 else ''}")
         if b.unfinished:
             print(f"  N={b.n}: {b.unfinished} job(s) not final within the batch timeout")
+        if b.reverted:
+            print(f"  N={b.n}: reverted transactions: {', '.join(f'{name} {count}' for name, count in b.reverted.most_common())}")
 
 
 def _opt(value: int | None) -> str:
@@ -217,6 +251,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-active", type=int, default=16, help="solver --max-active: jobs claimed and trained at once (1..16), default 16")
     parser.add_argument("--batch-timeout", type=float, default=900.0, help="give up on a batch after this many seconds, default 900")
     parser.add_argument("--keep-going", action="store_true", help="run larger N after a batch that missed a deadline")
+    parser.add_argument("--pairs", type=int, default=1, choices=range(1, 5), help="solver daemons, and as many verifier daemons (1..4), default 1")
     args = parser.parse_args(argv)
     sizes = args.n or ([1, 2, 4] if args.quick else [1, 2, 4, 8, 16, 32, 64])
     build()
@@ -225,14 +260,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="veritrain-capacity-") as tmp:
         root = Path(tmp)
         job = build_demo_job(args.job, root / "job")
-        with start_local_net(root, accounts=3) as local:
-            rig = Rig(local, job, max_active=args.max_active, max_n=max(sizes))
+        with start_local_net(root, accounts=1 + 2 * args.pairs) as local:
+            rig = Rig(local, job, max_active=args.max_active, max_n=max(sizes), pairs=args.pairs)
             startup = rig.start()
             print(
                 f"{os.cpu_count()} CPUs; job {args.job!r} x N; commit window {rig.commit_window} s, report window {rig.report_window} s, challenge window {rig.protocol.market.params().challenge_window} s, 1 block/s"
             )
             print(
-                f"solver flags: {' '.join(rig.flags['solver'])}; verifier flags: {' '.join(rig.flags['verifier'])}; daemons staked {startup:.1f} s after start"
+                f"{args.pairs} solver(s), {args.pairs} verifier(s); solver flags: {' '.join(rig.flags['solver'])}; verifier flags: {' '.join(rig.flags['verifier'])}; daemons staked {startup:.1f} s after start"
             )
             for n in sizes:
                 batch = rig.run_batch(n, args.batch_timeout)

@@ -122,11 +122,12 @@ class Stopped(VeritrainError):
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """How often the loop polls and how it backs off; not protocol parameters."""
+    """How often the loop polls and how it backs off, and how deep the blocks it reads are; not protocol parameters."""
 
     poll_interval_s: float = 2.0
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 30.0
+    confirmations: int = 0  # views are read at head minus this many blocks (rolebase.sent.Confirmed)
 
 
 @dataclass(frozen=True)

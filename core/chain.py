@@ -8,6 +8,9 @@
   sign, send, wait for the receipt, check its status.
 * Transient failures (connection errors, timeouts, HTTP 5xx/429) are retried
   with exponential backoff; reverts never are.
+* A caller may pin the block its reads see (:meth:`ChainClient.reading_at`: a daemon reads at
+  head minus its confirmations) and hear of each transaction it sends before broadcast
+  (:meth:`ChainClient.journaled`: a daemon records the hash, to find it again after a restart).
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NewType, TypeVar
+from typing import Protocol as Structural
 
 import requests
 from eth_account import Account
@@ -30,6 +35,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractEvent, ContractFunction
 from web3.exceptions import (
+    BlockNotFound,
     ContractLogicError,
     TimeExhausted,
     TransactionNotFound,
@@ -52,6 +58,8 @@ __all__ = [
     "Receipt",
     "Signer",
     "ChainClient",
+    "SendJournal",
+    "TxState",
     "is_transient",
 ]
 
@@ -65,8 +73,9 @@ BlockNumber = NewType("BlockNumber", int)
 T = TypeVar("T")
 
 _MAX_LOG_RANGE = 10_000
-# Send with 120% of the estimate plus a fixed margin. The estimate runs against the latest block,
-# the transaction in the next one: a stake checkpoint (OpenZeppelin Checkpoints in the draw's sum
+# Send with 120% of the estimate plus a fixed margin. The estimate runs against the pending block
+# (the mempool's transactions applied: a contested call that another party already sent reverts
+# there, at no cost, instead of being mined reverted), the transaction may land in a later one: a stake checkpoint (OpenZeppelin Checkpoints in the draw's sum
 # tree) written in the latest block is updated in place there but appended in the next block, about
 # 17k gas more per checkpoint on each level of the tree, more than 20% on the draw and bond-reclaim
 # paths. Unused gas is not paid.
@@ -113,6 +122,27 @@ class Receipt:
     @property
     def fee(self) -> Wei:
         return Wei(self.gas_used * self.effective_gas_price)
+
+
+@dataclass(frozen=True)
+class TxState:
+    """What the node knows of a transaction by its hash: mined (in ``block``, ``ok`` its status),
+    pending (known, not mined), or unknown (never seen, dropped, or rolled back with its block)."""
+
+    known: bool
+    block: BlockNumber | None = None
+    ok: bool = False
+
+    @property
+    def pending(self) -> bool:
+        return self.known and self.block is None
+
+
+class SendJournal(Structural):
+    """Hears of each transaction sent under :meth:`ChainClient.journaled`."""
+
+    def signed(self, tx_hash: TxHash, nonce: int) -> None:
+        """Signed, about to be broadcast: the hash to look for after a restart."""
 
 
 class Signer:
@@ -264,6 +294,7 @@ class ChainClient:
         self.retry = retry
         self.receipt_timeout = receipt_timeout
         self._chain_id: int | None = None
+        self._local = threading.local()  # this thread's pinned read block and send journal
         if expected_chain_id is not None and self.chain_id != expected_chain_id:
             raise ConfigError(f"{self.endpoint} serves chain {self.chain_id}, expected {expected_chain_id}")
 
@@ -279,12 +310,19 @@ class ChainClient:
             try:
                 return fn()
             except Exception as exc:
+                if _block_gone(exc):  # a read at a block the chain no longer has: it went back under us
+                    raise TransientRPCError(f"{what} at {self.endpoint}: the chain went back under a read ({_first_line(exc)})") from exc
                 if not is_transient(exc):
                     raise
                 delay = next(delays, None)
                 if delay is None:
+                    if isinstance(exc, (requests.ConnectionError, ConnectionError)):  # one clear line for a node that is not there
+                        raise TransientRPCError(
+                            f"no chain at {self.endpoint}: {what} could not connect ({self.retry.attempts} attempts); is the node running?"
+                        ) from None
                     raise TransientRPCError(f"{what} failed at {self.endpoint} after {self.retry.attempts} attempts: {type(exc).__name__}") from exc
-                log.warning("transient RPC failure, retrying", extra={"what": what, "error": type(exc).__name__, "delay": delay})
+                # the last attempt's error is what the caller sees; each retry only at DEBUG
+                log.debug("transient RPC failure, retrying", extra={"what": what, "error": type(exc).__name__, "delay": delay})
                 time.sleep(delay)
 
     def rpc(self, method: str, params: Sequence[Any] = ()) -> Any:
@@ -301,11 +339,66 @@ class ChainClient:
             self._chain_id = self.with_retry("eth_chainId", lambda: int(self.w3.eth.chain_id))
         return self._chain_id
 
-    def block_number(self) -> BlockNumber:
+    def head(self) -> BlockNumber:
+        """The node's latest block, pinned or not."""
         return BlockNumber(self.with_retry("eth_blockNumber", lambda: int(self.w3.eth.block_number)))
 
-    def timestamp(self, block: BlockIdentifier = "latest") -> int:
-        return int(self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block(block))["timestamp"])
+    def block_number(self) -> BlockNumber:
+        """The block reads see: the pinned one (:meth:`reading_at`), else the latest."""
+        pinned: BlockNumber | None = getattr(self._local, "block", None)
+        return self.head() if pinned is None else pinned
+
+    def timestamp(self, block: BlockIdentifier | None = None) -> int:
+        """The timestamp of ``block`` (default: the block reads see)."""
+        at = self._read_block() if block is None else block
+        return int(self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block(at))["timestamp"])
+
+    @contextmanager
+    def reading_at(self, block: int) -> Iterator[None]:
+        """In this thread, reads (``call``, ``block_number``, ``timestamp``, ``get_logs``) see ``block``,
+        not the latest: a daemon decides on what is ``confirmations`` blocks deep. Sends are unaffected."""
+        previous = getattr(self._local, "block", None)
+        self._local.block = BlockNumber(block)
+        try:
+            yield
+        finally:
+            self._local.block = previous
+
+    def _read_block(self) -> BlockIdentifier:
+        pinned: BlockNumber | None = getattr(self._local, "block", None)
+        return "latest" if pinned is None else pinned
+
+    @contextmanager
+    def journaled(self, journal: SendJournal) -> Iterator[None]:
+        """In this thread, ``journal`` hears of each transaction sent, its hash before broadcast."""
+        previous = getattr(self._local, "journal", None)
+        self._local.journal = journal
+        try:
+            yield
+        finally:
+            self._local.journal = previous
+
+    def tx_state(self, tx_hash: str) -> TxState:
+        """Whether ``tx_hash`` is mined (where, and whether it succeeded), pending, or unknown to the node."""
+        try:
+            raw = self.with_retry("eth_getTransactionReceipt", lambda: self.w3.eth.get_transaction_receipt(tx_hash))  # type: ignore[arg-type]
+            return TxState(True, BlockNumber(int(raw["blockNumber"])), int(raw["status"]) == 1)
+        except TransactionNotFound:
+            pass
+        try:
+            self.with_retry("eth_getTransactionByHash", lambda: self.w3.eth.get_transaction(tx_hash))  # type: ignore[arg-type]
+        except TransactionNotFound:
+            return TxState(False)
+        return TxState(True)
+
+    def wait_for(self, tx_hash: TxHash, what: str) -> Receipt:
+        """Wait for the receipt of a transaction already sent (ours, from before a restart); a failure raises."""
+        raw = self._wait(tx_hash, what)
+        receipt = _receipt(tx_hash, raw)
+        if receipt.status != 1:
+            tx = self.with_retry("eth_getTransactionByHash", lambda: self.w3.eth.get_transaction(tx_hash))  # type: ignore[arg-type]
+            raise self._failure({"to": tx["to"], "data": tx["input"], "value": tx["value"]}, receipt)
+        return receipt
 
     def get_code(self, address: str) -> bytes:
         return bytes(self.with_retry("eth_getCode", lambda: self.w3.eth.get_code(to_checksum_address(address))))
@@ -315,11 +408,12 @@ class ChainClient:
 
     # -- reads ------------------------------------------------------------------------------
 
-    def call(self, fn: ContractFunction, *, sender: str | None = None, block: BlockIdentifier = "latest") -> Any:
-        """``eth_call`` a contract function; a revert raises the named exception."""
+    def call(self, fn: ContractFunction, *, sender: str | None = None, block: BlockIdentifier | None = None) -> Any:
+        """``eth_call`` a contract function at ``block`` (default: the block reads see); a revert raises the named exception."""
         params: TxParams = {"from": to_checksum_address(sender)} if sender else {}
+        at = self._read_block() if block is None else block
         try:
-            return self.with_retry(fn.fn_name, lambda: fn.call(params, block_identifier=block))
+            return self.with_retry(fn.fn_name, lambda: fn.call(params, block_identifier=at))
         except ContractLogicError as exc:
             raise decode_revert(exc.data if isinstance(exc.data, str) else None) from None
 
@@ -364,16 +458,10 @@ class ChainClient:
             gas = max(estimate, min(estimate * _GAS_HEADROOM_NUM // _GAS_HEADROOM_DEN + _GAS_MARGIN, int(block["gasLimit"])))
         tx["gas"] = gas
         tx.update(self._fees(block))
-        tx_hash = self._sign_and_broadcast(signer, tx, what)
+        journal: SendJournal | None = getattr(self._local, "journal", None)
+        tx_hash = self._sign_and_broadcast(signer, tx, what, journal)
         raw = self._wait(tx_hash, what)
-        receipt = Receipt(
-            tx_hash=tx_hash,
-            block_number=BlockNumber(int(raw["blockNumber"])),
-            gas_used=int(raw["gasUsed"]),
-            effective_gas_price=Wei(int(raw.get("effectiveGasPrice", 0))),
-            status=int(raw["status"]),
-            logs=tuple(raw["logs"]),
-        )
+        receipt = _receipt(tx_hash, raw)
         if receipt.status != 1:
             raise self._failure(tx, receipt)
         log.info("transaction mined", extra={"what": what, "tx": tx_hash, "gas_used": receipt.gas_used, "block": receipt.block_number})
@@ -381,7 +469,7 @@ class ChainClient:
 
     def _estimate(self, tx: Mapping[str, Any]) -> int:
         try:
-            return int(self.with_retry("eth_estimateGas", lambda: self.w3.eth.estimate_gas(dict(tx))))  # type: ignore[arg-type]
+            return int(self.with_retry("eth_estimateGas", lambda: self.w3.eth.estimate_gas(dict(tx), "pending")))  # type: ignore[arg-type]
         except ContractLogicError as exc:
             raise decode_revert(exc.data if isinstance(exc.data, str) else None) from None
         except Web3RPCError as exc:
@@ -405,7 +493,7 @@ class ChainClient:
         """Forget cached nonces for this endpoint (after an ``evm_revert``, say)."""
         _NonceCache.forget(self.rpc_url)
 
-    def _sign_and_broadcast(self, signer: Signer, tx: dict[str, Any], what: str) -> TxHash:
+    def _sign_and_broadcast(self, signer: Signer, tx: dict[str, Any], what: str, journal: SendJournal | None) -> TxHash:
         key = self._nonce_key(signer.address)
         sender = to_checksum_address(signer.address)
         with _NonceCache.lock(key):
@@ -415,6 +503,8 @@ class ChainClient:
             tx.pop("from", None)
             signed = signer.sign_transaction(tx)
             tx_hash = TxHash("0x" + bytes(signed.hash).hex())
+            if journal is not None:
+                journal.signed(tx_hash, tx["nonce"])
             try:
                 self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed.raw_transaction, tx_hash))
             except Web3RPCError as exc:
@@ -494,3 +584,30 @@ class ChainClient:
             found.extend(chunk)
             start = end + 1
         return found
+
+
+def _block_gone(exc: BaseException) -> bool:
+    """A node's answer to a read at a block beyond its head (anvil: ``BlockOutOfRangeError``; geth:
+    ``header not found``), or web3's ``BlockNotFound``: the chain went back (a restart from an older
+    state, a reverted snapshot, a reorg) between choosing the block and reading it."""
+    if isinstance(exc, BlockNotFound):
+        return True
+    if not isinstance(exc, Web3RPCError):
+        return False
+    message = (exc.message or str(exc)).lower()
+    return "blockoutofrange" in message or "header not found" in message or "unknown block" in message
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+
+
+def _receipt(tx_hash: TxHash, raw: Mapping[str, Any]) -> Receipt:
+    return Receipt(
+        tx_hash=tx_hash,
+        block_number=BlockNumber(int(raw["blockNumber"])),
+        gas_used=int(raw["gasUsed"]),
+        effective_gas_price=Wei(int(raw.get("effectiveGasPrice", 0))),
+        status=int(raw["status"]),
+        logs=tuple(raw["logs"]),
+    )

@@ -205,6 +205,20 @@ class Anvil:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    def restart_from(self, state: str) -> None:
+        """Stop, start again on the same port and load ``state`` (an ``anvil_dumpState`` result): the
+        chain restarted from an older dump, every block after it gone, as a client of that URL sees it."""
+        port, requested = self.port, self.requested_port
+        self.stop()
+        self.requested_port = port
+        try:
+            self.start()
+        finally:
+            self.requested_port = requested
+        client = ChainClient(self.rpc_url)
+        client.rpc("anvil_loadState", [state])
+        client.reset_nonces()  # this process's cached nonces are ahead of the older chain
+
     def __enter__(self) -> Anvil:
         return self.start()
 

@@ -46,6 +46,8 @@ class GameMove:
 class _Records(Structural):
     def forget(self, job_id: JobId) -> None: ...
 
+    def forget_sent(self, job_id: int) -> None: ...
+
 
 class _Challenger(Structural):
     """Our answer at a game's midpoint (:meth:`rolebase.dispute.DisputeReplayer.answer`)."""
@@ -69,6 +71,7 @@ class Upkeep:
                 stake(self.protocol, self.me, self.role, amount)
             case Forget(job_id):
                 self.records.forget(job_id)
+                self.records.forget_sent(job_id)
                 self.log.info("job forgotten", extra={"job": job_id})
 
 

@@ -46,6 +46,7 @@ from rolebase.daemon import RoleDaemon, connect
 from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
 from rolebase.gateways import AnnouncedGateways, announce_gateway
+from rolebase.sent import DEFAULT_CONFIRMATIONS
 from rolebase.status import status_lines
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "LogJson",
     "LogLevel",
     "Poll",
+    "Confirmations",
     "CHAIN",
     "KEY",
     "command_group",
@@ -162,6 +164,10 @@ Peers = Annotated[
 LogJson = Annotated[bool, typer.Option("--log-json", help="log one JSON object per line")]
 LogLevel = Annotated[str, typer.Option(help="DEBUG, INFO, WARNING")]
 Poll = Annotated[float, typer.Option(help="seconds between polls of the chain", min=0.05, max=600)]
+Confirmations = Annotated[
+    int,
+    typer.Option(help="act on chain state this many blocks deep: a reorg shallower than that never reaches a decision (0: the latest block)", min=0, max=1000),
+]
 
 #: The shared options that make a command's :class:`Settings`: parameter name -> (settings field, option).
 _SETTINGS_OPTIONS: dict[str, tuple[str, Any]] = {
@@ -243,12 +249,13 @@ class DaemonFlags:
     serve: str | None = None
     peer: list[str] | None = None
     poll: float = 2.0
+    confirmations: int = DEFAULT_CONFIRMATIONS
     log_json: bool = False
     log_level: str = "INFO"
 
     @property
     def loop(self) -> LoopSettings:
-        return LoopSettings(poll_interval_s=self.poll)
+        return LoopSettings(poll_interval_s=self.poll, confirmations=self.confirmations)
 
     def run(self, settings: Settings, build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]]) -> None:
         """The body of every role's ``run``: logs configured, the key loaded, the store opened (served with
@@ -281,6 +288,7 @@ _DAEMON_OPTIONS: dict[str, Any] = {
     "serve": Serve,
     "peer": Peers,
     "poll": Poll,
+    "confirmations": Confirmations,
     "log_json": LogJson,
     "log_level": LogLevel,
 }
@@ -290,9 +298,9 @@ def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., 
     """Give a command the shared options ``names`` (all eight by default) in place of its ``settings:
     Settings`` parameter, which it then receives built from them by :func:`settings`; and, if it has a
     ``flags: DaemonFlags`` parameter, the daemon options (``--store-dir``, ``--ipfs-api``, ``--serve``,
-    ``--peer``, ``--poll``, ``--log-json``, ``--log-level``) in its place, and ``--config FILE``
-    (:mod:`rolebase.config_file`: any of its options from a TOML file). They follow the command's own
-    options (typer reads the signature)::
+    ``--peer``, ``--poll``, ``--confirmations``, ``--log-json``, ``--log-level``) in its place, and
+    ``--config FILE`` (:mod:`rolebase.config_file`: any of its options from a TOML file). They follow
+    the command's own options (typer reads the signature)::
 
         @app.command()
         @with_settings()

@@ -12,8 +12,9 @@ The keys are the command's long option names, the values what the flag would tak
     log-json = true
 
 Precedence: the command line, then environment variables that back an option (``VERITRAIN_*``),
-then the file, then defaults. A key that is not one of the command's (shown) options, a table or
-array where a value belongs, or a value the option refuses fails the command with one line naming
+then the file, then defaults. A repeatable flag takes an array (``peer = ["http://10.0.0.2:8088"]``).
+A key that is not one of the command's (shown) options, a table or array where a value belongs, or a
+value the option refuses fails the command with one line naming
 the file and the key. No option takes a private key itself (only a keystore path, an account name
 or the name of an env var), so a config file never holds one. Relative paths are read from the
 working directory, as on the command line. The file is bounded in size and nesting before parsing.
@@ -67,8 +68,12 @@ def read_config(ctx: typer.Context, value: Path | None) -> Path | None:
         option = options.get(key)
         if option is None:
             raise bad(f"unknown key {key!r} (the keys are this command's long options: {', '.join(sorted(options))})")
-        if isinstance(raw, dict | list):
-            raise bad(f"{key}: a string, number or boolean, not {'a table' if isinstance(raw, dict) else 'an array'}")
+        many = getattr(option, "multiple", False)  # a repeatable flag (--peer) takes an array of values
+        if isinstance(raw, dict) or (isinstance(raw, list) and (not many or any(isinstance(v, dict | list) for v in raw))):
+            kind = "a table" if isinstance(raw, dict) else "an array" if not many else "an array of arrays or tables"
+            raise bad(f"{key}: {'an array of strings, numbers or booleans' if many else 'a string, number or boolean'}, not {kind}")
+        if many and not isinstance(raw, list):
+            raw = [raw]
         try:
             option.process_value(ctx, raw)  # converted and range-checked as the flag would be
         except typer.BadParameter as exc:

@@ -21,6 +21,7 @@ from core.config import Settings
 from core.contracts import Protocol
 from core.localdb import Heartbeat, LocalDb, write_heartbeat
 from rolebase.records import RoleDb
+from rolebase.sent import Confirmed, Journal, ReadHead
 from rolebase.watchers import MarketWatcher
 
 V = TypeVar("V")
@@ -84,13 +85,19 @@ def build(
     parts: Callable[[Wiring, R], tuple[Loader[V], Policy[V, A], Responder[A]]],
     *,
     loop: LoopSettings = LoopSettings(),
+    journaled: tuple[type, ...] = (),
 ) -> RoleDaemon[V, A]:
     """The daemon of ``role`` for ``signer``: its records (``records`` opens them at the account's state
     directory), then its loader, policy and responder (``parts``) around the agent loop, which records a
-    heartbeat each tick."""
+    heartbeat each tick. The loader reads at ``loop.confirmations`` blocks deep, and the ``journaled``
+    actions (one contract call each) are never sent twice (:mod:`rolebase.sent`)."""
     protocol = connect(settings, signer)
     db = records(state_dir(settings.data_dir, role, signer.address) / "state.sqlite")
     wiring = Wiring(protocol, StopFlag(), MarketWatcher(protocol.market, protocol.book.deploy_block), signer.address)
     loader, policy, responder = parts(wiring, db)
-    agent = Agent(role, loader, policy, responder, settings=loop, stop=wiring.stop, heartbeat=heartbeat_to(db.db, signer.address))
+    client, head = protocol.client, ReadHead()
+    confirmed = Confirmed(loader, client, loop.confirmations, head)
+    agent = Agent(
+        role, confirmed, policy, Journal(responder, client, db, journaled, head), settings=loop, stop=wiring.stop, heartbeat=heartbeat_to(db.db, signer.address)
+    )
     return RoleDaemon(agent, db)

@@ -3,14 +3,27 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from core.localdb import LocalDb
 
+#: The journal of calls sent (``rolebase.sent.Journal``): each journaled action's latest transaction,
+#: recorded before broadcast, so that a restarted daemon finds it on chain instead of sending it twice.
+SENT_MIGRATION = """
+CREATE TABLE sent_txs (
+    call TEXT PRIMARY KEY,
+    job_id INTEGER NOT NULL,
+    tx_hash TEXT NOT NULL,
+    nonce INTEGER NOT NULL,
+    sent_at REAL NOT NULL
+);
+"""
+
 
 class RoleDb:
-    """A role's SQLite records (its ``migrations`` must create ``final_jobs`` and the heartbeat).
+    """A role's SQLite records (its ``migrations`` must create ``final_jobs``, ``sent_txs`` and the heartbeat).
 
     The state directory is the owner's only (0700) and the database file 0600, created so before
     SQLite opens it (its WAL and shared-memory files take the database file's mode): a role's
@@ -35,6 +48,20 @@ class RoleDb:
     def mark_final(self, job_ids: Sequence[int]) -> None:
         with self.db.transaction() as conn:
             conn.executemany("INSERT OR IGNORE INTO final_jobs (job_id) VALUES (?)", [(j,) for j in job_ids])
+
+    def record_sent(self, call: str, job_id: int, tx_hash: str, nonce: int) -> None:
+        """``call`` (``rolebase.sent.action_key``) is being sent in ``tx_hash``: recorded before broadcast."""
+        self.db.execute(
+            "INSERT OR REPLACE INTO sent_txs (call, job_id, tx_hash, nonce, sent_at) VALUES (?, ?, ?, ?, ?)", (call, job_id, tx_hash, nonce, time.time())
+        )
+
+    def sent_tx(self, call: str) -> str | None:
+        """The hash of the transaction ``call`` was last sent in, or None."""
+        row = self.db.query_one("SELECT tx_hash FROM sent_txs WHERE call = ?", (call,))
+        return None if row is None else str(row["tx_hash"])
+
+    def forget_sent(self, job_id: int) -> None:
+        self.db.execute("DELETE FROM sent_txs WHERE job_id = ?", (job_id,))
 
     def once_secret(self, table: str, column: str) -> bytes:
         """A secret of 32 random bytes made on first use in the one-row ``table`` (``id = 1``), the same

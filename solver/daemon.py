@@ -12,6 +12,7 @@ from core.contracts import Capabilities, Device
 from core.storage import ContentStore
 from proofs.adversary import ALL_STRATEGIES
 from proofs.train import Runtime
+from rolebase.actions import Stake
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
@@ -26,12 +27,27 @@ from solver.adversary import (
     Withholding,
 )
 from solver.loader import SolverLoader
-from solver.policy import SolverAction, SolverConfig, SolverPolicy, SolverView
+from solver.policy import (
+    Advertise,
+    AssignVerifier,
+    Claim,
+    Commit,
+    Finalize,
+    ForfeitUnopened,
+    SolverAction,
+    SolverConfig,
+    SolverPolicy,
+    SolverView,
+    TimeoutVerifier,
+)
 from solver.responder import SolverResponder
 from solver.state import SolverDb
 from solver.work import JobTrainer, Limits, ProgressHook, SpecJudge, measure_flops
 
 SolverDaemon = RoleDaemon[SolverView, SolverAction]
+
+#: The actions never sent twice (``rolebase.sent.Journal``): each one contract call (a stake: approve, then the stake call).
+JOURNALED = (Stake, Advertise, Claim, Commit, AssignVerifier, TimeoutVerifier, Finalize, ForfeitUnopened)
 
 #: Adversaries that go silent when challenged (they lose on their clock); the others defend
 #: with their own wrong states and lose at the referees.
@@ -94,4 +110,4 @@ def build(
         }
         return SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits, rt)), SolverPolicy(config), performers.get(cheat or "", responder)
 
-    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop)
+    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, journaled=JOURNALED)

@@ -74,6 +74,9 @@ class SolverLoader:
                 challenged = p.market.availability_challenge(job_id).item if job.state is JobState.DATA_CHALLENGED else None
                 held.append(HeldJob(job_id, job.state, job.deadline, ready, phase, *self._dispute(job_id, job), train_s=train_s, challenged_item=challenged))
         held_ids = {h.job_id for h in held}
+        # an OPEN job on record is one we claimed after the view's block (confirmations) or whose claim was
+        # rolled back: kept (a claim again keeps its progress), never forgotten until it is final or another's
+        unclaimed = {job_id for job_id, job in scan.jobs if job.state is JobState.OPEN}
         return SolverView(
             now=now,
             block=moment.block,
@@ -84,7 +87,7 @@ class SolverLoader:
             min_stake=self._min_stake,
             open_jobs=tuple(open_jobs),
             held_jobs=tuple(held),
-            forgettable=tuple(sorted(j for j in records if j not in held_ids)),
+            forgettable=tuple(sorted(j for j in records if j not in held_ids and j not in unclaimed)),
             game_params=self._game_params,
             claims_made=len(claimed),
             advertised=self._advertised_now(),

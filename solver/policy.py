@@ -20,6 +20,7 @@ verifier's probe) is the verifier's to defend: we only wait for the job to come 
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ class Phase(enum.Enum):
     TRAINING = "training"  # some checkpoints on disk; training resumes from the latest
     TRAINED = "trained"  # every checkpoint on disk, trace root computed
     UPLOADED = "uploaded"  # checkpoints, final model and manifest in storage
-    COMMITTED = "committed"  # commit mined
+    COMMITTED = "committed"  # commit mined (a hint: while the chain says CLAIMED, the commit is sent again)
 
 
 @dataclass(frozen=True)
@@ -223,6 +224,13 @@ SolverAction = (
 )
 
 
+def claim_order(me: Address, job_id: JobId) -> bytes:
+    """Among open jobs that pay the same, this solver's own order (a hash of its address and the job id):
+    solvers that see the same jobs at once claim different ones first, instead of all the lowest id,
+    where all but one claim would revert."""
+    return hashlib.sha256(f"{me.lower()}:{job_id}".encode()).digest()
+
+
 class SolverPolicy:
     def __init__(self, config: SolverConfig) -> None:
         self.config = config
@@ -263,9 +271,9 @@ class SolverPolicy:
                 return Train(job.job_id, job.deadline)
             if job.phase is Phase.TRAINED:
                 return Upload(job.job_id)
-            if job.phase is Phase.UPLOADED:
-                return Commit(job.job_id)
-            return None  # COMMITTED locally, not yet seen on chain: wait for the receipt's block
+            # COMMITTED in our records yet CLAIMED on chain: the chain rules (our commit was rolled back
+            # or reorged out; if it is only pending, or mined past the view's block, the journal waits for it)
+            return Commit(job.job_id)
         if job.state is JobState.COMMITTED and view.block >= job.ready_block:
             return AssignVerifier(job.job_id)  # we want a verifier: it is how we get paid
         if job.state is JobState.VERIFYING and view.now > job.deadline:  # the contract wants now > deadline
@@ -303,7 +311,7 @@ class SolverPolicy:
         # jobs train one after another: a claim must finish after the training already owed
         busy = sum(j.train_s for j in view.held_jobs if j.state is JobState.CLAIMED and j.phase in (Phase.CLAIMED, Phase.TRAINING))
         claims: list[Claim] = []
-        candidates = sorted((j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, j.job_id))
+        candidates = sorted((j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, claim_order(view.me, j.job_id)))
         for job in candidates:
             if len(claims) == room:
                 break

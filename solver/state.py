@@ -38,7 +38,7 @@ from core.contracts import JobId
 from core.localdb import HEARTBEAT_MIGRATION
 from core.probe import Bytes32
 from proofs.merkle import hex32, to_bytes32
-from rolebase.records import RoleDb
+from rolebase.records import SENT_MIGRATION, RoleDb
 from solver.policy import Phase, SpecCheck
 
 MIGRATIONS: Sequence[str] = (
@@ -97,6 +97,7 @@ MIGRATIONS: Sequence[str] = (
     """,
     # the manifest commits each segment's mean training loss (a float32: REAL holds it exactly)
     "ALTER TABLE checkpoints ADD COLUMN loss REAL;",
+    SENT_MIGRATION,
 )
 
 

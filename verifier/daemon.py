@@ -9,16 +9,20 @@ from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
 from proofs.train import Runtime
+from rolebase.actions import Stake
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
-from verifier.policy import VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
+from verifier.policy import AssignVerifier, CommitForcedSeed, Finalize, Report, Timeout, VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
 from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
 
 VerifierDaemon = RoleDaemon[VerifierView, VerifierAction]
+
+#: The actions never sent twice (``rolebase.sent.Journal``): each one contract call (a stake: approve, then the stake call).
+JOURNALED = (Stake, CommitForcedSeed, Report, AssignVerifier, Finalize, Timeout)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:
@@ -45,4 +49,4 @@ def build(
         responder = VerifierResponder(w.protocol, db, trace_verifier_class(w.protocol, store, w.stop, rt=rt), replayer, w.me)
         return VerifierLoader(w.protocol, w.watcher, db, w.me), VerifierPolicy(config), responder
 
-    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop)
+    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, journaled=JOURNALED)

@@ -39,11 +39,16 @@ class DrawIndex:
     def __init__(self, market: JobMarket, deploy_block: int, me: Address) -> None:
         self.market = market
         self.me = me
+        self.deploy_block = deploy_block
         self._next_block = deploy_block
         self.draws: dict[int, Drawn] = {}
         self.committed: set[Bytes32] = set()
 
     def update(self, block: int) -> None:
+        if block < self._next_block - 1:  # the chain went back (a snapshot reverted, a restart from a dump): read it again
+            self._next_block = self.deploy_block
+            self.draws.clear()
+            self.committed.clear()
         if block < self._next_block:
             return
         for e in self.market.events("VerifierAssigned", self._next_block, block, verifier=self.me):
@@ -99,7 +104,13 @@ class VerifierLoader:
                     if drawn is None or drawn.deadline != job.deadline:
                         continue  # drawn after the block the logs were read to: next tick
                     draw = Draw(drawn.assign_seed, drawn.forced_commitment, self._forced(drawn, rate))
-                    assignments.append(Assignment(job_id, job.deadline, record.phase if record else Phase.ASSIGNED, draw))
+                    # a verdict for another draw (the one it was made for was rolled back or reorged out) is replayed again
+                    same = (
+                        record is not None
+                        and record.draw is not None
+                        and (record.draw.assign_seed, record.draw.forced_commitment) == (draw.assign_seed, draw.forced_commitment)
+                    )
+                    assignments.append(Assignment(job_id, job.deadline, record.phase if record and same else Phase.ASSIGNED, draw))
                 elif (
                     job.state is JobState.DISPUTED
                     and job.challenger == self.me

@@ -39,7 +39,7 @@ class Phase(enum.Enum):
 
     ASSIGNED = "assigned"  # nothing replayed yet (or the records were lost)
     REPLAYED = "replayed"  # verdict computed and stored, report not yet mined
-    REPORTED = "reported"
+    REPORTED = "reported"  # a hint: while the chain says VERIFYING, the report is sent again
 
 
 @dataclass(frozen=True)
@@ -240,7 +240,7 @@ class VerifierPolicy:
                 continue  # missed; our bond pays for it
             if a.phase is Phase.ASSIGNED:
                 actions.append(Replay(a.job_id, a.deadline, a.draw))
-            elif a.phase is Phase.REPLAYED:
+            else:  # REPLAYED, or REPORTED in our records while the chain still says VERIFYING: it rules
                 actions.append(Report(a.job_id))
         for pending in view.openings:
             if view.now <= pending.open_deadline:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core.contracts import GameId, JobId
 from core.localdb import HEARTBEAT_MIGRATION
-from rolebase.records import RoleDb
+from rolebase.records import SENT_MIGRATION, RoleDb
 from whistleblower.policy import Finding, FindingKind
 
 MIGRATIONS: Sequence[str] = (
@@ -53,6 +53,7 @@ MIGRATIONS: Sequence[str] = (
     CREATE TABLE auditor (id INTEGER PRIMARY KEY CHECK (id = 1), secret BLOB NOT NULL);
     """,
     HEARTBEAT_MIGRATION,
+    SENT_MIGRATION,
 )
 
 

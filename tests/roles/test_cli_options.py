@@ -68,6 +68,19 @@ def test_config_file_gives_the_options_and_flags_override_it(tmp_path: Path) -> 
     assert flags is not None and (flags.poll, flags.log_json, count) == (3.0, True, 5)
 
 
+def test_config_file_gives_a_repeatable_flag_an_array(tmp_path: Path) -> None:
+    SEEN.clear()
+    config = tmp_path / "role.toml"
+    config.write_text('rpc-url = "http://127.0.0.1:9"\nkey-env = "K"\npeer = ["http://10.0.0.2:8088", "http://10.0.0.3:8088"]\nconfirmations = 3\n')
+    result = CliRunner().invoke(app, ["run", "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    [(_, flags, _)] = SEEN
+    assert flags is not None and (flags.peer, flags.confirmations) == (["http://10.0.0.2:8088", "http://10.0.0.3:8088"], 3)
+    SEEN.clear()
+    assert CliRunner().invoke(app, ["run", "--config", str(config), "--peer", "http://10.0.0.9:1"]).exit_code == 0  # the flag wins
+    assert SEEN[0][1] is not None and SEEN[0][1].peer == ["http://10.0.0.9:1"]
+
+
 def test_config_file_refuses_unknown_keys_and_bad_values_in_one_line(tmp_path: Path) -> None:
     config = tmp_path / "role.toml"
     for text, says in (
@@ -75,6 +88,7 @@ def test_config_file_refuses_unknown_keys_and_bad_values_in_one_line(tmp_path: P
         ('poll = "soon"\n', "poll = 'soon': "),
         ("poll = 0.001\n", "poll = 0.001: "),
         ("count = [1, 2]\n", "count: a string, number or boolean, not an array"),
+        ('peer = [["http://a:1"]]\n', "peer: an array of strings, numbers or booleans, not an array of arrays or tables"),
         ("[solver]\ncount = 1\n", "unknown key 'solver'"),
         ("poll = \n", "Invalid value"),
         ("a = " + "[" * 40 + "]" * 40 + "\n", "nested deeper than"),

@@ -88,9 +88,17 @@ def test_claims_only_up_to_capacity() -> None:
     assert POLICY.next_actions(busy) == [Train(JobId(9), 2_000)]
     roomy = SolverPolicy(SolverConfig(stake_target=T(0), max_active=3))
     assert roomy.next_actions(view(free_stake=T(45), open_jobs=(open_job(1), open_job(2), open_job(3)))) == [
-        Claim(JobId(1)),
-        Claim(JobId(2)),
+        Claim(JobId(2)),  # equal pay: in this solver's own order (claim_order)
+        Claim(JobId(3)),
     ]
+
+
+def test_solvers_seeing_the_same_equally_paid_jobs_claim_different_ones_first() -> None:
+    jobs = tuple(open_job(i) for i in range(1, 9))
+    other = Address("0x000000000000000000000000000000000000dEaD")
+    mine, theirs = (POLICY.next_actions(view(me=me, open_jobs=jobs)) for me in (ME, other))
+    assert mine == [Claim(JobId(6))] and theirs == [Claim(JobId(5))]  # no collision, so no reverted claim
+    assert POLICY.next_actions(view(open_jobs=(*jobs, open_job(9, reward=11)))) == [Claim(JobId(9))]  # pay first
 
 
 def test_a_claimed_job_moves_one_stage_per_tick() -> None:
@@ -102,8 +110,9 @@ def test_a_claimed_job_moves_one_stage_per_tick() -> None:
     }
     for phase, expected in stages.items():
         assert POLICY.next_actions(view(held_jobs=(held(1, JobState.CLAIMED, phase),), free_stake=T(0))) == [expected]
+    # committed in the records, not on chain (rolled back, reorged out): the chain rules, it commits again
     committed_locally = view(held_jobs=(held(1, JobState.CLAIMED, Phase.COMMITTED),), free_stake=T(0))
-    assert POLICY.next_actions(committed_locally) == []
+    assert POLICY.next_actions(committed_locally) == [Commit(JobId(1))]
 
 
 def test_no_work_on_a_job_past_its_commit_deadline() -> None:

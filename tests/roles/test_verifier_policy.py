@@ -69,11 +69,11 @@ def test_assignments_replay_then_report_nearest_deadline_first() -> None:
         assignments=(
             Assignment(JobId(1), 1_500, Phase.ASSIGNED, draw),
             Assignment(JobId(2), 1_200, Phase.REPLAYED),
-            Assignment(JobId(3), 1_100, Phase.REPORTED),
+            Assignment(JobId(3), 1_100, Phase.REPORTED),  # in the records, yet VERIFYING on chain: the chain rules
             Assignment(JobId(4), 999, Phase.ASSIGNED),  # missed
         )
     )
-    assert POLICY.next_actions(v) == [Report(JobId(2)), Replay(JobId(1), 1_500, draw)]  # the draw travels to the replay
+    assert POLICY.next_actions(v) == [Report(JobId(3)), Report(JobId(2)), Replay(JobId(1), 1_500, draw)]  # the draw travels to the replay
 
 
 A, B, C = (Bytes32(bytes([i]) * 32) for i in (0xA, 0xB, 0xC))
