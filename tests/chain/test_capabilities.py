@@ -84,7 +84,7 @@ def test_the_solver_daemon_advertises_once_and_again_only_when_its_flags_change(
     (advert,) = _adverts(devnet, me)
     # a restart with the same flags that measures its speed a little differently (a busy machine
     # measures 1.3x slower here: pinned, so that the test does not depend on the machine's load)
-    monkeypatch.setattr(daemon, "measure_flops", lambda: round(advert["flops"] / 1.3))
+    monkeypatch.setattr(daemon, "measure_flops", lambda _rt: round(advert["flops"] / 1.3))
     solver = _solver(devnet, tmp_path, parties.solver, Limits())
     for _ in range(3):
         solver.agent.tick()
