@@ -36,15 +36,23 @@ def _t(a: np.ndarray) -> torch.Tensor:
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`).
     ``a`` may be a transposed view (the kernel reads it in place); ``b`` is copied if its rows
-    are not contiguous."""
-    b = np.ascontiguousarray(b)
+    are not contiguous (:func:`_rows`)."""
+    b = _rows(b)
     out = np.empty((1, a.shape[0], b.shape[1]), np.float32)
     K.bmm(a[None], b[None], out)
     return out[0]
 
 
-def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _rows(b: np.ndarray) -> np.ndarray:
+    """``b`` with its last axis at a stride of one element, as the kernel loads rows. numpy calls an
+    array with a length-1 axis contiguous whatever that axis's stride (``x.T`` of one row, a batch
+    of 1), so that case is copied too."""
     b = np.ascontiguousarray(b)
+    return b if b.strides[-1] == b.itemsize else b.copy()
+
+
+def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    b = _rows(b)
     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     K.bmm(a, b, out)
     return out

@@ -85,6 +85,10 @@ def test_linear_matches_float64() -> None:
     xw = np.empty((1, 3, 200), np.float32)
     K.bmm(x.numpy()[None], np.ascontiguousarray(w.numpy().T)[None], xw)
     assert np.array_equal(repro.linear(x, w).numpy().view(np.int32), xw[0].view(np.int32))
+    # one row (a batch of 1, a solver's dry run): x^T is (K, 1) with a stride numpy calls contiguous
+    x1 = _randn(1, 40)
+    _check(lambda x, w: repro.linear(x, w), F.linear, [x1, w])
+    assert np.array_equal(repro.linear(x1, w).numpy().view(np.int32), repro.linear(torch.cat([x1, x]), w).numpy()[:1].view(np.int32))
 
 
 def test_conv2d_matches_float64() -> None:
