@@ -81,6 +81,8 @@ def _randn(*shape: int, seed: int = 1) -> torch.Tensor:
 def test_linear_matches_float64() -> None:
     _check(repro.linear, F.linear, [_randn(2, 7, 33), _randn(19, 33, seed=2) * 0.2, _randn(19, seed=3)])
     _check(lambda x, w: repro.linear(x, w), F.linear, [_randn(300, 40), _randn(5, 40, seed=2) * 0.2])
+    # one row (a solver's dry run at batch 1): x^T is (K, 1), whose last stride numpy ignores
+    _check(repro.linear, F.linear, [_randn(1, 2), _randn(16, 2, seed=2), _randn(16, seed=3)])
     # few rows, a large weight: the forward runs as y^T = W x^T; the same bits as x W^T
     x, w = _randn(3, 40), _randn(200, 40, seed=2) * 0.2
     _check(lambda x, w: repro.linear(x, w), F.linear, [x, w])
