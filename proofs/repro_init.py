@@ -33,6 +33,7 @@ __all__ = ["Init", "draw", "tensor_seed"]
 
 _BITS = 24
 _IRWIN_HALL = 12
+_BLOCK = 1 << 20  # normals drawn per block
 
 
 @dataclass(frozen=True)
@@ -49,21 +50,35 @@ def tensor_seed(seed: int, name: str) -> int:
     return derive_seed(seed, "init/" + name)
 
 
-def _ints(seed: int, count: int) -> np.ndarray:
-    """``count`` integers in ``[0, 2**24)``: the top 24 bits of PCG64's raw 64-bit outputs."""
-    raw = np.random.PCG64(seed).random_raw(count)
-    return (raw >> np.uint64(64 - _BITS)).astype(np.int64)
+def _ints(gen: np.random.PCG64, count: int) -> np.ndarray:
+    """The next ``count`` integers in ``[0, 2**24)`` of ``gen``: the top 24 bits of its raw
+    64-bit outputs."""
+    return (gen.random_raw(count) >> np.uint64(64 - _BITS)).astype(np.int64)
+
+
+def _normal01(gen: np.random.PCG64, n: int) -> np.ndarray:
+    """``n`` Irwin-Hall sums, each of 12 consecutive integers minus ``6 * 2**24``, as exact
+    float64 multiples of ``2**-24``; drawn in blocks so memory stays bounded (the same stream)."""
+    out = np.empty(n, np.float64)
+    for start in range(0, n, _BLOCK):
+        count = min(_BLOCK, n - start)
+        ks = _ints(gen, count * _IRWIN_HALL).reshape(count, _IRWIN_HALL)
+        sums = np.full(count, -(_IRWIN_HALL // 2) * (1 << _BITS), np.int64)
+        for j in range(_IRWIN_HALL):  # integer adds: exact in any order
+            sums += ks[:, j]
+        out[start : start + count] = sums * 2.0**-_BITS
+    return out
 
 
 def draw(init: Init, seed: int, shape: tuple[int, ...]) -> torch.Tensor:
     """A float32 tensor of ``shape`` from ``init``, drawn from the stream seeded by ``seed``."""
     n = int(np.prod(shape, dtype=np.int64))
+    gen = np.random.PCG64(seed)
     if init.kind == "const":
         values = np.full(n, init.scale, np.float64)
     elif init.kind == "uniform":
-        grid = (2 * _ints(seed, n) + 1 - (1 << _BITS)).astype(np.float64) * 2.0**-_BITS  # exact
+        grid = (2 * _ints(gen, n) + 1 - (1 << _BITS)).astype(np.float64) * 2.0**-_BITS  # exact
         values = grid * init.scale
     else:
-        sums = _ints(seed, n * _IRWIN_HALL).reshape(n, _IRWIN_HALL).sum(axis=1) - _IRWIN_HALL // 2 * (1 << _BITS)
-        values = (sums.astype(np.float64) * 2.0**-_BITS) * init.scale  # exact, then one rounding
+        values = _normal01(gen, n) * init.scale  # one rounding
     return torch.from_numpy(values.astype(np.float32).reshape(shape))

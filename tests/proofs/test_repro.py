@@ -23,7 +23,7 @@ import torch
 from safetensors.torch import save
 from torch.nn import functional as F
 
-from proofs import decode_checkpoint, execute_step, initial_state, load_dataset, repro, state_hash, train_trace
+from proofs import decode_checkpoint, execute_step, initial_state, load_dataset, repro, repro_init, state_hash, train_trace
 from proofs import repro_kernels as K
 from proofs.errors import SpecError
 from proofs.merkle import hex32
@@ -171,7 +171,7 @@ def test_exp_and_log_polynomials_are_accurate() -> None:
     assert K.exp64(-800.0) == 0.0 and K.log64(1.0) == 0.0
 
 
-def test_portable_init_draws_the_documented_bits() -> None:
+def test_portable_init_draws_the_documented_bits(monkeypatch: pytest.MonkeyPatch) -> None:
     """The recipe of proofs/repro_init.py written plainly: PCG64's raw integers, their top 24
     bits, then Python's float64 operations (one rounding each) and one rounding to float32."""
     ks = [int(r) >> 40 for r in np.random.PCG64(99).random_raw(5 * 12)]
@@ -179,6 +179,9 @@ def test_portable_init_draws_the_documented_bits() -> None:
     normal = np.array([(sum(ks[12 * i : 12 * i + 12]) - 6 * 2**24) * 2.0**-24 * 0.02 for i in range(5)], np.float32)
     assert np.array_equal(draw(Init("uniform", 0.3), 99, (5,)).numpy().view(np.int32), uniform.view(np.int32))
     assert np.array_equal(draw(Init("normal", 0.02), 99, (5,)).numpy().view(np.int32), normal.view(np.int32))
+    monkeypatch.setattr(repro_init, "_BLOCK", 2)  # normals drawn in blocks: the same stream
+    assert np.array_equal(draw(Init("normal", 0.02), 99, (5,)).numpy().view(np.int32), normal.view(np.int32))
+    monkeypatch.undo()
     assert draw(Init("const", 1.0), 99, (2, 3)).eq(1.0).all()
     u, n = draw(Init("uniform", 0.5), 7, (200_000,)), draw(Init("normal", 1.0), 7, (200_000,))
     assert u.abs().max() < 0.5 and abs(u.mean()) < 0.005 and abs(u.std() - 0.5 / math.sqrt(3)) < 0.005
