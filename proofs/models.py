@@ -3,12 +3,13 @@
 No code comes from a spec: ``spec.model.kind`` selects one of the builders
 below and the config's validated fields size it. Initial weights come from the
 spec's seed alone (:func:`build_model`), so checkpoint 0 is a pure function of
-the spec.
+the spec: under ``"torch"`` numerics from torch's initializers, under ``"repro-v1"`` the same
+distributions drawn by :mod:`proofs.repro_init` (the same bits on every CPU).
 
 The arithmetic comes from an :class:`Ops` set picked by ``spec.numerics``:
 ``"torch"`` is plain PyTorch (fast BLAS, bits tied to the CPU's kernels);
 ``"repro-v1"`` is :mod:`proofs.repro` (the same bits on every machine). The
-parameters, their names and their initial values are the same under both.
+parameters, their names, shapes and initial distributions are the same under both.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from proofs import repro
+from proofs.repro_init import Init, draw, tensor_seed
 from proofs.seeds import derive_seed
 from proofs.spec import CharTransformerConfig, CNNConfig, JobSpec, MLPConfig, Numerics
 
-__all__ = ["REGISTRY", "Ops", "TORCH_OPS", "REPRO_OPS", "ops_for", "build_model", "MLP", "CNN", "CharTransformer"]
+__all__ = ["REGISTRY", "Ops", "TORCH_OPS", "REPRO_OPS", "ops_for", "build_model", "portable_init", "MLP", "CNN", "CharTransformer"]
 
 
 @dataclass(frozen=True)
@@ -153,10 +155,20 @@ class CharTransformer(nn.Module):
         self.ln_f = nn.LayerNorm(cfg.n_embd)
         self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
         for name, p in self.named_parameters():
-            if name.endswith("weight") and p.dim() == 2:
-                nn.init.normal_(p, mean=0.0, std=0.02)
-            elif name.endswith("bias"):
-                nn.init.zeros_(p)
+            init = self.init_override(name, p)
+            if init is not None and init.kind == "normal":
+                nn.init.normal_(p, mean=0.0, std=init.scale)
+            elif init is not None:
+                nn.init.constant_(p, init.scale)
+
+    @staticmethod
+    def init_override(name: str, p: torch.Tensor) -> Init | None:
+        """GPT-2's scheme, over the layers' defaults: matrices N(0, 0.02), biases zero."""
+        if name.endswith("weight") and p.dim() == 2:
+            return Init("normal", 0.02)
+        if name.endswith("bias"):
+            return Init("const", 0.0)
+        return None
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         t, o = idx.shape[1], self.ops
@@ -173,15 +185,42 @@ REGISTRY: dict[str, Callable[..., nn.Module]] = {
 }
 
 
+def _layer_init(module: nn.Module, name: str, p: torch.Tensor) -> Init:
+    """The distribution torch's ``reset_parameters`` gives parameter ``name`` of ``module``."""
+    if isinstance(module, (nn.Linear, nn.Conv2d)):
+        # kaiming_uniform_(a=sqrt(5)) for the weight and the bias alike: bound 1/sqrt(fan_in)
+        return Init("uniform", 1.0 / math.sqrt(module.weight[0].numel()))
+    if isinstance(module, nn.LayerNorm):
+        return Init("const", 1.0 if name == "weight" else 0.0)
+    if isinstance(module, nn.Embedding):
+        return Init("normal", 1.0)
+    raise TypeError(f"no initialization for {type(module).__name__}.{name}")
+
+
+def portable_init(model: nn.Module, seed: int) -> None:
+    """Overwrite every parameter of ``model`` with its distribution drawn by
+    :func:`proofs.repro_init.draw`, each from the stream of (``seed``, parameter name)."""
+    override = getattr(model, "init_override", None)
+    with torch.no_grad():
+        for prefix, module in model.named_modules():
+            for pname, p in module.named_parameters(recurse=False):
+                name = f"{prefix}.{pname}" if prefix else pname
+                init = (override(name, p) if override else None) or _layer_init(module, pname, p)
+                p.copy_(draw(init, tensor_seed(seed, name), tuple(p.shape)))
+
+
 def build_model(spec: JobSpec, device: torch.device | str = "cpu") -> nn.Module:
     """The spec's model with its seeded initial weights (float32, on ``device``), computing
     with the spec's numerics.
 
-    Weights are drawn on the CPU from a generator seeded by the spec alone (the
-    process's global RNG is left as it was), then moved, so every device starts
-    from the same bits.
+    Weights are drawn on the CPU from the spec's seed alone (the process's global RNG is
+    left as it was), then moved, so every device starts from the same bits: under
+    ``"repro-v1"`` by :func:`portable_init` (no torch kernel), under ``"torch"`` by torch's
+    initializers seeded with ``derive_seed(seed, "init")``.
     """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(spec.seed, "init"))
         model = REGISTRY[spec.model.kind](spec.model, ops_for(spec.numerics))
+    if spec.numerics == "repro-v1":
+        portable_init(model, spec.seed)
     return model.to(device=device, dtype=torch.float32)

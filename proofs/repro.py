@@ -33,22 +33,22 @@ def _t(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
+def _rows(b: np.ndarray) -> np.ndarray:
+    """``b`` with contiguous rows, as the matmul kernel loads them: a copy where it has not.
+    numpy calls a transposed single row (K, 1) contiguous whatever its strides, so its last
+    stride is checked too."""
+    b = np.ascontiguousarray(b)
+    return b if b.strides[-1] == b.itemsize else b.copy()
+
+
 def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`).
     ``a`` may be a transposed view (the kernel reads it in place); ``b`` is copied if its rows
-    are not contiguous (:func:`_rows`)."""
+    are not contiguous."""
     b = _rows(b)
     out = np.empty((1, a.shape[0], b.shape[1]), np.float32)
     K.bmm(a[None], b[None], out)
     return out[0]
-
-
-def _rows(b: np.ndarray) -> np.ndarray:
-    """``b`` with its last axis at a stride of one element, as the kernel loads rows. numpy calls an
-    array with a length-1 axis contiguous whatever that axis's stride (``x.T`` of one row, a batch
-    of 1), so that case is copied too."""
-    b = np.ascontiguousarray(b)
-    return b if b.strides[-1] == b.itemsize else b.copy()
 
 
 def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
