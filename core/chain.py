@@ -5,7 +5,9 @@
 * :class:`ChainClient` sends transactions: estimate gas first (a failing
   estimate is decoded into the named revert and nothing is sent), take a
   nonce from a process-wide cache reconciled with the node's pending count,
-  sign, send, wait for the receipt, check its status.
+  sign, send, wait for the receipt, check its status. A transaction still pending after
+  ``reprice_after`` seconds (a busy chain whose base fee rose past its fee cap) is signed again
+  with the same nonce and higher fees, and whichever version is mined is the receipt.
 * Transient failures (connection errors, timeouts, HTTP 5xx/429) are retried
   with exponential backoff; reverts never are.
 * A caller may pin the block its reads see (:meth:`ChainClient.reading_at`: a daemon reads at
@@ -81,6 +83,8 @@ _MAX_LOG_RANGE = 10_000
 # paths. Unused gas is not paid.
 _GAS_HEADROOM_NUM, _GAS_HEADROOM_DEN = 6, 5
 _GAS_MARGIN = 200_000  # a sum-tree path of ~10 levels
+#: A replacement must raise both fee fields by at least 10% (geth's and anvil's pool rule): 12.5%.
+_REPRICE_NUM, _REPRICE_DEN = 9, 8
 
 
 @dataclass(frozen=True)
@@ -286,6 +290,7 @@ class ChainClient:
         retry: RetryPolicy = RetryPolicy(),
         expected_chain_id: int | None = None,
         receipt_timeout: float = 120.0,
+        reprice_after: float = 30.0,
     ) -> None:
         provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None)
         self.rpc_url = rpc_url  # may hold a credential: never in a message, ``endpoint`` is shown instead
@@ -293,6 +298,7 @@ class ChainClient:
         self.w3 = Web3(provider)
         self.retry = retry
         self.receipt_timeout = receipt_timeout
+        self.reprice_after = reprice_after
         self._chain_id: int | None = None
         self._local = threading.local()  # this thread's pinned read block and send journal
         if expected_chain_id is not None and self.chain_id != expected_chain_id:
@@ -460,7 +466,7 @@ class ChainClient:
         tx.update(self._fees(block))
         journal: SendJournal | None = getattr(self._local, "journal", None)
         tx_hash = self._sign_and_broadcast(signer, tx, what, journal)
-        raw = self._wait(tx_hash, what)
+        tx_hash, raw = self._wait_repricing(signer, tx, tx_hash, what, journal)
         receipt = _receipt(tx_hash, raw)
         if receipt.status != 1:
             raise self._failure(tx, receipt)
@@ -531,6 +537,57 @@ class ChainClient:
                 except TransactionNotFound:
                     pass
             raise
+
+    def _wait_repricing(self, signer: Signer, tx: dict[str, Any], tx_hash: TxHash, what: str, journal: SendJournal | None) -> tuple[TxHash, Mapping[str, Any]]:
+        """The receipt of whichever version of ``tx`` (signed, nonce set) is mined, and its hash. A
+        version still pending after :attr:`reprice_after` seconds is replaced: the same nonce with both
+        fee fields 12.5% higher and at least what the latest block asks (2 x base fee + tip), journaled
+        before broadcast like the first. A replacement the node refuses (underpriced, or the nonce
+        already used by a mined version) changes nothing: the wait goes on for every version."""
+        versions = [tx_hash]
+        deadline = time.monotonic() + self.receipt_timeout
+        reprice_at = time.monotonic() + self.reprice_after
+        while True:
+            for version in reversed(versions):
+                raw = self.with_retry("eth_getTransactionReceipt", lambda: self._receipt_or_none(version))
+                if raw is not None:
+                    return version, raw
+            now = time.monotonic()
+            if now >= deadline:
+                raise ChainError(f"{what}: no receipt for {versions[-1]} within {self.receipt_timeout:.0f}s")
+            if now >= reprice_at:
+                reprice_at = now + self.reprice_after
+                tx.update(self._repriced(tx))
+                signed = signer.sign_transaction(tx)
+                replacement = TxHash("0x" + bytes(signed.hash).hex())
+                if journal is not None:
+                    journal.signed(replacement, tx["nonce"])
+                try:
+                    self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed.raw_transaction, replacement))
+                except Web3RPCError as exc:
+                    log.debug("replacement refused", extra={"what": what, "tx": replacement, "error": exc.message or str(exc)})
+                else:
+                    versions.append(replacement)
+                    log.info(
+                        "transaction re-priced",
+                        extra={"what": what, "tx": replacement, "replaces": versions[-2], "nonce": tx["nonce"], "max_fee": tx["maxFeePerGas"]},
+                    )
+            time.sleep(0.1)
+
+    def _receipt_or_none(self, tx_hash: TxHash) -> Mapping[str, Any] | None:
+        try:
+            return self.w3.eth.get_transaction_receipt(tx_hash)  # type: ignore[arg-type]
+        except TransactionNotFound:
+            return None
+
+    def _repriced(self, tx: Mapping[str, Any]) -> dict[str, int]:
+        """Fees for a replacement of ``tx``: each field at least 12.5% above the pending version's
+        (rounded up) and at least what the latest block asks."""
+        block = self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block("latest"))
+        market = self._fees(block)
+        tip = max(-(-int(tx["maxPriorityFeePerGas"]) * _REPRICE_NUM // _REPRICE_DEN), market["maxPriorityFeePerGas"])
+        cap = max(-(-int(tx["maxFeePerGas"]) * _REPRICE_NUM // _REPRICE_DEN), market["maxFeePerGas"] - market["maxPriorityFeePerGas"] + tip)
+        return {"maxFeePerGas": cap, "maxPriorityFeePerGas": tip}
 
     def _wait(self, tx_hash: TxHash, what: str) -> Mapping[str, Any]:
         deadline = time.monotonic() + self.receipt_timeout

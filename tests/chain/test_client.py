@@ -6,7 +6,8 @@ import json
 import logging
 import pickle
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ import requests
 from eth_typing import HexStr
 from eth_utils import to_checksum_address
 
-from core.chain import ChainClient, RetryPolicy, Signer
+from core.chain import ChainClient, RetryPolicy, Signer, TxHash
 from core.contracts import JobId, Protocol
 from core.errors import SignerError, TransientRPCError
 from core.reverts import revert_class
@@ -124,6 +125,65 @@ def test_nonces_heal_after_a_snapshot_revert(devnet: Devnet, parties: Parties) -
     devnet.client.rpc("evm_revert", [snapshot])
     receipt = token.transfer(parties.outsider.address, 1)
     assert receipt.status == 1
+
+
+class _Hashes:
+    """A send journal that keeps every version's hash, in order."""
+
+    def __init__(self) -> None:
+        self.hashes: list[str] = []
+
+    def signed(self, tx_hash: TxHash, nonce: int) -> None:
+        self.hashes.append(tx_hash)
+
+
+def test_a_transaction_stranded_by_a_rising_base_fee_is_repriced_and_mined_once(devnet: Devnet, parties: Parties) -> None:
+    """A busy chain: the base fee jumps past a pending transaction's fee cap. After ``reprice_after``
+    the client signs the same nonce again with higher fees; that version is mined, one transfer lands
+    and the account's nonce moves by one."""
+    client = ChainClient(devnet.rpc_url, reprice_after=0.5)
+    token = Protocol.connect(client, devnet.protocol().book, parties.solver).token
+    sender = to_checksum_address(parties.solver.address)
+    start = client.w3.eth.get_transaction_count(sender)
+    balance = token.balance_of(parties.outsider.address)
+    journal, receipts, errors = _Hashes(), [], []
+
+    def send() -> None:
+        try:
+            with client.journaled(journal):
+                receipts.append(token.transfer(parties.outsider.address, 1))
+        except BaseException as exc:  # re-raised below
+            errors.append(exc)
+
+    def until(what: str, probe: Callable[[], bool]) -> None:
+        deadline = time.monotonic() + 30
+        while not probe():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.05)
+
+    base = int(client.w3.eth.get_block("latest")["baseFeePerGas"])
+    devnet.client.rpc("evm_setAutomine", [False])
+    thread = threading.Thread(target=send)
+    try:
+        thread.start()
+        until("the first version in the pool", lambda: bool(journal.hashes) and client.tx_state(TxHash(journal.hashes[0])).pending)
+        devnet.client.rpc("anvil_setNextBlockBaseFeePerGas", [hex(50 * base)])
+        devnet.chain.mine(1)  # its fee cap (2 x base + tip) is now below the base fee (anvil drops it from its pool; geth keeps it)
+        assert client.tx_state(TxHash(journal.hashes[0])).block is None
+        until("a replacement in the pool", lambda: len(journal.hashes) == 2 and client.tx_state(TxHash(journal.hashes[1])).pending)
+        devnet.chain.mine(1)
+        thread.join(30)
+    finally:
+        devnet.client.rpc("evm_setAutomine", [True])
+        devnet.client.rpc("anvil_setNextBlockBaseFeePerGas", [hex(base)])  # the fee market a snapshot revert does not restore
+    assert not errors and not thread.is_alive()
+    (receipt,) = receipts
+    replacement = client.w3.eth.get_transaction(HexStr(journal.hashes[1]))
+    assert receipt.tx_hash == journal.hashes[1] and replacement["nonce"] == start
+    assert replacement["maxFeePerGas"] >= 100 * base  # 2 x the latest base fee + tip
+    assert client.w3.eth.get_transaction_count(sender) == start + 1
+    assert token.balance_of(parties.outsider.address) == balance + 1
+    assert client.tx_state(TxHash(journal.hashes[0])).block is None  # the first version was never mined
 
 
 def test_transient_5xx_is_retried_with_backoff(devnet: Devnet, parties: Parties, proxy: FlakyProxy) -> None:
