@@ -9,6 +9,7 @@ from __future__ import annotations
 TRAINING_STARTED = "training started"
 TRAINING_RESUMED = "training resumed"
 SEGMENT_REPLAYED = "segment replayed"
+REPLAY_DONE = "replay done"
 AUDIT_RECORDED = "audit recorded"
 CHALLENGE_HELD = "challenge held: no committee can be seated"
 JACKPOT_INCOME = "expected jackpot income per audit"

@@ -23,6 +23,7 @@ from core.dispute import Action, derive_salt, midpoint, vote_commitment
 from proofs.merkle import hex32
 from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
+from rolebase.events import REPLAY_DONE
 from verifier.policy import (
     CONCEDABLE,
     AssignVerifier,
@@ -82,7 +83,7 @@ class VerifierResponder:
                     probes=verdict.probes,
                 )
                 log.info(
-                    "replay done",
+                    REPLAY_DONE,
                     extra={"job": job_id, "passed": verdict.passed, "segments": verdict.summary, "report": verdict.report_cid},
                 )
             case Report(job_id):

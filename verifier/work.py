@@ -69,7 +69,7 @@ from proofs.merkle import hex32
 from proofs.spec import JobSpec
 from proofs.train import Runtime
 from rolebase.device import job_fault
-from rolebase.events import SEGMENT_REPLAYED
+from rolebase.events import REPLAY_DONE, SEGMENT_REPLAYED
 from rolebase.inputs import fetch_dataset
 from verifier.policy import Draw
 
@@ -202,7 +202,7 @@ class TraceVerifier:
         probe_root = ProbeTree(shown).root if shown else ZERO32
         report.update({"passed": passed, "summary": summary, "probes": [probe_json(p) for p in shown], "probe_root": hex32(probe_root)})
         report_cid = self.store.put(json.dumps(report, sort_keys=True).encode())
-        log.info("replay done", extra={"job": job_id, "passed": passed, "summary": summary, "seconds": round(time.monotonic() - started, 2)})
+        log.info(REPLAY_DONE, extra={"job": job_id, "passed": passed, "summary": summary, "seconds": round(time.monotonic() - started, 2)})
         return Verdict(passed, report_cid, summary, probe_root, failed_segment, tuple(shown))
 
     def _judge(

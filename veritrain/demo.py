@@ -57,6 +57,7 @@ from core.errors import VeritrainError
 from proofs.adversary import ALL_STRATEGIES
 from rolebase.amounts import show_tokens
 from rolebase.cli import console, err_console
+from rolebase.events import REPLAY_DONE
 from submitter import service
 from submitter.curve import draw_curve, job_curve
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
@@ -334,7 +335,7 @@ def _dispute_figures(protocol: Protocol, job_id: JobId, timeline: Sequence[Timel
 def _timing(daemons: Sequence[RoleProcess], t_start: float, t_post: float, t_final: float) -> dict[str, float]:
     """Where the time went, from the daemons' own log records (seconds each step took)."""
     totals = {"training_s": 0.0, "upload_s": 0.0, "verification_s": 0.0, "audit_s": 0.0}
-    keys = {"training finished": "training_s", "upload finished": "upload_s", "replay done": "verification_s", "audit done": "audit_s"}
+    keys = {"training finished": "training_s", "upload finished": "upload_s", REPLAY_DONE: "verification_s", "audit done": "audit_s"}
     for d in daemons:
         for record in d.log_records():
             key = keys.get(str(record.get("msg")))

@@ -27,7 +27,10 @@ from core.storage.base import ContentStat, ContentStore, check_max_size
 from core.storage.errors import CidMismatch, ContentNotFound, ContentTooLarge, StorageError, StoreUnavailable
 from core.storage.unixfs import MAX_BLOCK, FileNode, read_block
 
-__all__ = ["GatewayFetcher", "FetchingStore", "MAX_PEERS", "parse_peer"]
+__all__ = ["GatewayFetcher", "FetchingStore", "MAX_PEERS", "FETCHED_FROM_PEER", "parse_peer"]
+
+#: Logged for each item fetched from a peer gateway (``cid``, ``peer``, ``bytes``).
+FETCHED_FROM_PEER = "fetched from a peer"
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +165,7 @@ class FetchingStore:
                 log.warning("peer gateway failed", extra={"cid": v0, "peer": peer.shown, "error": str(exc)})
                 continue
             self.own.put(data)  # verified already; kept so that this party serves it on
-            log.info("fetched from a peer", extra={"cid": v0, "peer": peer.shown, "bytes": len(data)})
+            log.info(FETCHED_FROM_PEER, extra={"cid": v0, "peer": peer.shown, "bytes": len(data)})
             return data
         raise ContentNotFound(v0, " or ".join([repr(self.own), *(f"gateway {p.shown}" for p in gateways)]))
 

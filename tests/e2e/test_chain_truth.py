@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from core.agent import ACTION_DROPPED
+from core.agent import ACTION_DROPPED, mined
 from core.contracts import JobId, JobState
 from rolebase.deployment import Deployment
 from rolebase.sent import RESENT
@@ -80,7 +80,8 @@ def test_daemons_act_again_when_the_chain_restarts_from_a_dump_before_their_call
     assert protocol.market.get_job(job_id).state is JobState.CLAIMED  # the commit is gone, the records say committed
     solver = market.daemon("solver", 1, "solver", run=2)
     wait_for("the commit sent again", lambda: protocol.market.get_job(job_id).state is not JobState.CLAIMED, 120, market)
-    assert [r for r in solver.log_records() if r["msg"] == "commit mined"]
+    # the chain shows the block before the daemon has its receipt and logs it
+    wait_for("the solver's second commit in its log", lambda: [r for r in solver.log_records() if r["msg"] == mined("commit")], 30, market)
     assert [r for r in solver.log_records() if r["msg"] == RESENT and r["call"] == f"Commit:{job_id}"]  # the journal saw it lost
 
     # the verifier: killed once its report is mined and recorded, the chain restarted from before it
@@ -92,7 +93,7 @@ def test_daemons_act_again_when_the_chain_restarts_from_a_dump_before_their_call
     assert protocol.market.get_job(job_id).state is JobState.VERIFYING
     verifier = market.daemon("verifier", 2, "verifier", "--duty-grace", "5", run=2)
     wait_for("the job finalized", lambda: protocol.market.get_job(job_id).state is JobState.FINALIZED, 240, market)
-    assert [r for r in verifier.log_records() if r["msg"] == "report mined"]
+    wait_for("the verifier's second report in its log", lambda: [r for r in verifier.log_records() if r["msg"] == mined("report")], 30, market)
     assert [r for r in verifier.log_records() if r["msg"] == RESENT and r["call"] == f"Report:{job_id}"]
 
     deploy = protocol.book.deploy_block

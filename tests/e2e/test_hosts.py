@@ -25,7 +25,7 @@ import pytest
 from core.cid import digest_to_cid
 from core.contracts import GameId, GameStatus, JobId, JobState, Role
 from core.storage import LocalStore
-from core.storage.peers import GatewayFetcher
+from core.storage.peers import FETCHED_FROM_PEER, GatewayFetcher
 from deploy.anvil import dev_private_key
 from deploy.build import build
 from deploy.devnet import Devnet, start_devnet
@@ -98,7 +98,7 @@ class Party:
 
     def fetched(self, peer: Party) -> dict[str, float]:
         """CID -> log time of each item this party fetched from ``peer``'s gateway."""
-        return {r["cid"]: r["ts"] for p in self.processes for r in p.log_records() if r.get("msg") == "fetched from a peer" and r.get("peer") == peer.url}
+        return {r["cid"]: r["ts"] for p in self.processes for r in p.log_records() if r.get("msg") == FETCHED_FROM_PEER and r.get("peer") == peer.url}
 
 
 @pytest.fixture(scope="module")

@@ -25,6 +25,7 @@ from deploy.build import build
 from deploy.devnet import Devnet
 from deploy.jsipfs import JsIpfsNode
 from proofs.manifest import parse_manifest
+from rolebase.events import REPLAY_DONE
 from submitter import service
 from submitter.demo_job import build_demo_job, evaluate_model
 from submitter.timeline import job_timeline
@@ -91,7 +92,7 @@ def test_job_finalized_with_all_content_on_ipfs(ipfs_node: JsIpfsNode, devnet: t
     assert report_event.args["passed"] is True
     report = json.loads(store.get(report_event.args["reportCid"], MAX_JSON))
     assert report
-    assert any(r.get("msg") == "replay done" for r in records["verifier"]), "the verifier logged no replay"
+    assert any(r.get("msg") == REPLAY_DONE for r in records["verifier"]), "the verifier logged no replay"
 
     # the model, fetched through IPFS, is the committed one and it learned
     model_path = tmp_path / "model.safetensors"
