@@ -133,7 +133,7 @@ def test_running_daemons_survive_a_reorg_shallower_than_their_confirmations(mark
     assert protocol.market.events("VerifierTimedOut", deploy, jobId=job_id) == []
     assert len(protocol.market.events("TraceCommitted", deploy, jobId=job_id)) == 1
     assert len(protocol.market.events("ReportSubmitted", deploy, jobId=job_id)) == 1
-    assert [r for r in solver.log_records() if r["msg"] == RESENT and r["call"] == f"Commit:{job_id}"]
-    assert [r for r in verifier.log_records() if r["msg"] == RESENT and r["call"] == f"Report:{job_id}"]
+    # a reorged-out transaction may come back from anvil's pool (the daemon waits for it) or be sent
+    # again (RESENT): either way it lands once, as asserted above
     for daemon in (solver, verifier):  # the reorgs cost no error and no reverted call
         assert not [r for r in daemon.log_records() if r["level"] in ("ERROR", "CRITICAL") or r["msg"] == ACTION_DROPPED]
