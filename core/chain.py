@@ -507,12 +507,8 @@ class ChainClient:
             latest = int(self.with_retry("eth_getTransactionCount", lambda: self.w3.eth.get_transaction_count(sender, "latest")))
             tx["nonce"] = _NonceCache.choose(key, pending, latest)
             tx.pop("from", None)
-            signed = signer.sign_transaction(tx)
-            tx_hash = TxHash("0x" + bytes(signed.hash).hex())
-            if journal is not None:
-                journal.signed(tx_hash, tx["nonce"])
             try:
-                self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed.raw_transaction, tx_hash))
+                tx_hash = self._sign_and_send(signer, tx, journal)
             except Web3RPCError as exc:
                 _NonceCache.forget(self.rpc_url)
                 self._raise_if_no_gas(exc, signer.address, what)
@@ -522,6 +518,15 @@ class ChainClient:
                 raise
             _NonceCache.advance(key, tx["nonce"])
         log.debug("transaction sent", extra={"what": what, "tx": tx_hash, "nonce": tx["nonce"]})
+        return tx_hash
+
+    def _sign_and_send(self, signer: Signer, tx: Mapping[str, Any], journal: SendJournal | None) -> TxHash:
+        """Sign ``tx`` (nonce and fees set), journal its hash, broadcast it; the node's refusal is raised."""
+        signed = signer.sign_transaction(tx)
+        tx_hash = TxHash("0x" + bytes(signed.hash).hex())
+        if journal is not None:
+            journal.signed(tx_hash, tx["nonce"])
+        self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed.raw_transaction, tx_hash))
         return tx_hash
 
     def _broadcast(self, raw: bytes, tx_hash: TxHash) -> None:
@@ -558,14 +563,10 @@ class ChainClient:
             if now >= reprice_at:
                 reprice_at = now + self.reprice_after
                 tx.update(self._repriced(tx))
-                signed = signer.sign_transaction(tx)
-                replacement = TxHash("0x" + bytes(signed.hash).hex())
-                if journal is not None:
-                    journal.signed(replacement, tx["nonce"])
                 try:
-                    self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed.raw_transaction, replacement))
+                    replacement = self._sign_and_send(signer, tx, journal)
                 except Web3RPCError as exc:
-                    log.debug("replacement refused", extra={"what": what, "tx": replacement, "error": exc.message or str(exc)})
+                    log.debug("replacement refused", extra={"what": what, "nonce": tx["nonce"], "error": exc.message or str(exc)})
                 else:
                     versions.append(replacement)
                     log.info(
