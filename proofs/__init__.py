@@ -39,7 +39,7 @@ from proofs.errors import (
     SegmentOutOfRange,
     SpecError,
 )
-from proofs.evaluate import Evaluation, evaluate
+from proofs.evaluate import Evaluation, evaluate, sample_tokens
 from proofs.manifest import CheckpointEntry, Manifest, parse_manifest
 from proofs.merkle import TraceTree, leaf_hash, verify_proof
 from proofs.probes import (
@@ -109,7 +109,7 @@ __all__ = [
     # disputes
     "state_at", "execute_step",
     # evaluation of a trained model
-    "Evaluation", "evaluate",
+    "Evaluation", "evaluate", "sample_tokens",
     # adversaries
     "STRATEGIES", "ADAPTIVE", "FALSE_CLAIMS", "ALL_STRATEGIES", "CheatTrace", "cheat", "mix",
     # errors

@@ -3,17 +3,18 @@
 :func:`build_demo_job` writes a spec file (without its dataset CID and size, which
 ``submit post --data`` fills in) and the dataset next to it, exactly what a person
 would hand to ``veritrain submit post``; :func:`evaluate_model` scores a fetched model
-on the dataset's held-out split.
+on the dataset's held-out split and :func:`sample_text` shows what a text model writes.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from core.contracts import TokenAmount
-from proofs import Evaluation, evaluate, load_dataset, load_spec
+from proofs import Evaluation, JobSpec, evaluate, initial_state, load_dataset, load_spec, sample_tokens
 from proofs.datasets import reference_job
 from submitter.errors import SubmitError
 
@@ -27,6 +28,23 @@ DEMO_JOBS: dict[str, tuple[str, int, int, str]] = {
 
 
 @dataclass(frozen=True)
+class TextCodec:
+    """How a text model's tokens are written and read, and the prompt its samples continue."""
+
+    encode: Callable[[str], list[int]]
+    decode: Callable[[Sequence[int]], str]
+    prompt: str
+
+
+#: The shipped tale is ASCII, one token per byte.
+BYTES_CODEC = TextCodec(lambda text: list(text.encode("ascii")), lambda tokens: bytes(tokens).decode("ascii", errors="replace"), "The ")
+#: Demo jobs that model text, and how their tokens read.
+TEXT_CODECS: dict[str, TextCodec] = {"char-text": BYTES_CODEC}
+#: Tokens sampled before and after training.
+SAMPLE_TOKENS = 120
+
+
+@dataclass(frozen=True)
 class DemoJob:
     name: str
     description: str
@@ -36,6 +54,7 @@ class DemoJob:
     reward: TokenAmount = TokenAmount(10 * 10**18)
     fee: TokenAmount = TokenAmount(2 * 10**18)
     commit_window: int = 600
+    text: TextCodec | None = None
 
 
 def build_demo_job(name: str, folder: Path, *, steps: int | None = None, checkpoint_interval: int | None = None) -> DemoJob:
@@ -51,14 +70,30 @@ def build_demo_job(name: str, folder: Path, *, steps: int | None = None, checkpo
     data_path.write_bytes(job.dataset)
     if steps or checkpoint_interval:
         description = f"{reference}, {job.template['steps']} steps, k={job.template['checkpoint_interval']}"
-    return DemoJob(name, description, spec_path, data_path, job.test_dataset)
+    return DemoJob(name, description, spec_path, data_path, job.test_dataset, text=TEXT_CODECS.get(reference))
+
+
+def posted_spec(job: DemoJob, dataset_cid: str) -> JobSpec:
+    """The spec as posted: the file with its dataset's CID and size filled in."""
+    raw = json.loads(job.spec_path.read_text())
+    return load_spec({**raw, "dataset": {**raw["dataset"], "cid": dataset_cid, "size_bytes": job.data_path.stat().st_size}})
+
+
+def sample_text(job: DemoJob, dataset_cid: str, model: bytes | None = None) -> str | None:
+    """What the job's text model writes after its prompt: with ``model`` (a checkpoint, e.g. the final
+    one), else with its initial weights (checkpoint 0, computed here from the spec); None for a job
+    that does not model text."""
+    if job.text is None:
+        return None
+    spec = posted_spec(job, dataset_cid)
+    checkpoint = model if model is not None else initial_state(spec, load_dataset(spec, job.data_path.read_bytes()))
+    tokens = sample_tokens(spec, checkpoint, job.text.encode(job.text.prompt), SAMPLE_TOKENS, seed=spec.seed)
+    return job.text.prompt + job.text.decode(tokens)
 
 
 def evaluate_model(job: DemoJob, model_path: Path, dataset_cid: str) -> dict[str, float]:
     """Test loss and accuracy of a fetched model (the final checkpoint) on the held-out split."""
-    raw = json.loads(job.spec_path.read_text())
-    train_bytes = job.data_path.read_bytes()
-    spec = load_spec({**raw, "dataset": {**raw["dataset"], "cid": dataset_cid, "size_bytes": len(train_bytes)}})
+    spec = posted_spec(job, dataset_cid)
     test_spec = spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"size_bytes": len(job.test_data)})})
     result: Evaluation = evaluate(spec, model_path.read_bytes(), load_dataset(test_spec, job.test_data))
     return {"test_loss": round(result.loss, 4), "test_accuracy": round(result.accuracy, 4), "test_examples": result.examples}

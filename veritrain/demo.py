@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from core.chain import Address
@@ -60,7 +61,7 @@ from rolebase.cli import console, err_console
 from rolebase.events import REPLAY_DONE
 from submitter import service
 from submitter.curve import draw_curve, job_curve
-from submitter.demo_job import DemoJob, build_demo_job, evaluate_model
+from submitter.demo_job import DemoJob, build_demo_job, evaluate_model, sample_text
 from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
 from veritrain.localnet import ROLES, RoleProcess, interrupts_as_keyboard, local_params, start_local_net
 from whistleblower.daemon import economics
@@ -231,6 +232,9 @@ def run_demo(
         t_post = time.monotonic()
         posted = service.post_job(protocol, store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window)
         console.print(f"posted job [bold]{posted.job_id}[/]: {job.description}; spec {posted.spec_cid}, dataset {posted.dataset_cid}")
+        before_text = sample_text(job, posted.dataset_cid)
+        if before_text is not None:
+            console.print(f"the model before training writes: [italic]{escape(repr(before_text))}[/]")
 
         seen: set[tuple[str, int]] = set()
         state = JobState.OPEN
@@ -277,6 +281,8 @@ def run_demo(
         cid, size = service.fetch_model(protocol, store, posted.job_id, model_path)
         metric = evaluate_model(job, model_path, posted.dataset_cid)
         figures["model"] = {"cid": cid, "bytes": size, **metric}
+        if before_text is not None:
+            figures["text"] = {"before": before_text, "after": sample_text(job, posted.dataset_cid, model_path.read_bytes())}
         curve = job_curve(protocol, store, posted.job_id)
         if curve is not None:  # always, once FINALIZED: the trace is committed
             png = draw_curve(
@@ -399,6 +405,9 @@ def _report(
     model = figures["model"]
     metric = ", ".join(f"{k} {v}" for k, v in model.items() if k not in ("cid", "bytes"))
     console.print(f"trained model {model['cid']} ({model['bytes']:,} bytes, verified against its CID): {metric}")
+    if "text" in figures:
+        text = figures["text"]
+        console.print(f"the trained model writes: [italic]{escape(repr(text['after']))}[/] (before training: {escape(repr(text['before']))})")
     if "curve" in figures:
         losses = figures["curve"]["losses"]
         console.print(f"training curve: mean loss {losses[0]:.4g} -> {losses[-1]:.4g} over {len(losses)} segments, drawn to {figures['curve']['png']}")

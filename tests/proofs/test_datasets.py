@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from proofs import LimitExceeded, evaluate, load_dataset, parse_manifest, train_trace
+from proofs import LimitExceeded, ProofError, evaluate, initial_state, load_dataset, parse_manifest, sample_tokens, train_trace
 from proofs.datasets import REFERENCE_JOBS, reference_job, shapes, spirals, text_tokens
 from proofs.manifest import MAX_MANIFEST_BYTES
 
@@ -39,3 +39,30 @@ def test_training_the_reference_mlp_beats_chance_on_held_out_data() -> None:
 def test_oversize_manifest_is_refused_before_parsing() -> None:
     with pytest.raises(LimitExceeded):
         parse_manifest(b" " * (MAX_MANIFEST_BYTES + 1))
+
+
+def test_a_trained_text_model_writes_the_tale_s_letters_and_sampling_is_seeded() -> None:
+    job = reference_job("char-text", steps=150, checkpoint_interval=150)
+    spec = job.spec("QmDataset")
+    trace = train_trace(spec, load_dataset(spec, job.dataset))
+    prompt = list(b"The ")
+    before = sample_tokens(spec, trace.checkpoints[0], prompt, 200, seed=1)
+    after = sample_tokens(spec, trace.checkpoints[-1], prompt, 200, seed=1)
+    assert sample_tokens(spec, trace.checkpoints[-1], prompt, 200, seed=1) == after  # seeded
+    assert sample_tokens(spec, trace.checkpoints[-1], prompt, 200, seed=2) != after
+    tale = set(load_dataset(spec, job.dataset).inputs.tolist())
+    in_tale = lambda tokens: sum(t in tale for t in tokens) / len(tokens)  # noqa: E731
+    # An untrained model draws near-uniformly over 128 byte values (the tale uses ~60 of them);
+    # 150 steps of Adam put almost all mass on the tale's characters.
+    assert in_tale(before) < 0.75 and in_tale(after) > 0.97, (in_tale(before), in_tale(after))
+
+
+def test_sampling_refuses_a_classifier_and_a_prompt_outside_the_vocabulary() -> None:
+    job = reference_job("char-text", steps=50, checkpoint_interval=50)
+    spec = job.spec("QmDataset")
+    ck0 = initial_state(spec, load_dataset(spec, job.dataset))
+    with pytest.raises(ProofError, match="vocabulary"):
+        sample_tokens(spec, ck0, [spec.model.vocab_size], 5)  # type: ignore[union-attr]
+    mlp = reference_job("mlp-spirals")
+    with pytest.raises(ProofError, match="does not generate"):
+        sample_tokens(mlp.spec("QmDataset"), ck0, [1], 5)
