@@ -56,7 +56,7 @@ class Limits:
     """Upper bounds on everything a spec can ask for (a solver runs any spec within them)."""
 
     SPEC_BYTES = 16 * 1024
-    PARAMS = 10_000_000
+    PARAMS = 130_000_000  # GPT-2 small (124M) fits
     STEPS = 1_000_000
     SEGMENTS = 100_000
     BATCH = 4096
