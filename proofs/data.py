@@ -5,7 +5,7 @@ function of ``(spec, dataset, s)``. Each epoch is a permutation of the examples
 drawn by ``torch.randperm`` from a generator seeded with
 ``derive_seed(spec.seed, "data", epoch)``; step ``s`` takes slice
 ``s % steps_per_epoch`` of epoch ``s // steps_per_epoch`` (the last partial
-batch of an epoch is dropped). For the character transformer an example is a
+batch of an epoch is dropped). For a token model (char-transformer, gpt) an example is a
 window of ``block_size + 1`` consecutive tokens starting at any position.
 
 Datasets are read with ``numpy.load(allow_pickle=False)`` (npz) or safetensors,
@@ -31,7 +31,7 @@ from safetensors.torch import load as load_torch_safetensors
 from core.bounded import safetensors_header
 from proofs.errors import DatasetError, LimitExceeded
 from proofs.seeds import derive_seed
-from proofs.spec import CNNConfig, JobSpec, Limits, MLPConfig
+from proofs.spec import CNNConfig, JobSpec, Limits, MLPConfig, ResNetConfig
 
 __all__ = ["Dataset", "load_dataset", "BatchOrder"]
 
@@ -199,10 +199,10 @@ def _features(spec: JobSpec, arr: np.ndarray) -> torch.Tensor:
         features = int(np.prod(arr.shape[1:]))
         if features != model.input_dim:
             raise DatasetError(f"inputs have {features} features per example; the mlp takes {model.input_dim}")
-    elif isinstance(model, CNNConfig):
+    elif isinstance(model, (CNNConfig, ResNetConfig)):
         want = (model.in_channels, model.height, model.width)
         if tuple(arr.shape[1:]) != want:
-            raise DatasetError(f"inputs are {tuple(arr.shape[1:])} per example; the cnn takes {want} (C, H, W)")
+            raise DatasetError(f"inputs are {tuple(arr.shape[1:])} per example; the {model.kind} takes {want} (C, H, W)")
     if arr.shape[0] < spec.batch_size:
         raise DatasetError(f"{arr.shape[0]} examples is fewer than one batch of {spec.batch_size}")
     tensor = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
