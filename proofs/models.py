@@ -226,11 +226,13 @@ class _ResidualBlock(nn.Module):
         self.conv_2 = nn.Conv2d(c, c, 3, padding=1)
         self.shortcut = nn.Conv2d(c_in, c, 1) if c_in != c else None
 
+    def _conv(self, conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+        assert conv.bias is not None
+        return self.ops.conv2d(x, conv.weight, conv.bias, conv.kernel_size[0] // 2)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        o = self.ops
-        y = o.conv2d(F.relu(o.conv2d(x, self.conv_1.weight, self.conv_1.bias, 1)), self.conv_2.weight, self.conv_2.bias, 1)
-        skip = x if self.shortcut is None else o.conv2d(x, self.shortcut.weight, self.shortcut.bias, 0)
-        return F.relu(skip + y)
+        y = self._conv(self.conv_2, F.relu(self._conv(self.conv_1, x)))
+        return F.relu((x if self.shortcut is None else self._conv(self.shortcut, x)) + y)
 
 
 class ResNet(nn.Module):
@@ -241,16 +243,15 @@ class ResNet(nn.Module):
         super().__init__()
         self.ops = ops
         self.stem = nn.Conv2d(cfg.in_channels, cfg.channels[0], 3, padding=1)
-        self.stages = nn.ModuleList(nn.ModuleList(_ResidualBlock(c_in if j == 0 else c, c, ops) for j in range(cfg.blocks)) for c_in, c, _ in cfg.stages())
+        self.stages = nn.ModuleList(nn.Sequential(*(_ResidualBlock(c_in if j == 0 else c, c, ops) for j in range(cfg.blocks))) for c_in, c, _ in cfg.stages())
         self.head = nn.Linear(cfg.channels[-1], cfg.num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         o = self.ops
+        assert self.stem.bias is not None
         x = F.relu(o.conv2d(x, self.stem.weight, self.stem.bias, 1))
         for i, stage in enumerate(self.stages):
-            x = o.max_pool2(x) if i else x
-            for block in stage:
-                x = block(x)
+            x = stage(o.max_pool2(x) if i else x)
         return o.linear(o.mean_pixels(x), self.head.weight, self.head.bias)
 
 

@@ -72,8 +72,8 @@ class Limits:
     SEQUENCE = 1024
     VOCAB = 65_536
     CLASSES = 10_000
-    #: Peak training memory a spec may need (:func:`training_memory_bytes`): a GPT-2-small job
-    #: with micro-batches of up to about 8 sequences of 1024 tokens fits (docs/formats.md).
+    #: Peak training memory a spec may need (:func:`training_memory_bytes`): a GPT-2-small job with
+    #: micro-batches of up to 4 sequences of 1024 tokens fits (22.2 GiB estimated, docs/formats.md).
     MEMORY_BYTES = 24 << 30
 
 
@@ -255,6 +255,7 @@ class ResNetConfig(_Frozen):
             total += pixels * (9 * c_in + 9 * c + 5 * c + (2 * self.blocks - 2) * (9 * c + 5 * c) + 3 * c_in)
         return total + self.channels[-1] + 2 * self.num_classes
 
+
 ModelConfig = Annotated[MLPConfig | CNNConfig | CharTransformerConfig | GPTConfig | ResNetConfig, Field(discriminator="kind")]
 
 #: The model kinds that read one token stream (``dataset.targets`` null) and predict the next token.
@@ -267,9 +268,9 @@ TOKEN_MODELS = ("char-transformer", "gpt")
 class DatasetSpec(_Frozen):
     """Where the training data is and which tensors to read.
 
-    Classification models (``mlp``, ``cnn``) read ``inputs`` (float features) and
-    ``targets`` (integer labels); the character transformer reads one 1-D integer
-    tensor of tokens named ``inputs`` and needs ``targets`` to be null.
+    Classification models (``mlp``, ``cnn``, ``resnet``) read ``inputs`` (float features) and
+    ``targets`` (integer labels); the token models (:data:`TOKEN_MODELS`) read one 1-D integer
+    tensor of tokens named ``inputs`` and need ``targets`` to be null.
     ``size_bytes`` is the exact length of the dataset file: a downloader stops
     past it and the loader refuses anything else.
     """
@@ -293,7 +294,7 @@ class InitSpec(_Frozen):
 
 class EvalSpec(_Frozen):
     """A held-out evaluation split, never trained on: ``count`` examples (tokens, for the
-    char-transformer) or that ``fraction`` of them, chosen as :func:`proofs.data.load_dataset`
+    token models) or that ``fraction`` of them, chosen as :func:`proofs.data.load_dataset`
     says. Its mean loss is computed at every checkpoint whose step is a multiple of ``every``
     (itself a multiple of ``checkpoint_interval``), and reported, not committed."""
 

@@ -52,7 +52,7 @@ from proofs.errors import ProofError
 from proofs.manifest import largest_manifest_bytes
 from proofs.merkle import TraceTree, hex32
 from proofs.replay import run_watching
-from proofs.spec import JobSpec, load_spec
+from proofs.spec import JobSpec, load_spec, training_memory_bytes
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
@@ -81,7 +81,14 @@ class Limits:
     max_steps: int = SpecLimits.STEPS
     max_params: int = SpecLimits.PARAMS
     max_dataset_bytes: int = SpecLimits.DATASET_BYTES
+    #: Training memory (``proofs.spec.training_memory_bytes``, from the spec alone) this solver gives a job.
+    max_memory_bytes: int = SpecLimits.MEMORY_BYTES
     new_specs_per_tick: int = 2  # specs fetched, loaded and dry-run per tick (a flood of new jobs is judged a few at a time)
+
+
+def machine_memory_bytes() -> int:
+    """This machine's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 #: Steps of the dry run that measures this solver's speed on a spec, and the longest full step it runs.
@@ -178,6 +185,9 @@ class SpecJudge:
             return f"{spec.param_count():,} parameters, this solver takes at most {lim.max_params:,}"
         if spec.dataset.size_bytes > lim.max_dataset_bytes:
             return f"dataset of {spec.dataset.size_bytes:,} bytes, this solver takes at most {lim.max_dataset_bytes:,}"
+        memory = training_memory_bytes(spec)
+        if memory > lim.max_memory_bytes:
+            return f"training needs about {memory / 2**30:,.1f} GiB of memory, this solver gives a job at most {lim.max_memory_bytes / 2**30:,.1f} GiB"
         manifest = largest_manifest_bytes(spec.steps, spec.checkpoint_interval)
         if manifest > MAX_PUBLISHED_MANIFEST_BYTES:
             return (
