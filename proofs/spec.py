@@ -268,18 +268,26 @@ TOKEN_MODELS = ("char-transformer", "gpt")
 class DatasetSpec(_Frozen):
     """Where the training data is and which tensors to read.
 
-    Classification models (``mlp``, ``cnn``, ``resnet``) read ``inputs`` (float features) and
-    ``targets`` (integer labels); the token models (:data:`TOKEN_MODELS`) read one 1-D integer
-    tensor of tokens named ``inputs`` and need ``targets`` to be null.
+    Classification models (``mlp``, ``cnn``, ``resnet``) read ``inputs`` (float features, or
+    uint8 images) and ``targets`` (integer labels); the token models (:data:`TOKEN_MODELS`) read
+    one 1-D integer tensor of tokens named ``inputs`` and need ``targets`` to be null.
+    ``format`` ``u16`` is a flat token file (little-endian uint16, no header: nanoGPT's
+    ``train.bin``), the whole file one token stream, so ``targets`` is null there.
     ``size_bytes`` is the exact length of the dataset file: a downloader stops
     past it and the loader refuses anything else.
     """
 
     cid: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
-    format: Literal["npz", "safetensors"]
+    format: Literal["npz", "safetensors", "u16"]
     size_bytes: Annotated[int, Field(ge=1, le=Limits.DATASET_BYTES)]
     inputs: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = "x"
     targets: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] | None = "y"
+
+    @model_validator(mode="after")
+    def _one_stream(self) -> DatasetSpec:
+        if self.format == "u16" and self.targets is not None:
+            raise ValueError("a u16 file is one token stream: dataset.targets must be null")
+        return self
 
 
 class InitSpec(_Frozen):

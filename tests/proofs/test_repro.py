@@ -3,7 +3,8 @@
 The replay matrix trains every registry model with both optimizers in this process, then
 replays every segment in child processes whose CPU kernels differ (ATen's and oneDNN's
 instruction sets, thread counts, numba's target CPU) and requires the same bits in each; a
-second matrix does the same for AdamW, warmup + cosine decay, clipping and micro-batches.
+second matrix does the same for AdamW, warmup + cosine decay, clipping and micro-batches. The
+first also replays a job reading a u16 token file and one reading uint8 images.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import os
 import subprocess
 import sys
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from safetensors.numpy import load as load_safetensors
 from safetensors.torch import save
 from torch.nn import functional as F
 
@@ -28,8 +31,10 @@ from proofs import repro_kernels as K
 from proofs.errors import SpecError
 from proofs.merkle import hex32
 from proofs.models import GPT, build_model, ops_for
+from proofs.pack import pack_images, pack_text
 from proofs.repro_init import Init, draw
 from proofs.spec import load_spec
+from proofs.tokenizer import VOCAB_SIZE
 from proofs.train import Runtime
 
 CHILD = Path(__file__).with_name("repro_child.py")
@@ -282,17 +287,28 @@ def _write_job(folder: Path, name: str, spec: Any, data: bytes, checkpoints: tup
     return job
 
 
+def _data_people_have(make_spec: Any, datasets: Mapping[str, bytes]) -> list[tuple[str, Any, bytes]]:
+    """Jobs on the formats of issue 12 item 3: the tale as a u16 file of the shipped tokenizer's
+    tokens, and the CNN's shapes as uint8 images (read as x / 255)."""
+    tokens = pack_text(resources.files("proofs").joinpath("datasets/text.txt").read_bytes())
+    model = {"kind": "char-transformer", "vocab_size": VOCAB_SIZE, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 16}
+    u16 = make_spec(
+        "char-transformer", tokens, model=model, dataset={"cid": "QmTestDataset", "format": "u16", "size_bytes": len(tokens), "targets": None}, steps=12
+    )
+    floats = load_safetensors(datasets["cnn"])
+    images = pack_images(np.clip(np.round((floats["x"] + 1) * 100), 0, 255).astype(np.uint8), floats["y"])
+    return [("u16-char-transformer", u16, tokens), ("uint8-cnn", make_spec("cnn", images, steps=12, optimizer=OPTIMIZERS["sgd"]), images)]
+
+
 def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets) -> None:
     jobs, expected, steps = {}, {}, {}
-    for kind in KINDS:
-        for opt, cfg in OPTIMIZERS.items():
-            name = f"{kind}-{opt}"
-            spec = make_spec(kind, datasets[kind], optimizer=cfg, steps=12)
-            dataset = load_dataset(spec, datasets[kind])
-            trace = train_trace(spec, dataset, Runtime(threads=2))  # the solver uses both cores
-            jobs[name] = _write_job(tmp_path, name, spec, datasets[kind], trace.checkpoints)
-            expected[name] = trace.state_hashes
-            steps[name] = state_hash(execute_step(spec, dataset, trace.checkpoints[0]))
+    cases = [(f"{kind}-{opt}", make_spec(kind, datasets[kind], optimizer=cfg, steps=12), datasets[kind]) for kind in KINDS for opt, cfg in OPTIMIZERS.items()]
+    for name, spec, data in cases + _data_people_have(make_spec, datasets):
+        dataset = load_dataset(spec, data)
+        trace = train_trace(spec, dataset, Runtime(threads=2))  # the solver uses both cores
+        jobs[name] = _write_job(tmp_path, name, spec, data, trace.checkpoints)
+        expected[name] = trace.state_hashes
+        steps[name] = state_hash(execute_step(spec, dataset, trace.checkpoints[0]))
     # Control: plain torch numerics, trained here with this machine's default kernels.
     control = make_spec("char-transformer", datasets["char-transformer"], steps=12, numerics="torch")
     ctrace = train_trace(control, load_dataset(control, datasets["char-transformer"]))
