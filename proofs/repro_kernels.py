@@ -561,21 +561,23 @@ def im2col(x, ks, pad, cols):
 
 @njit(parallel=True, cache=True)
 def col2im(dcols, ks, pad, dx):
-    """The adjoint of :func:`im2col`: dx[b,c,y,x] sums its entries over kh, then kw, ascending."""
+    """The adjoint of :func:`im2col`: dx[b,c,y,x] starts at 0 and adds its entries over kh, then
+    kw, ascending (taps that fall outside the image are skipped). Tap by tap over whole rows, so
+    the inner loop runs along contiguous x in both arrays; each output's adds keep that order."""
     nb, nc, hh, ww = dx.shape
     for r in prange(nb * nc):
         b, c = r // nc, r % nc
+        out = dx[b, c]
         for y in range(hh):
             for xx in range(ww):
-                acc = np.float32(0.0)
-                for kh in range(ks):
-                    h = y - kh + pad
-                    if 0 <= h < hh:
-                        for kw in range(ks):
-                            w = xx - kw + pad
-                            if 0 <= w < ww:
-                                acc += dcols[(c * ks + kh) * ks + kw, (b * hh + h) * ww + w]
-                dx[b, c, y, xx] = acc
+                out[y, xx] = np.float32(0.0)
+        for kh in range(ks):
+            for kw in range(ks):
+                row = dcols[(c * ks + kh) * ks + kw]
+                for y in range(max(0, kh - pad), min(hh, hh + kh - pad)):
+                    base = (b * hh + y - kh + pad) * ww + pad - kw  # the column of x = 0 (w = x - kw + pad)
+                    for xx in range(max(0, kw - pad), min(ww, ww + kw - pad)):
+                        out[y, xx] += row[base + xx]
 
 
 @njit(parallel=True, cache=True)

@@ -167,6 +167,27 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes() -> None:
         K.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
 
 
+def test_col2im_gives_the_reference_bits() -> None:
+    """The convolution's input gradient: each pixel 0, then its taps added in (kh, kw) order, each a
+    float32 add (numpy's, correctly rounded), taps outside the image skipped."""
+    rng = np.random.default_rng(3)
+    for nb, nc, hh, ww, ks, pad in [(2, 3, 5, 7, 3, 1), (1, 2, 6, 4, 5, 2), (2, 2, 3, 3, 1, 0), (1, 1, 1, 2, 3, 1)]:
+        dcols = rng.standard_normal((nc * ks * ks, nb * hh * ww)).astype(np.float32)
+        dcols[:, ::4] = -0.0
+        want = np.zeros((nb, nc, hh, ww), np.float32)
+        grid = dcols.reshape(nc, ks, ks, nb, hh, ww)
+        for kh in range(ks):
+            for kw in range(ks):
+                for y in range(hh):
+                    for x in range(ww):
+                        h, w = y - kh + pad, x - kw + pad
+                        if 0 <= h < hh and 0 <= w < ww:
+                            want[:, :, y, x] = want[:, :, y, x] + grid[:, kh, kw, :, h, w].T
+        got = np.empty_like(want)
+        K.col2im(dcols, ks, pad, got)
+        assert np.array_equal(got.view(np.int32), want.view(np.int32)), (nb, nc, hh, ww, ks, pad)
+
+
 def test_compiled_kernels_hold_no_fused_multiply_add(tmp_path: Path) -> None:
     """Every kernel the ops use, compiled afresh for this machine (AVX-512 and FMA here): no FMA
     instruction in its native code, so no multiply-add was contracted."""
