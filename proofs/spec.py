@@ -142,8 +142,8 @@ class CNNConfig(_Frozen):
 
     def activation_floats(self) -> int:
         """Floats the forward keeps for the backward per example: per stage the im2col columns
-        (``kernel_size**2`` x input channels per pixel), the convolution's output and ReLU and the
-        pooled map with its argmax bytes; then the head's layers."""
+        (``kernel_size**2`` x input channels per pixel), the convolution's output and ReLU, the
+        pooled map and its argmax bytes (counted as floats); then the head's layers."""
         total, c_in, pixels = 0, self.in_channels, self.height * self.width
         for c in self.channels:
             total += pixels * (self.kernel_size**2 * c_in + 2 * c) + pixels // 2 * c
@@ -252,7 +252,7 @@ class ResNetConfig(_Frozen):
         ReLU); per stage its pooled input and the shortcut's columns and output; the head's few."""
         total = (9 * self.in_channels + 2 * self.channels[0]) * self.height * self.width
         for c_in, c, pixels in self.stages():
-            total += pixels * (9 * c_in + 9 * c + 5 * c + (2 * self.blocks - 2) * (9 * c + 5 * c) + 3 * c_in)
+            total += pixels * (9 * c_in + 9 * c + 5 * c + (self.blocks - 1) * (18 * c + 5 * c) + 3 * c_in)
         return total + self.channels[-1] + 2 * self.num_classes
 
 
