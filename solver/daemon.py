@@ -98,9 +98,11 @@ def build(
         home = state_dir(settings.data_dir, signer.address)
         judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", rt=rt)
         if cheat is None or cheat in _HONEST_TRACE_CHEATS:
-            job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt)
+            job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, disk_budget=config.disk_budget)
         else:
-            job_trainer = CheatingJobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, strategy=cheat)
+            job_trainer = CheatingJobTrainer(
+                w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, strategy=cheat, disk_budget=config.disk_budget
+            )
         responder = SolverResponder(w.protocol, db, job_trainer, w.watcher, w.me)
         performers: dict[str, Responder[SolverAction]] = {
             WITHHOLD: Withholding(responder, db, store),

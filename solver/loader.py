@@ -3,8 +3,9 @@
 The chain says which jobs are open and which are ours; the local records say how far
 our work on each got. Specs of open jobs are fetched by CID and judged once
 (:class:`solver.work.SpecJudge`: spec, dataset, dry run, estimated training time), the
-verdict cached in the records; a job whose spec cannot be run here, or whose commit window
-is shorter than its estimated training time, is refused for good and logged once. A disputed job of
+verdict cached in the records; a job whose spec cannot be run here, whose commit window
+is shorter than its estimated training time, or whose worst-case regeneration under the disk budget
+does not fit the availability window (``solver.retention.fits_budget``), is refused for good and logged once. A disputed job of
 ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
 a restart mid-game loses nothing. Our advert of capabilities is read each tick until it says
 what we offer (the policy re-advertises while they differ), then no more.
@@ -19,6 +20,7 @@ from core.cid import digest_to_cid
 from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
 from rolebase.watchers import MarketWatcher
 from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window, same_offer
+from solver.retention import fits_budget
 from solver.state import SolverDb
 from solver.work import SpecJudge
 
@@ -42,14 +44,16 @@ class SolverLoader:
         self._advertised: Capabilities | None = None
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
+        self._availability_window: int | None = None
 
     def load(self) -> SolverView:
         p = self.protocol
         moment, scan = self.watcher.read(self.db)
         now = moment.now
-        if self._min_stake is None or self._game_params is None:
+        if self._min_stake is None or self._game_params is None or self._availability_window is None:
             self._min_stake = p.stakes.min_stake(Role.SOLVER)  # immutable: read once
             self._game_params = p.game.params()
+            self._availability_window = p.market.params().availability_window
         stake = p.stakes.stake_of(self.me, Role.SOLVER)
         records = {r.job_id: r for r in self.db.jobs()}
         claimed = self.db.claimed()
@@ -110,6 +114,7 @@ class SolverLoader:
         if refused is not None:
             return SpecCheck(False, refused)
         check = fits_window(self.judge.check(digest), job.commit_window, self.config.commit_margin_s)
+        check = fits_budget(check, self.config.disk_budget, self._availability_window or 0)
         if not check.runnable and check.final:
             self.db.refuse(self.judge.deployment, job_id, spec_cid, check.reason)
             log.warning("job refused: it cannot be run here", extra={"job": job_id, "spec": spec_cid, "reason": check.reason})

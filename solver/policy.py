@@ -50,6 +50,9 @@ class SpecCheck:
     steps: int = 0
     train_s: float = 0.0  # estimated seconds from claim to a trace ready to commit, from this solver's measured speed
     final: bool = True  # False: content not in storage (yet), judged again later
+    checkpoints: int = 0  # in the trace: the spec's segments + 1
+    checkpoint_bytes: int = 0  # of checkpoint 0, measured in the dry run
+    segment_s: float = 0.0  # estimated seconds to train one segment here (what regenerating a checkpoint costs per segment)
 
 
 def fits_window(check: SpecCheck, commit_window: int, margin_s: int) -> SpecCheck:
@@ -130,6 +133,7 @@ class SolverConfig:
     commit_margin_s: int = 5  # do not start a claim with less than this left before expiry
     defend: bool = True  # answer disputes (False: a test adversary that goes silent)
     max_claims: int | None = None  # claims in this solver's lifetime (1: a test adversary that cheats once)
+    disk_budget: int | None = None  # bytes of checkpoints kept per job (None: every checkpoint, solver.retention)
 
 
 # --------------------------------------------------------------------- actions

@@ -103,7 +103,7 @@ class SolverResponder:
             case TimeoutClock(game_id):
                 log_mined(log, "timeoutClock", p.game.timeout_clock(game_id), game=game_id)
             case AnswerAvailability(job_id, item):
-                content, proof = publication(self.db, self.job_trainer.store, job_id, item)
+                content, proof = publication(self.db, self.job_trainer.store, job_id, item, lambda i: self.job_trainer.checkpoint(job_id, i))
                 receipt = p.market.answer_availability(job_id, content, proof)
                 log_mined(log, "answerAvailability", receipt, job=job_id, item=item, bytes=len(content))
             case ForfeitUnopened(job_id):

@@ -98,6 +98,15 @@ MIGRATIONS: Sequence[str] = (
     # the manifest commits each segment's mean training loss (a float32: REAL holds it exactly)
     "ALTER TABLE checkpoints ADD COLUMN loss REAL;",
     SENT_MIGRATION,
+    # a disk budget (solver.retention): a checkpoint dropped in training keeps its CID and the update
+    # norm that ends there; a spec's verdict keeps what the budget check at claim time needs
+    """
+    ALTER TABLE checkpoints ADD COLUMN norm REAL;
+    ALTER TABLE checkpoints ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE spec_verdicts ADD COLUMN checkpoints INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE spec_verdicts ADD COLUMN checkpoint_bytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE spec_verdicts ADD COLUMN segment_s REAL NOT NULL DEFAULT 0;
+    """,
 )
 
 
@@ -128,6 +137,8 @@ class CheckpointRecord:
     path: Path
     cid: str | None
     loss: float | None  # mean training loss of segment ``index - 1`` (None for checkpoint 0)
+    norm: float | None = None  # norm of the update that ends here, recorded in training under a disk budget
+    dropped: bool = False  # not on disk: the disk budget dropped it (``cid`` computed first); regenerated on demand
 
 
 class SolverDb(RoleDb):
@@ -181,8 +192,8 @@ class SolverDb(RoleDb):
     # checkpoints ---------------------------------------------------------------------------
 
     def checkpoints(self, job_id: JobId) -> list[CheckpointRecord]:
-        rows = self.db.query("SELECT idx, state_hash, path, cid, loss FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
-        return [CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"]) for r in rows]
+        rows = self.db.query("SELECT idx, state_hash, path, cid, loss, norm, dropped FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
+        return [CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"], r["norm"], bool(r["dropped"])) for r in rows]
 
     def add_checkpoint(self, job_id: JobId, index: int, state_hash: Bytes32, path: Path, loss: float | None) -> None:
         """Record a checkpoint file (after it is fully written and fsynced) and the mean training loss
@@ -190,7 +201,8 @@ class SolverDb(RoleDb):
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO checkpoints (job_id, idx, state_hash, path, loss) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss",
+                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss,"
+                " norm = NULL, dropped = 0",
                 (job_id, index, hex32(state_hash), str(path), loss),
             )
             conn.execute(
@@ -202,6 +214,17 @@ class SolverDb(RoleDb):
         """Forget checkpoints ``index`` and later (their files failed the hash check)."""
         self.db.execute("DELETE FROM checkpoints WHERE job_id = ? AND idx >= ?", (job_id, index))
 
+    def set_norm(self, job_id: JobId, index: int, norm: float) -> None:
+        """Record the norm of the update that ends at checkpoint ``index`` (upload needs it once a file is dropped)."""
+        self.db.execute("UPDATE checkpoints SET norm = ? WHERE job_id = ? AND idx = ?", (norm, job_id, index))
+
+    def set_dropped(self, job_id: JobId, index: int, cid: str | None) -> None:
+        """Checkpoint ``index`` leaves the disk (``cid``: its CID, computed before) or is back on it (None)."""
+        if cid is None:
+            self.db.execute("UPDATE checkpoints SET dropped = 0 WHERE job_id = ? AND idx = ?", (job_id, index))
+        else:
+            self.db.execute("UPDATE checkpoints SET dropped = 1, cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
+
     def set_checkpoint_cid(self, job_id: JobId, index: int, cid: str) -> None:
         self.db.execute("UPDATE checkpoints SET cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
 
@@ -211,15 +234,37 @@ class SolverDb(RoleDb):
         row = self.db.query_one("SELECT * FROM spec_verdicts WHERE deployment = ? AND spec_cid = ?", (deployment, spec_cid))
         if row is None:
             return None
-        check = SpecCheck(bool(row["runnable"]), row["reason"], row["steps"], row["train_s"], bool(row["final"]))
+        check = SpecCheck(
+            bool(row["runnable"]),
+            row["reason"],
+            row["steps"],
+            row["train_s"],
+            bool(row["final"]),
+            row["checkpoints"],
+            row["checkpoint_bytes"],
+            row["segment_s"],
+        )
         return SpecVerdict(check, row["retry_s"], row["retry_at"])
 
     def set_spec_verdict(self, deployment: str, spec_cid: str, verdict: SpecVerdict) -> None:
         c = verdict.check
         self.db.execute(
-            "INSERT OR REPLACE INTO spec_verdicts (deployment, spec_cid, runnable, final, reason, steps, train_s, retry_s, retry_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (deployment, spec_cid, int(c.runnable), int(c.final), c.reason, c.steps, c.train_s, verdict.retry_s, verdict.retry_at),
+            "INSERT OR REPLACE INTO spec_verdicts (deployment, spec_cid, runnable, final, reason, steps, train_s, retry_s, retry_at,"
+            " checkpoints, checkpoint_bytes, segment_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                deployment,
+                spec_cid,
+                int(c.runnable),
+                int(c.final),
+                c.reason,
+                c.steps,
+                c.train_s,
+                verdict.retry_s,
+                verdict.retry_at,
+                c.checkpoints,
+                c.checkpoint_bytes,
+                c.segment_s,
+            ),
         )
 
     def refusal(self, deployment: str, job_id: JobId, spec_cid: str) -> str | None:
