@@ -17,10 +17,10 @@ import logging
 
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
+from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
 from rolebase.watchers import MarketWatcher
 from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window, same_offer
-from solver.retention import fits_budget
+from solver.retention import draw_checkpoints, fits_budget
 from solver.state import SolverDb
 from solver.work import SpecJudge
 
@@ -44,16 +44,17 @@ class SolverLoader:
         self._advertised: Capabilities | None = None
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
-        self._availability_window: int | None = None
+        self._market_params: MarketParams | None = None
+        self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, verifying deadline): the draw's checkpoints
 
     def load(self) -> SolverView:
         p = self.protocol
         moment, scan = self.watcher.read(self.db)
         now = moment.now
-        if self._min_stake is None or self._game_params is None or self._availability_window is None:
+        if self._min_stake is None or self._game_params is None or self._market_params is None:
             self._min_stake = p.stakes.min_stake(Role.SOLVER)  # immutable: read once
             self._game_params = p.game.params()
-            self._availability_window = p.market.params().availability_window
+            self._market_params = p.market.params()
         stake = p.stakes.stake_of(self.me, Role.SOLVER)
         records = {r.job_id: r for r in self.db.jobs()}
         claimed = self.db.claimed()
@@ -76,7 +77,19 @@ class SolverLoader:
                 ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0
                 train_s = self.judge.check(self.watcher.spec_cid(job_id)).train_s if job.state is JobState.CLAIMED else 0.0
                 challenged = p.market.availability_challenge(job_id).item if job.state is JobState.DATA_CHALLENGED else None
-                held.append(HeldJob(job_id, job.state, job.deadline, ready, phase, *self._dispute(job_id, job), train_s=train_s, challenged_item=challenged))
+                held.append(
+                    HeldJob(
+                        job_id,
+                        job.state,
+                        job.deadline,
+                        ready,
+                        phase,
+                        *self._dispute(job_id, job),
+                        train_s=train_s,
+                        challenged_item=challenged,
+                        regenerate=self._regenerate(job_id, job),
+                    )
+                )
         held_ids = {h.job_id for h in held}
         # an OPEN job on record is one we claimed after the view's block (confirmations) or whose claim was
         # rolled back: kept (a claim again keeps its progress), never forgotten until it is final or another's
@@ -114,11 +127,34 @@ class SolverLoader:
         if refused is not None:
             return SpecCheck(False, refused)
         check = fits_window(self.judge.check(digest), job.commit_window, self.config.commit_margin_s)
-        check = fits_budget(check, self.config.disk_budget, self._availability_window or 0)
+        params = self._market_params
+        if params is not None:
+            check = fits_budget(check, self.config.disk_budget, params.probe_count, params.availability_window)
         if not check.runnable and check.final:
             self.db.refuse(self.judge.deployment, job_id, spec_cid, check.reason)
             log.warning("job refused: it cannot be run here", extra={"job": job_id, "spec": spec_cid, "reason": check.reason})
         return check
+
+    def _regenerate(self, job_id: JobId, job: Job) -> tuple[int, ...]:
+        """A verifying job's checkpoints that its verifier's draw needs and the disk budget dropped: the
+        draw's assign seed from ``VerifierAssigned``, the update norms from our records (recorded in
+        training under a budget)."""
+        if job.state is not JobState.VERIFYING or self.config.disk_budget is None or self._market_params is None:
+            return ()
+        records = self.db.checkpoints(job_id)
+        if not any(r.dropped for r in records):
+            return ()
+        key = (job_id, job.deadline)
+        if key not in self._draws:
+            norms = [r.norm for r in records[1:]]
+            assigned = self.protocol.market.events("VerifierAssigned", self.protocol.book.deploy_block, jobId=job_id)
+            if not assigned or None in norms or len(records) < 2:
+                return ()
+            seed = bytes(assigned[-1].args["assignSeed"])
+            self._draws = {k: v for k, v in self._draws.items() if k[0] != job_id}
+            self._draws[key] = draw_checkpoints([n for n in norms if n is not None], seed, self._market_params.probe_count)
+        draw = self._draws[key]
+        return tuple(r.index for r in records if r.dropped and r.index in draw)
 
     def _dispute(self, job_id: JobId, job: Job) -> tuple[GameId, Game | None, int | None]:
         """A disputed job's active game, or the failing verifier's open deadline while it has none."""

@@ -10,6 +10,9 @@ is kept equal to what it offers: sent once staked, and again only when a limit o
 differs, or the measured speed moved by more than ``SPEED_TOLERANCE`` either way (a speed
 measured again at each start is never exactly the same).
 
+Under a disk budget (solver.retention), the checkpoints a drawn verifier will fetch that the budget
+dropped are regenerated as soon as the draw is on chain, one a tick, in the order it replays them.
+
 A job of ours that a challenger disputes is defended: each bisection move posts the state
 at the game's midpoint (recomputed from our checkpoint), as long as our clock runs; a
 challenger whose clock ran out is timed out, and a failing verifier that never opened its
@@ -103,6 +106,7 @@ class HeldJob:
     open_deadline: int | None = None  # DISPUTED by its verifier, no game yet: open by then
     challenged_item: int | None = None  # DATA_CHALLENGED: the item to publish (a checkpoint, or the manifest)
     train_s: float = 0.0  # CLAIMED: its spec's estimated training time (what it still needs of this solver)
+    regenerate: tuple[int, ...] = ()  # VERIFYING: checkpoints the verifier's draw needs that the disk budget dropped, ascending
 
 
 @dataclass(frozen=True)
@@ -203,6 +207,14 @@ class ForfeitUnopened:
 
 
 @dataclass(frozen=True)
+class Regenerate:
+    """Regenerate checkpoint ``index``, which the verifier's draw needs and the disk budget dropped, and keep it."""
+
+    job_id: JobId
+    index: int
+
+
+@dataclass(frozen=True)
 class AnswerAvailability:
     """Publish ``item`` of our trace on chain: the verifier could not fetch it (it pays a deposit to us)."""
 
@@ -224,6 +236,7 @@ SolverAction = (
     | TimeoutClock
     | ForfeitUnopened
     | AnswerAvailability
+    | Regenerate
     | Forget
 )
 
@@ -282,6 +295,8 @@ class SolverPolicy:
             return AssignVerifier(job.job_id)  # we want a verifier: it is how we get paid
         if job.state is JobState.VERIFYING and view.now > job.deadline:  # the contract wants now > deadline
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
+        if job.state is JobState.VERIFYING and job.regenerate:
+            return Regenerate(job.job_id, job.regenerate[0])  # one a tick, in the order the verifier replays
         if job.state is JobState.VERIFIED and view.now > job.deadline:
             return Finalize(job.job_id)
         if job.state is JobState.DATA_CHALLENGED and job.challenged_item is not None and view.now <= job.deadline:

@@ -23,7 +23,7 @@ import logging
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +36,8 @@ from core.storage import ContentStore, LocalStore, file_cid
 from core.storage.peers import FetchingStore
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint, state_hash, update_norm
 from proofs.data import Dataset
+from proofs.probes import probe_segment
+from proofs.sampling import DEFAULT_Q, DEFAULT_R, choose_segments
 from proofs.spec import JobSpec
 from proofs.train import Runtime, Trainer
 from solver.policy import SpecCheck
@@ -85,23 +87,40 @@ class RetentionPlan:
         return max((b - a - 1 for a, b in zip(anchors, anchors[1:])), default=0)
 
 
-def plan_retention(count: int, checkpoint_bytes: int, budget: int | None) -> RetentionPlan:
+def draw_size(count: int, probe_count: int) -> int:
+    """Checkpoints a verifier's draw can need at most: the start and end of the ``1 + DEFAULT_Q +
+    DEFAULT_R`` sampled segments and of the ``probe_count`` probe segments, within the trace."""
+    return min(count, 2 * (1 + DEFAULT_Q + DEFAULT_R + probe_count))
+
+
+def plan_retention(count: int, checkpoint_bytes: int, budget: int | None, probe_count: int) -> RetentionPlan:
     """The anchors a budget of ``budget`` bytes per job keeps among ``count`` checkpoints of
-    ``checkpoint_bytes`` each: every one without a budget or when they fit; else checkpoint 0, the
-    last and evenly spaced ones, ``gap`` segments apart, in ``budget / (COPIES * size) - SERVE_SLOTS``
-    slots. :class:`BudgetError` when the slots cannot hold checkpoint 0 and the last."""
-    if budget is None:
+    ``checkpoint_bytes`` each. Every one without a budget, or when the budget holds them all and
+    :data:`SERVE_SLOTS` more; else checkpoint 0, the last and evenly spaced ones between, in the slots
+    left (``COPIES`` copies each) beside the serving slots and the draw's checkpoints (:func:`draw_size`:
+    regenerated for the verifier and kept until the job is final). :class:`BudgetError` when those
+    slots cannot hold checkpoint 0 and the last."""
+    slots = None if budget is None else budget // (COPIES * max(checkpoint_bytes, 1))
+    if slots is None or slots >= count + SERVE_SLOTS:
         return RetentionPlan(count, frozenset(range(count)))
-    slots = budget // (COPIES * max(checkpoint_bytes, 1)) - SERVE_SLOTS
-    if slots >= count:
-        return RetentionPlan(count, frozenset(range(count)))
-    if slots < 2:
+    anchors = slots - SERVE_SLOTS - draw_size(count, probe_count)
+    if anchors < 2:
         raise BudgetError(
-            f"a disk budget of {budget:,} bytes cannot keep checkpoint 0 and the model ({COPIES} copies of {checkpoint_bytes:,} bytes each,"
-            f" and {SERVE_SLOTS} more to serve)"
+            f"a disk budget of {budget:,} bytes holds {slots} checkpoints of {checkpoint_bytes:,} bytes ({COPIES} copies each),"
+            f" fewer than the {count} of the trace and fewer than 2 anchors beside {SERVE_SLOTS + draw_size(count, probe_count)} for serving"
         )
-    gap = math.ceil((count - 1) / (slots - 1))
+    gap = math.ceil((count - 1) / (anchors - 1))
     return RetentionPlan(count, frozenset(range(0, count, gap)) | {count - 1})
+
+
+def draw_checkpoints(update_norms: Sequence[float], assign_seed: bytes, probe_count: int) -> frozenset[int]:
+    """The checkpoints a verifier drawn with ``assign_seed`` fetches from a trace with these update
+    norms: the start and end of each segment it samples (``proofs.choose_segments`` at the default
+    ``q`` and ``r``) and of each probe segment (``proofs.probe_segment``), as verifier.work picks them."""
+    count = len(update_norms) + 1
+    segments = set(choose_segments(update_norms, assign_seed).segments)
+    segments |= {probe_segment(assign_seed, i, count) for i in range(probe_count)}
+    return frozenset(i for segment in segments for i in (segment, segment + 1))
 
 
 def regeneration_source(present: Iterable[int], index: int) -> int:
@@ -109,14 +128,14 @@ def regeneration_source(present: Iterable[int], index: int) -> int:
     return max(i for i in present if i <= index)
 
 
-def fits_budget(check: SpecCheck, budget: int | None, availability_window: int) -> SpecCheck:
+def fits_budget(check: SpecCheck, budget: int | None, probe_count: int, availability_window: int) -> SpecCheck:
     """The spec check of a job under a disk budget: a job whose anchors the budget cannot hold, or whose
     worst-case regeneration (``plan.worst_segments`` segments at the measured ``segment_s``) would not be
     published within the availability window, is refused for good."""
     if not check.runnable or budget is None:
         return check
     try:
-        plan = plan_retention(check.checkpoints, check.checkpoint_bytes, budget)
+        plan = plan_retention(check.checkpoints, check.checkpoint_bytes, budget, probe_count)
     except BudgetError as exc:
         return SpecCheck(False, str(exc), check.steps, check.train_s)
     worst_s = plan.worst_segments * check.segment_s
@@ -137,17 +156,19 @@ def fits_budget(check: SpecCheck, budget: int | None, availability_window: int) 
 class Retention:
     """Keeps a job's checkpoints within ``budget`` bytes (None: keeps them all) and regenerates dropped ones."""
 
-    def __init__(self, db: SolverDb, store: ContentStore, budget: int | None, rt: Runtime = Runtime()) -> None:
+    def __init__(self, db: SolverDb, store: ContentStore, budget: int | None, probe_count: Callable[[], int], rt: Runtime = Runtime()) -> None:
+        """``probe_count``: the market's (immutable) ``probeCount``, read when first needed."""
         self.db = db
         self.store = store
         self.budget = budget
+        self.probe_count = probe_count
         self.rt = rt
         self._params: dict[JobId, tuple[int, Mapping[str, torch.Tensor]]] = {}  # the newest checkpoint's, per job in training
 
     def plan(self, job_id: JobId, spec: JobSpec) -> RetentionPlan:
         """The job's plan, sized by checkpoint 0 (on disk: an anchor)."""
         first = self.db.checkpoints(job_id)[0]
-        return plan_retention(spec.segments + 1, first.path.stat().st_size, self.budget)
+        return plan_retention(spec.segments + 1, first.path.stat().st_size, self.budget, self.probe_count())
 
     def after_checkpoint(self, job_id: JobId, spec: JobSpec, index: int) -> None:
         """Checkpoint ``index`` is written: record the update norm that ends there and drop checkpoint
@@ -176,15 +197,18 @@ class Retention:
             if isinstance(own, LocalStore):
                 own.gc()  # an IPFS node collects unpinned blocks on its own schedule
 
-    def checkpoint(self, job_id: JobId, spec: JobSpec, dataset: Dataset, index: int) -> bytes:
+    def checkpoint(self, job_id: JobId, spec: JobSpec, dataset: Dataset, index: int, *, held: bool = False) -> bytes:
         """Checkpoint ``index``'s committed bytes: from disk, or regenerated from the anchor below it,
         checked against the recorded state hash, written, stored (pinned) and served; then regenerated
-        checkpoints beyond :data:`SERVE_SLOTS` are dropped again."""
+        checkpoints beyond :data:`SERVE_SLOTS` are dropped again, except those ``held`` for the
+        verifier's draw (kept until the job is final)."""
         records = self.db.checkpoints(job_id)
         if not 0 <= index < len(records):
             raise RegenerationError(f"job {job_id}: no checkpoint {index} on record")
         target = records[index]
         if not target.dropped:
+            if held and not target.held:
+                self.db.set_restored(job_id, index, held)
             return _read(target.path)
         source = records[regeneration_source((r.index for r in records if not r.dropped), index)]
         trainer = Trainer(spec, dataset, self.rt)
@@ -197,28 +221,19 @@ class Retention:
         cid: Cid = self.store.put(data)
         if cid != target.cid:
             raise RegenerationError(f"job {job_id}: checkpoint {index} regenerated as {cid}, the manifest lists {target.cid}")
-        self.db.set_dropped(job_id, index, None)
+        self.db.set_restored(job_id, index, held)
         log.info("checkpoint regenerated", extra={"job": job_id, "index": index, "from": source.index, "cid": cid})
         self._evict(job_id, spec, keep=index)
         return data
 
     def _evict(self, job_id: JobId, spec: JobSpec, keep: int) -> None:
-        """Drop regenerated checkpoints (on disk, not anchors) beyond :data:`SERVE_SLOTS`, oldest first."""
+        """Drop regenerated checkpoints (on disk, not anchors, not held) beyond :data:`SERVE_SLOTS`, oldest first."""
         kept = self.plan(job_id, spec).kept
-        extra = [(r, r.cid) for r in self.db.checkpoints(job_id) if not r.dropped and r.index not in kept and r.index != keep and r.cid is not None]
+        records = self.db.checkpoints(job_id)
+        extra = [(r, r.cid) for r in records if not (r.dropped or r.held or r.index in kept or r.index == keep) and r.cid is not None]
         extra.sort(key=lambda e: e[0].path.stat().st_mtime if e[0].path.exists() else 0.0)
         for record, cid in extra[: max(0, len(extra) + 1 - SERVE_SLOTS)]:
             self._drop(job_id, record, cid)
-
-    def on_disk(self, job_id: JobId) -> int:
-        """Bytes the job's checkpoints hold on disk: their files and their blobs in the store."""
-        total = 0
-        for record in self.db.checkpoints(job_id):
-            if record.path.exists():
-                total += record.path.stat().st_size
-            if record.cid is not None and self.store.has(record.cid):
-                total += self.store.stat(record.cid).size
-        return total
 
 
 def _read(path: Path) -> bytes:

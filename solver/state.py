@@ -103,6 +103,7 @@ MIGRATIONS: Sequence[str] = (
     """
     ALTER TABLE checkpoints ADD COLUMN norm REAL;
     ALTER TABLE checkpoints ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE checkpoints ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE spec_verdicts ADD COLUMN checkpoints INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE spec_verdicts ADD COLUMN checkpoint_bytes INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE spec_verdicts ADD COLUMN segment_s REAL NOT NULL DEFAULT 0;
@@ -139,6 +140,7 @@ class CheckpointRecord:
     loss: float | None  # mean training loss of segment ``index - 1`` (None for checkpoint 0)
     norm: float | None = None  # norm of the update that ends here, recorded in training under a disk budget
     dropped: bool = False  # not on disk: the disk budget dropped it (``cid`` computed first); regenerated on demand
+    held: bool = False  # regenerated for the verifier's draw: kept until the job is final
 
 
 class SolverDb(RoleDb):
@@ -192,8 +194,11 @@ class SolverDb(RoleDb):
     # checkpoints ---------------------------------------------------------------------------
 
     def checkpoints(self, job_id: JobId) -> list[CheckpointRecord]:
-        rows = self.db.query("SELECT idx, state_hash, path, cid, loss, norm, dropped FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
-        return [CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"], r["norm"], bool(r["dropped"])) for r in rows]
+        rows = self.db.query("SELECT * FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
+        return [
+            CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"], r["norm"], bool(r["dropped"]), bool(r["held"]))
+            for r in rows
+        ]
 
     def add_checkpoint(self, job_id: JobId, index: int, state_hash: Bytes32, path: Path, loss: float | None) -> None:
         """Record a checkpoint file (after it is fully written and fsynced) and the mean training loss
@@ -202,7 +207,7 @@ class SolverDb(RoleDb):
             conn.execute(
                 "INSERT INTO checkpoints (job_id, idx, state_hash, path, loss) VALUES (?, ?, ?, ?, ?)"
                 " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss,"
-                " norm = NULL, dropped = 0",
+                " norm = NULL, dropped = 0, held = 0",
                 (job_id, index, hex32(state_hash), str(path), loss),
             )
             conn.execute(
@@ -218,12 +223,13 @@ class SolverDb(RoleDb):
         """Record the norm of the update that ends at checkpoint ``index`` (upload needs it once a file is dropped)."""
         self.db.execute("UPDATE checkpoints SET norm = ? WHERE job_id = ? AND idx = ?", (norm, job_id, index))
 
-    def set_dropped(self, job_id: JobId, index: int, cid: str | None) -> None:
-        """Checkpoint ``index`` leaves the disk (``cid``: its CID, computed before) or is back on it (None)."""
-        if cid is None:
-            self.db.execute("UPDATE checkpoints SET dropped = 0 WHERE job_id = ? AND idx = ?", (job_id, index))
-        else:
-            self.db.execute("UPDATE checkpoints SET dropped = 1, cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
+    def set_dropped(self, job_id: JobId, index: int, cid: str) -> None:
+        """Checkpoint ``index`` leaves the disk (``cid``: its CID, computed before)."""
+        self.db.execute("UPDATE checkpoints SET dropped = 1, held = 0, cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
+
+    def set_restored(self, job_id: JobId, index: int, held: bool) -> None:
+        """Checkpoint ``index`` is on disk again (regenerated); ``held``: kept until the job is final."""
+        self.db.execute("UPDATE checkpoints SET dropped = 0, held = held OR ? WHERE job_id = ? AND idx = ?", (int(held), job_id, index))
 
     def set_checkpoint_cid(self, job_id: JobId, index: int, cid: str) -> None:
         self.db.execute("UPDATE checkpoints SET cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))

@@ -286,7 +286,7 @@ class JobTrainer:
         self.stop = stop
         self.progress = progress
         self.rt = rt
-        self.retention = Retention(db, store, disk_budget, rt)
+        self.retention = Retention(db, store, disk_budget, lambda: protocol.market.params().probe_count, rt)
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -464,10 +464,11 @@ class JobTrainer:
 
     # -- disputes ----------------------------------------------------------------------------
 
-    def checkpoint(self, job_id: JobId, index: int) -> bytes:
-        """Checkpoint ``index`` of the job: from disk, or regenerated if the disk budget dropped it."""
+    def checkpoint(self, job_id: JobId, index: int, *, held: bool = False) -> bytes:
+        """Checkpoint ``index`` of the job: from disk, or regenerated if the disk budget dropped it
+        (``held``: for the verifier's draw, kept until the job is final)."""
         _, spec = self._spec(job_id)
-        return self.retention.checkpoint(job_id, spec, self._dataset(spec), index)
+        return self.retention.checkpoint(job_id, spec, self._dataset(spec), index, held=held)
 
     def midpoint(self, job_id: JobId, segment: int, step: int) -> tuple[Bytes32, Cid]:
         """Our state ``step`` steps into ``segment``, recomputed from checkpoint ``segment`` (on

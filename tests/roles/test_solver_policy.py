@@ -20,6 +20,7 @@ from solver.policy import (
     HeldJob,
     OpenJob,
     Phase,
+    Regenerate,
     SolverConfig,
     SolverPolicy,
     SolverView,
@@ -81,6 +82,11 @@ def test_claims_the_best_paying_runnable_job_it_can_bond() -> None:
         open_job(5, reward=99, expires_at=1_002),  # expires before a claim could matter
     )
     assert POLICY.next_actions(view(open_jobs=jobs)) == [Claim(JobId(4))]
+
+
+def test_regenerates_what_the_verifiers_draw_needs_one_a_tick_in_order() -> None:
+    job = replace(held(9, JobState.VERIFYING, Phase.COMMITTED), regenerate=(7, 8, 40))
+    assert POLICY.next_actions(view(held_jobs=(job,))) == [Regenerate(JobId(9), 7)]
 
 
 def test_claims_only_up_to_capacity() -> None:
