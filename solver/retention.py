@@ -21,11 +21,9 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
@@ -34,12 +32,13 @@ from core.contracts import JobId
 from core.errors import VeritrainError
 from core.storage import ContentStore, LocalStore, file_cid
 from core.storage.peers import FetchingStore
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint, state_hash, update_norm
+from proofs.checkpoint import decode_checkpoint, state_hash, update_norm
 from proofs.data import Dataset
 from proofs.probes import probe_segment
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, choose_segments
 from proofs.spec import JobSpec
 from proofs.train import Runtime, Trainer
+from solver.files import read_bounded, write_durable
 from solver.policy import SpecCheck
 from solver.state import CheckpointRecord, SolverDb
 
@@ -177,15 +176,17 @@ class Retention:
             return
         records = self.db.checkpoints(job_id)
         before, now = records[index - 1], records[index]
-        params = decode_checkpoint(_read(now.path), expect_hash=now.state_hash).params()
+        params = decode_checkpoint(read_bounded(now.path), expect_hash=now.state_hash).params()
         cached = self._params.get(job_id)
-        previous = cached[1] if cached is not None and cached[0] == index - 1 else decode_checkpoint(_read(before.path), expect_hash=before.state_hash).params()
+        previous = (
+            cached[1] if cached is not None and cached[0] == index - 1 else decode_checkpoint(read_bounded(before.path), expect_hash=before.state_hash).params()
+        )
         self.db.set_norm(job_id, index, update_norm(previous, params))
         self._params[job_id] = (index, params)
         if index == spec.segments:
             self._params.pop(job_id, None)
         if not before.dropped and index - 1 not in self.plan(job_id, spec).kept:
-            self._drop(job_id, before, file_cid(_read(before.path)))
+            self._drop(job_id, before, file_cid(read_bounded(before.path)))
 
     def _drop(self, job_id: JobId, record: CheckpointRecord, cid: str) -> None:
         """Take checkpoint ``record`` off the disk: recorded first (its CID known), then its file and blob."""
@@ -209,15 +210,15 @@ class Retention:
         if not target.dropped:
             if held and not target.held:
                 self.db.set_restored(job_id, index, held)
-            return _read(target.path)
+            return read_bounded(target.path)
         source = records[regeneration_source((r.index for r in records if not r.dropped), index)]
         trainer = Trainer(spec, dataset, self.rt)
-        trainer.load(decode_checkpoint(_read(source.path), expect_hash=source.state_hash, expect_spec=spec.spec_hash()))
+        trainer.load(decode_checkpoint(read_bounded(source.path), expect_hash=source.state_hash, expect_spec=spec.spec_hash()))
         trainer.run((index - source.index) * spec.checkpoint_interval)
         data = trainer.to_bytes()
         if state_hash(data) != target.state_hash:
             raise RegenerationError(f"job {job_id}: checkpoint {index} regenerated from {source.index} does not hash to its committed leaf")
-        _write_atomic(target.path, data)
+        write_durable(target.path, data)
         cid: Cid = self.store.put(data)
         if cid != target.cid:
             raise RegenerationError(f"job {job_id}: checkpoint {index} regenerated as {cid}, the manifest lists {target.cid}")
@@ -234,18 +235,3 @@ class Retention:
         extra.sort(key=lambda e: e[0].path.stat().st_mtime if e[0].path.exists() else 0.0)
         for record, cid in extra[: max(0, len(extra) + 1 - SERVE_SLOTS)]:
             self._drop(job_id, record, cid)
-
-
-def _read(path: Path) -> bytes:
-    if path.stat().st_size > MAX_CHECKPOINT_BYTES:
-        raise RegenerationError(f"{path} is larger than any checkpoint")
-    return path.read_bytes()
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(".regen")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)

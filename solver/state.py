@@ -6,9 +6,12 @@
   when it was written and the mean training loss of the segment that ends there (the
   manifest's ``losses``; null for checkpoint 0, and in records older than the column, whose
   checkpoints are then not resumed from). On restart a checkpoint is trusted only if its file
-  still hashes to this value; training resumes from the latest one that does.
+  still hashes to this value; training resumes from the latest one that does. Under a disk budget
+  (solver.retention) each also records the norm of the update that ends there, whether it was
+  ``dropped`` (its file deleted once its CID was recorded) and whether it is ``held`` (regenerated
+  for the verifier's draw).
 * ``spec_verdicts``: the verdict on each spec CID seen (runnable with its estimated training
-  time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
+  time, checkpoint size and segment time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
   tick; content not in storage yet is looked for again at a backoff (``retry_at``).
 * ``refused_jobs``: each job refused for good (spec or dataset unusable, commit window too short
   for this solver), logged once: a refused job is never claimed, after a reopen or a restart either.
@@ -99,8 +102,10 @@ MIGRATIONS: Sequence[str] = (
     "ALTER TABLE checkpoints ADD COLUMN loss REAL;",
     SENT_MIGRATION,
     # a disk budget (solver.retention): a checkpoint dropped in training keeps its CID and the update
-    # norm that ends there; a spec's verdict keeps what the budget check at claim time needs
+    # norm that ends there; a spec's verdict keeps what the budget check at claim time needs (the old
+    # verdicts lack it: judged again)
     """
+    DELETE FROM spec_verdicts;
     ALTER TABLE checkpoints ADD COLUMN norm REAL;
     ALTER TABLE checkpoints ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE checkpoints ADD COLUMN held INTEGER NOT NULL DEFAULT 0;

@@ -27,7 +27,6 @@ Errors of the proofs engine (:class:`proofs.ProofError`) are re-raised as
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 from collections.abc import Callable
@@ -41,7 +40,6 @@ from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
 from proofs.checkpoint import (
-    MAX_CHECKPOINT_BYTES,
     decode_checkpoint,
     state_hash,
     update_norm,
@@ -60,6 +58,7 @@ from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
+from solver.files import read_bounded, write_durable
 from solver.policy import Phase, SpecCheck
 from solver.retention import Retention
 from solver.state import SolverDb, SpecVerdict
@@ -332,7 +331,7 @@ class JobTrainer:
             ok = record.index == len(hashes) and (record.index == 0 or record.loss is not None)
             if ok and not record.dropped:
                 try:
-                    ok = state_hash(_read_bounded(record.path)) == record.state_hash
+                    ok = state_hash(read_bounded(record.path)) == record.state_hash
                 except OSError:
                     ok = False
             if not ok:
@@ -366,7 +365,7 @@ class JobTrainer:
         folder.mkdir(parents=True, exist_ok=True)
         if hashes:
             last = self.db.checkpoints(job_id)[len(hashes) - 1]
-            trainer.load(decode_checkpoint(_read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
+            trainer.load(decode_checkpoint(read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
             log.info(TRAINING_RESUMED, extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
         else:
             hashes.append(self._write_checkpoint(job_id, folder, 0, trainer.to_bytes(), None))
@@ -398,12 +397,7 @@ class JobTrainer:
 
     def _write_checkpoint(self, job_id: JobId, folder: Path, index: int, data: bytes, loss: float | None) -> Bytes32:
         path = folder / f"checkpoint-{index:06d}.safetensors"
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_durable(path, data)
         digest = state_hash(data)
         self.db.add_checkpoint(job_id, index, digest, path, loss)  # recorded only once the file is durable
         return digest
@@ -431,7 +425,7 @@ class JobTrainer:
                     cids.append(ckpt.cid)
                     norms.append(ckpt.norm)
                     continue
-                data = _read_bounded(ckpt.path)
+                data = read_bounded(ckpt.path)
                 decoded = decode_checkpoint(data, expect_hash=ckpt.state_hash, expect_spec=spec.spec_hash())
                 cid = self.store.put(data)
                 self.db.set_checkpoint_cid(job_id, ckpt.index, cid)
@@ -496,10 +490,3 @@ class JobTrainer:
             if ckpt.cid is not None:
                 self.store.unpin(ckpt.cid)
         shutil.rmtree(self._dir(job_id), ignore_errors=True)
-
-
-def _read_bounded(path: Path) -> bytes:
-    size = path.stat().st_size
-    if size > MAX_CHECKPOINT_BYTES:
-        raise OSError(f"{path} is {size} bytes, larger than any checkpoint")
-    return path.read_bytes()

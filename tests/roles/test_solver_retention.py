@@ -19,7 +19,7 @@ from proofs.datasets import reference_job
 from proofs.merkle import hex32
 from proofs.sampling import choose_segments
 from rolebase.watchers import MarketWatcher
-from solver import retention
+from solver import files
 from solver.policy import Phase, SpecCheck
 from solver.retention import (
     COPIES,
@@ -191,7 +191,7 @@ def test_a_crash_or_a_wrong_result_during_regeneration_serves_nothing(budgeted: 
     def killed(src: object, dst: object) -> None:
         raise KeyboardInterrupt("killed between the write and the rename")
 
-    monkeypatch.setattr(retention.os, "replace", killed)
+    monkeypatch.setattr(files.os, "replace", killed)
     with pytest.raises(KeyboardInterrupt):
         workshop.checkpoint(JOB, target.index)
     monkeypatch.undo()
