@@ -6,10 +6,11 @@ and the time to regenerate the worst-case dropped checkpoint.
 For each model (the tiny job's MLP with momentum SGD, and a char-level transformer with Adam) a job of
 ``--segments`` segments of ``--k`` steps is trained by the solver's own :class:`solver.work.JobTrainer`
 (on a local anvil: it reads the market's ``probeCount``) under no budget and under budgets that leave 26
-and 6 anchors beside the draw's and the serving slots, then uploaded. "peak" is the largest
-number of bytes its checkpoints held on disk at any training step or after the upload (files in the job's
-folder plus their blobs in the store); "worst regen" is the wall time of regenerating the dropped
-checkpoint farthest from its anchor (training from it, hashing, writing, storing), the time an
+and 6 anchors beside the draw's and the serving slots, then uploaded. "on disk" is the largest number
+of bytes its checkpoints held (files in the job's folder plus their blobs in the store) at any training
+step and after the upload, then again once the dropped checkpoints a verifier's draw needs are
+regenerated and held (a fixed assign seed); "worst regeneration" is the wall time of regenerating the
+dropped checkpoint farthest from its anchor (training from it, hashing, writing, storing), the time an
 availability challenge on it waits for. The last rows project the issue's example, a 1000-segment
 trace of a 100M-parameter Adam job, from the plan alone (no training).
 """
@@ -30,13 +31,14 @@ from proofs.data import load_dataset
 from proofs.datasets import ReferenceJob, reference_job
 from proofs.train import Trainer
 from rolebase.watchers import MarketWatcher
-from solver.retention import COPIES, SERVE_SLOTS, draw_size, plan_retention, regeneration_source
+from solver.retention import COPIES, SERVE_SLOTS, draw_checkpoints, draw_size, plan_retention, regeneration_source
 from solver.state import SolverDb
 from solver.work import JobTrainer
 
 JOB = JobId(1)
 FAR = 2**32 - 1
 ANCHORS = (None, 26, 6)  # no budget, and budgets that keep this many anchors
+DRAW_SEED = bytes(range(32))  # an assign seed
 
 
 @dataclass(frozen=True)
@@ -45,11 +47,14 @@ class Row:
     checkpoint_bytes: int
     budget: int | None
     anchors: int
+    trained_peak: int
     peak: int
     all_kept: int
     train_s: float
     worst_segments: int
     regen_s: float
+    draw: int
+    draw_s: float
 
 
 def _job(name: str, segments: int, k: int, scale: int) -> ReferenceJob:
@@ -84,20 +89,31 @@ def _run(protocol: Protocol, job: ReferenceJob, anchors: int | None, probe_count
     trainer.train(JOB, FAR)
     trainer.upload(JOB)
     train_s = time.monotonic() - started
-    peak[0] = max(peak[0], _on_disk(db, store, root / "jobs"))
+    trained_peak = peak[0] = max(peak[0], _on_disk(db, store, root / "jobs"))
     plan = plan_retention(count, size, budget, probe_count)
-    regen_s = 0.0
+    regen_s = draw_s = 0.0
+    draw = draw_checkpoints([c.norm or 0.0 for c in db.checkpoints(JOB)[1:]], DRAW_SEED, probe_count) - plan.kept
     if plan.worst_segments:
         worst = max((i for i in range(count) if i not in plan.kept), key=lambda i: i - regeneration_source(plan.kept, i))
         started = time.monotonic()
         trainer.checkpoint(JOB, worst)
         regen_s = time.monotonic() - started
+        started = time.monotonic()
+        for index in sorted(draw):  # as the solver does once a verifier is drawn: held until the job is final
+            trainer.checkpoint(JOB, index, held=True)
+        draw_s = time.monotonic() - started
+        peak[0] = max(peak[0], _on_disk(db, store, root / "jobs"))
     db.close()
-    return Row(spec.model.kind, size, budget, len(plan.kept), peak[0], COPIES * size * count, train_s, plan.worst_segments, regen_s)
+    return Row(
+        spec.model.kind, size, budget, len(plan.kept), trained_peak, peak[0], COPIES * size * count, train_s, plan.worst_segments, regen_s, len(draw), draw_s
+    )
 
 
-def _mb(n: int | None) -> str:
-    return "none" if n is None else f"{n / 1e6:,.1f} MB"
+def _size(n: int | None) -> str:
+    if n is None:
+        return "none"
+    unit, scale = next((u, f) for u, f in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3), ("B", 1)) if n >= f or u == "B")
+    return f"{n / scale:,.1f} {unit}"
 
 
 def main() -> None:
@@ -116,17 +132,20 @@ def main() -> None:
             for anchors in ANCHORS:
                 with tempfile.TemporaryDirectory() as run_dir:
                     rows.append(_run(protocol, job, anchors, probe_count, Path(run_dir)))
-    print(f"{args.segments} segments of {args.k} steps; peak = checkpoint files + their store blobs, largest at any step or after upload")
-    print("| model | checkpoint | budget | anchors kept | peak on disk | peak / budget | every checkpoint kept | train + upload | worst regen (segments) |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"{args.segments} segments of {args.k} steps; on disk = checkpoint files + their store blobs")
+    print(
+        "| model | checkpoint | budget | anchors | on disk, trained and uploaded | on disk, draw held | / budget | every checkpoint kept"
+        " | train + upload | worst regeneration (segments) | the draw regenerated (checkpoints) |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
         ratio = "-" if r.budget is None else f"{r.peak / r.budget:.2f}"
         print(
-            f"| {r.model} | {_mb(r.checkpoint_bytes)} | {_mb(r.budget)} | {r.anchors} | {_mb(r.peak)} | {ratio} | {_mb(r.all_kept)} |"
-            f" {r.train_s:.1f} s | {r.regen_s:.2f} s ({r.worst_segments}) |"
+            f"| {r.model} | {_size(r.checkpoint_bytes)} | {_size(r.budget)} | {r.anchors} | {_size(r.trained_peak)} | {_size(r.peak)} | {ratio}"
+            f" | {_size(r.all_kept)} | {r.train_s:.1f} s | {r.regen_s:.2f} s ({r.worst_segments}) | {r.draw_s:.1f} s ({r.draw}) |"
         )
     size, count = 1_200_000_000, 1001  # the issue's example: 100M parameters with Adam, 1000 segments
-    print(f"\nprojection, 100M-parameter Adam job (1.2 GB checkpoints), 1000 segments, every checkpoint kept: {_mb(COPIES * size * count)} (file + blob)")
+    print(f"\nprojection, 100M-parameter Adam job (1.2 GB checkpoints), 1000 segments, every checkpoint kept: {_size(COPIES * size * count)} (file + blob)")
     print("| budget | anchors | worst regeneration (segments) |")
     print("| ---: | ---: | ---: |")
     for budget in (300 * 10**9, 500 * 10**9, 1000 * 10**9):

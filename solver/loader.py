@@ -45,7 +45,7 @@ class SolverLoader:
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
         self._market_params: MarketParams | None = None
-        self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, verifying deadline): the draw's checkpoints
+        self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
 
     def load(self) -> SolverView:
         p = self.protocol
@@ -136,10 +136,10 @@ class SolverLoader:
         return check
 
     def _regenerate(self, job_id: JobId, job: Job) -> tuple[int, ...]:
-        """A verifying job's checkpoints that its verifier's draw needs and the disk budget dropped: the
+        """A verifying (or verified) job's checkpoints that its verifier's draw needs and the disk budget dropped: the
         draw's assign seed from ``VerifierAssigned``, the update norms from our records (recorded in
         training under a budget)."""
-        if job.state is not JobState.VERIFYING or self.config.disk_budget is None or self._market_params is None:
+        if job.state not in (JobState.VERIFYING, JobState.VERIFIED) or self.config.disk_budget is None or self._market_params is None:
             return ()
         records = self.db.checkpoints(job_id)
         if not any(r.dropped for r in records):

@@ -11,7 +11,8 @@ differs, or the measured speed moved by more than ``SPEED_TOLERANCE`` either way
 measured again at each start is never exactly the same).
 
 Under a disk budget (solver.retention), the checkpoints a drawn verifier will fetch that the budget
-dropped are regenerated as soon as the draw is on chain, one a tick, in the order it replays them.
+dropped are regenerated as soon as the draw is on chain, one a tick, in the order it replays them
+(and on through the challenge window: whistleblowers audit the probe segments among them).
 
 A job of ours that a challenger disputes is defended: each bisection move posts the state
 at the game's midpoint (recomputed from our checkpoint), as long as our clock runs; a
@@ -106,7 +107,7 @@ class HeldJob:
     open_deadline: int | None = None  # DISPUTED by its verifier, no game yet: open by then
     challenged_item: int | None = None  # DATA_CHALLENGED: the item to publish (a checkpoint, or the manifest)
     train_s: float = 0.0  # CLAIMED: its spec's estimated training time (what it still needs of this solver)
-    regenerate: tuple[int, ...] = ()  # VERIFYING: checkpoints the verifier's draw needs that the disk budget dropped, ascending
+    regenerate: tuple[int, ...] = ()  # VERIFYING, VERIFIED: checkpoints the verifier's draw needs that the disk budget dropped, ascending
 
 
 @dataclass(frozen=True)
@@ -295,10 +296,10 @@ class SolverPolicy:
             return AssignVerifier(job.job_id)  # we want a verifier: it is how we get paid
         if job.state is JobState.VERIFYING and view.now > job.deadline:  # the contract wants now > deadline
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
-        if job.state is JobState.VERIFYING and job.regenerate:
-            return Regenerate(job.job_id, job.regenerate[0])  # one a tick, in the order the verifier replays
         if job.state is JobState.VERIFIED and view.now > job.deadline:
             return Finalize(job.job_id)
+        if job.state in (JobState.VERIFYING, JobState.VERIFIED) and job.regenerate:
+            return Regenerate(job.job_id, job.regenerate[0])  # one a tick, in the order the verifier replays
         if job.state is JobState.DATA_CHALLENGED and job.challenged_item is not None and view.now <= job.deadline:
             return AnswerAvailability(job.job_id, job.challenged_item)  # else our whole bond goes to the verifier
         if job.state is JobState.DISPUTED:

@@ -85,8 +85,11 @@ def test_claims_the_best_paying_runnable_job_it_can_bond() -> None:
 
 
 def test_regenerates_what_the_verifiers_draw_needs_one_a_tick_in_order() -> None:
-    job = replace(held(9, JobState.VERIFYING, Phase.COMMITTED), regenerate=(7, 8, 40))
-    assert POLICY.next_actions(view(held_jobs=(job,))) == [Regenerate(JobId(9), 7)]
+    for state in (JobState.VERIFYING, JobState.VERIFIED):  # the verifier's replay, then the whistleblowers' audits
+        job = replace(held(9, state, Phase.COMMITTED), regenerate=(7, 8, 40))
+        assert POLICY.next_actions(view(held_jobs=(job,))) == [Regenerate(JobId(9), 7)]
+    ended = replace(held(9, JobState.VERIFIED, Phase.COMMITTED, deadline=999), regenerate=(7,))
+    assert POLICY.next_actions(view(held_jobs=(ended,))) == [Finalize(JobId(9))]  # the window is over: paid first
 
 
 def test_claims_only_up_to_capacity() -> None:
