@@ -209,8 +209,9 @@ class DryRun:
 
 
 def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRun:
-    """Seconds to train ``spec`` here, from a dry run: a checkpoint encoded and hashed (each is
-    written, re-read for upload and stored: three times that), then steps on one example (the
+    """Seconds to train ``spec`` here, and one segment of it, and checkpoint 0's size, from a dry
+    run: a checkpoint encoded and hashed (each is written, re-read for upload and stored: three
+    times that), then steps on one example (the
     first untimed: kernels compile on first use, once per process). A full step that this puts
     above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
     other jobs have clocks): the one-example time times the batch size stands for it; else one
