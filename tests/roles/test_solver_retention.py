@@ -92,8 +92,8 @@ def test_a_job_whose_worst_regeneration_misses_the_availability_window_is_refuse
     check = SpecCheck(True, "", 300, 10.0, checkpoints=151, checkpoint_bytes=1000, segment_s=2.0)
     budget = COPIES * 1000 * (SERVE_SLOTS + draw_size(151, PROBES) + 6)  # 6 anchors: 30 segments apart, 29 to regenerate
     assert fits_budget(check, None, PROBES, 10) is check
-    assert fits_budget(check, budget, PROBES, int(29 * 2.0 + PUBLISH_MARGIN_S)) is check
-    refused = fits_budget(check, budget, PROBES, int(29 * 2.0 + PUBLISH_MARGIN_S) - 1)
+    assert fits_budget(check, budget, PROBES, int(2 * 29 * 2.0 + PUBLISH_MARGIN_S)) is check
+    refused = fits_budget(check, budget, PROBES, int(2 * 29 * 2.0 + PUBLISH_MARGIN_S) - 1)
     assert not refused.runnable and refused.final and "29 segments" in refused.reason and "availability window" in refused.reason
     too_small = fits_budget(check, COPIES * 1000 * (SERVE_SLOTS + draw_size(151, PROBES) + 1), PROBES, 10**6)
     assert not too_small.runnable and "fewer than 2 anchors" in too_small.reason
