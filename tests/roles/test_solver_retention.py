@@ -5,13 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from core.agent import StopFlag
-from core.contracts import JobId
+from core.availability import Availability, ContentUnavailable, challenge
+from core.cid import cid_to_digest
+from core.contracts import JobId, JobState, Role
 from core.storage import LocalStore, file_cid
 from deploy.devnet import Devnet
 from proofs import JobSpec, Trace, load_dataset, parse_manifest, probe_positions, state_at, state_hash, train_trace
@@ -20,6 +23,7 @@ from proofs.merkle import hex32
 from proofs.sampling import choose_segments
 from rolebase.watchers import MarketWatcher
 from solver import files
+from solver.availability import publication
 from solver.policy import Phase, SpecCheck
 from solver.retention import (
     COPIES,
@@ -36,6 +40,10 @@ from solver.retention import (
 )
 from solver.state import SolverDb
 from solver.work import JobTrainer
+from tests.chain.test_lifecycle import post, stake
+
+if TYPE_CHECKING:
+    from tests.conftest import Parties
 
 JOB = JobId(1)
 FAR = 2**32 - 1
@@ -219,3 +227,33 @@ def test_training_resumes_across_dropped_checkpoints(budgeted: Setup) -> None:
     again = db.job(JOB)
     assert again is not None and again.trace_root == full.root
     assert [c.state_hash for c in db.checkpoints(JOB)] == list(full.state_hashes)
+
+
+def test_an_availability_challenge_on_a_dropped_checkpoint_is_answered_by_regenerating_it(
+    budgeted: Setup, devnet: Devnet, parties: Parties, tmp_path: Path
+) -> None:
+    workshop, db, store, _, full, _ = budgeted
+    workshop.train(JOB, FAR)
+    workshop.upload(JOB)
+    record = db.job(JOB)
+    assert record is not None and record.trace_root is not None and record.final_model_cid and record.manifest_cid
+    proto = devnet.protocol()
+    stake(proto, parties.solver, Role.SOLVER)
+    stake(proto, parties.verifier, Role.VERIFIER)
+    job_id, _ = post(proto, parties.submitter)
+    assert job_id == JOB, "the solver's records are keyed by the chain's job id"
+    solver = proto.with_signer(parties.solver)
+    solver.market.claim(job_id)
+    solver.market.commit(job_id, record.trace_root, len(db.checkpoints(JOB)), cid_to_digest(record.final_model_cid), cid_to_digest(record.manifest_cid))
+    devnet.chain.mine(2)
+    proto.market.with_signer(parties.submitter).assign_verifier(job_id)
+
+    dropped = max(c.index for c in db.checkpoints(JOB) if c.dropped)
+    verifier = proto.with_signer(parties.verifier)
+    challenge(verifier, parties.verifier.address, ContentUnavailable(job_id, dropped, "not served"))
+    assert proto.market.get_job(job_id).state is JobState.DATA_CHALLENGED
+    content, proof = publication(db, store, job_id, dropped, lambda i: workshop.checkpoint(job_id, i))
+    solver.market.answer_availability(job_id, content, proof)  # the chain checks the leaf under the committed root
+    assert proto.market.get_job(job_id).state is JobState.VERIFYING
+    taken = Availability(verifier, LocalStore(tmp_path / "verifier-store")).published(job_id, dropped, file_cid(content), full.state_hashes[dropped])
+    assert taken == full.checkpoints[dropped]
