@@ -7,16 +7,18 @@ verdict cached in the records; a job whose spec cannot be run here, whose commit
 is shorter than its estimated training time, or whose worst-case regeneration under the disk budget
 does not fit the availability window (``solver.retention.fits_budget``), is refused for good and logged once. A disputed job of
 ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
-a restart mid-game loses nothing. Our advert of capabilities is read each tick until it says
+a restart mid-game loses nothing. Under a disk budget, a verifying job comes with the dropped
+checkpoints its verifier's draw needs and those someone asked our gateway for. Our advert of capabilities is read each tick until it says
 what we offer (the policy re-advertises while they differ), then no more.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from core.chain import Address
-from core.cid import digest_to_cid
+from core.cid import Cid, digest_to_cid
 from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
 from rolebase.watchers import MarketWatcher
 from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window, same_offer
@@ -31,9 +33,20 @@ _HELD_STATES = frozenset({JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYI
 
 class SolverLoader:
     def __init__(
-        self, protocol: Protocol, watcher: MarketWatcher, db: SolverDb, judge: SpecJudge, me: Address, config: SolverConfig, offer: Capabilities | None = None
+        self,
+        protocol: Protocol,
+        watcher: MarketWatcher,
+        db: SolverDb,
+        judge: SpecJudge,
+        me: Address,
+        config: SolverConfig,
+        offer: Capabilities | None = None,
+        wanted: Callable[[], list[Cid]] = list,
     ) -> None:
-        """``offer``: the capabilities this solver advertises (None: it advertises nothing)."""
+        """``offer``: the capabilities this solver advertises (None: it advertises nothing); ``wanted``:
+        the CIDs asked of our gateway that our store lacks since the last call (``LocalStore.take_wanted``)."""
+        self.wanted = wanted
+        self._requested: dict[JobId, set[int]] = {}  # dropped checkpoints asked for, by job, until regenerated
         self.protocol = protocol
         self.offer = offer
         self.config = config
@@ -57,6 +70,7 @@ class SolverLoader:
             self._market_params = p.market.params()
         stake = p.stakes.stake_of(self.me, Role.SOLVER)
         records = {r.job_id: r for r in self.db.jobs()}
+        wanted = set(self.wanted())
         claimed = self.db.claimed()
 
         open_jobs: list[OpenJob] = []
@@ -88,9 +102,11 @@ class SolverLoader:
                         train_s=train_s,
                         challenged_item=challenged,
                         regenerate=self._regenerate(job_id, job),
+                        requested=self._asked(job_id, job, wanted),
                     )
                 )
         held_ids = {h.job_id for h in held}
+        self._requested = {j: asked for j, asked in self._requested.items() if j in held_ids}
         # an OPEN job on record is one we claimed after the view's block (confirmations) or whose claim was
         # rolled back: kept (a claim again keeps its progress), never forgotten until it is final or another's
         unclaimed = {job_id for job_id, job in scan.jobs if job.state is JobState.OPEN}
@@ -155,6 +171,18 @@ class SolverLoader:
             self._draws[key] = draw_checkpoints([n for n in norms if n is not None], seed, self._market_params.probe_count)
         draw = self._draws[key]
         return tuple(r.index for r in records if r.dropped and r.index in draw)
+
+    def _asked(self, job_id: JobId, job: Job, wanted: set[Cid]) -> tuple[int, ...]:
+        """A verifying (or verified) job's dropped checkpoints asked of our gateway, now or on an earlier
+        tick and not regenerated yet: a reader outside the draw (a whistleblower's own segments)."""
+        if job.state not in (JobState.VERIFYING, JobState.VERIFIED) or self.config.disk_budget is None:
+            self._requested.pop(job_id, None)
+            return ()
+        dropped = {r.index: r.cid for r in self.db.checkpoints(job_id) if r.dropped}
+        asked = self._requested.setdefault(job_id, set())
+        asked |= {i for i, cid in dropped.items() if cid in wanted}
+        asked &= set(dropped)
+        return tuple(sorted(asked))
 
     def _dispute(self, job_id: JobId, job: Job) -> tuple[GameId, Game | None, int | None]:
         """A disputed job's active game, or the failing verifier's open deadline while it has none."""

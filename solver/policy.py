@@ -12,7 +12,8 @@ measured again at each start is never exactly the same).
 
 Under a disk budget (solver.retention), the checkpoints a drawn verifier will fetch that the budget
 dropped are regenerated as soon as the draw is on chain, one a tick, in the order it replays them
-(and on through the challenge window: whistleblowers audit the probe segments among them).
+(and on through the challenge window: whistleblowers audit the probe segments among them); a dropped
+checkpoint someone asked our gateway for goes first.
 
 A job of ours that a challenger disputes is defended: each bisection move posts the state
 at the game's midpoint (recomputed from our checkpoint), as long as our clock runs; a
@@ -108,6 +109,7 @@ class HeldJob:
     challenged_item: int | None = None  # DATA_CHALLENGED: the item to publish (a checkpoint, or the manifest)
     train_s: float = 0.0  # CLAIMED: its spec's estimated training time (what it still needs of this solver)
     regenerate: tuple[int, ...] = ()  # VERIFYING, VERIFIED: checkpoints the verifier's draw needs that the disk budget dropped, ascending
+    requested: tuple[int, ...] = ()  # VERIFYING, VERIFIED: dropped checkpoints someone asked our gateway for, ascending
 
 
 @dataclass(frozen=True)
@@ -209,10 +211,12 @@ class ForfeitUnopened:
 
 @dataclass(frozen=True)
 class Regenerate:
-    """Regenerate checkpoint ``index``, which the verifier's draw needs and the disk budget dropped, and keep it."""
+    """Regenerate checkpoint ``index``, which the disk budget dropped and someone needs; ``held``: the
+    verifier's draw needs it, so it is kept until the job is final (else it takes a serving slot)."""
 
     job_id: JobId
     index: int
+    held: bool
 
 
 @dataclass(frozen=True)
@@ -298,8 +302,10 @@ class SolverPolicy:
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
         if job.state is JobState.VERIFIED and view.now > job.deadline:
             return Finalize(job.job_id)
+        if job.state in (JobState.VERIFYING, JobState.VERIFIED) and job.requested:
+            return Regenerate(job.job_id, job.requested[0], held=job.requested[0] in job.regenerate)  # someone is waiting for it
         if job.state in (JobState.VERIFYING, JobState.VERIFIED) and job.regenerate:
-            return Regenerate(job.job_id, job.regenerate[0])  # one a tick, in the order the verifier replays
+            return Regenerate(job.job_id, job.regenerate[0], held=True)  # one a tick, in the order the verifier replays
         if job.state is JobState.DATA_CHALLENGED and job.challenged_item is not None and view.now <= job.deadline:
             return AnswerAvailability(job.job_id, job.challenged_item)  # else our whole bond goes to the verifier
         if job.state is JobState.DISPUTED:

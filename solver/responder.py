@@ -107,8 +107,8 @@ class SolverResponder:
                 content, proof = publication(self.db, self.job_trainer.store, job_id, item, lambda i: self.job_trainer.checkpoint(job_id, i))
                 receipt = p.market.answer_availability(job_id, content, proof)
                 log_mined(log, "answerAvailability", receipt, job=job_id, item=item, bytes=len(content))
-            case Regenerate(job_id, index):
-                self.job_trainer.checkpoint(job_id, index, held=True)
+            case Regenerate(job_id, index, held):
+                self.job_trainer.checkpoint(job_id, index, held=held)
             case ForfeitUnopened(job_id):
                 log_mined(log, "forfeitUnopened", p.game.forfeit_unopened(job_id), job=job_id)
             case Forget(job_id):

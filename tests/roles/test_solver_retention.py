@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from core.agent import StopFlag
 from core.availability import Availability, ContentUnavailable, challenge
-from core.cid import cid_to_digest
-from core.contracts import JobId, JobState, Role
+from core.cid import Cid, cid_to_digest
+from core.contracts import JobId, JobState, Role, TokenAmount
 from core.storage import LocalStore, file_cid
 from deploy.devnet import Devnet
 from proofs import JobSpec, Trace, load_dataset, parse_manifest, probe_positions, state_at, state_hash, train_trace
@@ -24,7 +24,8 @@ from proofs.sampling import choose_segments
 from rolebase.watchers import MarketWatcher
 from solver import files
 from solver.availability import publication
-from solver.policy import Phase, SpecCheck
+from solver.loader import SolverLoader
+from solver.policy import Phase, SolverConfig, SpecCheck
 from solver.retention import (
     COPIES,
     PUBLISH_MARGIN_S,
@@ -39,7 +40,7 @@ from solver.retention import (
     regeneration_source,
 )
 from solver.state import SolverDb
-from solver.work import JobTrainer
+from solver.work import JobTrainer, Limits, SpecJudge
 from tests.chain.test_lifecycle import post, stake
 
 if TYPE_CHECKING:
@@ -249,6 +250,18 @@ def test_an_availability_challenge_on_a_dropped_checkpoint_is_answered_by_regene
     proto.market.with_signer(parties.submitter).assign_verifier(job_id)
 
     dropped = max(c.index for c in db.checkpoints(JOB) if c.dropped)
+    # the solver's view: the draw's dropped checkpoints (from VerifierAssigned), and one asked of its gateway
+    asked = db.checkpoints(JOB)[dropped].cid
+    assert asked is not None
+    judge = SpecJudge(store, db, Limits(), "31337:0xM")
+    config = SolverConfig(stake_target=TokenAmount(0), disk_budget=workshop.retention.budget)
+    loader = SolverLoader(proto, MarketWatcher(proto.market, proto.book.deploy_block), db, judge, parties.solver.address, config, wanted=lambda: [Cid(asked)])
+    (job,) = loader.load().held_jobs
+    seed = bytes(proto.market.events("VerifierAssigned", proto.book.deploy_block, jobId=job_id)[-1].args["assignSeed"])
+    draw = draw_checkpoints(full.update_norms, seed, proto.market.params().probe_count)
+    assert job.regenerate == tuple(sorted(i for i in draw if db.checkpoints(JOB)[i].dropped)) and job.regenerate
+    assert job.requested == (dropped,)
+
     verifier = proto.with_signer(parties.verifier)
     challenge(verifier, parties.verifier.address, ContentUnavailable(job_id, dropped, "not served"))
     assert proto.market.get_job(job_id).state is JobState.DATA_CHALLENGED
