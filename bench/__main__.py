@@ -15,6 +15,7 @@ after, and exits non-zero if any failed (the others still run).
 | adaptive_cheaters (issue 10: catch rate, work saved, expected gain; tolerance drift; norm costs) | none | --quick |
 | repro_numerics (repro-v1 vs plain torch, seconds per step, 1 and 2 threads; per-kernel profile) | none | --steps 1 --only transformer-100k --profile |
 | dashboard (1,000 jobs on chain: page load in chromium, API latency, memory) | none | --jobs 100 |
+| storage_budget (disk per job against --disk-budget, worst-case regeneration latency, two model sizes) | none | --quick |
 
 Run from the repository root with ``-m``.
 """
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "adaptive_cheaters": ([], ["--quick"]),
     "repro_numerics": ([], ["--steps", "1", "--only", "transformer-100k", "--profile"]),
     "dashboard": ([], ["--jobs", "100"]),
+    "storage_budget": ([], ["--quick"]),
 }
 
 
