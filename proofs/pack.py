@@ -56,7 +56,7 @@ def as_nchw(x: np.ndarray, *, channels_last: bool = False) -> np.ndarray:
     """uint8 images ``(N, C, H, W)`` from ``(N, C, H, W)``, ``(N, H, W, C)`` with ``channels_last``,
     or ``(N, H, W)`` (one channel)."""
     if x.dtype != np.uint8:
-        raise DatasetError(f"images must be uint8 (0 to 255, read as x / 255), got {x.dtype}")
+        raise DatasetError(f"images must be uint8 (0 to 255, read as x / 255), got {x.dtype} (float features go into safetensors as they are: docs/formats.md)")
     if x.ndim == 3:
         x = x[:, None]
     elif x.ndim == 4 and channels_last:

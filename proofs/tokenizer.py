@@ -1,8 +1,10 @@
 """The shipped tokenizer: a byte-level BPE (GPT-2's scheme) whose merges are package data.
 
 Text is UTF-8 encoded, cut into chunks by :data:`CHUNK` (GPT-2's pre-tokenizer over bytes:
-contractions, a word with its leading space, a number, a run of punctuation, whitespace), and
-each chunk's bytes are merged pair by pair, lowest rank first, as the merges file says. Token
+contractions, a word with its leading space, a number, a run of punctuation, whitespace), a chunk
+longer than :data:`MAX_PIECE` bytes into pieces of that length (so a line without spaces costs
+linear time, not quadratic), and each piece's bytes are merged pair by pair, lowest rank first,
+as the merges file says. Token
 ``i < 256`` is byte ``i``; token ``256 + r`` is merge ``r``. Every byte string has an encoding
 and decodes back to itself, so ``decode(encode(text)) == text`` for any text.
 
@@ -20,22 +22,24 @@ import re
 import sys
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cache
 from importlib import resources
 from pathlib import Path
 
 from core.bounded import InputRejected
 
-__all__ = ["CHUNK", "VOCAB_SIZE", "Tokenizer", "shipped", "train"]
+__all__ = ["CHUNK", "MAX_PIECE", "VOCAB_SIZE", "Tokenizer", "pieces", "shipped", "train"]
 
 #: GPT-2's pre-tokenizer over bytes; a byte >= 0x80 (UTF-8 beyond ASCII) counts as a letter.
 CHUNK = re.compile(rb"'(?:s|t|re|ve|m|ll|d)| ?[A-Za-z\x80-\xff]+| ?[0-9]+| ?[^\sA-Za-z0-9\x80-\xff]+|\s+(?!\S)|\s+")
+#: The longest run of bytes merged as one (English words are under 20; the corpus's longest chunk is 17).
+MAX_PIECE = 64
 #: The shipped tokenizer's vocabulary: 256 bytes and 3,840 merges.
 VOCAB_SIZE = 4096
 _MERGES = "datasets/bpe-merges.txt"
 _HEADER = "# veritrain byte-level BPE: token 256+r is line r's pair 'left right'"
-#: Chunks whose tokens are remembered (a corpus has far fewer distinct words; the cache restarts when full).
+#: Pieces whose tokens are remembered (a corpus has far fewer distinct words; the cache restarts when full).
 _CACHE = 1 << 16
 #: How many bytes of text pass between two progress calls.
 _PROGRESS_EVERY = 1 << 20
@@ -68,11 +72,12 @@ class Tokenizer:
         with the bytes done so far every MiB and at the end."""
         data = text.encode() if isinstance(text, str) else text
         out: array[int] = array("H")
-        reported = 0
-        for match in CHUNK.finditer(data):
-            out.extend(self._chunk(match.group()))
-            if progress is not None and match.end() - reported >= _PROGRESS_EVERY:
-                reported = match.end()
+        done = reported = 0
+        for piece in pieces(data):
+            out.extend(self._piece(piece))
+            done += len(piece)
+            if progress is not None and done - reported >= _PROGRESS_EVERY:
+                reported = done
                 progress(reported)
         if progress is not None:
             progress(len(data))
@@ -89,11 +94,11 @@ class Tokenizer:
         """The text of ``tokens``; bytes that are not UTF-8 (a sample cut inside a character) read as U+FFFD."""
         return self.decode_bytes(tokens).decode("utf-8", errors="replace")
 
-    def _chunk(self, chunk: bytes) -> tuple[int, ...]:
-        hit = self._cache.get(chunk)
+    def _piece(self, piece: bytes) -> tuple[int, ...]:
+        hit = self._cache.get(piece)
         if hit is not None:
             return hit
-        ids = list(chunk)
+        ids = list(piece)
         ranks = self.ranks
         while len(ids) > 1:
             best = min(zip(ids, ids[1:]), key=lambda p: ranks.get(p, 1 << 30))
@@ -102,8 +107,16 @@ class Tokenizer:
             ids = _merge(ids, best, 256 + ranks[best])
         if len(self._cache) >= _CACHE:
             self._cache.clear()
-        self._cache[chunk] = result = tuple(ids)
+        self._cache[piece] = result = tuple(ids)
         return result
+
+
+def pieces(data: bytes) -> Iterator[bytes]:
+    """What BPE merges inside: :data:`CHUNK`'s matches, each cut into pieces of at most :data:`MAX_PIECE` bytes."""
+    for match in CHUNK.finditer(data):
+        chunk = match.group()
+        for start in range(0, len(chunk), MAX_PIECE):
+            yield chunk[start : start + MAX_PIECE]
 
 
 def _merge(ids: list[int], pair: tuple[int, int], new: int) -> list[int]:
@@ -140,8 +153,8 @@ def shipped() -> Tokenizer:
 
 def train(data: bytes, vocab_size: int) -> list[tuple[int, int]]:
     """Learn ``vocab_size - 256`` merges from ``data``: repeatedly merge the most frequent adjacent
-    pair inside chunks (ties: the smallest pair), as counted over distinct chunks times their count."""
-    words = [(list(chunk), count) for chunk, count in sorted(Counter(CHUNK.findall(data)).items())]
+    pair inside pieces (ties: the smallest pair), as counted over distinct pieces times their count."""
+    words = [(list(piece), count) for piece, count in sorted(Counter(pieces(data)).items())]
     counts: Counter[tuple[int, int]] = Counter()
     where: dict[tuple[int, int], set[int]] = {}
     for w, (ids, count) in enumerate(words):

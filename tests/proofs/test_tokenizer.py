@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import random
+import time
 from collections import Counter
 from importlib import resources
 from pathlib import Path
@@ -9,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.bounded import InputRejected
-from proofs.tokenizer import CHUNK, VOCAB_SIZE, Tokenizer, main, parse_merges, shipped, train
+from proofs.tokenizer import CHUNK, MAX_PIECE, VOCAB_SIZE, Tokenizer, main, parse_merges, pieces, shipped, train
 
 CORPUS = resources.files("proofs").joinpath("datasets/shakespeare.txt").read_bytes()
 
@@ -22,8 +24,8 @@ def test_any_text_round_trips_exactly(text: str) -> None:
 
 
 @given(st.binary())
-def test_any_bytes_round_trip_and_chunks_cover_every_byte(data: bytes) -> None:
-    assert b"".join(CHUNK.findall(data)) == data
+def test_any_bytes_round_trip_and_pieces_cover_every_byte(data: bytes) -> None:
+    assert b"".join(pieces(data)) == data and all(len(p) <= MAX_PIECE for p in pieces(data))
     assert shipped().decode_bytes(shipped().encode(data)) == data
 
 
@@ -44,7 +46,7 @@ def test_the_shipped_merges_are_what_training_on_the_corpus_gives(tmp_path: Path
 
 def _naive_train(data: bytes, vocab_size: int) -> list[tuple[int, int]]:
     """The textbook loop: recount every pair after each merge."""
-    words = Counter(CHUNK.findall(data))
+    words = Counter(p for chunk in CHUNK.findall(data) for p in (chunk[i : i + MAX_PIECE] for i in range(0, len(chunk), MAX_PIECE)))
     seqs = {w: list(w) for w in words}
     merges: list[tuple[int, int]] = []
     while len(merges) < vocab_size - 256:
@@ -70,7 +72,7 @@ def _naive_train(data: bytes, vocab_size: int) -> list[tuple[int, int]]:
     return merges
 
 
-@pytest.mark.parametrize("text", [CORPUS[:20_000], b"aaaaaaa abab aaab" * 30, "naïve café 日本語 日本".encode() * 9])
+@pytest.mark.parametrize("text", [CORPUS[:20_000], b"aaaaaaa abab aaab" * 30, "naïve café 日本語 日本".encode() * 9, b"abcdefghij" * 20])
 def test_incremental_training_matches_the_textbook_loop(text: bytes) -> None:
     assert train(text, 256 + 120) == _naive_train(text, 256 + 120)
 
@@ -107,3 +109,13 @@ def test_progress_is_reported_up_to_the_end() -> None:
     seen: list[int] = []
     shipped().encode(CORPUS, progress=seen.append)  # 1.1 MiB: once past 1 MiB, once at the end
     assert seen[-1] == len(CORPUS) and seen == sorted(seen) and len(seen) >= 2
+
+
+def test_a_line_without_spaces_costs_linear_time() -> None:
+    """A chunk is merged in pieces of MAX_PIECE bytes: 200 KB of letters with no space (a DNA
+    sequence, unspaced text) is 3,125 pieces, not one quadratic merge loop."""
+    letters = bytes(random.Random(1).choices(b"acgt", k=200_000))
+    start = time.process_time()
+    tokens = shipped().encode(letters)
+    assert shipped().decode_bytes(tokens) == letters
+    assert time.process_time() - start < 20  # one 200 KB piece: about an hour

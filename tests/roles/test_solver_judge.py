@@ -287,7 +287,7 @@ def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch
             return super().run(steps, *args, **kwargs)
 
     monkeypatch.setattr(work, "Trainer", Recording)
-    assert work._estimate(spec, dataset) > 0 and spec.batch_size in ran
+    assert work._estimate(spec, dataset).train_s > 0 and spec.batch_size in ran
     ran.clear()
     monkeypatch.setattr(work, "DRY_RUN_STEP_CAP_S", 0.0)
-    assert work._estimate(spec, dataset) > 0 and set(ran) == {1}
+    assert work._estimate(spec, dataset).train_s > 0 and set(ran) == {1}
