@@ -100,7 +100,7 @@ def _layout(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> t
         t = tensors[name].detach()
         if t.dtype != torch.float32:
             raise CheckpointError(f"tensor {name!r} is {t.dtype}; checkpoints hold float32 only")
-        blobs.append(memoryview(t.cpu().contiguous().numpy()).cast("B"))
+        blobs.append(t.cpu().contiguous().reshape(-1).numpy().view(np.uint8).data)
     return _header(step, spec_hash, [(name, tuple(tensors[name].shape)) for name in names]), blobs
 
 
@@ -139,9 +139,7 @@ class StateBuffer:
         return memoryview(self._buf)[: self._size]
 
 
-def decode_checkpoint(
-    data: bytes | bytearray | memoryview, *, expect_hash: Bytes32 | None = None, expect_spec: str | None = None
-) -> Checkpoint:
+def decode_checkpoint(data: bytes | bytearray | memoryview, *, expect_hash: Bytes32 | None = None, expect_spec: str | None = None) -> Checkpoint:
     """Parse canonical checkpoint bytes; check them against a committed hash and spec hash if given.
     The tensors are views of ``data`` (read-only: clone one to change it).
 

@@ -446,7 +446,9 @@ def train_trace(
 
     def record(committed: Committed) -> None:
         done.append(committed)
-        log.debug("checkpoint", extra={"index": committed.index, "state_hash": hex32(committed.state_hash), "update_norm": committed.norm, "loss": committed.loss})
+        log.debug(
+            "checkpoint", extra={"index": committed.index, "state_hash": hex32(committed.state_hash), "update_norm": committed.norm, "loss": committed.loss}
+        )
 
     with Committer(write, record) as committer:
         for index in range(spec.segments + 1):

@@ -2,11 +2,13 @@
 
 * ``jobs``: each job this solver holds, how far it got (:class:`solver.policy.Phase`)
   and, once uploaded, what it will commit.
-* ``checkpoints``: each checkpoint written to disk, with the keccak state hash computed
-  when it was written and the mean training loss of the segment that ends there (the
-  manifest's ``losses``; null for checkpoint 0, and in records older than the column, whose
+* ``checkpoints``: each checkpoint written to disk, with the keccak state hash and the CID
+  computed when it was written (from the same bytes, in one pass), and the mean training loss
+  and update norm of the segment that ends there (the manifest's ``losses`` and
+  ``update_norms``; null for checkpoint 0, and in records older than their columns, whose
   checkpoints are then not resumed from). On restart a checkpoint is trusted only if its file
-  still hashes to this value; training resumes from the latest one that does.
+  still hashes to this value; training resumes from the latest one that does. Upload stores
+  each file and checks that the store names it by the recorded CID.
 * ``spec_verdicts``: the verdict on each spec CID seen (runnable with its estimated training
   time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
   tick; content not in storage yet is looked for again at a backoff (``retry_at``).
@@ -98,6 +100,8 @@ MIGRATIONS: Sequence[str] = (
     # the manifest commits each segment's mean training loss (a float32: REAL holds it exactly)
     "ALTER TABLE checkpoints ADD COLUMN loss REAL;",
     SENT_MIGRATION,
+    # the update norm of a checkpoint's segment, measured at training time (upload no longer decodes the files)
+    "ALTER TABLE checkpoints ADD COLUMN norm REAL;",
 )
 
 
@@ -128,6 +132,7 @@ class CheckpointRecord:
     path: Path
     cid: str | None
     loss: float | None  # mean training loss of segment ``index - 1`` (None for checkpoint 0)
+    norm: float | None  # update norm of segment ``index - 1`` (None for checkpoint 0)
 
 
 class SolverDb(RoleDb):
@@ -181,17 +186,19 @@ class SolverDb(RoleDb):
     # checkpoints ---------------------------------------------------------------------------
 
     def checkpoints(self, job_id: JobId) -> list[CheckpointRecord]:
-        rows = self.db.query("SELECT idx, state_hash, path, cid, loss FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
-        return [CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"]) for r in rows]
+        rows = self.db.query("SELECT idx, state_hash, path, cid, loss, norm FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
+        return [CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"], r["norm"]) for r in rows]
 
-    def add_checkpoint(self, job_id: JobId, index: int, state_hash: Bytes32, path: Path, loss: float | None) -> None:
-        """Record a checkpoint file (after it is fully written and fsynced) and the mean training loss
-        of the segment it ends (None for checkpoint 0), and mark the job training."""
+    def add_checkpoint(self, job_id: JobId, index: int, state_hash: Bytes32, path: Path, cid: str, loss: float | None, norm: float | None) -> None:
+        """Record a checkpoint file (after it is fully written and fsynced), its CID, and the mean
+        training loss and update norm of the segment it ends (None for checkpoint 0), and mark the
+        job training."""
         with self.db.transaction() as conn:
             conn.execute(
-                "INSERT INTO checkpoints (job_id, idx, state_hash, path, loss) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss",
-                (job_id, index, hex32(state_hash), str(path), loss),
+                "INSERT INTO checkpoints (job_id, idx, state_hash, path, cid, loss, norm) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = excluded.cid,"
+                " loss = excluded.loss, norm = excluded.norm",
+                (job_id, index, hex32(state_hash), str(path), cid, loss, norm),
             )
             conn.execute(
                 "UPDATE jobs SET phase = ?, updated_at = ? WHERE job_id = ? AND phase = ?",
@@ -201,9 +208,6 @@ class SolverDb(RoleDb):
     def drop_checkpoints_from(self, job_id: JobId, index: int) -> None:
         """Forget checkpoints ``index`` and later (their files failed the hash check)."""
         self.db.execute("DELETE FROM checkpoints WHERE job_id = ? AND idx >= ?", (job_id, index))
-
-    def set_checkpoint_cid(self, job_id: JobId, index: int, cid: str) -> None:
-        self.db.execute("UPDATE checkpoints SET cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
 
     # specs and refused jobs -------------------------------------------------
 
