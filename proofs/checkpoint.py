@@ -35,7 +35,7 @@ import torch
 from core.bounded import safetensors_header
 from core.probe import Bytes32
 from proofs.errors import CheckpointError, HashMismatch, LimitExceeded
-from proofs.keccak import keccak
+from proofs.keccak import keccak, keccak_hasher
 from proofs.spec import Limits
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "encode_checkpoint",
     "decode_checkpoint",
     "state_hash",
+    "hash_state",
     "update_norm",
 ]
 
@@ -102,6 +103,16 @@ def _layout(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> t
             raise CheckpointError(f"tensor {name!r} is {t.dtype}; checkpoints hold float32 only")
         blobs.append(t.cpu().contiguous().reshape(-1).numpy().view(np.uint8).data)
     return _header(step, spec_hash, [(name, tuple(tensors[name].shape)) for name in names]), blobs
+
+
+def hash_state(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> Bytes32:
+    """``state_hash(encode_checkpoint(...))`` without the bytes: the tensors are hashed in place."""
+    head, blobs = _layout(step, tensors, spec_hash)
+    hasher = keccak_hasher()
+    hasher.update(head)
+    for blob in blobs:
+        hasher.update(blob)
+    return Bytes32(hasher.digest())
 
 
 def encode_checkpoint(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> bytes:

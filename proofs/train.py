@@ -33,7 +33,7 @@ from core.cid import Cid
 from core.probe import Bytes32
 from core.storage.unixfs import CHUNK_SIZE, DagBuilder
 from proofs import optim, repro
-from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, update_norm
+from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, hash_state, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import CheckpointError, DatasetError, ProofError
 from proofs.keccak import keccak_hasher
@@ -228,6 +228,10 @@ class Trainer:
         """Canonical checkpoint bytes of the current state."""
         return encode_checkpoint(self.step, self.tensors(), self.stamp)
 
+    def state_hash(self) -> Bytes32:
+        """The state hash of :meth:`to_bytes`, without making the bytes."""
+        return hash_state(self.step, self.tensors(), self.stamp)
+
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(
             step=self.step,
@@ -237,6 +241,16 @@ class Trainer:
 
     def load(self, ckpt: Checkpoint) -> None:
         """Set the state from a decoded checkpoint; refuses one that does not fit the spec."""
+        self.check_fits(ckpt)
+        live = self.tensors()
+        with torch.no_grad():
+            for name, t in ckpt.tensors.items():
+                live[name].copy_(t)
+        self.step = ckpt.step
+
+    def check_fits(self, ckpt: Checkpoint) -> None:
+        """:class:`CheckpointError` unless ``ckpt`` holds exactly this model's and optimizer's
+        tensors, in their shapes, at a step within the job."""
         live = self.tensors()
         if sorted(ckpt.tensors) != sorted(live):
             extra = sorted(set(ckpt.tensors) - set(live))[:3]
@@ -247,10 +261,6 @@ class Trainer:
                 raise CheckpointError(f"tensor {name!r} is {tuple(t.shape)}; the spec's model has {tuple(live[name].shape)}")
         if ckpt.step > self.spec.steps:
             raise CheckpointError(f"checkpoint step {ckpt.step} is past the job's {self.spec.steps} steps")
-        with torch.no_grad():
-            for name, t in ckpt.tensors.items():
-                live[name].copy_(t)
-        self.step = ckpt.step
 
 
 def held_out_loss(trainer: Trainer) -> float:
