@@ -187,8 +187,10 @@ def decode_checkpoint(data: bytes | bytearray | memoryview, *, expect_hash: Byte
     for name, entry in header.items():
         if entry["dtype"] != "F32":
             raise CheckpointError(f"tensor {name!r} is {entry['dtype']}; checkpoints hold float32 only")
-    names = sorted(header)
-    shapes = [(name, tuple(header[name]["shape"])) for name in names]
+    shapes = [(name, tuple(header[name]["shape"])) for name in sorted(header)]
+    room = len(data) // 4  # no tensor holds more values than the bytes do (a hostile shape's product is never computed whole)
+    if any(_numel(shape, room) > room for _, shape in shapes):
+        raise CheckpointError("checkpoint is truncated or corrupt: a tensor's shape holds more values than the bytes")
     head = _header(int(step_text), spec, shapes)
     if data[: len(head)] != head or len(data) != len(head) + sum(4 * math.prod(shape) for _, shape in shapes):
         raise CheckpointError("checkpoint bytes are not in canonical form (key order, padding or extra metadata)")
@@ -202,6 +204,18 @@ def decode_checkpoint(data: bytes | bytearray | memoryview, *, expect_hash: Byte
             tensors[name] = flat.view(shape)
             at += 4 * count
     return Checkpoint(step=int(step_text), spec_hash=spec, tensors=tensors)
+
+
+def _numel(shape: Sequence[int], limit: int) -> int:
+    """The number of values of ``shape``, or ``limit + 1`` as soon as it is known to exceed ``limit``."""
+    if 0 in shape:
+        return 0
+    count = 1
+    for dim in shape:
+        count *= dim
+        if count > limit:
+            return limit + 1
+    return count
 
 
 def update_norm(before: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor]) -> float:

@@ -419,6 +419,8 @@ class JobTrainer:
             else:
                 reason = f"stored as {stored}, written as {ckpt.cid}"
             if stored != ckpt.cid:
+                if stored is not None:
+                    self.store.unpin(stored)  # bytes that are not our checkpoint: nothing to keep
                 self._retrain(job_id)
                 raise JobWorkError(f"job {job_id}: checkpoint {ckpt.index} on disk is not the one written ({reason}), re-training")
         hashes = tuple(c.state_hash for c in checkpoints)
