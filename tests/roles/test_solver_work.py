@@ -12,9 +12,10 @@ from core.cid import cid_to_digest
 from core.contracts import JobId
 from core.storage import LocalStore, file_cid
 from deploy.devnet import Devnet
-from proofs import JobSpec, load_dataset, parse_manifest, train_trace
+from proofs import JobSpec, cheat, load_dataset, parse_manifest, train_trace
 from proofs.datasets import reference_job
 from rolebase.watchers import MarketWatcher
+from solver.adversary import CheatingJobTrainer
 from solver.policy import Phase
 from solver.state import SolverDb
 from solver.work import JobTrainer, JobWorkError, Limits, SpecJudge
@@ -151,3 +152,15 @@ def test_upload_of_a_trace_recorded_without_its_losses_trains_again(bench: Bench
         workshop.upload(JOB)
     record = db.job(JOB)
     assert record is not None and record.phase is Phase.CLAIMED and record.manifest_cid is None and db.checkpoints(JOB) == []
+
+
+def test_a_cheating_trainers_trace_is_recorded_and_uploaded_like_any_other(bench: Bench) -> None:
+    honest, db, store, spec, stop = bench
+    workshop = CheatingJobTrainer(honest.protocol, store, db, honest.watcher, honest.jobs_dir, stop, strategy="wrong-lr")
+    workshop.train(JOB, FAR)
+    workshop.upload(JOB)
+    record = db.job(JOB)
+    assert record is not None and record.manifest_cid is not None
+    manifest = parse_manifest(store.get(record.manifest_cid, 1 << 20), spec)
+    faked = cheat("wrong-lr", spec, load_dataset(spec, store.get(spec.dataset.cid, spec.dataset.size_bytes))).trace
+    assert manifest.root == faked.root and manifest.update_norms == faked.update_norms and manifest.losses == faked.losses
