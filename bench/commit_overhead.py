@@ -16,7 +16,7 @@ Each model is a character transformer (batch 16 x 64 tokens, Adam). Everything r
    every segment, the Committer, SQLite records) and then ``JobTrainer.upload`` (every checkpoint
    stored and checked against its CID, the manifest). The overhead is their wall-time difference
    against plain; training uses one thread, the Committer's worker may use another core.
-3. Peak RSS (``ru_maxrss``) of each child: plain training, the solver (training and upload) and a
+3. Peak RSS (``VmHWM``) of each child: plain training, the solver (training and upload) and a
    verifier replaying the last segment through ``proofs.TraceReplay`` from the solver's store
    (checkpoints fetched and checked against their CIDs, hash, norm and loss checked). The
    footprint of the model alone is params + grads + two Adam slots (16 bytes per parameter) plus
@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -80,15 +79,13 @@ def _spec(size: str, numerics: str, k: int, segments: int, data: bytes) -> JobSp
     )
 
 
-def _rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _current_rss_mb() -> float:
+def _rss_mb(field: str) -> float:
+    """``VmRSS`` (now) or ``VmHWM`` (the peak) of this process, in MB. Not ``ru_maxrss``: Linux keeps
+    that across ``execve``, so a child would report its parent's peak whenever that is higher."""
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
-    return 0.0
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 # -- children: one role each, printing one JSON line ------------------------------------------
@@ -98,7 +95,7 @@ def _child(role: str, size: str, numerics: str, k: int, segments: int, workdir: 
     data = text_tokens()
     spec = _spec(size, numerics, k, segments, data)
     dataset = load_dataset(spec, data)
-    base = _current_rss_mb()
+    base = _rss_mb("VmRSS")
     store = LocalStore(workdir / "store")
     started = time.perf_counter()
     cpu = time.process_time()
@@ -130,7 +127,7 @@ def _child(role: str, size: str, numerics: str, k: int, segments: int, workdir: 
         "wall_s": time.perf_counter() - started,
         "cpu_s": time.process_time() - cpu,
         "base_mb": base,
-        "peak_mb": _rss_mb(),
+        "peak_mb": _rss_mb("VmHWM"),
     }
 
 
