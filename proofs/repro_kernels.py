@@ -52,7 +52,7 @@ __all__ = [
     "cross_entropy_bwd",
     "im2col",
     "col2im",
-    "rowsum",
+    "channel_sum",
     "maxpool2",
     "maxpool2_bwd",
     "embedding_bwd",
@@ -541,8 +541,8 @@ def cross_entropy_bwd(logits, targets, lse, scale, grad):
 @njit(parallel=True, cache=True)
 def im2col(x, ks, pad, cols):
     """cols[(c*ks + kh)*ks + kw, (b*H + h)*W + w] = x[b, c, h + kh - pad, w + kw - pad] (0 outside):
-    one row per filter tap, one column per output pixel (so a convolution is ``W @ cols``
-    with the long pixel axis in the vector lanes)."""
+    one row per filter tap, one column per output pixel (so a convolution is ``W @ cols``,
+    image by image, with the pixel axis in the vector lanes)."""
     nb, nc, hh, ww = x.shape
     for r in prange(nc * ks * ks):
         c, kh, kw = r // (ks * ks), (r // ks) % ks, r % ks
@@ -561,32 +561,35 @@ def im2col(x, ks, pad, cols):
 
 @njit(parallel=True, cache=True)
 def col2im(dcols, ks, pad, dx):
-    """The adjoint of :func:`im2col`: dx[b,c,y,x] sums its entries over kh, then kw, ascending."""
+    """The adjoint of :func:`im2col`, from ``dcols`` (image, tap, pixel):
+    dx[b,c,y,x] sums its entries over kh, then kw, ascending (a row of x at a time in the lanes)."""
     nb, nc, hh, ww = dx.shape
     for r in prange(nb * nc):
         b, c = r // nc, r % nc
+        acc = np.empty(ww, np.float32)
         for y in range(hh):
-            for xx in range(ww):
-                acc = np.float32(0.0)
-                for kh in range(ks):
-                    h = y - kh + pad
-                    if 0 <= h < hh:
-                        for kw in range(ks):
-                            w = xx - kw + pad
-                            if 0 <= w < ww:
-                                acc += dcols[(c * ks + kh) * ks + kw, (b * hh + h) * ww + w]
-                dx[b, c, y, xx] = acc
+            acc[:] = np.float32(0.0)
+            for kh in range(ks):
+                h = y - kh + pad
+                if 0 <= h < hh:
+                    for kw in range(ks):
+                        src = dcols[b, (c * ks + kh) * ks + kw]
+                        base = h * ww - kw + pad  # src[base + xx]: tap (kh, kw) of output xx
+                        for xx in range(max(0, kw - pad), min(ww, ww + kw - pad)):
+                            acc[xx] += src[base + xx]
+            dx[b, c, y] = acc
 
 
 @njit(parallel=True, cache=True)
-def rowsum(g, out):
-    """out[i] = sum_j g[i, j] in float32, columns in ascending order."""
-    m, n = g.shape
-    for i in prange(m):
+def channel_sum(g, out):
+    """out[c] = sum of g[b, c, p] in float32 over b, then p, ascending (g: image, channel, pixel)."""
+    nb, nc, n = g.shape
+    for c in prange(nc):
         acc = np.float32(0.0)
-        for j in range(n):
-            acc += g[i, j]
-        out[i] = acc
+        for b in range(nb):
+            for j in range(n):
+                acc += g[b, c, j]
+        out[c] = acc
 
 
 @njit(parallel=True, cache=True)
@@ -610,13 +613,19 @@ def maxpool2(x, y, idx):
 
 @njit(parallel=True, cache=True)
 def maxpool2_bwd(dy, idx, dx):
+    """dx: each window's gradient at its maximum (``idx``: 0..3 in scan order), 0 elsewhere."""
     nb, nc, hh, ww = dy.shape
+    zero = np.float32(0.0)
     for r in prange(nb * nc):
         b, c = r // nc, r % nc
         for i in range(hh):
+            g, at, top, bottom = dy[b, c, i], idx[b, c, i], dx[b, c, 2 * i], dx[b, c, 2 * i + 1]
             for j in range(ww):
-                for q in range(4):
-                    dx[b, c, 2 * i + q // 2, 2 * j + q % 2] = dy[b, c, i, j] if q == idx[b, c, i, j] else np.float32(0.0)
+                q = at[j]
+                top[2 * j] = g[j] if q == 0 else zero
+                top[2 * j + 1] = g[j] if q == 1 else zero
+                bottom[2 * j] = g[j] if q == 2 else zero
+                bottom[2 * j + 1] = g[j] if q == 3 else zero
 
 
 @njit(parallel=True, cache=True)

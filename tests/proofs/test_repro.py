@@ -156,6 +156,60 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes() -> None:
         K.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
 
 
+def _conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The repro-v1 convolution written plainly (same padding, stride 1): im2col's taps (c, kh, kw)
+    and pixels (image, row, column), each matmul as :func:`_bmm_reference`, the bias gradient
+    a float32 sum over pixels in order, and dx summing its taps over kh, then kw, ascending."""
+    nb, c_in, hh, ww = x.shape
+    c_out, _, ks, _ = w.shape
+    pad = ks // 2
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    cols = np.stack([xp[:, c, kh : kh + hh, kw : kw + ww].reshape(-1) for c in range(c_in) for kh in range(ks) for kw in range(ks)])
+    w2 = w.reshape(c_out, -1)
+    y = _bmm_reference(w2[None], cols[None])[0] + b[:, None]
+    gm = g.transpose(1, 0, 2, 3).reshape(c_out, -1)
+    dw = _bmm_reference(cols[None], np.ascontiguousarray(gm.T)[None])[0].T.reshape(w.shape)
+    db = np.zeros(c_out, np.float32)
+    for j in range(gm.shape[1]):
+        db = db + gm[:, j]
+    dcols = _bmm_reference(np.ascontiguousarray(w2.T)[None], gm[None])[0].reshape(c_in, ks, ks, nb, hh, ww)
+    dx = np.zeros(x.shape, np.float32)
+    for kh in range(ks):
+        for kw in range(ks):
+            # output pixel (r, s) of tap (kh, kw) reads x[r + kh - pad, s + kw - pad]: scatter it back there
+            for r in range(hh):
+                for s in range(ww):
+                    yy, xx = r + kh - pad, s + kw - pad
+                    if 0 <= yy < hh and 0 <= xx < ww:
+                        dx[:, :, yy, xx] = dx[:, :, yy, xx] + dcols[:, kh, kw, :, r, s].T
+    return y.reshape(c_out, nb, hh, ww).transpose(1, 0, 2, 3), dx, dw, db
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int) -> None:
+    rng = np.random.default_rng(5)
+    saved = repro.threads()
+    repro.set_threads(threads)
+    try:
+        for nb, c_in, c_out, hh, ww, ks in [(1, 1, 1, 1, 1, 3), (3, 2, 5, 6, 10, 3), (2, 3, 7, 5, 7, 5), (2, 4, 6, 3, 9, 5), (5, 3, 9, 4, 21, 3)]:
+            x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((nb, c_in, hh, ww), (c_out, c_in, ks, ks), (c_out,)))
+            g = rng.standard_normal((nb, c_out, hh, ww)).astype(np.float32)
+            xt, wt, bt = (torch.from_numpy(a).requires_grad_() for a in (x, w, b))
+            y = repro.conv2d(xt, wt, bt, ks // 2)
+            y.backward(torch.from_numpy(g))
+            for got, want in zip((y, xt.grad, wt.grad, bt.grad), _conv_reference(x, w, b, g)):
+                assert got is not None and np.array_equal(got.detach().numpy().view(np.int32), np.ascontiguousarray(want).view(np.int32)), (
+                    nb,
+                    c_in,
+                    c_out,
+                    hh,
+                    ww,
+                    ks,
+                )
+    finally:
+        repro.set_threads(saved)
+
+
 def test_compiled_kernels_hold_no_fused_multiply_add(tmp_path: Path) -> None:
     """Every kernel the ops use, compiled afresh for this machine (AVX-512 and FMA here): no FMA
     instruction in its native code, so no multiply-add was contracted."""
