@@ -19,8 +19,11 @@ All functions take preallocated C-contiguous outputs and return nothing unless s
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numba
 import numpy as np
@@ -63,6 +66,45 @@ __all__ = [
     "scale",
     "sum_squares",
 ]
+
+# ------------------------------------------------------------------ threads
+
+#: Below this much work (about one unit per element, per 16-lane multiply-add of a matmul) a
+#: kernel runs on one thread: waking numba's second worker costs 40 to 70 us per call here
+#: (measured, an elementwise kernel of 64 and of 100,000 elements), more than it saves. The
+#: thread count changes no bits.
+PARALLEL_MIN = 1 << 16
+_TRANSCENDENTAL = 16  # work per element of a kernel that calls exp64
+
+
+def _size(arg: int, per_element: int = 1) -> Callable[..., int]:
+    """Work of a kernel: the size of its argument ``arg`` times ``per_element``."""
+    return lambda *args: args[arg].size * per_element
+
+
+def _parallel(work: Callable[..., int]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Compile a kernel with ``prange`` across threads (``.kernel``: the numba dispatcher); a call
+    whose ``work(*args)`` is under :data:`PARALLEL_MIN` runs it on one thread."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        kernel = njit(parallel=True, cache=True)(fn)
+
+        @functools.wraps(fn)
+        def call(*args: Any) -> Any:
+            threads = numba.get_num_threads()
+            if threads == 1 or work(*args) >= PARALLEL_MIN:
+                return kernel(*args)
+            numba.set_num_threads(1)
+            try:
+                return kernel(*args)
+            finally:
+                numba.set_num_threads(threads)
+
+        call.kernel = kernel  # type: ignore[attr-defined]
+        return call
+
+    return wrap
+
 
 # ------------------------------------------------------------------ transcendentals
 
@@ -301,7 +343,7 @@ def _edge_tile(nv, a, i0, b, j0, out, kk):
     out[i0 : i0 + rows, j0 : j0 + cols] = op[:rows, :cols]
 
 
-@njit(parallel=True, cache=True)
+@_parallel(lambda a, b, out: out.size * a.shape[2] // _W)
 def bmm(a, b, out):
     """out[t] = a[t] @ b[t] for a (T, M, K), b (T, K, N): out[t, i, j] = sum_k a[t,i,k] * b[t,k,j],
     accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each).
@@ -341,7 +383,7 @@ def _add4(acc, g0, g1, g2, g3, n):
         acc[j] = (((acc[j] + g0[j]) + g1[j]) + g2[j]) + g3[j]
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def colsum(g, out):
     """out[j] = sum_i g[i, j] in float32, rows in ascending order."""
     m, n = g.shape
@@ -364,7 +406,7 @@ def colsum(g, out):
 _SOFTMAX_ROWS = 16  # rows per parallel task (they share one float64 buffer)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _TRANSCENDENTAL))
 def causal_softmax(s, scale, p):
     """p[t, i, j] = softmax over j <= i of scale * s[t, i, j] (float64 inside), 0 for j > i."""
     nb, m, n = s.shape
@@ -390,7 +432,7 @@ def causal_softmax(s, scale, p):
                 out[j] = np.float32(0.0)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def causal_softmax_bwd(p, dp, scale, ds):
     """ds = scale * p * (dp - sum_j p dp) per row (float64 inside), 0 for j > i."""
     nb, m, n = p.shape
@@ -409,7 +451,7 @@ def causal_softmax_bwd(p, dp, scale, ds):
 # ------------------------------------------------------------------ layer norm
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def layer_norm(x, w, b, eps, y, mean, rstd):
     """Rows of x (N, E): y = (x - mean) * rstd * w + b, mean/variance in float64."""
     m, n = x.shape
@@ -431,7 +473,7 @@ def layer_norm(x, w, b, eps, y, mean, rstd):
             out[j] = np.float32(((np.float64(row[j]) - mu) * r) * np.float64(w[j]) + np.float64(b[j]))
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def layer_norm_bwd(dy, x, w, mean, rstd, dx):
     """dx of :func:`layer_norm` per row (float64 inside)."""
     m, n = x.shape
@@ -451,7 +493,7 @@ def layer_norm_bwd(dy, x, w, mean, rstd, dx):
             dx[i, j] = np.float32(r * ((g - a) - xh * c))
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def layer_norm_params_bwd(dy, x, mean, rstd, dw, db):
     """dw[j] = sum_i dy[i,j] * xhat[i,j], db[j] = sum_i dy[i,j]: rows in order, float64."""
     m, n = x.shape
@@ -478,7 +520,7 @@ _GELU_K = 0.7978845608028654  # sqrt(2 / pi)
 _GELU_A = 0.044715
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _TRANSCENDENTAL))
 def gelu(x, y):
     """y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3))), elementwise on flat arrays."""
     for i in prange(x.shape[0]):
@@ -486,7 +528,7 @@ def gelu(x, y):
         y[i] = np.float32(0.5 * v * (1.0 + tanh64(_GELU_K * (v + _GELU_A * v * v * v))))
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _TRANSCENDENTAL))
 def gelu_bwd(x, dy, dx):
     for i in prange(x.shape[0]):
         v = np.float64(x[i])
@@ -523,7 +565,7 @@ def cross_entropy(logits, targets, lse):
     return total / logits.shape[0]
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _TRANSCENDENTAL))
 def cross_entropy_bwd(logits, targets, lse, scale, grad):
     """grad = scale * (softmax(row) - onehot(target)), scale = d(loss) / N."""
     m, n = logits.shape
@@ -538,7 +580,7 @@ def cross_entropy_bwd(logits, targets, lse, scale, grad):
 # ------------------------------------------------------------------ convolution pieces (stride 1, same padding)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(3))
 def im2col(x, ks, pad, cols):
     """cols[(c*ks + kh)*ks + kw, (b*H + h)*W + w] = x[b, c, h + kh - pad, w + kw - pad] (0 outside):
     one row per filter tap, one column per output pixel (so a convolution is ``W @ cols``,
@@ -559,7 +601,7 @@ def im2col(x, ks, pad, cols):
                         out[base + w] = np.float32(0.0)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(3))
 def col2im(dcols, ks, pad, dx):
     """The adjoint of :func:`im2col`, from ``dcols`` (image, tap, pixel):
     dx[b,c,y,x] sums its entries over kh, then kw, ascending (a row of x at a time in the lanes)."""
@@ -580,7 +622,7 @@ def col2im(dcols, ks, pad, dx):
             dx[b, c, y] = acc
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def channel_sum(g, out):
     """out[c] = sum of g[b, c, p] in float32 over b, then p, ascending (g: image, channel, pixel)."""
     nb, nc, n = g.shape
@@ -592,7 +634,7 @@ def channel_sum(g, out):
         out[c] = acc
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def maxpool2(x, y, idx):
     """2x2 max-pool, stride 2: the first maximum in (0,0), (0,1), (1,0), (1,1) order wins."""
     nb, nc, hh, ww = y.shape
@@ -611,7 +653,7 @@ def maxpool2(x, y, idx):
                 idx[b, c, i, j] = at
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(2))
 def maxpool2_bwd(dy, idx, dx):
     """dx: each window's gradient at its maximum (``idx``: 0..3 in scan order), 0 elsewhere."""
     nb, nc, hh, ww = dy.shape
@@ -628,7 +670,7 @@ def maxpool2_bwd(dy, idx, dx):
                 bottom[2 * j + 1] = g[j] if q == 3 else zero
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(1))
 def embedding_bwd(idx, dy, dw):
     """dw[v] = sum of dy[n] over n with idx[n] == v, n ascending (dw starts at zero)."""
     n, e = dy.shape
@@ -643,7 +685,7 @@ def embedding_bwd(idx, dy, dw):
 # ------------------------------------------------------------------ optimizer updates (flat float32 arrays)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):
     """g' = g + wd*p; buf = m*buf + (1-d)*g'; u = g' + m*buf (nesterov) or buf; p = p - lr*u.
     ``buf`` is empty when momentum is 0 (then u = g'). Every scalar is float32."""
@@ -659,7 +701,7 @@ def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):
         p[i] = p[i] - lr * gi
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt):
     """g' = g + wd*p; m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'*g';
     p = p - step_size * (m / (sqrt(v)/bc2_sqrt + eps)). Every scalar is float32."""
@@ -678,21 +720,21 @@ def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt
 # ------------------------------------------------------------------ gradient accumulation and clipping (flat float32 arrays)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def add_into(acc, g):
     """acc[i] = acc[i] + g[i] (one float32 add per element)."""
     for i in prange(acc.shape[0]):
         acc[i] = acc[i] + g[i]
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def divide(x, d):
     """x[i] = x[i] / d (one correctly rounded float32 division per element)."""
     for i in prange(x.shape[0]):
         x[i] = x[i] / d
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def scale(x, s):
     """x[i] = x[i] * s (one float32 multiply per element): clipping, and AdamW's decay."""
     for i in prange(x.shape[0]):

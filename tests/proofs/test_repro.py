@@ -52,6 +52,13 @@ SETTINGS = [
     ("numba=haswell(avx2,no avx512)", {"NUMBA_CPU_NAME": "haswell"}, 2),
 ]
 
+
+@pytest.fixture(autouse=True)
+def _split_every_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests' shapes are tiny: run every kernel on all threads anyway (no bits may change)."""
+    monkeypatch.setattr(K, "PARALLEL_MIN", 0)
+
+
 # Tolerances against float64 torch (inputs of order 1): float32 rounding of sums of up to ~100 terms.
 RTOL, ATOL = 1e-5, 1e-5
 
