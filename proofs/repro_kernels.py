@@ -23,6 +23,7 @@ import functools
 import math
 import os
 from collections.abc import Callable
+from types import FunctionType
 from typing import Any
 
 import numba
@@ -70,9 +71,10 @@ __all__ = [
 # ------------------------------------------------------------------ threads
 
 #: Below this much work (about one unit per element, per 16-lane multiply-add of a matmul) a
-#: kernel runs on one thread: waking numba's second worker costs 40 to 70 us per call here
-#: (measured, an elementwise kernel of 64 and of 100,000 elements), more than it saves. The
-#: thread count changes no bits.
+#: kernel runs its serial build. A call of a ``parallel=True`` kernel goes through numba's
+#: workqueue even at one thread: measured here 50 us of CPU (100 us wall on the loaded
+#: machine) for an add of 64 elements, 0.2 us serially; a transformer step makes about 100
+#: kernel calls. The build and the thread count change no bits.
 PARALLEL_MIN = 1 << 16
 _TRANSCENDENTAL = 16  # work per element of a kernel that calls exp64
 
@@ -83,24 +85,27 @@ def _size(arg: int, per_element: int = 1) -> Callable[..., int]:
 
 
 def _parallel(work: Callable[..., int]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Compile a kernel with ``prange`` across threads (``.kernel``: the numba dispatcher); a call
-    whose ``work(*args)`` is under :data:`PARALLEL_MIN` runs it on one thread."""
+    """Compile a kernel twice: ``.kernel`` with ``prange`` across threads, ``.serial`` with
+    ``prange`` as ``range`` (the same source, so the same operations per output). A call runs
+    ``.kernel`` when more than one thread is set and ``work(*args)`` is at least
+    :data:`PARALLEL_MIN`, else ``.serial``."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         kernel = njit(parallel=True, cache=True)(fn)
+        # a function of its own name, so that numba's disk cache keeps the two builds apart
+        twin = FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial", fn.__defaults__, fn.__closure__)
+        twin.__qualname__ = fn.__qualname__ + "_serial"
+        # IEEE division (inf or nan, no ZeroDivisionError), as in the parallel loops: the
+        # Python error model's check on every division kept numba from vectorizing them
+        serial = njit(cache=True, error_model="numpy")(twin)
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
-            threads = numba.get_num_threads()
-            if threads == 1 or work(*args) >= PARALLEL_MIN:
+            if numba.get_num_threads() > 1 and work(*args) >= PARALLEL_MIN:
                 return kernel(*args)
-            numba.set_num_threads(1)
-            try:
-                return kernel(*args)
-            finally:
-                numba.set_num_threads(threads)
+            return serial(*args)
 
-        call.kernel = kernel  # type: ignore[attr-defined]
+        call.kernel, call.serial = kernel, serial  # type: ignore[attr-defined]
         return call
 
     return wrap

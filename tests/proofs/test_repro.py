@@ -217,6 +217,37 @@ def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int) -> None:
         repro.set_threads(saved)
 
 
+def test_serial_and_parallel_builds_give_the_same_bits() -> None:
+    """Every op forward and backward, and the optimizer kernels, on odd shapes: one thread runs
+    each kernel's serial build, two threads its parallel one (this module splits every call)."""
+    ops = [
+        (repro.linear, [_randn(3, 5, 37), _randn(19, 37, seed=2), _randn(19, seed=3)]),
+        (lambda x, w, b: repro.conv2d(x, w, b, 2), [_randn(3, 2, 5, 9), _randn(7, 2, 5, 5, seed=2), _randn(7, seed=3)]),
+        (repro.max_pool2, [_randn(3, 5, 6, 10)]),
+        (repro.layer_norm, [_randn(5, 7, 33), _randn(33, seed=2), _randn(33, seed=3)]),
+        (repro.gelu, [_randn(3, 1001) * 4]),
+        (repro.causal_attention, [_randn(2, 3, 19, 5, seed=s) for s in (1, 2, 3)]),
+        (lambda w: repro.embedding(torch.tensor([[3, 1, 3], [0, 3, 2]]), w), [_randn(5, 300)]),
+        (lambda x: repro.cross_entropy(x, torch.arange(37) % 11), [_randn(37, 11) * 3]),
+    ]
+    rng = np.random.default_rng(3)
+    p, g, m, v = (rng.standard_normal(1001).astype(np.float32) for _ in range(4))
+    f = np.float32
+    bits, saved = [], repro.threads()
+    for threads in (1, 2):
+        repro.set_threads(threads)
+        got = [t for fn, inputs in ops for out, grads in [_grads(fn, inputs, torch.float32)] for t in (out, *grads) if t is not None]
+        state = [a.copy() for a in (p, g, m, np.abs(v))]
+        K.adam_update(*state, f(0.9), f(0.99), f(1e-8), f(0.01), f(1e-3), f(0.7))
+        K.sgd_update(state[0], state[1], state[2], f(0.1), f(0.9), f(0.0), f(0.01), True)
+        K.add_into(state[1], state[2])
+        K.divide(state[1], f(3))
+        K.scale(state[2], f(0.3))
+        bits.append([t.numpy().view(np.int32).copy() for t in got] + [a.view(np.int32) for a in state])
+    repro.set_threads(saved)
+    assert len(bits[0]) == len(bits[1]) and all(np.array_equal(a, b) for a, b in zip(*bits))
+
+
 def test_compiled_kernels_hold_no_fused_multiply_add(tmp_path: Path) -> None:
     """Every kernel the ops use, compiled afresh for this machine (AVX-512 and FMA here): no FMA
     instruction in its native code, so no multiply-add was contracted."""
