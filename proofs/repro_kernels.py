@@ -70,21 +70,21 @@ __all__ = [
 
 # ------------------------------------------------------------------ threads
 
-#: Below this much work (about one unit per element, per 16-lane multiply-add of a matmul) a
-#: kernel runs its serial build. A call of a ``parallel=True`` kernel goes through numba's
-#: workqueue even at one thread: measured here 50 us of CPU (100 us wall on the loaded
-#: machine) for an add of 64 elements, 0.2 us serially; a transformer step makes about 100
-#: kernel calls. The build and the thread count change no bits.
-PARALLEL_MIN = 1 << 16
-_TRANSCENDENTAL = 16  # work per element of a kernel that calls exp64
+#: Below this much work (estimated nanoseconds on one core) a kernel runs its serial build:
+#: a call of a ``parallel=True`` kernel goes through numba's workqueue, measured here at 50 us
+#: of CPU (100 us wall on the loaded machine) even at one thread for an add of 64 elements
+#: (0.2 us serially), and a transformer step makes about 100 kernel calls. The estimates are
+#: rough; the build and the thread count change no bits.
+PARALLEL_MIN = 100_000
+_EXP_NS = 2.0  # per element of a kernel that calls exp64 (GELU: 1.9 ns measured)
 
 
-def _size(arg: int, per_element: int = 1) -> Callable[..., int]:
-    """Work of a kernel: the size of its argument ``arg`` times ``per_element``."""
-    return lambda *args: args[arg].size * per_element
+def _size(arg: int, ns_per_element: float = 0.5) -> Callable[..., float]:
+    """Work of a kernel: the size of its argument ``arg`` times ``ns_per_element``."""
+    return lambda *args: args[arg].size * ns_per_element
 
 
-def _parallel(work: Callable[..., int]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def _parallel(work: Callable[..., float]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Compile a kernel twice: ``.kernel`` with ``prange`` across threads, ``.serial`` with
     ``prange`` as ``range`` (the same source, so the same operations per output). A call runs
     ``.kernel`` when more than one thread is set and ``work(*args)`` is at least
@@ -348,7 +348,7 @@ def _edge_tile(nv, a, i0, b, j0, out, kk):
     out[i0 : i0 + rows, j0 : j0 + cols] = op[:rows, :cols]
 
 
-@_parallel(lambda a, b, out: out.size * a.shape[2] // _W)
+@_parallel(lambda a, b, out: out.size * a.shape[2] / 128)  # multiply-adds: about 8 of 16 lanes a ns
 def bmm(a, b, out):
     """out[t] = a[t] @ b[t] for a (T, M, K), b (T, K, N): out[t, i, j] = sum_k a[t,i,k] * b[t,k,j],
     accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each).
@@ -411,7 +411,7 @@ def colsum(g, out):
 _SOFTMAX_ROWS = 16  # rows per parallel task (they share one float64 buffer)
 
 
-@_parallel(_size(0, _TRANSCENDENTAL))
+@_parallel(_size(0, _EXP_NS))
 def causal_softmax(s, scale, p):
     """p[t, i, j] = softmax over j <= i of scale * s[t, i, j] (float64 inside), 0 for j > i."""
     nb, m, n = s.shape
@@ -525,7 +525,7 @@ _GELU_K = 0.7978845608028654  # sqrt(2 / pi)
 _GELU_A = 0.044715
 
 
-@_parallel(_size(0, _TRANSCENDENTAL))
+@_parallel(_size(0, _EXP_NS))
 def gelu(x, y):
     """y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3))), elementwise on flat arrays."""
     for i in prange(x.shape[0]):
@@ -533,7 +533,7 @@ def gelu(x, y):
         y[i] = np.float32(0.5 * v * (1.0 + tanh64(_GELU_K * (v + _GELU_A * v * v * v))))
 
 
-@_parallel(_size(0, _TRANSCENDENTAL))
+@_parallel(_size(0, _EXP_NS))
 def gelu_bwd(x, dy, dx):
     for i in prange(x.shape[0]):
         v = np.float64(x[i])
@@ -570,7 +570,7 @@ def cross_entropy(logits, targets, lse):
     return total / logits.shape[0]
 
 
-@_parallel(_size(0, _TRANSCENDENTAL))
+@_parallel(_size(0, _EXP_NS))
 def cross_entropy_bwd(logits, targets, lse, scale, grad):
     """grad = scale * (softmax(row) - onehot(target)), scale = d(loss) / N."""
     m, n = logits.shape
@@ -606,7 +606,7 @@ def im2col(x, ks, pad, cols):
                         out[base + w] = np.float32(0.0)
 
 
-@_parallel(_size(3))
+@_parallel(_size(0))
 def col2im(dcols, ks, pad, dx):
     """The adjoint of :func:`im2col`, from ``dcols`` (image, tap, pixel):
     dx[b,c,y,x] sums its entries over kh, then kw, ascending (a row of x at a time in the lanes)."""
