@@ -545,29 +545,37 @@ def gelu_bwd(x, dy, dx):
 # ------------------------------------------------------------------ cross-entropy
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _EXP_NS))
 def _row_lse(logits, lse):
     m, n = logits.shape
-    for i in prange(m):
-        row = logits[i]
-        hi = -np.inf
-        for j in range(n):
-            if np.float64(row[j]) > hi:
-                hi = np.float64(row[j])
-        s = 0.0
-        for j in range(n):
-            s += exp64(np.float64(row[j]) - hi)
-        lse[i] = hi + log64(s)
+    for c in prange((m + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
+        e = np.empty(n, np.float64)
+        for i in range(c * _SOFTMAX_ROWS, min((c + 1) * _SOFTMAX_ROWS, m)):
+            row = logits[i]
+            hi = -np.inf
+            for j in range(n):
+                if np.float64(row[j]) > hi:
+                    hi = np.float64(row[j])
+            for j in range(n):  # a map (vectorized), then the sum in order
+                e[j] = exp64(np.float64(row[j]) - hi)
+            s = 0.0
+            for j in range(n):
+                s += e[j]
+            lse[i] = hi + log64(s)
 
 
 @njit(cache=True)
-def cross_entropy(logits, targets, lse):
-    """Mean over rows of lse(row) - row[target] (float64, rows in order); fills ``lse``."""
-    _row_lse(logits, lse)
+def _mean_nll(logits, targets, lse):
     total = 0.0
     for i in range(logits.shape[0]):
         total += lse[i] - np.float64(logits[i, targets[i]])
     return total / logits.shape[0]
+
+
+def cross_entropy(logits, targets, lse):
+    """Mean over rows of lse(row) - row[target] (float64, rows in order); fills ``lse``."""
+    _row_lse(logits, lse)
+    return _mean_nll(logits, targets, lse)
 
 
 @_parallel(_size(0, _EXP_NS))
