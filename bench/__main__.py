@@ -14,7 +14,9 @@ after, and exits non-zero if any failed (the others still run).
 | daemon_capacity (concurrent jobs, real daemons on anvil) | none | --quick |
 | adaptive_cheaters (issue 10: catch rate, work saved, expected gain; tolerance drift; norm costs) | none | --quick |
 | repro_numerics (repro-v1 vs plain torch, seconds per step, 1 and 2 threads; per-kernel profile) | none | --steps 1 --only transformer-100k --profile |
+| training_memory (peak training memory against the spec's estimate) | none | --only resnet-20 |
 | dashboard (1,000 jobs on chain: page load in chromium, API latency, memory) | none | --jobs 100 |
+| storage_budget (disk per job against --disk-budget, worst-case regeneration latency, two model sizes) | none | --quick |
 
 Run from the repository root with ``-m``.
 """
@@ -36,7 +38,9 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "daemon_capacity": ([], ["--quick"]),
     "adaptive_cheaters": ([], ["--quick"]),
     "repro_numerics": ([], ["--steps", "1", "--only", "transformer-100k", "--profile"]),
+    "training_memory": ([], ["--only", "resnet-20"]),
     "dashboard": ([], ["--jobs", "100"]),
+    "storage_budget": ([], ["--quick"]),
 }
 
 

@@ -2,8 +2,8 @@
 
     .venv/bin/python -m bench.repro_numerics [--steps 3] [--only NAME ...] [--clock cpu] [--profile]
 
-For each model (character transformers of about 100k, 1M and 10M parameters, an MLP and a
-CNN of about 1M) it times training steps (``Trainer.run``: forward, backward, optimizer
+For each model (character transformers of about 100k, 1M and 10M parameters, a GPT of about
+10M, an MLP and a CNN of about 1M, a ResNet of about 0.3M) it times training steps (``Trainer.run``: forward, backward, optimizer
 update, Adam) under ``numerics: torch`` and ``numerics: repro-v1`` at 1 and 2 threads,
 interleaved step by step, and prints the median seconds per step and the ratios:
 
@@ -39,6 +39,7 @@ from rich.table import Table
 from proofs import load_dataset, load_spec
 from proofs import repro_kernels as K
 from proofs.datasets import shapes, spirals, text_tokens
+from proofs.spec import TOKEN_MODELS
 from proofs.train import Runtime, Trainer
 
 _LM = {"kind": "char-transformer", "vocab_size": 128, "block_size": 64}
@@ -47,9 +48,15 @@ MODELS: dict[str, tuple[dict[str, Any], Any, int]] = {
     "transformer-100k": ({**_LM, "n_layer": 2, "n_head": 4, "n_embd": 64}, text_tokens, 16),
     "transformer-1M": ({**_LM, "n_layer": 5, "n_head": 4, "n_embd": 128}, text_tokens, 16),
     "transformer-10M": ({**_LM, "n_layer": 12, "n_head": 8, "n_embd": 256}, text_tokens, 16),
+    "gpt-10M": ({**_LM, "kind": "gpt", "n_layer": 12, "n_head": 8, "n_embd": 256}, text_tokens, 16),
     "mlp-1M": ({"kind": "mlp", "input_dim": 2, "hidden": [1000, 1000], "num_classes": 3}, lambda: spirals(1, per_class=512), 256),
     "cnn-1M": (
         {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [32, 64], "hidden": 1000, "num_classes": 4},
+        lambda: shapes(1, count=512),
+        64,
+    ),
+    "resnet-0.3M": (
+        {"kind": "resnet", "in_channels": 1, "height": 16, "width": 16, "channels": [16, 32, 64], "blocks": 3, "num_classes": 4},
         lambda: shapes(1, count=512),
         64,
     ),
@@ -62,7 +69,7 @@ def _spec(model: dict[str, Any], data: bytes, batch: int, steps: int, numerics: 
     return load_spec(
         {
             "model": model,
-            "dataset": {"cid": "QmBench", "format": "safetensors", "size_bytes": len(data), "targets": None if model["kind"] == "char-transformer" else "y"},
+            "dataset": {"cid": "QmBench", "format": "safetensors", "size_bytes": len(data), "targets": None if model["kind"] in TOKEN_MODELS else "y"},
             "optimizer": {"kind": "adam", "lr": 0.001},
             "batch_size": batch,
             "steps": steps,

@@ -5,12 +5,14 @@ function of ``(spec, dataset, s)``. Each epoch is a permutation of the examples
 drawn by ``torch.randperm`` from a generator seeded with
 ``derive_seed(spec.seed, "data", epoch)``; step ``s`` takes slice
 ``s % steps_per_epoch`` of epoch ``s // steps_per_epoch`` (the last partial
-batch of an epoch is dropped). For the character transformer an example is a
+batch of an epoch is dropped). For a token model (char-transformer, gpt) an example is a
 window of ``block_size + 1`` consecutive tokens starting at any position.
 
-Datasets are read with ``numpy.load(allow_pickle=False)`` (npz) or safetensors,
-never unpickled; sizes, dtypes, shapes and value ranges are checked before
-training starts.
+Datasets are read with ``numpy.load(allow_pickle=False)`` (npz), safetensors, or
+in place as little-endian uint16 tokens (``u16``, nanoGPT's flat token files), never
+unpickled; sizes, dtypes, shapes and value ranges are checked before training
+starts. uint8 features (images) become float32 as ``x / 255``, one correctly
+rounded float32 division each.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ from safetensors.torch import load as load_torch_safetensors
 from core.bounded import safetensors_header
 from proofs.errors import DatasetError, LimitExceeded
 from proofs.seeds import derive_seed
-from proofs.spec import CNNConfig, JobSpec, Limits, MLPConfig
+from proofs.spec import CNNConfig, JobSpec, Limits, MLPConfig, ResNetConfig
 
-__all__ = ["Dataset", "load_dataset", "BatchOrder"]
+__all__ = ["Dataset", "load_dataset", "read_npy", "read_npz", "BatchOrder"]
 
 _FLOATS = (np.float16, np.float32, np.float64)
 _INTS = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.uint16)
@@ -47,7 +49,7 @@ _MAX_WEIGHTS_HEADER = 1 << 20
 class Dataset:
     """Validated training tensors on the CPU.
 
-    ``inputs`` is float32 features ``(N, ...)`` with int64 ``targets`` ``(N,)`` for
+    ``inputs`` is float32 features ``(N, ...)`` (uint8 images scaled by 1/255) with int64 ``targets`` ``(N,)`` for
     classifiers, or int64 tokens ``(T,)`` with ``targets=None`` for the transformer.
     ``init`` holds the pretrained parameters by module name when the spec fine-tunes
     (``spec.init``): with the data, what a trainer needs besides the spec. ``held_out`` is
@@ -77,8 +79,10 @@ def load_dataset(spec: JobSpec, data: bytes, init: bytes | None = None) -> Datas
         raise LimitExceeded("dataset size in bytes", len(data), Limits.DATASET_BYTES)
     if len(data) != ds.size_bytes:
         raise DatasetError(f"dataset {ds.cid} is {len(data)} bytes; the spec says {ds.size_bytes}")
+    if ds.format == "u16":
+        return _hold_out(spec, Dataset(inputs=_tokens(spec, _read_u16(data)), targets=None, init=weights))
     names = [ds.inputs] + ([ds.targets] if ds.targets is not None else [])
-    arrays = _read_npz(data, names) if ds.format == "npz" else _read_safetensors(data, names)
+    arrays = read_npz(data, names) if ds.format == "npz" else _read_safetensors(data, names)
     if ds.targets is None:
         tokens = _tokens(spec, arrays[ds.inputs])
         return _hold_out(spec, Dataset(inputs=tokens, targets=None, init=weights))
@@ -136,7 +140,8 @@ def _pretrained(spec: JobSpec, data: bytes | None) -> dict[str, torch.Tensor] | 
     return tensors
 
 
-def _read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
+def read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
+    """The arrays ``names`` from npz bytes, each member's size and header checked before it is read (never a pickle)."""
     try:
         archive = zipfile.ZipFile(io.BytesIO(data))
         infos = {info.filename: info for info in archive.infolist()}
@@ -159,6 +164,24 @@ def _read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
     return out
 
 
+def read_npy(data: bytes, name: str) -> np.ndarray:
+    """One array from ``.npy`` bytes, its header checked before numpy allocates (never a pickle)."""
+    try:
+        fh = io.BytesIO(data)
+        _check_npy_header(name, fh, len(data))
+        fh.seek(0)
+        return np.lib.format.read_array(fh, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise DatasetError(f"npy array {name!r} cannot be read: {_line(exc)}") from exc
+
+
+def _read_u16(data: bytes) -> np.ndarray:
+    """A flat token file: little-endian uint16 tokens, no header (nanoGPT's ``train.bin``), read in place."""
+    if len(data) % 2:
+        raise DatasetError(f"a u16 token file holds 2 bytes a token: {len(data):,} bytes is an odd length")
+    return np.frombuffer(data, dtype="<u2")
+
+
 def _check_npy_header(name: str, fh: IO[bytes], member_size: int) -> None:
     """Refuse an npy member before numpy allocates for it: object arrays (pickles), structured or
     non-numeric dtypes, and a shape whose data would not fit in the member (numpy allocates the
@@ -167,9 +190,9 @@ def _check_npy_header(name: str, fh: IO[bytes], member_size: int) -> None:
     read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
     shape, _, dtype = read_header(fh)
     if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biuf":
-        raise DatasetError(f"npz tensor {name!r} has dtype {str(dtype)[:40]}: only plain numeric arrays are read (never pickles)")
+        raise DatasetError(f"tensor {name!r} has dtype {str(dtype)[:40]}: only plain numeric arrays are read (never pickles)")
     if any(d < 0 for d in shape) or math.prod(shape) * dtype.itemsize > member_size:
-        raise DatasetError(f"npz tensor {name!r} claims shape {tuple(shape)[:8]}, more data than its {member_size:,} bytes")
+        raise DatasetError(f"tensor {name!r} claims shape {tuple(shape)[:8]}, more data than its {member_size:,} bytes")
 
 
 def _read_safetensors(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
@@ -191,21 +214,22 @@ def _line(exc: BaseException) -> str:
 
 def _features(spec: JobSpec, arr: np.ndarray) -> torch.Tensor:
     model = spec.model
-    if arr.dtype.type not in _FLOATS:
-        raise DatasetError(f"inputs must be float16/32/64, got {arr.dtype}")
+    if arr.dtype.type not in _FLOATS and arr.dtype != np.uint8:
+        raise DatasetError(f"inputs must be float16/32/64 (features) or uint8 (images), got {arr.dtype}")
     if arr.ndim < 2 or arr.shape[0] == 0:
         raise DatasetError(f"inputs must be (examples, features...), got shape {arr.shape}")
     if isinstance(model, MLPConfig):
         features = int(np.prod(arr.shape[1:]))
         if features != model.input_dim:
             raise DatasetError(f"inputs have {features} features per example; the mlp takes {model.input_dim}")
-    elif isinstance(model, CNNConfig):
+    elif isinstance(model, (CNNConfig, ResNetConfig)):
         want = (model.in_channels, model.height, model.width)
         if tuple(arr.shape[1:]) != want:
-            raise DatasetError(f"inputs are {tuple(arr.shape[1:])} per example; the cnn takes {want} (C, H, W)")
+            raise DatasetError(f"inputs are {tuple(arr.shape[1:])} per example; the {model.kind} takes {want} (C, H, W)")
     if arr.shape[0] < spec.batch_size:
         raise DatasetError(f"{arr.shape[0]} examples is fewer than one batch of {spec.batch_size}")
-    tensor = torch.from_numpy(np.ascontiguousarray(arr, dtype=np.float32))
+    floats = arr.astype(np.float32) / np.float32(255) if arr.dtype == np.uint8 else np.ascontiguousarray(arr, dtype=np.float32)
+    tensor = torch.from_numpy(floats)
     if not torch.isfinite(tensor).all():
         raise DatasetError("inputs hold NaN or infinite values")
     return tensor
@@ -232,11 +256,12 @@ def _tokens(spec: JobSpec, arr: np.ndarray) -> torch.Tensor:
     windows = arr.shape[0] - model.block_size  # type: ignore[union-attr]
     if windows < spec.batch_size:
         raise DatasetError(f"{arr.shape[0]} tokens give {max(windows, 0)} windows of block_size+1; one batch needs {spec.batch_size}")
-    tokens = torch.from_numpy(arr.astype(np.int64))
     vocab = model.vocab_size  # type: ignore[union-attr]
-    if tokens.min() < 0 or tokens.max() >= vocab:
-        raise DatasetError(f"tokens must lie in [0, {vocab}), got [{int(tokens.min())}, {int(tokens.max())}]")
-    return tokens
+    low, high = int(arr.min()), int(arr.max())
+    if low < 0 or high >= vocab:
+        first = int(np.argmax((arr < 0) | (arr >= vocab)))
+        raise DatasetError(f"tokens must lie in [0, {vocab}), got [{low}, {high}] (the first outside at position {first:,})")
+    return torch.from_numpy(arr.astype(np.int64))
 
 
 class BatchOrder:

@@ -13,7 +13,7 @@ from proofs.checkpoint import decode_checkpoint
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import ProofError
 from proofs.models import build_model
-from proofs.spec import JobSpec
+from proofs.spec import CharTransformerConfig, GPTConfig, JobSpec
 from proofs.train import Runtime, Trainer, runtime
 
 __all__ = ["Evaluation", "evaluate", "sample_tokens"]
@@ -57,7 +57,7 @@ def sample_tokens(
     For people to read (the demo's text before and after training): nothing is committed or
     replayed from it, so it runs with torch's default settings."""
     cfg = spec.model
-    if cfg.kind != "char-transformer":
+    if not isinstance(cfg, (CharTransformerConfig, GPTConfig)):
         raise ProofError(f"a {cfg.kind} does not generate tokens")
     if not prompt or any(not 0 <= t < cfg.vocab_size for t in prompt):
         raise ProofError(f"the prompt needs at least one token, each below the vocabulary size {cfg.vocab_size}")

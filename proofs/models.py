@@ -25,9 +25,9 @@ from torch.nn import functional as F
 from proofs import repro
 from proofs.repro_init import Init, draw, tensor_seed
 from proofs.seeds import derive_seed
-from proofs.spec import CharTransformerConfig, CNNConfig, JobSpec, MLPConfig, Numerics
+from proofs.spec import CharTransformerConfig, CNNConfig, GPTConfig, JobSpec, MLPConfig, Numerics, ResNetConfig
 
-__all__ = ["REGISTRY", "Ops", "TORCH_OPS", "REPRO_OPS", "ops_for", "build_model", "portable_init", "MLP", "CNN", "CharTransformer"]
+__all__ = ["REGISTRY", "Ops", "TORCH_OPS", "REPRO_OPS", "ops_for", "build_model", "portable_init", "MLP", "CNN", "CharTransformer", "GPT", "ResNet"]
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class Ops:
     linear: Callable[..., torch.Tensor]
     conv2d: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, int], torch.Tensor]
     max_pool2: Callable[[torch.Tensor], torch.Tensor]
-    layer_norm: Callable[[torch.Tensor, torch.Tensor, torch.Tensor, float], torch.Tensor]
+    mean_pixels: Callable[[torch.Tensor], torch.Tensor]
+    layer_norm: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, float], torch.Tensor]
     gelu: Callable[[torch.Tensor], torch.Tensor]
     causal_attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
     embedding: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -56,6 +57,7 @@ TORCH_OPS = Ops(
     linear=F.linear,
     conv2d=lambda x, w, b, padding: F.conv2d(x, w, b, padding=padding),
     max_pool2=lambda x: F.max_pool2d(x, 2),
+    mean_pixels=lambda x: x.mean(dim=(2, 3)),
     layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
     gelu=F.gelu,
     causal_attention=_torch_attention,
@@ -67,6 +69,7 @@ REPRO_OPS = Ops(
     linear=repro.linear,
     conv2d=repro.conv2d,
     max_pool2=repro.max_pool2,
+    mean_pixels=repro.mean_pixels,
     layer_norm=repro.layer_norm,
     gelu=repro.gelu,
     causal_attention=repro.causal_attention,
@@ -115,17 +118,17 @@ class CNN(nn.Module):
 
 
 class _Block(nn.Module):
-    def __init__(self, cfg: CharTransformerConfig, ops: Ops) -> None:
+    def __init__(self, n_embd: int, n_head: int, bias: bool, ops: Ops) -> None:
         super().__init__()
         self.ops = ops
-        e = cfg.n_embd
-        self.n_head = cfg.n_head
-        self.ln_1 = nn.LayerNorm(e)
-        self.attn = nn.Linear(e, 3 * e)
-        self.proj = nn.Linear(e, e)
-        self.ln_2 = nn.LayerNorm(e)
-        self.fc = nn.Linear(e, 4 * e)
-        self.fc_proj = nn.Linear(4 * e, e)
+        e = n_embd
+        self.n_head = n_head
+        self.ln_1 = nn.LayerNorm(e, bias=bias)
+        self.attn = nn.Linear(e, 3 * e, bias=bias)
+        self.proj = nn.Linear(e, e, bias=bias)
+        self.ln_2 = nn.LayerNorm(e, bias=bias)
+        self.fc = nn.Linear(e, 4 * e, bias=bias)
+        self.fc_proj = nn.Linear(4 * e, e, bias=bias)
 
     def _attention(self, x: torch.Tensor) -> torch.Tensor:
         b, t, e = x.shape
@@ -142,18 +145,21 @@ class _Block(nn.Module):
         return x + o.linear(hidden, self.fc_proj.weight, self.fc_proj.bias)
 
 
-class CharTransformer(nn.Module):
-    """A nanoGPT in miniature: token and position embeddings, pre-LN blocks, a linear head."""
+class _Decoder(nn.Module):
+    """Token and position embeddings, pre-LN blocks and a final LayerNorm; a subclass adds its head."""
 
-    def __init__(self, cfg: CharTransformerConfig, ops: Ops = TORCH_OPS) -> None:
+    def __init__(self, cfg: CharTransformerConfig | GPTConfig, bias: bool, ops: Ops) -> None:
         super().__init__()
         self.ops = ops
         self.block_size = cfg.block_size
         self.tok = nn.Embedding(cfg.vocab_size, cfg.n_embd)
         self.pos = nn.Embedding(cfg.block_size, cfg.n_embd)
-        self.blocks = nn.ModuleList(_Block(cfg, ops) for _ in range(cfg.n_layer))
-        self.ln_f = nn.LayerNorm(cfg.n_embd)
-        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self.blocks = nn.ModuleList(_Block(cfg.n_embd, cfg.n_head, bias, ops) for _ in range(cfg.n_layer))
+        self.ln_f = nn.LayerNorm(cfg.n_embd, bias=bias)
+
+    def _torch_init(self) -> None:
+        """``init_override``'s distributions through torch's initializers (the ``torch`` numerics;
+        :func:`portable_init` draws the same ones under ``repro-v1``)."""
         for name, p in self.named_parameters():
             init = self.init_override(name, p)
             if init is not None and init.kind == "normal":
@@ -161,8 +167,7 @@ class CharTransformer(nn.Module):
             elif init is not None:
                 nn.init.constant_(p, init.scale)
 
-    @staticmethod
-    def init_override(name: str, p: torch.Tensor) -> Init | None:
+    def init_override(self, name: str, p: torch.Tensor) -> Init | None:
         """GPT-2's scheme, over the layers' defaults: matrices N(0, 0.02), biases zero."""
         if name.endswith("weight") and p.dim() == 2:
             return Init("normal", 0.02)
@@ -170,18 +175,92 @@ class CharTransformer(nn.Module):
             return Init("const", 0.0)
         return None
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+    def hidden(self, idx: torch.Tensor) -> torch.Tensor:
+        """The final LayerNorm's output for tokens ``idx`` (batch, time)."""
         t, o = idx.shape[1], self.ops
         x = o.embedding(idx, self.tok.weight) + o.embedding(torch.arange(t, device=idx.device), self.pos.weight)
         for block in self.blocks:
             x = block(x)
-        return o.linear(o.layer_norm(x, self.ln_f.weight, self.ln_f.bias, self.ln_f.eps), self.head.weight)
+        return o.layer_norm(x, self.ln_f.weight, self.ln_f.bias, self.ln_f.eps)
+
+
+class CharTransformer(_Decoder):
+    """A nanoGPT in miniature: token and position embeddings, pre-LN blocks, a linear head."""
+
+    def __init__(self, cfg: CharTransformerConfig, ops: Ops = TORCH_OPS) -> None:
+        super().__init__(cfg, True, ops)
+        self.head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)
+        self._torch_init()
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.ops.linear(self.hidden(idx), self.head.weight)
+
+
+class GPT(_Decoder):
+    """GPT-2 (nanoGPT's ``GPT`` without dropout): the head is the token embedding, one tensor
+    (``tok.weight``) whose gradient is the embedding's plus the head's (autograd adds the two:
+    one correctly rounded add per element, and two terms add the same in either order)."""
+
+    def __init__(self, cfg: GPTConfig, ops: Ops = TORCH_OPS) -> None:
+        super().__init__(cfg, cfg.bias, ops)
+        self.residual_std = 0.02 / math.sqrt(2 * cfg.n_layer)
+        self._torch_init()
+
+    def init_override(self, name: str, p: torch.Tensor) -> Init | None:
+        """GPT-2's scheme: the projections into the residual stream N(0, 0.02 / sqrt(2 n_layer))."""
+        if name.endswith("proj.weight"):  # proj and fc_proj
+            return Init("normal", self.residual_std)
+        return super().init_override(name, p)
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.ops.linear(self.hidden(idx), self.tok.weight)
+
+
+class _ResidualBlock(nn.Module):
+    """``relu(x + conv_2(relu(conv_1(x))))``; the shortcut a 1x1 convolution where channels change."""
+
+    def __init__(self, c_in: int, c: int, ops: Ops) -> None:
+        super().__init__()
+        self.ops = ops
+        self.conv_1 = nn.Conv2d(c_in, c, 3, padding=1)
+        self.conv_2 = nn.Conv2d(c, c, 3, padding=1)
+        self.shortcut = nn.Conv2d(c_in, c, 1) if c_in != c else None
+
+    def _conv(self, conv: nn.Conv2d, x: torch.Tensor) -> torch.Tensor:
+        assert conv.bias is not None
+        return self.ops.conv2d(x, conv.weight, conv.bias, conv.kernel_size[0] // 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self._conv(self.conv_2, F.relu(self._conv(self.conv_1, x)))
+        return F.relu((x if self.shortcut is None else self._conv(self.shortcut, x)) + y)
+
+
+class ResNet(nn.Module):
+    """A residual CNN: stem, stages of basic blocks (max-pooled between stages), global average
+    pool, linear head (:class:`proofs.spec.ResNetConfig`)."""
+
+    def __init__(self, cfg: ResNetConfig, ops: Ops = TORCH_OPS) -> None:
+        super().__init__()
+        self.ops = ops
+        self.stem = nn.Conv2d(cfg.in_channels, cfg.channels[0], 3, padding=1)
+        self.stages = nn.ModuleList(nn.Sequential(*(_ResidualBlock(c_in if j == 0 else c, c, ops) for j in range(cfg.blocks))) for c_in, c, _ in cfg.stages())
+        self.head = nn.Linear(cfg.channels[-1], cfg.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        o = self.ops
+        assert self.stem.bias is not None
+        x = F.relu(o.conv2d(x, self.stem.weight, self.stem.bias, 1))
+        for i, stage in enumerate(self.stages):
+            x = stage(o.max_pool2(x) if i else x)
+        return o.linear(o.mean_pixels(x), self.head.weight, self.head.bias)
 
 
 REGISTRY: dict[str, Callable[..., nn.Module]] = {
     "mlp": MLP,
     "cnn": CNN,
     "char-transformer": CharTransformer,
+    "gpt": GPT,
+    "resnet": ResNet,
 }
 
 

@@ -21,7 +21,7 @@ import torch
 
 from proofs import repro_kernels as K
 
-__all__ = ["linear", "conv2d", "max_pool2", "layer_norm", "gelu", "causal_attention", "embedding", "cross_entropy", "set_threads", "threads"]
+__all__ = ["linear", "conv2d", "max_pool2", "mean_pixels", "layer_norm", "gelu", "causal_attention", "embedding", "cross_entropy", "set_threads", "threads"]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -165,16 +165,40 @@ def max_pool2(x: torch.Tensor) -> torch.Tensor:
     return _MaxPool2.apply(x)
 
 
+class _MeanPixels(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        nb, nc, hh, ww = x.shape
+        y = np.empty(nb * nc, np.float32)
+        K.rowsum(_np(x).reshape(nb * nc, hh * ww), y)
+        K.divide(y, np.float32(hh * ww))
+        ctx.x_shape = x.shape
+        return _t(y).reshape(nb, nc)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
+        nb, nc, hh, ww = ctx.x_shape
+        g = _np(dy).reshape(-1).copy()
+        K.divide(g, np.float32(hh * ww))
+        return _t(np.ascontiguousarray(np.broadcast_to(g.reshape(nb, nc, 1, 1), ctx.x_shape)))
+
+
+def mean_pixels(x: torch.Tensor) -> torch.Tensor:
+    """The mean of each (example, channel) map of (B, C, H, W) ``x`` (global average pool): its
+    float32 sum over pixels in row-major order, then one float32 division by ``H * W``."""
+    return _MeanPixels.apply(x)
+
+
 class _LayerNorm(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, eps: float) -> torch.Tensor:
         xs = _np(x).reshape(-1, x.shape[-1])
         y = np.empty_like(xs)
         mean = np.empty(xs.shape[0], np.float64)
         rstd = np.empty(xs.shape[0], np.float64)
-        K.layer_norm(xs, _np(w), _np(b), eps, y, mean, rstd)
+        K.layer_norm(xs, _np(w), np.zeros(w.shape, np.float32) if b is None else _np(b), eps, y, mean, rstd)
         ctx.save_for_backward(x, w)
-        ctx.mean, ctx.rstd = mean, rstd
+        ctx.mean, ctx.rstd, ctx.has_bias = mean, rstd, b is not None
         return _t(y).reshape(x.shape)
 
     @staticmethod
@@ -187,11 +211,11 @@ class _LayerNorm(torch.autograd.Function):
         dw = np.empty(xs.shape[1], np.float32)
         db = np.empty(xs.shape[1], np.float32)
         K.layer_norm_params_bwd(g, xs, ctx.mean, ctx.rstd, dw, db)
-        return _t(dx).reshape(x.shape), _t(dw), _t(db), None
+        return _t(dx).reshape(x.shape), _t(dw), _t(db) if ctx.has_bias else None, None
 
 
-def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, eps: float = 1e-5) -> torch.Tensor:
-    """Layer norm over the last dimension (statistics in float64)."""
+def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, eps: float = 1e-5) -> torch.Tensor:
+    """Layer norm over the last dimension (statistics in float64); no ``b``: a bias of zeros."""
     return _LayerNorm.apply(x, w, b, eps)
 
 

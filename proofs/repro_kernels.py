@@ -56,6 +56,7 @@ __all__ = [
     "cross_entropy_bwd",
     "im2col",
     "col2im",
+    "rowsum",
     "channel_sum",
     "maxpool2",
     "maxpool2_bwd",
@@ -616,23 +617,35 @@ def im2col(x, ks, pad, cols):
 
 @_parallel(_size(0))
 def col2im(dcols, ks, pad, dx):
-    """The adjoint of :func:`im2col`, from ``dcols`` (image, tap, pixel):
-    dx[b,c,y,x] sums its entries over kh, then kw, ascending (a row of x at a time in the lanes)."""
+    """The adjoint of :func:`im2col`, from ``dcols`` (image, tap, pixel): dx[b,c,y,x] starts at 0
+    and adds its entries over kh, then kw, ascending (taps that fall outside the image are
+    skipped). Tap by tap over whole rows, so the inner loop runs along contiguous x in both
+    arrays; each output's adds keep that order."""
     nb, nc, hh, ww = dx.shape
     for r in prange(nb * nc):
         b, c = r // nc, r % nc
-        acc = np.empty(ww, np.float32)
+        out = dx[b, c]
         for y in range(hh):
-            acc[:] = np.float32(0.0)
-            for kh in range(ks):
-                h = y - kh + pad
-                if 0 <= h < hh:
-                    for kw in range(ks):
-                        src = dcols[b, (c * ks + kh) * ks + kw]
-                        base = h * ww - kw + pad  # src[base + xx]: tap (kh, kw) of output xx
-                        for xx in range(max(0, kw - pad), min(ww, ww + kw - pad)):
-                            acc[xx] += src[base + xx]
-            dx[b, c, y] = acc
+            for xx in range(ww):
+                out[y, xx] = np.float32(0.0)
+        for kh in range(ks):
+            for kw in range(ks):
+                row = dcols[b, (c * ks + kh) * ks + kw]
+                for y in range(max(0, kh - pad), min(hh, hh + kh - pad)):
+                    base = (y - kh + pad) * ww + pad - kw  # the column of x = 0 (w = x - kw + pad)
+                    for xx in range(max(0, kw - pad), min(ww, ww + kw - pad)):
+                        out[y, xx] += row[base + xx]
+
+
+@_parallel(_size(0))
+def rowsum(g, out):
+    """out[i] = sum_j g[i, j] in float32, columns in ascending order."""
+    m, n = g.shape
+    for i in prange(m):
+        acc = np.float32(0.0)
+        for j in range(n):
+            acc += g[i, j]
+        out[i] = acc
 
 
 @_parallel(_size(0))

@@ -33,7 +33,11 @@ __all__ = [
     "MLPConfig",
     "CNNConfig",
     "CharTransformerConfig",
+    "GPTConfig",
+    "ResNetConfig",
     "ModelConfig",
+    "TOKEN_MODELS",
+    "training_memory_bytes",
     "DatasetSpec",
     "InitSpec",
     "EvalSpec",
@@ -60,7 +64,7 @@ class Limits:
     STEPS = 1_000_000
     SEGMENTS = 100_000
     BATCH = 4096
-    DATASET_BYTES = 256 * 1024 * 1024
+    DATASET_BYTES = 256 * 1024 * 1024  # 128M uint16 tokens: more than a CPU trains a 124M model on in a commit window
     #: A pretrained model: its parameters in float32 plus a header.
     WEIGHTS_BYTES = 4 * PARAMS + (1 << 20)
     WIDTH = 8192
@@ -68,6 +72,9 @@ class Limits:
     SEQUENCE = 1024
     VOCAB = 65_536
     CLASSES = 10_000
+    #: Peak training memory a spec may need (:func:`training_memory_bytes`): a GPT-2-small job with
+    #: micro-batches of up to 4 sequences of 1024 tokens fits (22.2 GiB estimated, docs/formats.md).
+    MEMORY_BYTES = 24 << 30
 
 
 class _Frozen(BaseModel):
@@ -93,6 +100,11 @@ class MLPConfig(_Frozen):
     def param_count(self) -> int:
         dims = (self.input_dim, *self.hidden, self.num_classes)
         return sum(a * b + b for a, b in zip(dims, dims[1:]))
+
+    def activation_floats(self) -> int:
+        """Floats the forward keeps for the backward per example: each layer's input, output and ReLU."""
+        dims = (self.input_dim, *self.hidden, self.num_classes)
+        return sum(a + 2 * b for a, b in zip(dims, dims[1:]))
 
 
 class CNNConfig(_Frozen):
@@ -128,12 +140,20 @@ class CNNConfig(_Frozen):
         total += self.flat_features * self.hidden + self.hidden
         return total + self.hidden * self.num_classes + self.num_classes
 
+    def activation_floats(self) -> int:
+        """Floats the forward keeps for the backward per example: per stage the im2col columns
+        (``kernel_size**2`` x input channels per pixel), the convolution's output and ReLU, the
+        pooled map and its argmax bytes (counted as floats); then the head's layers."""
+        total, c_in, pixels = 0, self.in_channels, self.height * self.width
+        for c in self.channels:
+            total += pixels * (self.kernel_size**2 * c_in + 2 * c) + pixels // 2 * c
+            c_in, pixels = c, pixels // 4
+        return total + self.flat_features + 2 * self.hidden + 2 * self.num_classes
 
-class CharTransformerConfig(_Frozen):
-    """nanoGPT-style decoder over byte/character tokens (pre-LayerNorm, causal attention,
-    GELU MLP, no dropout so that a step is a pure function of state and batch)."""
 
-    kind: Literal["char-transformer"] = "char-transformer"
+class _DecoderFields(_Frozen):
+    """The sizes of a decoder-only transformer over tokens (nanoGPT's ``GPTConfig`` names)."""
+
     vocab_size: Annotated[int, Field(ge=2, le=Limits.VOCAB)]
     block_size: Annotated[int, Field(ge=2, le=Limits.SEQUENCE)]
     n_layer: Annotated[int, Field(ge=1, le=Limits.LAYERS)]
@@ -141,18 +161,105 @@ class CharTransformerConfig(_Frozen):
     n_embd: Annotated[int, Field(ge=1, le=4096)]
 
     @model_validator(mode="after")
-    def _heads_divide(self) -> CharTransformerConfig:
+    def _heads_divide(self) -> _DecoderFields:
         if self.n_embd % self.n_head:
             raise ValueError(f"n_embd {self.n_embd} must be divisible by n_head {self.n_head}")
         return self
 
+    def _decoder_params(self, bias: bool) -> int:
+        """Embeddings, blocks and the final LayerNorm (no head); ``bias``: linear and LayerNorm biases."""
+        e, b = self.n_embd, int(bias)
+        per_layer = 2 * (e + b * e) + (3 * e * e + b * 3 * e) + (e * e + b * e) + (4 * e * e + b * 4 * e) + (4 * e * e + b * e)
+        return self.vocab_size * e + self.block_size * e + self.n_layer * per_layer + e + b * e
+
+    def activation_floats(self) -> int:
+        """Floats the forward keeps for the backward per example (a window of ``block_size`` tokens):
+        per block about 23 ``n_embd`` (normalized inputs, q k v and their per-head copies, attention
+        output, the 4 ``n_embd`` MLP hidden before and after GELU, residual sums) plus the
+        ``n_head`` x ``block_size`` attention probabilities per token; then the final LayerNorm and
+        the logits with their gradient (2 ``vocab_size``)."""
+        e, t = self.n_embd, self.block_size
+        return t * (self.n_layer * (23 * e + self.n_head * t) + 2 * e + 2 * self.vocab_size)
+
+
+class CharTransformerConfig(_DecoderFields):
+    """nanoGPT-style decoder over byte/character tokens (pre-LayerNorm, causal attention,
+    GELU MLP, no dropout so that a step is a pure function of state and batch), with its own
+    bias-free head."""
+
+    kind: Literal["char-transformer"] = "char-transformer"
+
     def param_count(self) -> int:
-        e, v = self.n_embd, self.vocab_size
-        per_layer = 2 * e + (3 * e * e + 3 * e) + (e * e + e) + 2 * e + (4 * e * e + 4 * e) + (4 * e * e + e)
-        return v * e + self.block_size * e + self.n_layer * per_layer + 2 * e + e * v
+        return self._decoder_params(bias=True) + self.n_embd * self.vocab_size
 
 
-ModelConfig = Annotated[MLPConfig | CNNConfig | CharTransformerConfig, Field(discriminator="kind")]
+class GPTConfig(_DecoderFields):
+    """GPT-2 in nanoGPT's configuration (``GPTConfig``: ``vocab_size``, ``block_size``, ``n_layer``,
+    ``n_head``, ``n_embd``, ``bias``; no dropout): the char-transformer's blocks, biases in the
+    linear layers and LayerNorms only where ``bias``, and the head tied to the token embedding
+    (one tensor, ``tok.weight``). GPT-2 small is 50257 / 1024 / 12 / 12 / 768, ``bias`` true:
+    124,439,808 parameters."""
+
+    kind: Literal["gpt"] = "gpt"
+    bias: bool = True
+
+    def param_count(self) -> int:
+        return self._decoder_params(self.bias)
+
+
+class ResNetConfig(_Frozen):
+    """A residual CNN for images, without normalization (a step stays a pure function of state
+    and batch): a 3x3 stem convolution (``in_channels`` -> ``channels[0]``) and ReLU; per entry of
+    ``channels`` a stage, halved by a 2x2 max-pool before every stage but the first, of ``blocks``
+    basic blocks ``relu(x + conv(relu(conv(x))))`` (3x3, same padding), whose shortcut is a 1x1
+    convolution where the channels change; a global average pool and a linear head."""
+
+    kind: Literal["resnet"] = "resnet"
+    in_channels: Annotated[int, Field(ge=1, le=16)]
+    height: Annotated[int, Field(ge=2, le=256)]
+    width: Annotated[int, Field(ge=2, le=256)]
+    channels: tuple[Annotated[int, Field(ge=1, le=512)], ...] = Field(min_length=1, max_length=6)
+    blocks: Annotated[int, Field(ge=1, le=8)]
+    num_classes: Annotated[int, Field(ge=2, le=Limits.CLASSES)]
+
+    @model_validator(mode="after")
+    def _pools_fit(self) -> ResNetConfig:
+        scale = 2 ** (len(self.channels) - 1)
+        if self.height % scale or self.width % scale:
+            raise ValueError(f"height and width must be divisible by 2**(len(channels) - 1) = {scale} (got {self.height}x{self.width})")
+        return self
+
+    def stages(self) -> list[tuple[int, int, int]]:
+        """``(input channels, channels, pixels)`` of each stage."""
+        out, c_in, pixels = [], self.channels[0], self.height * self.width
+        for i, c in enumerate(self.channels):
+            pixels //= 4 if i else 1
+            out.append((c_in, c, pixels))
+            c_in = c
+        return out
+
+    def param_count(self) -> int:
+        total = self.in_channels * self.channels[0] * 9 + self.channels[0]
+        for c_in, c, _ in self.stages():
+            total += c_in * c * 9 + c + (2 * self.blocks - 1) * (c * c * 9 + c)  # the first convolution reads c_in channels
+            total += c_in * c + c if c_in != c else 0
+        return total + self.channels[-1] * self.num_classes + self.num_classes
+
+    def activation_floats(self) -> int:
+        """Floats the forward keeps for the backward per example: the stem's im2col columns and
+        feature maps; per block the im2col columns of its two convolutions (9 x their input
+        channels per pixel) and five feature maps (two convolution outputs, a ReLU, the sum and its
+        ReLU); per stage its pooled input and the shortcut's columns and output; the head's few."""
+        total = (9 * self.in_channels + 2 * self.channels[0]) * self.height * self.width
+        for c_in, c, pixels in self.stages():
+            total += pixels * (9 * c_in + 9 * c + 5 * c + (self.blocks - 1) * (18 * c + 5 * c) + 3 * c_in)
+        return total + self.channels[-1] + 2 * self.num_classes
+
+
+ModelConfig = Annotated[MLPConfig | CNNConfig | CharTransformerConfig | GPTConfig | ResNetConfig, Field(discriminator="kind")]
+
+#: The model kinds that read one token stream (``dataset.targets`` null) and predict the next token.
+TOKEN_MODELS = ("char-transformer", "gpt")
 
 
 # ----------------------------------------------------------------- data
@@ -161,18 +268,26 @@ ModelConfig = Annotated[MLPConfig | CNNConfig | CharTransformerConfig, Field(dis
 class DatasetSpec(_Frozen):
     """Where the training data is and which tensors to read.
 
-    Classification models (``mlp``, ``cnn``) read ``inputs`` (float features) and
-    ``targets`` (integer labels); the character transformer reads one 1-D integer
-    tensor of tokens named ``inputs`` and needs ``targets`` to be null.
+    Classification models (``mlp``, ``cnn``, ``resnet``) read ``inputs`` (float features, or
+    uint8 images) and ``targets`` (integer labels); the token models (:data:`TOKEN_MODELS`) read
+    one 1-D integer tensor of tokens named ``inputs`` and need ``targets`` to be null.
+    ``format`` ``u16`` is a flat token file (little-endian uint16, no header: nanoGPT's
+    ``train.bin``), the whole file one token stream, so ``targets`` is null there.
     ``size_bytes`` is the exact length of the dataset file: a downloader stops
     past it and the loader refuses anything else.
     """
 
     cid: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
-    format: Literal["npz", "safetensors"]
+    format: Literal["npz", "safetensors", "u16"]
     size_bytes: Annotated[int, Field(ge=1, le=Limits.DATASET_BYTES)]
     inputs: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = "x"
     targets: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] | None = "y"
+
+    @model_validator(mode="after")
+    def _one_stream(self) -> DatasetSpec:
+        if self.format == "u16" and self.targets is not None:
+            raise ValueError("a u16 file is one token stream: dataset.targets must be null")
+        return self
 
 
 class InitSpec(_Frozen):
@@ -187,7 +302,7 @@ class InitSpec(_Frozen):
 
 class EvalSpec(_Frozen):
     """A held-out evaluation split, never trained on: ``count`` examples (tokens, for the
-    char-transformer) or that ``fraction`` of them, chosen as :func:`proofs.data.load_dataset`
+    token models) or that ``fraction`` of them, chosen as :func:`proofs.data.load_dataset`
     says. Its mean loss is computed at every checkpoint whose step is a multiple of ``every``
     (itself a multiple of ``checkpoint_interval``), and reported, not committed."""
 
@@ -332,9 +447,9 @@ class JobSpec(_Frozen):
         params = self.model.param_count()
         if params > Limits.PARAMS:
             raise ValueError(f"model has {params:,} parameters; at most {Limits.PARAMS:,} are accepted")
-        is_lm = self.model.kind == "char-transformer"
+        is_lm = self.model.kind in TOKEN_MODELS
         if is_lm and self.dataset.targets is not None:
-            raise ValueError("a char-transformer reads one token tensor: dataset.targets must be null")
+            raise ValueError(f"a {self.model.kind} reads one token tensor: dataset.targets must be null")
         if not is_lm and self.dataset.targets is None:
             raise ValueError(f"a {self.model.kind} classifier needs dataset.targets (the labels)")
         if self.batch_size % self.micro_batches:
@@ -346,6 +461,12 @@ class JobSpec(_Frozen):
             raise ValueError(f"eval.every {self.eval.every} must be a multiple of checkpoint_interval {k}")
         if sched.min_lr > self.optimizer.lr:
             raise ValueError(f"schedule.min_lr {sched.min_lr} is above optimizer.lr {self.optimizer.lr}")
+        memory = training_memory_bytes(self)
+        if memory > Limits.MEMORY_BYTES:
+            raise ValueError(
+                f"training needs about {memory / 2**30:,.1f} GiB of memory; at most {Limits.MEMORY_BYTES / 2**30:g} GiB are accepted "
+                f"(more micro_batches, a smaller batch or model lower it)"
+            )
         return self
 
     @property
@@ -369,6 +490,27 @@ class JobSpec(_Frozen):
     def spec_hash(self) -> str:
         """``0x`` + keccak256 of :meth:`canonical_bytes` (recorded in every checkpoint)."""
         return "0x" + keccak(self.canonical_bytes()).hex()
+
+
+#: Memory of the training process before any job: Python, torch, numba and the compiled kernels.
+PROCESS_BYTES = 1 << 30
+
+
+def training_memory_bytes(spec: JobSpec) -> int:
+    """An upper estimate of the peak memory that training ``spec`` takes, from the spec alone
+    (docs/formats.md, "Memory"): the process; the parameters, their optimizer slots, gradients
+    (and their accumulator with micro-batches); a checkpoint being encoded (twice the state);
+    twice the activations the forward keeps for one micro-batch (the backward's gradients are
+    at most as large); the dataset at 8 bytes per file byte (tokens and labels become int64) and
+    any pretrained weights."""
+    params = spec.param_count()
+    opt = spec.optimizer
+    slots = 2 if opt.kind != "sgd" else int(opt.momentum > 0)
+    state = 4 * params * (1 + slots)
+    gradients = 4 * params * (2 if spec.micro_batches > 1 else 1)
+    activations = 2 * 4 * (spec.batch_size // spec.micro_batches) * spec.model.activation_floats()
+    inputs = 8 * spec.dataset.size_bytes + (spec.init.size_bytes if spec.init is not None else 0)
+    return PROCESS_BYTES + 3 * state + gradients + activations + inputs
 
 
 #: Fields added after the first version-1 specs: omitted from the canonical bytes at their defaults.

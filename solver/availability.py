@@ -3,12 +3,14 @@
 When the job's verifier challenges an item it could not fetch, the solver publishes it on chain
 within the availability window (``answerAvailability``): a checkpoint as its bytes (from its disk,
 else its store) with the Merkle proof of its leaf under the committed root, the manifest as its
-bytes (the chain checks its CIDv0 against the committed manifest CID). Published, the item is
+bytes (the chain checks its CIDv0 against the committed manifest CID). A checkpoint the disk budget
+dropped is regenerated first (``solver.retention``: checked against its committed leaf). Published, the item is
 readable by anyone from the chain for good; a solver that cannot publish loses its bond.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from core.contracts import MANIFEST_ITEM, JobId
@@ -25,10 +27,10 @@ class PublicationError(VeritrainError):
     """What the verifier challenged cannot be published: it is no longer on disk nor in the store."""
 
 
-def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int) -> tuple[bytes, list[Bytes32]]:
+def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int, regenerate: Callable[[int], bytes]) -> tuple[bytes, list[Bytes32]]:
     """``(content, proof)`` answering a challenge of ``item`` (a checkpoint index, or
     ``MANIFEST_ITEM``) of the job we committed: the bytes the chain will check, and the leaf's proof
-    (none for the manifest)."""
+    (none for the manifest). ``regenerate(index)``: a checkpoint the disk budget dropped."""
     record = db.job(job_id)
     if record is None or record.manifest_cid is None:
         raise PublicationError(f"job {job_id}: no committed trace on record to publish from")
@@ -39,7 +41,7 @@ def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int) -> 
         if not 0 <= item < len(checkpoints):
             raise PublicationError(f"job {job_id}: no checkpoint {item} on record")
         ckpt = checkpoints[item]
-        data = _from_disk(ckpt.path)
+        data = regenerate(item) if ckpt.dropped else _from_disk(ckpt.path)
         if data is None or state_hash(data) != ckpt.state_hash:
             if ckpt.cid is None:
                 raise PublicationError(f"job {job_id}: checkpoint {item} is neither on disk nor stored")

@@ -26,8 +26,9 @@ from rolebase.device import DeviceOption, runtime_on
 from rolebase.status import status_base
 from solver import daemon
 from solver.policy import SolverConfig
+from solver.retention import BudgetError, parse_size
 from solver.state import SolverDb
-from solver.work import Limits
+from solver.work import Limits, machine_memory_bytes
 
 app = options.command_group("solver", "The solver daemon: stake, claim jobs, train, commit, collect pay.")
 
@@ -49,6 +50,20 @@ def run(
     max_data_mib: Annotated[
         int, typer.Option(help="refuse datasets larger than this many MiB (default: the protocol's limit)", min=1, max=Limits().max_dataset_bytes >> 20)
     ] = Limits().max_dataset_bytes >> 20,
+    max_memory_gib: Annotated[
+        float | None,
+        typer.Option(
+            help="refuse jobs whose training needs more memory than this many GiB, estimated from the spec (default: this machine's memory, at most the protocol's limit)",
+            min=0.5,
+        ),
+    ] = None,
+    disk_budget: Annotated[
+        str | None,
+        typer.Option(
+            help="bytes of checkpoints kept per job, e.g. 50GB (default: all of them): the others are regenerated on demand, and a job whose"
+            " worst-case regeneration does not fit the availability window is refused"
+        ),
+    ] = None,
     device: DeviceOption = "cpu",
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     cheat: Annotated[
@@ -68,11 +83,20 @@ def run(
       VERITRAIN_KEYSTORE_PASSWORD=... veritrain solver run --keystore solver.json --ipfs-api http://127.0.0.1:5001 --log-json
 
       veritrain solver run --config solver.toml --device cuda   # a TOML file of options
+
+      veritrain solver run --account alice --disk-budget 50GB   # keep at most 50 GB of checkpoints per job
     """
     if cheat is not None and cheat not in daemon.CHEATS:
         raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(daemon.CHEATS)}", param_hint="--cheat")
-    config = SolverConfig(stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"))
-    limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20)
+    try:
+        budget = None if disk_budget is None else parse_size(disk_budget)
+    except BudgetError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--disk-budget") from None
+    config = SolverConfig(
+        stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"), disk_budget=budget
+    )
+    memory = min(Limits().max_memory_bytes, machine_memory_bytes()) if max_memory_gib is None else int(max_memory_gib * 2**30)
+    limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20, max_memory_bytes=memory)
     rt = runtime_on(device)
     bar = _bar if (sys.stderr.isatty() if progress is None else progress) else None
     try:

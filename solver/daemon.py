@@ -9,7 +9,8 @@ from core.agent import LoopSettings, Responder
 from core.chain import Signer
 from core.config import Settings
 from core.contracts import Capabilities, Device
-from core.storage import ContentStore
+from core.storage import ContentStore, LocalStore
+from core.storage.peers import FetchingStore
 from proofs.adversary import ALL_STRATEGIES
 from proofs.train import Runtime
 from rolebase.actions import Stake
@@ -98,9 +99,11 @@ def build(
         home = state_dir(settings.data_dir, signer.address)
         judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", rt=rt)
         if cheat is None or cheat in _HONEST_TRACE_CHEATS:
-            job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt)
+            job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, disk_budget=config.disk_budget)
         else:
-            job_trainer = CheatingJobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, strategy=cheat)
+            job_trainer = CheatingJobTrainer(
+                w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, strategy=cheat, disk_budget=config.disk_budget
+            )
         responder = SolverResponder(w.protocol, db, job_trainer, w.watcher, w.me)
         performers: dict[str, Responder[SolverAction]] = {
             WITHHOLD: Withholding(responder, db, store),
@@ -108,6 +111,9 @@ def build(
             GARBAGE_MANIFEST: ForeignManifest(responder, db, store, GARBAGE_MANIFEST),
             FOREIGN_ROOT: ForeignManifest(responder, db, store, FOREIGN_ROOT),
         }
-        return SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits, rt)), SolverPolicy(config), performers.get(cheat or "", responder)
+        own = store.own if isinstance(store, FetchingStore) else store  # what our gateway (--serve) serves
+        wanted = own.take_wanted if isinstance(own, LocalStore) else list
+        loader = SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits, rt), wanted)
+        return loader, SolverPolicy(config), performers.get(cheat or "", responder)
 
     return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, journaled=JOURNALED)

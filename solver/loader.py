@@ -3,22 +3,26 @@
 The chain says which jobs are open and which are ours; the local records say how far
 our work on each got. Specs of open jobs are fetched by CID and judged once
 (:class:`solver.work.SpecJudge`: spec, dataset, dry run, estimated training time), the
-verdict cached in the records; a job whose spec cannot be run here, or whose commit window
-is shorter than its estimated training time, is refused for good and logged once. A disputed job of
+verdict cached in the records; a job whose spec cannot be run here, whose commit window
+is shorter than its estimated training time, or whose worst-case regeneration under the disk budget
+does not fit the availability window (``solver.retention.fits_budget``), is refused for good and logged once. A disputed job of
 ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
-a restart mid-game loses nothing. Our advert of capabilities is read each tick until it says
+a restart mid-game loses nothing. Under a disk budget, a verifying job comes with the dropped
+checkpoints its verifier's draw needs and those someone asked our gateway for. Our advert of capabilities is read each tick until it says
 what we offer (the policy re-advertises while they differ), then no more.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from core.chain import Address
-from core.cid import digest_to_cid
-from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, Protocol, Role, TokenAmount
+from core.cid import Cid, digest_to_cid
+from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
 from rolebase.watchers import MarketWatcher
 from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window, same_offer
+from solver.retention import draw_checkpoints, fits_budget
 from solver.state import SolverDb
 from solver.work import SpecJudge
 
@@ -29,9 +33,20 @@ _HELD_STATES = frozenset({JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYI
 
 class SolverLoader:
     def __init__(
-        self, protocol: Protocol, watcher: MarketWatcher, db: SolverDb, judge: SpecJudge, me: Address, config: SolverConfig, offer: Capabilities | None = None
+        self,
+        protocol: Protocol,
+        watcher: MarketWatcher,
+        db: SolverDb,
+        judge: SpecJudge,
+        me: Address,
+        config: SolverConfig,
+        offer: Capabilities | None = None,
+        wanted: Callable[[], list[Cid]] = list,
     ) -> None:
-        """``offer``: the capabilities this solver advertises (None: it advertises nothing)."""
+        """``offer``: the capabilities this solver advertises (None: it advertises nothing); ``wanted``:
+        the CIDs asked of our gateway that our store lacks since the last call (``LocalStore.take_wanted``)."""
+        self.wanted = wanted
+        self._requested: dict[JobId, set[int]] = {}  # dropped checkpoints asked for, by job, until regenerated
         self.protocol = protocol
         self.offer = offer
         self.config = config
@@ -42,16 +57,20 @@ class SolverLoader:
         self._advertised: Capabilities | None = None
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
+        self._market_params: MarketParams | None = None
+        self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
 
     def load(self) -> SolverView:
         p = self.protocol
         moment, scan = self.watcher.read(self.db)
         now = moment.now
-        if self._min_stake is None or self._game_params is None:
+        if self._min_stake is None or self._game_params is None or self._market_params is None:
             self._min_stake = p.stakes.min_stake(Role.SOLVER)  # immutable: read once
             self._game_params = p.game.params()
+            self._market_params = p.market.params()
         stake = p.stakes.stake_of(self.me, Role.SOLVER)
         records = {r.job_id: r for r in self.db.jobs()}
+        wanted = set(self.wanted())
         claimed = self.db.claimed()
 
         open_jobs: list[OpenJob] = []
@@ -72,8 +91,22 @@ class SolverLoader:
                 ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0
                 train_s = self.judge.check(self.watcher.spec_cid(job_id)).train_s if job.state is JobState.CLAIMED else 0.0
                 challenged = p.market.availability_challenge(job_id).item if job.state is JobState.DATA_CHALLENGED else None
-                held.append(HeldJob(job_id, job.state, job.deadline, ready, phase, *self._dispute(job_id, job), train_s=train_s, challenged_item=challenged))
+                held.append(
+                    HeldJob(
+                        job_id,
+                        job.state,
+                        job.deadline,
+                        ready,
+                        phase,
+                        *self._dispute(job_id, job),
+                        train_s=train_s,
+                        challenged_item=challenged,
+                        regenerate=self._regenerate(job_id, job),
+                        requested=self._asked(job_id, job, wanted),
+                    )
+                )
         held_ids = {h.job_id for h in held}
+        self._requested = {j: asked for j, asked in self._requested.items() if j in held_ids}
         # an OPEN job on record is one we claimed after the view's block (confirmations) or whose claim was
         # rolled back: kept (a claim again keeps its progress), never forgotten until it is final or another's
         unclaimed = {job_id for job_id, job in scan.jobs if job.state is JobState.OPEN}
@@ -110,10 +143,46 @@ class SolverLoader:
         if refused is not None:
             return SpecCheck(False, refused)
         check = fits_window(self.judge.check(digest), job.commit_window, self.config.commit_margin_s)
+        params = self._market_params
+        if params is not None:
+            check = fits_budget(check, self.config.disk_budget, params.probe_count, params.availability_window)
         if not check.runnable and check.final:
             self.db.refuse(self.judge.deployment, job_id, spec_cid, check.reason)
             log.warning("job refused: it cannot be run here", extra={"job": job_id, "spec": spec_cid, "reason": check.reason})
         return check
+
+    def _regenerate(self, job_id: JobId, job: Job) -> tuple[int, ...]:
+        """A verifying (or verified) job's checkpoints that its verifier's draw needs and the disk budget dropped: the
+        draw's assign seed from ``VerifierAssigned``, the update norms from our records (recorded in
+        training under a budget)."""
+        if job.state not in (JobState.VERIFYING, JobState.VERIFIED) or self.config.disk_budget is None or self._market_params is None:
+            return ()
+        records = self.db.checkpoints(job_id)
+        if not any(r.dropped for r in records):
+            return ()
+        key = (job_id, job.deadline)
+        if key not in self._draws:
+            norms = [r.norm for r in records[1:]]
+            assigned = self.protocol.market.events("VerifierAssigned", self.protocol.book.deploy_block, jobId=job_id)
+            if not assigned or None in norms or len(records) < 2:
+                return ()
+            seed = bytes(assigned[-1].args["assignSeed"])
+            self._draws = {k: v for k, v in self._draws.items() if k[0] != job_id}
+            self._draws[key] = draw_checkpoints([n for n in norms if n is not None], seed, self._market_params.probe_count)
+        draw = self._draws[key]
+        return tuple(r.index for r in records if r.dropped and r.index in draw)
+
+    def _asked(self, job_id: JobId, job: Job, wanted: set[Cid]) -> tuple[int, ...]:
+        """A verifying (or verified) job's dropped checkpoints asked of our gateway, now or on an earlier
+        tick and not regenerated yet: a reader outside the draw (a whistleblower's own segments)."""
+        if job.state not in (JobState.VERIFYING, JobState.VERIFIED) or self.config.disk_budget is None:
+            self._requested.pop(job_id, None)
+            return ()
+        dropped = {r.index: r.cid for r in self.db.checkpoints(job_id) if r.dropped}
+        asked = self._requested.setdefault(job_id, set())
+        asked |= {i for i, cid in dropped.items() if cid in wanted}
+        asked &= set(dropped)
+        return tuple(sorted(asked))
 
     def _dispute(self, job_id: JobId, job: Job) -> tuple[GameId, Game | None, int | None]:
         """A disputed job's active game, or the failing verifier's open deadline while it has none."""

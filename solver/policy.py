@@ -10,6 +10,11 @@ is kept equal to what it offers: sent once staked, and again only when a limit o
 differs, or the measured speed moved by more than ``SPEED_TOLERANCE`` either way (a speed
 measured again at each start is never exactly the same).
 
+Under a disk budget (solver.retention), the checkpoints a drawn verifier will fetch that the budget
+dropped are regenerated as soon as the draw is on chain, one a tick, in the order it replays them
+(and on through the challenge window: whistleblowers audit the probe segments among them); a dropped
+checkpoint someone asked our gateway for goes first.
+
 A job of ours that a challenger disputes is defended: each bisection move posts the state
 at the game's midpoint (recomputed from our checkpoint), as long as our clock runs; a
 challenger whose clock ran out is timed out, and a failing verifier that never opened its
@@ -50,6 +55,9 @@ class SpecCheck:
     steps: int = 0
     train_s: float = 0.0  # estimated seconds from claim to a trace ready to commit, from this solver's measured speed
     final: bool = True  # False: content not in storage (yet), judged again later
+    checkpoints: int = 0  # in the trace: the spec's segments + 1
+    checkpoint_bytes: int = 0  # of checkpoint 0, measured in the dry run
+    segment_s: float = 0.0  # estimated seconds to train one segment here (what regenerating a checkpoint costs per segment)
 
 
 def fits_window(check: SpecCheck, commit_window: int, margin_s: int) -> SpecCheck:
@@ -100,6 +108,8 @@ class HeldJob:
     open_deadline: int | None = None  # DISPUTED by its verifier, no game yet: open by then
     challenged_item: int | None = None  # DATA_CHALLENGED: the item to publish (a checkpoint, or the manifest)
     train_s: float = 0.0  # CLAIMED: its spec's estimated training time (what it still needs of this solver)
+    regenerate: tuple[int, ...] = ()  # VERIFYING, VERIFIED: checkpoints the verifier's draw needs that the disk budget dropped, ascending
+    requested: tuple[int, ...] = ()  # VERIFYING, VERIFIED: dropped checkpoints someone asked our gateway for, ascending
 
 
 @dataclass(frozen=True)
@@ -130,6 +140,7 @@ class SolverConfig:
     commit_margin_s: int = 5  # do not start a claim with less than this left before expiry
     defend: bool = True  # answer disputes (False: a test adversary that goes silent)
     max_claims: int | None = None  # claims in this solver's lifetime (1: a test adversary that cheats once)
+    disk_budget: int | None = None  # bytes of checkpoints kept per job (None: every checkpoint, solver.retention)
 
 
 # --------------------------------------------------------------------- actions
@@ -199,6 +210,16 @@ class ForfeitUnopened:
 
 
 @dataclass(frozen=True)
+class Regenerate:
+    """Regenerate checkpoint ``index``, which the disk budget dropped and someone needs; ``held``: the
+    verifier's draw needs it, so it is kept until the job is final (else it takes a serving slot)."""
+
+    job_id: JobId
+    index: int
+    held: bool
+
+
+@dataclass(frozen=True)
 class AnswerAvailability:
     """Publish ``item`` of our trace on chain: the verifier could not fetch it (it pays a deposit to us)."""
 
@@ -220,6 +241,7 @@ SolverAction = (
     | TimeoutClock
     | ForfeitUnopened
     | AnswerAvailability
+    | Regenerate
     | Forget
 )
 
@@ -280,6 +302,10 @@ class SolverPolicy:
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
         if job.state is JobState.VERIFIED and view.now > job.deadline:
             return Finalize(job.job_id)
+        if job.state in (JobState.VERIFYING, JobState.VERIFIED) and job.requested:
+            return Regenerate(job.job_id, job.requested[0], held=job.requested[0] in job.regenerate)  # someone is waiting for it
+        if job.state in (JobState.VERIFYING, JobState.VERIFIED) and job.regenerate:
+            return Regenerate(job.job_id, job.regenerate[0], held=True)  # one a tick, in the order the verifier replays
         if job.state is JobState.DATA_CHALLENGED and job.challenged_item is not None and view.now <= job.deadline:
             return AnswerAvailability(job.job_id, job.challenged_item)  # else our whole bond goes to the verifier
         if job.state is JobState.DISPUTED:

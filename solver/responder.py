@@ -28,6 +28,7 @@ from solver.policy import (
     ForfeitUnopened,
     Phase,
     PostMidpoint,
+    Regenerate,
     SolverAction,
     TimeoutClock,
     TimeoutVerifier,
@@ -103,9 +104,11 @@ class SolverResponder:
             case TimeoutClock(game_id):
                 log_mined(log, "timeoutClock", p.game.timeout_clock(game_id), game=game_id)
             case AnswerAvailability(job_id, item):
-                content, proof = publication(self.db, self.job_trainer.store, job_id, item)
+                content, proof = publication(self.db, self.job_trainer.store, job_id, item, lambda i: self.job_trainer.checkpoint(job_id, i))
                 receipt = p.market.answer_availability(job_id, content, proof)
                 log_mined(log, "answerAvailability", receipt, job=job_id, item=item, bytes=len(content))
+            case Regenerate(job_id, index, held):
+                self.job_trainer.checkpoint(job_id, index, held=held)
             case ForfeitUnopened(job_id):
                 log_mined(log, "forfeitUnopened", p.game.forfeit_unopened(job_id), job=job_id)
             case Forget(job_id):

@@ -6,9 +6,12 @@
   when it was written and the mean training loss of the segment that ends there (the
   manifest's ``losses``; null for checkpoint 0, and in records older than the column, whose
   checkpoints are then not resumed from). On restart a checkpoint is trusted only if its file
-  still hashes to this value; training resumes from the latest one that does.
+  still hashes to this value; training resumes from the latest one that does. Under a disk budget
+  (solver.retention) each also records the norm of the update that ends there, whether it was
+  ``dropped`` (its file deleted once its CID was recorded) and whether it is ``held`` (regenerated
+  for the verifier's draw).
 * ``spec_verdicts``: the verdict on each spec CID seen (runnable with its estimated training
-  time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
+  time, checkpoint size and segment time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
   tick; content not in storage yet is looked for again at a backoff (``retry_at``).
 * ``refused_jobs``: each job refused for good (spec or dataset unusable, commit window too short
   for this solver), logged once: a refused job is never claimed, after a reopen or a restart either.
@@ -98,6 +101,18 @@ MIGRATIONS: Sequence[str] = (
     # the manifest commits each segment's mean training loss (a float32: REAL holds it exactly)
     "ALTER TABLE checkpoints ADD COLUMN loss REAL;",
     SENT_MIGRATION,
+    # a disk budget (solver.retention): a checkpoint dropped in training keeps its CID and the update
+    # norm that ends there; a spec's verdict keeps what the budget check at claim time needs (the old
+    # verdicts lack it: judged again)
+    """
+    DELETE FROM spec_verdicts;
+    ALTER TABLE checkpoints ADD COLUMN norm REAL;
+    ALTER TABLE checkpoints ADD COLUMN dropped INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE checkpoints ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE spec_verdicts ADD COLUMN checkpoints INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE spec_verdicts ADD COLUMN checkpoint_bytes INTEGER NOT NULL DEFAULT 0;
+    ALTER TABLE spec_verdicts ADD COLUMN segment_s REAL NOT NULL DEFAULT 0;
+    """,
 )
 
 
@@ -128,6 +143,9 @@ class CheckpointRecord:
     path: Path
     cid: str | None
     loss: float | None  # mean training loss of segment ``index - 1`` (None for checkpoint 0)
+    norm: float | None = None  # norm of the update that ends here, recorded in training under a disk budget
+    dropped: bool = False  # not on disk: the disk budget dropped it (``cid`` computed first); regenerated on demand
+    held: bool = False  # regenerated for the verifier's draw: kept until the job is final
 
 
 class SolverDb(RoleDb):
@@ -181,8 +199,11 @@ class SolverDb(RoleDb):
     # checkpoints ---------------------------------------------------------------------------
 
     def checkpoints(self, job_id: JobId) -> list[CheckpointRecord]:
-        rows = self.db.query("SELECT idx, state_hash, path, cid, loss FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
-        return [CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"]) for r in rows]
+        rows = self.db.query("SELECT * FROM checkpoints WHERE job_id = ? ORDER BY idx", (job_id,))
+        return [
+            CheckpointRecord(r["idx"], to_bytes32(r["state_hash"]), Path(r["path"]), r["cid"], r["loss"], r["norm"], bool(r["dropped"]), bool(r["held"]))
+            for r in rows
+        ]
 
     def add_checkpoint(self, job_id: JobId, index: int, state_hash: Bytes32, path: Path, loss: float | None) -> None:
         """Record a checkpoint file (after it is fully written and fsynced) and the mean training loss
@@ -190,7 +211,8 @@ class SolverDb(RoleDb):
         with self.db.transaction() as conn:
             conn.execute(
                 "INSERT INTO checkpoints (job_id, idx, state_hash, path, loss) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss",
+                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss,"
+                " norm = NULL, dropped = 0, held = 0",
                 (job_id, index, hex32(state_hash), str(path), loss),
             )
             conn.execute(
@@ -202,6 +224,18 @@ class SolverDb(RoleDb):
         """Forget checkpoints ``index`` and later (their files failed the hash check)."""
         self.db.execute("DELETE FROM checkpoints WHERE job_id = ? AND idx >= ?", (job_id, index))
 
+    def set_norm(self, job_id: JobId, index: int, norm: float) -> None:
+        """Record the norm of the update that ends at checkpoint ``index`` (upload needs it once a file is dropped)."""
+        self.db.execute("UPDATE checkpoints SET norm = ? WHERE job_id = ? AND idx = ?", (norm, job_id, index))
+
+    def set_dropped(self, job_id: JobId, index: int, cid: str) -> None:
+        """Checkpoint ``index`` leaves the disk (``cid``: its CID, computed before)."""
+        self.db.execute("UPDATE checkpoints SET dropped = 1, held = 0, cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
+
+    def set_restored(self, job_id: JobId, index: int, held: bool) -> None:
+        """Checkpoint ``index`` is on disk again (regenerated); ``held``: kept until the job is final."""
+        self.db.execute("UPDATE checkpoints SET dropped = 0, held = held OR ? WHERE job_id = ? AND idx = ?", (int(held), job_id, index))
+
     def set_checkpoint_cid(self, job_id: JobId, index: int, cid: str) -> None:
         self.db.execute("UPDATE checkpoints SET cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
 
@@ -211,15 +245,37 @@ class SolverDb(RoleDb):
         row = self.db.query_one("SELECT * FROM spec_verdicts WHERE deployment = ? AND spec_cid = ?", (deployment, spec_cid))
         if row is None:
             return None
-        check = SpecCheck(bool(row["runnable"]), row["reason"], row["steps"], row["train_s"], bool(row["final"]))
+        check = SpecCheck(
+            bool(row["runnable"]),
+            row["reason"],
+            row["steps"],
+            row["train_s"],
+            bool(row["final"]),
+            row["checkpoints"],
+            row["checkpoint_bytes"],
+            row["segment_s"],
+        )
         return SpecVerdict(check, row["retry_s"], row["retry_at"])
 
     def set_spec_verdict(self, deployment: str, spec_cid: str, verdict: SpecVerdict) -> None:
         c = verdict.check
         self.db.execute(
-            "INSERT OR REPLACE INTO spec_verdicts (deployment, spec_cid, runnable, final, reason, steps, train_s, retry_s, retry_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (deployment, spec_cid, int(c.runnable), int(c.final), c.reason, c.steps, c.train_s, verdict.retry_s, verdict.retry_at),
+            "INSERT OR REPLACE INTO spec_verdicts (deployment, spec_cid, runnable, final, reason, steps, train_s, retry_s, retry_at,"
+            " checkpoints, checkpoint_bytes, segment_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                deployment,
+                spec_cid,
+                int(c.runnable),
+                int(c.final),
+                c.reason,
+                c.steps,
+                c.train_s,
+                verdict.retry_s,
+                verdict.retry_at,
+                c.checkpoints,
+                c.checkpoint_bytes,
+                c.segment_s,
+            ),
         )
 
     def refusal(self, deployment: str, job_id: JobId, spec_cid: str) -> str | None:

@@ -41,7 +41,6 @@ from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
 from proofs.checkpoint import (
-    MAX_CHECKPOINT_BYTES,
     decode_checkpoint,
     state_hash,
     update_norm,
@@ -52,7 +51,7 @@ from proofs.errors import ProofError
 from proofs.manifest import largest_manifest_bytes
 from proofs.merkle import TraceTree, hex32
 from proofs.replay import run_watching
-from proofs.spec import JobSpec, load_spec
+from proofs.spec import JobSpec, load_spec, training_memory_bytes
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
@@ -60,7 +59,9 @@ from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
+from solver.files import read_bounded, write_durable
 from solver.policy import Phase, SpecCheck
+from solver.retention import Retention
 from solver.state import SolverDb, SpecVerdict
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,14 @@ class Limits:
     max_steps: int = SpecLimits.STEPS
     max_params: int = SpecLimits.PARAMS
     max_dataset_bytes: int = SpecLimits.DATASET_BYTES
+    #: Training memory (``proofs.spec.training_memory_bytes``, from the spec alone) this solver gives a job.
+    max_memory_bytes: int = SpecLimits.MEMORY_BYTES
     new_specs_per_tick: int = 2  # specs fetched, loaded and dry-run per tick (a flood of new jobs is judged a few at a time)
+
+
+def machine_memory_bytes() -> int:
+    """This machine's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 #: Steps of the dry run that measures this solver's speed on a spec, and the longest full step it runs.
@@ -159,7 +167,7 @@ class SpecJudge:
         except VeritrainError as exc:  # larger than the spec says, forged, not a CID
             return SpecCheck(False, f"dataset or pretrained model: {type(exc).__name__}: {exc}", spec.steps)
         try:
-            train_s = _estimate(spec, load_dataset(spec, data, init), self.rt)
+            dry = _estimate(spec, load_dataset(spec, data, init), self.rt)
         except Unpublishable as exc:
             return SpecCheck(False, f"{exc}: a verifier could challenge its availability and we could not answer on chain", spec.steps)
         except IdleTraining as exc:
@@ -168,7 +176,7 @@ class SpecJudge:
             return SpecCheck(False, f"dataset does not fit the spec: {exc}", spec.steps)
         except Exception as exc:  # noqa: BLE001 - any failure of the engine on a stranger's spec and data: not runnable
             return SpecCheck(False, f"dry run failed: {type(exc).__name__}: {str(exc)[:200]}", spec.steps)
-        return SpecCheck(True, "", spec.steps, train_s)
+        return SpecCheck(True, "", spec.steps, dry.train_s, checkpoints=spec.segments + 1, checkpoint_bytes=dry.checkpoint_bytes, segment_s=dry.segment_s)
 
     def _over_limits(self, spec: JobSpec) -> str:
         lim = self.limits
@@ -178,6 +186,9 @@ class SpecJudge:
             return f"{spec.param_count():,} parameters, this solver takes at most {lim.max_params:,}"
         if spec.dataset.size_bytes > lim.max_dataset_bytes:
             return f"dataset of {spec.dataset.size_bytes:,} bytes, this solver takes at most {lim.max_dataset_bytes:,}"
+        memory = training_memory_bytes(spec)
+        if memory > lim.max_memory_bytes:
+            return f"training needs about {memory / 2**30:,.1f} GiB of memory, this solver gives a job at most {lim.max_memory_bytes / 2**30:,.1f} GiB"
         manifest = largest_manifest_bytes(spec.steps, spec.checkpoint_interval)
         if manifest > MAX_PUBLISHED_MANIFEST_BYTES:
             return (
@@ -198,9 +209,20 @@ class IdleTraining(ProofError):
     verifier fails such a step (``no-work``, proofs.replay), so an honest solver must not claim it."""
 
 
-def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> float:
-    """Seconds to train ``spec`` here, from a dry run: a checkpoint encoded and hashed (each is
-    written, re-read for upload and stored: three times that), then steps on one example (the
+@dataclass(frozen=True)
+class DryRun:
+    """What a dry run measured: the estimated training time, the estimated time of one segment (what
+    regenerating a dropped checkpoint costs per segment: solver.retention) and checkpoint 0's size."""
+
+    train_s: float
+    segment_s: float
+    checkpoint_bytes: int
+
+
+def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRun:
+    """Seconds to train ``spec`` here, and one segment of it, and checkpoint 0's size, from a dry
+    run: a checkpoint encoded and hashed (each is written, re-read for upload and stored: three
+    times that), then steps on one example (the
     first untimed: kernels compile on first use, once per process). A full step that this puts
     above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
     other jobs have clocks): the one-example time times the batch size stands for it; else one
@@ -225,7 +247,8 @@ def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> float
         step_s = (time.monotonic() - started) / DRY_RUN_STEPS
         if idle is not None:
             raise IdleTraining(f"{idle[1]} has an exactly zero gradient in a dry-run step")
-    return ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
+    train_s = ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
+    return DryRun(train_s, ESTIMATE_SAFETY * (spec.checkpoint_interval * step_s + checkpoint_s), len(first))
 
 
 def measure_flops(rt: Runtime = Runtime()) -> int:
@@ -263,7 +286,9 @@ class JobTrainer:
         *,
         progress: ProgressHook | None = None,
         rt: Runtime = Runtime(),
+        disk_budget: int | None = None,
     ) -> None:
+        """``disk_budget``: bytes of checkpoints kept per job (None: all of them; solver.retention)."""
         self.protocol = protocol
         self.store = store
         self.db = db
@@ -272,6 +297,7 @@ class JobTrainer:
         self.stop = stop
         self.progress = progress
         self.rt = rt
+        self.retention = Retention(db, store, disk_budget, lambda: protocol.market.params().probe_count, rt)
 
     # -- inputs ------------------------------------------------------------------------------
 
@@ -309,13 +335,15 @@ class JobTrainer:
 
     def _resume_point(self, job_id: JobId) -> list[Bytes32]:
         """State hashes of the checkpoints 0..i on disk that still verify (and, past 0, have their
-        segment's loss on record); later ones are dropped."""
+        segment's loss on record), or that the disk budget dropped; later ones are dropped, and
+        dropped ones at the end (training resumes from a file)."""
         hashes: list[Bytes32] = []
-        for record in self.db.checkpoints(job_id):
+        records = self.db.checkpoints(job_id)
+        for record in records:
             ok = record.index == len(hashes) and (record.index == 0 or record.loss is not None)
-            if ok:
+            if ok and not record.dropped:
                 try:
-                    ok = state_hash(_read_bounded(record.path)) == record.state_hash
+                    ok = state_hash(read_bounded(record.path)) == record.state_hash
                 except OSError:
                     ok = False
             if not ok:
@@ -323,6 +351,9 @@ class JobTrainer:
                 self.db.drop_checkpoints_from(job_id, record.index)
                 break
             hashes.append(record.state_hash)
+        while hashes and records[len(hashes) - 1].dropped:
+            hashes.pop()
+            self.db.drop_checkpoints_from(job_id, len(hashes))
         return hashes
 
     def train(self, job_id: JobId, deadline: int) -> None:
@@ -346,7 +377,7 @@ class JobTrainer:
         folder.mkdir(parents=True, exist_ok=True)
         if hashes:
             last = self.db.checkpoints(job_id)[len(hashes) - 1]
-            trainer.load(decode_checkpoint(_read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
+            trainer.load(decode_checkpoint(read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
             log.info(TRAINING_RESUMED, extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
         else:
             hashes.append(self._write_checkpoint(job_id, folder, 0, trainer.to_bytes(), None))
@@ -355,6 +386,7 @@ class JobTrainer:
         for index in range(len(hashes), spec.segments + 1):
             loss = segment_loss(trainer.run(k, self._step_hook(job_id, deadline)))
             hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes(), loss))
+            self.retention.after_checkpoint(job_id, spec, index)
             log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hex32(hashes[-1]), "loss": loss})
             if spec.eval is not None and trainer.step % spec.eval.every == 0:
                 log.info("held-out loss", extra={"job": job_id, "step": trainer.step, "loss": held_out_loss(trainer)})
@@ -377,12 +409,7 @@ class JobTrainer:
 
     def _write_checkpoint(self, job_id: JobId, folder: Path, index: int, data: bytes, loss: float | None) -> Bytes32:
         path = folder / f"checkpoint-{index:06d}.safetensors"
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
+        write_durable(path, data)
         digest = state_hash(data)
         self.db.add_checkpoint(job_id, index, digest, path, loss)  # recorded only once the file is durable
         return digest
@@ -390,7 +417,8 @@ class JobTrainer:
     # -- upload ------------------------------------------------------------------------------
 
     def upload(self, job_id: JobId) -> None:
-        """Store every checkpoint (re-verified) and the manifest; record the CIDs to commit."""
+        """Store every checkpoint on disk (re-verified) and the manifest; record the CIDs to commit (a
+        checkpoint the disk budget dropped keeps the CID and update norm recorded in training)."""
         started = time.monotonic()
         record = self.db.job(job_id)
         if record is None or record.trace_root is None:
@@ -405,12 +433,18 @@ class JobTrainer:
         previous = None
         try:
             for ckpt in checkpoints:
-                data = _read_bounded(ckpt.path)
+                if ckpt.dropped and ckpt.cid is not None and ckpt.norm is not None:
+                    cids.append(ckpt.cid)
+                    norms.append(ckpt.norm)
+                    continue
+                data = read_bounded(ckpt.path)
                 decoded = decode_checkpoint(data, expect_hash=ckpt.state_hash, expect_spec=spec.spec_hash())
                 cid = self.store.put(data)
                 self.db.set_checkpoint_cid(job_id, ckpt.index, cid)
                 cids.append(cid)
-                if previous is not None:
+                if ckpt.norm is not None:
+                    norms.append(ckpt.norm)
+                elif previous is not None:
                     norms.append(update_norm(previous, decoded.params()))
                 previous = decoded.params()
         except ProofError as exc:
@@ -436,14 +470,20 @@ class JobTrainer:
 
     # -- disputes ----------------------------------------------------------------------------
 
+    def checkpoint(self, job_id: JobId, index: int, *, held: bool = False) -> bytes:
+        """Checkpoint ``index`` of the job: from disk, or regenerated if the disk budget dropped it
+        (``held``: for the verifier's draw, kept until the job is final)."""
+        _, spec = self._spec(job_id)
+        return self.retention.checkpoint(job_id, spec, self._dataset(spec), index, held=held)
+
     def midpoint(self, job_id: JobId, segment: int, step: int) -> tuple[Bytes32, Cid]:
-        """Our state ``step`` steps into ``segment``, recomputed from checkpoint ``segment`` on
-        disk, stored (the challenger and referees fetch it by CID): ``(state hash, CID)``."""
+        """Our state ``step`` steps into ``segment``, recomputed from checkpoint ``segment`` (on
+        disk, or regenerated), stored (the challenger and referees fetch it by CID): ``(state hash, CID)``."""
         _, spec = self._spec(job_id)
         records = self.db.checkpoints(job_id)
         if not 0 <= segment < len(records) or records[segment].index != segment:
             raise JobWorkError(f"job {job_id}: no checkpoint {segment} on record to defend segment {segment}")
-        start = _read_bounded(records[segment].path)
+        start = self.retention.checkpoint(job_id, spec, self._dataset(spec), segment)
         if state_hash(start) != records[segment].state_hash:
             raise JobWorkError(f"job {job_id}: checkpoint {segment} on disk does not match its recorded hash")
         try:
@@ -462,10 +502,3 @@ class JobTrainer:
             if ckpt.cid is not None:
                 self.store.unpin(ckpt.cid)
         shutil.rmtree(self._dir(job_id), ignore_errors=True)
-
-
-def _read_bounded(path: Path) -> bytes:
-    size = path.stat().st_size
-    if size > MAX_CHECKPOINT_BYTES:
-        raise OSError(f"{path} is {size} bytes, larger than any checkpoint")
-    return path.read_bytes()

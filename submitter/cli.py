@@ -21,7 +21,7 @@ from core.contracts import JobId
 from core.errors import AddressBookError, ChainError
 from core.storage import StorageError
 from proofs.errors import ProofError
-from proofs.spec import JobSpec
+from proofs.spec import JobSpec, training_memory_bytes
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.capabilities import train_flop
@@ -86,7 +86,8 @@ def post(
         else:
             console.print(
                 f"spec and data fit: {draft.spec.model.kind}, {size['parameters']:,} parameters, {size['steps']:,} steps in {size['segments']} segments, "
-                f"{size['examples_per_step']:,} examples per step; training about {size['train_flop'] / 1e9:,.1f} GFLOP (6 x parameters x examples x steps)",
+                f"{size['examples_per_step']:,} examples per step; training about {size['train_flop'] / 1e9:,.1f} GFLOP (6 x parameters x examples x steps) "
+                f"in about {size['memory_bytes'] / 2**30:,.1f} GiB of memory (estimated from the spec, docs/formats.md)",
                 highlight=False,
             )
         return
@@ -290,14 +291,16 @@ def cancel(settings: Settings, job: Annotated[int, typer.Argument(help="job id",
 
 
 def job_size(spec: JobSpec) -> dict[str, int]:
-    """What a job asks for, for ``--dry-run``: its parameters, steps and segments, and the training's
-    compute estimated as 6 FLOP per parameter per example (token, for the transformer) per step."""
+    """What a job asks for, for ``--dry-run``: its parameters, steps and segments, the training's
+    compute estimated as 6 FLOP per parameter per example (token, for the transformer) per step,
+    and its peak memory estimated from the spec (what solvers compare with their memory)."""
     return {
         "parameters": spec.param_count(),
         "steps": spec.steps,
         "segments": spec.segments,
         "examples_per_step": spec.batch_size * getattr(spec.model, "block_size", 1),
         "train_flop": train_flop(spec),
+        "memory_bytes": training_memory_bytes(spec),
     }
 
 

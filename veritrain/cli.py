@@ -28,7 +28,7 @@ from rolebase.cli import err_console
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
-from veritrain import demo, deploy_cmd, devnet_cmd, model_cmd, money, spec_cmd, up_cmd, wallet
+from veritrain import data_cmd, demo, deploy_cmd, devnet_cmd, model_cmd, money, spec_cmd, up_cmd, wallet
 from veritrain.dashboard.server import dashboard
 from whistleblower.cli import app as whistleblower_app
 
@@ -105,6 +105,7 @@ for command in (money.balance, money.stake, money.unstake, money.withdraw, money
 app.add_typer(wallet.app, name="wallet")
 app.add_typer(model_cmd.app, name="model")
 app.add_typer(spec_cmd.app, name="spec")
+app.add_typer(data_cmd.app, name="data")
 app.command()(wallet.init)
 app.command(name="demo")(demo.demo)
 app.command(name="dashboard")(dashboard)

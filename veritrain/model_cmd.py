@@ -35,7 +35,7 @@ from core.storage import ContentStore
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from proofs.data import Dataset, load_dataset
 from proofs.models import build_model
-from proofs.spec import JobSpec, load_spec
+from proofs.spec import CharTransformerConfig, GPTConfig, JobSpec, load_spec
 from rolebase import cli as options
 from rolebase.cli import IpfsApi, StoreDir, console, open_store
 from rolebase.gateways import AnnouncedGateways
@@ -58,6 +58,12 @@ _LAYERS = {
     "flatten (channels, height, width order) -> Linear(flat_features, hidden) -> ReLU -> Linear(hidden, num_classes); logits out",
     "char-transformer": "token + position embeddings; n_layer pre-LayerNorm blocks (causal self-attention with n_head heads, "
     "then Linear(n_embd, 4 n_embd) -> GELU (exact, erf) -> Linear); final LayerNorm; Linear head without bias; logits per position",
+    "gpt": "GPT-2: token + position embeddings; n_layer pre-LayerNorm blocks (causal self-attention with n_head heads, "
+    "then Linear(n_embd, 4 n_embd) -> GELU (exact, erf) -> Linear; biases only if bias); final LayerNorm; "
+    "the head is the token embedding (tied: tok.weight); logits per position",
+    "resnet": "Conv2d 3x3 stem -> ReLU; per channel stage (a MaxPool2d(2) before each but the first) blocks of "
+    "ReLU(x + Conv2d 3x3(ReLU(Conv2d 3x3(x)))), the shortcut a 1x1 Conv2d where channels change; "
+    "mean over pixels -> Linear(channels[-1], num_classes); logits out",
 }
 
 
@@ -74,7 +80,7 @@ def _example_input(spec: JobSpec) -> torch.Tensor:
     m: Any = spec.model
     if m.kind == "mlp":
         return torch.zeros(2, m.input_dim)
-    if m.kind == "cnn":
+    if m.kind in ("cnn", "resnet"):
         return torch.zeros(2, m.in_channels, m.height, m.width)
     return torch.zeros(2, m.block_size, dtype=torch.int64)
 
@@ -86,7 +92,7 @@ def export_model(spec_bytes: bytes, spec: JobSpec, checkpoint: bytes, out: Path)
     model.load_state_dict(params)
     x = _example_input(spec)
     dims: dict[int, Any] = {0: torch.export.Dim("batch", min=1, max=1 << 20)}
-    if spec.model.kind == "char-transformer":
+    if isinstance(spec.model, (CharTransformerConfig, GPTConfig)):
         dims[1] = torch.export.Dim("length", min=1, max=spec.model.block_size)
     program = torch.export.export(model, (x,), dynamic_shapes=(dims,))
     out.mkdir(parents=True, exist_ok=True)
@@ -96,7 +102,7 @@ def export_model(spec_bytes: bytes, spec: JobSpec, checkpoint: bytes, out: Path)
         "kind": spec.model.kind,
         "config": spec.model.model_dump(mode="json"),
         "input": {"shape": ["batch", *x.shape[1:]], "dtype": str(x.dtype).removeprefix("torch.")},
-        "output": "logits (float32): classes for mlp and cnn, vocabulary per position for char-transformer",
+        "output": "logits (float32): classes for mlp, cnn and resnet, vocabulary per position for char-transformer and gpt",
         "layers": _LAYERS[spec.model.kind],
         "parameters": {k: list(v.shape) for k, v in params.items()},
         "load": 'torch.export.load("model.pt2").module()',

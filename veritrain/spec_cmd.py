@@ -16,12 +16,12 @@ app = typer.Typer(
 )
 
 #: The reference job whose spec is each kind's template (proofs.datasets).
-_TEMPLATES = {"mlp": "mlp-spirals", "cnn": "cnn-shapes", "char-transformer": "char-text"}
+_TEMPLATES = {"mlp": "mlp-spirals", "cnn": "cnn-shapes", "char-transformer": "char-text", "gpt": "gpt-text", "resnet": "resnet-shapes"}
 
 
 @app.command()
 def new(
-    model: Annotated[Literal["mlp", "cnn", "char-transformer"], typer.Option("--model", help="the model kind")],
+    model: Annotated[Literal["mlp", "cnn", "char-transformer", "gpt", "resnet"], typer.Option("--model", help="the model kind")],
     out: Annotated[Path | None, typer.Option("--out", help="write the spec here (default: stdout)", show_default=False)] = None,
     sample_data: Annotated[
         Path | None, typer.Option("--sample-data", help="also write a small dataset that fits the template (safetensors)", show_default=False)

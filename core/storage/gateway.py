@@ -7,7 +7,7 @@ model, a verifier's report, a submitter's spec and data) and check every byte ag
 
     GET /ipfs/{cid}?format=raw          (or Accept: application/vnd.ipld.raw)
     200 application/vnd.ipld.raw        the dag-pb block whose sha2-256 the CID names
-    404                                 not a block of pinned content here
+    404                                 not a block of pinned content here (remembered: LocalStore.take_wanted)
     400 / 406                           not a CID / another format than raw blocks
 
 Only **pinned** content is served (what the store keeps; an unpinned blob is on its way out). A file's
@@ -67,6 +67,7 @@ class BlockIndex:
             parent, leaf = self._parents.get(digest), self._leaves.get(digest)
         root = parent[0] if parent is not None else leaf.root if leaf is not None else None
         if root is None:
+            self.store.want(cid)  # the party may make it (a solver regenerates a dropped checkpoint)
             return None
         if not self._pinned(root):
             self._forget(root)  # let go of: indexed again if pinned again

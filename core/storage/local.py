@@ -21,6 +21,7 @@ import logging
 import os
 import stat as stat_mod
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -34,6 +35,8 @@ __all__ = ["LocalStore"]
 log = logging.getLogger(__name__)
 
 _STALE_TMP_S = 3600.0  # a write still in tmp/ after an hour was abandoned by a dead process
+#: CIDs asked of this store's gateway and not held here, remembered until taken (the oldest forgotten first).
+MAX_WANTED = 256
 
 
 class LocalStore:
@@ -49,6 +52,8 @@ class LocalStore:
                 d.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise StoreUnavailable(str(self.root), f"cannot create store directories: {e}") from e
+        self._wanted: dict[Cid, None] = {}  # ordered: the oldest first
+        self._wanted_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"LocalStore({str(self.root)!r})"
@@ -152,6 +157,22 @@ class LocalStore:
     def unpin(self, cid: str) -> None:
         _, _, pin = self._names(cid)
         pin.unlink(missing_ok=True)
+
+    # -- what others asked for ----------------------------------------------------------------
+    def want(self, cid: Cid) -> None:
+        """Remember that a peer asked this store's gateway for ``cid``, which it does not hold (a
+        solver regenerates a dropped checkpoint that is asked for: solver.retention)."""
+        with self._wanted_lock:
+            self._wanted.pop(cid, None)
+            self._wanted[cid] = None
+            while len(self._wanted) > MAX_WANTED:
+                del self._wanted[next(iter(self._wanted))]
+
+    def take_wanted(self) -> list[Cid]:
+        """The CIDs asked for and not held since the last call, oldest first; forgotten here."""
+        with self._wanted_lock:
+            wanted, self._wanted = list(self._wanted), {}
+        return wanted
 
     # -- maintenance ----------------------------------------------------------------------------
     def gc(self) -> list[Cid]:

@@ -1,9 +1,9 @@
 """Small real datasets shipped with the engine, and the reference jobs built on them.
 
 * ``spirals``: interleaved 2-D spirals, ``classes`` arms, Gaussian jitter (for the MLP);
-* ``shapes``: 1x16x16 images of four noisy shapes at random places (for the CNN);
+* ``shapes``: 1x16x16 images of four noisy shapes at random places (for the CNN and the ResNet);
 * ``text``: the short public-domain tale in ``text.txt``, as ASCII byte tokens
-  (for the character transformer).
+  (for the character transformer and the GPT).
 
 Builders are pure functions of their seed and return canonical safetensors bytes
 (no timestamps, unlike npz), so the same call gives the same CID everywhere.
@@ -129,7 +129,31 @@ def _char_template(steps: int, k: int) -> dict:
     }
 
 
-REFERENCE_JOBS = ("mlp-spirals", "cnn-shapes", "char-text")
+def _gpt_template(steps: int, k: int) -> dict:
+    return {
+        "model": {"kind": "gpt", "vocab_size": 128, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32, "bias": True},
+        "dataset": {"format": "safetensors", "inputs": "x", "targets": None},
+        "optimizer": {"kind": "adamw", "lr": 0.003, "weight_decay": 0.1},
+        "batch_size": 16,
+        "steps": steps,
+        "seed": 13,
+        "checkpoint_interval": k,
+    }
+
+
+def _resnet_template(steps: int, k: int) -> dict:
+    return {
+        "model": {"kind": "resnet", "in_channels": 1, "height": 16, "width": 16, "channels": [8, 16], "blocks": 1, "num_classes": 4},
+        "dataset": {"format": "safetensors", "inputs": "x", "targets": "y"},
+        "optimizer": {"kind": "adam", "lr": 0.003},
+        "batch_size": 32,
+        "steps": steps,
+        "seed": 17,
+        "checkpoint_interval": k,
+    }
+
+
+REFERENCE_JOBS = ("mlp-spirals", "cnn-shapes", "char-text", "gpt-text", "resnet-shapes")
 
 
 def reference_job(name: str, *, steps: int = 400, checkpoint_interval: int = 50) -> ReferenceJob:
@@ -140,4 +164,8 @@ def reference_job(name: str, *, steps: int = 400, checkpoint_interval: int = 50)
         return ReferenceJob(name, shapes(1), shapes(2, count=512), _cnn_template(steps, checkpoint_interval))
     if name == "char-text":
         return ReferenceJob(name, text_tokens("train"), text_tokens("test"), _char_template(steps, checkpoint_interval))
+    if name == "gpt-text":
+        return ReferenceJob(name, text_tokens("train"), text_tokens("test"), _gpt_template(steps, checkpoint_interval))
+    if name == "resnet-shapes":
+        return ReferenceJob(name, shapes(1), shapes(2, count=512), _resnet_template(steps, checkpoint_interval))
     raise KeyError(f"no reference job {name!r}; choose one of {', '.join(REFERENCE_JOBS)}")

@@ -15,6 +15,7 @@ import pytest
 from proofs import Dataset, JobSpec, Trace, load_dataset, load_spec, train_trace
 from proofs.datasets import shapes, spirals, text_tokens
 from proofs.merkle import hex32, to_bytes32
+from proofs.spec import TOKEN_MODELS
 
 
 def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:
@@ -23,10 +24,12 @@ def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:
         "mlp": {"kind": "mlp", "input_dim": 2, "hidden": [16], "num_classes": 3},
         "cnn": {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [4], "hidden": 16, "num_classes": 4},
         "char-transformer": {"kind": "char-transformer", "vocab_size": 128, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 16},
+        "gpt": {"kind": "gpt", "vocab_size": 128, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16, "bias": False},
+        "resnet": {"kind": "resnet", "in_channels": 1, "height": 16, "width": 16, "channels": [4, 8], "blocks": 1, "num_classes": 4},
     }
     raw: dict[str, Any] = {
         "model": models[kind],
-        "dataset": {"cid": "QmTestDataset", "format": "safetensors", "size_bytes": len(data), "targets": None if kind == "char-transformer" else "y"},
+        "dataset": {"cid": "QmTestDataset", "format": "safetensors", "size_bytes": len(data), "targets": None if kind in TOKEN_MODELS else "y"},
         "optimizer": {"kind": "sgd", "lr": 0.05, "momentum": 0.9} if kind == "mlp" else {"kind": "adam", "lr": 0.01},
         "batch_size": 16,
         "steps": 24,
@@ -91,7 +94,13 @@ class Job:
 
 @pytest.fixture(scope="session")
 def datasets() -> dict[str, bytes]:
-    return {"mlp": spirals(1, per_class=64), "cnn": shapes(1, count=128), "char-transformer": text_tokens()}
+    return {
+        "mlp": spirals(1, per_class=64),
+        "cnn": shapes(1, count=128),
+        "char-transformer": text_tokens(),
+        "gpt": text_tokens(),
+        "resnet": shapes(1, count=128),
+    }
 
 
 @pytest.fixture(scope="session")

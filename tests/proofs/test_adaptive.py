@@ -36,7 +36,7 @@ from proofs.calibrate import calibrate
 from proofs.checkpoint import decode_checkpoint
 from proofs.datasets import REFERENCE_JOBS, reference_job
 
-KINDS = ("mlp", "cnn", "char-transformer")
+KINDS = ("mlp", "cnn", "char-transformer", "gpt", "resnet")
 #: The thresholds calibrated for char-text under the old whole-vector rule (docs/proofs.md).
 OLD_WINDOW = Tolerance(mode="tolerance", l2=6.4e-4, linf=5e-3, cosine=2e-8)
 

@@ -31,7 +31,7 @@ from proofs.replay import LOSS_RTOL
 from proofs.spec import Tolerance
 from proofs.train import Runtime
 
-KINDS = ["mlp", "cnn", "char-transformer"]
+KINDS = ["mlp", "cnn", "char-transformer", "gpt", "resnet"]
 
 
 @pytest.mark.parametrize("kind", KINDS)

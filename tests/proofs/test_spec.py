@@ -10,7 +10,12 @@ from pydantic import ValidationError
 
 from proofs import JobSpec, LimitExceeded, Limits, ProofError, SpecError, load_spec
 from proofs.models import build_model
-from proofs.spec import CharTransformerConfig, CNNConfig, MLPConfig
+from proofs.spec import TOKEN_MODELS, CharTransformerConfig, CNNConfig, GPTConfig, MLPConfig, ResNetConfig, training_memory_bytes
+
+#: GPT-2 small in nanoGPT's configuration (the vocabulary unpadded).
+GPT2_SMALL = {"kind": "gpt", "vocab_size": 50257, "block_size": 1024, "n_layer": 12, "n_head": 12, "n_embd": 768, "bias": True}
+#: ResNet-20's layout for 32x32 RGB images.
+RESNET = {"kind": "resnet", "in_channels": 3, "height": 32, "width": 32, "channels": [16, 32, 64], "blocks": 3, "num_classes": 10}
 
 
 def base(**over: Any) -> dict[str, Any]:
@@ -85,7 +90,7 @@ def test_spec_is_frozen() -> None:
     [
         ({"steps": 105}, "multiple of checkpoint_interval"),
         ({"extra_field": 1}, "extra_field"),
-        ({"model": {"kind": "resnet", "input_dim": 4}}, "model"),
+        ({"model": {"kind": "vit", "input_dim": 4}}, "model"),
         ({"model": {"kind": "mlp", "input_dim": 4, "hidden": [8], "num_classes": 2, "code": "import os"}}, "code"),
         ({"optimizer": {"kind": "sgd", "lr": -1.0}}, "optimizer.sgd.lr"),
         ({"optimizer": {"kind": "sgd", "lr": 0.1, "nesterov": True}}, "nesterov"),
@@ -112,6 +117,12 @@ def test_spec_is_frozen() -> None:
         ({"schedule": {"kind": "linear"}}, "schedule.kind"),
         ({"schedule": {"kind": "warmup-cosine", "min_lr": 0.2}}, "above optimizer.lr"),
         ({"optimizer": {"kind": "adamw", "lr": 0.1, "weight_decay": 2.0}}, "optimizer.adamw.weight_decay"),
+        ({"model": {**GPT2_SMALL, "n_head": 5}}, "n_embd 768 must be divisible by n_head 5"),
+        ({"model": {**GPT2_SMALL, "n_layer": Limits.LAYERS + 1}}, "model.gpt.n_layer"),
+        ({"model": {**GPT2_SMALL, "vocab_size": Limits.VOCAB + 1}}, "model.gpt.vocab_size"),
+        ({"model": GPT2_SMALL}, "a gpt reads one token tensor: dataset.targets must be null"),
+        ({"model": {**RESNET, "height": 30}}, "divisible by 2**(len(channels) - 1) = 4 (got 30x32)"),
+        ({"model": {**RESNET, "blocks": 9}}, "model.resnet.blocks"),
     ],
 )
 def test_malformed_specs_raise_clear_errors(over: dict[str, Any], needle: str) -> None:
@@ -139,11 +150,15 @@ def test_oversize_spec_is_refused_before_parsing() -> None:
         MLPConfig(input_dim=7, hidden=(), num_classes=2),
         CNNConfig(in_channels=3, height=8, width=16, channels=(4, 6), kernel_size=5, hidden=9, num_classes=3),
         CharTransformerConfig(vocab_size=30, block_size=12, n_layer=2, n_head=2, n_embd=8),
+        GPTConfig(vocab_size=30, block_size=12, n_layer=3, n_head=2, n_embd=8),
+        GPTConfig(vocab_size=30, block_size=12, n_layer=2, n_head=4, n_embd=8, bias=False),
+        ResNetConfig(in_channels=3, height=8, width=12, channels=(4, 4, 6), blocks=2, num_classes=5),
+        ResNetConfig(in_channels=2, height=4, width=4, channels=(3,), blocks=1, num_classes=2),
     ],
 )
 def test_param_count_formula_matches_the_built_model(cfg: Any) -> None:
     raw = base(model=cfg.model_dump(mode="json"))
-    if cfg.kind == "char-transformer":
+    if cfg.kind in TOKEN_MODELS:
         raw["dataset"] = {**raw["dataset"], "targets": None}
     spec = load_spec(raw)
     assert sum(p.numel() for p in build_model(spec).parameters()) == cfg.param_count()
@@ -171,3 +186,35 @@ def test_any_valid_spec_round_trips(hidden: list[int], lr: float, momentum: floa
     again = load_spec(spec.canonical_bytes())
     assert again == spec and again.spec_hash() == spec.spec_hash()
     assert isinstance(again, JobSpec)
+
+
+def gpt2_small(sequences_per_micro_batch: int) -> dict[str, Any]:
+    """A GPT-2-small job: batches of 8 micro-batches of that many 1024-token windows, a 256 MiB token file."""
+    dataset = {"cid": "QmTokens", "format": "safetensors", "size_bytes": Limits.DATASET_BYTES, "targets": None}
+    return base(model=GPT2_SMALL, dataset=dataset, optimizer={"kind": "adamw", "lr": 6e-4}, batch_size=8 * sequences_per_micro_batch, micro_batches=8)
+
+
+def test_gpt2_small_validates_with_its_124m_parameters_and_fits_in_memory() -> None:
+    spec = load_spec(gpt2_small(4))
+    assert spec.param_count() == 124_439_808 <= Limits.PARAMS  # nanoGPT's 123.65M plus the 0.79M position embedding
+    assert 20 << 30 < training_memory_bytes(spec) <= Limits.MEMORY_BYTES
+    assert load_spec(json.loads(spec.canonical_bytes())) == spec
+
+
+def test_a_spec_whose_training_needs_more_memory_than_the_limit_is_refused_with_the_estimate() -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(gpt2_small(8))
+    message = str(info.value)
+    assert "training needs about 36.3 GiB of memory; at most 24 GiB are accepted" in message and "\n" not in message
+    # the same training in more, smaller micro-batches fits
+    assert load_spec({**gpt2_small(8), "micro_batches": 16}).batch_size == 64
+
+
+def test_memory_estimate_counts_state_activations_and_data() -> None:
+    small = load_spec(base())
+    adam = load_spec(base(optimizer={"kind": "adam", "lr": 0.1}))
+    assert training_memory_bytes(adam) - training_memory_bytes(small) == 3 * 4 * small.param_count()  # one slot more, and its checkpoint copies
+    bigger_batch = load_spec(base(batch_size=16))
+    assert training_memory_bytes(bigger_batch) - training_memory_bytes(small) == 2 * 4 * 8 * small.model.activation_floats()
+    more_data = load_spec(base(dataset={"cid": "QmData", "format": "npz", "size_bytes": 2000}))
+    assert training_memory_bytes(more_data) - training_memory_bytes(small) == 8 * 1000

@@ -7,7 +7,9 @@ from dataclasses import replace
 from core.contracts import Capabilities, Device
 from core.storage import file_cid
 from proofs.datasets import reference_job
+from proofs.spec import PROCESS_BYTES, training_memory_bytes
 from rolebase.capabilities import misfit, step_flop, train_flop
+from submitter.cli import job_size
 
 JOB = reference_job("mlp-spirals", steps=400, checkpoint_interval=50)
 SPEC = JOB.spec(file_cid(JOB.dataset))
@@ -34,3 +36,9 @@ def test_each_limit_the_device_and_the_time_say_why_a_job_does_not_fit() -> None
     assert misfit(replace(ROOMY, flops=doubled // 600), SPEC, 600) == ""
     slow = misfit(replace(ROOMY, flops=doubled // 600 - 1), SPEC, 600)
     assert slow.startswith("would need about 600 s") and slow.endswith("more than the 600 s commit window")
+
+
+def test_dry_run_size_says_the_training_memory_solvers_compare() -> None:
+    size = job_size(SPEC)
+    assert size["memory_bytes"] == training_memory_bytes(SPEC) > PROCESS_BYTES
+    assert size["parameters"] == SPEC.param_count() and size["train_flop"] == train_flop(SPEC)

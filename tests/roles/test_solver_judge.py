@@ -27,6 +27,7 @@ from core.storage import ContentStore, LocalStore, file_cid
 from deploy.devnet import Devnet
 from proofs import load_dataset, load_spec
 from proofs.datasets import reference_job
+from proofs.spec import training_memory_bytes
 from proofs.train import Runtime
 from rolebase.actions import stake
 from solver import daemon, work
@@ -115,6 +116,23 @@ def test_judge_refuses_a_job_whose_numerics_cannot_run_on_the_solvers_device(tmp
     assert not on_gpu.runnable and on_gpu.final and on_gpu.reason.startswith("numerics repro-v1 runs on the CPU, not cuda")
     assert SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP).check(digest).runnable  # verdicts are kept per device
     db.close()
+
+
+def test_judge_refuses_a_job_whose_training_needs_more_memory_than_it_gives(tmp_path: Path) -> None:
+    """``--max-memory-gib``: the estimate from the spec alone (proofs.spec.training_memory_bytes)
+    refuses the job for good before its dataset is fetched, in one line with both figures."""
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    digest = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
+    need = training_memory_bytes(ref.spec("QmData"))
+    small = SpecJudge(store, db, Limits(new_specs_per_tick=10, max_memory_bytes=need - 1), DEP).check(digest)
+    assert not small.runnable and small.final
+    assert small.reason == f"training needs about {need / 2**30:,.1f} GiB of memory, this solver gives a job at most {(need - 1) / 2**30:,.1f} GiB"
+    db.close()
+    fresh = SolverDb(tmp_path / "fresh.sqlite")  # a verdict is kept: another solver's records
+    assert SpecJudge(store, fresh, Limits(new_specs_per_tick=10, max_memory_bytes=need), DEP).check(digest).runnable
+    fresh.close()
 
 
 def test_judge_refuses_data_on_which_honest_training_does_no_learning_work(tmp_path: Path) -> None:
@@ -269,7 +287,7 @@ def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch
             return super().run(steps, *args, **kwargs)
 
     monkeypatch.setattr(work, "Trainer", Recording)
-    assert work._estimate(spec, dataset) > 0 and spec.batch_size in ran
+    assert work._estimate(spec, dataset).train_s > 0 and spec.batch_size in ran
     ran.clear()
     monkeypatch.setattr(work, "DRY_RUN_STEP_CAP_S", 0.0)
-    assert work._estimate(spec, dataset) > 0 and set(ran) == {1}
+    assert work._estimate(spec, dataset).train_s > 0 and set(ran) == {1}

@@ -20,6 +20,7 @@ from solver.policy import (
     HeldJob,
     OpenJob,
     Phase,
+    Regenerate,
     SolverConfig,
     SolverPolicy,
     SolverView,
@@ -81,6 +82,17 @@ def test_claims_the_best_paying_runnable_job_it_can_bond() -> None:
         open_job(5, reward=99, expires_at=1_002),  # expires before a claim could matter
     )
     assert POLICY.next_actions(view(open_jobs=jobs)) == [Claim(JobId(4))]
+
+
+def test_regenerates_what_the_verifiers_draw_needs_one_a_tick_in_order() -> None:
+    for state in (JobState.VERIFYING, JobState.VERIFIED):  # the verifier's replay, then the whistleblowers' audits
+        job = replace(held(9, state, Phase.COMMITTED), regenerate=(7, 8, 40))
+        assert POLICY.next_actions(view(held_jobs=(job,))) == [Regenerate(JobId(9), 7, held=True)]
+        asked = replace(job, requested=(3, 40))  # asked of our gateway: first, in a serving slot unless the draw needs it
+        assert POLICY.next_actions(view(held_jobs=(asked,))) == [Regenerate(JobId(9), 3, held=False)]
+        assert POLICY.next_actions(view(held_jobs=(replace(asked, requested=(40,)),))) == [Regenerate(JobId(9), 40, held=True)]
+    ended = replace(held(9, JobState.VERIFIED, Phase.COMMITTED, deadline=999), regenerate=(7,))
+    assert POLICY.next_actions(view(held_jobs=(ended,))) == [Finalize(JobId(9))]  # the window is over: paid first
 
 
 def test_claims_only_up_to_capacity() -> None:

@@ -39,6 +39,7 @@ def test_a_block_request_answers_the_raw_block_and_nothing_else(served: tuple[Lo
     assert requests.get(f"{server.url}/ipfs/not-a-cid?format=raw", timeout=10).status_code == 400
     assert requests.post(f"{server.url}/ipfs/{cid}?format=raw", timeout=10).status_code == 405  # read-only
     assert requests.get(f"{server.url}/ipfs/{file_cid(b'absent')}?format=raw", timeout=10).status_code == 404
+    assert store.take_wanted() == [file_cid(b"absent")] and store.take_wanted() == [], "asked for and not held: remembered once"
 
 
 def test_a_multi_level_file_crosses_verified_and_is_kept(served: tuple[LocalStore, GatewayServer], tmp_path: Path) -> None:
