@@ -93,64 +93,26 @@ class ReferenceJob:
         return load_dataset(sized, self.test_dataset)
 
 
-def _mlp_template(steps: int, k: int) -> dict:
+def _template(model: dict, optimizer: dict, batch_size: int, seed: int, steps: int, k: int) -> dict:
+    """A reference job's spec fields; classifiers read ``x`` and ``y``, token models ``x`` alone."""
+    tokens = model["kind"] in ("char-transformer", "gpt")
     return {
-        "model": {"kind": "mlp", "input_dim": 2, "hidden": [64, 64], "num_classes": 3},
-        "dataset": {"format": "safetensors", "inputs": "x", "targets": "y"},
-        "optimizer": {"kind": "sgd", "lr": 0.1, "momentum": 0.9},
-        "batch_size": 64,
+        "model": model,
+        "dataset": {"format": "safetensors", "inputs": "x", "targets": None if tokens else "y"},
+        "optimizer": optimizer,
+        "batch_size": batch_size,
         "steps": steps,
-        "seed": 7,
+        "seed": seed,
         "checkpoint_interval": k,
     }
 
 
-def _cnn_template(steps: int, k: int) -> dict:
-    return {
-        "model": {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [8, 16], "hidden": 64, "num_classes": 4},
-        "dataset": {"format": "safetensors", "inputs": "x", "targets": "y"},
-        "optimizer": {"kind": "adam", "lr": 0.003},
-        "batch_size": 32,
-        "steps": steps,
-        "seed": 11,
-        "checkpoint_interval": k,
-    }
-
-
-def _char_template(steps: int, k: int) -> dict:
-    return {
-        "model": {"kind": "char-transformer", "vocab_size": 128, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32},
-        "dataset": {"format": "safetensors", "inputs": "x", "targets": None},
-        "optimizer": {"kind": "adam", "lr": 0.003},
-        "batch_size": 16,
-        "steps": steps,
-        "seed": 3,
-        "checkpoint_interval": k,
-    }
-
-
-def _gpt_template(steps: int, k: int) -> dict:
-    return {
-        "model": {"kind": "gpt", "vocab_size": 128, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32, "bias": True},
-        "dataset": {"format": "safetensors", "inputs": "x", "targets": None},
-        "optimizer": {"kind": "adamw", "lr": 0.003, "weight_decay": 0.1},
-        "batch_size": 16,
-        "steps": steps,
-        "seed": 13,
-        "checkpoint_interval": k,
-    }
-
-
-def _resnet_template(steps: int, k: int) -> dict:
-    return {
-        "model": {"kind": "resnet", "in_channels": 1, "height": 16, "width": 16, "channels": [8, 16], "blocks": 1, "num_classes": 4},
-        "dataset": {"format": "safetensors", "inputs": "x", "targets": "y"},
-        "optimizer": {"kind": "adam", "lr": 0.003},
-        "batch_size": 32,
-        "steps": steps,
-        "seed": 17,
-        "checkpoint_interval": k,
-    }
+_MLP = {"kind": "mlp", "input_dim": 2, "hidden": [64, 64], "num_classes": 3}
+_CNN = {"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [8, 16], "hidden": 64, "num_classes": 4}
+_CHAR = {"kind": "char-transformer", "vocab_size": 128, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32}
+_GPT = {"kind": "gpt", "vocab_size": 128, "block_size": 32, "n_layer": 2, "n_head": 2, "n_embd": 32, "bias": True}
+_RESNET = {"kind": "resnet", "in_channels": 1, "height": 16, "width": 16, "channels": [8, 16], "blocks": 1, "num_classes": 4}
+_ADAM = {"kind": "adam", "lr": 0.003}
 
 
 REFERENCE_JOBS = ("mlp-spirals", "cnn-shapes", "char-text", "gpt-text", "resnet-shapes")
@@ -159,13 +121,20 @@ REFERENCE_JOBS = ("mlp-spirals", "cnn-shapes", "char-text", "gpt-text", "resnet-
 def reference_job(name: str, *, steps: int = 400, checkpoint_interval: int = 50) -> ReferenceJob:
     """One of :data:`REFERENCE_JOBS`, with its step count and ``k`` (``steps`` must be a multiple of ``k``)."""
     if name == "mlp-spirals":
-        return ReferenceJob(name, spirals(1), spirals(2, per_class=200), _mlp_template(steps, checkpoint_interval))
+        return ReferenceJob(
+            name, spirals(1), spirals(2, per_class=200), _template(_MLP, {"kind": "sgd", "lr": 0.1, "momentum": 0.9}, 64, 7, steps, checkpoint_interval)
+        )
     if name == "cnn-shapes":
-        return ReferenceJob(name, shapes(1), shapes(2, count=512), _cnn_template(steps, checkpoint_interval))
+        return ReferenceJob(name, shapes(1), shapes(2, count=512), _template(_CNN, _ADAM, 32, 11, steps, checkpoint_interval))
     if name == "char-text":
-        return ReferenceJob(name, text_tokens("train"), text_tokens("test"), _char_template(steps, checkpoint_interval))
+        return ReferenceJob(name, text_tokens("train"), text_tokens("test"), _template(_CHAR, _ADAM, 16, 3, steps, checkpoint_interval))
     if name == "gpt-text":
-        return ReferenceJob(name, text_tokens("train"), text_tokens("test"), _gpt_template(steps, checkpoint_interval))
+        return ReferenceJob(
+            name,
+            text_tokens("train"),
+            text_tokens("test"),
+            _template(_GPT, {"kind": "adamw", "lr": 0.003, "weight_decay": 0.1}, 16, 13, steps, checkpoint_interval),
+        )
     if name == "resnet-shapes":
-        return ReferenceJob(name, shapes(1), shapes(2, count=512), _resnet_template(steps, checkpoint_interval))
+        return ReferenceJob(name, shapes(1), shapes(2, count=512), _template(_RESNET, _ADAM, 32, 17, steps, checkpoint_interval))
     raise KeyError(f"no reference job {name!r}; choose one of {', '.join(REFERENCE_JOBS)}")
