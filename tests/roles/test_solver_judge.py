@@ -45,6 +45,8 @@ BLOCK_GAS_30M = 30_000_000
 
 def gas_30m() -> int:
     return BLOCK_GAS_30M
+
+
 TOKEN = 10**18
 
 
