@@ -12,7 +12,8 @@ interleaved step by step, and prints the median seconds per step and the ratios:
   solver trains faster than today.
 
 The first step of each configuration is a warm-up (numba loads or compiles its kernels,
-torch sizes its allocator) and is not timed.
+torch sizes its allocator) and is not timed; each timed step starts after ``SETTLE_S`` idle
+seconds, so that no thread pool still spinning from the step before is counted in it.
 
 ``--clock cpu`` times the process's CPU seconds instead of wall seconds: on a machine shared
 with other work, a one-thread cell then counts only its own work (not the time it waited for
@@ -94,12 +95,19 @@ def _trainers(model: dict[str, Any], data: bytes, batch: int, steps: int) -> dic
     return trainers
 
 
+#: Idle seconds before each timed step: torch's OpenMP pool keeps spinning after its two-thread
+#: step, and without this wait that spinning was counted in the next cell (repro 1T: measured
+#: 0.0205 instead of 0.0138 CPU seconds per step on the CNN; with OMP_WAIT_POLICY=PASSIVE, 0.0131).
+SETTLE_S = 0.3
+
+
 def _seconds_per_step(trainers: dict[tuple[str, int], Trainer], steps: int, clock: Callable[[], float]) -> dict[tuple[str, int], float]:
     """Median seconds per step of each (numerics, threads), timed one step each in turn so
     that load from other processes falls on every cell alike."""
     times: dict[tuple[str, int], list[float]] = {key: [] for key in trainers}
     for _ in range(steps):
         for key, trainer in trainers.items():
+            time.sleep(SETTLE_S)
             start = clock()
             trainer.run(1)
             times[key].append(clock() - start)
@@ -136,6 +144,7 @@ def _profile(name: str, trainers: dict[tuple[str, int], Trainer], steps: int, cl
     total = {}
     for t in THREADS:
         with _kernel_clock(clock, spent[t]):
+            time.sleep(SETTLE_S)
             start = clock()
             trainers[("repro-v1", t)].run(steps)
             total[t] = clock() - start

@@ -111,7 +111,7 @@ def read_regular_file(path: Path, *, max_bytes: int, what: str) -> bytes:
     return data
 
 
-def safetensors_header(data: bytes, *, max_header: int, what: str) -> dict[str, Any]:
+def safetensors_header(data: bytes | bytearray | memoryview, *, max_header: int, what: str) -> dict[str, Any]:
     """The JSON header of safetensors bytes, bounded, checked for shape before any tensor is read.
 
     Every entry but ``__metadata__`` must name a dtype, a shape of non-negative ints and
@@ -122,7 +122,7 @@ def safetensors_header(data: bytes, *, max_header: int, what: str) -> dict[str, 
     (head_len,) = struct.unpack("<Q", data[:8])
     if head_len > max_header or 8 + head_len > len(data):
         raise InputRejected(f"{what} has a header of {head_len:,} bytes in {len(data):,} bytes (at most {max_header:,})")
-    header = load_json(data[8 : 8 + head_len], max_bytes=max_header, what=f"{what} header")
+    header = load_json(bytes(data[8 : 8 + head_len]), max_bytes=max_header, what=f"{what} header")
     if not isinstance(header, dict):
         raise InputRejected(f"{what} header is not a JSON object")
     body = len(data) - 8 - head_len

@@ -10,9 +10,14 @@ have equal bytes and equal state hashes:
   spaces to a multiple of 8 bytes;
 * data: the tensors in sorted-name order, contiguous, little-endian.
 
-``state_hash = keccak256(bytes)`` is the Merkle leaf value. Decoding goes
-through the safetensors library (never pickle) and then re-encodes: bytes that
-are not exactly canonical are refused, so one state has one hash.
+``state_hash = keccak256(bytes)`` is the Merkle leaf value. Decoding never
+unpickles and never copies tensor data: the header is parsed bounded
+(``core.bounded.safetensors_header``) and must be byte for byte the canonical
+header of the tensors it names, and the data exactly as long as they are, so
+bytes that are not exactly canonical are refused and one state has one hash.
+The decoded tensors are read-only views of the bytes. :class:`StateBuffer`
+writes the canonical bytes of a state into one reused buffer (the solver's
+checkpoint path: :class:`proofs.train.Committer`).
 """
 
 from __future__ import annotations
@@ -20,27 +25,28 @@ from __future__ import annotations
 import json
 import math
 import struct
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from safetensors import SafetensorError
-from safetensors.torch import load as load_safetensors
 
 from core.bounded import safetensors_header
 from core.probe import Bytes32
 from proofs.errors import CheckpointError, HashMismatch, LimitExceeded
-from proofs.keccak import keccak
+from proofs.keccak import keccak, keccak_hasher
 from proofs.spec import Limits
 
 __all__ = [
     "FORMAT",
     "MAX_CHECKPOINT_BYTES",
     "Checkpoint",
+    "StateBuffer",
     "encode_checkpoint",
     "decode_checkpoint",
     "state_hash",
+    "hash_state",
     "update_norm",
 ]
 
@@ -69,32 +75,84 @@ class Checkpoint:
         return encode_checkpoint(self.step, self.tensors, self.spec_hash)
 
 
-def state_hash(data: bytes) -> Bytes32:
+def state_hash(data: bytes | bytearray | memoryview) -> Bytes32:
     """keccak256 of checkpoint bytes: the value a trace commits to."""
     return Bytes32(keccak(data))
 
 
-def encode_checkpoint(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> bytes:
-    """Canonical safetensors bytes of a training state (tensors are written as float32)."""
-    names = sorted(tensors)
+def _header(step: int, spec_hash: str, shapes: Sequence[tuple[str, Sequence[int]]]) -> bytes:
+    """The canonical header (length word included) of float32 tensors ``(name, shape)`` in sorted-name order."""
     header: dict[str, object] = {"__metadata__": {"format": FORMAT, "spec": spec_hash, "step": str(step)}}
-    blobs = []
     offset = 0
+    for name, shape in shapes:
+        size = 4 * math.prod(shape)
+        header[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    return struct.pack("<Q", len(head)) + head
+
+
+def _layout(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> tuple[bytes, list[memoryview]]:
+    """The canonical header and each tensor's bytes (views, no copy where the tensor is a contiguous CPU one)."""
+    names = sorted(tensors)
+    blobs = []
     for name in names:
         t = tensors[name].detach()
         if t.dtype != torch.float32:
             raise CheckpointError(f"tensor {name!r} is {t.dtype}; checkpoints hold float32 only")
-        blob = t.cpu().contiguous().numpy().tobytes()
-        header[name] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [offset, offset + len(blob)]}
-        offset += len(blob)
-        blobs.append(blob)
-    head = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
-    head += b" " * (-len(head) % 8)
-    return struct.pack("<Q", len(head)) + head + b"".join(blobs)
+        blobs.append(t.cpu().contiguous().reshape(-1).numpy().view(np.uint8).data)
+    return _header(step, spec_hash, [(name, tuple(tensors[name].shape)) for name in names]), blobs
 
 
-def decode_checkpoint(data: bytes, *, expect_hash: Bytes32 | None = None, expect_spec: str | None = None) -> Checkpoint:
+def hash_state(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> Bytes32:
+    """``state_hash(encode_checkpoint(...))`` without the bytes: the tensors are hashed in place."""
+    head, blobs = _layout(step, tensors, spec_hash)
+    hasher = keccak_hasher()
+    hasher.update(head)
+    for blob in blobs:
+        hasher.update(blob)
+    return Bytes32(hasher.digest())
+
+
+def encode_checkpoint(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> bytes:
+    """Canonical safetensors bytes of a training state (tensors are written as float32)."""
+    head, blobs = _layout(step, tensors, spec_hash)
+    return b"".join([head, *blobs])
+
+
+class StateBuffer:
+    """One buffer, reused, that holds the canonical bytes of the last state written into it: a
+    checkpoint costs one copy of the state and no fresh memory (a fresh allocation of a large
+    checkpoint costs more in page faults than the copy itself)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+        self._size = 0
+
+    def write(self, step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> memoryview:
+        """Write the canonical bytes of a state; a view of them (valid until the next write)."""
+        head, blobs = _layout(step, tensors, spec_hash)
+        size = len(head) + sum(len(b) for b in blobs)
+        if size > len(self._buf):
+            self._buf = bytearray(size + 64)  # a later checkpoint's step may take a few more header bytes
+        view = memoryview(self._buf)
+        view[: len(head)] = head
+        at = len(head)
+        for blob in blobs:
+            view[at : at + len(blob)] = blob
+            at += len(blob)
+        self._size = size
+        return view[:size]
+
+    def view(self) -> memoryview:
+        """The bytes of the last state written."""
+        return memoryview(self._buf)[: self._size]
+
+
+def decode_checkpoint(data: bytes | bytearray | memoryview, *, expect_hash: Bytes32 | None = None, expect_spec: str | None = None) -> Checkpoint:
     """Parse canonical checkpoint bytes; check them against a committed hash and spec hash if given.
+    The tensors are views of ``data`` (read-only: clone one to change it).
 
     Raises :class:`LimitExceeded` (oversize), :class:`HashMismatch` (bytes are not what
     was committed) or :class:`CheckpointError` (truncated, not safetensors, not canonical,
@@ -112,12 +170,12 @@ def decode_checkpoint(data: bytes, *, expect_hash: Bytes32 | None = None, expect
     if head_len > _MAX_HEADER or 8 + head_len > len(data):
         raise CheckpointError(f"checkpoint is truncated or corrupt: header of {head_len} bytes in {len(data)} bytes of data")
     try:
-        meta = safetensors_header(data, max_header=_MAX_HEADER, what="checkpoint").get("__metadata__") or {}
-        tensors = load_safetensors(data)
-    except (SafetensorError, ValueError, AttributeError) as exc:  # InputRejected is a ValueError
+        header = safetensors_header(data, max_header=_MAX_HEADER, what="checkpoint")
+    except ValueError as exc:  # InputRejected is a ValueError
         raise CheckpointError(f"checkpoint is not valid safetensors (truncated or corrupt?): {exc}") from exc
-    if meta.get("format") != FORMAT:
-        raise CheckpointError(f"checkpoint format is {meta.get('format')!r}, expected {FORMAT!r}")
+    meta = header.pop("__metadata__", None) or {}
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise CheckpointError(f"checkpoint format is {meta.get('format') if isinstance(meta, dict) else meta!r}, expected {FORMAT!r}")
     step_text = meta.get("step", "")
     if not (isinstance(step_text, str) and step_text.isdigit() and len(step_text) <= 12):
         raise CheckpointError(f"checkpoint step {step_text!r} is not a non-negative integer")
@@ -126,13 +184,38 @@ def decode_checkpoint(data: bytes, *, expect_hash: Bytes32 | None = None, expect
         raise CheckpointError("checkpoint metadata has no spec hash")
     if expect_spec is not None and spec != expect_spec:
         raise CheckpointError(f"checkpoint was made for spec {spec}, not {expect_spec}")
-    for name, t in tensors.items():
-        if t.dtype != torch.float32:
-            raise CheckpointError(f"tensor {name!r} is {t.dtype}; checkpoints hold float32 only")
-    ckpt = Checkpoint(step=int(step_text), spec_hash=spec, tensors=tensors)
-    if encode_checkpoint(ckpt.step, tensors, spec) != data:
+    for name, entry in header.items():
+        if entry["dtype"] != "F32":
+            raise CheckpointError(f"tensor {name!r} is {entry['dtype']}; checkpoints hold float32 only")
+    shapes = [(name, tuple(header[name]["shape"])) for name in sorted(header)]
+    room = len(data) // 4  # no tensor holds more values than the bytes do (a hostile shape's product is never computed whole)
+    if any(_numel(shape, room) > room for _, shape in shapes):
+        raise CheckpointError("checkpoint is truncated or corrupt: a tensor's shape holds more values than the bytes")
+    head = _header(int(step_text), spec, shapes)
+    if data[: len(head)] != head or len(data) != len(head) + sum(4 * math.prod(shape) for _, shape in shapes):
         raise CheckpointError("checkpoint bytes are not in canonical form (key order, padding or extra metadata)")
-    return ckpt
+    tensors = {}
+    at = len(head)
+    with warnings.catch_warnings():  # views of immutable bytes: read-only by contract (see above)
+        warnings.filterwarnings("ignore", message="The given buffer is not writable")
+        for name, shape in shapes:
+            count = math.prod(shape)
+            flat = torch.frombuffer(data, dtype=torch.float32, count=count, offset=at) if count else torch.zeros(0)
+            tensors[name] = flat.view(shape)
+            at += 4 * count
+    return Checkpoint(step=int(step_text), spec_hash=spec, tensors=tensors)
+
+
+def _numel(shape: Sequence[int], limit: int) -> int:
+    """The number of values of ``shape``, or ``limit + 1`` as soon as it is known to exceed ``limit``."""
+    if 0 in shape:
+        return 0
+    count = 1
+    for dim in shape:
+        count *= dim
+        if count > limit:
+            return limit + 1
+    return count
 
 
 def update_norm(before: Mapping[str, torch.Tensor], after: Mapping[str, torch.Tensor]) -> float:

@@ -12,10 +12,19 @@ from Crypto.Hash import keccak as _keccak
 
 from proofs.errors import ProofError
 
+#: Incremental keccak256: ``h = keccak_hasher(); h.update(piece); ...; h.digest()`` (pieces of any
+#: bytes-like type, read in place; pycryptodome hashes them without the GIL).
+Keccak256 = _keccak.Keccak_Hash
 
-def keccak(data: bytes) -> bytes:
-    """keccak256 (Ethereum's, not NIST SHA3-256) of ``data``."""
-    return _keccak.new(digest_bits=256, data=bytes(data)).digest()
+
+def keccak_hasher() -> Keccak256:
+    """A fresh incremental keccak256."""
+    return _keccak.new(digest_bits=256)
+
+
+def keccak(data: bytes | bytearray | memoryview) -> bytes:
+    """keccak256 (Ethereum's, not NIST SHA3-256) of ``data`` (read in place, not copied)."""
+    return _keccak.new(digest_bits=256, data=data).digest()
 
 
 def uint256(value: int) -> bytes:

@@ -159,29 +159,57 @@ class TraceVerdict:
         return tuple(v for v in self.verdicts if not v.passed)
 
 
-def _flat(tensors: Mapping[str, torch.Tensor]) -> np.ndarray:
-    if not tensors:
-        return np.zeros(0)
-    return np.concatenate([tensors[k].detach().cpu().numpy().astype(np.float64).ravel() for k in sorted(tensors)])
+#: float64 values made at a time when two states are compared (a 100M-parameter state is not copied whole).
+_LEAF = 1 << 16
+
+
+class _Flat:
+    """The float64 values of tensors flattened and concatenated in sorted-name order, read a range at a time."""
+
+    def __init__(self, tensors: Mapping[str, torch.Tensor]) -> None:
+        self.parts = [tensors[k].detach().cpu().reshape(-1) for k in sorted(tensors)]
+        self.starts = np.cumsum([0, *(len(p) for p in self.parts)])
+        self.size = int(self.starts[-1])
+
+    def read(self, lo: int, hi: int) -> np.ndarray:
+        first = int(np.searchsorted(self.starts, lo, side="right")) - 1
+        pieces = []
+        for i in range(first, len(self.parts)):
+            start = int(self.starts[i])
+            if start >= hi:
+                break
+            pieces.append(self.parts[i][max(lo - start, 0) : hi - start].numpy().astype(np.float64))
+        return np.concatenate(pieces) if pieces else np.zeros(0)
+
+
+def _sums(a: _Flat, b: _Flat, lo: int, n: int) -> tuple[float, float, float, float, float]:
+    """``sum(b*b), sum(a*a), sum(d*d), sum(a*b)`` and ``max|d|`` (d = a - b) over values ``lo..lo+n``.
+    The sums split ranges exactly where numpy's pairwise summation does, so each is bit for bit
+    ``np.sum`` over the whole flattened vector, with ``_LEAF`` values in memory at a time."""
+    if n <= _LEAF:
+        x, y = a.read(lo, lo + n), b.read(lo, lo + n)
+        d = x - y
+        return float(np.sum(y * y)), float(np.sum(x * x)), float(np.sum(d * d)), float(np.sum(x * y)), float(np.max(np.abs(d))) if n else 0.0
+    half = n // 2
+    half -= half % 8
+    left, right = _sums(a, b, lo, half), _sums(a, b, lo + half, n - half)
+    return left[0] + right[0], left[1] + right[1], left[2] + right[2], left[3] + right[3], max(left[4], right[4])
 
 
 def distances(replayed: Mapping[str, torch.Tensor], committed: Mapping[str, torch.Tensor]) -> Distances:
     """Distances between two states with the same tensor names, over their flattened values."""
     if sorted(replayed) != sorted(committed):
         raise ProofError("cannot compare states with different tensors")
-    a, b = _flat(replayed), _flat(committed)
-    diff = a - b
-    norm_b = math.sqrt(float(np.sum(b * b)))
-    norm_a = math.sqrt(float(np.sum(a * a)))
-    norm_d = math.sqrt(float(np.sum(diff * diff)))
+    a, b = _Flat(replayed), _Flat(committed)
+    bb, aa, dd, ab, linf = _sums(a, b, 0, a.size)
+    norm_b, norm_a, norm_d = math.sqrt(bb), math.sqrt(aa), math.sqrt(dd)
     l2 = norm_d / norm_b if norm_b > 0 else (0.0 if norm_d == 0 else math.inf)
-    linf = float(np.max(np.abs(diff))) if diff.size else 0.0
     if norm_d == 0:
         cosine = 0.0
     elif norm_a == 0 or norm_b == 0:
         cosine = 1.0
     else:
-        cosine = max(0.0, 1.0 - float(np.sum(a * b)) / (norm_a * norm_b))
+        cosine = max(0.0, 1.0 - ab / (norm_a * norm_b))
     return Distances(l2=l2, linf=linf, cosine=cosine)
 
 
@@ -192,11 +220,7 @@ def moved_frozen(start: Mapping[str, torch.Tensor], replayed: Mapping[str, torch
     moved by other hardware either, so any change there is the solver's own, however small."""
     if not sorted(start) == sorted(replayed) == sorted(committed):
         raise ProofError("cannot compare states with different tensors")
-    if not start:
-        return 0
-    s, a, b = (_flat(x) for x in (start, replayed, committed))
-    frozen = a == s
-    return int(np.count_nonzero(b[frozen] != s[frozen]))
+    return sum(int(torch.count_nonzero((replayed[k] == start[k]) & (committed[k] != start[k]))) for k in start)
 
 
 def initial_state(spec: JobSpec, dataset: Dataset) -> bytes:
@@ -208,7 +232,7 @@ def initial_state(spec: JobSpec, dataset: Dataset) -> bytes:
 
 def initial_state_hash(spec: JobSpec, dataset: Dataset) -> Bytes32:
     """The state hash leaf 0 of every honest trace of ``spec`` commits to."""
-    return state_hash(initial_state(spec, dataset))
+    return Trainer(spec, dataset).state_hash()
 
 
 def check_start(spec: JobSpec, dataset: Dataset, committed: Bytes32) -> SegmentVerdict:
@@ -378,8 +402,10 @@ def replay_segment(
     if not 0 <= segment < n:
         raise SegmentOutOfRange("segment", segment, n)
     decoded: list[Checkpoint] = []
+    hashes: list[Bytes32] = []
     for label, data, committed, index in (("start", start, start_hash, segment), ("end", end, end_hash, segment + 1)):
         actual = state_hash(data)
+        hashes.append(actual)
         if committed is not None and actual != committed:
             return _fail(segment, Reason.HASH_MISMATCH, f"checkpoint {index} hashes to {hex32(actual)}, committed {hex32(committed)}")
         try:
@@ -395,15 +421,13 @@ def replay_segment(
     trainer = Trainer(spec, dataset, rt)
     try:
         trainer.load(first)
-        probe = Trainer(spec, dataset, rt)
-        probe.load(last)  # the end checkpoint must fit the model and optimizer too
+        trainer.check_fits(last)  # the end checkpoint must fit the model and optimizer too
     except ProofError as exc:
         return _fail(segment, Reason.MALFORMED, str(exc))
     if claimed_norm is not None and (false_norm := _norm_fault(segment, first, last, claimed_norm)) is not None:
         return false_norm
     idle, loss = run_watching(trainer, k)
-    replayed = trainer.to_bytes()
-    replayed_hash = state_hash(replayed)
+    replayed_hash = trainer.state_hash()
     ours = {name: t.detach().cpu() for name, t in trainer.tensors().items()}
     param_names = [n for n in ours if n.startswith("param.")]
     param_d = distances({n: ours[n] for n in param_names}, {n: last.tensors[n] for n in param_names})
@@ -414,11 +438,11 @@ def replay_segment(
         return _fail(segment, Reason.NO_WORK, f"step {segment * k + step} did no learning work: {name} has a zero gradient", **extra)
     if all(torch.equal(first.tensors[n], last.tensors[n]) for n in first.tensors):
         return _fail(segment, Reason.NO_WORK, "parameters and optimizer slots are bit-identical to the start", **extra)
-    committed_hash = state_hash(end)
 
     def false_loss() -> SegmentVerdict | None:  # judged once the states hold
         return None if claimed_loss is None else _loss_fault(spec, segment, loss, claimed_loss, **extra)
 
+    committed_hash = hashes[1]
     if replayed_hash == committed_hash:
         return false_loss() or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay reproduces {hex32(committed_hash)}", **extra)  # type: ignore[arg-type]
     if spec.tolerance.mode == "exact":

@@ -97,39 +97,49 @@ def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> t
     return _Linear.apply(x, w, b)
 
 
+def _broadcast(a: np.ndarray, nb: int) -> np.ndarray:
+    """``a`` (M, K) as (nb, M, K) without a copy (batch stride 0), for a batched matmul that
+    multiplies every item by the same matrix (the kernel only reads it)."""
+    return np.lib.stride_tricks.as_strided(a, (nb, *a.shape), (0, *a.strides))
+
+
 class _Conv2d(torch.autograd.Function):
-    # With cols (taps, pixels): y = W cols, dW^T = cols G^T, dcols = W^T G, G = dy as (c_out, pixels).
-    # Each output sums over its k in the same ascending order as the (pixels, taps) layout would.
+    # cols (taps, pixels), pixels = (image, row, column) ascending. Per image b: y[b] = W cols[b]
+    # and dcols[b] = W^T G[b] (G[b] = dy[b] as (c_out, H*W), read in place); dW^T = cols G^T.
+    # Each output sums over its k in ascending order: the same sequence whatever the batching.
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int) -> torch.Tensor:
         nb, _, hh, ww = x.shape
         c_out, c_in, ks, _ = w.shape
         cols = np.empty((c_in * ks * ks, nb * hh * ww), np.float32)
         K.im2col(_np(x), ks, pad, cols)
-        y = _mm(_np(w).reshape(c_out, -1), cols)
+        y = np.empty((nb, c_out, hh * ww), np.float32)  # NCHW: no transposition copy
+        K.bmm(_broadcast(_np(w).reshape(c_out, -1), nb), cols.reshape(-1, nb, hh * ww).transpose(1, 0, 2), y)
         y += _np(b)[:, None]
         ctx.save_for_backward(w)
         ctx.cols, ctx.pad, ctx.x_shape = cols, pad, x.shape
-        return _t(np.ascontiguousarray(y.reshape(c_out, nb, hh, ww).transpose(1, 0, 2, 3)))
+        return _t(y).reshape(nb, c_out, hh, ww)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (w,) = ctx.saved_tensors
         c_out, _, ks, _ = w.shape
-        g = np.ascontiguousarray(_np(dy).transpose(1, 0, 2, 3)).reshape(c_out, -1)
-        dw = _mm(ctx.cols, g.T).T.reshape(w.shape)  # dW^T = cols G^T: the smaller transpose copy
+        nb, _, hh, ww = ctx.x_shape
+        g = _np(dy).reshape(nb, c_out, hh * ww)
+        dw = _mm(ctx.cols, g.transpose(0, 2, 1).reshape(-1, c_out)).T.reshape(w.shape)  # dW^T = cols G^T: G's one transposition copy
         db = np.empty(c_out, np.float32)
-        K.rowsum(g, db)
+        K.channel_sum(g, db)
         if not ctx.needs_input_grad[0]:  # the first layer's input: the data
             return None, _t(dw), _t(db), None
-        dcols = _mm(_np(w).reshape(c_out, -1).T, g)
+        dcols = np.empty((nb, ctx.cols.shape[0], hh * ww), np.float32)
+        K.bmm(_broadcast(_np(w).reshape(c_out, -1).T, nb), g, dcols)
         dx = np.empty(ctx.x_shape, np.float32)
         K.col2im(dcols, ks, ctx.pad, dx)
         return _t(dx), _t(dw), _t(db), None
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding: int) -> torch.Tensor:
-    """Stride-1 convolution with ``padding`` zeros each side: im2col, then the fixed-order matmul."""
+    """Stride-1 convolution with ``padding`` zeros each side: im2col, then the fixed-order matmul per image."""
     return _Conv2d.apply(x, w, b, padding)
 
 

@@ -19,8 +19,12 @@ All functions take preallocated C-contiguous outputs and return nothing unless s
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from collections.abc import Callable
+from types import FunctionType
+from typing import Any
 
 import numba
 import numpy as np
@@ -53,6 +57,7 @@ __all__ = [
     "im2col",
     "col2im",
     "rowsum",
+    "channel_sum",
     "maxpool2",
     "maxpool2_bwd",
     "embedding_bwd",
@@ -63,6 +68,49 @@ __all__ = [
     "scale",
     "sum_squares",
 ]
+
+# ------------------------------------------------------------------ threads
+
+#: Below this much work (estimated nanoseconds on one core) a kernel runs its serial build:
+#: a call of a ``parallel=True`` kernel goes through numba's workqueue, measured here at 50 us
+#: of CPU (100 us wall on the loaded machine) even at one thread for an add of 64 elements
+#: (0.2 us serially), and a transformer step makes about 100 kernel calls. The estimates are
+#: rough; the build and the thread count change no bits.
+PARALLEL_MIN = 100_000
+_EXP_NS = 2.0  # per element of a kernel that calls exp64 (GELU: 1.9 ns measured)
+
+
+def _size(arg: int, ns_per_element: float = 0.5) -> Callable[..., float]:
+    """Work of a kernel: the size of its argument ``arg`` times ``ns_per_element``."""
+    return lambda *args: args[arg].size * ns_per_element
+
+
+def _parallel(work: Callable[..., float]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Compile a kernel twice: ``.kernel`` with ``prange`` across threads, ``.serial`` with
+    ``prange`` as ``range`` (the same source, so the same operations per output). A call runs
+    ``.kernel`` when more than one thread is set and ``work(*args)`` is at least
+    :data:`PARALLEL_MIN`, else ``.serial``."""
+
+    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
+        kernel = njit(parallel=True, cache=True)(fn)
+        # a function of its own name, so that numba's disk cache keeps the two builds apart
+        twin = FunctionType(fn.__code__, fn.__globals__, fn.__name__ + "_serial", fn.__defaults__, fn.__closure__)
+        twin.__qualname__ = fn.__qualname__ + "_serial"
+        # IEEE division (inf or nan, no ZeroDivisionError), as in the parallel loops: the
+        # Python error model's check on every division kept numba from vectorizing them
+        serial = njit(cache=True, error_model="numpy")(twin)
+
+        @functools.wraps(fn)
+        def call(*args: Any) -> Any:
+            if numba.get_num_threads() > 1 and work(*args) >= PARALLEL_MIN:
+                return kernel(*args)
+            return serial(*args)
+
+        call.kernel, call.serial = kernel, serial  # type: ignore[attr-defined]
+        return call
+
+    return wrap
+
 
 # ------------------------------------------------------------------ transcendentals
 
@@ -301,7 +349,7 @@ def _edge_tile(nv, a, i0, b, j0, out, kk):
     out[i0 : i0 + rows, j0 : j0 + cols] = op[:rows, :cols]
 
 
-@njit(parallel=True, cache=True)
+@_parallel(lambda a, b, out: out.size * a.shape[2] / 128)  # multiply-adds: about 8 of 16 lanes a ns
 def bmm(a, b, out):
     """out[t] = a[t] @ b[t] for a (T, M, K), b (T, K, N): out[t, i, j] = sum_k a[t,i,k] * b[t,k,j],
     accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each).
@@ -341,7 +389,7 @@ def _add4(acc, g0, g1, g2, g3, n):
         acc[j] = (((acc[j] + g0[j]) + g1[j]) + g2[j]) + g3[j]
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def colsum(g, out):
     """out[j] = sum_i g[i, j] in float32, rows in ascending order."""
     m, n = g.shape
@@ -364,7 +412,7 @@ def colsum(g, out):
 _SOFTMAX_ROWS = 16  # rows per parallel task (they share one float64 buffer)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _EXP_NS))
 def causal_softmax(s, scale, p):
     """p[t, i, j] = softmax over j <= i of scale * s[t, i, j] (float64 inside), 0 for j > i."""
     nb, m, n = s.shape
@@ -390,7 +438,7 @@ def causal_softmax(s, scale, p):
                 out[j] = np.float32(0.0)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def causal_softmax_bwd(p, dp, scale, ds):
     """ds = scale * p * (dp - sum_j p dp) per row (float64 inside), 0 for j > i."""
     nb, m, n = p.shape
@@ -409,7 +457,7 @@ def causal_softmax_bwd(p, dp, scale, ds):
 # ------------------------------------------------------------------ layer norm
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def layer_norm(x, w, b, eps, y, mean, rstd):
     """Rows of x (N, E): y = (x - mean) * rstd * w + b, mean/variance in float64."""
     m, n = x.shape
@@ -431,7 +479,7 @@ def layer_norm(x, w, b, eps, y, mean, rstd):
             out[j] = np.float32(((np.float64(row[j]) - mu) * r) * np.float64(w[j]) + np.float64(b[j]))
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def layer_norm_bwd(dy, x, w, mean, rstd, dx):
     """dx of :func:`layer_norm` per row (float64 inside)."""
     m, n = x.shape
@@ -451,7 +499,7 @@ def layer_norm_bwd(dy, x, w, mean, rstd, dx):
             dx[i, j] = np.float32(r * ((g - a) - xh * c))
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def layer_norm_params_bwd(dy, x, mean, rstd, dw, db):
     """dw[j] = sum_i dy[i,j] * xhat[i,j], db[j] = sum_i dy[i,j]: rows in order, float64."""
     m, n = x.shape
@@ -478,7 +526,7 @@ _GELU_K = 0.7978845608028654  # sqrt(2 / pi)
 _GELU_A = 0.044715
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _EXP_NS))
 def gelu(x, y):
     """y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3))), elementwise on flat arrays."""
     for i in prange(x.shape[0]):
@@ -486,7 +534,7 @@ def gelu(x, y):
         y[i] = np.float32(0.5 * v * (1.0 + tanh64(_GELU_K * (v + _GELU_A * v * v * v))))
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _EXP_NS))
 def gelu_bwd(x, dy, dx):
     for i in prange(x.shape[0]):
         v = np.float64(x[i])
@@ -498,32 +546,40 @@ def gelu_bwd(x, dy, dx):
 # ------------------------------------------------------------------ cross-entropy
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0, _EXP_NS))
 def _row_lse(logits, lse):
     m, n = logits.shape
-    for i in prange(m):
-        row = logits[i]
-        hi = -np.inf
-        for j in range(n):
-            if np.float64(row[j]) > hi:
-                hi = np.float64(row[j])
-        s = 0.0
-        for j in range(n):
-            s += exp64(np.float64(row[j]) - hi)
-        lse[i] = hi + log64(s)
+    for c in prange((m + _SOFTMAX_ROWS - 1) // _SOFTMAX_ROWS):
+        e = np.empty(n, np.float64)
+        for i in range(c * _SOFTMAX_ROWS, min((c + 1) * _SOFTMAX_ROWS, m)):
+            row = logits[i]
+            hi = -np.inf
+            for j in range(n):
+                if np.float64(row[j]) > hi:
+                    hi = np.float64(row[j])
+            for j in range(n):  # a map (vectorized), then the sum in order
+                e[j] = exp64(np.float64(row[j]) - hi)
+            s = 0.0
+            for j in range(n):
+                s += e[j]
+            lse[i] = hi + log64(s)
 
 
 @njit(cache=True)
-def cross_entropy(logits, targets, lse):
-    """Mean over rows of lse(row) - row[target] (float64, rows in order); fills ``lse``."""
-    _row_lse(logits, lse)
+def _mean_nll(logits, targets, lse):
     total = 0.0
     for i in range(logits.shape[0]):
         total += lse[i] - np.float64(logits[i, targets[i]])
     return total / logits.shape[0]
 
 
-@njit(parallel=True, cache=True)
+def cross_entropy(logits, targets, lse):
+    """Mean over rows of lse(row) - row[target] (float64, rows in order); fills ``lse``."""
+    _row_lse(logits, lse)
+    return _mean_nll(logits, targets, lse)
+
+
+@_parallel(_size(0, _EXP_NS))
 def cross_entropy_bwd(logits, targets, lse, scale, grad):
     """grad = scale * (softmax(row) - onehot(target)), scale = d(loss) / N."""
     m, n = logits.shape
@@ -538,11 +594,11 @@ def cross_entropy_bwd(logits, targets, lse, scale, grad):
 # ------------------------------------------------------------------ convolution pieces (stride 1, same padding)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(3))
 def im2col(x, ks, pad, cols):
     """cols[(c*ks + kh)*ks + kw, (b*H + h)*W + w] = x[b, c, h + kh - pad, w + kw - pad] (0 outside):
-    one row per filter tap, one column per output pixel (so a convolution is ``W @ cols``
-    with the long pixel axis in the vector lanes)."""
+    one row per filter tap, one column per output pixel (so a convolution is ``W @ cols``,
+    image by image, with the pixel axis in the vector lanes)."""
     nb, nc, hh, ww = x.shape
     for r in prange(nc * ks * ks):
         c, kh, kw = r // (ks * ks), (r // ks) % ks, r % ks
@@ -559,11 +615,12 @@ def im2col(x, ks, pad, cols):
                         out[base + w] = np.float32(0.0)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def col2im(dcols, ks, pad, dx):
-    """The adjoint of :func:`im2col`: dx[b,c,y,x] starts at 0 and adds its entries over kh, then
-    kw, ascending (taps that fall outside the image are skipped). Tap by tap over whole rows, so
-    the inner loop runs along contiguous x in both arrays; each output's adds keep that order."""
+    """The adjoint of :func:`im2col`, from ``dcols`` (image, tap, pixel): dx[b,c,y,x] starts at 0
+    and adds its entries over kh, then kw, ascending (taps that fall outside the image are
+    skipped). Tap by tap over whole rows, so the inner loop runs along contiguous x in both
+    arrays; each output's adds keep that order."""
     nb, nc, hh, ww = dx.shape
     for r in prange(nb * nc):
         b, c = r // nc, r % nc
@@ -573,14 +630,14 @@ def col2im(dcols, ks, pad, dx):
                 out[y, xx] = np.float32(0.0)
         for kh in range(ks):
             for kw in range(ks):
-                row = dcols[(c * ks + kh) * ks + kw]
+                row = dcols[b, (c * ks + kh) * ks + kw]
                 for y in range(max(0, kh - pad), min(hh, hh + kh - pad)):
-                    base = (b * hh + y - kh + pad) * ww + pad - kw  # the column of x = 0 (w = x - kw + pad)
+                    base = (y - kh + pad) * ww + pad - kw  # the column of x = 0 (w = x - kw + pad)
                     for xx in range(max(0, kw - pad), min(ww, ww + kw - pad)):
                         out[y, xx] += row[base + xx]
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def rowsum(g, out):
     """out[i] = sum_j g[i, j] in float32, columns in ascending order."""
     m, n = g.shape
@@ -591,7 +648,19 @@ def rowsum(g, out):
         out[i] = acc
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
+def channel_sum(g, out):
+    """out[c] = sum of g[b, c, p] in float32 over b, then p, ascending (g: image, channel, pixel)."""
+    nb, nc, n = g.shape
+    for c in prange(nc):
+        acc = np.float32(0.0)
+        for b in range(nb):
+            for j in range(n):
+                acc += g[b, c, j]
+        out[c] = acc
+
+
+@_parallel(_size(0))
 def maxpool2(x, y, idx):
     """2x2 max-pool, stride 2: the first maximum in (0,0), (0,1), (1,0), (1,1) order wins."""
     nb, nc, hh, ww = y.shape
@@ -610,18 +679,24 @@ def maxpool2(x, y, idx):
                 idx[b, c, i, j] = at
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(2))
 def maxpool2_bwd(dy, idx, dx):
+    """dx: each window's gradient at its maximum (``idx``: 0..3 in scan order), 0 elsewhere."""
     nb, nc, hh, ww = dy.shape
+    zero = np.float32(0.0)
     for r in prange(nb * nc):
         b, c = r // nc, r % nc
         for i in range(hh):
+            g, at, top, bottom = dy[b, c, i], idx[b, c, i], dx[b, c, 2 * i], dx[b, c, 2 * i + 1]
             for j in range(ww):
-                for q in range(4):
-                    dx[b, c, 2 * i + q // 2, 2 * j + q % 2] = dy[b, c, i, j] if q == idx[b, c, i, j] else np.float32(0.0)
+                q = at[j]
+                top[2 * j] = g[j] if q == 0 else zero
+                top[2 * j + 1] = g[j] if q == 1 else zero
+                bottom[2 * j] = g[j] if q == 2 else zero
+                bottom[2 * j + 1] = g[j] if q == 3 else zero
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(1))
 def embedding_bwd(idx, dy, dw):
     """dw[v] = sum of dy[n] over n with idx[n] == v, n ascending (dw starts at zero)."""
     n, e = dy.shape
@@ -636,7 +711,7 @@ def embedding_bwd(idx, dy, dw):
 # ------------------------------------------------------------------ optimizer updates (flat float32 arrays)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):
     """g' = g + wd*p; buf = m*buf + (1-d)*g'; u = g' + m*buf (nesterov) or buf; p = p - lr*u.
     ``buf`` is empty when momentum is 0 (then u = g'). Every scalar is float32."""
@@ -652,7 +727,7 @@ def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):
         p[i] = p[i] - lr * gi
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt):
     """g' = g + wd*p; m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'*g';
     p = p - step_size * (m / (sqrt(v)/bc2_sqrt + eps)). Every scalar is float32."""
@@ -671,21 +746,21 @@ def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt
 # ------------------------------------------------------------------ gradient accumulation and clipping (flat float32 arrays)
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def add_into(acc, g):
     """acc[i] = acc[i] + g[i] (one float32 add per element)."""
     for i in prange(acc.shape[0]):
         acc[i] = acc[i] + g[i]
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def divide(x, d):
     """x[i] = x[i] / d (one correctly rounded float32 division per element)."""
     for i in prange(x.shape[0]):
         x[i] = x[i] / d
 
 
-@njit(parallel=True, cache=True)
+@_parallel(_size(0))
 def scale(x, s):
     """x[i] = x[i] * s (one float32 multiply per element): clipping, and AdamW's decay."""
     for i in prange(x.shape[0]):

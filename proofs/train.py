@@ -5,7 +5,9 @@ kernels, matmul precision, device); :class:`Trainer` holds a model, its
 optimizer slots and the global step, and advances one seeded batch at a time;
 :func:`train_trace` runs a whole job, taking a canonical checkpoint every
 ``k`` steps, hashing it, and returns a :class:`Trace` with the Merkle tree and
-per-segment update norms and mean training losses (:func:`segment_loss`). The
+per-segment update norms and mean training losses (:func:`segment_loss`). Both
+it and the solver (``solver.work.JobTrainer``) take checkpoints through a
+:class:`Committer`, which hashes and stores them off the training thread. The
 caller stores checkpoints (``put``) and builds the manifest with their CIDs::
 
     trace = train_trace(spec, dataset, put=store.put)   # put(bytes) -> CID
@@ -18,24 +20,43 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from types import TracebackType
 from typing import Literal
 
 import numpy as np
 import torch
 
+from core.cid import Cid
 from core.probe import Bytes32
+from core.storage.unixfs import CHUNK_SIZE, DagBuilder
 from proofs import optim, repro
-from proofs.checkpoint import Checkpoint, encode_checkpoint, state_hash, update_norm
+from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, hash_state, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import CheckpointError, DatasetError, ProofError
+from proofs.keccak import keccak_hasher
 from proofs.manifest import CheckpointEntry, Manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.models import build_model, ops_for
 from proofs.spec import JobSpec
 
-__all__ = ["Runtime", "runtime", "device_fault", "Trainer", "Trace", "train_trace", "segment_loss", "held_out_loss", "Progress", "Put"]
+__all__ = [
+    "Runtime",
+    "runtime",
+    "device_fault",
+    "Trainer",
+    "Trace",
+    "train_trace",
+    "segment_loss",
+    "held_out_loss",
+    "Committer",
+    "Committed",
+    "Progress",
+    "Put",
+    "Write",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +64,9 @@ log = logging.getLogger(__name__)
 Progress = Callable[[int, int], None]
 #: ``put(checkpoint_bytes) -> cid``: stores bytes, returns their content id.
 Put = Callable[[bytes], str]
+#: ``write(index, data)``: keeps checkpoint ``index``'s bytes (a file, a store) before it counts as
+#: committed; runs on the :class:`Committer`'s thread, and ``data`` is valid only during the call.
+Write = Callable[[int, memoryview], None]
 
 
 @dataclass(frozen=True)
@@ -204,6 +228,10 @@ class Trainer:
         """Canonical checkpoint bytes of the current state."""
         return encode_checkpoint(self.step, self.tensors(), self.stamp)
 
+    def state_hash(self) -> Bytes32:
+        """The state hash of :meth:`to_bytes`, without making the bytes."""
+        return hash_state(self.step, self.tensors(), self.stamp)
+
     def checkpoint(self) -> Checkpoint:
         return Checkpoint(
             step=self.step,
@@ -213,6 +241,16 @@ class Trainer:
 
     def load(self, ckpt: Checkpoint) -> None:
         """Set the state from a decoded checkpoint; refuses one that does not fit the spec."""
+        self.check_fits(ckpt)
+        live = self.tensors()
+        with torch.no_grad():
+            for name, t in ckpt.tensors.items():
+                live[name].copy_(t)
+        self.step = ckpt.step
+
+    def check_fits(self, ckpt: Checkpoint) -> None:
+        """:class:`CheckpointError` unless ``ckpt`` holds exactly this model's and optimizer's
+        tensors, in their shapes, at a step within the job."""
         live = self.tensors()
         if sorted(ckpt.tensors) != sorted(live):
             extra = sorted(set(ckpt.tensors) - set(live))[:3]
@@ -223,10 +261,6 @@ class Trainer:
                 raise CheckpointError(f"tensor {name!r} is {tuple(t.shape)}; the spec's model has {tuple(live[name].shape)}")
         if ckpt.step > self.spec.steps:
             raise CheckpointError(f"checkpoint step {ckpt.step} is past the job's {self.spec.steps} steps")
-        with torch.no_grad():
-            for name, t in ckpt.tensors.items():
-                live[name].copy_(t)
-        self.step = ckpt.step
 
 
 def held_out_loss(trainer: Trainer) -> float:
@@ -305,6 +339,93 @@ class Trace:
         )
 
 
+@dataclass(frozen=True)
+class Committed:
+    """A checkpoint taken by a :class:`Committer`, once its ``write`` returned: its index, state
+    hash (keccak256 of the bytes), CID (what ``ipfs add`` gives them), the mean training loss and
+    the update norm of the segment it ends (None for checkpoint 0)."""
+
+    index: int
+    state_hash: Bytes32
+    cid: Cid
+    loss: float | None
+    norm: float | None
+
+
+#: Bytes hashed per call on the committer's thread: four UnixFS chunks, still in cache for the second hash.
+_PIECE = 4 * CHUNK_SIZE
+
+
+class Committer:
+    """Takes checkpoints off the training thread, at most one in flight.
+
+    On the training thread, :meth:`commit` computes the segment's update norm against the
+    previous state (still in the committer's one reused :class:`StateBuffer`) and copies the
+    state into that buffer: one copy, no fresh memory. A worker thread then reads the bytes once,
+    feeding keccak256 (the state hash) and the UnixFS DAG's sha256 (the CID) piece by piece
+    (both release the GIL), and calls ``write``. The next :meth:`commit` first waits for it, so
+    memory is the state plus one buffer, and a slow disk slows training rather than piling up
+    checkpoints. ``record`` gets each :class:`Committed` on the training thread, in order, once
+    its ``write`` returned; an error of the worker (a failing write) is raised there, by the
+    next :meth:`commit` or by :meth:`close` (the context manager's exit), which waits for the
+    checkpoint in flight whatever stopped the training."""
+
+    def __init__(self, write: Write, record: Callable[[Committed], None]) -> None:
+        self._write = write
+        self._record = record
+        self._buffer = StateBuffer()
+        self._held = False
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="commit")
+        self._in_flight: Future[Committed] | None = None
+
+    def __enter__(self) -> Committer:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def hold(self, trainer: Trainer) -> None:
+        """Take ``trainer``'s state as the last checkpoint without committing it (a resumed job's
+        last checkpoint on disk): the next segment's update norm is measured from it."""
+        self._settle()
+        self._buffer.write(trainer.step, trainer.tensors(), trainer.stamp)
+        self._held = True
+
+    def commit(self, index: int, trainer: Trainer, loss: float | None) -> None:
+        """Checkpoint ``index``: ``trainer``'s state after the segment whose mean loss is ``loss``
+        (None for checkpoint 0, which has no segment and no norm)."""
+        self._settle()
+        norm = None
+        if index > 0:
+            if not self._held:
+                raise ProofError(f"checkpoint {index} has no previous state to measure its update from")
+            norm = update_norm(decode_checkpoint(self._buffer.view()).params(), trainer.params)
+        data = self._buffer.write(trainer.step, trainer.tensors(), trainer.stamp)
+        self._held = True
+        self._in_flight = self._worker.submit(self._hash_and_write, index, data, loss, norm)
+
+    def close(self) -> None:
+        """Wait for the checkpoint in flight (recording it, or raising its error) and stop the worker."""
+        try:
+            self._settle()
+        finally:
+            self._worker.shutdown()
+
+    def _settle(self) -> None:
+        if self._in_flight is not None:
+            done, self._in_flight = self._in_flight, None
+            self._record(done.result())
+
+    def _hash_and_write(self, index: int, data: memoryview, loss: float | None, norm: float | None) -> Committed:
+        hasher, dag = keccak_hasher(), DagBuilder()
+        for at in range(0, len(data), _PIECE):
+            piece = data[at : at + _PIECE]
+            hasher.update(piece)
+            dag.write(piece)
+        self._write(index, data)
+        return Committed(index, Bytes32(hasher.digest()), dag.finish(), loss, norm)
+
+
 def train_trace(
     spec: JobSpec,
     dataset: Dataset,
@@ -320,37 +441,37 @@ def train_trace(
     ``keep=False`` drops the bytes from memory afterwards (for long jobs with ``put``).
     """
     trainer = Trainer(spec, dataset, rt)
-    hashes: list[Bytes32] = []
-    norms: list[float] = []
-    losses: list[float] = []
+    done: list[Committed] = []
     kept: list[bytes] = []
     cids: list[str] = []
     evals: list[tuple[int, float]] = []
 
-    def record(data: bytes) -> None:
-        hashes.append(state_hash(data))
-        if keep:
-            kept.append(data)
-        if put is not None:
-            cids.append(put(data))
-        if spec.eval is not None and trainer.step % spec.eval.every == 0:
-            evals.append((trainer.step, held_out_loss(trainer)))
+    def write(_index: int, data: memoryview) -> None:
+        if keep or put is not None:
+            copy = bytes(data)
+            if keep:
+                kept.append(copy)
+            if put is not None:
+                cids.append(put(copy))
 
-    record(trainer.to_bytes())
-    before = {n: p.detach().clone() for n, p in trainer.params.items()}
-    k = spec.checkpoint_interval
-    for segment in range(spec.segments):
-        losses.append(segment_loss(trainer.run(k, progress)))
-        record(trainer.to_bytes())
-        after = {n: p.detach() for n, p in trainer.params.items()}
-        norms.append(update_norm(before, after))
-        before = {n: p.clone() for n, p in after.items()}
-        log.debug("segment done", extra={"segment": segment, "state_hash": hex32(hashes[-1]), "update_norm": norms[-1], "loss": losses[-1]})
+    def record(committed: Committed) -> None:
+        done.append(committed)
+        log.debug(
+            "checkpoint", extra={"index": committed.index, "state_hash": hex32(committed.state_hash), "update_norm": committed.norm, "loss": committed.loss}
+        )
+
+    with Committer(write, record) as committer:
+        for index in range(spec.segments + 1):
+            loss = segment_loss(trainer.run(spec.checkpoint_interval, progress)) if index else None
+            committer.commit(index, trainer, loss)
+            if spec.eval is not None and trainer.step % spec.eval.every == 0:
+                evals.append((trainer.step, held_out_loss(trainer)))
+    hashes = [c.state_hash for c in done]
     return Trace(
         spec=spec,
         state_hashes=tuple(hashes),
-        update_norms=tuple(norms),
-        losses=tuple(losses),
+        update_norms=tuple(c.norm for c in done[1:] if c.norm is not None),
+        losses=tuple(c.loss for c in done[1:] if c.loss is not None),
         tree=TraceTree(hashes),
         checkpoints=tuple(kept),
         cids=tuple(cids),

@@ -31,13 +31,15 @@ from eth_utils import keccak
 
 from core.contracts import JobId
 from core.probe import Bytes32
-from core.storage import ContentStore, LocalStore
+from core.storage import ContentStore, LocalStore, file_cid
 from core.storage.peers import FetchingStore
 from proofs import Dataset
 from proofs.adversary import cheat
+from proofs.checkpoint import state_hash
 from proofs.manifest import MAX_MANIFEST_BYTES, CheckpointEntry, parse_manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.spec import JobSpec
+from proofs.train import Committed
 from solver.policy import Commit, SolverAction
 from solver.responder import SolverResponder
 from solver.state import SolverDb
@@ -131,7 +133,11 @@ class CheatingJobTrainer(JobTrainer):
         folder = self._dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
         self.db.drop_checkpoints_from(job_id, 0)
-        losses = (None, *faked.trace.losses)
-        hashes = [self._write_checkpoint(job_id, folder, i, data, losses[i]) for i, data in enumerate(faked.trace.checkpoints or ())]
+        losses, norms = (None, *faked.trace.losses), (None, *faked.trace.update_norms)
+        hashes: list[Bytes32] = []
+        record = self._recorder(job_id, spec, folder, hashes)
+        for i, data in enumerate(faked.trace.checkpoints):
+            self._write_checkpoint(folder, i, data)
+            record(Committed(i, state_hash(data), file_cid(data), losses[i], norms[i]))
         log.warning("cheating trace written", extra={"job": job_id, "strategy": self.strategy, "bad_segments": str(list(faked.bad_segments))})
         return hashes

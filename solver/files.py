@@ -8,7 +8,7 @@ from pathlib import Path
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 
 
-def write_durable(path: Path, data: bytes) -> None:
+def write_durable(path: Path, data: bytes | memoryview) -> None:
     """Write ``path`` atomically: a temporary file beside it, fsynced, renamed over it. A crash leaves
     the old file or the new one, and at most a temporary file nothing reads."""
     tmp = path.with_suffix(".tmp")

@@ -22,17 +22,15 @@ from __future__ import annotations
 import logging
 import math
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-
-import torch
 
 from core.cid import Cid
 from core.contracts import JobId
 from core.errors import VeritrainError
-from core.storage import ContentStore, LocalStore, file_cid
+from core.storage import ContentStore, LocalStore
 from core.storage.peers import FetchingStore
-from proofs.checkpoint import decode_checkpoint, state_hash, update_norm
+from proofs.checkpoint import decode_checkpoint, state_hash
 from proofs.data import Dataset
 from proofs.probes import probe_segment
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, choose_segments
@@ -163,7 +161,6 @@ class Retention:
         self.budget = budget
         self.probe_count = probe_count
         self.rt = rt
-        self._params: dict[JobId, tuple[int, Mapping[str, torch.Tensor]]] = {}  # the newest checkpoint's, per job in training
 
     def plan(self, job_id: JobId, spec: JobSpec) -> RetentionPlan:
         """The job's plan, sized by checkpoint 0 (on disk: an anchor)."""
@@ -171,27 +168,19 @@ class Retention:
         return plan_retention(spec.segments + 1, first.path.stat().st_size, self.budget, self.probe_count())
 
     def after_checkpoint(self, job_id: JobId, spec: JobSpec, index: int) -> None:
-        """Checkpoint ``index`` is written: record the update norm that ends there and drop checkpoint
-        ``index - 1`` unless the plan keeps it (its CID recorded first). Nothing without a budget."""
+        """Checkpoint ``index`` is recorded (its CID and norm with it): drop checkpoint ``index - 1``
+        unless the plan keeps it. Nothing without a budget."""
         if self.budget is None or index == 0:
             return
-        records = self.db.checkpoints(job_id)
-        before, now = records[index - 1], records[index]
-        params = decode_checkpoint(read_bounded(now.path), expect_hash=now.state_hash).params()
-        cached = self._params.get(job_id)
-        previous = (
-            cached[1] if cached is not None and cached[0] == index - 1 else decode_checkpoint(read_bounded(before.path), expect_hash=before.state_hash).params()
-        )
-        self.db.set_norm(job_id, index, update_norm(previous, params))
-        self._params[job_id] = (index, params)
-        if index == spec.segments:
-            self._params.pop(job_id, None)
+        before = self.db.checkpoints(job_id)[index - 1]
         if not before.dropped and index - 1 not in self.plan(job_id, spec).kept:
-            self._drop(job_id, before, file_cid(read_bounded(before.path)))
+            self._drop(job_id, before)
 
-    def _drop(self, job_id: JobId, record: CheckpointRecord, cid: str) -> None:
+    def _drop(self, job_id: JobId, record: CheckpointRecord) -> None:
         """Take checkpoint ``record`` off the disk: recorded first (its CID known), then its file and blob."""
-        self.db.set_dropped(job_id, record.index, cid)
+        cid = record.cid
+        assert cid is not None  # recorded with the checkpoint
+        self.db.set_dropped(job_id, record.index)
         record.path.unlink(missing_ok=True)
         if self.store.has(cid):  # stored: uploaded, or regenerated
             self.store.unpin(cid)
@@ -232,7 +221,7 @@ class Retention:
         """Drop regenerated checkpoints (on disk, not anchors, not held) beyond :data:`SERVE_SLOTS`, oldest first."""
         kept = self.plan(job_id, spec).kept
         records = self.db.checkpoints(job_id)
-        extra = [(r, r.cid) for r in records if not (r.dropped or r.held or r.index in kept or r.index == keep) and r.cid is not None]
-        extra.sort(key=lambda e: e[0].path.stat().st_mtime if e[0].path.exists() else 0.0)
-        for record, cid in extra[: max(0, len(extra) + 1 - SERVE_SLOTS)]:
-            self._drop(job_id, record, cid)
+        extra = [r for r in records if not (r.dropped or r.held or r.index in kept or r.index == keep)]
+        extra.sort(key=lambda r: r.path.stat().st_mtime if r.path.exists() else 0.0)
+        for record in extra[: max(0, len(extra) + 1 - SERVE_SLOTS)]:
+            self._drop(job_id, record)

@@ -2,14 +2,15 @@
 
 * ``jobs``: each job this solver holds, how far it got (:class:`solver.policy.Phase`)
   and, once uploaded, what it will commit.
-* ``checkpoints``: each checkpoint written to disk, with the keccak state hash computed
-  when it was written and the mean training loss of the segment that ends there (the
-  manifest's ``losses``; null for checkpoint 0, and in records older than the column, whose
+* ``checkpoints``: each checkpoint written to disk, with the keccak state hash and the CID
+  computed when it was written (from the same bytes, in one pass), and the mean training loss
+  and update norm of the segment that ends there (the manifest's ``losses`` and
+  ``update_norms``; null for checkpoint 0, and in records older than their columns, whose
   checkpoints are then not resumed from). On restart a checkpoint is trusted only if its file
-  still hashes to this value; training resumes from the latest one that does. Under a disk budget
-  (solver.retention) each also records the norm of the update that ends there, whether it was
-  ``dropped`` (its file deleted once its CID was recorded) and whether it is ``held`` (regenerated
-  for the verifier's draw).
+  still hashes to this value; training resumes from the latest one that does. Upload stores
+  each file and checks that the store names it by the recorded CID. Under a disk budget
+  (solver.retention) each also records whether it was ``dropped`` (its file deleted; its CID
+  and norm stay) and whether it is ``held`` (regenerated for the verifier's draw).
 * ``spec_verdicts``: the verdict on each spec CID seen (runnable with its estimated training
   time, checkpoint size and segment time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
   tick; content not in storage yet is looked for again at a backoff (``retry_at``).
@@ -101,8 +102,8 @@ MIGRATIONS: Sequence[str] = (
     # the manifest commits each segment's mean training loss (a float32: REAL holds it exactly)
     "ALTER TABLE checkpoints ADD COLUMN loss REAL;",
     SENT_MIGRATION,
-    # a disk budget (solver.retention): a checkpoint dropped in training keeps its CID and the update
-    # norm that ends there; a spec's verdict keeps what the budget check at claim time needs (the old
+    # the update norm of a checkpoint's segment, measured at training time (upload no longer decodes
+    # the files); a disk budget (solver.retention): a dropped checkpoint keeps its CID and norm; a spec's verdict keeps what the budget check at claim time needs (the old
     # verdicts lack it: judged again)
     """
     DELETE FROM spec_verdicts;
@@ -143,8 +144,8 @@ class CheckpointRecord:
     path: Path
     cid: str | None
     loss: float | None  # mean training loss of segment ``index - 1`` (None for checkpoint 0)
-    norm: float | None = None  # norm of the update that ends here, recorded in training under a disk budget
-    dropped: bool = False  # not on disk: the disk budget dropped it (``cid`` computed first); regenerated on demand
+    norm: float | None  # update norm of segment ``index - 1`` (None for checkpoint 0)
+    dropped: bool = False  # not on disk: the disk budget dropped it (``cid`` recorded when written); regenerated on demand
     held: bool = False  # regenerated for the verifier's draw: kept until the job is final
 
 
@@ -205,15 +206,16 @@ class SolverDb(RoleDb):
             for r in rows
         ]
 
-    def add_checkpoint(self, job_id: JobId, index: int, state_hash: Bytes32, path: Path, loss: float | None) -> None:
-        """Record a checkpoint file (after it is fully written and fsynced) and the mean training loss
-        of the segment it ends (None for checkpoint 0), and mark the job training."""
+    def add_checkpoint(self, job_id: JobId, index: int, state_hash: Bytes32, path: Path, cid: str, loss: float | None, norm: float | None) -> None:
+        """Record a checkpoint file (after it is fully written and fsynced), its CID, and the mean
+        training loss and update norm of the segment it ends (None for checkpoint 0), and mark the
+        job training."""
         with self.db.transaction() as conn:
             conn.execute(
-                "INSERT INTO checkpoints (job_id, idx, state_hash, path, loss) VALUES (?, ?, ?, ?, ?)"
-                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = NULL, loss = excluded.loss,"
-                " norm = NULL, dropped = 0, held = 0",
-                (job_id, index, hex32(state_hash), str(path), loss),
+                "INSERT INTO checkpoints (job_id, idx, state_hash, path, cid, loss, norm) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (job_id, idx) DO UPDATE SET state_hash = excluded.state_hash, path = excluded.path, cid = excluded.cid,"
+                " loss = excluded.loss, norm = excluded.norm, dropped = 0, held = 0",
+                (job_id, index, hex32(state_hash), str(path), cid, loss, norm),
             )
             conn.execute(
                 "UPDATE jobs SET phase = ?, updated_at = ? WHERE job_id = ? AND phase = ?",
@@ -224,20 +226,13 @@ class SolverDb(RoleDb):
         """Forget checkpoints ``index`` and later (their files failed the hash check)."""
         self.db.execute("DELETE FROM checkpoints WHERE job_id = ? AND idx >= ?", (job_id, index))
 
-    def set_norm(self, job_id: JobId, index: int, norm: float) -> None:
-        """Record the norm of the update that ends at checkpoint ``index`` (upload needs it once a file is dropped)."""
-        self.db.execute("UPDATE checkpoints SET norm = ? WHERE job_id = ? AND idx = ?", (norm, job_id, index))
-
-    def set_dropped(self, job_id: JobId, index: int, cid: str) -> None:
-        """Checkpoint ``index`` leaves the disk (``cid``: its CID, computed before)."""
-        self.db.execute("UPDATE checkpoints SET dropped = 1, held = 0, cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
+    def set_dropped(self, job_id: JobId, index: int) -> None:
+        """Checkpoint ``index`` leaves the disk (its CID was recorded when it was written)."""
+        self.db.execute("UPDATE checkpoints SET dropped = 1, held = 0 WHERE job_id = ? AND idx = ?", (job_id, index))
 
     def set_restored(self, job_id: JobId, index: int, held: bool) -> None:
         """Checkpoint ``index`` is on disk again (regenerated); ``held``: kept until the job is final."""
         self.db.execute("UPDATE checkpoints SET dropped = 0, held = held OR ? WHERE job_id = ? AND idx = ?", (int(held), job_id, index))
-
-    def set_checkpoint_cid(self, job_id: JobId, index: int, cid: str) -> None:
-        self.db.execute("UPDATE checkpoints SET cid = ? WHERE job_id = ? AND idx = ?", (cid, job_id, index))
 
     # specs and refused jobs -------------------------------------------------
 

@@ -9,11 +9,13 @@
   across restarts too. A hostile submitter's job that cannot be run is never claimed, so never
   slashed (docs/roles.md, "A solver that cannot be drained").
 * :class:`JobTrainer` trains a claimed job with the proofs engine's :class:`Trainer`,
-  writing each checkpoint atomically (temporary file, fsync, rename) and recording its
-  state hash in SQLite only once the file is durable. A restart resumes from the latest
-  checkpoint whose file still hashes to its record (training is deterministic, so a
-  re-trained segment gives the same bytes). Then it uploads the checkpoints and the
-  manifest, and keeps them pinned until the job is final. In a dispute it recomputes the
+  taking checkpoints through a :class:`proofs.train.Committer` (hashing and the file write off
+  the training thread, one checkpoint in flight), writing each atomically (temporary file,
+  fsync, rename) and recording its state hash, CID, loss and update norm in SQLite only once
+  the file is durable. A restart resumes from the latest checkpoint whose file still hashes to
+  its record (training is deterministic, so a re-trained segment gives the same bytes). Then it
+  uploads the checkpoints (each must be stored under its recorded CID) and the manifest, and
+  keeps them pinned until the job is final. In a dispute it recomputes the
   state at a bisection midpoint from the segment's checkpoint on disk (``proofs.state_at``)
   and stores it, so the challenger and the referees can fetch it by CID.
 * A test and demo adversary (``solver.adversary.CheatingJobTrainer``) builds its trace with
@@ -40,11 +42,7 @@ from core.contracts import MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol, max_pu
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
-from proofs.checkpoint import (
-    decode_checkpoint,
-    state_hash,
-    update_norm,
-)
+from proofs.checkpoint import decode_checkpoint, state_hash
 from proofs.data import Dataset, load_dataset
 from proofs.datasets import reference_job
 from proofs.errors import ProofError
@@ -54,7 +52,7 @@ from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec, training_memory_bytes
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
-from proofs.train import Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
+from proofs.train import Committed, Committer, Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
 from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
@@ -62,7 +60,7 @@ from rolebase.watchers import MarketWatcher
 from solver.files import read_bounded, write_durable
 from solver.policy import Phase, SpecCheck
 from solver.retention import Retention
-from solver.state import SolverDb, SpecVerdict
+from solver.state import CheckpointRecord, SolverDb, SpecVerdict
 
 log = logging.getLogger(__name__)
 
@@ -347,13 +345,13 @@ class JobTrainer:
     # -- training ----------------------------------------------------------------------------
 
     def _resume_point(self, job_id: JobId) -> list[Bytes32]:
-        """State hashes of the checkpoints 0..i on disk that still verify (and, past 0, have their
-        segment's loss on record), or that the disk budget dropped; later ones are dropped, and
-        dropped ones at the end (training resumes from a file)."""
+        """State hashes of the checkpoints 0..i on disk that still verify (and have their CID and,
+        past 0, their segment's loss and norm on record), or that the disk budget dropped; later ones
+        are dropped, and dropped ones at the end (training resumes from a file)."""
         hashes: list[Bytes32] = []
         records = self.db.checkpoints(job_id)
         for record in records:
-            ok = record.index == len(hashes) and (record.index == 0 or record.loss is not None)
+            ok = record.index == len(hashes) and _complete(record)
             if ok and not record.dropped:
                 try:
                     ok = state_hash(read_bounded(record.path)) == record.state_hash
@@ -388,22 +386,34 @@ class JobTrainer:
         hashes = self._resume_point(job_id)
         folder = self._dir(job_id)
         folder.mkdir(parents=True, exist_ok=True)
-        if hashes:
-            last = self.db.checkpoints(job_id)[len(hashes) - 1]
-            trainer.load(decode_checkpoint(read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
-            log.info(TRAINING_RESUMED, extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
-        else:
-            hashes.append(self._write_checkpoint(job_id, folder, 0, trainer.to_bytes(), None))
-            log.info(TRAINING_STARTED, extra={"job": job_id, "steps": spec.steps, "k": spec.checkpoint_interval})
-        k = spec.checkpoint_interval
-        for index in range(len(hashes), spec.segments + 1):
-            loss = segment_loss(trainer.run(k, self._step_hook(job_id, deadline)))
-            hashes.append(self._write_checkpoint(job_id, folder, index, trainer.to_bytes(), loss))
-            self.retention.after_checkpoint(job_id, spec, index)
-            log.info("checkpoint written", extra={"job": job_id, "index": index, "step": trainer.step, "state_hash": hex32(hashes[-1]), "loss": loss})
-            if spec.eval is not None and trainer.step % spec.eval.every == 0:
-                log.info("held-out loss", extra={"job": job_id, "step": trainer.step, "loss": held_out_loss(trainer)})
+
+        with Committer(lambda index, data: self._write_checkpoint(folder, index, data), self._recorder(job_id, spec, folder, hashes)) as committer:
+            if hashes:
+                last = self.db.checkpoints(job_id)[len(hashes) - 1]
+                trainer.load(decode_checkpoint(read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
+                committer.hold(trainer)
+                log.info(TRAINING_RESUMED, extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
+            else:
+                committer.commit(0, trainer, None)
+                log.info(TRAINING_STARTED, extra={"job": job_id, "steps": spec.steps, "k": spec.checkpoint_interval})
+            for index in range(trainer.step // spec.checkpoint_interval + 1, spec.segments + 1):
+                loss = segment_loss(trainer.run(spec.checkpoint_interval, self._step_hook(job_id, deadline)))
+                committer.commit(index, trainer, loss)
+                if spec.eval is not None and trainer.step % spec.eval.every == 0:
+                    log.info("held-out loss", extra={"job": job_id, "step": trainer.step, "loss": held_out_loss(trainer)})
         return hashes
+
+    def _recorder(self, job_id: JobId, spec: JobSpec, folder: Path, hashes: list[Bytes32]) -> Callable[[Committed], None]:
+        """Records each checkpoint once its file is durable (only then does it count), appending its hash
+        to ``hashes``; the disk budget may then drop the one before."""
+
+        def record(done: Committed) -> None:
+            self.db.add_checkpoint(job_id, done.index, done.state_hash, _checkpoint_path(folder, done.index), done.cid, done.loss, done.norm)
+            hashes.append(done.state_hash)
+            self.retention.after_checkpoint(job_id, spec, done.index)
+            log.info("checkpoint written", extra={"job": job_id, "index": done.index, "state_hash": hex32(done.state_hash), "loss": done.loss})
+
+        return record
 
     def _step_hook(self, job_id: JobId, deadline: int) -> Callable[[int, int], None]:
         last_check = [time.monotonic()]
@@ -420,18 +430,17 @@ class JobTrainer:
 
         return hook
 
-    def _write_checkpoint(self, job_id: JobId, folder: Path, index: int, data: bytes, loss: float | None) -> Bytes32:
-        path = folder / f"checkpoint-{index:06d}.safetensors"
-        write_durable(path, data)
-        digest = state_hash(data)
-        self.db.add_checkpoint(job_id, index, digest, path, loss)  # recorded only once the file is durable
-        return digest
+    @staticmethod
+    def _write_checkpoint(folder: Path, index: int, data: bytes | memoryview) -> None:
+        """Checkpoint ``index``'s file, written atomically (:func:`solver.files.write_durable`)."""
+        write_durable(_checkpoint_path(folder, index), data)
 
     # -- upload ------------------------------------------------------------------------------
 
     def upload(self, job_id: JobId) -> None:
-        """Store every checkpoint on disk (re-verified) and the manifest; record the CIDs to commit (a
-        checkpoint the disk budget dropped keeps the CID and update norm recorded in training)."""
+        """Store every checkpoint on disk (each must get the CID recorded when it was written: a file
+        that changed on disk since is caught) and the manifest; record the CIDs to commit (a checkpoint
+        the disk budget dropped has its CID and norm on record)."""
         started = time.monotonic()
         record = self.db.job(job_id)
         if record is None or record.trace_root is None:
@@ -441,36 +450,30 @@ class JobTrainer:
         if len(checkpoints) != spec.segments + 1:
             self.db.set_phase(job_id, Phase.TRAINING)  # records and disk disagree: train again
             raise JobWorkError(f"job {job_id}: {len(checkpoints)} checkpoints on record, the spec makes {spec.segments + 1}")
-        cids: list[str] = []
-        norms: list[float] = []
-        previous = None
-        try:
-            for ckpt in checkpoints:
-                if ckpt.dropped and ckpt.cid is not None and ckpt.norm is not None:
-                    cids.append(ckpt.cid)
-                    norms.append(ckpt.norm)
-                    continue
-                data = read_bounded(ckpt.path)
-                decoded = decode_checkpoint(data, expect_hash=ckpt.state_hash, expect_spec=spec.spec_hash())
-                cid = self.store.put(data)
-                self.db.set_checkpoint_cid(job_id, ckpt.index, cid)
-                cids.append(cid)
-                if ckpt.norm is not None:
-                    norms.append(ckpt.norm)
-                elif previous is not None:
-                    norms.append(update_norm(previous, decoded.params()))
-                previous = decoded.params()
-        except ProofError as exc:
-            self.db.drop_checkpoints_from(job_id, 0)
-            self.db.set_phase(job_id, Phase.CLAIMED)
-            raise JobWorkError(f"job {job_id}: a checkpoint on disk is corrupt, re-training: {exc}") from exc
+        if not all(_complete(c) for c in checkpoints):  # records from before the losses, CIDs or norms: train again
+            self._retrain(job_id)
+            raise JobWorkError(f"job {job_id}: checkpoints on record without their segment's loss, CID or norm, re-training")
+        for ckpt in (c for c in checkpoints if not c.dropped):
+            try:
+                stored = self.store.put(read_bounded(ckpt.path))
+            except OSError as exc:
+                stored, reason = None, str(exc)
+            else:
+                reason = f"stored as {stored}, written as {ckpt.cid}"
+            if stored != ckpt.cid:
+                if stored is not None:
+                    self.store.unpin(stored)  # bytes that are not our checkpoint: nothing to keep
+                self._retrain(job_id)
+                raise JobWorkError(f"job {job_id}: checkpoint {ckpt.index} on disk is not the one written ({reason}), re-training")
         hashes = tuple(c.state_hash for c in checkpoints)
-        losses = tuple(c.loss for c in checkpoints[1:] if c.loss is not None)
-        if len(losses) != spec.segments:  # records from before the losses: train again
-            self.db.drop_checkpoints_from(job_id, 0)
-            self.db.set_phase(job_id, Phase.CLAIMED)
-            raise JobWorkError(f"job {job_id}: checkpoints on record without their segment's loss, re-training")
-        trace = Trace(spec=spec, state_hashes=hashes, update_norms=tuple(norms), losses=losses, tree=TraceTree(hashes), cids=tuple(cids))
+        trace = Trace(
+            spec=spec,
+            state_hashes=hashes,
+            update_norms=tuple(c.norm for c in checkpoints[1:] if c.norm is not None),
+            losses=tuple(c.loss for c in checkpoints[1:] if c.loss is not None),
+            tree=TraceTree(hashes),
+            cids=tuple(c.cid for c in checkpoints if c.cid is not None),
+        )
         if trace.root != record.trace_root:
             raise JobWorkError(f"job {job_id}: trace root {hex32(trace.root)} differs from the recorded {hex32(record.trace_root)}")
         manifest = trace.manifest(spec_cid)
@@ -480,6 +483,10 @@ class JobTrainer:
             "upload finished",
             extra={"job": job_id, "manifest": manifest_cid, "model": manifest.final_cid, "seconds": round(time.monotonic() - started, 2)},
         )
+
+    def _retrain(self, job_id: JobId) -> None:
+        self.db.drop_checkpoints_from(job_id, 0)
+        self.db.set_phase(job_id, Phase.CLAIMED)
 
     # -- disputes ----------------------------------------------------------------------------
 
@@ -515,3 +522,13 @@ class JobTrainer:
             if ckpt.cid is not None:
                 self.store.unpin(ckpt.cid)
         shutil.rmtree(self._dir(job_id), ignore_errors=True)
+
+
+def _checkpoint_path(folder: Path, index: int) -> Path:
+    return folder / f"checkpoint-{index:06d}.safetensors"
+
+
+def _complete(record: CheckpointRecord) -> bool:
+    """Whether a checkpoint's record has all that upload needs: its CID and, past checkpoint 0, its
+    segment's loss and update norm (records from before those columns do not)."""
+    return record.cid is not None and (record.index == 0 or (record.loss is not None and record.norm is not None))

@@ -86,13 +86,17 @@ class Link:
         return digest_to_cid(self.digest)
 
 
-def leaf_block(chunk: bytes) -> bytes:
+def _leaf_frame(size: int) -> tuple[bytes, bytes]:
+    """The bytes before and after a chunk of ``size`` bytes in its leaf block (none between: the empty file)."""
+    unixfs_head = _uint_field(1, _UNIXFS_FILE) + (_key(2, 2) + _varint(size) if size else b"")
+    unixfs_tail = _uint_field(3, size)
+    return _key(1, 2) + _varint(len(unixfs_head) + size + len(unixfs_tail)) + unixfs_head, unixfs_tail
+
+
+def leaf_block(chunk: bytes | memoryview) -> bytes:
     """The dag-pb block of one file chunk (or of the empty file when ``chunk`` is empty)."""
-    unixfs = _uint_field(1, _UNIXFS_FILE)
-    if chunk:
-        unixfs += _bytes_field(2, chunk)
-    unixfs += _uint_field(3, len(chunk))
-    return _bytes_field(1, unixfs)
+    head, tail = _leaf_frame(len(chunk))
+    return head + bytes(chunk) + tail
 
 
 def parent_block(children: list[Link]) -> bytes:
@@ -147,7 +151,7 @@ class DagBuilder:
             self._add_leaf(bytes(self._pending))
             self._pending.clear()
         while len(view) >= self._chunk_size:
-            self._add_leaf(bytes(view[: self._chunk_size]))
+            self._add_leaf(view[: self._chunk_size])
             view = view[self._chunk_size :]
         self._pending += view
 
@@ -170,9 +174,16 @@ class DagBuilder:
             self._sink(digest, block)
         return digest
 
-    def _add_leaf(self, chunk: bytes) -> None:
-        block = leaf_block(chunk)
-        self._leaves.append(Link(self._emit(block), len(block), len(chunk)))
+    def _add_leaf(self, chunk: bytes | memoryview) -> None:
+        head, tail = _leaf_frame(len(chunk))
+        if self._sink is not None:
+            digest = self._emit(head + bytes(chunk) + tail)
+        else:  # only the digest is wanted: hash the chunk in place
+            hasher = hashlib.sha256(head)
+            hasher.update(chunk)
+            hasher.update(tail)
+            digest = hasher.digest()
+        self._leaves.append(Link(digest, len(head) + len(chunk) + len(tail), len(chunk)))
 
     def _emit_parent(self, children: list[Link]) -> Link:
         block = parent_block(children)

@@ -51,9 +51,8 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     for i, data in enumerate(CHECKPOINTS):
         path = tmp_path / f"checkpoint-{i}"
         path.write_bytes(data)
-        db.add_checkpoint(job_id, i, hashes[i], path, None if i == 0 else 1.0)
         cids.append(sstore.put(data))
-        db.set_checkpoint_cid(job_id, i, cids[-1])
+        db.add_checkpoint(job_id, i, hashes[i], path, cids[-1], None if i == 0 else 1.0, None if i == 0 else 1.0)
     manifest_cid = sstore.put(MANIFEST_BYTES)
     root = TraceTree(hashes).root
     db.set_trained(job_id, root, len(hashes))

@@ -1,5 +1,6 @@
 """Child process of tests/proofs/test_repro.py: compile the repro-v1 kernels afresh, run every
-op forward and backward once, and print the names of the compiled kernels whose native code
+op forward and backward on one thread (the kernels' serial builds) and on two (their parallel
+builds), and print the names of the compiled kernels whose native code
 holds a fused multiply-add instruction (one JSON list; empty is the pass).
 
     NUMBA_CACHE_DIR=EMPTY_DIR python tests/proofs/fma_child.py
@@ -22,7 +23,7 @@ from proofs import repro_kernels as K
 FMA = re.compile(r"\bv?f(n)?m(add|sub)\d")
 
 
-def main() -> None:
+def run_ops() -> None:
     gen = torch.Generator().manual_seed(0)
 
     def randn(*shape: int) -> torch.Tensor:
@@ -39,13 +40,20 @@ def main() -> None:
     ]
     loss = repro.cross_entropy(randn(9, 7), torch.tensor([0, 6, 3, 3, 1, 2, 5, 4, 0]))
     (sum(o.sum() for o in outs) + loss).backward()
-    fused = []
-    for name, fn in vars(K).items():
-        if isinstance(fn, numba.core.registry.CPUDispatcher) and fn.signatures:
-            if any(FMA.search(asm) for asm in fn.inspect_asm().values()):
-                fused.append(name)
-    compiled = sum(1 for fn in vars(K).values() if isinstance(fn, numba.core.registry.CPUDispatcher) and fn.signatures)
-    print(json.dumps({"compiled": compiled, "fused": fused}))
+
+
+def main() -> None:
+    repro.set_threads(1)
+    run_ops()  # the serial builds
+    repro.set_threads(2)
+    K.PARALLEL_MIN = 0
+    run_ops()  # the parallel builds
+    # the kernels' numba dispatchers (a parallel kernel's two builds are behind its wrapper)
+    kernels = dict(vars(K))
+    kernels.update({f"{name}.{build}": getattr(fn, build) for name, fn in vars(K).items() for build in ("kernel", "serial") if hasattr(fn, build)})
+    compiled = {name: fn for name, fn in kernels.items() if isinstance(fn, numba.core.registry.CPUDispatcher) and fn.signatures}
+    fused = [name for name, fn in compiled.items() if any(FMA.search(asm) for asm in fn.inspect_asm().values())]
+    print(json.dumps({"compiled": len(compiled), "fused": fused}))
 
 
 if __name__ == "__main__":

@@ -57,6 +57,13 @@ SETTINGS = [
     ("numba=haswell(avx2,no avx512)", {"NUMBA_CPU_NAME": "haswell"}, 2),
 ]
 
+
+@pytest.fixture(autouse=True)
+def _split_every_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests' shapes are tiny: run every kernel on all threads anyway (no bits may change)."""
+    monkeypatch.setattr(K, "PARALLEL_MIN", 0)
+
+
 # Tolerances against float64 torch (inputs of order 1): float32 rounding of sums of up to ~100 terms.
 RTOL, ATOL = 1e-5, 1e-5
 
@@ -167,6 +174,91 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes() -> None:
         K.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
 
 
+def _conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The repro-v1 convolution written plainly (same padding, stride 1): im2col's taps (c, kh, kw)
+    and pixels (image, row, column), each matmul as :func:`_bmm_reference`, the bias gradient
+    a float32 sum over pixels in order, and dx summing its taps over kh, then kw, ascending."""
+    nb, c_in, hh, ww = x.shape
+    c_out, _, ks, _ = w.shape
+    pad = ks // 2
+    xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    cols = np.stack([xp[:, c, kh : kh + hh, kw : kw + ww].reshape(-1) for c in range(c_in) for kh in range(ks) for kw in range(ks)])
+    w2 = w.reshape(c_out, -1)
+    y = _bmm_reference(w2[None], cols[None])[0] + b[:, None]
+    gm = g.transpose(1, 0, 2, 3).reshape(c_out, -1)
+    dw = _bmm_reference(cols[None], np.ascontiguousarray(gm.T)[None])[0].T.reshape(w.shape)
+    db = np.zeros(c_out, np.float32)
+    for j in range(gm.shape[1]):
+        db = db + gm[:, j]
+    dcols = _bmm_reference(np.ascontiguousarray(w2.T)[None], gm[None])[0].reshape(c_in, ks, ks, nb, hh, ww)
+    dx = np.zeros(x.shape, np.float32)
+    for kh in range(ks):
+        for kw in range(ks):
+            # output pixel (r, s) of tap (kh, kw) reads x[r + kh - pad, s + kw - pad]: scatter it back there
+            for r in range(hh):
+                for s in range(ww):
+                    yy, xx = r + kh - pad, s + kw - pad
+                    if 0 <= yy < hh and 0 <= xx < ww:
+                        dx[:, :, yy, xx] = dx[:, :, yy, xx] + dcols[:, kh, kw, :, r, s].T
+    return y.reshape(c_out, nb, hh, ww).transpose(1, 0, 2, 3), dx, dw, db
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int) -> None:
+    rng = np.random.default_rng(5)
+    saved = repro.threads()
+    repro.set_threads(threads)
+    try:
+        for nb, c_in, c_out, hh, ww, ks in [(1, 1, 1, 1, 1, 3), (3, 2, 5, 6, 10, 3), (2, 3, 7, 5, 7, 5), (2, 4, 6, 3, 9, 5), (5, 3, 9, 4, 21, 3)]:
+            x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((nb, c_in, hh, ww), (c_out, c_in, ks, ks), (c_out,)))
+            g = rng.standard_normal((nb, c_out, hh, ww)).astype(np.float32)
+            xt, wt, bt = (torch.from_numpy(a).requires_grad_() for a in (x, w, b))
+            y = repro.conv2d(xt, wt, bt, ks // 2)
+            y.backward(torch.from_numpy(g))
+            for got, want in zip((y, xt.grad, wt.grad, bt.grad), _conv_reference(x, w, b, g)):
+                assert got is not None and np.array_equal(got.detach().numpy().view(np.int32), np.ascontiguousarray(want).view(np.int32)), (
+                    nb,
+                    c_in,
+                    c_out,
+                    hh,
+                    ww,
+                    ks,
+                )
+    finally:
+        repro.set_threads(saved)
+
+
+def test_serial_and_parallel_builds_give_the_same_bits() -> None:
+    """Every op forward and backward, and the optimizer kernels, on odd shapes: one thread runs
+    each kernel's serial build, two threads its parallel one (this module splits every call)."""
+    ops = [
+        (repro.linear, [_randn(3, 5, 37), _randn(19, 37, seed=2), _randn(19, seed=3)]),
+        (lambda x, w, b: repro.conv2d(x, w, b, 2), [_randn(3, 2, 5, 9), _randn(7, 2, 5, 5, seed=2), _randn(7, seed=3)]),
+        (repro.max_pool2, [_randn(3, 5, 6, 10)]),
+        (repro.layer_norm, [_randn(5, 7, 33), _randn(33, seed=2), _randn(33, seed=3)]),
+        (repro.gelu, [_randn(3, 1001) * 4]),
+        (repro.causal_attention, [_randn(2, 3, 19, 5, seed=s) for s in (1, 2, 3)]),
+        (lambda w: repro.embedding(torch.tensor([[3, 1, 3], [0, 3, 2]]), w), [_randn(5, 300)]),
+        (lambda x: repro.cross_entropy(x, torch.arange(37) % 11), [_randn(37, 11) * 3]),
+    ]
+    rng = np.random.default_rng(3)
+    p, g, m, v = (rng.standard_normal(1001).astype(np.float32) for _ in range(4))
+    f = np.float32
+    bits, saved = [], repro.threads()
+    for threads in (1, 2):
+        repro.set_threads(threads)
+        got = [t for fn, inputs in ops for out, grads in [_grads(fn, inputs, torch.float32)] for t in (out, *grads) if t is not None]
+        state = [a.copy() for a in (p, g, m, np.abs(v))]
+        K.adam_update(*state, f(0.9), f(0.99), f(1e-8), f(0.01), f(1e-3), f(0.7))
+        K.sgd_update(state[0], state[1], state[2], f(0.1), f(0.9), f(0.0), f(0.01), True)
+        K.add_into(state[1], state[2])
+        K.divide(state[1], f(3))
+        K.scale(state[2], f(0.3))
+        bits.append([t.numpy().view(np.int32).copy() for t in got] + [a.view(np.int32) for a in state])
+    repro.set_threads(saved)
+    assert len(bits[0]) == len(bits[1]) and all(np.array_equal(a, b) for a, b in zip(*bits))
+
+
 def test_col2im_gives_the_reference_bits() -> None:
     """The convolution's input gradient: each pixel 0, then its taps added in (kh, kw) order, each a
     float32 add (numpy's, correctly rounded), taps outside the image skipped."""
@@ -184,7 +276,7 @@ def test_col2im_gives_the_reference_bits() -> None:
                         if 0 <= h < hh and 0 <= w < ww:
                             want[:, :, y, x] = want[:, :, y, x] + grid[:, kh, kw, :, h, w].T
         got = np.empty_like(want)
-        K.col2im(dcols, ks, pad, got)
+        K.col2im(np.ascontiguousarray(dcols.reshape(-1, nb, hh * ww).transpose(1, 0, 2)), ks, pad, got)  # as (image, tap, pixel)
         assert np.array_equal(got.view(np.int32), want.view(np.int32)), (nb, nc, hh, ww, ks, pad)
 
 

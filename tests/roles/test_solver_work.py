@@ -10,11 +10,12 @@ import pytest
 from core.agent import StopFlag, Stopped
 from core.cid import cid_to_digest
 from core.contracts import JobId
-from core.storage import LocalStore
+from core.storage import LocalStore, file_cid
 from deploy.devnet import Devnet
-from proofs import JobSpec, load_dataset, parse_manifest, train_trace
+from proofs import JobSpec, cheat, load_dataset, parse_manifest, train_trace
 from proofs.datasets import reference_job
 from rolebase.watchers import MarketWatcher
+from solver.adversary import CheatingJobTrainer
 from solver.policy import Phase
 from solver.state import SolverDb
 from solver.work import JobTrainer, JobWorkError, Limits, SpecJudge
@@ -92,7 +93,46 @@ def test_upload_stores_a_manifest_that_matches_the_trace(bench: Bench) -> None:
     assert manifest.root == record.trace_root
     assert manifest.final_cid == record.final_model_cid
     assert all(store.has(cid) for cid in manifest.checkpoint_cids)
-    assert manifest.losses == train_trace(spec, load_dataset(spec, store.get(spec.dataset.cid, spec.dataset.size_bytes))).losses  # the curve, bit for bit
+    trace = train_trace(spec, load_dataset(spec, store.get(spec.dataset.cid, spec.dataset.size_bytes)), put=file_cid)
+    assert manifest.losses == trace.losses  # the curve, bit for bit
+    assert manifest.update_norms == trace.update_norms and manifest.checkpoint_cids == trace.cids and manifest.root == trace.root
+
+
+def test_a_write_that_fails_mid_commit_fails_the_job_and_a_resume_gives_the_same_trace(bench: Bench, monkeypatch: pytest.MonkeyPatch) -> None:
+    workshop, db, _, spec, _ = bench
+    write = JobTrainer._write_checkpoint
+
+    def torn(folder: Path, index: int, data: bytes | memoryview) -> None:
+        if index == 5:  # killed while writing checkpoint 5: a partial temporary file, nothing renamed
+            (folder / f"checkpoint-{index:06d}.tmp").write_bytes(bytes(data)[:100])
+            raise OSError("No space left on device")
+        write(folder, index, data)
+
+    monkeypatch.setattr(JobTrainer, "_write_checkpoint", staticmethod(torn))
+    with pytest.raises(OSError, match="No space left"):
+        workshop.train(JOB, FAR)
+    assert [c.index for c in db.checkpoints(JOB)] == [0, 1, 2, 3, 4]  # only what is durable counts
+    monkeypatch.setattr(JobTrainer, "_write_checkpoint", staticmethod(write))
+    workshop.train(JOB, FAR)
+    record = db.job(JOB)
+    trace = train_trace(spec, load_dataset(spec, workshop.store.get(spec.dataset.cid, spec.dataset.size_bytes)), put=file_cid)
+    assert record is not None and record.trace_root == trace.root
+    assert [(c.state_hash, c.cid, c.loss, c.norm) for c in db.checkpoints(JOB)] == list(
+        zip(trace.state_hashes, trace.cids, (None, *trace.losses), (None, *trace.update_norms))
+    )
+
+
+def test_upload_catches_a_checkpoint_changed_on_disk_since_it_was_written(bench: Bench) -> None:
+    workshop, db, _, _, _ = bench
+    workshop.train(JOB, FAR)
+    changed = db.checkpoints(JOB)[3].path
+    data = bytearray(changed.read_bytes())
+    data[-1] ^= 1
+    changed.write_bytes(bytes(data))
+    with pytest.raises(JobWorkError, match="checkpoint 3 on disk is not the one written"):
+        workshop.upload(JOB)
+    record = db.job(JOB)
+    assert record is not None and record.phase is Phase.CLAIMED and db.checkpoints(JOB) == []
 
 
 def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(bench: Bench) -> None:
@@ -109,7 +149,19 @@ def test_upload_of_a_trace_recorded_without_its_losses_trains_again(bench: Bench
     workshop, db, _, _, _ = bench
     workshop.train(JOB, FAR)
     db.db.execute("UPDATE checkpoints SET loss = NULL WHERE job_id = ? AND idx = 3", (JOB,))  # as records from before the column
-    with pytest.raises(JobWorkError, match="without their segment's loss"):
+    with pytest.raises(JobWorkError, match="without their segment's loss, CID or norm"):
         workshop.upload(JOB)
     record = db.job(JOB)
     assert record is not None and record.phase is Phase.CLAIMED and record.manifest_cid is None and db.checkpoints(JOB) == []
+
+
+def test_a_cheating_trainers_trace_is_recorded_and_uploaded_like_any_other(bench: Bench) -> None:
+    honest, db, store, spec, stop = bench
+    workshop = CheatingJobTrainer(honest.protocol, store, db, honest.watcher, honest.jobs_dir, stop, strategy="wrong-lr")
+    workshop.train(JOB, FAR)
+    workshop.upload(JOB)
+    record = db.job(JOB)
+    assert record is not None and record.manifest_cid is not None
+    manifest = parse_manifest(store.get(record.manifest_cid, 1 << 20), spec)
+    faked = cheat("wrong-lr", spec, load_dataset(spec, store.get(spec.dataset.cid, spec.dataset.size_bytes))).trace
+    assert manifest.root == faked.root and manifest.update_norms == faked.update_norms and manifest.losses == faked.losses
