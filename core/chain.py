@@ -349,6 +349,10 @@ class ChainClient:
         """The node's latest block, pinned or not."""
         return BlockNumber(self.with_retry("eth_blockNumber", lambda: int(self.w3.eth.block_number)))
 
+    def block_gas_limit(self) -> int:
+        """The latest block's gas limit: the most one transaction can spend on this chain."""
+        return int(self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block("latest"))["gasLimit"])
+
     def block_number(self) -> BlockNumber:
         """The block reads see: the pinned one (:meth:`reading_at`), else the latest."""
         pinned: BlockNumber | None = getattr(self._local, "block", None)

@@ -71,9 +71,68 @@ MANIFEST_ITEM = 2**24 - 1
 #: The largest manifest the chain can check when its availability is challenged: one dag-pb block
 #: (``CidLib.CHUNK_SIZE``), since the chain recomputes its CIDv0.
 MAX_PUBLISHED_MANIFEST_BYTES = 262_144
-#: The largest checkpoint a solver publishes as calldata when its availability is challenged: about
-#: 20M gas of calldata, copying and keccak (26 gas a byte measured at 64 KiB), under a 30M-gas block.
-MAX_PUBLISHED_CHECKPOINT_BYTES = 768 * 1024
+
+# The gas of an availability answer (``JobMarket.answerAvailability``) publishing a checkpoint of n
+# bytes, every byte non-zero (the worst case; a checkpoint's floats are), with a Merkle proof of
+# h hashes: the larger of the transaction's standard cost and its EIP-7623 calldata floor. Fitted to
+# the measurements (snapshots/AvailabilityGas.json: standard; anvil, 4 KiB to 16 MiB:
+# tests/chain/test_availability_gas.py), which it exceeds by at most 0.7 % (docs/protocol.md).
+#: The transaction's intrinsic gas.
+TX_BASE_GAS = 21_000
+#: Calldata, standard: 16 gas a non-zero byte; floor (EIP-7623): 10 gas a token, 4 tokens a non-zero byte.
+CALLDATA_GAS_PER_BYTE = 16
+CALLDATA_FLOOR_GAS_PER_BYTE = 40
+#: The log's data: 8 gas a byte.
+LOG_GAS_PER_BYTE = 8
+#: Per 32-byte word of content: copied to memory for keccak256 (3) and again for the log (3), hashed
+#: (6), memory's linear cost (3).
+ANSWER_GAS_PER_WORD = 15
+#: Memory expansion's quadratic term: (words + the log's other words)^2 / 512, one content-sized region.
+MEMORY_QUADRATIC_DIVISOR = 512
+ANSWER_MEMORY_EXTRA_WORDS = 32
+#: The rest, fitted at 4 KiB: the challenge cleared, the publication recorded, the deposit paid (standard);
+#: the ABI words around the content (floor); and per proof hash, its calldata (and, standard, its keccak).
+ANSWER_FIXED_GAS = 56_700
+ANSWER_FLOOR_FIXED_GAS = 2_000
+ANSWER_GAS_PER_PROOF_HASH = 620
+ANSWER_FLOOR_GAS_PER_PROOF_HASH = 1_280
+#: The deepest proof a solver may have to send: a publishable manifest lists at most ~1,310 checkpoints.
+MAX_PROOF_HASHES = 11
+#: A solver claims only jobs whose every checkpoint's answer fits in this share of a block, so that
+#: the answer is mined in a busy block too.
+ANSWER_BLOCK_SHARE = (2, 3)
+
+
+def answer_availability_gas(content_bytes: int, proof_hashes: int = MAX_PROOF_HASHES) -> int:
+    """The gas of an availability answer carrying ``content_bytes`` bytes of checkpoint (see above)."""
+    floor = TX_BASE_GAS + ANSWER_FLOOR_FIXED_GAS + CALLDATA_FLOOR_GAS_PER_BYTE * content_bytes + ANSWER_FLOOR_GAS_PER_PROOF_HASH * proof_hashes
+    return max(answer_standard_gas(content_bytes, proof_hashes), floor)
+
+
+def answer_standard_gas(content_bytes: int, proof_hashes: int) -> int:
+    """The answer's standard cost, without the EIP-7623 floor (what forge's gas snapshots measure)."""
+    words = -(-content_bytes // 32)
+    memory = words + ANSWER_MEMORY_EXTRA_WORDS
+    return (
+        TX_BASE_GAS
+        + ANSWER_FIXED_GAS
+        + (CALLDATA_GAS_PER_BYTE + LOG_GAS_PER_BYTE) * content_bytes
+        + ANSWER_GAS_PER_WORD * words
+        + memory * memory // MEMORY_QUADRATIC_DIVISOR
+        + ANSWER_GAS_PER_PROOF_HASH * proof_hashes
+    )
+
+
+def max_published_checkpoint_bytes(block_gas_limit: int) -> int:
+    """The largest checkpoint a solver can publish when its availability is challenged, on a chain whose
+    blocks hold ``block_gas_limit`` gas (``eth_getBlockByNumber('latest').gasLimit``): its answer fits in
+    :data:`ANSWER_BLOCK_SHARE` of a block (0 when none fits). A property of the chain, not of the protocol."""
+    budget = block_gas_limit * ANSWER_BLOCK_SHARE[0] // ANSWER_BLOCK_SHARE[1]
+    low, high = 0, budget // CALLDATA_GAS_PER_BYTE + 1  # every byte costs more than 16 gas: high does not fit
+    while high - low > 1:  # low fits (or is 0), high does not
+        mid = (low + high) // 2
+        low, high = (mid, high) if answer_availability_gas(mid) <= budget else (low, mid)
+    return low
 
 
 class Role(IntEnum):
@@ -426,10 +485,11 @@ class _Wrapper:
         outputs = self.contract.get_function_by_name(fn).abi["outputs"]
         return decode_struct(cls, outputs[0]["components"], self._call(fn, *args))
 
-    def _send(self, fn: str, *args: Any) -> Receipt:
+    def _send(self, fn: str, *args: Any, gas: int | None = None) -> Receipt:
+        """Send ``fn(*args)`` with ``gas`` (None: estimated)."""
         if self.signer is None:
             raise SignerError(f"{type(self).__name__}.{snake_case(fn)} sends a transaction: give the wrapper a signer")
-        return self.client.transact(self.contract, fn, args, self.signer)
+        return self.client.transact(self.contract, fn, args, self.signer, gas=gas)
 
     def decode_events(self, receipt: Receipt, name: str | None = None) -> list[Event]:
         """This contract's events in ``receipt`` (only those named ``name`` if given)."""
@@ -767,8 +827,13 @@ class JobMarket(_Wrapper):
 
     def answer_availability(self, job_id: JobId, content: bytes, proof: Sequence[bytes] = ()) -> Receipt:
         """Publish the challenged item: a checkpoint's bytes with the proof of its leaf, or the
-        manifest's bytes with no proof (else ``ContentMismatch``); the deposit comes to the caller."""
-        return self._send("answerAvailability", job_id, bytes(content), [bytes(p) for p in proof])
+        manifest's bytes with no proof (else ``ContentMismatch``); the deposit comes to the caller.
+        A checkpoint's answer is sent with the gas :func:`answer_availability_gas` gives, plus a tenth,
+        not estimated: a node's estimate runs the answer again and again (anvil's did not answer in 50 s at 120 MB)."""
+        args = (job_id, bytes(content), [bytes(p) for p in proof])
+        if not proof:
+            return self._send("answerAvailability", *args)
+        return self._send("answerAvailability", *args, gas=answer_availability_gas(len(content), len(proof)) * 11 // 10)
 
     def timeout_availability(self, job_id: JobId) -> Receipt:
         return self._send("timeoutAvailability", job_id)

@@ -84,7 +84,10 @@ class Anvil:
         startup_timeout: float = 30.0,
         host: str = "127.0.0.1",
         launcher: tuple[str, ...] = (),
+        gas_limit: int | None = None,
     ) -> None:
+        """``gas_limit``: the block gas limit (anvil's default, 30M, when None); a larger one also lifts
+        anvil's 2 MB limit on a request's size, so that a block's worth of calldata can be sent."""
         if not 0 < accounts <= _MAX_DEV_ACCOUNTS:
             raise ConfigError(f"anvil accounts must be in 1..{_MAX_DEV_ACCOUNTS}")
         self.host = host
@@ -98,6 +101,7 @@ class Anvil:
         self.block_time = block_time
         self.binary = binary
         self.startup_timeout = startup_timeout
+        self.gas_limit = gas_limit
         self.process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
         self._cache: Path | None = None  # where anvil persists old states; removed at stop
@@ -129,6 +133,8 @@ class Anvil:
             cmd += ["--cache-path", str(self._cache)]  # not ~/.foundry/anvil/tmp, which nothing cleans
         if self.block_time is not None:
             cmd += ["--block-time", str(self.block_time)]
+        if self.gas_limit is not None:
+            cmd += ["--gas-limit", str(self.gas_limit), "--no-request-size-limit"]
         return cmd
 
     def start(self) -> Anvil:

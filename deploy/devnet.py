@@ -70,10 +70,11 @@ def start_devnet(
     params: DeployParams | None = None,
     host: str = "127.0.0.1",
     launcher: tuple[str, ...] = (),
+    gas_limit: int | None = None,
 ) -> Devnet:
     """Start anvil (on ``host``, through ``launcher``: see :class:`deploy.anvil.Anvil`), deploy with ``params``
-    (devnet defaults), give ``fund`` tokens to dev accounts 1..accounts."""
-    anvil = Anvil(port=port, accounts=max(10, accounts + 1), host=host, launcher=launcher).start()
+    (devnet defaults), give ``fund`` tokens to dev accounts 1..accounts; ``gas_limit``: the block gas limit (anvil's 30M by default)."""
+    anvil = Anvil(port=port, accounts=max(10, accounts + 1), host=host, launcher=launcher, gas_limit=gas_limit).start()
     try:
         client = ChainClient(anvil.rpc_url)
         signers = dev_signers(accounts + 1)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
-from core.contracts import MAX_PUBLISHED_CHECKPOINT_BYTES, MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol
+from core.contracts import MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol, max_published_checkpoint_bytes
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
@@ -107,12 +107,23 @@ RETRY_MAX_S = 3600.0
 
 class SpecJudge:
     """``deployment`` (chain id and market address) keys the verdicts kept in the records, with the
-    device when it is not the CPU (a speed estimate, a numerics refusal hold on one device only)."""
+    device when it is not the CPU (a speed estimate, a numerics refusal hold on one device only).
+    ``block_gas_limit`` reads the chain's block gas limit (``ChainClient.block_gas_limit``), which
+    bounds the checkpoints this solver could publish (``core.contracts.max_published_checkpoint_bytes``)."""
 
     def __init__(
-        self, store: ContentStore, db: SolverDb, limits: Limits, deployment: str, *, rt: Runtime = Runtime(), clock: Callable[[], float] = time.time
+        self,
+        store: ContentStore,
+        db: SolverDb,
+        limits: Limits,
+        deployment: str,
+        block_gas_limit: Callable[[], int],
+        *,
+        rt: Runtime = Runtime(),
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
+        self.block_gas_limit = block_gas_limit
         self.db = db
         self.limits = limits
         self.deployment = deployment if rt.device == "cpu" else f"{deployment}@{rt.device}"
@@ -165,7 +176,7 @@ class SpecJudge:
         except VeritrainError as exc:  # larger than the spec says, forged, not a CID
             return SpecCheck(False, f"dataset or pretrained model: {type(exc).__name__}: {exc}", spec.steps)
         try:
-            dry = _estimate(spec, load_dataset(spec, data, init), self.rt)
+            dry = _estimate(spec, load_dataset(spec, data, init), self.block_gas_limit(), self.rt)
         except Unpublishable as exc:
             return SpecCheck(False, f"{exc}: a verifier could challenge its availability and we could not answer on chain", spec.steps)
         except IdleTraining as exc:
@@ -217,10 +228,11 @@ class DryRun:
     checkpoint_bytes: int
 
 
-def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRun:
+def _estimate(spec: JobSpec, dataset: Dataset, block_gas_limit: int, rt: Runtime = Runtime()) -> DryRun:
     """Seconds to train ``spec`` here, and one segment of it, and checkpoint 0's size, from a dry
     run: a checkpoint encoded and hashed (each is written, re-read for upload and stored: three
-    times that), then steps on one example (the
+    times that; a checkpoint larger than a chain of ``block_gas_limit`` lets a solver publish raises
+    :class:`Unpublishable`), then steps on one example (the
     first untimed: kernels compile on first use, once per process). A full step that this puts
     above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
     other jobs have clocks): the one-example time times the batch size stands for it; else one
@@ -231,8 +243,9 @@ def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRu
     first = trainer.to_bytes()
     state_hash(first)
     checkpoint_s = time.monotonic() - started
-    if len(first) + CHECKPOINT_GROWTH > MAX_PUBLISHED_CHECKPOINT_BYTES:
-        raise Unpublishable(f"checkpoints of {len(first):,} bytes (at most {MAX_PUBLISHED_CHECKPOINT_BYTES:,} can be published)")
+    publishable = max_published_checkpoint_bytes(block_gas_limit)
+    if len(first) + CHECKPOINT_GROWTH > publishable:
+        raise Unpublishable(f"checkpoints of {len(first):,} bytes (at most {publishable:,} can be published in blocks of {block_gas_limit:,} gas)")
     single = Trainer(spec.model_copy(update={"batch_size": 1}), dataset, rt)
     single.run(1)
     started = time.monotonic()

@@ -1,5 +1,10 @@
 """Ready-made jobs on the proofs engine's shipped datasets: for the demo, the e2e tests and first steps.
 
+The gpt jobs (:data:`GPT_JOBS`) train a GPT on the shipped Shakespeare corpus, packed with the
+shipped tokenizer (``u16``, as ``veritrain data pack text`` does); their checkpoints (AdamW: 12
+bytes a parameter) are larger than a 30M-gas block lets a solver publish, so their demo chain has
+blocks of :data:`GPT_BLOCK_GAS`.
+
 :func:`build_demo_job` writes a spec file (without its dataset CID and size, which
 ``submit post --data`` fills in) and the dataset next to it, exactly what a person
 would hand to ``veritrain submit post``; :func:`evaluate_model` scores a fetched model
@@ -15,7 +20,8 @@ from pathlib import Path
 
 from core.contracts import TokenAmount
 from proofs import Evaluation, JobSpec, evaluate, initial_state, load_dataset, load_spec, sample_tokens
-from proofs.datasets import reference_job
+from proofs.datasets import ReferenceJob, reference_job, shakespeare_tokens
+from proofs.tokenizer import shipped
 from submitter.errors import SubmitError
 
 #: name -> (reference job of the proofs engine, steps, checkpoint interval, what it is)
@@ -25,6 +31,30 @@ DEMO_JOBS: dict[str, tuple[str, int, int, str]] = {
     "cnn-shapes": ("cnn-shapes", 400, 50, "2-conv CNN on 16x16 noisy shapes, Adam, 400 steps, k=50"),
     "tiny": ("mlp-spirals", 200, 20, "MLP on spirals, 200 steps, k=20 (tests)"),
 }
+#: name -> (GPT sizes, steps, checkpoint interval, batch size, what it is): AdamW, a warmup of a tenth
+#: of the steps then cosine decay, gradients clipped to norm 1, torch numerics (fast BLAS; solver and
+#: verifier run on the same kind of CPU).
+GPT_JOBS: dict[str, tuple[dict[str, int], int, int, int, str]] = {
+    "gpt-mini": (
+        {"block_size": 64, "n_layer": 5, "n_head": 6, "n_embd": 384},
+        200,
+        50,
+        8,
+        "GPT of 10.4M parameters on the shipped Shakespeare (BPE tokens), AdamW, warmup-cosine, 200 steps of 8x64 tokens, k=50",
+    ),
+    "gpt-tiny": (
+        {"block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 32},
+        20,
+        10,
+        4,
+        "GPT of 144k parameters on the shipped Shakespeare, 20 steps, k=10 (tests)",
+    ),
+}
+#: The block gas limit of a gpt job's demo chain: gpt-mini's checkpoints (120 MiB) are publishable in
+#: 2/3 of such a block (``core.contracts.max_published_checkpoint_bytes``: 135 MiB); a 30M-gas block: 487 KiB.
+GPT_BLOCK_GAS = 60_000_000_000
+#: The gpt jobs' commit window: the devnet's longest (``maxCommitWindow``), room for a busy machine.
+GPT_COMMIT_WINDOW = 900
 
 
 @dataclass(frozen=True)
@@ -38,8 +68,10 @@ class TextCodec:
 
 #: The shipped tale is ASCII, one token per byte.
 BYTES_CODEC = TextCodec(lambda text: list(text.encode("ascii")), lambda tokens: bytes(tokens).decode("ascii", errors="replace"), "The ")
+#: The shipped tokenizer's tokens; a sample starts as the corpus's speeches do.
+BPE_CODEC = TextCodec(lambda text: list(shipped().encode(text)), lambda tokens: shipped().decode(tokens), "Romeo.\n")
 #: Demo jobs that model text, and how their tokens read.
-TEXT_CODECS: dict[str, TextCodec] = {"char-text": BYTES_CODEC}
+TEXT_CODECS: dict[str, TextCodec] = {"char-text": BYTES_CODEC, **dict.fromkeys(GPT_JOBS, BPE_CODEC)}
 #: Tokens sampled before and after training.
 SAMPLE_TOKENS = 120
 
@@ -55,14 +87,22 @@ class DemoJob:
     fee: TokenAmount = TokenAmount(2 * 10**18)
     commit_window: int = 600
     text: TextCodec | None = None
+    #: The block gas limit its demo chain needs (None: anvil's 30M).
+    block_gas_limit: int | None = None
 
 
 def build_demo_job(name: str, folder: Path, *, steps: int | None = None, checkpoint_interval: int | None = None) -> DemoJob:
     """Write ``spec.json`` and ``dataset.safetensors`` for demo job ``name`` into ``folder``."""
-    if name not in DEMO_JOBS:
-        raise SubmitError(f"no demo job {name!r}; choose one of {', '.join(DEMO_JOBS)}")
-    reference, default_steps, default_k, description = DEMO_JOBS[name]
-    job = reference_job(reference, steps=steps or default_steps, checkpoint_interval=checkpoint_interval or default_k)
+    if name in GPT_JOBS:
+        sizes, default_steps, default_k, batch, description = GPT_JOBS[name]
+        job = gpt_job(name, sizes, steps or default_steps, checkpoint_interval or default_k, batch)
+        reference, gas, window = name, GPT_BLOCK_GAS, GPT_COMMIT_WINDOW
+    elif name in DEMO_JOBS:
+        reference, default_steps, default_k, description = DEMO_JOBS[name]
+        job = reference_job(reference, steps=steps or default_steps, checkpoint_interval=checkpoint_interval or default_k)
+        gas, window = None, DemoJob.commit_window
+    else:
+        raise SubmitError(f"no demo job {name!r}; choose one of {', '.join([*DEMO_JOBS, *GPT_JOBS])}")
     folder.mkdir(parents=True, exist_ok=True)
     spec_path = folder / "spec.json"
     data_path = folder / "dataset.safetensors"
@@ -70,7 +110,24 @@ def build_demo_job(name: str, folder: Path, *, steps: int | None = None, checkpo
     data_path.write_bytes(job.dataset)
     if steps or checkpoint_interval:
         description = f"{reference}, {job.template['steps']} steps, k={job.template['checkpoint_interval']}"
-    return DemoJob(name, description, spec_path, data_path, job.test_dataset, text=TEXT_CODECS.get(reference))
+    return DemoJob(name, description, spec_path, data_path, job.test_dataset, commit_window=window, text=TEXT_CODECS.get(reference), block_gas_limit=gas)
+
+
+def gpt_job(name: str, sizes: dict[str, int], steps: int, checkpoint_interval: int, batch_size: int) -> ReferenceJob:
+    """A GPT of ``sizes`` on the shipped Shakespeare corpus (``u16`` tokens of the shipped tokenizer)."""
+    template = {
+        "model": {"kind": "gpt", "vocab_size": shipped().vocab_size, **sizes, "bias": False},
+        "dataset": {"format": "u16", "inputs": "x", "targets": None},
+        "optimizer": {"kind": "adamw", "lr": 0.002, "weight_decay": 0.1},
+        "schedule": {"kind": "warmup-cosine", "warmup_steps": max(1, steps // 10), "min_lr": 0.0002},
+        "grad_clip": 1.0,
+        "numerics": "torch",
+        "batch_size": batch_size,
+        "steps": steps,
+        "seed": 5,
+        "checkpoint_interval": checkpoint_interval,
+    }
+    return ReferenceJob(name, shakespeare_tokens("train"), shakespeare_tokens("test"), template)
 
 
 def posted_spec(job: DemoJob, dataset_cid: str) -> JobSpec:

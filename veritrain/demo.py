@@ -202,9 +202,9 @@ def run_demo(
         job: DemoJob = build_demo_job(job_name, workdir / "job")  # first: a bad name fails before anything starts
         cast = _cast(cheat, lazy_verifier)
         params = local_params(LAZY_MARKET if lazy_verifier else None)
-        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params))  # a block a second
+        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params, gas_limit=job.block_gas_limit))  # a block a second
         net = local.net
-        console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}), contracts deployed")
+        console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}, blocks of {net.client.block_gas_limit():,} gas), contracts deployed")
         store = local.store
         submitter = net.accounts[0]
         protocol = net.protocol(submitter)
@@ -421,7 +421,9 @@ def _report(
 
 def demo(
     workdir: Annotated[Path | None, typer.Option(help="keep everything (chain data, store, logs, model) here instead of a temporary directory")] = None,
-    job: Annotated[str, typer.Option(help="which shipped demo job to post: mlp-spirals, char-text, cnn-shapes, tiny")] = "mlp-spirals",
+    job: Annotated[
+        str, typer.Option(help="which shipped demo job to post: mlp-spirals, char-text, cnn-shapes, gpt-mini (a 10M GPT on Shakespeare, a few minutes), tiny")
+    ] = "mlp-spirals",
     timeout: Annotated[float, typer.Option(help="give up if the job is not final after this many seconds", min=10)] = 600.0,
     cheat: Annotated[
         str | None,
@@ -455,6 +457,8 @@ def demo(
       veritrain demo --workdir /tmp/vt-demo --json
 
       veritrain demo --curve /tmp/curve.png      (the job's training curve, drawn where you say)
+
+      veritrain demo --job gpt-mini      (a 10M-parameter GPT on the shipped Shakespeare: text before and after)
 
       veritrain demo --cheat wrong-lr --job tiny
 

@@ -344,10 +344,13 @@ class LocalNet:
         self.stop()
 
 
-def start_local_net(root: Path, *, accounts: int, params: DeployParams | None = None, block_time: int = 1, poll: float = 0.5) -> LocalNet:
+def start_local_net(
+    root: Path, *, accounts: int, params: DeployParams | None = None, block_time: int = 1, poll: float = 0.5, gas_limit: int | None = None
+) -> LocalNet:
     """Anvil deployed with ``params`` (:func:`local_params` by default) and ``accounts`` funded dev accounts,
-    mining a block every ``block_time`` seconds as a real chain would; the store and address books under ``root``."""
-    net = start_devnet(book_dir=root / "deployments", accounts=accounts, params=params or local_params())
+    mining a block every ``block_time`` seconds as a real chain would, blocks of ``gas_limit`` gas (anvil's
+    30M when None); the store and address books under ``root``."""
+    net = start_devnet(book_dir=root / "deployments", accounts=accounts, params=params or local_params(), gas_limit=gas_limit)
     try:
         net.client.rpc("evm_setIntervalMining", [block_time])  # deployed at a block per transaction (fast), then blocks keep time
     except BaseException:

@@ -3,7 +3,9 @@
 * ``spirals``: interleaved 2-D spirals, ``classes`` arms, Gaussian jitter (for the MLP);
 * ``shapes``: 1x16x16 images of four noisy shapes at random places (for the CNN and the ResNet);
 * ``text``: the short public-domain tale in ``text.txt``, as ASCII byte tokens
-  (for the character transformer and the GPT).
+  (for the character transformer and the GPT);
+* ``shakespeare``: the public-domain corpus in ``shakespeare.txt`` (1.16 MB), as a ``u16`` token
+  file of the shipped tokenizer's tokens (``veritrain data pack text``; the gpt-mini demo's).
 
 Builders are pure functions of their seed and return canonical safetensors bytes
 (no timestamps, unlike npz), so the same call gives the same CID everywhere.
@@ -20,9 +22,10 @@ import numpy as np
 from safetensors.numpy import save as save_safetensors
 
 from proofs.data import Dataset, load_dataset
+from proofs.pack import pack_text
 from proofs.spec import JobSpec, load_spec
 
-__all__ = ["spirals", "shapes", "text_tokens", "ReferenceJob", "reference_job", "REFERENCE_JOBS"]
+__all__ = ["spirals", "shapes", "text_tokens", "shakespeare_tokens", "ReferenceJob", "reference_job", "REFERENCE_JOBS"]
 
 
 def spirals(seed: int, per_class: int = 512, classes: int = 3, noise: float = 0.15) -> bytes:
@@ -70,6 +73,14 @@ def text_tokens(split: str = "train") -> bytes:
     cut = int(len(tokens) * 0.9)
     part = tokens[:cut] if split == "train" else tokens[cut:]
     return save_safetensors({"x": np.ascontiguousarray(part)})
+
+
+def shakespeare_tokens(split: str = "train") -> bytes:
+    """The shipped tokenizer's tokens of ``shakespeare.txt`` as a ``u16`` file: the lines of its first
+    90% for ``train``, the rest for ``test``."""
+    data = resources.files(__name__).joinpath("shakespeare.txt").read_bytes()
+    cut = data.rindex(b"\n", 0, len(data) * 9 // 10) + 1
+    return pack_text(data[:cut] if split == "train" else data[cut:])
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.contracts import max_published_checkpoint_bytes
 from core.errors import VeritrainError
 from tests.e2e.conftest import gone
 from veritrain.demo import demo, run_demo
@@ -50,6 +51,17 @@ def test_demo_job_is_solved_verified_paid_and_leaves_no_process(tmp_path: Path) 
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and struct.unpack(">II", png[16:24]) == (800, 450)
     losses = figures["curve"]["losses"]
     assert len(losses) >= 2 and losses[-1] < losses[0]
+    assert all(gone(pid) for pid in figures["pids"])
+
+
+def test_demo_gpt_tiny_runs_on_a_big_block_chain_and_writes_text_before_and_after(tmp_path: Path) -> None:
+    """The gpt-mini demo's path at a tiny size: its checkpoints (1.7 MB) are unpublishable in 30M-gas
+    blocks, so the solver claims it only because it reads the demo chain's 60G-gas limit."""
+    figures = run_demo(tmp_path, timeout_s=240, job_name="gpt-tiny")
+    assert figures["state"] == "FINALIZED"
+    before, after = figures["text"]["before"], figures["text"]["after"]
+    assert before.startswith("Romeo.\n") and after.startswith("Romeo.\n") and before != after
+    assert figures["model"]["bytes"] > max_published_checkpoint_bytes(30_000_000)
     assert all(gone(pid) for pid in figures["pids"])
 
 

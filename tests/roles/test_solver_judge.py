@@ -39,6 +39,14 @@ if TYPE_CHECKING:
     from tests.conftest import Parties
 
 DEP = "31337:0x0000000000000000000000000000000000000001"
+#: A chain of 30M-gas blocks, as mainnet and anvil by default (the judge reads it from the chain).
+BLOCK_GAS_30M = 30_000_000
+
+
+def gas_30m() -> int:
+    return BLOCK_GAS_30M
+
+
 TOKEN = 10**18
 
 
@@ -87,7 +95,7 @@ class CountingStore:
 def test_judge_loads_the_dataset_and_refuses_what_does_not_fit(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     db = SolverDb(tmp_path / "state.sqlite")
-    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP)
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m)
     ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
 
     good = judge.check(cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store))))
@@ -112,9 +120,9 @@ def test_judge_refuses_a_job_whose_numerics_cannot_run_on_the_solvers_device(tmp
     db = SolverDb(tmp_path / "state.sqlite")
     ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
     digest = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
-    on_gpu = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, rt=Runtime(device="cuda")).check(digest)
+    on_gpu = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m, rt=Runtime(device="cuda")).check(digest)
     assert not on_gpu.runnable and on_gpu.final and on_gpu.reason.startswith("numerics repro-v1 runs on the CPU, not cuda")
-    assert SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP).check(digest).runnable  # verdicts are kept per device
+    assert SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m).check(digest).runnable  # verdicts are kept per device
     db.close()
 
 
@@ -126,12 +134,12 @@ def test_judge_refuses_a_job_whose_training_needs_more_memory_than_it_gives(tmp_
     ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
     digest = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
     need = training_memory_bytes(ref.spec("QmData"))
-    small = SpecJudge(store, db, Limits(new_specs_per_tick=10, max_memory_bytes=need - 1), DEP).check(digest)
+    small = SpecJudge(store, db, Limits(new_specs_per_tick=10, max_memory_bytes=need - 1), DEP, gas_30m).check(digest)
     assert not small.runnable and small.final
     assert small.reason == f"training needs about {need / 2**30:,.1f} GiB of memory, this solver gives a job at most {(need - 1) / 2**30:,.1f} GiB"
     db.close()
     fresh = SolverDb(tmp_path / "fresh.sqlite")  # a verdict is kept: another solver's records
-    assert SpecJudge(store, fresh, Limits(new_specs_per_tick=10, max_memory_bytes=need), DEP).check(digest).runnable
+    assert SpecJudge(store, fresh, Limits(new_specs_per_tick=10, max_memory_bytes=need), DEP, gas_30m).check(digest).runnable
     fresh.close()
 
 
@@ -140,7 +148,7 @@ def test_judge_refuses_data_on_which_honest_training_does_no_learning_work(tmp_p
     every verifier fails such steps (``no-work``), so claiming the job would cost the solver its bond."""
     store = LocalStore(tmp_path / "store")
     db = SolverDb(tmp_path / "state.sqlite")
-    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP)
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m)
     zeros = save_safetensors({"x": np.zeros((64, 2), np.float32), "y": np.random.default_rng(0).integers(0, 3, 64).astype(np.int64)})
     idle = judge.check(cid_to_digest(store.put(_spec_bytes(zeros, store=store))))
     assert not idle.runnable and idle.final
@@ -154,14 +162,20 @@ def test_judge_refuses_what_it_could_not_publish_on_chain_if_challenged(tmp_path
     would hand the verifier the solver's bond, so the judge refuses it before any claim."""
     store = LocalStore(tmp_path / "store")
     db = SolverDb(tmp_path / "state.sqlite")
-    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP)
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m)
     ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
     store.put(ref.dataset)
     raw: dict[str, Any] = ref.spec(file_cid(ref.dataset)).to_json_dict()
 
     wide = {**raw, "model": {**raw["model"], "hidden": [512, 512]}}  # ~265k parameters with momentum: ~2.1 MB a checkpoint
-    check = judge.check(cid_to_digest(store.put(load_spec(wide).canonical_bytes())))
+    wide_digest = cid_to_digest(store.put(load_spec(wide).canonical_bytes()))
+    check = judge.check(wide_digest)
     assert not check.runnable and check.final and "could not answer on chain" in check.reason, check.reason
+    assert "in blocks of 30,000,000 gas" in check.reason, check.reason
+    # the same job on a chain of larger blocks (read from the chain at judge time: another deployment)
+    big = SpecJudge(store, db, Limits(new_specs_per_tick=10), "31337:0x0000000000000000000000000000000000000003", lambda: 150_000_000)
+    check = big.check(wide_digest)
+    assert check.runnable and check.checkpoint_bytes > 2_000_000, check.reason
 
     long = {**raw, "steps": 2000, "checkpoint_interval": 1}  # 2001 checkpoints: a manifest over one 256 KiB block
     check = judge.check(cid_to_digest(store.put(load_spec(long).canonical_bytes())))
@@ -177,13 +191,13 @@ def test_verdicts_survive_a_restart_per_deployment_and_missing_content_is_looked
     now = [1_000.0]
     store = CountingStore(inner)
     db = SolverDb(tmp_path / "state.sqlite")
-    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, clock=lambda: now[0])
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m, clock=lambda: now[0])
     assert not judge.check(misfit).runnable and not judge.check(late).runnable
     fetched = store.gets
     db.close()
 
     db = SolverDb(tmp_path / "state.sqlite")  # a restart: same records, nothing fetched again
-    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, clock=lambda: now[0])
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m, clock=lambda: now[0])
     assert not judge.check(misfit).runnable and not judge.check(late).final
     assert store.gets == fetched
     now[0] += 31  # past the first backoff: the missing dataset is looked for again, and now it is there
@@ -191,7 +205,7 @@ def test_verdicts_survive_a_restart_per_deployment_and_missing_content_is_looked
     judge.new_tick()
     assert judge.check(late).runnable and store.gets > fetched
     # another deployment (a redeployed devnet reuses job ids and CIDs): judged afresh
-    other = SpecJudge(store, db, Limits(new_specs_per_tick=10), "31337:0x0000000000000000000000000000000000000002")
+    other = SpecJudge(store, db, Limits(new_specs_per_tick=10), "31337:0x0000000000000000000000000000000000000002", gas_30m)
     before = store.gets
     assert not other.check(misfit).runnable and store.gets > before
     db.close()
@@ -200,7 +214,7 @@ def test_verdicts_survive_a_restart_per_deployment_and_missing_content_is_looked
 def test_a_flood_of_new_specs_is_judged_a_few_per_tick(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     db = SolverDb(tmp_path / "state.sqlite")
-    judge = SpecJudge(store, db, Limits(new_specs_per_tick=1), DEP)
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=1), DEP, gas_30m)
     specs = [cid_to_digest(store.put(_spec_bytes(f"absent {i}".encode()))) for i in range(3)]
     first = [judge.check(s) for s in specs]
     assert ["not judged yet" in c.reason for c in first] == [False, True, True]
@@ -287,7 +301,7 @@ def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch
             return super().run(steps, *args, **kwargs)
 
     monkeypatch.setattr(work, "Trainer", Recording)
-    assert work._estimate(spec, dataset).train_s > 0 and spec.batch_size in ran
+    assert work._estimate(spec, dataset, BLOCK_GAS_30M).train_s > 0 and spec.batch_size in ran
     ran.clear()
     monkeypatch.setattr(work, "DRY_RUN_STEP_CAP_S", 0.0)
-    assert work._estimate(spec, dataset).train_s > 0 and set(ran) == {1}
+    assert work._estimate(spec, dataset, BLOCK_GAS_30M).train_s > 0 and set(ran) == {1}
