@@ -124,7 +124,9 @@ def test_the_whistleblower_killed_mid_audit_redoes_it_after_a_restart_and_challe
     _start_verifier_and_whistleblower(market, protocol)
     market.daemon("solver", SOLVER, "solver")
     first = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower")
-    job = build_demo_job("tiny", tmp_path / "job", steps=1200, checkpoint_interval=40)  # 30 segments: an audit of a few seconds
+    # 30 segments of 400 steps: an audit of a few seconds (30 of 40 steps took less than one 0.3 s poll
+    # once the kernels' serial builds made a tiny MLP's step fast, and the kill came too late)
+    job = build_demo_job("tiny", tmp_path / "job", steps=12000, checkpoint_interval=400)
     job_id = service.post_job(market.protocol(market.account(0)), market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window).job_id
 
     def mid_audit() -> bool:
