@@ -123,9 +123,10 @@ def test_the_whistleblower_killed_mid_audit_redoes_it_after_a_restart_and_challe
     whistleblower = market.account(WHISTLEBLOWER).address
     _start_verifier_and_whistleblower(market, protocol)
     market.daemon("solver", SOLVER, "solver")
-    first = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower")
-    # 30 segments of 400 steps: an audit of a few seconds (30 of 40 steps took less than one 0.3 s poll
-    # once the kernels' serial builds made a tiny MLP's step fast, and the kill came too late)
+    # 30 segments of 400 steps, every one replayed (--budget above the job's steps): an audit of a few
+    # seconds (30 segments of 40 steps took less than one 0.3 s poll once the kernels' serial builds
+    # made a tiny MLP's step fast, and the kill came too late)
+    first = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower", "--budget", "24000")
     job = build_demo_job("tiny", tmp_path / "job", steps=12000, checkpoint_interval=400)
     job_id = service.post_job(market.protocol(market.account(0)), market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window).job_id
 
@@ -137,7 +138,7 @@ def test_the_whistleblower_killed_mid_audit_redoes_it_after_a_restart_and_challe
         first.kill()  # SIGKILL mid-audit: nothing recorded
         assert not [r for r in first.log_records() if r["msg"] == AUDIT_RECORDED and int(r["job"]) == job_id], "killed too late"
         assert _our_games(protocol, job_id, whistleblower) == []
-        second = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower", run=2)
+        second = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower", "--budget", "24000", run=2)
         wait_for("the forced error caught", lambda: protocol.market.events("ForcedErrorCaught", deploy, jobId=job_id), 120, market)
     wait_for("the job finalized", lambda: protocol.market.get_job(job_id).state is JobState.FINALIZED, 120, market)
     assert len(_our_games(protocol, job_id, whistleblower)) == 1, "challenged once, before and after the restart"
