@@ -42,6 +42,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.procstatus import memory_mb
 from core.agent import StopFlag
 from core.contracts import JobId
 from core.storage import LocalStore, file_cid
@@ -79,15 +80,6 @@ def _spec(size: str, numerics: str, k: int, segments: int, data: bytes) -> JobSp
     )
 
 
-def _rss_mb(field: str) -> float:
-    """``VmRSS`` (now) or ``VmHWM`` (the peak) of this process, in MB. Not ``ru_maxrss``: Linux keeps
-    that across ``execve``, so a child would report its parent's peak whenever that is higher."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field} in /proc/self/status")
-
-
 # -- children: one role each, printing one JSON line ------------------------------------------
 
 
@@ -95,7 +87,7 @@ def _child(role: str, size: str, numerics: str, k: int, segments: int, workdir: 
     data = text_tokens()
     spec = _spec(size, numerics, k, segments, data)
     dataset = load_dataset(spec, data)
-    base = _rss_mb("VmRSS")
+    base = memory_mb()["VmRSS"]
     store = LocalStore(workdir / "store")
     started = time.perf_counter()
     cpu = time.process_time()
@@ -127,7 +119,7 @@ def _child(role: str, size: str, numerics: str, k: int, segments: int, workdir: 
         "wall_s": time.perf_counter() - started,
         "cpu_s": time.process_time() - cpu,
         "base_mb": base,
-        "peak_mb": _rss_mb("VmHWM"),
+        "peak_mb": memory_mb()["VmHWM"],
     }
 
 

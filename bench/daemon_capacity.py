@@ -45,6 +45,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.procstatus import memory_mb
 from core.contracts import JobId, JobState, Protocol, RefundReason, Role
 from deploy.build import build
 from submitter import service
@@ -62,13 +63,6 @@ def _cpu_seconds(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK
-
-
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def _percentile(values: Sequence[float], q: float) -> float:
@@ -156,7 +150,7 @@ class Rig:
     def run_batch(self, n: int, timeout_s: float) -> Batch:
         pids = self.pids()
         cpu0 = {name: _cpu_seconds(pid) for name, pid in pids.items()}
-        peak = {name: _rss_mb(pid) for name, pid in pids.items()}
+        peak = {name: memory_mb(pid).get("VmRSS", 0.0) for name, pid in pids.items()}
         client = self.local.net.client
         t0 = time.monotonic()
         first_block = client.block_number() + 1
@@ -177,7 +171,7 @@ class Rig:
                 if state.final:
                     done[job_id] = (time.monotonic(), state)
             for name, pid in self.pids().items():
-                peak[name] = max(peak[name], _rss_mb(pid))
+                peak[name] = max(peak[name], memory_mb(pid).get("VmRSS", 0.0))
             time.sleep(_TICK_S)
         wall = (max(t for t, _ in done.values()) if done else time.monotonic()) - t0
         cpu = {role: 0.0 for role in ("solver", "verifier")}

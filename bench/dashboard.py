@@ -35,6 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from bench.procstatus import memory_mb
 from core.cid import cid_to_digest
 from core.contracts import Role
 from core.storage import LocalStore
@@ -52,11 +53,6 @@ def _get(url: str) -> tuple[float, Any]:
     with urllib.request.urlopen(url, timeout=60) as reply:
         data = json.loads(reply.read())
     return time.perf_counter() - start, data
-
-
-def _memory(pid: int) -> dict[str, float]:
-    fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
-    return {name: int(fields[name].split()[0]) / 1024 for name in ("VmRSS", "VmHWM")}
 
 
 def _browser() -> Any:
@@ -163,7 +159,7 @@ def main() -> None:
                     figures["live_update_s"] = round(time.perf_counter() - posted, 2)
                 finally:
                     driver.quit()
-            figures.update({f"dashboard_{k}_mib": round(v, 1) for k, v in _memory(process.pid).items()})
+            figures.update({f"dashboard_{k}_mib": round(v, 1) for k, v in memory_mb(process.pid).items()})
         finally:
             process.terminate()
             process.wait(10)

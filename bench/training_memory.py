@@ -4,7 +4,8 @@
 
 Each job runs in its own child process (so its peak is its own): it loads a random dataset for
 the spec, takes two AdamW steps and encodes a checkpoint, and reports its peak resident memory
-(``ru_maxrss``) above what the process held after its imports. The table puts that beside the
+(``VmHWM``, this process's own: ``ru_maxrss`` would carry the parent's peak across ``execve``)
+above what the process held after its imports. The table puts that beside the
 estimate less its fixed allowance for the process (``PROCESS_BYTES``): the estimate must never be
 below what training took.
 """
@@ -13,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 from typing import Any
@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 from safetensors.numpy import save
 
+from bench.procstatus import memory_mb
 from proofs import load_dataset, load_spec
 from proofs.spec import PROCESS_BYTES, TOKEN_MODELS, JobSpec, training_memory_bytes
 from proofs.train import Trainer
@@ -60,13 +61,20 @@ def _spec(model: dict[str, Any], batch: int, micro: int) -> tuple[JobSpec, bytes
 def _child(name: str) -> None:
     """Train job ``name`` briefly; print its peak memory above the imports and its estimate, as JSON."""
     spec, data = _spec(*JOBS[name])
-    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    base = memory_mb()["VmHWM"]
     trainer = Trainer(spec, load_dataset(spec, data))
     trainer.run(2)
     trainer.to_bytes()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = memory_mb()["VmHWM"]
     print(
-        json.dumps({"params": spec.param_count(), "rows": spec.batch_size // spec.micro_batches, "used": peak - base, "estimate": training_memory_bytes(spec)})
+        json.dumps(
+            {
+                "params": spec.param_count(),
+                "rows": spec.batch_size // spec.micro_batches,
+                "used": int((peak - base) * 2**20),
+                "estimate": training_memory_bytes(spec),
+            }
+        )
     )
 
 
