@@ -25,7 +25,7 @@ from proofs.datasets import shapes, spirals, text_tokens  # noqa: E402
 from proofs.train import Trainer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import make_spec  # noqa: E402
+from conftest import make_spec  # type: ignore[import-not-found]  # noqa: E402
 
 assert repro_cuda.SIM, "run with NUMBA_ENABLE_CUDASIM=1"
 rng = np.random.default_rng(7)
@@ -85,8 +85,18 @@ def kernels() -> None:
 
     both(lambda x, w, b: repro._Linear.apply(x, w, b), C.Linear.apply, [randn(5, 6), randn(3, 6), randn(3)], "linear")
     both(lambda x, w, b: repro._Linear.apply(x, w, b), C.Linear.apply, [randn(2, 9, 4), randn(5, 4), randn(5)], "linear many rows")
-    both(lambda x, w, b: repro._Conv2d.apply(x, w, b, 1), lambda x, w, b: C.Conv2d.apply(x, w, b, 1), [randn(2, 2, 5, 6), randn(3, 2, 3, 3), randn(3)], "conv2d 3x3")
-    both(lambda x, w, b: repro._Conv2d.apply(x, w, b, 2), lambda x, w, b: C.Conv2d.apply(x, w, b, 2), [randn(1, 1, 5, 5), randn(2, 1, 5, 5), randn(2)], "conv2d 5x5")
+    both(
+        lambda x, w, b: repro._Conv2d.apply(x, w, b, 1),
+        lambda x, w, b: C.Conv2d.apply(x, w, b, 1),
+        [randn(2, 2, 5, 6), randn(3, 2, 3, 3), randn(3)],
+        "conv2d 3x3",
+    )
+    both(
+        lambda x, w, b: repro._Conv2d.apply(x, w, b, 2),
+        lambda x, w, b: C.Conv2d.apply(x, w, b, 2),
+        [randn(1, 1, 5, 5), randn(2, 1, 5, 5), randn(2)],
+        "conv2d 5x5",
+    )
     both(repro._MaxPool2.apply, C.MaxPool2.apply, [randn(2, 2, 4, 6)], "max_pool2")
     both(repro._MeanPixels.apply, C.MeanPixels.apply, [randn(2, 3, 3, 5)], "mean_pixels")
     for bias in (True, False):
@@ -146,11 +156,11 @@ def train(kind: str) -> None:
         dataset = load_dataset(spec, data)
         hashes = []
         for on_cuda in (cpu_path, lambda t: True):  # every repro operation and update through the CUDA kernels
-            repro._on_cuda = on_cuda  # type: ignore[assignment]
+            repro._on_cuda = on_cuda
             trainer = Trainer(spec, dataset)
             losses = trainer.run(2)
             hashes.append((trainer.state_hash(), losses))
-        repro._on_cuda = cpu_path  # type: ignore[assignment]
+        repro._on_cuda = cpu_path
         same(f"{kind}-{opt} state hash after 2 steps", np.frombuffer(hashes[0][0], np.uint8), np.frombuffer(hashes[1][0], np.uint8))
         same(f"{kind}-{opt} losses", np.array(hashes[0][1], np.float32), np.array(hashes[1][1], np.float32))
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("cuda_sim_child.py")
 
 
-def _sim(*args: str) -> dict[str, object]:
+def _sim(*args: str) -> dict[str, Any]:
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
