@@ -203,6 +203,23 @@ def _kernel_cells(quick: bool) -> list[tuple[str, Callable[[], dict[str, Any]]]]
         ("scale", update("scale", lambda: (randn(n), f(0.37)))),
         ("sum_squares", update("sum_squares", lambda: (randn(n),))),
     ]
+
+    def no_fma() -> dict[str, Any]:
+        """The PTX of every kernel compiled by the cells above holds no fused multiply-add."""
+        import re
+
+        kernels = [getattr(repro_cuda, name) for name in dir(repro_cuda) if name.endswith("_k")] + list(repro_cuda._bmm_kernels.values())
+        counted, fused = 0, []
+        for kernel in kernels:
+            for sig, ptx in kernel.inspect_asm().items():
+                counted += 1
+                if re.search(r"\bfma\.", ptx):
+                    fused.append(f"{getattr(kernel, '__name__', kernel)}{sig}")
+        if not counted:
+            return {"status": "error", "error": "no compiled kernel to inspect"}
+        return {"status": "ok" if not fused else "MISMATCH", "detail": f"{counted} compiled kernels, {len(fused)} with fma: {fused[:5]}"}
+
+    cells.append(("ptx holds no fma", no_fma))
     return cells
 
 

@@ -122,7 +122,7 @@ def exp64(x: Any) -> Any:
         return np.float64(0.0)
     if x > 709.0:
         return np.float64(math.inf)
-    n = math.floor(dadd(dmul(x, _LOG2E), 0.5))
+    n = int(math.floor(dadd(dmul(x, _LOG2E), 0.5)))  # math.floor is a float on the GPU, an int in Python
     nf = np.float64(n)
     r = dsub(dsub(x, dmul(nf, _LN2_HI)), dmul(nf, _LN2_LO))
     p = np.float64(_EXP_C[13])
@@ -284,7 +284,8 @@ def _make_bmm(tpb: int, tm: int) -> Any:
                 else:
                     sb[kq, jj] = np.float32(0.0)
             cuda.syncthreads()
-            for kq in range(min(bk, kk - k0)):  # only real k: no padded term enters a sum
+            depth = kk - k0 if kk - k0 < bk else bk  # only real k: no padded term enters a sum
+            for kq in range(depth):
                 for r in range(tm):
                     ar[r] = sa[kq, ty + r * tpb]
                 for c in range(tm):
