@@ -75,7 +75,7 @@ class SGD(Optimizer):
             f = np.float32
             for name, p in params.items():
                 assert p.grad is not None
-                buf = state[f"optim.{name}.momentum"] if c.momentum > 0 else p.new_empty(0)
+                buf = state[f"optim.{name}.momentum"] if c.momentum > 0 else p.grad  # no momentum: never touched
                 repro.kernels(p).sgd_update(
                     _flat(p.detach()),
                     _flat(p.grad.contiguous()),

@@ -675,8 +675,8 @@ def _sum_squares_k(x, out):  # pragma: no cover - compiled by numba
 
 def sgd_update(p: Any, g: Any, buf: Any, lr: np.float32, momentum: np.float32, dampening: np.float32, weight_decay: np.float32, nesterov: bool) -> None:
     """:func:`proofs.repro_kernels.sgd_update` (``buf`` may be empty when momentum is 0)."""
-    # with no momentum buf is empty and never touched: g stands in for it (an alias of p would be
-    # copied back over p by the simulator)
+    # with no momentum buf is never touched; an empty one: g stands in for it (an alias of p would
+    # be copied back over p by the simulator)
     _launch(_sgd_k, p.shape[0], p, g, buf if buf.shape[0] else g, lr, momentum, dampening, weight_decay, nesterov)
 
 
