@@ -13,6 +13,9 @@ from typing import Any
 
 import pytest
 
+from proofs import repro_cuda
+from proofs.numerics import profile
+
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("cuda_sim_child.py")
 
@@ -37,3 +40,16 @@ def test_two_training_steps_through_the_cuda_kernels_give_the_cpu_state(kind: st
     and with Adam (weight decay) through the simulated CUDA kernels: the CPU kernels' state hash and losses."""
     result = _sim("train", kind)
     assert result["mismatches"] == [] and result["checked"] == 4
+
+
+def test_the_numerics_profile_says_which_kernels_and_devices() -> None:
+    """One profile per spec: repro-v1 runs the fixed-sequence kernels on CPU and CUDA with portable bits
+    (CUDA where numba's CUDA target finds the GPU), torch's kernels anywhere torch runs; other device
+    types are refused by name."""
+    repro, plain = profile("repro-v1"), profile("torch")
+    assert (repro.repro, repro.portable, repro.devices) == (True, True, ("cpu", "cuda"))
+    assert (plain.repro, plain.portable, plain.devices) == (False, False, ("cpu", "cuda"))
+    assert repro.fault("cpu") is None and plain.fault("cuda") is None
+    assert repro.fault("mps") == "numerics repro-v1 runs on cpu or cuda, not mps"
+    why = repro_cuda.unavailable()
+    assert repro.fault("cuda") == (None if why is None else f"numerics repro-v1 cannot run on cuda here: {why}")
