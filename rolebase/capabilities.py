@@ -14,6 +14,7 @@ solver doubles its measured times) against the job's commit window.
 from __future__ import annotations
 
 from core.contracts import Capabilities, Device
+from proofs.numerics import profile
 from proofs.spec import JobSpec
 
 #: The solver multiplies its measured training time by this before comparing it with a commit window.
@@ -31,8 +32,9 @@ def train_flop(spec: JobSpec) -> int:
 
 
 def device_needed(spec: JobSpec) -> Device | None:
-    """The device the spec's numerics run on: ``repro-v1`` kernels run on the CPU; ``torch`` on any."""
-    return Device.CPU if spec.numerics == "repro-v1" else None
+    """The one device the spec's numerics run on (None: any of a solver's; both profiles run on CPU and CUDA)."""
+    devices = profile(spec.numerics).devices
+    return (Device.CUDA if devices == ("cuda",) else Device.CPU) if len(devices) == 1 else None
 
 
 def training_seconds(spec: JobSpec, flops: int) -> float:

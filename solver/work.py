@@ -48,11 +48,12 @@ from proofs.datasets import reference_job
 from proofs.errors import ProofError
 from proofs.manifest import largest_manifest_bytes
 from proofs.merkle import TraceTree, hex32
+from proofs.numerics import profile
 from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec, training_memory_bytes
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
-from proofs.train import Committed, Committer, Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
+from proofs.train import Committed, Committer, Runtime, Trace, Trainer, held_out_loss, segment_loss
 from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
@@ -163,7 +164,7 @@ class SpecJudge:
             return SpecCheck(False, f"spec {cid} is not in storage", final=False)
         except VeritrainError as exc:  # too large, forged, malformed
             return SpecCheck(False, f"{type(exc).__name__}: {exc}")
-        over = self._over_limits(spec) or device_fault(spec.numerics, self.rt.device)
+        over = self._over_limits(spec) or profile(spec.numerics).fault(self.rt.device)
         if over:
             return SpecCheck(False, over, spec.steps)
         try:
@@ -270,7 +271,7 @@ def measure_flops(rt: Runtime = Runtime()) -> int:
     down: it is what is measured again after a restart on a busy machine."""
     job = reference_job(SPEED_REFERENCE)
     spec = job.spec(file_cid(job.dataset))
-    if device_fault(spec.numerics, rt.device) is not None:
+    if profile(spec.numerics).fault(rt.device) is not None:
         spec = spec.model_copy(update={"numerics": "torch"})
     trainer = Trainer(spec, load_dataset(spec, job.dataset), rt)
     trainer.run(1)

@@ -27,6 +27,7 @@ from core.storage import ContentStore, LocalStore, file_cid
 from deploy.devnet import Devnet
 from proofs import load_dataset, load_spec
 from proofs.datasets import reference_job
+from proofs.numerics import profile
 from proofs.spec import training_memory_bytes
 from proofs.train import Runtime
 from rolebase.actions import stake
@@ -112,16 +113,17 @@ def test_judge_loads_the_dataset_and_refuses_what_does_not_fit(tmp_path: Path) -
     db.close()
 
 
+@pytest.mark.skipif(profile("repro-v1").fault("cuda") is None, reason="this machine runs repro-v1 on cuda")
 def test_judge_refuses_a_job_whose_numerics_cannot_run_on_the_solvers_device(tmp_path: Path) -> None:
-    """``--device cuda`` and a repro-v1 job (CPU kernels only): refused for good before any claim, the
-    reason naming the numerics; the same job is runnable on the CPU. (No GPU is needed: the judge
-    refuses before it trains anything.)"""
+    """``--device cuda`` and a repro-v1 job on a machine where numba's CUDA target finds no GPU: refused
+    for good before any claim, the reason naming the numerics; the same job is runnable on the CPU.
+    (No GPU is needed: the judge refuses before it trains anything.)"""
     store = LocalStore(tmp_path / "store")
     db = SolverDb(tmp_path / "state.sqlite")
     ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
     digest = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
     on_gpu = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m, rt=Runtime(device="cuda")).check(digest)
-    assert not on_gpu.runnable and on_gpu.final and on_gpu.reason.startswith("numerics repro-v1 runs on the CPU, not cuda")
+    assert not on_gpu.runnable and on_gpu.final and on_gpu.reason.startswith("numerics repro-v1 cannot run on cuda here: ")
     assert SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m).check(digest).runnable  # verdicts are kept per device
     db.close()
 
