@@ -54,6 +54,16 @@ def _import_engine() -> str | None:
         return f"{type(exc).__name__}: {exc}"
 
 
+def _numpy_aliases() -> None:
+    """numba-cuda (seen with numba 0.68 on numpy 2.5.2) still calls ``numpy.row_stack``, which numpy
+    2.5 removed: every kernel failed to compile until the alias was put back. Only missing names are set."""
+    import numpy as np
+
+    for old, new in (("row_stack", "vstack"), ("in1d", "isin"), ("trapz", "trapezoid")):
+        if not hasattr(np, old) and hasattr(np, new):
+            setattr(np, old, getattr(np, new))
+
+
 def _same(a: Any, b: Any) -> bool:
     import numpy as np
     import torch
@@ -466,6 +476,7 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + args.budget_s
     args.out.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("NUMBA_NUM_THREADS", str(os.cpu_count() or 1))
+    _numpy_aliases()
     missing = _import_engine()
     env = _environment(missing)
     print(json.dumps(env, indent=1), flush=True)
