@@ -7,14 +7,14 @@ character transformer) per step, the forward and backward passes of a dense mode
 per second, so a job's FLOP divided by an advertised speed is its training time on that solver.
 
 The fit mirrors the solver's own check before a claim (docs/roles.md, "A solver that cannot be drained"):
-its limits, the device the spec's numerics need, and the training time doubled (``ESTIMATE_SAFETY``: the
-solver doubles its measured times) against the job's commit window.
+its limits and the training time doubled (``ESTIMATE_SAFETY``: the solver doubles its measured times)
+against the job's commit window. The advertised device does not decide a fit: both numerics profiles
+run on CPU and CUDA (proofs.numerics), with the same bits under repro-v1.
 """
 
 from __future__ import annotations
 
-from core.contracts import Capabilities, Device
-from proofs.numerics import profile
+from core.contracts import Capabilities
 from proofs.spec import JobSpec
 
 #: The solver multiplies its measured training time by this before comparing it with a commit window.
@@ -31,12 +31,6 @@ def train_flop(spec: JobSpec) -> int:
     return step_flop(spec) * spec.steps
 
 
-def device_needed(spec: JobSpec) -> Device | None:
-    """The one device the spec's numerics run on (None: any of a solver's; both profiles run on CPU and CUDA)."""
-    devices = profile(spec.numerics).devices
-    return (Device.CUDA if devices == ("cuda",) else Device.CPU) if len(devices) == 1 else None
-
-
 def training_seconds(spec: JobSpec, flops: int) -> float:
     """The training time of ``spec`` at ``flops`` FLOP/s, with the solver's safety factor."""
     return ESTIMATE_SAFETY * train_flop(spec) / flops
@@ -50,9 +44,6 @@ def misfit(caps: Capabilities, spec: JobSpec, commit_window: int) -> str:
         return f"takes datasets of at most {caps.max_dataset_bytes:,} bytes (the job's has {spec.dataset.size_bytes:,})"
     if spec.steps > caps.max_steps:
         return f"takes at most {caps.max_steps:,} steps (the job has {spec.steps:,})"
-    need = device_needed(spec)
-    if need is not None and caps.device is not need:
-        return f"trains on {caps.device.name}, and numerics {spec.numerics} run on the {need.name}"
     seconds = training_seconds(spec, caps.flops)
     if seconds > commit_window:
         return (
