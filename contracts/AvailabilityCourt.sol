@@ -48,7 +48,7 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
     mapping(uint256 caseId => address[]) private _committees;
     mapping(uint256 caseId => mapping(address member => Ballot)) private _ballots;
     mapping(uint256 caseId => mapping(address member => bytes32)) private _commitments;
-    /// keccak256(abi.encode(traceRoot, challenger)): one case per trace and challenger.
+    /// keccak256(abi.encode(traceRoot, challenger, namesManifest)): one case of each kind per trace and challenger.
     mapping(bytes32 key => bool) private _heard;
 
     /// @param market_ the JobMarket (its token and StakeManager are the court's); the StakeManager's
@@ -125,11 +125,15 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
         ) {
             revert NotAuthorized(msg.sender);
         }
-        bytes32 key = keccak256(abi.encode(job.traceRoot, msg.sender));
-        // INVARIANT: one case per trace and challenger, so nobody stalls a serving solver by asking again.
+        uint256 items = _countItems(jobId, job.checkpointCount, lacking);
+        // The manifest's bit: a challenger that lacks the manifest learns which checkpoints it needs
+        // only once it is served, so it may name them in a second case.
+        bool manifest = uint8(lacking[lacking.length - 1]) >> (job.checkpointCount % 8) & 1 == 1;
+        bytes32 key = keccak256(abi.encode(job.traceRoot, msg.sender, manifest));
+        // INVARIANT: at most one case naming the manifest and one naming only checkpoints per trace and
+        // challenger, so nobody stalls a serving solver by asking again.
         if (_heard[key]) revert AlreadyHeard(jobId, msg.sender);
         _heard[key] = true;
-        uint256 items = _countItems(jobId, job.checkpointCount, lacking);
         uint256 deposit = depositFor(items);
         caseId = ++caseCount;
         activeCase[jobId] = caseId;
@@ -351,7 +355,8 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
         if (outcome == CaseStatus.Served) toSolver += slashed;
         else toChallenger += slashed;
         address[] memory custodians = outcome == CaseStatus.Served ? earners : new address[](0);
-        emit CaseSettled(caseId, jobId, outcome, custodians, toSolver, toChallenger, fees);
+        uint32 resumed = outcome == CaseStatus.Withheld ? 0 : market.getJob(jobId).deadline;
+        emit CaseSettled(caseId, jobId, c.challenger, outcome, resumed, custodians, toSolver, toChallenger, fees);
         if (toSolver != 0) token.safeTransfer(solver, toSolver);
         if (toChallenger != 0) token.safeTransfer(c.challenger, toChallenger);
     }

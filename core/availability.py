@@ -8,23 +8,28 @@ chain, where a solver publishes what was challenged (``AvailabilityAnswered``, c
 against the committed leaf or manifest CID, and checked again here). A copy found there is put into
 our store, so every later reader (the replay, the dispute replayer) finds it by CID. Failing that, the
 item is retried for :data:`AVAILABILITY_WAIT_S` (:class:`ContentPending`: content may still be on
-its way) and then challenged on chain: :class:`ContentUnavailable` carries the item to the role's
-responder, which escrows the deposit and calls ``challengeAvailability`` (:func:`challenge`). The
-challenger's clock (a report window, a challenge window) is paused until the solver publishes the
-item; a solver that does not is slashed to the challenger.
+its way) and then challenged: :class:`ContentUnavailable` carries every item the reader lacks
+(:meth:`Availability.gather` tries them all first) to the role's responder, which opens one
+``AvailabilityCourt`` case naming all of them with one deposit (:func:`challenge`): a committee drawn
+by stake fetches them by CID and votes, whatever their size. Only a manifest the referees of a
+manifest game need on chain (served, but not the committed trace's) is challenged on the JobMarket's
+own path, where the solver publishes its bytes. Either way the challenger's clock (a report window, a
+challenge window) is paused, and a solver that did not serve is slashed to the challenger.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from eth_utils import keccak
 
 from core.agent import log_mined
 from core.chain import Address
 from core.cid import Cid
-from core.contracts import JobId, Protocol
+from core.contracts import JobId, Protocol, lacking_bitmap
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StorageError
@@ -46,12 +51,29 @@ class ContentPending(VeritrainError):
 
 
 class ContentUnavailable(VeritrainError):
-    """``item`` of the job (a checkpoint index, or the market's ``MANIFEST_ITEM``) cannot be had."""
+    """``items`` of the job (checkpoint indices, or the market's ``MANIFEST_ITEM``) cannot be had;
+    ``item`` is the first. ``on_chain``: ``item`` is to be published on chain by the solver (the
+    JobMarket's own path: one item, bounded by block gas), as the manifest the referees of a manifest
+    game need there; otherwise a committee fetches them all (the court)."""
 
-    def __init__(self, job_id: JobId, item: int, problem: str) -> None:
+    def __init__(self, job_id: JobId, item: int, problem: str, *, items: Sequence[int] = (), on_chain: bool = False) -> None:
         super().__init__(f"job {job_id}: {problem}: challenging its availability")
         self.job_id = job_id
         self.item = item
+        self.items = tuple(items) or (item,)
+        self.on_chain = on_chain
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One item a reader needs: its number (checkpoint index or ``MANIFEST_ITEM``), its CID, the
+    largest size it may have, a name for messages, and a checkpoint's committed state hash."""
+
+    item: int
+    cid: str
+    limit: int
+    what: str
+    expect_hash: Bytes32 | None = None
 
 
 class Availability:
@@ -82,6 +104,26 @@ class Availability:
             raise ContentPending(f"{problem} yet")
         raise ContentUnavailable(job_id, item, problem)
 
+    def gather(self, job_id: JobId, wanted: Sequence[Wanted], deadline: int) -> None:
+        """Fetch every wanted item (each is then in our store, or on chain); if any is still
+        missing past the wait, :class:`ContentUnavailable` names all of those, so one challenge
+        covers them. :class:`ContentPending` while any may still come."""
+        lacking: list[int] = []
+        problem = ""
+        pending: ContentPending | None = None
+        for w in wanted:
+            try:
+                self.fetch(job_id, w.item, w.cid, w.limit, deadline, w.what, w.expect_hash)
+            except ContentPending as exc:
+                pending = exc
+            except ContentUnavailable as exc:
+                lacking.append(w.item)
+                problem = problem or str(exc).split(": challenging")[0].removeprefix(f"job {job_id}: ")
+        if pending is not None:
+            raise pending
+        if lacking:
+            raise ContentUnavailable(job_id, lacking[0], f"{problem} ({len(lacking)} items lacking)", items=lacking)
+
     def published(self, job_id: JobId, item: int, cid: str, expect_hash: Bytes32 | None) -> bytes | None:
         """The copy of ``item`` published on chain, if there is one and it is the content we expect
         (``expect_hash`` for a checkpoint, else the CID), stored under its CID; else None."""
@@ -109,9 +151,19 @@ class Availability:
 
 
 def challenge(p: Protocol, me: Address, unavailable: ContentUnavailable) -> None:
-    """Escrow the deposit and challenge the item (the market refuses it if the job moved on)."""
-    deposit = p.market.params().availability_deposit
-    if deposit and p.token.allowance(me, p.market.address) < deposit:
-        log_mined(log, "approve", p.token.approve(p.market.address, deposit), job=unavailable.job_id)
-    receipt = p.market.challenge_availability(unavailable.job_id, unavailable.item)
-    log_mined(log, "challengeAvailability", receipt, job=unavailable.job_id, item=unavailable.item, reason=str(unavailable))
+    """One challenge naming every lacking item, one approve: an ``AvailabilityCourt`` case, or for a
+    manifest the referees need on chain the JobMarket's own (the chain refuses either if the job moved on)."""
+    job_id = unavailable.job_id
+    if unavailable.on_chain:
+        deposit = p.market.params().availability_deposit
+        if deposit and p.token.allowance(me, p.market.address) < deposit:
+            log_mined(log, "approve", p.token.approve(p.market.address, deposit), job=job_id)
+        receipt = p.market.challenge_availability(job_id, unavailable.item)
+        log_mined(log, "challengeAvailability", receipt, job=job_id, item=unavailable.item, reason=str(unavailable))
+        return
+    count = p.market.get_job(job_id).checkpoint_count
+    deposit = p.court.params().deposit(len(set(unavailable.items)))
+    if deposit and p.token.allowance(me, p.court.address) < deposit:
+        log_mined(log, "approve", p.token.approve(p.court.address, deposit), job=job_id)
+    case_id, receipt = p.court.challenge(job_id, lacking_bitmap(count, unavailable.items))
+    log_mined(log, "court challenge", receipt, job=job_id, case=case_id, items=len(set(unavailable.items)), reason=str(unavailable))

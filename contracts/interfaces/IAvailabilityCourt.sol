@@ -82,12 +82,15 @@ interface IAvailabilityCourt {
         uint256 indexed caseId, uint256 indexed jobId, address indexed solver, address challenger, uint256 slashed
     );
     /// @notice The case ended. `custodians` (Served only) voted the items served and owe them until the
-    ///         job is final; `toSolver` and `toChallenger` are what each got from the deposit and the
-    ///         slashed member bonds, `fees` what the majority got.
+    ///         job is final; `resumedDeadline` is the job's deadline once its clock resumed (0 on
+    ///         Withheld: reopened); `toSolver` and `toChallenger` are what each got from the deposit and
+    ///         the slashed member bonds, `fees` what the majority got.
     event CaseSettled(
         uint256 indexed caseId,
         uint256 indexed jobId,
+        address indexed challenger,
         CaseStatus outcome,
+        uint32 resumedDeadline,
         address[] custodians,
         uint256 toSolver,
         uint256 toChallenger,
@@ -105,7 +108,8 @@ interface IAvailabilityCourt {
     /// @notice The bitmap is not ceil((checkpointCount + 1) / 8) bytes, sets a bit past the manifest's,
     ///         or names nothing.
     error InvalidItems(uint256 jobId, uint256 length, uint256 expected);
-    /// @notice `challenger` already opened a case on this trace (one per trace and challenger).
+    /// @notice `challenger` already opened a case of this kind on this trace (one naming the manifest and
+    ///         one naming only checkpoints, per trace and challenger).
     error AlreadyHeard(uint256 jobId, address challenger);
     /// @notice drawCommittee before blockhash(anchor + 1) exists.
     error RandomnessNotReady(uint256 caseId, uint256 readyBlock);
@@ -146,7 +150,8 @@ interface IAvailabilityCourt {
     function depositFor(uint256 items) external view returns (uint256);
 
     /// @notice Opens a case on every item of `jobId` the caller could not fetch (see the contract notes),
-    ///         escrowing depositFor(items); holds the job. One case per trace and challenger.
+    ///         escrowing depositFor(items); holds the job. One case naming the manifest and one naming
+    ///         only checkpoints per trace and challenger.
     function challenge(uint256 jobId, bytes calldata lacking) external returns (uint256 caseId);
     /// @notice Anyone: seats the committee, drawn by verifier stake as of the anchor block, excluding
     ///         the job's parties and the challenger.

@@ -226,7 +226,7 @@ contract AvailabilityCourtTest is CourtFixture {
         assertEq(uint8(court.getCase(caseId).status), uint8(CaseStatus.Undecided), "uint8(court.getCase(caseId).status)");
     }
 
-    function test_oneCasePerTraceAndChallenger_andGuards() public {
+    function test_oneCaseOfEachKindPerTraceAndChallenger_andGuards() public {
         (uint256 jobId, address verifier) = _drawn();
         vm.expectRevert(abi.encodeWithSelector(IAvailabilityCourt.NotAuthorized.selector, stranger));
         vm.prank(stranger);
@@ -255,6 +255,18 @@ contract AvailabilityCourtTest is CourtFixture {
         court.settle(caseId);
         vm.expectRevert(abi.encodeWithSelector(IAvailabilityCourt.AlreadyHeard.selector, jobId, verifier));
         _open(jobId, verifier);
+        // the checkpoints it needs once the manifest is served: one more case, then no more
+        uint256[] memory checkpoints = new uint256[](2);
+        checkpoints[0] = 3;
+        checkpoints[1] = 4;
+        vm.prank(verifier);
+        caseId = court.challenge(jobId, _bitmap(CHECKPOINTS, checkpoints));
+        assertEq(court.getCase(caseId).items, 2, "items");
+        vm.warp(block.timestamp + DRAW + 1);
+        court.settle(caseId);
+        vm.expectRevert(abi.encodeWithSelector(IAvailabilityCourt.AlreadyHeard.selector, jobId, verifier));
+        vm.prank(verifier);
+        court.challenge(jobId, _bitmap(CHECKPOINTS, checkpoints));
     }
 
     function test_whistleblower_withheldPaysIt_verifierMayNotChallengeAPassedTrace() public {
