@@ -48,7 +48,6 @@ log = logging.getLogger(__name__)
 class VerifierResponder:
     def __init__(self, protocol: Protocol, db: VerifierDb, trace_verifier: TraceVerifier, replayer: DisputeReplayer, me: Address) -> None:
         self.protocol = protocol
-        self.court = CourtDuty(protocol, trace_verifier.store, me, db.salt_secret)
         self.db = db
         self.trace_verifier = trace_verifier
         self.replayer = replayer
@@ -146,8 +145,8 @@ class VerifierResponder:
                 self._reveal(game_id)
             case GameMove():  # answerMidpoint as the challenger, the permissionless moves
                 self.moves.perform(action)
-            case CourtMove():
-                self.court.perform(action)
+            case CourtMove():  # a member fetches into the store it replays from, and serves from
+                CourtDuty(p, self.trace_verifier.store, self.me, self.db.salt_secret).perform(action)
 
     def _concede(self, game_id: GameId, job_id: JobId) -> None:
         """Reveal the secret that forced the job's probe 0 (the report game's whistleblower is paid

@@ -202,7 +202,7 @@ def run_demo(
         job: DemoJob = build_demo_job(job_name, workdir / "job")  # first: a bad name fails before anything starts
         cast = _cast(cheat, lazy_verifier)
         params = local_params(LAZY_MARKET if lazy_verifier else None)
-        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params, gas_limit=job.block_gas_limit))  # a block a second
+        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params))  # a block a second
         net = local.net
         console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}, blocks of {net.client.block_gas_limit():,} gas), contracts deployed")
         store = local.store

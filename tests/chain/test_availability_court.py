@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,7 +27,7 @@ import core.availability
 from core.availability import Availability, ContentUnavailable, Wanted, challenge
 from core.chain import Signer
 from core.cid import cid_to_digest
-from core.contracts import CaseStatus, JobId, JobState, Protocol, Role
+from core.contracts import Bytes32, CaseStatus, JobId, JobState, Protocol, Role
 from core.storage import LocalStore
 from core.storage.gateway import GatewayServer
 from core.storage.peers import FetchingStore
@@ -51,7 +51,7 @@ def _no_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(core.availability, "AVAILABILITY_WAIT_S", 0.0)
 
 
-def _manifest(cids: list[str], hashes: list[bytes]) -> bytes:
+def _manifest(cids: Sequence[str], hashes: Sequence[Bytes32]) -> bytes:
     doc = {
         "version": 2,
         "spec_cid": cids[0],
@@ -66,6 +66,11 @@ def _manifest(cids: list[str], hashes: list[bytes]) -> bytes:
     data = json.dumps(doc).encode()
     parse_manifest(data)  # a manifest the members can read
     return data
+
+
+def _kept(secret: bytes) -> Callable[[], bytes]:
+    """A member's salt secret, as its records keep it."""
+    return lambda: secret
 
 
 class Court:
@@ -99,8 +104,7 @@ class Court:
         for i, m in enumerate(self.members):
             own = LocalStore(tmp / f"member-{i}")
             self.gateways.append(stack.enter_context(GatewayServer(own)).url)
-            secret = os.urandom(32)
-            self.duties.append(CourtDuty(proto.with_signer(m), FetchingStore(own, [solver_gateway.url]), m.address, lambda s=secret: s))
+            self.duties.append(CourtDuty(proto.with_signer(m), FetchingStore(own, [solver_gateway.url]), m.address, _kept(os.urandom(32))))
 
     def wanted(self) -> list[Wanted]:
         return [Wanted(i, self.cids[i], MAX_CHECKPOINT_BYTES, f"checkpoint {i}", self.hashes[i]) for i in (1, 2)]
