@@ -29,7 +29,7 @@ from eth_utils import keccak
 from core.agent import log_mined
 from core.chain import Address
 from core.cid import Cid
-from core.contracts import JobId, Protocol, lacking_bitmap
+from core.contracts import MANIFEST_ITEM, JobId, Protocol, Role, lacking_bitmap
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StorageError
@@ -150,11 +150,33 @@ class Availability:
         return not near and time.monotonic() - first < AVAILABILITY_WAIT_S
 
 
+def court_open(p: Protocol, me: Address, job_id: JobId, names_manifest: bool) -> bool:
+    """Whether a court case can decide for us: we opened no case of this kind on the job's trace
+    (one naming the manifest, one naming only checkpoints), and enough verifiers other than the job's
+    parties and us have the member bond free to seat a committee (else the case would end undecided
+    and the clock would resume with nothing fetched)."""
+    job = p.market.get_job(job_id)
+    params = p.court.params()
+    count = job.checkpoint_count
+    for opened in p.court.events("CaseOpened", p.book.deploy_block, jobId=job_id, challenger=me):
+        case = p.court.get_case(int(opened.args["caseId"]))
+        lacking = bytes(opened.args["lacking"])
+        if bytes(case.trace_root) == bytes(job.trace_root) and bool(lacking[-1] >> (count % 8) & 1) == names_manifest:
+            return False
+    verifiers = {Address(e.args["account"]) for e in p.stakes.events("Staked", p.book.deploy_block, role=int(Role.VERIFIER))}
+    verifiers -= {job.solver, job.verifier, job.submitter, me}
+    minimum = p.stakes.min_stake(Role.VERIFIER)
+    seatable = [v for v in verifiers if p.stakes.stake_of(v, Role.VERIFIER).staked >= minimum and p.stakes.free_stake(v, Role.VERIFIER) >= params.referee_bond]
+    return len(seatable) >= params.committee_size
+
+
 def challenge(p: Protocol, me: Address, unavailable: ContentUnavailable) -> None:
-    """One challenge naming every lacking item, one approve: an ``AvailabilityCourt`` case, or for a
-    manifest the referees need on chain the JobMarket's own (the chain refuses either if the job moved on)."""
+    """One challenge naming every lacking item, one approve: an ``AvailabilityCourt`` case; the
+    JobMarket's own path (the solver publishes one item on chain) for a manifest the referees need on
+    chain, and where no court case can decide (:func:`court_open`). The chain refuses either if the
+    job moved on."""
     job_id = unavailable.job_id
-    if unavailable.on_chain:
+    if unavailable.on_chain or not court_open(p, me, job_id, MANIFEST_ITEM in unavailable.items):
         deposit = p.market.params().availability_deposit
         if deposit and p.token.allowance(me, p.market.address) < deposit:
             log_mined(log, "approve", p.token.approve(p.market.address, deposit), job=job_id)

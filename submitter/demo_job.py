@@ -42,6 +42,13 @@ GPT_JOBS: dict[str, tuple[dict[str, int], int, int, int, str]] = {
         8,
         "GPT of 10.4M parameters on the shipped Shakespeare (BPE tokens), AdamW, warmup-cosine, 200 steps of 8x64 tokens, k=50",
     ),
+    "gpt2-small": (
+        {"vocab_size": 50257, "block_size": 1024, "n_layer": 12, "n_head": 12, "n_embd": 768},
+        20,
+        10,
+        1,
+        "GPT-2 small (124M parameters: its 50,257-token vocabulary, 12 layers, 12 heads, 768 wide, 1024 tokens of context) on the shipped Shakespeare, AdamW, 20 steps of 1x1024 tokens, k=10 (bench)",
+    ),
     "gpt-tiny": (
         {"block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 32},
         20,
