@@ -478,9 +478,9 @@ def lacking_bitmap(checkpoint_count: int, items: Iterable[int]) -> bytes:
     checkpoint i, bit ``checkpoint_count`` for the manifest (``MANIFEST_ITEM`` maps there)."""
     out = bytearray(checkpoint_count // 8 + 1)
     for item in items:
-        bit = checkpoint_count if item == MANIFEST_ITEM else item
-        if not 0 <= bit <= checkpoint_count:
+        if item != MANIFEST_ITEM and not 0 <= item < checkpoint_count:
             raise ValueError(f"item {item} is not a checkpoint of {checkpoint_count} nor the manifest")
+        bit = checkpoint_count if item == MANIFEST_ITEM else item
         out[bit // 8] |= 1 << (bit % 8)
     return bytes(out)
 

@@ -312,6 +312,56 @@ contract AvailabilityCourtTest is CourtFixture {
     }
 
     uint256 internal jobIdForCount;
+
+    /// Any ballots (each member served, withheld or silent): every token the case took in (the deposit,
+    /// the silent members' bonds) goes out at settlement, to the majority, the solver and the challenger
+    /// as IAvailabilityCourt says; the solver gets from the deposit only the items' fee, and only when served.
+    /// forge-config: default.fuzz.runs = 128
+    function testFuzz_settlementPaysOutExactlyWhatCameIn(uint8 pattern) public {
+        (uint256 jobId, address verifier) = _drawn();
+        uint256 caseId = _open(jobId, verifier);
+        address[] memory members = _seat(caseId);
+        // tally: served, withheld, silent
+        uint256[3] memory tally = _ballots(caseId, members, pattern);
+        uint256 inflow = court.depositFor(3) + tally[2] * MEMBER_BOND;
+        uint256[3] memory before = [_bal(solver), _bal(verifier), _sum(members)];
+        court.settle(caseId);
+        uint256 toSolver = _bal(solver) - before[0];
+        uint256 toMembers = _sum(members) - before[2];
+        CaseStatus outcome = court.getCase(caseId).status;
+        uint256 bond = outcome == CaseStatus.Withheld ? market.solverBond(REWARD) : 0;
+        assertEq(toMembers + toSolver + _bal(verifier) - before[1], inflow + bond, "what came in goes out");
+        assertEq(_bal(address(court)), 0, "the court keeps nothing");
+        if (tally[0] > tally[1]) {
+            assertEq(uint8(outcome), uint8(CaseStatus.Served), "served");
+            assertEq(toSolver, 3 * ITEM_FEE + tally[2] * MEMBER_BOND, "items' fee and the silent bonds");
+            assertEq(toMembers, tally[0] * MEMBER_FEE, "the majority's fees");
+        } else {
+            assertEq(toSolver, 0, "no deposit to a solver not found serving");
+            assertEq(toMembers, tally[0] == tally[1] ? 0 : tally[1] * MEMBER_FEE, "the majority's fees, none on a tie");
+        }
+    }
+
+    /// Member i serves (0), withholds (1) or stays silent (2) by the base-3 digit i of `pattern`; the
+    /// phases run out; returns (served, withheld, silent).
+    function _ballots(uint256 caseId, address[] memory members, uint8 pattern) internal returns (uint256[3] memory tally) {
+        uint256[3] memory choice = [uint256(pattern % 3), uint256(pattern / 3 % 3), uint256(pattern / 9 % 3)];
+        for (uint256 i; i < 3; ++i) {
+            if (choice[i] < 2) _commit(caseId, members[i], choice[i] == 0);
+        }
+        vm.warp(block.timestamp + FETCH + 1);
+        for (uint256 i; i < 3; ++i) {
+            if (choice[i] < 2) _reveal(caseId, members[i], choice[i] == 0);
+            ++tally[choice[i]];
+        }
+        vm.warp(block.timestamp + REVEAL + 1);
+    }
+
+    function _sum(address[] memory accounts) internal view returns (uint256 total) {
+        for (uint256 i; i < accounts.length; ++i) {
+            total += _bal(accounts[i]);
+        }
+    }
 }
 
 /// Transaction gas of the court's calls (under --isolate) for snapshots/AvailabilityCourtGas.json:
