@@ -93,8 +93,6 @@ def machine_memory_bytes() -> int:
 
 #: Steps of the dry run that measures this solver's speed on a spec, and the longest full step it runs.
 DRY_RUN_STEPS = 2
-#: Bytes a later checkpoint may add to checkpoint 0 (its step number has more digits).
-CHECKPOINT_GROWTH = 64
 DRY_RUN_STEP_CAP_S = 10.0
 #: The measured times are multiplied by ESTIMATE_SAFETY (a loaded machine, noise); then the fixed seconds are added.
 ESTIMATE_FIXED_S = 2.0
@@ -110,7 +108,9 @@ class SpecJudge:
     """``deployment`` (chain id and market address) keys the verdicts kept in the records, with the
     device when it is not the CPU (a speed estimate, a numerics refusal hold on one device only).
     ``block_gas_limit`` reads the chain's block gas limit (``ChainClient.block_gas_limit``), which
-    bounds the checkpoints this solver could publish (``core.contracts.max_published_checkpoint_bytes``)."""
+    bounds the manifest this solver could publish for a manifest game
+    (``core.contracts.max_published_checkpoint_bytes``); checkpoints of any size are answered through
+    the availability court."""
 
     def __init__(
         self,
@@ -177,9 +177,7 @@ class SpecJudge:
         except VeritrainError as exc:  # larger than the spec says, forged, not a CID
             return SpecCheck(False, f"dataset or pretrained model: {type(exc).__name__}: {exc}", spec.steps)
         try:
-            dry = _estimate(spec, load_dataset(spec, data, init), self.block_gas_limit(), self.rt)
-        except Unpublishable as exc:
-            return SpecCheck(False, f"{exc}: a verifier could challenge its availability and we could not answer on chain", spec.steps)
+            dry = _estimate(spec, load_dataset(spec, data, init), self.rt)
         except IdleTraining as exc:
             return SpecCheck(False, f"training does no learning work, which verifiers fail: {exc}", spec.steps)
         except ProofError as exc:
@@ -200,18 +198,13 @@ class SpecJudge:
         if memory > lim.max_memory_bytes:
             return f"training needs about {memory / 2**30:,.1f} GiB of memory, this solver gives a job at most {lim.max_memory_bytes / 2**30:,.1f} GiB"
         manifest = largest_manifest_bytes(spec.steps, spec.checkpoint_interval)
-        if manifest > MAX_PUBLISHED_MANIFEST_BYTES:
+        publishable = min(MAX_PUBLISHED_MANIFEST_BYTES, max_published_checkpoint_bytes(self.block_gas_limit()))
+        if manifest > publishable:
             return (
                 f"a manifest of up to {manifest:,} bytes ({spec.segments + 1} checkpoints) cannot be published on chain "
-                f"(at most {MAX_PUBLISHED_MANIFEST_BYTES:,}) if a verifier challenges its availability"
+                f"(at most {publishable:,} in blocks of {self.block_gas_limit():,} gas) if a manifest game needs it there"
             )
         return ""
-
-
-class Unpublishable(ProofError):
-    """The job's checkpoints are larger than a solver can publish on chain when a verifier challenges
-    their availability (docs/protocol.md, "Data availability"): claiming it would hand any verifier
-    the solver's bond for the price of a deposit."""
 
 
 class IdleTraining(ProofError):
@@ -229,11 +222,11 @@ class DryRun:
     checkpoint_bytes: int
 
 
-def _estimate(spec: JobSpec, dataset: Dataset, block_gas_limit: int, rt: Runtime = Runtime()) -> DryRun:
+def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRun:
     """Seconds to train ``spec`` here, and one segment of it, and checkpoint 0's size, from a dry
     run: a checkpoint encoded and hashed (each is written, re-read for upload and stored: three
-    times that; a checkpoint larger than a chain of ``block_gas_limit`` lets a solver publish raises
-    :class:`Unpublishable`), then steps on one example (the
+    times that; any size: a challenged checkpoint is answered through the availability court,
+    docs/protocol.md), then steps on one example (the
     first untimed: kernels compile on first use, once per process). A full step that this puts
     above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
     other jobs have clocks): the one-example time times the batch size stands for it; else one
@@ -244,9 +237,6 @@ def _estimate(spec: JobSpec, dataset: Dataset, block_gas_limit: int, rt: Runtime
     first = trainer.to_bytes()
     state_hash(first)
     checkpoint_s = time.monotonic() - started
-    publishable = max_published_checkpoint_bytes(block_gas_limit)
-    if len(first) + CHECKPOINT_GROWTH > publishable:
-        raise Unpublishable(f"checkpoints of {len(first):,} bytes (at most {publishable:,} can be published in blocks of {block_gas_limit:,} gas)")
     single = Trainer(spec.model_copy(update={"batch_size": 1}), dataset, rt)
     single.run(1)
     started = time.monotonic()

@@ -182,14 +182,22 @@ def _cast(cheat: str | None, lazy_verifier: bool) -> list[_DemoDaemon]:
 
 
 def run_demo(
-    workdir: Path, timeout_s: float, job_name: str, cheat: str | None = None, lazy_verifier: bool = False, curve_png: Path | None = None
+    workdir: Path,
+    timeout_s: float,
+    job_name: str,
+    cheat: str | None = None,
+    lazy_verifier: bool = False,
+    curve_png: Path | None = None,
+    *,
+    steps: int | None = None,
 ) -> dict[str, Any]:
     """The whole demo in ``workdir``; returns the figures it printed (for ``--json`` and the e2e test).
 
     The job's committed training curve is drawn to ``curve_png`` (default ``workdir/training_curve.png``).
 
     ``cheat``: a cheating solver claims the job first and is caught; ``lazy_verifier``: a lazy
-    verifier is drawn first, caught by a whistleblower and slashed (see the module docstring)."""
+    verifier is drawn first, caught by a whistleblower and slashed (see the module docstring);
+    ``steps``: the job's steps instead of its default (``bench.gpt2_small``)."""
     if cheat is not None and cheat not in ALL_STRATEGIES:
         raise VeritrainError(f"no adversary strategy {cheat!r}; choose one of {', '.join(ALL_STRATEGIES)}")
     if cheat is not None and lazy_verifier:
@@ -199,10 +207,10 @@ def run_demo(
     title = f": a {cheat} cheater caught" if cheat else ": a lazy verifier caught by a whistleblower" if lazy_verifier else ""
     with ExitStack() as stack, interrupts_as_keyboard():
         console.rule("[bold]veritrain demo" + title)
-        job: DemoJob = build_demo_job(job_name, workdir / "job")  # first: a bad name fails before anything starts
+        job: DemoJob = build_demo_job(job_name, workdir / "job", steps=steps)  # first: a bad name fails before anything starts
         cast = _cast(cheat, lazy_verifier)
         params = local_params(LAZY_MARKET if lazy_verifier else None)
-        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params, gas_limit=job.block_gas_limit))  # a block a second
+        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params))  # a block a second
         net = local.net
         console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}, blocks of {net.client.block_gas_limit():,} gas), contracts deployed")
         store = local.store

@@ -273,7 +273,7 @@ def test_an_availability_challenge_on_a_dropped_checkpoint_is_answered_by_regene
     assert job.requested == (dropped,)
 
     verifier = proto.with_signer(parties.verifier)
-    challenge(verifier, parties.verifier.address, ContentUnavailable(job_id, dropped, "not served"))
+    challenge(verifier, parties.verifier.address, ContentUnavailable(job_id, dropped, "not served", on_chain=True))
     assert proto.market.get_job(job_id).state is JobState.DATA_CHALLENGED
     content, proof = publication(db, store, job_id, dropped, lambda i: workshop.checkpoint(job_id, i))
     solver.market.answer_availability(job_id, content, proof)  # the chain checks the leaf under the committed root
