@@ -39,6 +39,7 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -154,7 +155,7 @@ def _attacks(n: int) -> list[tuple[str, str, dict]]:
     ]  # fmt: skip
 
 
-def detection(n: int, seeds: int, p: float, bond: float, source: str, only: str | None = None) -> list[dict]:
+def detection(n: int, seeds: int, p: float, bond: float, source: str, only: str | None = None) -> list[dict[str, Any]]:
     spirals_data, blob_data = spirals(1, per_class=64), blobs(1)
     jobs: dict[tuple[str, str], tuple[JobSpec, Dataset, tuple]] = {}
 
@@ -170,7 +171,7 @@ def detection(n: int, seeds: int, p: float, bond: float, source: str, only: str 
             jobs[data, variant] = (spec, dataset, train_trace(spec, dataset).state_hashes)
         return jobs[data, variant]
 
-    rows = []
+    rows: list[dict[str, Any]] = []
     table = Table(title=f"Cheats against the verifier, MLP job of n = {n} segments (k = 2), Q = {DEFAULT_Q}, R = {DEFAULT_R}, {seeds} seeds; "
                   f"gain over honest work in units of the compute cost C, at W = C, B = {bond:g} W; full replay at p = {p:g} ({source})")  # fmt: skip
     for col in (
@@ -232,8 +233,9 @@ def detection(n: int, seeds: int, p: float, bond: float, source: str, only: str 
                       f"{defence}: {', '.join(reasons) or 'no segment fails'}; full replay {full_how}{'' if differs else ' (the honest trace)'}")  # fmt: skip
     console.print(table)
     for row in rows:  # the bond that would make it lose: s < P * (1 + B / W)
-        if row["predicted_full"] > 0 and row["saved"] >= row["predicted_full"] * (1 + bond):
-            console.print(f"{row['attack']}: gains at B = {bond:g} W; loses for B > {row['saved'] / row['predicted_full'] - 1:.2f} W at p = {p:g}")
+        saved, caught_p = float(row["saved"]), float(row["predicted_full"])
+        if 0 < caught_p and saved >= caught_p * (1 + bond):
+            console.print(f"{row['attack']}: gains at B = {bond:g} W; loses for B > {saved / caught_p - 1:.2f} W at p = {p:g}")
     return rows
 
 
