@@ -219,7 +219,7 @@ def detection(n: int, seeds: int, p: float, bond: float, source: str, only: str 
         predicted_full = caught_probability(predicted, 1.0 if always else p, differs=differs)
         reasons = sorted({r.value for r in _reasons(spec, dataset, faked, fails)})
         cost = 1 + bond
-        row = {"attack": label, "n": n, "bad": len(fails) + wrong_start, "saved": faked.work_saved,
+        row: dict[str, Any] = {"attack": label, "n": n, "bad": len(fails) + wrong_start, "saved": faked.work_saved,
                "caught": caught / seeds, "predicted": predicted, "gain": faked.work_saved - predicted * cost,
                "measured_gain": faked.work_saved - caught / seeds * cost,
                "caught_full": caught_full / seeds, "predicted_full": predicted_full, "gain_full": faked.work_saved - predicted_full * cost,
