@@ -92,7 +92,20 @@ from proofs.seeds import derive_seed
 from proofs.spec import JobSpec, MLPConfig
 from proofs.train import Runtime, Trace, Trainer, runtime, segment_loss
 
-__all__ = ["STRATEGIES", "ADAPTIVE", "FEW_BAD", "dead_units_saving", "FALSE_CLAIMS", "ALL_STRATEGIES", "WORK_SAVED", "MOVES", "CheatTrace", "cheat", "mix"]
+__all__ = [
+    "STRATEGIES",
+    "ADAPTIVE",
+    "FEW_BAD",
+    "dead_units_saving",
+    "inapplicable",
+    "FALSE_CLAIMS",
+    "ALL_STRATEGIES",
+    "WORK_SAVED",
+    "MOVES",
+    "CheatTrace",
+    "cheat",
+    "mix",
+]
 
 STRATEGIES = ("skip-steps", "wrong-lr", "wrong-data", "copy-weights", "fake-final", "tamper")
 FEW_BAD = ("dead-units", "quiet-jumps", "tiny-gradient", "tolerance-backdoor")
@@ -126,6 +139,16 @@ class CheatTrace:
     trace: Trace
     bad_segments: tuple[int, ...]
     work_saved: float = 0.0  # share of the job's training compute the cheater did not spend
+
+
+def inapplicable(strategy: str, spec: JobSpec) -> str | None:
+    """Why ``strategy`` cannot attack ``spec`` (None: it can). ``tiny-gradient`` also needs data
+    the model fits, which only its fitting run finds out."""
+    if strategy in ("tolerance-drift", "tolerance-backdoor") and spec.tolerance.mode != "tolerance":
+        return f"{strategy} attacks tolerance-mode specs only"
+    if strategy in ("dead-units", "quiet-jumps", "tiny-gradient") and spec.model.kind != "mlp":
+        return f"{strategy} is written for MLP specs (units of a ReLU layer), not {spec.model.kind}"
+    return None
 
 
 def _default_segments(strategy: str, n: int) -> tuple[int, ...]:
@@ -171,10 +194,8 @@ def cheat(
         chosen = (0,)
     if strategy == "coast" and chosen != tuple(range(chosen[0], chosen[-1] + 1)):
         raise ProofError(f"coast fakes one contiguous run of segments, not {chosen}")
-    if strategy in ("tolerance-drift", "tolerance-backdoor") and spec.tolerance.mode != "tolerance":
-        raise ProofError(f"{strategy} attacks tolerance-mode specs only")
-    if strategy in ("dead-units", "quiet-jumps", "tiny-gradient") and spec.model.kind != "mlp":
-        raise ProofError(f"{strategy} is written for MLP specs (units of a ReLU layer), not {spec.model.kind}")
+    if (misfit := inapplicable(strategy, spec)) is not None:
+        raise ProofError(misfit)
     if strategy == "quiet-jumps" and segments is None:
         chosen = tuple(range(_quiet_count(spec, dataset, rt)))
     if strategy in ("dead-units", "tiny-gradient") and len(chosen) != 1:

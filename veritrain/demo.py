@@ -55,7 +55,9 @@ from rich.table import Table
 from core.chain import Address
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
 from core.errors import VeritrainError
-from proofs.adversary import ALL_STRATEGIES
+from core.storage import file_cid
+from proofs.adversary import ALL_STRATEGIES, inapplicable
+from proofs.spec import JobSpec, load_spec
 from rolebase.amounts import show_tokens
 from rolebase.cli import console, err_console
 from rolebase.events import REPLAY_DONE
@@ -181,6 +183,14 @@ def _cast(cheat: str | None, lazy_verifier: bool) -> list[_DemoDaemon]:
     return [_DemoDaemon("solver", "solver", 1), _DemoDaemon("verifier", "verifier", 2, duty)]
 
 
+def _posted_spec(job: DemoJob) -> JobSpec:
+    """The demo job's spec as it will be posted (the dataset's CID and size filled in as `submit post` does)."""
+    raw = json.loads(job.spec_path.read_text())
+    data = job.data_path.read_bytes()
+    raw["dataset"] = {**raw["dataset"], "cid": file_cid(data), "size_bytes": len(data)}
+    return load_spec(json.dumps(raw))
+
+
 def run_demo(
     workdir: Path, timeout_s: float, job_name: str, cheat: str | None = None, lazy_verifier: bool = False, curve_png: Path | None = None
 ) -> dict[str, Any]:
@@ -200,6 +210,8 @@ def run_demo(
     with ExitStack() as stack, interrupts_as_keyboard():
         console.rule("[bold]veritrain demo" + title)
         job: DemoJob = build_demo_job(job_name, workdir / "job")  # first: a bad name fails before anything starts
+        if cheat is not None and (misfit := inapplicable(cheat, _posted_spec(job))) is not None:
+            raise VeritrainError(f"--cheat {cheat} on --job {job_name}: {misfit}")
         cast = _cast(cheat, lazy_verifier)
         params = local_params(LAZY_MARKET if lazy_verifier else None)
         local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params, gas_limit=job.block_gas_limit))  # a block a second
@@ -466,6 +478,8 @@ def demo(
       veritrain demo --cheat wrong-lr --job tiny
 
       veritrain demo --cheat coast --job tiny      (an adaptive cheater: coasts through zero-work states)
+
+      veritrain demo --cheat dead-units --job tiny      (one faked segment, then a one-unit-wide net: caught when segment 0 is replayed)
 
       veritrain demo --lazy-verifier --job tiny
     """
