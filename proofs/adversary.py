@@ -56,8 +56,9 @@ catches them at about (Q + R) / n; only a full replay (every segment) catches th
   dead units' gradients are exactly zero, so a network one unit wide computes the same bits:
   those segments are credited with the multiply-adds of the dead units
   (:func:`dead_units_saving`);
-* ``quiet-jumps`` (MLP specs): the same dead state reached through m small faked segments (12
-  by default: segments 0..11), each taking 1/m of the way (the dead coordinates scaled down,
+* ``quiet-jumps`` (MLP specs): the same dead state reached through m small faked segments
+  (segments 0..m-1: :data:`QUIET_JUMPS`, or more where a jump would move further than half an
+  honest segment, at most n/2), each taking 1/m of the way (the dead coordinates scaled down,
   zero at the last), whose committed norms are all true;
 * ``tiny-gradient`` (MLP specs): after Q honest segments (whose true norms fill top-Q), one
   segment jumps to a model trained cheaply off the trace until
