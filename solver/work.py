@@ -36,12 +36,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
 from core.contracts import MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol, max_published_checkpoint_bytes
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
+from proofs import optim
 from proofs.checkpoint import decode_checkpoint, state_hash
 from proofs.data import Dataset, load_dataset
 from proofs.datasets import reference_job
@@ -230,8 +233,10 @@ def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRu
     first untimed: kernels compile on first use, once per process). A full step that this puts
     above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
     other jobs have clocks): the one-example time times the batch size stands for it; else one
-    full step untimed and ``DRY_RUN_STEPS`` timed. A full step that did no learning work raises
-    :class:`IdleTraining` (a submitter's data or learning rate that kills training at once)."""
+    full step untimed and ``DRY_RUN_STEPS`` timed. A full step that did no learning work, or steps
+    that leave every parameter bit-identical (a learning rate that underflows: verifiers fail a
+    segment whose parameters and slots do not change), raise :class:`IdleTraining` (a submitter's
+    data or learning rate that kills training at once)."""
     trainer = Trainer(spec, dataset, rt)
     started = time.monotonic()
     first = trainer.to_bytes()
@@ -243,12 +248,16 @@ def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRu
     single.run(1)
     step_s = (time.monotonic() - started) * spec.batch_size
     if step_s <= DRY_RUN_STEP_CAP_S:
+        start = {name: p.detach().clone() for name, p in trainer.params.items()}
         idle = run_watching(trainer, 1).idle
         started = time.monotonic()
         idle = run_watching(trainer, DRY_RUN_STEPS).idle or idle
         step_s = (time.monotonic() - started) / DRY_RUN_STEPS
         if idle is not None:
             raise IdleTraining(f"{idle[1]} has an exactly zero gradient in a dry-run step")
+        if all(torch.equal(p, start[name]) for name, p in trainer.params.items()):
+            lr = optim.learning_rate(spec.schedule, spec.optimizer.lr, spec.steps, 0)
+            raise IdleTraining(f"{1 + DRY_RUN_STEPS} dry-run steps leave every parameter bit-identical (learning rate {lr:g} underflows)")
     train_s = ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
     return DryRun(train_s, ESTIMATE_SAFETY * (spec.checkpoint_interval * step_s + checkpoint_s), len(first))
 

@@ -28,6 +28,7 @@ from proofs.merkle import hex32
 from proofs.spec import JobSpec, Limits
 from rolebase.amounts import show_tokens
 from rolebase.capabilities import misfit
+from rolebase.guarantee import weaker_guarantee
 from submitter.errors import SubmitError
 from submitter.specfile import MAX_MODEL_BYTES, publish, read_job
 
@@ -104,6 +105,8 @@ class Posted:
     receipts: dict[str, Receipt]
     solvers: SolverFit
     """The staked solvers' adverts against the job, read before posting it."""
+    weaker: str | None = None
+    """The spec's weaker-guarantee line (``rolebase.guarantee``), None for a bit-exact job."""
 
 
 def post_job(
@@ -115,10 +118,14 @@ def post_job(
     verifier_fee: TokenAmount,
     commit_window: int | None,
     init_path: Path | None = None,
+    *,
+    allow_tolerance: bool = False,
 ) -> Posted:
     """Validate everything, read how the staked solvers' adverts fit the job, upload dataset (and
     pretrained weights) and spec,
-    approve the escrow (reward + fee + the market's jackpot tax on them), post the job."""
+    approve the escrow (reward + fee + the market's jackpot tax on them), post the job. A spec that is
+    a weaker guarantee (``rolebase.guarantee``: torch numerics or tolerance mode) is posted only with
+    ``allow_tolerance``."""
     if reward <= 0:
         raise SubmitError("--reward must be above 0")
     if verifier_fee <= 0:
@@ -126,6 +133,8 @@ def post_job(
     market, token = protocol.market, protocol.token
     commit_window = commit_window_of(protocol, commit_window)
     draft = read_job(spec_path, data_path, store, init_path)  # parse and validate spec and inputs, upload nothing
+    if (weaker := weaker_guarantee(draft.spec)) is not None and not allow_tolerance:
+        raise SubmitError(f"{spec_path}: {weaker}; pass --allow-tolerance to post it all the same")
     me = _me(protocol)
     tax = market.jackpot_tax(reward, verifier_fee)
     need = reward + verifier_fee + tax
@@ -141,7 +150,7 @@ def post_job(
         receipts["approve"] = token.approve(market.address, need)
     job_id, receipts["postJob"] = market.post_job(cid_to_digest(spec_cid), reward, verifier_fee, commit_window)
     log.info("job posted", extra={"job": job_id, "spec": spec_cid, "dataset": draft.dataset_cid})
-    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers)
+    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers, weaker)
 
 
 def get_job(protocol: Protocol, job_id: int) -> Job:

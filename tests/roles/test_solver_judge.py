@@ -158,6 +158,28 @@ def test_judge_refuses_data_on_which_honest_training_does_no_learning_work(tmp_p
     db.close()
 
 
+def test_judge_refuses_a_learning_rate_that_leaves_the_parameters_unchanged(tmp_path: Path) -> None:
+    """A learning rate that underflows (1e-30) gives every tensor a gradient and still leaves every
+    parameter bit-identical; with plain SGD the slots do not move either, so every verifier would
+    fail the honest solver's segments (``no-work``). The dry run refuses it in one line; the same
+    spec at an ordinary learning rate is taken."""
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m)
+    data = _dataset()
+    raw = load_spec(_spec_bytes(data, store=store)).to_json_dict()
+    checks = {}
+    for lr in (1e-30, 0.05):
+        raw["optimizer"] = {"kind": "sgd", "lr": lr, "momentum": 0.0, "dampening": 0.0, "nesterov": False, "weight_decay": 0.0}
+        checks[lr] = judge.check(cid_to_digest(store.put(load_spec(raw).canonical_bytes())))
+    assert not checks[1e-30].runnable and checks[1e-30].final
+    assert checks[1e-30].reason == (
+        "training does no learning work, which verifiers fail: 3 dry-run steps leave every parameter bit-identical (learning rate 1e-30 underflows)"
+    )
+    assert checks[0.05].runnable, checks[0.05].reason
+    db.close()
+
+
 def test_judge_takes_checkpoints_of_any_size_and_refuses_a_manifest_it_could_not_publish(tmp_path: Path) -> None:
     """A challenged checkpoint is answered through the availability court, at any size: a job whose
     checkpoints no 30M-gas block could carry is claimable. The manifest a manifest game needs on chain
