@@ -55,7 +55,10 @@ def alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_devnet_runs_until_sigint_and_leaves_no_anvil(tmp_path: Path) -> None:
     process = subprocess.Popen(
-        [*CLI, "devnet", "--json", "--accounts", "2", "--address-book-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*CLI, "devnet", "--json", "--accounts", "2", "--port", "0", "--address-book-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         info = json.loads(read_line(process, timeout=120))
@@ -147,6 +150,34 @@ def test_unreachable_rpc_is_a_clear_error() -> None:
 def test_help_has_examples(command: str) -> None:
     result = run(command, "--help")
     assert result.returncode == 0 and "Examples" in result.stdout
+
+
+def test_devnet_defaults_to_the_port_every_other_command_reads() -> None:
+    from core.config import Settings
+    from veritrain.devnet_cmd import DEFAULT_PORT
+
+    assert Settings.load(env={}).rpc_url == f"http://127.0.0.1:{DEFAULT_PORT}"
+    assert f"[default: {DEFAULT_PORT}]" in run("devnet", "--help").stdout
+
+
+def test_devnet_on_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run("devnet", "--port", str(port), "--address-book-dir", str(tmp_path))
+    assert result.returncode == 2 and f"port {port}" in result.stderr and "--port" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_deploy_help_names_the_four_contracts_it_deploys() -> None:
+    from deploy.deployer import DeployParams, _plan
+
+    help_text = " ".join(run("deploy", "--help").stdout.split())
+    deployed = [name for name, _ in _plan(DeployParams.devnet())]
+    assert len(deployed) == 4 and all(name in help_text for name in deployed)
 
 
 def test_every_user_command_has_examples() -> None:
