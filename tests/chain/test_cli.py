@@ -190,3 +190,34 @@ def test_every_user_command_has_examples() -> None:
     for command in commands:
         result = CliRunner().invoke(app, [*command.split(), "--help"])
         assert result.exit_code == 0 and "Examples" in result.output, command
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solver", "status", "--keystore", "{dir}", "--password-file", "{pw}"],
+        ["solver", "run", "--config", "{dir}"],
+        ["verifier", "run", "--config", "{dir}"],
+        ["submit", "post", "{dir}", "--dry-run"],
+        ["model", "eval", "{model}", "--data", "{dir}"],
+        ["data", "pack", "text", "{pw}", "--out", "{dir}"],
+    ],
+)
+def test_a_directory_where_a_file_goes_is_one_line_and_exit_2(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veritrain.cli import app
+
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "model").mkdir()
+    for name in ("model.pt2", "spec.json"):
+        (tmp_path / "model" / name).write_text("{}")
+    (tmp_path / "pw").write_text("password\n")
+    paths = {"dir": tmp_path / "dir", "pw": tmp_path / "pw", "model": tmp_path / "model"}
+    monkeypatch.setenv("VERITRAIN_RPC_URL", f"http://127.0.0.1:{free_port()}")  # no chain: the path is refused before any call
+    with pytest.raises(SystemExit) as exited:
+        app([a.format(**paths) for a in args], prog_name="veritrain")
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"{tmp_path / 'dir'}" in err and "directory" in err
