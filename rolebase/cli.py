@@ -15,6 +15,7 @@ else ``ETH_RPC_URL`` (foundry's), else http://127.0.0.1:8545.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import json
 import os
@@ -302,6 +303,9 @@ class DaemonFlags:
             for server in (gateway, metrics):
                 if server is not None:
                     server.stop()
+            # What is left is interpreter exit, whose last garbage collection over torch's and numba's
+            # objects held a stopped daemon past `veritrain up`'s 15 s SIGKILL: nothing in it needs collecting.
+            gc.freeze()
 
 
 #: The options of :class:`DaemonFlags`, by field.
