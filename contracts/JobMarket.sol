@@ -509,8 +509,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         // INVARIANT: the challenger's clock pauses while the solver owes data: an honest verifier loses no
         // report time, a whistleblower no challenge window, to a solver that does not serve.
         // item <= MANIFEST_ITEM < 2**24, checked above; pausedDeadline >= now, checked above.
-        // forge-lint: disable-next-line(unsafe-typecast)
         _availability[jobId] =
+            // forge-lint: disable-next-line(unsafe-typecast)
             AvailabilityChallenge(uint24(item), uint32(pausedDeadline - block.timestamp), msg.sender);
         uint256 deposit = _availabilityDeposit;
         emit AvailabilityChallenged(jobId, msg.sender, item, deposit, deadline);

@@ -99,10 +99,12 @@ def read_regular_file(path: Path, *, max_bytes: int, what: str) -> bytes:
         raise InputRejected(f"{what} {path} does not exist") from None
     except OSError as exc:
         raise InputRejected(f"{what} {path} cannot be opened: {exc.strerror or type(exc).__name__}") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):  # before fdopen, which raises its own IsADirectoryError on a directory
+        os.close(fd)
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+        raise InputRejected(f"{what} {path} is {kind}")
     with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise InputRejected(f"{what} {path} is not a regular file")
         if info.st_size > max_bytes:
             raise InputRejected(f"{what} {path} is {info.st_size:,} bytes, over the limit of {max_bytes:,}")
         data = fh.read(max_bytes + 1)

@@ -64,7 +64,12 @@ class LocalDb:
                 for statement in _split_statements(migrations[version]):
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={version + 1}")
-            log.info("state schema migrated", extra={"path": str(self.path), "version": version + 1})
+        if have == len(migrations):
+            return
+        # A new file is built by the same scripts: that is no news; an older file brought up to date is, once.
+        level = logging.DEBUG if have == 0 else logging.INFO
+        what = "state file created" if have == 0 else "state schema migrated"
+        log.log(level, what, extra={"path": str(self.path), "from_version": have, "version": len(migrations)})
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

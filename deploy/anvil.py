@@ -30,7 +30,7 @@ from eth_account import Account
 from core.chain import Address, ChainClient, Signer, Wei
 from core.errors import ChainError, ConfigError
 
-__all__ = ["Anvil", "DevChain", "DEV_MNEMONIC", "dev_signers", "dev_private_key", "die_with_parent", "free_port"]
+__all__ = ["Anvil", "DevChain", "DEV_MNEMONIC", "dev_signers", "dev_private_key", "die_with_parent", "free_port", "port_free"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,17 @@ ANVIL_BIN = Path(__file__).resolve().parent.parent / "node_modules" / ".bin" / "
 # anvil's (and hardhat's) public test mnemonic: its keys are known to everyone, use them only on devnets.
 DEV_MNEMONIC = "test test test test test test test test test test test junk"
 _MAX_DEV_ACCOUNTS = 100
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether nothing listens on ``host:port`` now (a bind succeeds; a closed socket's TIME_WAIT does not count)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
 
 
 def free_port(host: str = "127.0.0.1") -> int:

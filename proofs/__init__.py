@@ -63,6 +63,7 @@ from proofs.replay import (
     TraceReplay,
     TraceVerdict,
     check_committed_manifest,
+    check_held_out,
     check_loss,
     check_manifest,
     check_norm,
@@ -103,7 +104,7 @@ __all__ = [
     "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest",
     # verification
     "replay_segment", "TraceReplay", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
-    "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "check_loss", "first_idle_step", "referee_step",
+    "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "check_loss", "check_held_out", "first_idle_step", "referee_step",
     "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
     "DEFAULT_Q", "DEFAULT_R", "full_replay_drawn", "needs_full_replay", "caught_probability",
     # probes of a passing report, forced errors

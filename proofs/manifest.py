@@ -5,7 +5,9 @@ CID and state hash, the per-segment update norms (L2 of the parameter change
 over segment ``i``, the top-Q sampling key), the per-segment mean training losses
 (``proofs.train.segment_loss``: float32 values, written as the shortest decimal that
 reads back as the same number, so they round-trip bit-exactly), the spec's CID and
-hash, and the Merkle root. Parsing is bounded and checks that the manifest is
+hash, the Merkle root and, for a spec that holds out an evaluation split (``spec.eval``), the
+final model's held-out loss (``proofs.train.held_out_loss``, a float32; left out otherwise, so a
+manifest without it keeps its bytes). Parsing is bounded and checks that the manifest is
 internally consistent: indices in order, ``n + 1`` checkpoints for ``n`` norms and
 ``n`` losses, every loss a float32, and a root that is the
 :class:`~proofs.merkle.TraceTree` root of the listed hashes.
@@ -83,6 +85,7 @@ class Manifest(_Frozen):
     checkpoints: tuple[CheckpointEntry, ...] = Field(min_length=2, max_length=Limits.SEGMENTS + 1)
     update_norms: tuple[Annotated[float, Field(ge=0.0, allow_inf_nan=False)], ...]
     losses: tuple[Annotated[float, Field(allow_inf_nan=False)], ...]
+    held_out_loss: Annotated[float, Field(allow_inf_nan=False)] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Manifest:
@@ -97,6 +100,8 @@ class Manifest(_Frozen):
             raise ValueError(f"{len(self.losses)} losses for {n} segments")
         if (bad := next((i for i, x in enumerate(self.losses) if not is_float32(x)), None)) is not None:
             raise ValueError(f"loss of segment {bad} ({self.losses[bad]!r}) is not a float32")
+        if self.held_out_loss is not None and not is_float32(self.held_out_loss):
+            raise ValueError(f"held-out loss {self.held_out_loss!r} is not a float32")
         computed = TraceTree(self.state_hashes).root
         if computed != self.root:
             raise ValueError(f"root {hex32(self.root)} is not the Merkle root of the listed state hashes ({hex32(computed)})")
@@ -130,9 +135,12 @@ class Manifest(_Frozen):
             raise ManifestError(
                 f"manifest covers {self.steps} steps every {self.checkpoint_interval}; the spec says {spec.steps} every {spec.checkpoint_interval}"
             )
+        if (self.held_out_loss is None) != (spec.eval is None):
+            held = "holds out an evaluation split" if spec.eval is not None else "holds out nothing"
+            raise ManifestError(f"the spec {held}; the manifest {'lacks' if self.held_out_loss is None else 'claims'} a held-out loss")
 
     def canonical_bytes(self) -> bytes:
-        return canonical_json(self.model_dump(mode="json"))
+        return canonical_json(self.model_dump(mode="json", exclude={"held_out_loss"} if self.held_out_loss is None else None))
 
 
 _CIDV0_SHAPE = "Qm" + "z" * 44
@@ -154,6 +162,7 @@ def largest_manifest_bytes(steps: int, checkpoint_interval: int) -> int:
         checkpoints=tuple(CheckpointEntry.model_construct(index=i, cid=_CIDV0_SHAPE, state_hash=Bytes32(b"\xff" * 32)) for i in range(n + 1)),
         update_norms=(1.2345678901234567e-300,) * n,
         losses=(-1.2345678901234567e-38,) * n,
+        held_out_loss=-1.2345678901234567e-38,
     )
     return len(longest.canonical_bytes())
 

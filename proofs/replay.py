@@ -57,7 +57,7 @@ from proofs.merkle import hex32
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
 from proofs.steps import state_at
-from proofs.train import Runtime, Trainer, segment_loss
+from proofs.train import Runtime, Trainer, model_held_out_loss, segment_loss
 
 __all__ = [
     "Reason",
@@ -74,6 +74,7 @@ __all__ = [
     "committed_manifest",
     "check_norm",
     "check_loss",
+    "check_held_out",
     "LOSS_RTOL",
     "Watched",
     "referee_step",
@@ -113,6 +114,7 @@ class Reason(str, enum.Enum):
     NO_WORK = "no-work"
     MALFORMED_MANIFEST = "malformed-manifest"
     WRONG_LOSS = "wrong-loss"
+    WRONG_HELD_OUT_LOSS = "wrong-held-out-loss"
 
 
 @dataclass(frozen=True)
@@ -374,6 +376,27 @@ def check_loss(spec: JobSpec, dataset: Dataset, segment: int, start: bytes, clai
     return fault or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: mean training loss {claimed!r} as claimed", replayed_loss=replayed)
 
 
+def check_held_out(spec: JobSpec, dataset: Dataset, final: bytes, final_hash: Bytes32, claimed: float, rt: Runtime = Runtime()) -> SegmentVerdict:
+    """The manifest's held-out loss against the one the final checkpoint's model gives on the spec's
+    held-out split (:func:`proofs.train.model_held_out_loss`), judged as a segment's loss (bits in exact mode,
+    :data:`LOSS_RTOL` in tolerance mode) on the last segment, the one that ends in that checkpoint:
+    a function of the committed final bytes alone, so a referee rules on it without training
+    (``rolebase.dispute``). The held-out loss the replay computed is the verdict's ``replayed_loss``."""
+    last = spec.segments - 1
+    if (actual := state_hash(final)) != final_hash:
+        return _fail(last, Reason.HASH_MISMATCH, f"checkpoint {spec.segments} hashes to {hex32(actual)}, committed {hex32(final_hash)}")
+    try:
+        replayed = model_held_out_loss(spec, dataset, final, rt)
+    except ProofError as exc:
+        return _fail(last, Reason.MALFORMED, f"checkpoint {spec.segments}: {exc}")
+    if _loss_matches(spec, replayed, claimed):
+        return SegmentVerdict(last, True, Reason.OK, f"held-out loss {claimed!r} as claimed", replayed_loss=replayed)
+    bound = "" if spec.tolerance.mode == "exact" else f" (more than {LOSS_RTOL:g} relative)"
+    return _fail(
+        last, Reason.WRONG_HELD_OUT_LOSS, f"the final model's held-out loss is {replayed!r}, the manifest claims {claimed!r}{bound}", replayed_loss=replayed
+    )
+
+
 def _fail(segment: int, reason: Reason, detail: str, **extra: object) -> SegmentVerdict:
     log.info("segment failed", extra={"segment": segment, "reason": reason.value, "detail": detail})
     return SegmentVerdict(segment=segment, passed=False, reason=reason, detail=f"segment {segment}: {detail}", **extra)  # type: ignore[arg-type]
@@ -505,6 +528,13 @@ class TraceReplay:
             claimed_loss=m.losses[segment],
             rt=self.rt,
         )
+
+    def held_out(self) -> SegmentVerdict:
+        """:func:`check_held_out` of the manifest's held-out loss (the spec must hold out a split:
+        :meth:`Manifest.check_spec`), from the final checkpoint."""
+        m, n = self.manifest, self.spec.segments
+        assert m.held_out_loss is not None, "check_spec: a spec with eval has a manifest with a held-out loss"
+        return check_held_out(self.spec, self.dataset, self.checkpoint(n), m.state_hashes[n], m.held_out_loss, self.rt)
 
     def state(self, segment: int, step: int) -> bytes:
         """The canonical state after inner step ``step`` of ``segment``, replayed from its start."""

@@ -51,6 +51,7 @@ __all__ = [
     "train_trace",
     "segment_loss",
     "held_out_loss",
+    "model_held_out_loss",
     "Committer",
     "Committed",
     "Progress",
@@ -282,6 +283,14 @@ def held_out_loss(trainer: Trainer) -> float:
     return float(np.float32(math.fsum(parts) / count))
 
 
+def model_held_out_loss(spec: JobSpec, dataset: Dataset, checkpoint: bytes, rt: Runtime = Runtime()) -> float:
+    """:func:`held_out_loss` of the model in ``checkpoint`` (the final one: what the manifest commits
+    and the verifier checks, a function of those bytes alone, like an update norm)."""
+    trainer = Trainer(spec, dataset, rt)
+    trainer.load(decode_checkpoint(checkpoint, expect_spec=spec.spec_hash()))
+    return held_out_loss(trainer)
+
+
 def segment_loss(losses: Sequence[float]) -> float:
     """A segment's mean training loss, as the manifest commits it: the exactly rounded sum of the
     steps' float32 losses (``math.fsum``), divided by their count in float64, rounded to float32.
@@ -299,7 +308,8 @@ class Trace:
 
     ``checkpoints`` holds the bytes when ``train_trace(keep=True)``; ``cids`` holds what
     ``put`` returned when one was given; ``eval_losses`` the ``(step, held-out loss)`` of each
-    checkpoint ``spec.eval`` evaluates (:func:`held_out_loss`: reported, not committed).
+    checkpoint ``spec.eval`` evaluates (:func:`held_out_loss`: reported, not committed);
+    ``held_out_loss`` the final model's, which the manifest commits (None when the spec holds out nothing).
     """
 
     spec: JobSpec
@@ -310,6 +320,7 @@ class Trace:
     checkpoints: tuple[bytes, ...] = ()
     cids: tuple[str, ...] = ()
     eval_losses: tuple[tuple[int, float], ...] = ()
+    held_out_loss: float | None = None
 
     @property
     def root(self) -> Bytes32:
@@ -329,6 +340,7 @@ class Trace:
             checkpoints=tuple(CheckpointEntry(index=i, cid=c, state_hash=h) for i, (c, h) in enumerate(zip(cids, self.state_hashes))),
             update_norms=self.update_norms,
             losses=self.losses,
+            held_out_loss=self.held_out_loss,
         )
 
 
@@ -459,6 +471,7 @@ def train_trace(
             committer.commit(index, trainer, loss)
             if spec.eval is not None and trainer.step % spec.eval.every == 0:
                 evals.append((trainer.step, held_out_loss(trainer)))
+    final = None if spec.eval is None else evals[-1][1] if evals and evals[-1][0] == spec.steps else held_out_loss(trainer)
     hashes = [c.state_hash for c in done]
     return Trace(
         spec=spec,
@@ -469,4 +482,5 @@ def train_trace(
         checkpoints=tuple(kept),
         cids=tuple(cids),
         eval_losses=tuple(evals),
+        held_out_loss=final,
     )

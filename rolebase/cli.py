@@ -15,6 +15,7 @@ else ``ETH_RPC_URL`` (foundry's), else http://127.0.0.1:8545.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import json
 import os
@@ -46,6 +47,7 @@ from rolebase.daemon import RoleDaemon, connect
 from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
 from rolebase.gateways import AnnouncedGateways, announce_gateway
+from rolebase.metrics import render, serve_metrics
 from rolebase.sent import DEFAULT_CONFIRMATIONS
 from rolebase.status import status_lines
 
@@ -239,6 +241,20 @@ def serve_store(store: ContentStore, address: str) -> GatewayServer:
         raise ConfigError(f"--serve {address}: cannot listen there: {exc.strerror or exc}") from None
 
 
+Metrics = Annotated[
+    str | None,
+    typer.Option(
+        "--metrics",
+        help="serve this daemon's status (stake, earnings, jobs in hand and their deadlines, last error) as Prometheus text at http://HOST:PORT/metrics, e.g. 127.0.0.1:9101",
+        envvar="VERITRAIN_METRICS",
+        show_default=False,
+    ),
+]
+
+#: What ``--metrics`` serves: a role's name, its state directory and its ``status`` report (the ``status`` command's).
+StatusSource = tuple[str, Callable[[Path, str], Path], Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]]]
+
+
 @dataclass(frozen=True)
 class DaemonFlags:
     """The options every daemon's ``run`` takes: where content lives (and is served from, and fetched
@@ -252,22 +268,29 @@ class DaemonFlags:
     confirmations: int = DEFAULT_CONFIRMATIONS
     log_json: bool = False
     log_level: str = "INFO"
+    metrics: str | None = None
 
     @property
     def loop(self) -> LoopSettings:
         return LoopSettings(poll_interval_s=self.poll, confirmations=self.confirmations)
 
-    def run(self, settings: Settings, build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]]) -> None:
+    def run(self, settings: Settings, build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]], status: StatusSource | None = None) -> None:
         """The body of every role's ``run``: logs configured, the key loaded, the store opened (served with
         ``--serve``, announced on chain; fetching what it lacks from ``--peer`` and the announced gateways:
         :mod:`rolebase.gateways`), then the daemon ``build(settings, signer, store)`` run over the current
-        deployment's records (built again when the deployment changes: :func:`rolebase.deployment.run_following`)."""
+        deployment's records (built again when the deployment changes: :func:`rolebase.deployment.run_following`).
+        With ``--metrics HOST:PORT``, ``status`` (the role's name, state directory and report, as its
+        ``status`` command has them) is served as Prometheus text (:mod:`rolebase.metrics`)."""
         configure_logging(level=self.log_level, json_lines=self.log_json)
         key = signer(settings)
         own = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir)
         gateway = serve_store(own, self.serve) if self.serve is not None else None
         discover = AnnouncedGateways(lambda: protocol(settings, signing=False), own=gateway.url if gateway is not None else None)
         store = FetchingStore(own, self.peer or [], discover=discover)
+        metrics = None
+        if self.metrics is not None and status is not None:
+            role, home_of, report_of = status
+            metrics = serve_metrics(self.metrics, lambda: render(role, status_report(role, settings, key.address, True, home_of, report_of)))
 
         def announced_and_built(s: Settings) -> RoleDaemon[Any, Any]:
             if gateway is not None:
@@ -277,8 +300,12 @@ class DaemonFlags:
         try:
             run_following(settings, announced_and_built)
         finally:
-            if gateway is not None:
-                gateway.stop()
+            for server in (gateway, metrics):
+                if server is not None:
+                    server.stop()
+            # What is left is interpreter exit, whose last garbage collection over torch's and numba's
+            # objects held a stopped daemon past `veritrain up`'s 15 s SIGKILL: nothing in it needs collecting.
+            gc.freeze()
 
 
 #: The options of :class:`DaemonFlags`, by field.
@@ -291,6 +318,7 @@ _DAEMON_OPTIONS: dict[str, Any] = {
     "confirmations": Confirmations,
     "log_json": LogJson,
     "log_level": LogLevel,
+    "metrics": Metrics,
 }
 
 
@@ -381,6 +409,27 @@ def show_time(unix_s: int) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(unix_s))
 
 
+def status_report(
+    role: str,
+    settings: Settings,
+    me: Address,
+    raw: bool,
+    home_of: Callable[[Path, str], Path],
+    report_of: Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]],
+) -> dict[str, object]:
+    """A role's status report (:func:`show_status`; base units and unix seconds when ``raw``, as
+    ``--json`` and the ``--metrics`` endpoint read it)."""
+    deployed = protocol(settings, signing=False)
+    tokens: Callable[[int], str] = str if raw else show_tokens
+    report = report_of(deployed, home_of(Deployment.of(deployed).data_dir(settings.data_dir), me), me, tokens)
+    release_at = deployed.stakes.stake_of(me, Role[role.upper()]).release_at
+    net = sum(int(e["amount"]) for e in earnings_of(deployed, me))
+    report["gas"] = tokens(deployed.client.balance(me))
+    report["unbonding_release_at"] = release_at if raw else (show_time(release_at) if release_at else "-")
+    report["earnings_net"] = str(net) if raw else ("-" if net < 0 else "") + show_tokens(abs(net))
+    return report
+
+
 def show_status(
     role: str,
     settings: Settings,
@@ -397,15 +446,7 @@ def show_status(
     for people, base units with ``--json``. Every report also says the gas balance, when the unbonding
     stake is released, and the account's net earnings (:mod:`rolebase.earnings`)."""
     me = who(address, settings)
-    deployed = protocol(settings, signing=False)
-    c = deployed.client
-    tokens: Callable[[int], str] = str if json_out else show_tokens
-    report = report_of(deployed, home_of(Deployment.of(deployed).data_dir(settings.data_dir), me), me, tokens)
-    release_at = deployed.stakes.stake_of(me, Role[role.upper()]).release_at
-    net = sum(int(e["amount"]) for e in earnings_of(deployed, me))
-    report["gas"] = tokens(c.balance(me))
-    report["unbonding_release_at"] = release_at if json_out else (show_time(release_at) if release_at else "-")
-    report["earnings_net"] = str(net) if json_out else ("-" if net < 0 else "") + show_tokens(abs(net))
+    report = status_report(role, settings, me, json_out, home_of, report_of)
     if json_out:
         print(json.dumps(report, indent=2))
         return

@@ -24,7 +24,8 @@ trace of the spec. A step that did no learning work (a parameter tensor
 with an exactly zero gradient: ``proofs.referee_step``) is wrong too, and a challenger steers the
 bisection to the first such step of the segment (:meth:`DisputeReplayer.answer`).
 The one commitment a referee cannot settle without training is the segment's mean training loss
-(the manifest's ``losses``): it is a function of checkpoint ``j`` alone, so once the isolated step
+(the manifest's ``losses``; the final model's held-out loss, a function of the last checkpoint
+alone, is checked with the norms, by evaluation rather than training): it is a function of checkpoint ``j`` alone, so once the isolated step
 holds, a referee of a trace game on ``j`` replays the segment's ``k`` steps from checkpoint ``j``
 (``proofs.check_loss``, cached per segment) and a false loss makes the solver wrong. It is checked
 last, so that a game any cheaper rule decides costs no replay (docs/dispute.md, "The loss").
@@ -50,6 +51,7 @@ from proofs import (
     Manifest,
     ProofError,
     check_committed_manifest,
+    check_held_out,
     check_loss,
     check_manifest,
     check_norm,
@@ -216,8 +218,8 @@ class DisputeReplayer:
 
     def commitment_fault(self, job_id: JobId, segment: int) -> str | None:
         """What is false, without training, in the solver's commitments for ``segment``: its manifest
-        (not the committed trace of the spec: any segment), its start (segment 0) or its update norm;
-        None when all hold."""
+        (not the committed trace of the spec: any segment), its start (segment 0), its update norm or
+        (the last segment) the final model's held-out loss; None when all hold."""
         m = self.material(job_id)
         if m.manifest_fault is not None:
             return m.manifest_fault
@@ -228,7 +230,13 @@ class DisputeReplayer:
         except StorageError as exc:
             raise DisputeWorkError(f"job {job_id}: checkpoints of segment {segment}: {exc}") from exc
         norm = check_norm(segment, start, end, m.manifest.update_norms[segment])
-        return None if norm.passed else norm.detail
+        if not norm.passed:
+            return norm.detail
+        claimed = m.manifest.held_out_loss
+        if segment == m.spec.segments - 1 and claimed is not None:  # the final model's held-out loss: its end alone, no training
+            held = check_held_out(m.spec, m.dataset, end, m.manifest.state_hashes[segment + 1], claimed, self.rt)
+            return None if held.passed else held.detail
+        return None
 
     def loss_fault(self, job_id: JobId, segment: int) -> str | None:
         """What is false in the manifest's mean training loss of ``segment``, from a replay of its ``k``

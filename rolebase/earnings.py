@@ -6,7 +6,8 @@ as decimal strings (the commands format them).
 
 from __future__ import annotations
 
-from typing import TypedDict
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
 
 from core.chain import Address
 from core.contracts import Event, GameStatus, Protocol, Role, SettleReason
@@ -24,6 +25,11 @@ class BalanceReport(TypedDict):
     veri: str
     gas: str
     stakes: dict[str, StakeReport]
+
+
+class GasReport(TypedDict):
+    transactions: int
+    wei: str
 
 
 class Earning(TypedDict):
@@ -73,8 +79,46 @@ def earnings_of(protocol: Protocol, me: Address) -> list[Earning]:
         verdict = SettleReason(int(e.args["reason"])) is SettleReason.VERDICT
         if game_id in votes and verdict and votes[game_id] == (GameStatus(int(e.args["status"])) is GameStatus.SOLVER_WON):
             add(e, job_id, game_id, "referee fee (voted with the majority)", fee)
+    deposit = market.params().availability_deposit
+    for e in market.events("AvailabilityChallenged", start, challenger=me):
+        add(e, int(e.args["jobId"]), None, f"availability deposit paid (item {e.args['item']})", -int(e.args["deposit"]))
+    for e in market.events("AvailabilityAnswered", start, answerer=me):
+        add(e, int(e.args["jobId"]), None, f"availability deposit won (item {e.args['item']} published)", deposit)
+    for e in market.events("AvailabilityTimedOut", start, challenger=me):
+        add(e, int(e.args["jobId"]), None, f"availability deposit back (item {e.args['item']} never published)", deposit)
     for e in stakes.events("StakeSlashed", start, account=me):
-        add(e, None, None, f"slashed ({Role(int(e.args['role'])).name.lower()} stake)", -int(e.args["amount"]))
+        add(e, _job_of(protocol, e.tx_hash), None, f"slashed ({Role(int(e.args['role'])).name.lower()} stake)", -int(e.args["amount"]))
     for e in stakes.events("StakeSlashed", start, recipient=me):
-        add(e, None, None, "paid from a slashed stake", int(e.args["amount"]))
+        add(e, _job_of(protocol, e.tx_hash), None, "paid from a slashed stake", int(e.args["amount"]))
     return [entry for _, _, entry in sorted(entries, key=lambda t: (t[0], t[1]))]
+
+
+def _job_of(protocol: Protocol, tx_hash: str) -> int | None:
+    """The job a slash belongs to: the job id of the JobMarket event in the same transaction (every
+    JobMarket event about a job carries it as its first indexed topic); None if there is none."""
+    client, market = protocol.client, protocol.market.address.lower()
+    receipt = client.with_retry("eth_getTransactionReceipt", lambda: client.w3.eth.get_transaction_receipt(tx_hash))  # type: ignore[arg-type]
+    for entry in receipt["logs"]:
+        if str(entry["address"]).lower() == market and len(entry["topics"]) > 1:
+            return int.from_bytes(bytes(entry["topics"][1]), "big")
+    return None
+
+
+def gas_spent(protocol: Protocol, me: Address, *, max_blocks: int = 100_000) -> GasReport:
+    """The gas ``me`` paid (wei: each receipt's ``gasUsed * effectiveGasPrice``) for every transaction it
+    sent since the deployment, read block by block: what a wallet's native balance lost besides
+    transfers. Refused (``ValueError``) past ``max_blocks`` blocks: the chain has no index of an
+    account's transactions, so on a long chain ask an explorer."""
+    client = protocol.client
+    start, end = protocol.book.deploy_block, client.block_number()
+    if end - start > max_blocks:
+        raise ValueError(f"{end - start:,} blocks since the deployment, over the {max_blocks:,} scanned for gas")
+    mine = me.lower()
+    count, wei = 0, 0
+    for number in range(start, end + 1):
+        block = client.with_retry("eth_getBlockByNumber", lambda n=number: client.w3.eth.get_block(n, full_transactions=True))  # type: ignore[misc]
+        for tx in cast(list[Mapping[str, Any]], block["transactions"]):  # full_transactions: dicts, not hashes
+            if str(tx["from"]).lower() == mine:
+                receipt = client.with_retry("eth_getTransactionReceipt", lambda h=tx["hash"]: client.w3.eth.get_transaction_receipt(h))  # type: ignore[misc]
+                count, wei = count + 1, wei + int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
+    return {"transactions": count, "wei": str(wei)}

@@ -100,7 +100,11 @@ def run(
     rt = runtime_on(device)
     bar = _bar if (sys.stderr.isatty() if progress is None else progress) else None
     try:
-        flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, limits=limits, loop=flags.loop, progress=bar, cheat=cheat, rt=rt))
+        flags.run(
+            settings,
+            lambda s, signer, store: daemon.build(s, signer, store, config, limits=limits, loop=flags.loop, progress=bar, cheat=cheat, rt=rt),
+            status=("solver", daemon.state_dir, solver_status),
+        )
     finally:
         _BARS.stop()
 

@@ -56,7 +56,7 @@ from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec, training_memory_bytes
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
-from proofs.train import Committed, Committer, Runtime, Trace, Trainer, held_out_loss, segment_loss
+from proofs.train import Committed, Committer, Runtime, Trace, Trainer, held_out_loss, model_held_out_loss, segment_loss
 from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
@@ -473,6 +473,7 @@ class JobTrainer:
             losses=tuple(c.loss for c in checkpoints[1:] if c.loss is not None),
             tree=TraceTree(hashes),
             cids=tuple(c.cid for c in checkpoints if c.cid is not None),
+            held_out_loss=None if spec.eval is None else model_held_out_loss(spec, self._dataset(spec), self.checkpoint(job_id, spec.segments), self.rt),
         )
         if trace.root != record.trace_root:
             raise JobWorkError(f"job {job_id}: trace root {hex32(trace.root)} differs from the recorded {hex32(record.trace_root)}")

@@ -29,10 +29,10 @@ from rolebase.cli import IpfsApi, Peers, StoreDir, console, err_console, open_st
 from rolebase.gateways import AnnouncedGateways, announce_gateway
 from rolebase.guarantee import guarantee, weaker_guarantee
 from submitter import service
-from submitter.curve import committed_curve, draw_curve
+from submitter.curve import committed_curve, draw_curve, replay_checked
 from submitter.errors import SubmitError
 from submitter.specfile import read_job
-from submitter.timeline import AMOUNT_FIELDS, job_timeline
+from submitter.timeline import job_timeline, readable_args
 
 app = options.command_group("submit", "Post training jobs and get proven models back.")
 
@@ -170,7 +170,8 @@ def show(
 ) -> None:
     """Show one job, its timeline (every market event about it, with its gas) and, once its trace is
     committed, its training curve: each segment's mean training loss from the committed manifest,
-    which verifiers check on every segment they replay.
+    which verifiers check on every segment they replay, and the final model's held-out loss when the
+    spec holds out a split; both are marked replay-checked once a verifier's report passed.
 
     Examples:
 
@@ -196,36 +197,42 @@ def show(
             if curve_png is not None:
                 raise
             unavailable = f"the committed manifest cannot be read: {exc}"  # the timeline is still worth showing
+    checked = replay_checked(record.state)
+    checked_words = "committed and replay-checked" if checked else f"committed, not yet replay-checked: {record.state.name}"
     if curve_png is not None:
         if curve_png.is_dir() or not curve_png.parent.is_dir():
             raise SubmitError(f"--curve {curve_png}: give a file path in a directory that exists")
         if curve is None:
             raise SubmitError(f"job {job} is {record.state.name}: it has no committed trace, so no training curve to draw")
-        draw_curve(curve, curve_png, title=f"job {job}: training curve (mean loss per segment, committed and replay-checked)")
+        draw_curve(curve, curve_png, title=f"job {job}: training curve (mean loss per segment, {checked_words})")
         drawn = f"wrote {curve_png} (the training curve, {len(curve.points)} segments)"
     if json_out:
         body = {
             "job": service.job_json(JobId(job), record),
             "guarantee": promise,
             "timeline": [e.to_json() for e in timeline],
-            "curve": curve and curve.to_json(),
+            "curve": curve and curve.to_json() | {"replay_checked": checked},
         }
         print(json.dumps(body | ({"curve_unavailable": unavailable} if unavailable else {}), indent=2))
         return
     console.print(f"job [bold]{job}[/]: {record.state.name}  reward {show_tokens(record.reward)} VERI  fee {show_tokens(record.verifier_fee)} VERI")
     console.print(f"guarantee: {promise}", highlight=False)
-    table = Table("block", "time", "event", "from", "gas", "details (amounts in VERI)")
+    table = Table("block", "time", "event", "from", "gas", "details")
     for e in timeline:
-        details = ", ".join(f"{k}={show_tokens(v) if k in AMOUNT_FIELDS and isinstance(v, int) else v}" for k, v in e.args.items())
+        details = ", ".join(f"{k}={v}" for k, v in readable_args(e.args).items())
         table.add_row(str(e.block), show_time(e.timestamp), e.event, _short(e.sender), f"{e.gas_used:,}", details)
     console.print(table)
     if curve is not None:
         stride = curve.stride(_CURVE_ROWS)
         sampled = f", every {stride}th segment: --json has them all" if stride > 1 else ""
-        points = Table("segment", "steps", "mean loss", title=f"training curve (manifest {curve.manifest_cid}{sampled})")
+        points = Table("segment", "steps", "mean loss", title=f"training curve, {checked_words} (manifest {curve.manifest_cid}{sampled})")
         for p in curve.sampled(_CURVE_ROWS):
             points.add_row(str(p.segment), f"{p.first_step}-{p.last_step}", f"{p.loss:.6g}")
         console.print(points)
+        if curve.held_out_loss is not None:
+            console.print(
+                f"held-out loss of the final model: [bold]{curve.held_out_loss:.6g}[/] ({'replay-checked' if checked else 'claimed by the solver, not yet checked'})"
+            )
     elif unavailable:
         console.print(f"training curve: {unavailable}")
     if drawn:

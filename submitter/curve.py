@@ -1,9 +1,12 @@
-"""A job's training curve: each segment's mean training loss, as its solver committed it.
+"""A job's training curve: each segment's mean training loss, as its solver committed it, and the
+final model's held-out loss when the spec holds out a split (``spec.eval``).
 
 The manifest (its CID stored on chain at commit) lists one mean loss per segment of ``k``
 steps (``proofs.train.segment_loss``), and every verifier that replays a segment fails it if
-the loss is not the one training gives (``wrong-loss``), so the curve is verified data, read
-here from the committed manifest (its root checked against the committed root)::
+the loss is not the one training gives (``wrong-loss``; every verifier also evaluates the final
+checkpoint on the held-out split: ``wrong-held-out-loss``), so once a report passes
+(:func:`replay_checked`) the curve is verified data, read here from the committed manifest (its
+root checked against the committed root)::
 
     curve = job_curve(protocol, store, job_id)        # None before the solver commits
     curve.to_json()                                   # exact values: float32 loss and its bits
@@ -20,13 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from core.cid import Cid
-from core.contracts import JobId, Protocol
+from core.contracts import JobId, JobState, Protocol
 from core.storage import ContentStore
 from proofs.manifest import MAX_MANIFEST_BYTES, Manifest
 from proofs.replay import committed_manifest
 from submitter.service import Commitment, commitment, get_job
 
-__all__ = ["CurvePoint", "TrainingCurve", "training_curve", "committed_curve", "job_curve", "draw_curve", "CURVE_SIZE_PX"]
+__all__ = ["CurvePoint", "TrainingCurve", "training_curve", "replay_checked", "committed_curve", "job_curve", "draw_curve", "CURVE_SIZE_PX"]
 
 #: Width and height of :func:`draw_curve`'s PNG, in pixels.
 CURVE_SIZE_PX = (800, 450)
@@ -58,9 +61,11 @@ class TrainingCurve:
 
     manifest_cid: Cid
     points: tuple[CurvePoint, ...]
+    held_out_loss: float | None = None  # the final model's, when the spec holds out a split (a float32)
 
     def to_json(self) -> dict[str, Any]:
-        return {"manifest_cid": self.manifest_cid, "points": [p.to_json() for p in self.points]}
+        held = None if self.held_out_loss is None else {"loss": self.held_out_loss, "loss_f32": "0x" + struct.pack(">f", self.held_out_loss).hex()}
+        return {"manifest_cid": self.manifest_cid, "points": [p.to_json() for p in self.points], "held_out": held}
 
     def stride(self, rows: int) -> int:
         """Every how many segments :meth:`sampled` takes one, to show at most about ``rows``."""
@@ -77,7 +82,14 @@ def training_curve(manifest: Manifest, manifest_cid: Cid) -> TrainingCurve:
     """The curve a parsed manifest commits to."""
     k = manifest.checkpoint_interval
     points = tuple(CurvePoint(i, i * k, (i + 1) * k, loss) for i, loss in enumerate(manifest.losses))
-    return TrainingCurve(manifest_cid, points)
+    return TrainingCurve(manifest_cid, points, manifest.held_out_loss)
+
+
+def replay_checked(state: JobState) -> bool:
+    """Whether the committed curve and held-out loss of a job in ``state`` are checked: a verifier's
+    report passed (VERIFIED, then FINALIZED). While VERIFYING, DATA_CHALLENGED or DISPUTED they are
+    the solver's claims."""
+    return state in (JobState.VERIFIED, JobState.FINALIZED)
 
 
 def committed_curve(store: ContentStore, done: Commitment) -> TrainingCurve:

@@ -16,6 +16,8 @@ from eth_utils import keccak
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import Event, JobId, Protocol
+from rolebase.amounts import show_tokens
+from rolebase.cli import show_time
 
 #: Event fields that are token amounts: shown in VERI by the CLI and the dashboard (``--json`` and the
 #: API keep base units).
@@ -46,6 +48,9 @@ JOB_EVENTS = (
     "JobRefunded",
 )
 
+#: Event fields that are chain timestamps (unix seconds): shown as dates by the CLI and the dashboard.
+TIME_FIELDS = frozenset({"deadline", "commitDeadline", "claimDeadline"})
+
 _CID_FIELDS = frozenset({"specCid", "finalModelCid", "manifestCid", "reportCid"})
 
 
@@ -70,6 +75,34 @@ class TimelineEntry:
             "gas_used": self.gas_used,
             "args": dict(self.args),
         }
+
+
+def readable_args(args: Mapping[str, Any]) -> dict[str, str]:
+    """An entry's JSON arguments for people: amounts in VERI, timestamps as dates, a report's
+    probes as ``#i segment s step t 0x1234abcd…``, other hashes shortened to 10 digits; ``--json``
+    and the API keep :meth:`TimelineEntry.to_json`'s raw values."""
+    return {k: _readable(k, v) for k, v in args.items()}
+
+
+def _readable(name: str, value: Any) -> str:
+    if name in AMOUNT_FIELDS and isinstance(value, int) and not isinstance(value, bool):
+        return f"{show_tokens(value)} VERI"
+    if name in TIME_FIELDS and isinstance(value, int) and not isinstance(value, bool):
+        return show_time(value)
+    if isinstance(value, list):
+        return "; ".join(_readable(name, v) for v in value) if value else "none"
+    if isinstance(value, Mapping):
+        if {"segment", "step", "stateHash"} <= value.keys():  # a report's probe
+            return f"segment {value['segment']} step {value['step']} {_short_hash(value['stateHash'])}"
+        return ", ".join(f"{k} {_readable(k, v)}" for k, v in value.items())
+    if isinstance(value, str) and value.startswith("0x") and len(value) == 66:
+        return _short_hash(value)
+    return str(value)
+
+
+def _short_hash(value: object) -> str:
+    text = str(value)
+    return text[:10] + "…" if text.startswith("0x") and len(text) > 12 else text
 
 
 def job_timeline(protocol: Protocol, job_id: JobId) -> list[TimelineEntry]:

@@ -61,7 +61,11 @@ def run(
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
     rt = runtime_on(device)
-    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, lie=lie, lazy=lazy, rt=rt))
+    flags.run(
+        settings,
+        lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, lie=lie, lazy=lazy, rt=rt),
+        status=("verifier", daemon.state_dir, verifier_status),
+    )
 
 
 def _assignments_table(report: dict[str, object]) -> Table | None:

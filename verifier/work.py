@@ -283,5 +283,9 @@ class TraceVerifier:
                 probes += [Probe(i, segment, step, state_hash(replay.state(segment, step))) for i, _, step in (p for p in positions if p[1] == segment)]
             verdicts.append(verdict)
             log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
+        if spec.eval is not None:  # the buyer's held-out result, from the final checkpoint: shown once a report passes
+            held = replay.held_out()
+            verdicts.append(held)
+            report["held_out_loss"] = held.replayed_loss
         report["verdicts"] = [_verdict_entry(v) for v in verdicts]
         return verdicts, sorted(probes, key=lambda p: p.index)

@@ -68,6 +68,8 @@ def _block(data: bytes, fmt: str, targets: str | None) -> DatasetSpec:
 def _out_dir(out: Path) -> None:
     if not out.parent.is_dir():
         raise PackError(f"--out {out}: no directory {out.parent}")
+    if out.is_dir():
+        raise PackError(f"--out {out} is a directory: name the file to write")
 
 
 @pack.command("text")

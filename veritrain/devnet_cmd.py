@@ -12,11 +12,15 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from deploy.anvil import dev_private_key
+from core.errors import ConfigError
+from deploy.anvil import dev_private_key, port_free
 from deploy.devnet import DEFAULT_FUND, Devnet, start_devnet
 from rolebase import cli as options
 from rolebase.cli import console
 from veritrain.deploy_cmd import Params, load_params
+
+#: The port of the RPC URL every other command defaults to (http://127.0.0.1:8545, like anvil's).
+DEFAULT_PORT = 8545
 
 DEV_KEY_WARNING = "anvil's PUBLIC test keys (mnemonic 'test test ... junk'): known to everyone, never use them on a real network"
 
@@ -56,7 +60,7 @@ def _print(net: Devnet, book_file: Path, block_time: int) -> None:
 
 
 def devnet(
-    port: Annotated[int, typer.Option(help="port on 127.0.0.1 (0: a free random port)", min=0, max=65535)] = 0,
+    port: Annotated[int, typer.Option(help="port on 127.0.0.1, the other commands' default RPC URL (0: a free random port)", min=0, max=65535)] = DEFAULT_PORT,
     accounts: Annotated[int, typer.Option(help="dev accounts to fund with tokens (besides the deployer)", min=1, max=50)] = 4,
     fund: Annotated[int, typer.Option(help="whole VERI tokens given to each funded account", min=0)] = DEFAULT_FUND // 10**18,
     block_time: Annotated[
@@ -78,11 +82,15 @@ def devnet(
 
       veritrain devnet
 
-      veritrain devnet --port 8545 --accounts 6 --fund 50000
+      veritrain devnet --accounts 6 --fund 50000
+
+      veritrain devnet --port 0      # a free port, beside another devnet
 
       veritrain devnet --params my-params.json --block-time 2 --json
     """
     settings = options.settings(address_book_dir=book_dir)
+    if port and not port_free(port):
+        raise ConfigError(f"port {port} on 127.0.0.1 is in use (another devnet?): stop it, or pick another with --port (0: a free one)")
     deploy_params = load_params(params)
     stop = threading.Event()
 

@@ -29,13 +29,14 @@ import typer
 from safetensors.torch import save_file
 from torch.nn import functional as F
 
+from core.bounded import InputRejected, read_regular_file
 from core.contracts import JobId, JobState, Protocol
 from core.errors import ConfigError
 from core.storage import ContentStore
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
 from proofs.data import Dataset, load_dataset
 from proofs.models import build_model
-from proofs.spec import CharTransformerConfig, GPTConfig, JobSpec, load_spec
+from proofs.spec import CharTransformerConfig, GPTConfig, JobSpec, Limits, load_spec
 from rolebase import cli as options
 from rolebase.cli import IpfsApi, StoreDir, console, open_store
 from rolebase.gateways import AnnouncedGateways
@@ -167,6 +168,14 @@ def export(
     console.print(f'load it:  model = torch.export.load("{out / "model.pt2"}").module()', highlight=False)
 
 
+def _read(path: Path, what: str, limit: int) -> bytes:
+    """A file the user named, read bounded; a directory, a FIFO or a missing file is one line (exit 2)."""
+    try:
+        return read_regular_file(path, max_bytes=limit, what=what)
+    except InputRejected as exc:
+        raise ConfigError(str(exc)) from None
+
+
 @app.command("eval")
 def eval_(
     model_dir: Annotated[Path, typer.Argument(help="a directory written by `veritrain model export`", show_default=False)],
@@ -179,13 +188,11 @@ def eval_(
 
       veritrain model eval model3/ --data test.safetensors
     """
-    for needed in ("model.pt2", "spec.json"):
+    for needed in ("model.pt2", "spec.json"):  # a directory and its files; the files are read bounded below
         if not (model_dir / needed).is_file():
             raise ConfigError(f"{model_dir} has no {needed}: give a directory written by `veritrain model export`")
-    if not data.is_file():
-        raise ConfigError(f"--data {data}: no such file")
-    spec = load_spec((model_dir / "spec.json").read_bytes())
-    raw = data.read_bytes()
+    raw = _read(data, "--data file", Limits.DATASET_BYTES)
+    spec = load_spec(_read(model_dir / "spec.json", "spec file", Limits.SPEC_BYTES))
     held_out = spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"size_bytes": len(raw)})})
     test = load_dataset(held_out, raw)
     model = torch.export.load(str(model_dir / "model.pt2")).module()

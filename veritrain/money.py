@@ -25,7 +25,7 @@ from deploy.anvil import dev_signers
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import console, show_time, who
-from rolebase.earnings import balances, earnings_of
+from rolebase.earnings import GasReport, balances, earnings_of, gas_spent
 
 RoleName = Annotated[str, typer.Argument(help="solver, verifier or whistleblower", show_default=False)]
 Amount = Annotated[str, typer.Argument(help="amount in VERI, e.g. 150 or 12.5", show_default=False)]
@@ -204,7 +204,8 @@ def earnings(
     json_out: options.Json = False,
 ) -> None:
     """An account's earnings history from chain events, by job and game: rewards, fees, games won,
-    challenge bonds posted, stake slashed from it or paid to it.
+    challenge bonds posted, availability deposits paid and won, stake slashed from it or paid to it
+    (with the job it was for), and the gas its transactions cost, so a wallet reconciles from it.
 
     Examples:
 
@@ -213,14 +214,23 @@ def earnings(
       veritrain earnings --key-env SOLVER_KEY --json
     """
     me = _address(address, "ADDRESS") if address is not None else who(None, settings)
-    entries = earnings_of(options.protocol(settings, signing=False), me)
+    protocol = options.protocol(settings, signing=False)
+    entries = earnings_of(protocol, me)
     total = sum(int(e["amount"]) for e in entries)
+    try:
+        gas: GasReport | None = gas_spent(protocol, me)
+    except ValueError as exc:
+        gas, gas_note = None, str(exc)
     if json_out:
-        print(json.dumps({"address": me, "total": str(total), "entries": entries}, indent=2))
+        print(json.dumps({"address": me, "total": str(total), "entries": entries, "gas_spent": gas}, indent=2))
         return
     table = Table("block", "job", "game", "what", "VERI", title=f"earnings of {me}")
     for e in entries:
         amount = int(e["amount"])
         table.add_row(str(e["block"]), str(e["job"] or "-"), str(e["game"] or "-"), str(e["what"]), ("-" if amount < 0 else "+") + show_tokens(abs(amount)))
     console.print(table)
+    if gas is not None:
+        console.print(f"gas spent: {show_tokens(int(gas['wei']))} ETH over {gas['transactions']} transactions")
+    else:
+        console.print(f"gas spent: not counted ({gas_note})")
     console.print(f"[bold]net {'-' if total < 0 else '+'}{show_tokens(abs(total))} VERI[/]")

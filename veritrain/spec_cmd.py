@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
 
 from proofs.datasets import reference_job
+from proofs.pack import pack_text
+from proofs.tokenizer import VOCAB_SIZE
 from rolebase.cli import err_console
 
 app = typer.Typer(
@@ -29,7 +32,8 @@ def new(
 ) -> None:
     """Write a valid job spec template for a model kind; edit its model and dataset fields to your data.
 
-    dataset.cid and dataset.size_bytes are left out: `submit post --data FILE` fills them in.
+    dataset.cid and dataset.size_bytes are left out: `submit post --data FILE` fills them in. The gpt
+    template reads what `data pack text` writes: u16 tokens of the shipped 4,096-token tokenizer.
 
     Examples:
 
@@ -38,10 +42,14 @@ def new(
       veritrain spec new --model mlp --out job.json --sample-data data.safetensors && veritrain submit post job.json --data data.safetensors --dry-run
     """
     job = reference_job(_TEMPLATES[model])
-    text = json.dumps(job.template, indent=2) + "\n"
+    template, sample = job.template, job.dataset
+    if model == "gpt":  # what `data pack text` writes, not the reference job's ASCII codes
+        template = {**template, "model": {**template["model"], "vocab_size": VOCAB_SIZE}, "dataset": {**template["dataset"], "format": "u16"}}
+        sample = pack_text(resources.files("proofs.datasets").joinpath("text.txt").read_bytes())
+    text = json.dumps(template, indent=2) + "\n"
     if sample_data is not None:
-        sample_data.write_bytes(job.dataset)
-        err_console.print(f"wrote {sample_data} ({len(job.dataset):,} bytes)", highlight=False)
+        sample_data.write_bytes(sample)
+        err_console.print(f"wrote {sample_data} ({len(sample):,} bytes)", highlight=False)
     if out is None:
         print(text, end="")
     else:

@@ -66,7 +66,11 @@ def run(
         stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost")
     )
     rt = runtime_on(device)
-    flags.run(settings, lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, rt=rt))
+    flags.run(
+        settings,
+        lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, rt=rt),
+        status=("whistleblower", daemon.state_dir, whistleblower_status),
+    )
 
 
 def _tables(report: dict[str, object]) -> Table | None:

@@ -108,7 +108,7 @@ library SumTree {
 
     function _head(uint224 packed) private pure returns (uint256 count, uint256 sum) {
         count = uint256(packed) >> TOTAL_BITS;
-        sum = uint256(packed) & ((1 << TOTAL_BITS) - 1);
+        sum = uint256(packed) & ((uint256(1) << TOTAL_BITS) - 1);
     }
 
     function _lowbit(uint256 i) private pure returns (uint256) {

@@ -55,7 +55,10 @@ def alive(pid: int) -> bool:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_devnet_runs_until_sigint_and_leaves_no_anvil(tmp_path: Path) -> None:
     process = subprocess.Popen(
-        [*CLI, "devnet", "--json", "--accounts", "2", "--address-book-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        [*CLI, "devnet", "--json", "--accounts", "2", "--port", "0", "--address-book-dir", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     try:
         info = json.loads(read_line(process, timeout=120))
@@ -149,6 +152,34 @@ def test_help_has_examples(command: str) -> None:
     assert result.returncode == 0 and "Examples" in result.stdout
 
 
+def test_devnet_defaults_to_the_port_every_other_command_reads() -> None:
+    from core.config import Settings
+    from veritrain.devnet_cmd import DEFAULT_PORT
+
+    assert Settings.load(env={}).rpc_url == f"http://127.0.0.1:{DEFAULT_PORT}"
+    assert f"[default: {DEFAULT_PORT}]" in run("devnet", "--help").stdout
+
+
+def test_devnet_on_a_busy_port_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run("devnet", "--port", str(port), "--address-book-dir", str(tmp_path))
+    assert result.returncode == 2 and f"port {port}" in result.stderr and "--port" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_deploy_help_names_the_four_contracts_it_deploys() -> None:
+    from deploy.deployer import DeployParams, _plan
+
+    help_text = " ".join(run("deploy", "--help").stdout.split())
+    deployed = [name for name, _ in _plan(DeployParams.devnet())]
+    assert len(deployed) == 4 and all(name in help_text for name in deployed)
+
+
 def test_every_user_command_has_examples() -> None:
     from typer.testing import CliRunner
 
@@ -159,3 +190,34 @@ def test_every_user_command_has_examples() -> None:
     for command in commands:
         result = CliRunner().invoke(app, [*command.split(), "--help"])
         assert result.exit_code == 0 and "Examples" in result.output, command
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["solver", "status", "--keystore", "{dir}", "--password-file", "{pw}"],
+        ["solver", "run", "--config", "{dir}"],
+        ["verifier", "run", "--config", "{dir}"],
+        ["submit", "post", "{dir}", "--dry-run"],
+        ["model", "eval", "{model}", "--data", "{dir}"],
+        ["data", "pack", "text", "{pw}", "--out", "{dir}"],
+    ],
+)
+def test_a_directory_where_a_file_goes_is_one_line_and_exit_2(
+    args: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from veritrain.cli import app
+
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "model").mkdir()
+    for name in ("model.pt2", "spec.json"):
+        (tmp_path / "model" / name).write_text("{}")
+    (tmp_path / "pw").write_text("password\n")
+    paths = {"dir": tmp_path / "dir", "pw": tmp_path / "pw", "model": tmp_path / "model"}
+    monkeypatch.setenv("VERITRAIN_RPC_URL", f"http://127.0.0.1:{free_port()}")  # no chain: the path is refused before any call
+    with pytest.raises(SystemExit) as exited:
+        app([a.format(**paths) for a in args], prog_name="veritrain")
+    err = capsys.readouterr().err
+    assert exited.value.code == 2, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert f"{tmp_path / 'dir'}" in err and "directory" in err

@@ -11,8 +11,10 @@ from pathlib import Path
 
 from eth_utils import to_checksum_address
 
+from core.contracts import Protocol
 from deploy.anvil import dev_private_key
 from deploy.devnet import Devnet
+from rolebase.earnings import gas_spent
 
 CLI = [sys.executable, "-m", "veritrain"]
 
@@ -20,6 +22,8 @@ CLI = [sys.executable, "-m", "veritrain"]
 def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Path) -> None:
     devnet.book.save(tmp_path / f"{devnet.client.chain_id}.json")
     me, other = devnet.accounts[0].address, devnet.accounts[1].address
+    protocol = Protocol.connect(devnet.client, devnet.book)
+    eth_before, gas_before = devnet.client.balance(me), int(gas_spent(protocol, me)["wei"])
     env = {**os.environ, "MY_KEY": dev_private_key(1), "ETH_RPC_URL": devnet.rpc_url}  # foundry's variable is enough
     env.pop("VERITRAIN_RPC_URL", None)
 
@@ -65,4 +69,7 @@ def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Pat
     poor = veritrain("transfer", other, "0", "--key-env", "POOR_KEY")
     assert poor.returncode == 3 and "NoGas" in poor.stderr and "not enough gas" in poor.stderr and len(poor.stderr.strip().splitlines()) == 1
     earned = json.loads(veritrain("earnings", me, "--json").stdout)
-    assert earned == {"address": me, "total": "0", "entries": []}
+    assert {k: earned[k] for k in ("address", "total", "entries")} == {"address": me, "total": "0", "entries": []}
+    # the wallet reconciles: its native balance fell by exactly the gas earnings counts (VERI moves cost only gas)
+    assert earned["gas_spent"]["transactions"] >= 4 and eth_before - devnet.client.balance(me) == int(earned["gas_spent"]["wei"]) - gas_before > 0
+    assert "ETH over" in veritrain("earnings", me).stdout

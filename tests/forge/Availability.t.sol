@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {Fixture} from "./utils/Fixture.sol";
 import {StandardTree} from "./utils/StandardTree.sol";
 import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
@@ -112,7 +113,7 @@ contract AvailabilityTest is Fixture {
 
         uint256 solverBefore = _bal(solver);
         vm.expectEmit(true, true, true, true, address(market));
-        emit IJobMarket.AvailabilityAnswered(jobId, verifier, solver, 3, _checkpoint(3), uint32(block.timestamp + left));
+        emit IJobMarket.AvailabilityAnswered(jobId, verifier, solver, 3, _checkpoint(3), SafeCast.toUint32(block.timestamp + left));
         vm.prank(solver);
         market.answerAvailability(jobId, _checkpoint(3), _proof(3));
         assertEq(uint8(_state(jobId)), uint8(JobState.Verifying), "verifying again");
@@ -159,7 +160,6 @@ contract AvailabilityTest is Fixture {
     function test_unanswered_slashesSolverToVerifier_verifierWhole() public {
         (uint256 jobId, address verifier) = _drawn();
         uint256 sBond = market.solverBond(REWARD);
-        uint256 vBond = market.verifierBond(REWARD);
         uint256 solverStake = _staked(solver, Role.Solver);
         uint256 verifierStake = _staked(verifier, Role.Verifier);
         uint256 verifierBal = _bal(verifier);
@@ -407,7 +407,7 @@ contract AvailabilityGasTest is Fixture, IsolatedGas {
 
     /// Checkpoint 3 is 64 KiB, the others 4 KiB.
     function _checkpoint(uint256 i) internal pure returns (bytes memory data) {
-        data = _filled(i == 3 ? 65_536 : 4096, bytes1(uint8(0x41 + i)));
+        data = _filled(i == 3 ? 65_536 : 4096, bytes1(SafeCast.toUint8(0x41 + i)));
     }
 
     function _filled(uint256 size, bytes1 b) internal pure returns (bytes memory data) {

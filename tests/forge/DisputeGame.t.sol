@@ -81,10 +81,15 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(game.maxMoves(1000), 10, "maxMoves(1000)");
     }
 
+    /// Expect the constructor's InvalidParameter(name): the literal converts to bytes32 implicitly, as in the contract.
+    function _expectInvalidParameter(bytes32 name) internal {
+        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, name));
+    }
+
     function test_constructor_rejects_an_even_committee() public {
         GameParams memory p = _gameParams();
         p.committeeSize = 4;
-        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("committeeSize")));
+        _expectInvalidParameter("committeeSize");
         new DisputeGame(market, p);
     }
 
@@ -92,14 +97,14 @@ contract DisputeGameTest is DisputeFixture {
         GameParams memory p = _gameParams();
         p.committeeSize = 15; // 3 + 15 > MAX_EXCLUDED (16)
         p.refereeFee = 1 ether;
-        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("committeeSize")));
+        _expectInvalidParameter("committeeSize");
         new DisputeGame(market, p);
     }
 
     function test_constructor_rejects_fees_the_challenge_bond_cannot_cover() public {
         GameParams memory p = _gameParams();
         p.refereeFee = 7 ether; // 3 * 7 > 20
-        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("refereeFee")));
+        _expectInvalidParameter("refereeFee");
         new DisputeGame(market, p);
     }
 
@@ -109,11 +114,11 @@ contract DisputeGameTest is DisputeFixture {
     function test_constructor_rejects_fees_a_report_game_winner_would_not_recover() public {
         GameParams memory p = _gameParams();
         p.refereeFee = 4 ether; // 3 * 4 <= 20 (challenge bond) but >= 10 (minVerifierBond)
-        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("refereeFee")));
+        _expectInvalidParameter("refereeFee");
         new DisputeGame(market, p);
         p.committeeSize = 5;
         p.refereeFee = 2 ether; // 5 * 2 == 10: the winner would net nothing
-        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("refereeFee")));
+        _expectInvalidParameter("refereeFee");
         new DisputeGame(market, p);
         p.refereeFee = 1.99 ether; // 9.95 < 10
         new DisputeGame(market, p);
@@ -122,7 +127,7 @@ contract DisputeGameTest is DisputeFixture {
     function test_constructor_rejects_a_game_longer_than_the_dispute_window() public {
         GameParams memory p = _gameParams();
         p.clockTime = 12 hours; // 1h open + 24h + 2.5h >= 1 day
-        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.InvalidParameter.selector, bytes32("disputeWindow")));
+        _expectInvalidParameter("disputeWindow");
         new DisputeGame(market, p);
     }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {DisputeFixture, ProbeTree, TraceTree} from "./handlers/DisputeFixture.sol";
 import {Game, GameStatus, IDisputeGame, ProbeClaim, SettleReason} from "../../contracts/interfaces/IDisputeGame.sol";
 import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
@@ -208,7 +209,7 @@ contract ReportGameTest is DisputeFixture {
         uint256 vBefore = _bal(verifier);
         vm.warp(block.timestamp + game.params().clockTime + 1);
         vm.expectEmit(true, false, false, true, address(market));
-        emit IJobMarket.ChallengeWindowResumed(jobId, uint32(block.timestamp + left));
+        emit IJobMarket.ChallengeWindowResumed(jobId, SafeCast.toUint32(block.timestamp + left));
         game.timeoutClock(gameId);
         assertEq(uint8(_status(gameId)), uint8(GameStatus.SolverWon), "defender won");
         assertEq(_bal(verifier), vBefore + CHALLENGE_BOND, "the challenge bond to the verifier");

@@ -16,13 +16,14 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from proofs import DatasetError, Reason, SpecError, check_start, load_dataset, replay_segment, train_trace
+from proofs import DatasetError, Reason, SpecError, check_held_out, check_manifest, check_start, load_dataset, replay_segment, train_trace
 from proofs.adversary import cheat
 from proofs.checkpoint import decode_checkpoint
 from proofs.evaluate import evaluate
+from proofs.manifest import parse_manifest
 from proofs.optim import _cos_pi, build_optimizer, clip_by_global_norm, learning_rate
 from proofs.spec import AdamWConfig, ScheduleConfig
-from proofs.train import Runtime, Trainer
+from proofs.train import Runtime, Trainer, model_held_out_loss
 
 NUMERICS = ["repro-v1", "torch"]
 
@@ -224,6 +225,35 @@ def test_the_held_out_split_is_never_trained_on_and_its_loss_is_reported(make_sp
     assert train_trace(spec, dataset, Runtime(threads=2)).eval_losses == trace.eval_losses
     unsplit = make_spec(kind, data, steps=16)
     assert train_trace(unsplit, load_dataset(unsplit, data)).state_hashes != trace.state_hashes  # the held-out examples are left out
+
+
+@pytest.mark.parametrize("kind", ["mlp", "char-transformer"])
+def test_the_final_held_out_loss_is_committed_and_checked_from_the_final_checkpoint(make_spec, datasets, kind: str) -> None:
+    """The buyer's held-out result: the manifest commits the final model's held-out loss, which the
+    final checkpoint alone reproduces bit for bit; a false one fails the last segment, and a manifest
+    that lacks it (or claims one for a spec without a split) is not the trace of the spec."""
+    data = datasets[kind]
+    spec = make_spec(kind, data, eval={"fraction": 0.25, "every": 8}, steps=16)
+    dataset = load_dataset(spec, data)
+    trace = train_trace(spec, dataset)
+    assert trace.held_out_loss == trace.eval_losses[-1][1] == model_held_out_loss(spec, dataset, trace.checkpoints[-1])
+    cids = [f"Qm{i}" for i in range(len(trace.state_hashes))]
+    manifest = trace.manifest("QmSpec", cids)
+    assert parse_manifest(manifest.canonical_bytes(), spec).held_out_loss == trace.held_out_loss
+    final, final_hash, last = trace.checkpoints[-1], trace.state_hashes[-1], spec.segments - 1
+    honest = check_held_out(spec, dataset, final, final_hash, trace.held_out_loss)
+    assert honest.passed and honest.replayed_loss == trace.held_out_loss
+    prettier = float(np.float32(trace.held_out_loss * 0.9))
+    false = check_held_out(spec, dataset, final, final_hash, prettier)
+    assert not false.passed and false.reason is Reason.WRONG_HELD_OUT_LOSS and false.segment == last and false.replayed_loss == trace.held_out_loss
+    assert check_held_out(spec, dataset, trace.checkpoints[-2], final_hash, trace.held_out_loss).reason is Reason.HASH_MISMATCH
+    lacking = manifest.model_copy(update={"held_out_loss": None})
+    assert b"held_out_loss" not in lacking.canonical_bytes()  # a manifest without one keeps its old bytes
+    assert not check_manifest(spec, lacking, len(cids), cids[-1]).passed
+    unsplit = make_spec(kind, data, steps=16)
+    plain = train_trace(unsplit, load_dataset(unsplit, data))
+    assert plain.held_out_loss is None
+    assert not check_manifest(unsplit, plain.manifest("QmSpec", cids).model_copy(update={"held_out_loss": 1.0}), len(cids), cids[-1]).passed
 
 
 def test_eval_specs_that_do_not_fit_are_refused(make_spec, datasets) -> None:

@@ -87,3 +87,36 @@ def test_bad_input_ends_in_one_line_with_exit_code_2_and_keeps_the_old_output(tm
         [shown] = done.stderr.strip().splitlines()
         assert shown.startswith("error: PackError: ") and line in shown, shown
     assert out.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["binary.txt", "corpus.u16", "x.npy", "y.npy"]
+
+
+def test_the_gpt_template_reads_packed_text_as_it_is(tmp_path: Path) -> None:
+    """`spec new --model gpt` and `data pack text` agree: the packed block drops into the template
+    unchanged (vocabulary 4,096, u16), and the template's own sample data is such a file."""
+    (tmp_path / "tale.txt").write_bytes(TALE)
+    packed = CliRunner().invoke(app, ["data", "pack", "text", str(tmp_path / "tale.txt"), "--out", str(tmp_path / "tale.u16")])
+    assert packed.exit_code == 0, packed.output
+    block = json.loads(packed.stdout)["dataset"]
+    made = CliRunner().invoke(app, ["spec", "new", "--model", "gpt", "--out", str(tmp_path / "gpt.json"), "--sample-data", str(tmp_path / "sample.u16")])
+    assert made.exit_code == 0, made.output
+    template = json.loads((tmp_path / "gpt.json").read_text())
+    assert template["model"]["vocab_size"] == 4096 and template["dataset"] == {k: block[k] for k in template["dataset"]}
+    data = (tmp_path / "tale.u16").read_bytes()
+    tokens = load_dataset(load_spec({**template, "dataset": block}), data).inputs
+    assert int(tokens.max()) >= 256  # merged tokens, past any byte vocabulary: the old 128 would refuse them
+    sample = (tmp_path / "sample.u16").read_bytes()
+    sample_block = {**template["dataset"], "cid": file_cid(sample), "size_bytes": len(sample)}
+    assert len(load_dataset(load_spec({**template, "dataset": sample_block}), sample).inputs) == len(sample) // 2
+
+
+def test_readme_and_cli_reference_list_the_same_spec_kinds() -> None:
+    import re
+    import typing
+
+    from veritrain.spec_cmd import new
+
+    kinds = set(typing.get_args(typing.get_args(typing.get_type_hints(new, include_extras=True)["model"])[0]))
+    root = Path(__file__).resolve().parents[2]
+    readme = next(line for line in (root / "README.md").read_text().splitlines() if "spec new --model" in line)
+    cli_md = next(line for line in (root / "docs" / "cli.md").read_text().splitlines() if "spec new --model" in line)
+    assert set(re.findall(r"[a-z-]+", readme.split("also", 1)[1].split(";")[0])) | {"mlp"} == kinds
+    assert set(cli_md.split("--model ", 1)[1].split(" ", 1)[0].replace("\\", "").split("|")) == kinds

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,18 @@ def test_migrations_apply_once_and_in_order(tmp_path: Path) -> None:
         mode, version = db.query_one("PRAGMA journal_mode"), db.query_one("PRAGMA user_version")
         assert mode is not None and mode[0] == "wal"
         assert version is not None and version[0] == 2
+
+
+def test_only_a_real_migration_is_logged_and_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "state.sqlite"
+    caplog.set_level(logging.INFO, logger="core.localdb")
+    LocalDb(path, [V1, V2]).close()  # a daemon's first start: a new file, built by both scripts
+    LocalDb(path, [V1, V2]).close()  # a restart: nothing to do
+    assert [r.getMessage() for r in caplog.records] == []
+    other = tmp_path / "old.sqlite"
+    LocalDb(other, [V1]).close()
+    LocalDb(other, [V1, V2]).close()  # an upgrade: one line, from 1 to 2
+    assert [(r.getMessage(), r.__dict__["from_version"], r.__dict__["version"]) for r in caplog.records] == [("state schema migrated", 1, 2)]
 
 
 def test_newer_file_than_program_is_refused(tmp_path: Path) -> None:

@@ -25,7 +25,8 @@ from rolebase.amounts import show_tokens
 from rolebase.earnings import balances, earnings_of
 from rolebase.guarantee import guarantee
 from submitter.cli import job_size
-from submitter.timeline import AMOUNT_FIELDS, TimelineEntry, job_timeline
+from submitter.curve import replay_checked
+from submitter.timeline import TimelineEntry, job_timeline, readable_args
 from veritrain.dashboard.index import ChainIndex, GameRow
 from veritrain.demo import game_timeline
 
@@ -38,9 +39,9 @@ T = TypeVar("T")
 
 
 def _entry(entry: TimelineEntry) -> dict[str, Any]:
-    """A timeline entry as JSON, its amounts in VERI."""
+    """A timeline entry as JSON, its arguments for people (amounts in VERI, dates, probes: ``readable_args``)."""
     shown = entry.to_json()
-    shown["args"] = {k: show_tokens(v) + " VERI" if k in AMOUNT_FIELDS and isinstance(v, int) else v for k, v in shown["args"].items()}
+    shown["args"] = readable_args(shown["args"])
     return shown
 
 
@@ -141,7 +142,11 @@ class Views:
         if committed is not None:
             manifest_cid = digest_to_cid(bytes(committed.args["manifestCid"]))
             model_cid = digest_to_cid(bytes(committed.args["finalModelCid"]))
-            page["curve"] = {"cid": manifest_cid, **self._cached(("manifest", manifest_cid), lambda: self._curve(manifest_cid))}
+            page["curve"] = {
+                "cid": manifest_cid,
+                "replay_checked": replay_checked(job.state),
+                **self._cached(("manifest", manifest_cid), lambda: self._curve(manifest_cid)),
+            }
             page["model"] = {"cid": model_cid, "fetchable": self.store is not None and self.store.has(model_cid), "final": job.state.name == "FINALIZED"}
         reported = by_name.get("ReportSubmitted")
         if reported is not None:
@@ -200,13 +205,14 @@ class Views:
 
     def _curve(self, cid: str) -> dict[str, Any]:
         """The manifest's per-segment series: the committed mean training loss (which verifiers check on
-        every segment they replay) and the committed update norm."""
+        every segment they replay) and the committed update norm, each drawn on its own labelled axis;
+        and the final model's held-out loss when the spec holds out a split (checked by every verifier)."""
         try:
             manifest = parse_manifest(self._fetch(cid, MAX_MANIFEST_BYTES))
         except VeritrainError as exc:
             return {"error": str(exc)}
         series = {"mean training loss": list(manifest.losses), "update norm": list(manifest.update_norms)}
-        return {"segments": manifest.segments, "checkpoint_interval": manifest.checkpoint_interval, "series": series}
+        return {"segments": manifest.segments, "checkpoint_interval": manifest.checkpoint_interval, "series": series, "held_out_loss": manifest.held_out_loss}
 
     def _report(self, cid: str) -> dict[str, Any]:
         try:

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {Hashes} from "@openzeppelin/contracts/utils/cryptography/Hashes.sol";
 import {Test} from "../utils/Test.sol";
 import {VeriToken} from "../../../contracts/VeriToken.sol";
@@ -231,9 +232,8 @@ abstract contract DisputeFixture is Test {
         vm.prank(solver);
         market.claim(jobId);
         vm.prank(solver);
-        // forge-lint: disable-next-line(unsafe-typecast)
         market.commit(
-            jobId, TraceTree.root(traceLeaves), uint32(CHECKPOINTS), keccak256("model"), MANIFEST_CID
+            jobId, TraceTree.root(traceLeaves), SafeCast.toUint32(CHECKPOINTS), keccak256("model"), MANIFEST_CID
         );
         verifier = _assign(jobId);
     }

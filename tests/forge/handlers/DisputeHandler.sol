@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
+import {Math} from "@openzeppelin/contracts/utils/math/Math.sol";
 import {Test} from "../utils/Test.sol";
 import {MANIFEST_BYTES, MANIFEST_CID, ProbeTree, TraceTree} from "./DisputeFixture.sol";
 import {StandardTree} from "../utils/StandardTree.sol";
@@ -72,10 +74,9 @@ contract DisputeHandler is Test {
     function seedStakes() external {
         for (uint256 i; i < ACTORS; ++i) {
             _try(_actors[i], abi.encodeCall(stakes.stake, (Role.Solver, 200 ether)), address(stakes));
-            // forge-lint: disable-next-line(unsafe-typecast)
             _try(
                 _actors[i],
-                abi.encodeCall(stakes.stake, (Role.Verifier, uint96(100 ether + i * 50 ether))),
+                abi.encodeCall(stakes.stake, (Role.Verifier, SafeCast.toUint96(100 ether + i * 50 ether))),
                 address(stakes)
             );
             _try(_actors[i], abi.encodeCall(stakes.stake, (Role.Whistleblower, 50 ether)), address(stakes));
@@ -179,10 +180,9 @@ contract DisputeHandler is Test {
         uint256 id = _pickJob(jobSeed, JobState.Claimed);
         if (id == 0) return;
         address who = jobSeed % 8 == 1 ? _actor(jobSeed >> 8) : market.getJob(id).solver;
-        // forge-lint: disable-next-line(unsafe-typecast)
         _try(
             who,
-            abi.encodeCall(market.commit, (id, _root, uint32(CHECKPOINTS), bytes32(0), MANIFEST_CID)),
+            abi.encodeCall(market.commit, (id, _root, SafeCast.toUint32(CHECKPOINTS), bytes32(0), MANIFEST_CID)),
             address(market)
         );
     }
@@ -472,11 +472,11 @@ contract DisputeHandler is Test {
             }
             if (s == JobState.Disputed && game.activeGame(id) == 0 && job.challenger == job.verifier) {
                 uint256 openBy = game.openDeadline(id);
-                if (block.timestamp <= openBy) vm.warp(openBy + 1);
+                vm.warp(Math.max(block.timestamp, openBy + 1));
                 game.forfeitUnopened(id);
                 continue;
             }
-            if (block.timestamp <= job.deadline) vm.warp(uint256(job.deadline) + 1);
+            vm.warp(Math.max(block.timestamp, uint256(job.deadline) + 1));
             if (s == JobState.Open) market.expire(id);
             else if (s == JobState.Claimed) market.timeoutSolver(id);
             else if (s == JobState.Verifying) market.timeoutVerifier(id);

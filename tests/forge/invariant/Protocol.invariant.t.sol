@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
+import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {Fixture} from "../utils/Fixture.sol";
 import {ProtocolHandler} from "./ProtocolHandler.sol";
 import {RandomWalks} from "../utils/RandomWalks.sol";
@@ -273,7 +274,7 @@ contract ProtocolInvariantTest is Fixture, RandomWalks {
             address a = handler.actor(i);
             uint256 free = stakes.freeStake(a, Role.Verifier);
             vm.prank(a);
-            stakes.requestUnstake(Role.Verifier, uint96(free)); // all of it, after the anchor
+            stakes.requestUnstake(Role.Verifier, SafeCast.toUint96(free)); // all of it, after the anchor
         }
         handler.assignVerifier(seed, 3);
         assertEq(uint8(market.getJob(1).state), uint8(JobState.Verifying), "drawn from the anchored stakes");

@@ -38,11 +38,16 @@ function table(headers, rows, attrs) {
 
 function plot(title, xs, series, target) {
   const width = Math.min(900, main.clientWidth - 20);
+  const colors = ["#2b6cb0", "#c05621", "#2f855a", "#805ad5"];
+  const own = !!series.ownAxes; // each line on its own scale, labelled: the first on the left, the second on the right
   const opts = {
     title, width, height: 240,
     scales: { x: { time: false } },
-    series: [{ label: series.xLabel || "x" }, ...series.lines.map((s, i) => ({ label: s.label, stroke: ["#2b6cb0", "#c05621", "#2f855a", "#805ad5"][i % 4], width: 2, ...(series.stepped ? { paths: uPlot.paths.stepped({ align: 1 }) } : {}) }))],
+    series: [{ label: series.xLabel || "x" }, ...series.lines.map((s, i) => ({ label: s.label, stroke: colors[i % 4], width: 2, ...(own ? { scale: s.label } : {}), ...(series.stepped ? { paths: uPlot.paths.stepped({ align: 1 }) } : {}) }))],
   };
+  if (own) {
+    opts.axes = [{ label: series.xLabel || "x" }, ...series.lines.slice(0, 2).map((s, i) => ({ scale: s.label, label: s.label, side: i ? 1 : 3, stroke: colors[i], grid: { show: i === 0 } }))];
+  }
   charts.push(new uPlot(opts, [xs, ...series.lines.map((s) => s.values)], target));
 }
 
@@ -93,12 +98,15 @@ function renderJob(d) {
   }
   if (d.curve) {
     const target = el("div", { id: "curve" });
-    out.push(section("Training curve per segment (committed, replay-checked)", el("p", {}, "manifest ", el("code", {}, d.curve.cid)), d.curve.error ? el("p", { class: "error" }, d.curve.error) : target));
+    const checked = d.curve.replay_checked ? "committed, replay-checked by the verifier" : "committed, not yet replay-checked";
+    const held = d.curve.held_out_loss == null ? null
+      : el("p", { id: "held-out" }, "held-out loss of the final model: " + d.curve.held_out_loss.toPrecision(6) + (d.curve.replay_checked ? " (replay-checked)" : " (claimed, not yet checked)"));
+    out.push(section("Training curve per segment (" + checked + ")", el("p", {}, "manifest ", el("code", {}, d.curve.cid)), held, d.curve.error ? el("p", { class: "error" }, d.curve.error) : target));
     if (!d.curve.error) {
       const n = d.curve.segments;
       const xs = Array.from({ length: n }, (_, i) => (i + 1) * d.curve.checkpoint_interval);
       const lines = Object.entries(d.curve.series).map(([label, values]) => ({ label, values }));
-      out.later = () => plot("per segment (x: step at the segment's end)", xs, { xLabel: "step", lines }, target);
+      out.later = () => plot("per segment (x: step at the segment's end)", xs, { xLabel: "step", lines, ownAxes: true }, target);
     }
   }
   if (d.verification) {
