@@ -2,8 +2,9 @@
 
     .venv/bin/python -m bench.commit_overhead [--quick] [--sizes 1M 10M 100M] [--numerics repro-v1 torch] [--models transformer mlp]
 
-Each model is a character transformer (batch 16 x 64 tokens, Adam) or an MLP on the spirals (two
-hidden layers, batch 256, Adam: at 100M most parameters sit in one 10000 x 10000 weight).
+Each model is a character transformer (batch 16 x 64 tokens, Adam) or an MLP on the spirals
+(batch 256, Adam; at 100M three hidden layers of 7071, so nearly every parameter sits in two
+7071 x 7071 weights, the layout whose float64 update norm cost seconds).
 Everything runs side by side in one run:
 
 1. Per checkpoint, in this process (median of a few): the commit work as the solver did it before
@@ -64,8 +65,8 @@ console = Console(width=160)
 
 #: name -> (n_layer, n_head, n_embd) of a character transformer, vocabulary 128, 64-token blocks
 SIZES = {"1M": (5, 4, 128), "10M": (12, 8, 256), "100M": (12, 8, 832)}
-#: name -> the two hidden widths of an MLP (2 inputs, 3 classes)
-MLP_SIZES = {"1M": 1000, "10M": 3160, "100M": 10000}
+#: name -> the hidden widths of an MLP (2 inputs, 3 classes; widths are at most 8192)
+MLP_SIZES = {"1M": [1000, 1000], "10M": [2236, 2236, 2236], "100M": [7071, 7071, 7071]}
 MODELS = ("transformer", "mlp")
 #: name -> (k, segments, repeats) of the end-to-end runs; 100M trains at several seconds a step
 RUNS = {"1M": (50, 4, 3), "10M": (50, 2, 2), "100M": (2, 2, 1)}
@@ -82,7 +83,7 @@ def _spec(model: str, size: str, numerics: str, k: int, segments: int, data: byt
         n_layer, n_head, n_embd = SIZES[size]
         config: dict[str, Any] = {"kind": "char-transformer", "vocab_size": 128, "block_size": 64, "n_layer": n_layer, "n_head": n_head, "n_embd": n_embd}
     else:
-        config = {"kind": "mlp", "input_dim": 2, "hidden": [MLP_SIZES[size]] * 2, "num_classes": 3}
+        config = {"kind": "mlp", "input_dim": 2, "hidden": MLP_SIZES[size], "num_classes": 3}
     return load_spec(
         {
             "model": config,
