@@ -1,15 +1,20 @@
 """What committing to a trace costs a solver, and the memory of the solver and the verifier, at 1M, 10M and 100M parameters.
 
-    .venv/bin/python -m bench.commit_overhead [--quick] [--sizes 1M 10M 100M] [--numerics repro-v1 torch]
+    .venv/bin/python -m bench.commit_overhead [--quick] [--sizes 1M 10M 100M] [--numerics repro-v1 torch] [--models transformer mlp]
 
-Each model is a character transformer (batch 16 x 64 tokens, Adam). Everything runs side by side in one run:
+Each model is a character transformer (batch 16 x 64 tokens, Adam) or an MLP on the spirals
+(batch 256, Adam; at 100M three hidden layers of 7071, so nearly every parameter sits in two
+7071 x 7071 weights, the layout whose float64 update norm cost seconds).
+Everything runs side by side in one run:
 
 1. Per checkpoint, in this process (median of a few): the commit work as the solver did it before
-   (``encode_checkpoint``, keccak256, the CID, the update norm in float64 against a clone of the
-   parameters, the next clone: all on the training thread) and as it does now through
+   (``encode_checkpoint``, keccak256, the CID, the update norm through float64 copies against a
+   clone of the parameters, the next clone: all on the training thread) and as it does now through
    ``proofs.train.Committer``: on the training thread, the update norm against the previous state
    in the reused buffer and the copy into it; on the worker thread, keccak256 and the CID in one
-   pass and the file write with fsync. Each against one k-step segment of training (the step time
+   pass and the file write with fsync. The update norm alone is timed both ways, through float64
+   copies of every tensor (as until issue 27) and as ``update_norm`` computes it now (the same
+   bits, checked). Each against one k-step segment of training (the step time
    from the plain runs below), so the ratio at k = 50 follows even where the runs use a smaller k.
 2. End to end, each run a child process, plain and solver runs interleaved, medians: ``plain`` is
    ``Trainer.run`` for the job's steps; ``solver`` is ``JobTrainer._build_trace`` (checkpoint 0,
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -39,6 +45,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -48,7 +55,7 @@ from core.contracts import JobId
 from core.storage import LocalStore, file_cid
 from proofs import TraceReplay, load_dataset, load_spec, parse_manifest, state_hash, update_norm
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
-from proofs.datasets import text_tokens
+from proofs.datasets import spirals, text_tokens
 from proofs.spec import JobSpec
 from proofs.train import Committer, Trainer
 from solver.state import SolverDb
@@ -58,20 +65,31 @@ console = Console(width=160)
 
 #: name -> (n_layer, n_head, n_embd) of a character transformer, vocabulary 128, 64-token blocks
 SIZES = {"1M": (5, 4, 128), "10M": (12, 8, 256), "100M": (12, 8, 832)}
+#: name -> the hidden widths of an MLP (2 inputs, 3 classes; widths are at most 8192)
+MLP_SIZES = {"1M": [1000, 1000], "10M": [2236, 2236, 2236], "100M": [7071, 7071, 7071]}
+MODELS = ("transformer", "mlp")
 #: name -> (k, segments, repeats) of the end-to-end runs; 100M trains at several seconds a step
 RUNS = {"1M": (50, 4, 3), "10M": (50, 2, 2), "100M": (2, 2, 1)}
-BATCH = 16
+BATCH = {"transformer": 16, "mlp": 256}
 JOB = JobId(1)
 
 
-def _spec(size: str, numerics: str, k: int, segments: int, data: bytes) -> JobSpec:
-    n_layer, n_head, n_embd = SIZES[size]
+def _data(model: str) -> bytes:
+    return text_tokens() if model == "transformer" else spirals(1, per_class=512)
+
+
+def _spec(model: str, size: str, numerics: str, k: int, segments: int, data: bytes) -> JobSpec:
+    if model == "transformer":
+        n_layer, n_head, n_embd = SIZES[size]
+        config: dict[str, Any] = {"kind": "char-transformer", "vocab_size": 128, "block_size": 64, "n_layer": n_layer, "n_head": n_head, "n_embd": n_embd}
+    else:
+        config = {"kind": "mlp", "input_dim": 2, "hidden": MLP_SIZES[size], "num_classes": 3}
     return load_spec(
         {
-            "model": {"kind": "char-transformer", "vocab_size": 128, "block_size": 64, "n_layer": n_layer, "n_head": n_head, "n_embd": n_embd},
-            "dataset": {"cid": file_cid(data), "format": "safetensors", "size_bytes": len(data), "targets": None},
+            "model": config,
+            "dataset": {"cid": file_cid(data), "format": "safetensors", "size_bytes": len(data), "targets": None if model == "transformer" else "y"},
             "optimizer": {"kind": "adam", "lr": 0.001},
-            "batch_size": BATCH,
+            "batch_size": BATCH[model],
             "steps": k * segments,
             "seed": 1,
             "checkpoint_interval": k,
@@ -83,9 +101,9 @@ def _spec(size: str, numerics: str, k: int, segments: int, data: bytes) -> JobSp
 # -- children: one role each, printing one JSON line ------------------------------------------
 
 
-def _child(role: str, size: str, numerics: str, k: int, segments: int, workdir: Path) -> dict[str, Any]:
-    data = text_tokens()
-    spec = _spec(size, numerics, k, segments, data)
+def _child(role: str, model: str, size: str, numerics: str, k: int, segments: int, workdir: Path) -> dict[str, Any]:
+    data = _data(model)
+    spec = _spec(model, size, numerics, k, segments, data)
     dataset = load_dataset(spec, data)
     base = memory_mb()["VmRSS"]
     store = LocalStore(workdir / "store")
@@ -123,8 +141,8 @@ def _child(role: str, size: str, numerics: str, k: int, segments: int, workdir: 
     }
 
 
-def _run_child(role: str, size: str, numerics: str, k: int, segments: int, workdir: Path) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "bench.commit_overhead", "--child", role, size, numerics, str(k), str(segments), str(workdir)]
+def _run_child(role: str, model: str, size: str, numerics: str, k: int, segments: int, workdir: Path) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "bench.commit_overhead", "--child", role, model, size, numerics, str(k), str(segments), str(workdir)]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{role} child failed: {done.stderr[-2000:]}")
@@ -140,9 +158,19 @@ def _timed(fn: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def per_checkpoint(size: str, numerics: str, repeat: int, workdir: Path) -> dict[str, float]:
-    data = text_tokens()
-    spec = _spec(size, numerics, 1, 2, data)
+def _norm_float64_copies(before: dict[str, Any], after: dict[str, Any]) -> float:
+    """The update norm as computed before (whole float64 copies of each tensor and of the
+    difference, then numpy's sum): the same bits as ``update_norm``, for its time beside it."""
+    parts = []
+    for name in sorted(before):
+        d = after[name].detach().numpy().astype(np.float64) - before[name].detach().numpy().astype(np.float64)
+        parts.append(float(np.sum(d * d)))
+    return math.sqrt(math.fsum(parts))
+
+
+def per_checkpoint(model: str, size: str, numerics: str, repeat: int, workdir: Path) -> dict[str, float]:
+    data = _data(model)
+    spec = _spec(model, size, numerics, 1, 2, data)
     trainer = Trainer(spec, load_dataset(spec, data))
     trainer.run(1)  # Adam's slots hold values, kernels are compiled
     before = {n: p.detach().clone() for n, p in trainer.params.items()}
@@ -160,7 +188,7 @@ def per_checkpoint(size: str, numerics: str, repeat: int, workdir: Path) -> dict
         state_hash(encoded)
         write(0, encoded)
         file_cid(encoded)
-        update_norm(before, trainer.params)
+        _norm_float64_copies(before, trainer.params)
         {n: p.detach().clone() for n, p in trainer.params.items()}
 
     on_thread, off_thread = [], []
@@ -177,7 +205,12 @@ def per_checkpoint(size: str, numerics: str, repeat: int, workdir: Path) -> dict
         committer.hold(trainer)
     committer.close()
     step = statistics.median(_timed(lambda: trainer.run(1)) for _ in range(2 if size == "100M" else 5))
+    params = dict(trainer.params)
+    if update_norm(before, params) != _norm_float64_copies(before, params):
+        raise AssertionError("update_norm's bits differ from the float64-copy norm's")
     return {
+        "norm_copies_s": statistics.median(_timed(lambda: _norm_float64_copies(before, params)) for _ in range(repeat)),
+        "norm_s": statistics.median(_timed(lambda: update_norm(before, params)) for _ in range(repeat)),
         "old_s": statistics.median(_timed(old) for _ in range(repeat)),
         "on_thread_s": statistics.median(on_thread),
         "off_thread_s": statistics.median(off_thread),
@@ -195,11 +228,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1M only, k = 10, one run of each (a smoke run)")
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["1M", "10M", "100M"])
     parser.add_argument("--numerics", nargs="+", choices=["repro-v1", "torch"], default=["repro-v1", "torch"])
-    parser.add_argument("--child", nargs=6, help=argparse.SUPPRESS)
+    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        role, size, numerics, k, segments, workdir = args.child
-        print(json.dumps(_child(role, size, numerics, int(k), int(segments), Path(workdir))))
+        role, model, size, numerics, k, segments, workdir = args.child
+        print(json.dumps(_child(role, model, size, numerics, int(k), int(segments), Path(workdir))))
         return
     sizes = ["1M"] if args.quick else args.sizes
     first = Table(title="1. Commit work per checkpoint against one k = 50 segment of training (median; one training thread)")
@@ -210,9 +244,12 @@ def main() -> None:
         "checkpoint MB",
         "step s",
         "before: on the training thread s",
+        "norm, float64 copies s",
+        "norm now s",
         "now: training thread s",
         "now: worker s",
         "before / segment",
+        "with the float64-copy norm / segment",
         "now / segment",
     ):
         first.add_column(col, justify="right")
@@ -243,24 +280,27 @@ def main() -> None:
         "verifier / footprint",
     ):
         third.add_column(col, justify="right")
-    for size in sizes:
+    for model, size in ((m, s) for s in sizes for m in args.models):
         for numerics in args.numerics:
             if size == "100M" and numerics == "torch" and len(args.numerics) > 1:
                 continue  # minutes more for the same bytes: the repro-v1 row is the slower, so the kinder, ratio
             k, segments, repeat = (10, 2, 1) if args.quick else RUNS[size]
             with tempfile.TemporaryDirectory(prefix="commit-bench-") as tmp:
-                per = per_checkpoint(size, numerics, 1 if size == "100M" else 3, Path(tmp))
+                per = per_checkpoint(model, size, numerics, 1 if size == "100M" else 3, Path(tmp))
             segment = 50 * per["step_s"]
             first.add_row(
-                size,
+                f"{model} {size}",
                 numerics,
                 f"{per['params']:,}",
                 f"{per['bytes'] / 1e6:.1f}",
                 f"{per['step_s']:.3f}",
                 f"{per['old_s']:.3f}",
+                f"{per['norm_copies_s']:.3f}",
+                f"{per['norm_s']:.3f}",
                 f"{per['on_thread_s']:.3f}",
                 f"{per['off_thread_s']:.3f}",
                 f"{per['old_s'] / segment:.2%}",
+                f"{(per['on_thread_s'] - per['norm_s'] + per['norm_copies_s']) / segment:.2%}",
                 f"{per['on_thread_s'] / segment:.2%}",
             )
             runs: dict[str, list[dict[str, Any]]] = {"plain": [], "solver": []}
@@ -268,18 +308,18 @@ def main() -> None:
             for r in range(repeat):
                 for role in ("plain", "solver") if r % 2 == 0 else ("solver", "plain"):
                     with tempfile.TemporaryDirectory(prefix="commit-bench-") as tmp:
-                        result = _run_child(role, size, numerics, k, segments, Path(tmp))
+                        result = _run_child(role, model, size, numerics, k, segments, Path(tmp))
                         runs[role].append(result)
                         if role == "solver" and not verifier:
                             (Path(tmp) / "manifest").write_text(result["manifest"])
-                            verifier = _run_child("verifier", size, numerics, k, segments, Path(tmp))
+                            verifier = _run_child("verifier", model, size, numerics, k, segments, Path(tmp))
 
             def med(role: str, key: str) -> float:
                 return statistics.median(x[key] for x in runs[role])
 
             plain, solver, plain_cpu, solver_cpu = med("plain", "wall_s"), med("solver", "wall_s"), med("plain", "cpu_s"), med("solver", "cpu_s")
             second.add_row(
-                size,
+                f"{model} {size}",
                 numerics,
                 f"{k} x {segments}",
                 f"{plain:.2f}",
@@ -294,7 +334,7 @@ def main() -> None:
             footprint = plain_peak - base
             solver_peak = max(x["peak_mb"] for x in runs["solver"])
             third.add_row(
-                size,
+                f"{model} {size}",
                 numerics,
                 f"{16 * per['params'] / 2**20:,.0f}",
                 f"{base:,.0f}",
@@ -305,7 +345,7 @@ def main() -> None:
                 f"{(solver_peak - base) / footprint:.2f}x",
                 f"{(verifier['peak_mb'] - base) / footprint:.2f}x",
             )
-            console.print(f"   {size} {numerics} done", style="dim")
+            console.print(f"   {model} {size} {numerics} done", style="dim")
     console.print(first, second, third)
 
 

@@ -1,6 +1,6 @@
 """Training speed of the reproducible numerics (repro-v1) against plain torch, side by side in one run.
 
-    .venv/bin/python -m bench.repro_numerics [--steps 3] [--only NAME ...] [--clock cpu] [--profile]
+    .venv/bin/python -m bench.repro_numerics [--steps 3] [--only NAME ...] [--clock cpu] [--profile] [--gemm-only]
 
 For each model (character transformers of about 100k, 1M and 10M parameters, a GPT of about
 10M, an MLP and a CNN of about 1M, a ResNet of about 0.3M) it times training steps (``Trainer.run``: forward, backward, optimizer
@@ -15,6 +15,13 @@ The first step of each configuration is a warm-up (numba loads or compiles its k
 torch sizes its allocator) and is not timed; each timed step starts after ``SETTLE_S`` idle
 seconds, so that no thread pool still spinning from the step before is counted in it.
 
+Before the models, the matmul alone (``--gemm-only`` stops there): GFLOP/s of the repro-v1
+``bmm`` on the models' matmul shapes at one thread against the best BLAS torch carries here,
+MKL (``torch.mm``, ATen's default) and oneDNN (``torch._C._nn.mkldnn_linear`` on mkldnn
+tensors, the same ``x W^T``), and repro's two-thread speed-up (wall clock). A line first says
+which CPU features each side used: the CPU's flags, ATen's capability, oneDNN's ISA (its
+verbose log, read in a child process), and numba's target CPU with repro's tile family.
+
 ``--clock cpu`` times the process's CPU seconds instead of wall seconds: on a machine shared
 with other work, a one-thread cell then counts only its own work (not the time it waited for
 a core); two-thread cells count both threads, and torch's OpenMP pool spins while it waits,
@@ -27,12 +34,17 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numba
+import numpy as np
+import torch
 from rich.console import Console
 from rich.table import Table
 
@@ -158,14 +170,102 @@ def _profile(name: str, trainers: dict[tuple[str, int], Trainer], steps: int, cl
     return table
 
 
+#: (M, K, N) of the models' matmuls: the transformers' projections and MLP at 1M and 10M
+#: (1024 tokens a batch), the MLP's hidden layer, the CNN head's first layer
+GEMM_SHAPES = [(1024, 128, 384), (1024, 128, 512), (1024, 512, 128), (1024, 256, 1024), (1024, 1024, 256), (256, 1000, 1000), (64, 4096, 1000)]
+_CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_bf16", "amx_tile")
+
+
+def _onednn_isa() -> str:
+    """The ISA oneDNN dispatches to, from its verbose log in a child process (it prints there)."""
+    code = "import torch; x = torch.ones(8, 8).to_mkldnn(); torch._C._nn.mkldnn_linear(x, x)"
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "ONEDNN_VERBOSE": "1"}, capture_output=True, text=True, check=False)
+    for line in done.stdout.splitlines():
+        if "cpu,isa:" in line or ",isa:" in line:
+            return line.split("isa:", 1)[1].strip()
+    return "unknown"
+
+
+def cpu_features() -> str:
+    """One line: what the CPU offers and what each side compiled for or dispatched to."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            flags = next((line.split(":", 1)[1].split() for line in fh if line.startswith("flags")), [])
+    except OSError:
+        flags = []
+    cpu = numba.config.CPU_NAME or numba.core.codegen.ll.get_host_cpu_name()
+    return (
+        f"CPU flags: {' '.join(f for f in _CPU_FLAGS if f in flags) or 'unknown'}; "
+        f"ATen (MKL GEMM, vectorized ops): {torch.backends.cpu.get_cpu_capability()}; "
+        f"oneDNN: {_onednn_isa()}; "
+        f"repro-v1 (numba {numba.__version__}): target CPU {cpu}, {'wide 4 x 64' if K.WIDE_TILES else 'narrow 6 x 16'} register tiles"
+    )
+
+
+def gemm_table(repeats: int) -> Table:
+    """GFLOP/s at one thread (CPU clock, best of ``repeats`` interleaved), and repro's speed-up at 2 threads (wall)."""
+    rng = np.random.default_rng(0)
+    table = Table(title=f"matmul alone: GFLOP/s at one thread (CPU seconds, best of {repeats}, interleaved), repro-v1 bmm against torch's BLAS")
+    for col in ("M x K x N", "repro 1T", "MKL 1T", "oneDNN 1T", "repro / best", "repro 2T / 1T (wall)"):
+        table.add_column(col, justify="right")
+    saved = torch.get_num_threads(), numba.get_num_threads()
+    for m, k, n in GEMM_SHAPES:
+        a = rng.standard_normal((1, m, k)).astype(np.float32)
+        b = rng.standard_normal((1, k, n)).astype(np.float32)
+        out = np.empty((1, m, n), np.float32)
+        ta, tb = torch.from_numpy(a[0]), torch.from_numpy(b[0])
+        xm, wm = ta.to_mkldnn(), tb.t().contiguous().to_mkldnn()
+
+        def repro(threads: int) -> None:
+            numba.set_num_threads(threads)
+            K.bmm(a, b, out)
+
+        cpu, wall = time.process_time, time.perf_counter
+        cells: dict[str, tuple[Callable[[], float], Callable[[], object]]] = {
+            "repro": (cpu, lambda: repro(1)),
+            "mkl": (cpu, lambda: torch.mm(ta, tb)),
+            "onednn": (cpu, lambda: torch._C._nn.mkldnn_linear(xm, wm, None)),
+            "repro 1T wall": (wall, lambda: repro(1)),
+            "repro 2T wall": (wall, lambda: repro(2)),
+        }
+        torch.set_num_threads(1)
+        times: dict[str, list[float]] = {name: [] for name in cells}
+        for _, fn in cells.values():
+            fn()  # warm-up (numba compiles or loads its kernels)
+        for _ in range(repeats):
+            for name, (clock, fn) in cells.items():
+                start = clock()
+                fn()
+                times[name].append(clock() - start)
+        best = {name: 2 * m * k * n / min(v) / 1e9 for name, v in times.items()}
+        table.add_row(
+            f"{m} x {k} x {n}",
+            f"{best['repro']:.1f}",
+            f"{best['mkl']:.1f}",
+            f"{best['onednn']:.1f}",
+            f"{best['repro'] / max(best['mkl'], best['onednn']):.2f}",
+            f"{best['repro 2T wall'] / best['repro 1T wall']:.2f}x",
+        )
+    torch.set_num_threads(saved[0])
+    numba.set_num_threads(saved[1])
+    return table
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (median), default 3")
     parser.add_argument("--only", action="append", choices=sorted(MODELS), help="only this model (repeatable)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="wall seconds (default) or the process's CPU seconds")
     parser.add_argument("--profile", action="store_true", help="also print each model's seconds per step by repro-v1 kernel")
+    parser.add_argument("--gemm-repeats", type=int, default=5, help="interleaved repeats of each matmul cell (best taken), default 5")
+    parser.add_argument("--gemm-only", action="store_true", help="the CPU features line and the matmul table only")
     args = parser.parse_args()
     clock = CLOCKS[args.clock]
+    console = Console(width=200)
+    console.print(cpu_features())
+    console.print(gemm_table(args.gemm_repeats))
+    if args.gemm_only:
+        return
     table = Table(title=f"repro-v1 vs plain torch: {args.clock} seconds per training step (Adam, median of {args.steps}), {os.cpu_count()} CPUs")
     profiles = []
     for col in (
@@ -196,7 +296,6 @@ def main() -> None:
             row += [f"{plain:.4f}", f"{ours:.4f}", f"{ours / plain:.2f}x"]
         row.append(f"{cell[('torch', 1)] / cell[('repro-v1', 2)]:.2f}x")
         table.add_row(*row)
-    console = Console(width=200)
     console.print(table)
     for profile in profiles:
         console.print(profile)

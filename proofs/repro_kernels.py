@@ -187,90 +187,112 @@ def tanh64(u: float) -> float:
 
 # ------------------------------------------------------------------ matmul
 #
-# The matmul holds a 4-row x (1, 2 or 4)-vector tile of outputs in registers for the whole
-# k loop: numba has no vector type, so a small one is declared below (an LLVM <16 x float>
-# value with load, store, broadcast and a multiply-then-add as two separate IR instructions).
-# LLVM lowers it to whatever the target has (one zmm with AVX-512, two ymm with AVX2, four
-# xmm with SSE2); every lane is an independent output, so the bits cannot depend on that.
-
-_W = 16  # float32 lanes per vector
-_VEC = ir.VectorType(ir.FloatType(), _W)
-_ROWS = 4  # rows per register tile: each loaded vector of b feeds four accumulators
-
-
-class _F32Vec(types.Type):
-    def __init__(self) -> None:
-        super().__init__(name=f"float32x{_W}")
+# The matmul holds a tile of outputs in registers for the whole k loop: numba has no vector
+# type, so small ones are declared below (LLVM <16 x float> and <8 x float> values with load,
+# store, broadcast and a multiply-then-add as two separate IR instructions). LLVM lowers them
+# to whatever the target has (a <16 x float> is one zmm with AVX-512, two ymm with AVX2, four
+# xmm with SSE2); every lane is an independent output, so the bits cannot depend on that, nor
+# on the tile's shape. Two tile families, one chosen per target (:data:`WIDE_TILES`):
+#
+# * wide, for AVX-512 (32 vector registers): 4 rows x 64 columns, 16 <16 x float> accumulators;
+# * narrow, for everything else (16 ymm or xmm registers): 6 rows x 16 columns, 12 <8 x float>
+#   accumulators (12 ymm with AVX2: the wide tile's 32 ymm accumulators spilled to memory on
+#   every k, measured 22 to 34 GFLOP/s here against 43 to 53 for this one).
 
 
-_f32vec = _F32Vec()
+def _vector_ops(width: int) -> tuple[Any, ...]:
+    """A float32 vector type of ``width`` lanes and its intrinsics: load, store, splat, zero,
+    and ``acc + x * y`` (an fmul, then an fadd, no fast-math flags: LLVM never fuses them)."""
+    vec = ir.VectorType(ir.FloatType(), width)
+
+    class F32Vec(types.Type):
+        def __init__(self) -> None:
+            super().__init__(name=f"float32x{width}")
+
+    f32vec = F32Vec()
+
+    @register_model(F32Vec)
+    class F32VecModel(models.PrimitiveModel):
+        def __init__(self, dmm, fe_type):
+            super().__init__(dmm, fe_type, vec)
+
+    def vec_ptr(context, builder, aryty, ary, index_types, index):
+        arr = context.make_array(aryty)(context, builder, ary)
+        inds = [context.cast(builder, v, t, types.intp) for v, t in zip(index, index_types)]
+        return builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, arr, inds, wraparound=False), vec.as_pointer())
+
+    @intrinsic
+    def vload(typingctx, a, i, j):
+        """a[i, j : j + width] as a vector (no bounds check: the caller's tile is inside ``a``)."""
+
+        def codegen(context, builder, sig, args):
+            return builder.load(vec_ptr(context, builder, sig.args[0], args[0], sig.args[1:], args[1:]), align=4)
+
+        return f32vec(a, i, j), codegen
+
+    @intrinsic
+    def vstore(typingctx, a, i, j, v):
+        """a[i, j : j + width] = v."""
+
+        def codegen(context, builder, sig, args):
+            builder.store(args[3], vec_ptr(context, builder, sig.args[0], args[0], sig.args[1:3], args[1:3]), align=4)
+            return context.get_dummy_value()
+
+        return types.none(a, i, j, v), codegen
+
+    @intrinsic
+    def vsplat(typingctx, x):
+        """x (float32) in every lane."""
+
+        def codegen(context, builder, sig, args):
+            one = builder.insert_element(ir.Constant(vec, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+            return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+
+        return f32vec(types.float32), codegen
+
+    @intrinsic
+    def vzero(typingctx):
+        def codegen(context, builder, sig, args):
+            return ir.Constant(vec, [0.0] * width)
+
+        return f32vec(), codegen
+
+    @intrinsic
+    def vmuladd(typingctx, acc, x, y):
+        """acc + x * y, lane by lane, as a float32 multiply rounded, then an add rounded."""
+
+        def codegen(context, builder, sig, args):
+            return builder.fadd(args[0], builder.fmul(args[1], args[2]))
+
+        return f32vec(acc, x, y), codegen
+
+    return vload, vstore, vsplat, vzero, vmuladd
 
 
-@register_model(_F32Vec)
-class _F32VecModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, _VEC)
+_W = 16  # float32 lanes per vector of the wide tiles
+_ROWS = 4  # rows of a wide tile: each loaded vector of b feeds four accumulators
+_vload, _vstore, _vsplat, _vzero, _vmuladd = _vector_ops(_W)
+_NW = 8  # lanes per vector of the narrow tiles
+_NROWS = 6  # rows of a narrow tile
+_nload, _nstore, _nsplat, _nzero, _nmuladd = _vector_ops(_NW)
 
 
-def _vec_ptr(context, builder, aryty, ary, index_types, index):
-    arr = context.make_array(aryty)(context, builder, ary)
-    inds = [context.cast(builder, v, t, types.intp) for v, t in zip(index, index_types)]
-    return builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, arr, inds, wraparound=False), _VEC.as_pointer())
+def _target_has_avx512() -> bool:
+    """Whether numba compiles for AVX-512 here: the features its code generator gives LLVM
+    (``NUMBA_CPU_FEATURES``, empty under ``NUMBA_CPU_NAME=generic``, else the host's)."""
+    features = numba.config.CPU_FEATURES
+    if features is None:
+        features = numba.core.codegen.get_host_cpu_features()
+    return "+avx512f" in features.split(",")
 
 
-@intrinsic
-def _vload(typingctx, a, i, j):
-    """a[i, j : j + 16] as a vector (no bounds check: the caller's tile is inside ``a``)."""
-
-    def codegen(context, builder, sig, args):
-        return builder.load(_vec_ptr(context, builder, sig.args[0], args[0], sig.args[1:], args[1:]), align=4)
-
-    return _f32vec(a, i, j), codegen
+#: The wide tiles where numba targets AVX-512, the narrow ones elsewhere (the same bits).
+WIDE_TILES = _target_has_avx512()
 
 
-@intrinsic
-def _vstore(typingctx, a, i, j, v):
-    """a[i, j : j + 16] = v."""
-
-    def codegen(context, builder, sig, args):
-        builder.store(args[3], _vec_ptr(context, builder, sig.args[0], args[0], sig.args[1:3], args[1:3]), align=4)
-        return context.get_dummy_value()
-
-    return types.none(a, i, j, v), codegen
-
-
-@intrinsic
-def _vsplat(typingctx, x):
-    """x (float32) in every lane."""
-
-    def codegen(context, builder, sig, args):
-        one = builder.insert_element(ir.Constant(_VEC, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
-        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), _W), [0] * _W))
-
-    return _f32vec(types.float32), codegen
-
-
-@intrinsic
-def _vzero(typingctx):
-    def codegen(context, builder, sig, args):
-        return ir.Constant(_VEC, [0.0] * _W)
-
-    return _f32vec(), codegen
-
-
-@intrinsic
-def _vmuladd(typingctx, acc, x, y):
-    """acc + x * y, lane by lane, as a float32 multiply rounded, then an add rounded: an fmul and
-    an fadd with no fast-math flags, which LLVM never fuses into an FMA."""
-
-    def codegen(context, builder, sig, args):
-        return builder.fadd(args[0], builder.fmul(args[1], args[2]))
-
-    return _f32vec(acc, x, y), codegen
-
-
-# The register tiles: out[o0 + r, c0 : c0 + 16 nv] = the sum over k = 0, 1, ... of
-# a[i0 + r, k] * b[k, j0 : j0 + 16 nv], starting from 0 (the same sequence the old 4 x 256 tile had).
+# The register tiles: out[o0 + r, c0 : c0 + width] = the sum over k = 0, 1, ... of
+# a[i0 + r, k] * b[k, j0 : j0 + width], starting from 0 (the same sequence the first kernel's
+# 4 x 256 tile in memory had).
 
 
 @njit(cache=True)
@@ -324,9 +346,120 @@ def _tile4x1(a, i0, b, j0, out, o0, c0, kk):
 
 
 @njit(cache=True)
-def _tile(nv, a, i0, b, j0, out, o0, c0, kk):
-    """The 4 x (16 nv) tile at a's rows i0.., b's columns j0.., into out at (o0, c0)."""
-    if nv == 4:
+def _ntile6x2(a, i0, b, j0, out, o0, c0, kk):
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _nzero()
+    for k in range(kk):
+        b0, b1 = _nload(b, k, j0), _nload(b, k, j0 + _NW)
+        x = _nsplat(a[i0, k])
+        c00, c01 = _nmuladd(c00, x, b0), _nmuladd(c01, x, b1)
+        x = _nsplat(a[i0 + 1, k])
+        c10, c11 = _nmuladd(c10, x, b0), _nmuladd(c11, x, b1)
+        x = _nsplat(a[i0 + 2, k])
+        c20, c21 = _nmuladd(c20, x, b0), _nmuladd(c21, x, b1)
+        x = _nsplat(a[i0 + 3, k])
+        c30, c31 = _nmuladd(c30, x, b0), _nmuladd(c31, x, b1)
+        x = _nsplat(a[i0 + 4, k])
+        c40, c41 = _nmuladd(c40, x, b0), _nmuladd(c41, x, b1)
+        x = _nsplat(a[i0 + 5, k])
+        c50, c51 = _nmuladd(c50, x, b0), _nmuladd(c51, x, b1)
+    _nstore(out, o0, c0, c00), _nstore(out, o0, c0 + _NW, c01)
+    _nstore(out, o0 + 1, c0, c10), _nstore(out, o0 + 1, c0 + _NW, c11)
+    _nstore(out, o0 + 2, c0, c20), _nstore(out, o0 + 2, c0 + _NW, c21)
+    _nstore(out, o0 + 3, c0, c30), _nstore(out, o0 + 3, c0 + _NW, c31)
+    _nstore(out, o0 + 4, c0, c40), _nstore(out, o0 + 4, c0 + _NW, c41)
+    _nstore(out, o0 + 5, c0, c50), _nstore(out, o0 + 5, c0 + _NW, c51)
+
+
+@njit(cache=True)
+def _ntile6x1(a, i0, b, j0, out, o0, c0, kk):
+    c0_ = c1 = c2 = c3 = c4 = c5 = _nzero()
+    for k in range(kk):
+        b0 = _nload(b, k, j0)
+        c0_ = _nmuladd(c0_, _nsplat(a[i0, k]), b0)
+        c1 = _nmuladd(c1, _nsplat(a[i0 + 1, k]), b0)
+        c2 = _nmuladd(c2, _nsplat(a[i0 + 2, k]), b0)
+        c3 = _nmuladd(c3, _nsplat(a[i0 + 3, k]), b0)
+        c4 = _nmuladd(c4, _nsplat(a[i0 + 4, k]), b0)
+        c5 = _nmuladd(c5, _nsplat(a[i0 + 5, k]), b0)
+    _nstore(out, o0, c0, c0_), _nstore(out, o0 + 1, c0, c1), _nstore(out, o0 + 2, c0, c2)
+    _nstore(out, o0 + 3, c0, c3), _nstore(out, o0 + 4, c0, c4), _nstore(out, o0 + 5, c0, c5)
+
+
+@njit(cache=True)
+def _ntile4x2(a, i0, b, j0, out, o0, c0, kk):
+    c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = _nzero()
+    for k in range(kk):
+        b0, b1 = _nload(b, k, j0), _nload(b, k, j0 + _NW)
+        x = _nsplat(a[i0, k])
+        c00, c01 = _nmuladd(c00, x, b0), _nmuladd(c01, x, b1)
+        x = _nsplat(a[i0 + 1, k])
+        c10, c11 = _nmuladd(c10, x, b0), _nmuladd(c11, x, b1)
+        x = _nsplat(a[i0 + 2, k])
+        c20, c21 = _nmuladd(c20, x, b0), _nmuladd(c21, x, b1)
+        x = _nsplat(a[i0 + 3, k])
+        c30, c31 = _nmuladd(c30, x, b0), _nmuladd(c31, x, b1)
+    _nstore(out, o0, c0, c00), _nstore(out, o0, c0 + _NW, c01)
+    _nstore(out, o0 + 1, c0, c10), _nstore(out, o0 + 1, c0 + _NW, c11)
+    _nstore(out, o0 + 2, c0, c20), _nstore(out, o0 + 2, c0 + _NW, c21)
+    _nstore(out, o0 + 3, c0, c30), _nstore(out, o0 + 3, c0 + _NW, c31)
+
+
+@njit(cache=True)
+def _ntile1x2(a, i0, b, j0, out, o0, c0, kk):
+    c00 = c01 = _nzero()
+    for k in range(kk):
+        x = _nsplat(a[i0, k])
+        c00, c01 = _nmuladd(c00, x, _nload(b, k, j0)), _nmuladd(c01, x, _nload(b, k, j0 + _NW))
+    _nstore(out, o0, c0, c00), _nstore(out, o0, c0 + _NW, c01)
+
+
+@njit(cache=True)
+def _ntile4x1(a, i0, b, j0, out, o0, c0, kk):
+    c0_ = c1 = c2 = c3 = _nzero()
+    for k in range(kk):
+        b0 = _nload(b, k, j0)
+        c0_ = _nmuladd(c0_, _nsplat(a[i0, k]), b0)
+        c1 = _nmuladd(c1, _nsplat(a[i0 + 1, k]), b0)
+        c2 = _nmuladd(c2, _nsplat(a[i0 + 2, k]), b0)
+        c3 = _nmuladd(c3, _nsplat(a[i0 + 3, k]), b0)
+    _nstore(out, o0, c0, c0_), _nstore(out, o0 + 1, c0, c1), _nstore(out, o0 + 2, c0, c2), _nstore(out, o0 + 3, c0, c3)
+
+
+@njit(cache=True)
+def _ntile1x1(a, i0, b, j0, out, o0, c0, kk):
+    c = _nzero()
+    for k in range(kk):
+        c = _nmuladd(c, _nsplat(a[i0, k]), _nload(b, k, j0))
+    _nstore(out, o0, c0, c)
+
+
+@njit(cache=True)
+def _nrest(nv, rows, a, i0, b, j0, out, c0, kk):
+    """The last ``rows`` (< 6) rows of a narrow tile column in place: a 4-row tile, then 1-row
+    tiles (no padded copy: m = 64, the attention's, leaves 4 rows)."""
+    if rows >= 4:
+        if nv == 2:
+            _ntile4x2(a, i0, b, j0, out, i0, c0, kk)
+        else:
+            _ntile4x1(a, i0, b, j0, out, i0, c0, kk)
+        i0 += 4
+        rows -= 4
+    for r in range(i0, i0 + rows):
+        if nv == 2:
+            _ntile1x2(a, r, b, j0, out, r, c0, kk)
+        else:
+            _ntile1x1(a, r, b, j0, out, r, c0, kk)
+
+
+@njit(cache=True)
+def _tile(wide, nv, a, i0, b, j0, out, o0, c0, kk):
+    """The tile of ``rows x nv`` vectors at a's rows i0.., b's columns j0.., into out at (o0, c0)."""
+    if not wide:
+        if nv == 2:
+            _ntile6x2(a, i0, b, j0, out, o0, c0, kk)
+        else:
+            _ntile6x1(a, i0, b, j0, out, o0, c0, kk)
+    elif nv == 4:
         _tile4x4(a, i0, b, j0, out, o0, c0, kk)
     elif nv == 2:
         _tile4x2(a, i0, b, j0, out, o0, c0, kk)
@@ -334,44 +467,78 @@ def _tile(nv, a, i0, b, j0, out, o0, c0, kk):
         _tile4x1(a, i0, b, j0, out, o0, c0, kk)
 
 
-@njit(cache=True)
-def _edge_tile(nv, a, i0, b, j0, out, kk):
-    """A tile that sticks out of the matrix: computed on zero-padded copies of its rows of a
-    and columns of b (the padding only adds outputs that are thrown away)."""
-    width = nv * _W
-    rows, cols = min(_ROWS, out.shape[0] - i0), min(width, out.shape[1] - j0)
-    ap = np.zeros((_ROWS, kk), np.float32)
-    ap[:rows] = a[i0 : i0 + rows]
-    bp = np.zeros((kk, width), np.float32)
-    bp[:, :cols] = b[:, j0 : j0 + cols]
-    op = np.empty((_ROWS, width), np.float32)
-    _tile(nv, ap, 0, bp, 0, op, 0, 0, kk)
-    out[i0 : i0 + rows, j0 : j0 + cols] = op[:rows, :cols]
+#: Row tiles per task of the matmul: a task takes one column panel of b (a copy, contiguous and
+#: zero-padded, where it is long or sticks out of b) and runs this many row tiles over it.
+_ROW_TILES = 16
+#: Panels of b with fewer rows than this, or under fewer than ``_ROW_TILES`` row tiles, are read
+#: in place (their copy cost more than it saved: the resnet's per-image matmuls have 16 to 64 rows).
+_PANEL_K = 128
 
 
-@_parallel(lambda a, b, out: out.size * a.shape[2] / 128)  # multiply-adds: about 8 of 16 lanes a ns
+def _bmm_tiles(wide: bool) -> Callable[..., Any]:
+    """The matmul over one tile family (``wide``: 4 x 64, 32 or 16; else 6 x 16 or 8)."""
+
+    def bmm_tiled(a, b, out):
+        nb, m, kk = a.shape
+        n = b.shape[2]
+        if wide:
+            nv = 4 if n >= 4 * _W else (2 if n >= 2 * _W else 1)  # the widest tile the columns fill
+            height, width = _ROWS, nv * _W
+        else:
+            nv = 2 if n >= 2 * _NW else 1
+            height, width = _NROWS, nv * _NW
+        nr = (m + height - 1) // height
+        nc = (n + width - 1) // width
+        ng = (nr + _ROW_TILES - 1) // _ROW_TILES
+        for t in prange(nb * nc * ng):
+            bi = t // (nc * ng)
+            j0 = ((t // ng) % nc) * width
+            cols = min(width, n - j0)
+            ab, ob = a[bi], out[bi]  # views made once per task, not per tile
+            if cols == width and (kk < _PANEL_K or nr < _ROW_TILES):
+                panel, pj = b[bi], j0  # short panels, or few row tiles to share the copy: in place
+            else:
+                # b's column panel, contiguous (rows of b 4 KiB apart all fell in one cache set)
+                # and zero-padded past n (the padding's outputs are never stored)
+                panel, pj = np.zeros((kk, width), np.float32), 0
+                panel[:, :cols] = b[bi, :, j0 : j0 + cols]
+            for r in range((t % ng) * _ROW_TILES, min((t % ng + 1) * _ROW_TILES, nr)):
+                i0 = r * height
+                if i0 + height <= m and cols == width:
+                    _tile(wide, nv, ab, i0, panel, pj, ob, i0, j0, kk)
+                elif not wide and cols == width:
+                    _nrest(nv, m - i0, ab, i0, panel, pj, ob, j0, kk)
+                else:  # rows past m or columns past n: into a tile buffer, rows past m zero-padded
+                    rows = min(height, m - i0)
+                    ap = np.zeros((height, kk), np.float32)
+                    ap[:rows] = ab[i0 : i0 + rows]
+                    tile = np.empty((height, width), np.float32)
+                    _tile(wide, nv, ap, 0, panel, pj, tile, 0, 0, kk)
+                    ob[i0 : i0 + rows, j0 : j0 + cols] = tile[:rows, :cols]
+
+    # a name of its own per family, for numba's disk cache and the profiles
+    bmm_tiled.__name__ = bmm_tiled.__qualname__ = "_bmm_wide" if wide else "_bmm_narrow"
+    return bmm_tiled
+
+
+def _bmm_work(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> float:
+    return out.size * a.shape[2] / 128  # multiply-adds: about 8 of 16 lanes a ns
+
+
+_bmm_wide = _parallel(_bmm_work)(_bmm_tiles(True))
+_bmm_narrow = _parallel(_bmm_work)(_bmm_tiles(False))
+
+
 def bmm(a, b, out):
     """out[t] = a[t] @ b[t] for a (T, M, K), b (T, K, N): out[t, i, j] = sum_k a[t,i,k] * b[t,k,j],
     accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each).
 
     ``a`` may have any strides (a transposed view needs no copy); ``b`` and ``out`` must be
-    contiguous along their last axis (their rows are loaded and stored as vectors)."""
-    nb, m, kk = a.shape
-    n = b.shape[2]
+    contiguous along their last axis (their rows are loaded and stored as vectors). The tile
+    family (:data:`WIDE_TILES`) changes no bit."""
     if (b.size and b.strides[2] != 4) or (out.size and out.strides[2] != 4):
         raise ValueError("bmm: b and out must be contiguous along their last axis")
-    nv = 4 if n >= 4 * _W else (2 if n >= 2 * _W else 1)  # the widest tile the columns fill
-    width = nv * _W
-    nr = (m + _ROWS - 1) // _ROWS
-    nc = (n + width - 1) // width
-    for t in prange(nb * nc * nr):  # row tiles innermost: a column panel of b is reused from cache
-        bi = t // (nc * nr)
-        i0 = (t % nr) * _ROWS
-        j0 = ((t // nr) % nc) * width
-        if i0 + _ROWS <= m and j0 + width <= n:
-            _tile(nv, a[bi], i0, b[bi], j0, out[bi], i0, j0, kk)
-        else:
-            _edge_tile(nv, a[bi], i0, b[bi], j0, out[bi], kk)
+    (_bmm_wide if WIDE_TILES else _bmm_narrow)(a, b, out)
 
 
 _COLS = 256  # columns per pass of the column sums: four rows of them stay in L1

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
+import math
 import struct
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import save as safetensors_save
@@ -87,3 +89,29 @@ def test_update_norm_is_the_l2_norm_of_the_difference() -> None:
     assert update_norm(a, b) == 5.0
     with pytest.raises(CheckpointError):
         update_norm(a, {"w": b["w"]})
+
+
+def _norm_through_float64_copies(before: dict[str, torch.Tensor], after: dict[str, torch.Tensor]) -> float:
+    """update_norm as it was computed before (whole float64 copies, numpy's sum): the committed
+    norms of every trace made since are these bits."""
+    parts = []
+    for name in sorted(before):
+        d = after[name].numpy().astype(np.float64) - before[name].numpy().astype(np.float64)
+        parts.append(float(np.sum(d * d)))
+    return math.sqrt(math.fsum(parts))
+
+
+def test_update_norm_has_the_bits_of_numpys_sum_over_float64_copies() -> None:
+    rng = np.random.default_rng(7)
+    sizes = [*range(300), 1023, 8191, 8192, 8193, 100_003, 1 << 20]
+    for n in sizes:
+        scale = np.float32(10.0 ** rng.uniform(-4, 3))
+        a = (rng.standard_normal(n) * scale).astype(np.float32)
+        b = (a + rng.standard_normal(n).astype(np.float32) * np.float32(1e-3) * scale).astype(np.float32)
+        before, after = {"w": torch.from_numpy(a)}, {"w": torch.from_numpy(b)}
+        assert update_norm(before, after) == _norm_through_float64_copies(before, after), n
+    before = {"w": torch.from_numpy(rng.standard_normal((301, 997)).astype(np.float32)), "b": torch.zeros(5), "e": torch.zeros(0)}
+    after = {"w": before["w"] * 1.001, "b": torch.ones(5) / 3, "e": torch.zeros(0)}
+    assert update_norm(before, after) == _norm_through_float64_copies(before, after)
+    with pytest.raises(CheckpointError):
+        update_norm(before, {**after, "b": torch.zeros(6)})

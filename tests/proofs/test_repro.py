@@ -156,10 +156,16 @@ def _bmm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return acc
 
 
-def test_bmm_gives_the_reference_bits_on_odd_shapes() -> None:
+@pytest.mark.parametrize("family", ["wide", "narrow"])
+def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both register-tile families (4 x 64/32/16 for AVX-512, 6 x 16/8 elsewhere; the other one
+    spills on this machine but must give the same bits), on shapes off their tiles' edges."""
+    monkeypatch.setattr(K, "WIDE_TILES", family == "wide")
     rng = np.random.default_rng(7)
-    # rows and columns off the 4 x 16/32/64 tiles, k = 0 and 1, a batch, wide and narrow outputs
-    for nb, m, k, n in [(1, 1, 1, 1), (2, 5, 7, 3), (3, 9, 33, 17), (1, 13, 100, 65), (2, 4, 0, 16), (1, 7, 1, 40), (2, 66, 64, 32), (1, 30, 257, 131)]:
+    # rows and columns off the 4 x 16/32/64 and 6 x 8/16 tiles, k = 0 and 1, a batch, wide and narrow outputs
+    shapes = [(1, 1, 1, 1), (2, 5, 7, 3), (3, 9, 33, 17), (1, 13, 100, 65), (2, 4, 0, 16), (1, 7, 1, 40), (2, 66, 64, 32), (1, 30, 257, 131)]
+    shapes += [(1, 12, 5, 16), (2, 7, 9, 8), (1, 19, 3, 24), (1, 6, 17, 15)]
+    for nb, m, k, n in shapes:
         a = rng.standard_normal((nb, m, k)).astype(np.float32)
         b = rng.standard_normal((nb, k, n)).astype(np.float32)
         a[:, ::3, ::2] = -0.0  # signed zeros: 0 + (-0) must stay +0, as in the reference
