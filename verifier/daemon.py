@@ -15,7 +15,19 @@ from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
-from verifier.policy import AssignVerifier, CommitForcedSeed, Finalize, Report, Timeout, VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
+from verifier.policy import (
+    LANES,
+    AssignVerifier,
+    CommitForcedSeed,
+    Finalize,
+    Report,
+    Timeout,
+    VerifierAction,
+    VerifierConfig,
+    VerifierPolicy,
+    VerifierView,
+    work,
+)
 from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
 
@@ -49,4 +61,4 @@ def build(
         responder = VerifierResponder(w.protocol, db, trace_verifier_class(w.protocol, store, w.stop, rt=rt), replayer, w.me)
         return VerifierLoader(w.protocol, w.watcher, db, w.me), VerifierPolicy(config), responder
 
-    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, journaled=JOURNALED)
+    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, journaled=JOURNALED, work=work, lanes=LANES)

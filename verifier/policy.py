@@ -28,6 +28,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.agent import Work
 from core.chain import Address
 from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
@@ -349,3 +350,23 @@ def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
 def _overdue_blocks(block: int, ready_block: int, grace_s: int) -> bool:
     """Blocks stand in for seconds here (at most one block per second on the chains we target)."""
     return block >= ready_block + grace_s
+
+
+#: Workers per lane (core.agent.Workers): one replay at a time, and two workers for the dispute moves
+#: that compute (an opening, a midpoint answered or posted, a referee's step), so a replay never holds them.
+LANES = {"replay": 1, "duty": 2}
+
+
+def work(view: VerifierView, action: VerifierAction) -> Work | None:
+    """How the loop runs ``action``: a replay and the game moves that recompute a state on workers,
+    every transaction alone in the loop (None). A replay's group is its job: the same job drawn again,
+    or its deadline moved by an availability challenge, supersedes a replay stuck on a fetch."""
+    match action:
+        case Replay(job_id, deadline):
+            return Work("replay", group=f"replay:{job_id}", due_in_s=deadline - view.now)
+        case OpenGame(job_id):
+            opening = next((o for o in view.openings if o.job_id == job_id), None)
+            return Work("duty", due_in_s=None if opening is None else opening.open_deadline - view.now)
+        case GameMove(_, Action.POST_MIDPOINT | Action.ANSWER_MIDPOINT | Action.COMMIT_VOTE):
+            return Work("duty")
+    return None
