@@ -253,7 +253,7 @@ def test_workers_start_nearest_deadline_first_within_the_lane_and_warn_of_a_dead
     _until(lambda: bool(busy.started))
     assert busy.started == ["late"]  # nearest deadline first; one worker in the lane
     at_risk = [r for r in caplog.records if r.getMessage() == DEADLINE_AT_RISK]
-    assert [r.work for r in at_risk] == ["Long:near:20:5"]  # 20 s left, needs 5 + margin: at risk; "far" is not
+    assert [r.__dict__["work"] for r in at_risk] == ["Long:near:20:5"]  # 20 s left, needs 5 + margin: at risk; "far" is not
     busy.gates["late"].set()
     _until(lambda: "late" in busy.done)
     busy.actions = [Long("far", due_in_s=300), Long("near", due_in_s=20, needs_s=5)]
