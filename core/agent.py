@@ -252,6 +252,7 @@ class Workers(Generic[A]):
         self.key = key
         self.clock = clock
         self._workers: dict[str, _Worker] = {}
+        self._finished: dict[str, float] = {}  # key -> when its worker finished (its action may still be in a view read before)
         self._at_risk: set[str] = set()
         self._lock = threading.Lock()
 
@@ -270,18 +271,22 @@ class Workers(Generic[A]):
             done = [w for w in self._workers.values() if not w.thread.is_alive()]
             for w in done:
                 del self._workers[w.key]
+                self._finished[w.key] = self.clock()
         for w in done:
             if w.error is not None and not w.abandoned:
                 raise w.error
 
-    def offer(self, offered: Sequence[tuple[A, Work]]) -> int:
+    def offer(self, offered: Sequence[tuple[A, Work]], viewed_at: float) -> int:
         """Start what there is room for, nearest deadline first; returns how many started. A running
-        action is not started twice; one of the same group with another key abandons the older."""
+        action is not started twice, nor one whose worker finished after the view it comes from was
+        read (``viewed_at``, on :attr:`clock`: that view did not see its outcome); one of the same group
+        with another key abandons the older."""
         self.reap()
+        self._finished = {k: t for k, t in self._finished.items() if t >= viewed_at}
         started = 0
         keys = {self.key(a): (a, w) for a, w in offered}
         for key, (action, work) in sorted(keys.items(), key=lambda kv: (kv[1][1].due_in_s is None, kv[1][1].due_in_s or 0.0)):
-            if key in self._workers:
+            if key in self._workers or key in self._finished:
                 continue
             if work.group is not None:
                 self._supersede(key, work.group)
@@ -387,12 +392,13 @@ class Agent(Generic[V, A]):
         performed = dropped = 0
         actions: Sequence[A] = ()
         try:
+            viewed_at = self.workers.clock()
             view = self._guard(self.loader.load)
             actions = self.policy.next_actions(view)
             inline: Sequence[A] = actions
             if self.work is not None:
                 works = [(action, self.work(view, action)) for action in actions]
-                self.workers.offer([(action, w) for action, w in works if w is not None])
+                self.workers.offer([(action, w) for action, w in works if w is not None], viewed_at)
                 inline = [action for action, w in works if w is None]
             for action in inline:
                 if self.stop.is_set():

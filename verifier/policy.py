@@ -25,10 +25,12 @@ purpose), and defended otherwise: each midpoint is the true state, as the solver
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.agent import Work
+from core.availability import FETCH_DEADLINE_MARGIN_S, FETCH_STALL_S, Fetching
 from core.chain import Address
 from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
@@ -75,6 +77,7 @@ class Assignment:
     deadline: int
     phase: Phase
     draw: Draw = Draw(ZERO32)
+    fetching: Fetching | None = None  # what our replay worker is fetching for it, and for how long
 
 
 @dataclass(frozen=True)
@@ -155,6 +158,15 @@ class Report:
 
 
 @dataclass(frozen=True)
+class ChallengeStalled:
+    """Challenge the availability of ``item``, whose fetch has stalled (or still runs near our deadline):
+    decided by the loop, whatever the fetch does, so the report clock stops in time."""
+
+    job_id: JobId
+    item: int
+
+
+@dataclass(frozen=True)
 class AssignVerifier:
     job_id: JobId
 
@@ -209,8 +221,8 @@ class ForgetForcedSecret:
 
 
 VerifierAction = (
-    Stake | CommitForcedSeed | ForgetForcedSecret | Replay | Report | AssignVerifier | Finalize | Timeout | Forget | OpenGame | GameMove
-    | ConcedeForced
+    Stake | CommitForcedSeed | ForgetForcedSecret | Replay | Report | ChallengeStalled | AssignVerifier | Finalize | Timeout | Forget
+    | OpenGame | GameMove | ConcedeForced
 )  # fmt: skip
 
 #: Where ``concedeForced`` is accepted (else the contract reverts ``NotConcedable``).
@@ -239,7 +251,9 @@ class VerifierPolicy:
         for a in sorted(view.assignments, key=lambda a: a.deadline):  # nearest deadline first
             if view.now >= a.deadline:
                 continue  # missed; our bond pays for it
-            if a.phase is Phase.ASSIGNED:
+            if a.phase is Phase.ASSIGNED and a.fetching is not None and stalled(a.fetching, a.deadline - view.now):
+                actions.append(ChallengeStalled(a.job_id, a.fetching.item))
+            elif a.phase is Phase.ASSIGNED:
                 actions.append(Replay(a.job_id, a.deadline, a.draw))
             else:  # REPLAYED, or REPORTED in our records while the chain still says VERIFYING: it rules
                 actions.append(Report(a.job_id))
@@ -304,15 +318,16 @@ class VerifierPolicy:
 
     def _duty(self, view: VerifierView, job: MarketJob) -> AssignVerifier | Finalize | Timeout | None:
         grace = self.config.duty_grace_s
+        turn = stagger(view.me, job.job_id, self.config.own_grace_s)  # verifiers that wait alike do not send alike
         if job.state is JobState.COMMITTED:
             # a draw we may win (not as the job's solver or submitter: they are excluded)
             pays = view.staked >= view.min_stake and view.me not in (job.solver, job.submitter)
             wait = self.config.own_grace_s if pays else grace
-            if _overdue_blocks(view.block, job.ready_block, wait):
+            if _overdue_blocks(view.block, job.ready_block, wait + turn):
                 return AssignVerifier(job.job_id)
             return None
         if job.state is JobState.VERIFIED:
-            wait = self.config.own_grace_s if job.verifier == view.me else grace
+            wait = self.config.own_grace_s if job.verifier == view.me else grace + turn
             if view.now > job.deadline + wait:  # the contract wants now > deadline
                 return Finalize(job.job_id)
             return None
@@ -326,6 +341,13 @@ class VerifierPolicy:
         if view.now > job.deadline + grace:
             return Timeout(job.job_id, kind)
         return None
+
+
+def stalled(fetching: Fetching, left_s: float) -> bool:
+    """Whether a fetch our replay waits for is to be given up and its item challenged: it has run
+    :data:`~core.availability.FETCH_STALL_S`, or it still runs with our deadline
+    :data:`~core.availability.FETCH_DEADLINE_MARGIN_S` away."""
+    return fetching.seconds >= FETCH_STALL_S or left_s <= FETCH_DEADLINE_MARGIN_S
 
 
 def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
@@ -345,6 +367,14 @@ def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
         moves.append(CommitForcedSeed(fresh=seed.current_committed))
     moves.extend(ForgetForcedSecret(c) for c in seed.kept[:-1] if c not in seed.snapshotted)
     return moves
+
+
+def stagger(me: Address, job_id: JobId, spread_s: int) -> int:
+    """This verifier's own extra wait, 0 to ``2 * spread_s - 1`` seconds, for a call any verifier may make on
+    ``job_id`` (a hash of its address and the job): verifiers that see a call come due at once make it
+    seconds apart, and the later one's gas estimate, against the pending block, sees the first and
+    sends nothing (two in one block: one reverted)."""
+    return int.from_bytes(hashlib.sha256(f"{me.lower()}:{job_id}".encode()).digest()[:4], "big") % max(1, 2 * spread_s)
 
 
 def _overdue_blocks(block: int, ready_block: int, grace_s: int) -> bool:
