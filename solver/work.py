@@ -55,7 +55,7 @@ from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Committed, Committer, Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
 from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
-from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
+from rolebase.events import SPEC_JUDGED, TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
 from solver.files import read_bounded, write_durable
@@ -172,7 +172,7 @@ class SpecJudge:
         retry_s = 0.0 if check.final else min(RETRY_MAX_S, 2 * cached.retry_s if cached is not None and cached.retry_s else RETRY_FIRST_S)
         self.db.set_spec_verdict(self.deployment, cid, SpecVerdict(check, retry_s, self.clock() + retry_s))
         if cached is None or cached.check.reason != check.reason:  # once per spec (and when the reason changes)
-            log.info("job spec judged", extra={"spec": cid, "runnable": check.runnable, "reason": check.reason, "train_s": round(check.train_s, 1)})
+            log.info(SPEC_JUDGED, extra={"spec": cid, "runnable": check.runnable, "reason": check.reason, "train_s": round(check.train_s, 1)})
         return check
 
     def _judge(self, cid: Cid) -> SpecCheck:
