@@ -281,6 +281,37 @@ class _NonceCache:
                 del cls._next[key]
 
 
+class DeadlineSession(requests.Session):
+    """A requests session whose every response must arrive whole within ``deadline_s`` seconds of the
+    request. requests' own timeout bounds each read, not the response: a node (or a proxy) that answers
+    and then drips a byte now and then would hold a call, and the daemon behind it, for ever. Past the
+    deadline the call raises ``requests.Timeout``: transient, retried with backoff, then abandoned."""
+
+    def __init__(self, deadline_s: float) -> None:
+        super().__init__()
+        self.deadline_s = deadline_s
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        started = time.monotonic()
+        kwargs["stream"] = True
+        response = super().request(method if isinstance(method, str) else method.decode(), url if isinstance(url, str) else url.decode(), *args, **kwargs)
+        chunks: list[bytes] = []
+        try:
+            while True:
+                if time.monotonic() - started > self.deadline_s:
+                    raise requests.Timeout(f"no whole response from {redact_url(str(url))} within {self.deadline_s:.0f} s")
+                chunk = response.raw.read1(1 << 16, decode_content=True)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except BaseException:
+            response.close()
+            raise
+        response._content = b"".join(chunks)
+        response._content_consumed = True
+        return response
+
+
 class ChainClient:
     """One JSON-RPC endpoint. Thread-safe; share one per process and endpoint."""
 
@@ -294,7 +325,7 @@ class ChainClient:
         receipt_timeout: float = 120.0,
         reprice_after: float = 30.0,
     ) -> None:
-        provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None)
+        provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, session=DeadlineSession(timeout), exception_retry_configuration=None)
         self.rpc_url = rpc_url  # may hold a credential: never in a message, ``endpoint`` is shown instead
         self.endpoint = redact_url(rpc_url)
         self.w3 = Web3(provider)

@@ -320,3 +320,42 @@ def test_a_transaction_the_chain_drops_is_sent_again_at_once(devnet: Devnet, par
     (receipt,) = receipts
     assert receipt.tx_hash == journal.hashes[0] and len(journal.hashes) == 1  # the same bytes, not a replacement
     assert token.balance_of(parties.outsider.address) == balance + 1
+
+
+def test_a_node_that_drips_its_answer_is_abandoned_at_the_call_deadline() -> None:
+    """A node (or a proxy) that answers 200 and then sends a byte every 0.2 s: each read is quick, so
+    requests' per-read timeout never fires; the session's deadline for the whole response does, the call
+    is retried and then raised as transient, within the attempts' deadlines."""
+    stop = threading.Event()
+
+    class Drip(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while not stop.wait(0.2):
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = ChainClient(f"http://127.0.0.1:{server.server_address[1]}", timeout=1.0, retry=FAST)
+        started = time.monotonic()
+        with pytest.raises(TransientRPCError):
+            client.head()
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+    assert elapsed < FAST.attempts * 1.0 + 3.0, f"{elapsed:.1f} s for {FAST.attempts} attempts of 1 s each"

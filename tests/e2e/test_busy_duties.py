@@ -35,10 +35,10 @@ E2E_MARKET = {"availabilityWindow": 15}
 SUBMITTER, SOLVER, VERIFIER, OTHER_SOLVER = 0, 1, 2, 3
 
 
-def _post(market: Market, folder: Path, **shape: int) -> JobId:
+def _post(market: Market, folder: Path, commit_window: int | None = None, **shape: int) -> JobId:
     job = build_demo_job("tiny", folder, **shape)
     submitter = market.protocol(market.account(SUBMITTER))
-    return service.post_job(submitter, market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window).job_id
+    return service.post_job(submitter, market.store, job.spec_path, job.data_path, job.reward, job.fee, commit_window or job.commit_window).job_id
 
 
 def _log_ts(path: Path, msg: str, job_id: int) -> float | None:
@@ -59,8 +59,9 @@ def test_a_solver_training_a_long_job_answers_an_availability_challenge_in_time(
     own = tmp_path / "solver-store"  # the solver's own store: its manifest never reaches the verifier's
     shutil.copytree(market.store_dir, own)
     solver = market.daemon("solver", SOLVER, "solver", "--store-dir", str(own), "--poll", "0.5")
-    wait_for("the first claim", lambda: protocol.market.events("JobClaimed", deploy, jobId=first), 120, market)
-    second = _post(market, tmp_path / "second", steps=20_000, checkpoint_interval=1_000)  # long: claimed once the first is committed
+    wait_for("the first claim", lambda: protocol.market.events("JobClaimed", deploy, jobId=first), 300, market)
+    # long (minutes here), claimed once the first is committed; the local maximum window: a busy machine estimates high
+    second = _post(market, tmp_path / "second", 900, steps=6_000, checkpoint_interval=500)
     for blob in (market.store_dir / "blobs").iterdir():
         if not (own / "blobs" / blob.name).exists():
             shutil.copy2(blob, own / "blobs")
