@@ -17,7 +17,13 @@ The loop (:class:`Agent`) adds what every daemon needs and no role should rewrit
   (another solver claimed first, a deadline passed); it is logged with its decoded
   name and the action is dropped. The next tick's fresh view decides again;
 * other errors of ours (a malformed spec, content missing from storage) are logged
-  and the action dropped; a bug (any other exception) stops the daemon loudly.
+  and the action dropped; a bug (any other exception) stops the daemon loudly;
+* long work never holds the loop: an action the role's ``work`` function names as work
+  (training, a replay, an audit, a regeneration, a fetch, a dispute move's recomputation) runs on
+  a worker thread (:class:`Workers`) while the loop goes on reading the chain and sending every
+  transaction that is due. Workers run in lanes of bounded size (what the daemon can defend:
+  docs/roles.md, "Deadlines and workers"), are started nearest deadline first, and a work that
+  waits for a lane with less time left than it needs is logged as at risk before its deadline.
 
 Logs are structured: ``log.info("job claimed", extra={"job": 7})`` prints
 ``... job claimed job=7``, or one JSON object per line with ``--log-json``.
@@ -34,7 +40,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
@@ -201,6 +207,153 @@ class _TransientTick(Exception):
         self.cause = cause
 
 
+@dataclass(frozen=True)
+class Work:
+    """How the loop runs one long action: on a worker of ``lane`` (a lane holds a bounded number of
+    workers); ``group``: what it is about (a job's replay: a new action of the same group with other
+    fields, such as a moved deadline, supersedes a running one, which is abandoned and holds no slot).
+    ``due_in_s``: chain seconds left before the action's deadline (None: it has none); ``needs_s``: what
+    it is estimated to take (0: unknown). Work is started nearest deadline first."""
+
+    lane: str
+    group: str | None = None  # None: the action's own key (nothing supersedes it)
+    due_in_s: float | None = None
+    needs_s: float = 0.0
+
+
+#: The log message of a work that waits for a busy lane with less time left than it needs.
+DEADLINE_AT_RISK = "deadline at risk: work waits for a busy lane"
+#: The log message of a worker left behind: a newer action of its group superseded it.
+WORKER_ABANDONED = "worker abandoned: a newer action of its group superseded it"
+
+
+@dataclass
+class _Worker:
+    key: str
+    work: Work
+    thread: threading.Thread
+    started: float
+    abandoned: bool = False
+    error: BaseException | None = None
+
+
+class Workers(Generic[A]):
+    """The loop's workers: each long action on a thread of its own, ``lanes[lane]`` at most at once
+    per lane (a lane not named holds one), one worker per action key, nearest deadline first.
+
+    Threads, not processes: training and replay spend their time in torch and numba kernels, and the
+    loop's own work (JSON-RPC, SQLite, a policy) needs the GIL only between them (docs/roles.md,
+    "Deadlines and workers"). A worker that raises a fatal error hands it to the loop, which stops.
+    """
+
+    def __init__(self, lanes: Mapping[str, int], run: Callable[[A], object], key: Callable[[A], str], clock: Callable[[], float] = time.monotonic) -> None:
+        self.lanes = dict(lanes)
+        self.run = run
+        self.key = key
+        self.clock = clock
+        self._workers: dict[str, _Worker] = {}
+        self._finished: dict[str, float] = {}  # key -> when its worker finished (its action may still be in a view read before)
+        self._at_risk: set[str] = set()
+        self._lock = threading.Lock()
+
+    def busy(self, lane: str) -> int:
+        """Workers running in ``lane`` (abandoned ones do not count: they hold no slot)."""
+        with self._lock:
+            return sum(1 for w in self._workers.values() if w.work.lane == lane and not w.abandoned)
+
+    def running(self) -> list[str]:
+        with self._lock:
+            return [k for k, w in self._workers.items() if not w.abandoned]
+
+    def reap(self) -> None:
+        """Forget finished workers; re-raise the first fatal error a live one met."""
+        with self._lock:
+            done = [w for w in self._workers.values() if not w.thread.is_alive()]
+            for w in done:
+                del self._workers[w.key]
+                self._finished[w.key] = self.clock()
+        for w in done:
+            if w.error is not None and not w.abandoned:
+                raise w.error
+
+    def offer(self, offered: Sequence[tuple[A, Work]], viewed_at: float) -> int:
+        """Start what there is room for, nearest deadline first; returns how many started. A running
+        action is not started twice, nor one whose worker finished after the view it comes from was
+        read (``viewed_at``, on :attr:`clock`: that view did not see its outcome); one of the same group
+        with another key abandons the older."""
+        self.reap()
+        self._finished = {k: t for k, t in self._finished.items() if t >= viewed_at}
+        started = 0
+        keys = {self.key(a): (a, w) for a, w in offered}
+        for key, (action, work) in sorted(keys.items(), key=lambda kv: (kv[1][1].due_in_s is None, kv[1][1].due_in_s or 0.0)):
+            if key in self._workers or key in self._finished:
+                continue
+            if work.group is not None:
+                self._supersede(key, work.group)
+            if self.busy(work.lane) >= self.lanes.get(work.lane, 1):
+                self._warn_if_at_risk(key, work)
+                continue
+            self._start(key, action, work)
+            started += 1
+        return started
+
+    def _supersede(self, key: str, group: str) -> None:
+        with self._lock:
+            for w in self._workers.values():
+                if w.work.group == group and w.key != key and not w.abandoned:
+                    w.abandoned = True
+                    log.warning(WORKER_ABANDONED, extra={"work": w.key, "by": key, "running_s": round(self.clock() - w.started, 1)})
+
+    def _warn_if_at_risk(self, key: str, work: Work) -> None:
+        """Log once, before its deadline, a work that waits with less time left than it needs after the
+        lane's running workers are done (by their own estimates): the operator hears it before a loss."""
+        if work.due_in_s is None or key in self._at_risk:
+            return
+        now = self.clock()
+        with self._lock:
+            ahead = [w for w in self._workers.values() if w.work.lane == work.lane and not w.abandoned]
+        wait_s = sum(max(0.0, w.work.needs_s - (now - w.started)) for w in ahead) / max(1, self.lanes.get(work.lane, 1))
+        if work.due_in_s >= work.needs_s * 1.25 + wait_s:
+            return
+        if len(self._at_risk) > 10_000:
+            self._at_risk.clear()
+        self._at_risk.add(key)
+        log.warning(
+            DEADLINE_AT_RISK,
+            extra={
+                "work": key,
+                "lane": work.lane,
+                "due_in_s": round(work.due_in_s, 1),
+                "needs_s": round(work.needs_s, 1),
+                "wait_s": round(wait_s, 1),
+                "behind": ",".join(w.key for w in ahead),
+            },
+        )
+
+    def _start(self, key: str, action: A, work: Work) -> None:
+        worker = _Worker(key, work, threading.Thread(name=f"work {key}", daemon=True), self.clock())
+
+        def body() -> None:
+            try:
+                self.run(action)
+            except BaseException as exc:  # handed to the loop (reap), which stops the daemon
+                worker.error = exc
+
+        worker.thread = threading.Thread(target=body, name=f"work {key}", daemon=True)
+        with self._lock:
+            self._workers[key] = worker
+        log.debug("work started", extra={"work": key, "lane": work.lane, "due_in_s": work.due_in_s})
+        worker.thread.start()
+
+    def join(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s`` for the workers (they check the stop flag) once the loop stops."""
+        end = self.clock() + timeout_s
+        with self._lock:
+            threads = [w.thread for w in self._workers.values()]
+        for thread in threads:
+            thread.join(max(0.0, end - self.clock()))
+
+
 class Agent(Generic[V, A]):
     """Runs ``loader -> policy -> responder`` until stopped."""
 
@@ -215,8 +368,14 @@ class Agent(Generic[V, A]):
         stop: StopFlag | None = None,
         classify: Callable[[BaseException], Disposition] = default_classify,
         heartbeat: Callable[[TickReport], None] | None = None,
+        work: Callable[[V, A], Work | None] | None = None,
+        lanes: Mapping[str, int] | None = None,
     ) -> None:
+        """``work(view, action)``: how a long action runs on a worker (None: in the loop, as every action
+        does without ``work``); ``lanes``: how many workers each lane holds at once (:class:`Workers`)."""
         self.role = role
+        self.work = work
+        self.workers: Workers[A] = Workers(lanes or {}, self._work, work_key)
         self.loader = loader
         self.policy = policy
         self.responder = responder
@@ -233,9 +392,15 @@ class Agent(Generic[V, A]):
         performed = dropped = 0
         actions: Sequence[A] = ()
         try:
+            viewed_at = self.workers.clock()
             view = self._guard(self.loader.load)
             actions = self.policy.next_actions(view)
-            for action in actions:
+            inline: Sequence[A] = actions
+            if self.work is not None:
+                works = [(action, self.work(view, action)) for action in actions]
+                self.workers.offer([(action, w) for action, w in works if w is not None], viewed_at)
+                inline = [action for action, w in works if w is None]
+            for action in inline:
                 if self.stop.is_set():
                     break
                 if self._perform(action):
@@ -254,6 +419,14 @@ class Agent(Generic[V, A]):
                 raise
             # a view that cannot be loaded cannot be decided on: back off either way
             raise _TransientTick(exc) from exc
+
+    def _work(self, action: A) -> None:
+        """A worker's body: the action performed as the loop would, a transient error ending it (the next
+        tick decides again)."""
+        try:
+            self._perform(action)
+        except _TransientTick as transient:
+            log.warning("work ended by a transient error", extra={"work": work_key(action), "error": _describe(transient.cause)})
 
     def _perform(self, action: A) -> bool:
         name = type(action).__name__
@@ -295,6 +468,7 @@ class Agent(Generic[V, A]):
                     self._backoff.reset()
                     delay = self.settings.poll_interval_s
                 self.stop.wait(delay)
+        self.workers.join(10.0)
         log.info("agent stopped", extra={"role": self.role, "ticks": ticks})
 
     @contextmanager
@@ -319,6 +493,12 @@ class Agent(Generic[V, A]):
 def _describe(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def work_key(action: object) -> str:
+    """``Type:field:field`` of an action's scalar fields (``Train:7:1712345678``): one worker per key."""
+    values = (v.value if isinstance(v, enum.Enum) else v for v in getattr(action, "__dict__", {}).values())
+    return ":".join([type(action).__name__, *(str(v) for v in values if isinstance(v, (int, str, float, bool)))])
 
 
 def _action_fields(action: object) -> dict[str, object]:

@@ -20,6 +20,7 @@ challenge window) is paused, and a solver that did not serve is slashed to the c
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,6 +40,19 @@ log = logging.getLogger(__name__)
 
 #: Seconds an item may stay missing before it is challenged (it may still be on its way to the store).
 AVAILABILITY_WAIT_S = 10.0
+#: Seconds a fetch may run before the reader's loop challenges the item it waits for (a gateway that
+#: answers and then drips a byte now and then holds a fetch; the loop, not the fetch, decides), and the
+#: seconds before its own deadline at which a fetch still running is challenged whatever its age.
+FETCH_STALL_S = 30.0
+FETCH_DEADLINE_MARGIN_S = 20.0
+
+
+@dataclass(frozen=True)
+class Fetching:
+    """An item a worker is fetching for a job, and for how long (seconds)."""
+
+    item: int
+    seconds: float
 
 
 def _state_hash(data: bytes) -> Bytes32:
@@ -83,13 +97,35 @@ class Availability:
         self.protocol = protocol
         self.store = store
         self._missing_since: dict[str, float] = {}
+        self._fetching: dict[int, tuple[int, float, int]] = {}  # job -> (item, since, thread) of the fetch in flight
+
+    def fetching(self, job_id: JobId) -> Fetching | None:
+        """The item a worker is fetching for ``job_id`` right now, and for how long (read by the loop)."""
+        entry = self._fetching.get(int(job_id))
+        return None if entry is None else Fetching(entry[0], time.monotonic() - entry[1])
+
+    def _get(self, job_id: JobId, item: int, cid: str, limit: int) -> bytes:
+        """``store.get``, registered as in flight while it runs (:meth:`fetching`)."""
+        me = threading.get_ident()
+        self._fetching[int(job_id)] = (item, time.monotonic(), me)
+        try:
+            return self.store.get(cid, limit)
+        finally:
+            if self._fetching.get(int(job_id), (0, 0.0, 0))[2] == me:
+                self._fetching.pop(int(job_id), None)
 
     def fetch(self, job_id: JobId, item: int, cid: str, limit: int, deadline: int, what: str, expect_hash: Bytes32 | None = None) -> bytes:
         """``item`` of the job by its CID (and, for a checkpoint, its committed ``expect_hash``), or its
         copy published on chain; else :class:`ContentPending` a while, then :class:`ContentUnavailable`.
-        ``deadline``: when the reader's own window ends (a challenge must be made before it)."""
+        ``deadline``: when the reader's own window ends (a challenge must be made before it). An item
+        published on chain (challenged before, and answered) is read from there first: the source that
+        failed us once is not asked again."""
+        if self.protocol.market.is_published(job_id, item):
+            published = self.published(job_id, item, cid, expect_hash)
+            if published is not None:
+                return published
         try:
-            data = self.store.get(cid, limit)
+            data = self._get(job_id, item, cid, limit)
             if expect_hash is None or _state_hash(data) == expect_hash:
                 return data
             problem = f"{what} {cid} does not hash to its committed state hash"

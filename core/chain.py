@@ -85,6 +85,8 @@ _GAS_HEADROOM_NUM, _GAS_HEADROOM_DEN = 6, 5
 _GAS_MARGIN = 200_000  # a sum-tree path of ~10 levels
 #: A replacement must raise both fee fields by at least 10% (geth's and anvil's pool rule): 12.5%.
 _REPRICE_NUM, _REPRICE_DEN = 9, 8
+#: Seconds between checks that a transaction we wait for is still known to the node (else it is sent again).
+DROP_CHECK_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -279,6 +281,37 @@ class _NonceCache:
                 del cls._next[key]
 
 
+class DeadlineSession(requests.Session):
+    """A requests session whose every response must arrive whole within ``deadline_s`` seconds of the
+    request. requests' own timeout bounds each read, not the response: a node (or a proxy) that answers
+    and then drips a byte now and then would hold a call, and the daemon behind it, for ever. Past the
+    deadline the call raises ``requests.Timeout``: transient, retried with backoff, then abandoned."""
+
+    def __init__(self, deadline_s: float) -> None:
+        super().__init__()
+        self.deadline_s = deadline_s
+
+    def request(self, method: str | bytes, url: str | bytes, *args: Any, **kwargs: Any) -> requests.Response:
+        started = time.monotonic()
+        kwargs["stream"] = True
+        response = super().request(method if isinstance(method, str) else method.decode(), url if isinstance(url, str) else url.decode(), *args, **kwargs)
+        chunks: list[bytes] = []
+        try:
+            while True:
+                if time.monotonic() - started > self.deadline_s:
+                    raise requests.Timeout(f"no whole response from {redact_url(str(url))} within {self.deadline_s:.0f} s")
+                chunk = response.raw.read1(1 << 16, decode_content=True)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+        except BaseException:
+            response.close()
+            raise
+        response._content = b"".join(chunks)
+        response._content_consumed = True
+        return response
+
+
 class ChainClient:
     """One JSON-RPC endpoint. Thread-safe; share one per process and endpoint."""
 
@@ -292,7 +325,7 @@ class ChainClient:
         receipt_timeout: float = 120.0,
         reprice_after: float = 30.0,
     ) -> None:
-        provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, exception_retry_configuration=None)
+        provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, session=DeadlineSession(timeout), exception_retry_configuration=None)
         self.rpc_url = rpc_url  # may hold a credential: never in a message, ``endpoint`` is shown instead
         self.endpoint = redact_url(rpc_url)
         self.w3 = Web3(provider)
@@ -469,8 +502,8 @@ class ChainClient:
         tx["gas"] = gas
         tx.update(self._fees(block))
         journal: SendJournal | None = getattr(self._local, "journal", None)
-        tx_hash = self._sign_and_broadcast(signer, tx, what, journal)
-        tx_hash, raw = self._wait_repricing(signer, tx, tx_hash, what, journal)
+        tx_hash, signed = self._sign_and_broadcast(signer, tx, what, journal)
+        tx_hash, raw = self._wait_repricing(signer, tx, tx_hash, signed, what, journal)
         receipt = _receipt(tx_hash, raw)
         if receipt.status != 1:
             raise self._failure(tx, receipt)
@@ -503,7 +536,7 @@ class ChainClient:
         """Forget cached nonces for this endpoint (after an ``evm_revert``, say)."""
         _NonceCache.forget(self.rpc_url)
 
-    def _sign_and_broadcast(self, signer: Signer, tx: dict[str, Any], what: str, journal: SendJournal | None) -> TxHash:
+    def _sign_and_broadcast(self, signer: Signer, tx: dict[str, Any], what: str, journal: SendJournal | None) -> tuple[TxHash, bytes]:
         key = self._nonce_key(signer.address)
         sender = to_checksum_address(signer.address)
         with _NonceCache.lock(key):
@@ -512,7 +545,7 @@ class ChainClient:
             tx["nonce"] = _NonceCache.choose(key, pending, latest)
             tx.pop("from", None)
             try:
-                tx_hash = self._sign_and_send(signer, tx, journal)
+                tx_hash, raw = self._sign_and_send(signer, tx, journal)
             except Web3RPCError as exc:
                 _NonceCache.forget(self.rpc_url)
                 self._raise_if_no_gas(exc, signer.address, what)
@@ -522,16 +555,18 @@ class ChainClient:
                 raise
             _NonceCache.advance(key, tx["nonce"])
         log.debug("transaction sent", extra={"what": what, "tx": tx_hash, "nonce": tx["nonce"]})
-        return tx_hash
+        return tx_hash, raw
 
-    def _sign_and_send(self, signer: Signer, tx: Mapping[str, Any], journal: SendJournal | None) -> TxHash:
-        """Sign ``tx`` (nonce and fees set), journal its hash, broadcast it; the node's refusal is raised."""
+    def _sign_and_send(self, signer: Signer, tx: Mapping[str, Any], journal: SendJournal | None) -> tuple[TxHash, bytes]:
+        """Sign ``tx`` (nonce and fees set), journal its hash, broadcast it; the node's refusal is raised.
+        Returns the hash and the signed bytes (sent again as they are if the chain drops them)."""
         signed = signer.sign_transaction(tx)
         tx_hash = TxHash("0x" + bytes(signed.hash).hex())
         if journal is not None:
             journal.signed(tx_hash, tx["nonce"])
-        self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed.raw_transaction, tx_hash))
-        return tx_hash
+        raw = bytes(signed.raw_transaction)
+        self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(raw, tx_hash))
+        return tx_hash, raw
 
     def _broadcast(self, raw: bytes, tx_hash: TxHash) -> None:
         """Send signed bytes; resending the same bytes after a lost response is harmless."""
@@ -547,15 +582,20 @@ class ChainClient:
                     pass
             raise
 
-    def _wait_repricing(self, signer: Signer, tx: dict[str, Any], tx_hash: TxHash, what: str, journal: SendJournal | None) -> tuple[TxHash, Mapping[str, Any]]:
+    def _wait_repricing(
+        self, signer: Signer, tx: dict[str, Any], tx_hash: TxHash, raw_tx: bytes, what: str, journal: SendJournal | None
+    ) -> tuple[TxHash, Mapping[str, Any]]:
         """The receipt of whichever version of ``tx`` (signed, nonce set) is mined, and its hash. A
         version still pending after :attr:`reprice_after` seconds is replaced: the same nonce with both
         fee fields 12.5% higher and at least what the latest block asks (2 x base fee + tip), journaled
         before broadcast like the first. A replacement the node refuses (underpriced, or the nonce
-        already used by a mined version) changes nothing: the wait goes on for every version."""
+        already used by a mined version) changes nothing: the wait goes on for every version. A transaction
+        the node no longer knows is sent again at once (:meth:`_send_again_if_dropped`)."""
         versions = [tx_hash]
+        signed = {tx_hash: raw_tx}
         deadline = time.monotonic() + self.receipt_timeout
         reprice_at = time.monotonic() + self.reprice_after
+        known_at = time.monotonic() + DROP_CHECK_S
         while True:
             for version in reversed(versions):
                 raw = self.with_retry("eth_getTransactionReceipt", lambda: self._receipt_or_none(version))
@@ -564,20 +604,49 @@ class ChainClient:
             now = time.monotonic()
             if now >= deadline:
                 raise ChainError(f"{what}: no receipt for {versions[-1]} within {self.receipt_timeout:.0f}s")
+            if now >= known_at:
+                known_at = now + DROP_CHECK_S
+                if self._send_again_if_dropped(versions, signed, what):
+                    reprice_at = now
             if now >= reprice_at:
                 reprice_at = now + self.reprice_after
                 tx.update(self._repriced(tx))
                 try:
-                    replacement = self._sign_and_send(signer, tx, journal)
+                    replacement, replacement_raw = self._sign_and_send(signer, tx, journal)
                 except Web3RPCError as exc:
                     log.debug("replacement refused", extra={"what": what, "nonce": tx["nonce"], "error": exc.message or str(exc)})
                 else:
+                    signed[replacement] = replacement_raw
                     versions.append(replacement)
                     log.info(
                         "transaction re-priced",
                         extra={"what": what, "tx": replacement, "replaces": versions[-2], "nonce": tx["nonce"], "max_fee": tx["maxFeePerGas"]},
                     )
             time.sleep(0.1)
+
+    def _send_again_if_dropped(self, versions: Sequence[TxHash], signed: Mapping[TxHash, bytes], what: str) -> bool:
+        """A transaction no version of which the node knows any more (a reorg took its block, the pool
+        dropped it) is broadcast again at once, the same signed bytes: not after the re-price delay.
+        Returns whether it must be re-priced now (the node refuses those bytes at their fees). If its nonce
+        was used meanwhile ("nonce too low"), it can never be mined: raised, so that the daemon decides
+        again on a fresh view."""
+        for version in versions:
+            try:
+                self.w3.eth.get_transaction(version)  # type: ignore[arg-type]
+                return False  # pending (or mined): the receipt comes
+            except TransactionNotFound:
+                continue
+        last = versions[-1]
+        log.warning("transaction dropped from the chain (reorg or pool): sending it again now", extra={"what": what, "tx": last})
+        try:
+            self.with_retry("eth_sendRawTransaction", lambda: self._broadcast(signed[last], last))
+        except Web3RPCError as exc:
+            message = exc.message or str(exc)
+            if "nonce too low" in message.lower():
+                raise ChainError(f"{what}: transaction {last} was dropped and its nonce used since: {message}") from None
+            log.debug("dropped transaction refused again, re-pricing", extra={"what": what, "error": message})
+            return True
+        return False
 
     def _receipt_or_none(self, tx_hash: TxHash) -> Mapping[str, Any] | None:
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,9 +46,11 @@ class LocalDb:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self._conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            # one connection shared by the daemon's loop and its workers (core.agent.Workers), one statement or transaction at a time
+            self._conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False)
         except sqlite3.Error as exc:
             raise LocalDbError(f"cannot open state file {path}: {exc}") from exc
+        self._lock = threading.RLock()
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -73,29 +76,34 @@ class LocalDb:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back if the body raises."""
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self._conn
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        self._conn.execute("COMMIT")
+        """``BEGIN IMMEDIATE`` ... ``COMMIT``; rolled back if the body raises. Other threads wait for it."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
 
     def query(self, sql: str, params: Sequence[object] = ()) -> list[sqlite3.Row]:
         """Run a read and return every row."""
-        return self._conn.execute(sql, params).fetchall()
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
 
     def query_one(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Row | None:
         """Run a read and return its first row, or None."""
-        return self._conn.execute(sql, params).fetchone()
+        with self._lock:
+            return self._conn.execute(sql, params).fetchone()
 
     def execute(self, sql: str, params: Sequence[object] = ()) -> None:
         """Run one write in its own transaction (autocommit)."""
-        self._conn.execute(sql, params)
+        with self._lock:
+            self._conn.execute(sql, params)
 
     def close(self) -> None:
-        self._conn.close()
+        with self._lock:
+            self._conn.close()
 
     def __enter__(self) -> LocalDb:
         return self

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from core.address_book import AddressBook
-from core.agent import Agent, Loader, LoopSettings, Policy, Responder, StopFlag, TickReport
+from core.agent import Agent, Loader, LoopSettings, Policy, Responder, StopFlag, TickReport, Work
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
 from core.contracts import Protocol
@@ -86,11 +86,14 @@ def build(
     *,
     loop: LoopSettings = LoopSettings(),
     journaled: tuple[type, ...] = (),
+    work: Callable[[V, A], Work | None] | None = None,
+    lanes: Mapping[str, int] | None = None,
 ) -> RoleDaemon[V, A]:
     """The daemon of ``role`` for ``signer``: its records (``records`` opens them at the account's state
     directory), then its loader, policy and responder (``parts``) around the agent loop, which records a
     heartbeat each tick. The loader reads at ``loop.confirmations`` blocks deep, and the ``journaled``
-    actions (one contract call each) are never sent twice (:mod:`rolebase.sent`)."""
+    actions (one contract call each) are never sent twice (:mod:`rolebase.sent`). ``work`` names the long
+    actions, which run on workers of ``lanes`` while the loop goes on (:class:`core.agent.Workers`)."""
     protocol = connect(settings, signer)
     db = records(state_dir(settings.data_dir, role, signer.address) / "state.sqlite")
     wiring = Wiring(protocol, StopFlag(), MarketWatcher(protocol.market, protocol.book.deploy_block), signer.address)
@@ -98,6 +101,14 @@ def build(
     client, head = protocol.client, ReadHead()
     confirmed = Confirmed(loader, client, loop.confirmations, head)
     agent = Agent(
-        role, confirmed, policy, Journal(responder, client, db, journaled, head), settings=loop, stop=wiring.stop, heartbeat=heartbeat_to(db.db, signer.address)
+        role,
+        confirmed,
+        policy,
+        Journal(responder, client, db, journaled, head),
+        settings=loop,
+        stop=wiring.stop,
+        heartbeat=heartbeat_to(db.db, signer.address),
+        work=work,
+        lanes=lanes,
     )
     return RoleDaemon(agent, db)

@@ -29,6 +29,7 @@ from solver.adversary import (
 )
 from solver.loader import SolverLoader
 from solver.policy import (
+    LANES,
     Advertise,
     AssignVerifier,
     Claim,
@@ -40,6 +41,7 @@ from solver.policy import (
     SolverPolicy,
     SolverView,
     TimeoutVerifier,
+    work,
 )
 from solver.responder import SolverResponder
 from solver.state import SolverDb
@@ -97,7 +99,9 @@ def build(
 
     def parts(w: Wiring, db: SolverDb) -> tuple[SolverLoader, SolverPolicy, Responder[SolverAction]]:
         home = state_dir(settings.data_dir, signer.address)
-        judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", w.protocol.client.block_gas_limit, rt=rt)
+        judge = SpecJudge(
+            store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", w.protocol.client.block_gas_limit, rt=rt, background=True
+        )
         if cheat is None or cheat in _HONEST_TRACE_CHEATS:
             job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, disk_budget=config.disk_budget)
         else:
@@ -116,4 +120,4 @@ def build(
         loader = SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits, rt), wanted)
         return loader, SolverPolicy(config), performers.get(cheat or "", responder)
 
-    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, journaled=JOURNALED)
+    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, journaled=JOURNALED, work=work, lanes=LANES)

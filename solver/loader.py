@@ -20,6 +20,7 @@ from collections.abc import Callable
 from core.chain import Address
 from core.cid import Cid, digest_to_cid
 from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
+from rolebase.events import JOB_REFUSED
 from rolebase.watchers import MarketWatcher
 from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window, same_offer
 from solver.retention import draw_checkpoints, fits_budget
@@ -152,7 +153,7 @@ class SolverLoader:
             check = fits_budget(check, self.config.disk_budget, params.probe_count, params.availability_window)
         if not check.runnable and check.final:
             self.db.refuse(self.judge.deployment, job_id, spec_cid, check.reason)
-            log.warning("job refused: it cannot be run here", extra={"job": job_id, "spec": spec_cid, "reason": check.reason})
+            log.warning(JOB_REFUSED, extra={"job": job_id, "spec": spec_cid, "reason": check.reason})
         return check
 
     def _regenerate(self, job_id: JobId, job: Job) -> tuple[int, ...]:

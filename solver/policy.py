@@ -29,6 +29,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.agent import Work
 from core.chain import Address
 from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action, next_turn
@@ -349,3 +350,29 @@ class SolverPolicy:
 
     def _claimable(self, view: SolverView, job: OpenJob) -> bool:
         return job.spec.runnable and job.reward >= self.config.min_reward and view.now + self.config.commit_margin_s < job.expires_at
+
+
+#: Workers per lane (core.agent.Workers): jobs train one at a time (the claim rule counts the training
+#: already owed, one job after another), and the duties of committed jobs (an availability answer, a
+#: dispute move, a regeneration) keep lanes of their own, so no training ever holds them.
+LANES = {"train": 1, "upload": 1, "regenerate": 1, "duty": 2}
+
+
+def work(view: SolverView, action: SolverAction) -> Work | None:
+    """How the loop runs ``action``: on a worker (training, upload, regeneration, and the duties that
+    compute: an availability answer may regenerate a checkpoint, a midpoint is recomputed), or in the
+    loop (None: a transaction alone)."""
+    held = {j.job_id: j for j in view.held_jobs}
+    match action:
+        case Train(job_id, deadline):
+            job = held.get(job_id)
+            return Work("train", due_in_s=deadline - view.now, needs_s=job.train_s if job is not None else 0.0)
+        case Upload():
+            return Work("upload")
+        case Regenerate(job_id):
+            job = held.get(job_id)
+            return Work("regenerate", due_in_s=None if job is None else job.deadline - view.now)
+        case AnswerAvailability(job_id) | PostMidpoint(job_id):
+            job = held.get(job_id)
+            return Work("duty", due_in_s=None if job is None else job.deadline - view.now)
+    return None

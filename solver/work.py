@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Committed, Committer, Runtime, Trace, Trainer, held_out_loss, model_held_out_loss, segment_loss
 from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
-from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
+from rolebase.events import SPEC_JUDGED, TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
 from solver.files import read_bounded, write_durable
@@ -125,8 +126,14 @@ class SpecJudge:
         *,
         rt: Runtime = Runtime(),
         clock: Callable[[], float] = time.time,
+        background: bool = False,
     ) -> None:
+        """``background``: judge on a thread of its own, one spec at a time, and answer "being judged" until
+        the verdict is in the records (the daemon: a spec whose fetch stalls, or a long dry run, never holds
+        its loop); else judge in the call (tests, ``submit post --dry-run``)."""
         self.store = store
+        self.background = background
+        self._judging: threading.Thread | None = None
         self.block_gas_limit = block_gas_limit
         self.db = db
         self.limits = limits
@@ -145,9 +152,23 @@ class SpecJudge:
         cached = self.db.spec_verdict(self.deployment, cid)
         if cached is not None and (cached.check.final or self.clock() < cached.retry_at):
             return cached.check
-        if self._budget <= 0:
+        if self._budget <= 0 or (self._judging is not None and self._judging.is_alive()):
             return SpecCheck(False, "not judged yet", final=False)  # next tick
         self._budget -= 1
+        if self.background:
+            self._judging = threading.Thread(target=self._verdict_logged, args=(cid, cached), name=f"judge {cid}", daemon=True)
+            self._judging.start()
+            return SpecCheck(False, "being judged", final=False)
+        return self._verdict(cid, cached)
+
+    def _verdict_logged(self, cid: Cid, cached: SpecVerdict | None) -> None:
+        try:
+            self._verdict(cid, cached)
+        except Exception as exc:  # noqa: BLE001 - a transient RPC error, say: judged again at a later tick
+            log.warning("spec judgement failed, judged again later", extra={"spec": cid, "error": f"{type(exc).__name__}: {exc}"})
+
+    def _verdict(self, cid: Cid, cached: SpecVerdict | None) -> SpecCheck:
+        """Judge the spec now and record the verdict (not our store's trouble: that says nothing of it)."""
         try:
             check = self._judge(cid)
         except StoreUnavailable as exc:  # our store's trouble says nothing about the spec: not recorded
@@ -155,7 +176,7 @@ class SpecJudge:
         retry_s = 0.0 if check.final else min(RETRY_MAX_S, 2 * cached.retry_s if cached is not None and cached.retry_s else RETRY_FIRST_S)
         self.db.set_spec_verdict(self.deployment, cid, SpecVerdict(check, retry_s, self.clock() + retry_s))
         if cached is None or cached.check.reason != check.reason:  # once per spec (and when the reason changes)
-            log.info("job spec judged", extra={"spec": cid, "runnable": check.runnable, "reason": check.reason, "train_s": round(check.train_s, 1)})
+            log.info(SPEC_JUDGED, extra={"spec": cid, "runnable": check.runnable, "reason": check.reason, "train_s": round(check.train_s, 1)})
         return check
 
     def _judge(self, cid: Cid) -> SpecCheck:

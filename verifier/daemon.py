@@ -15,14 +15,27 @@ from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
-from verifier.policy import AssignVerifier, CommitForcedSeed, Finalize, Report, Timeout, VerifierAction, VerifierConfig, VerifierPolicy, VerifierView
+from verifier.policy import (
+    LANES,
+    AssignVerifier,
+    ChallengeStalled,
+    CommitForcedSeed,
+    Finalize,
+    Report,
+    Timeout,
+    VerifierAction,
+    VerifierConfig,
+    VerifierPolicy,
+    VerifierView,
+    work,
+)
 from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
 
 VerifierDaemon = RoleDaemon[VerifierView, VerifierAction]
 
 #: The actions never sent twice (``rolebase.sent.Journal``): each one contract call (a stake: approve, then the stake call).
-JOURNALED = (Stake, CommitForcedSeed, Report, AssignVerifier, Finalize, Timeout)
+JOURNALED = (Stake, CommitForcedSeed, Report, ChallengeStalled, AssignVerifier, Finalize, Timeout)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:
@@ -46,7 +59,8 @@ def build(
     def parts(w: Wiring, db: VerifierDb) -> tuple[VerifierLoader, VerifierPolicy, VerifierResponder]:
         db.salt_secret()  # made on first start, kept for good
         replayer = replayer_class(w.protocol, store, w.watcher, rt=rt)
-        responder = VerifierResponder(w.protocol, db, trace_verifier_class(w.protocol, store, w.stop, rt=rt), replayer, w.me)
-        return VerifierLoader(w.protocol, w.watcher, db, w.me), VerifierPolicy(config), responder
+        trace_verifier = trace_verifier_class(w.protocol, store, w.stop, rt=rt)
+        responder = VerifierResponder(w.protocol, db, trace_verifier, replayer, w.me)
+        return VerifierLoader(w.protocol, w.watcher, db, w.me, trace_verifier.availability.fetching), VerifierPolicy(config), responder
 
-    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, journaled=JOURNALED)
+    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, journaled=JOURNALED, work=work, lanes=LANES)

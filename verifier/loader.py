@@ -14,10 +14,12 @@ decided here, with the secret from the records, and travels in the view only as 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from core.availability import Fetching
 from core.chain import Address
-from core.contracts import AvailabilityCourt, Ballot, Bytes32, GameParams, GameStatus, JobMarket, JobState, MarketParams, Protocol, Role, TokenAmount
+from core.contracts import AvailabilityCourt, Ballot, Bytes32, GameParams, GameStatus, JobId, JobMarket, JobState, MarketParams, Protocol, Role, TokenAmount
 from proofs.probes import is_forced
 from rolebase.court import CourtWatcher
 from rolebase.watchers import GameWatcher, MarketWatcher
@@ -74,7 +76,11 @@ class DrawIndex:
 
 
 class VerifierLoader:
-    def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: VerifierDb, me: Address) -> None:
+    def __init__(
+        self, protocol: Protocol, watcher: MarketWatcher, db: VerifierDb, me: Address, fetching: Callable[[JobId], Fetching | None] = lambda _: None
+    ) -> None:
+        """``fetching``: what the replay worker is fetching for a job (``core.availability.Availability.fetching``)."""
+        self.fetching = fetching
         self.protocol = protocol
         self.watcher = watcher
         self.games = GameWatcher(protocol.game)
@@ -126,7 +132,7 @@ class VerifierLoader:
                         and record.draw is not None
                         and (record.draw.assign_seed, record.draw.forced_commitment) == (draw.assign_seed, draw.forced_commitment)
                     )
-                    assignments.append(Assignment(job_id, job.deadline, record.phase if record and same else Phase.ASSIGNED, draw))
+                    assignments.append(Assignment(job_id, job.deadline, record.phase if record and same else Phase.ASSIGNED, draw, self.fetching(job_id)))
                 elif (
                     job.state is JobState.DISPUTED
                     and job.challenger == self.me

@@ -29,9 +29,12 @@ purpose), and defended otherwise: each midpoint is the true state, as the solver
 from __future__ import annotations
 
 import enum
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.agent import Work
+from core.availability import FETCH_DEADLINE_MARGIN_S, FETCH_STALL_S, Fetching
 from core.chain import Address
 from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
@@ -79,6 +82,7 @@ class Assignment:
     deadline: int
     phase: Phase
     draw: Draw = Draw(ZERO32)
+    fetching: Fetching | None = None  # what our replay worker is fetching for it, and for how long
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,15 @@ class Report:
 
 
 @dataclass(frozen=True)
+class ChallengeStalled:
+    """Challenge the availability of ``item``, whose fetch has stalled (or still runs near our deadline):
+    decided by the loop, whatever the fetch does, so the report clock stops in time."""
+
+    job_id: JobId
+    item: int
+
+
+@dataclass(frozen=True)
 class AssignVerifier:
     job_id: JobId
 
@@ -215,8 +228,8 @@ class ForgetForcedSecret:
 
 
 VerifierAction = (
-    Stake | CommitForcedSeed | ForgetForcedSecret | Replay | Report | AssignVerifier | Finalize | Timeout | Forget | OpenGame | GameMove
-    | ConcedeForced | CourtMove
+    Stake | CommitForcedSeed | ForgetForcedSecret | Replay | Report | ChallengeStalled | AssignVerifier | Finalize | Timeout | Forget
+    | OpenGame | GameMove | ConcedeForced | CourtMove
 )  # fmt: skip
 
 #: Where ``concedeForced`` is accepted (else the contract reverts ``NotConcedable``).
@@ -245,7 +258,9 @@ class VerifierPolicy:
         for a in sorted(view.assignments, key=lambda a: a.deadline):  # nearest deadline first
             if view.now >= a.deadline:
                 continue  # missed; our bond pays for it
-            if a.phase is Phase.ASSIGNED:
+            if a.phase is Phase.ASSIGNED and a.fetching is not None and stalled(a.fetching, a.deadline - view.now):
+                actions.append(ChallengeStalled(a.job_id, a.fetching.item))
+            elif a.phase is Phase.ASSIGNED:
                 actions.append(Replay(a.job_id, a.deadline, a.draw))
             else:  # REPLAYED, or REPORTED in our records while the chain still says VERIFYING: it rules
                 actions.append(Report(a.job_id))
@@ -313,15 +328,16 @@ class VerifierPolicy:
 
     def _duty(self, view: VerifierView, job: MarketJob) -> AssignVerifier | Finalize | Timeout | None:
         grace = self.config.duty_grace_s
+        turn = stagger(view.me, job.job_id, self.config.own_grace_s)  # verifiers that wait alike do not send alike
         if job.state is JobState.COMMITTED:
             # a draw we may win (not as the job's solver or submitter: they are excluded)
             pays = view.staked >= view.min_stake and view.me not in (job.solver, job.submitter)
             wait = self.config.own_grace_s if pays else grace
-            if _overdue_blocks(view.block, job.ready_block, wait):
+            if _overdue_blocks(view.block, job.ready_block, wait + turn):
                 return AssignVerifier(job.job_id)
             return None
         if job.state is JobState.VERIFIED:
-            wait = self.config.own_grace_s if job.verifier == view.me else grace
+            wait = self.config.own_grace_s if job.verifier == view.me else grace + turn
             if view.now > job.deadline + wait:  # the contract wants now > deadline
                 return Finalize(job.job_id)
             return None
@@ -335,6 +351,13 @@ class VerifierPolicy:
         if view.now > job.deadline + grace:
             return Timeout(job.job_id, kind)
         return None
+
+
+def stalled(fetching: Fetching, left_s: float) -> bool:
+    """Whether a fetch our replay waits for is to be given up and its item challenged: it has run
+    :data:`~core.availability.FETCH_STALL_S`, or it still runs with our deadline
+    :data:`~core.availability.FETCH_DEADLINE_MARGIN_S` away."""
+    return fetching.seconds >= FETCH_STALL_S or left_s <= FETCH_DEADLINE_MARGIN_S
 
 
 def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
@@ -361,6 +384,34 @@ def _own(view: VerifierView, move: CourtMove) -> bool:
     return any(c.case_id == move.case_id and c.case.challenger == view.me for c in view.cases)
 
 
+def stagger(me: Address, job_id: JobId, spread_s: int) -> int:
+    """This verifier's own extra wait, 0 to ``2 * spread_s - 1`` seconds, for a call any verifier may make on
+    ``job_id`` (a hash of its address and the job): verifiers that see a call come due at once make it
+    seconds apart, and the later one's gas estimate, against the pending block, sees the first and
+    sends nothing (two in one block: one reverted)."""
+    return int.from_bytes(hashlib.sha256(f"{me.lower()}:{job_id}".encode()).digest()[:4], "big") % max(1, 2 * spread_s)
+
+
 def _overdue_blocks(block: int, ready_block: int, grace_s: int) -> bool:
     """Blocks stand in for seconds here (at most one block per second on the chains we target)."""
     return block >= ready_block + grace_s
+
+
+#: Workers per lane (core.agent.Workers): one replay at a time, and two workers for the dispute moves
+#: that compute (an opening, a midpoint answered or posted, a referee's step), so a replay never holds them.
+LANES = {"replay": 1, "duty": 2}
+
+
+def work(view: VerifierView, action: VerifierAction) -> Work | None:
+    """How the loop runs ``action``: a replay and the game moves that recompute a state on workers,
+    every transaction alone in the loop (None). A replay's group is its job: the same job drawn again,
+    or its deadline moved by an availability challenge, supersedes a replay stuck on a fetch."""
+    match action:
+        case Replay(job_id, deadline):
+            return Work("replay", group=f"replay:{job_id}", due_in_s=deadline - view.now)
+        case OpenGame(job_id):
+            opening = next((o for o in view.openings if o.job_id == job_id), None)
+            return Work("duty", due_in_s=None if opening is None else opening.open_deadline - view.now)
+        case GameMove(_, Action.POST_MIDPOINT | Action.ANSWER_MIDPOINT | Action.COMMIT_VOTE):
+            return Work("duty")
+    return None

@@ -28,6 +28,7 @@ from rolebase.events import REPLAY_DONE
 from verifier.policy import (
     CONCEDABLE,
     AssignVerifier,
+    ChallengeStalled,
     CommitForcedSeed,
     ConcedeForced,
     Finalize,
@@ -87,6 +88,10 @@ class VerifierResponder:
                     REPLAY_DONE,
                     extra={"job": job_id, "passed": verdict.passed, "segments": verdict.summary, "report": verdict.report_cid},
                 )
+            case ChallengeStalled(job_id, item):
+                fetching = self.trace_verifier.availability.fetching(job_id)
+                took = f"{fetching.seconds:.0f} s" if fetching is not None else "too long"
+                challenge(p, self.me, ContentUnavailable(job_id, item, f"item {item} still fetching after {took}"))
             case Report(job_id):
                 record = self.db.assignment(job_id)
                 if record is None or record.passed is None or record.report_cid is None or record.draw is None or record.probes is None:

@@ -44,7 +44,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -52,6 +52,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from core.agent import DEADLINE_AT_RISK
 from core.chain import Address
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
 from core.errors import VeritrainError
@@ -60,7 +61,7 @@ from proofs.adversary import ALL_STRATEGIES, inapplicable
 from proofs.spec import JobSpec, load_spec
 from rolebase.amounts import show_tokens
 from rolebase.cli import console, err_console
-from rolebase.events import REPLAY_DONE
+from rolebase.events import JOB_REFUSED, REPLAY_DONE, SPEC_JUDGED
 from submitter import service
 from submitter.curve import draw_curve, job_curve
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model, sample_text
@@ -73,6 +74,12 @@ __all__ = ["demo", "run_demo", "game_timeline"]
 #: ``--lazy-verifier``: a whistleblower must fetch the report, replay its probes and segments and
 #: open its game inside the challenge window; 8 s is too tight for that on two busy cores.
 LAZY_MARKET = {"challengeWindow": 30}
+
+#: The demo's chain: an honest job must end FINALIZED on a slow, busy machine too, so the windows the
+#: parties' speed decides are roomy (a report ends its window early: room costs nothing when all goes
+#: well), and a job whose commit window the solver finds too short for its measured speed is posted
+#: again with one sized from that speed (:func:`_window_for`), up to ``maxCommitWindow``.
+DEMO_MARKET = {"maxCommitWindow": 3600, "reportWindow": 600}
 
 #: The dispute game's events, in the order a game plays them.
 GAME_EVENTS = (
@@ -221,7 +228,7 @@ def run_demo(
         if cheat is not None and (misfit := inapplicable(cheat, _posted_spec(job))) is not None:
             raise VeritrainError(f"--cheat {cheat} on --job {job_name}: {misfit}")
         cast = _cast(cheat, lazy_verifier)
-        params = local_params(LAZY_MARKET if lazy_verifier else None)
+        params = local_params({**DEMO_MARKET, **(LAZY_MARKET if lazy_verifier else {})})
         local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params))  # a block a second
         net = local.net
         console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}, blocks of {net.client.block_gas_limit():,} gas), contracts deployed")
@@ -260,6 +267,7 @@ def run_demo(
             console.print(f"the model before training writes: [italic]{escape(repr(before_text))}[/]")
 
         seen: set[tuple[str, int]] = set()
+        told: set[tuple[str, str]] = set()
         state = JobState.OPEN
 
         def show_new() -> list[TimelineEntry]:
@@ -280,6 +288,13 @@ def run_demo(
                         start(member)
             if state.final:
                 break
+            if state is JobState.OPEN:
+                window = _tell_refusals(daemons, posted.job_id, told, DEMO_MARKET["maxCommitWindow"])
+                if window is not None and window > job.commit_window:  # the solver is slower than the window: post again, roomier
+                    service.cancel_job(protocol, posted.job_id)
+                    job = replace(job, commit_window=window)
+                    posted = service.post_job(protocol, store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window)
+                    console.print(f"posted again as job [bold]{posted.job_id}[/] with a commit window of {window} s, sized from the solver's measured speed")
             local.check_running()
             if time.monotonic() - t_post > timeout_s:
                 raise VeritrainError(f"job {posted.job_id} not final after {timeout_s:.0f}s (state {state.name})")
@@ -319,6 +334,53 @@ def run_demo(
     figures["timing"]["wall_s"] = round(time.monotonic() - t_start, 1)
     console.print(f"all processes stopped; total wall time {figures['timing']['wall_s']} s")
     return figures
+
+
+def _window_for(train_s: float) -> int:
+    """A commit window for a job a solver estimates at ``train_s`` seconds here: twice that and a minute."""
+    return int(2 * train_s) + 60
+
+
+def _tell_refusals(daemons: Mapping[str, RoleProcess], job_id: int, told: set[tuple[str, str]], max_window: int) -> int | None:
+    """Print once each party's one-line reason for refusing ``job_id`` (or for a deadline it sees at risk);
+    return a commit window sized from the solver's measured speed if it refused the job's window and
+    one up to ``max_window`` would do (else None)."""
+    window: int | None = None
+    for label, process in daemons.items():
+        judged: dict[str, float] = {}
+        for entry in _json_lines(process.log_path):
+            if entry.get("msg") == SPEC_JUDGED and isinstance(entry.get("train_s"), (int, float)):
+                judged[str(entry.get("spec"))] = float(entry["train_s"])
+            refused = entry.get("msg") == JOB_REFUSED and entry.get("job") == job_id
+            at_risk = entry.get("msg") == DEADLINE_AT_RISK and str(entry.get("work", "")).split(":")[1:2] == [str(job_id)]
+            if not (refused or at_risk):
+                continue
+            reason = str(entry.get("reason") or f"{entry.get('work')} due in {entry.get('due_in_s')} s, needs {entry.get('needs_s')} s")
+            if (label, reason) not in told:
+                told.add((label, reason))
+                console.print(
+                    f"[yellow]{label} refuses job {job_id}: {escape(reason)}[/]"
+                    if entry["msg"] == JOB_REFUSED
+                    else f"[yellow]{label}: {escape(entry['msg'])}: {escape(reason)}[/]"
+                )
+            train_s = judged.get(str(entry.get("spec")))
+            if entry["msg"] == JOB_REFUSED and "commit window" in reason and train_s is not None and _window_for(train_s) <= max_window:
+                window = _window_for(train_s)
+    return window
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    """The JSON log lines of a daemon (``--log-json``) so far; a line still being written is skipped."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        if line.startswith("{"):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+    return out
 
 
 def _dispute_figures(protocol: Protocol, job_id: JobId, timeline: Sequence[TimelineEntry], names: Mapping[str, str]) -> dict[str, Any]:

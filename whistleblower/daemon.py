@@ -18,7 +18,7 @@ from rolebase.dispute import DisputeReplayer
 from rolebase.events import JACKPOT_INCOME
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
-from whistleblower.policy import WhistleblowerAction, WhistleblowerConfig, WhistleblowerPolicy, WhistleblowerView, expected_jackpot_per_audit
+from whistleblower.policy import LANES, WhistleblowerAction, WhistleblowerConfig, WhistleblowerPolicy, WhistleblowerView, expected_jackpot_per_audit, work
 from whistleblower.responder import WhistleblowerResponder
 from whistleblower.state import WhistleblowerDb
 
@@ -60,4 +60,4 @@ def build(
         auditor = Auditor(w.protocol, store, replayer, w.stop, db.secret(), config.budget_steps)
         return loader, WhistleblowerPolicy(config), WhistleblowerResponder(w.protocol, db, auditor, replayer, loader, w.me)
 
-    return build_daemon("whistleblower", settings, signer, WhistleblowerDb, parts, loop=loop)
+    return build_daemon("whistleblower", settings, signer, WhistleblowerDb, parts, loop=loop, work=work, lanes=LANES)

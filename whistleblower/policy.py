@@ -39,9 +39,10 @@ from dataclasses import dataclass
 
 from eth_utils import keccak
 
+from core.agent import Work
 from core.chain import Address
 from core.contracts import Game, GameId, GameParams, JobId, TokenAmount
-from core.dispute import Actor, party_move
+from core.dispute import Action, Actor, party_move
 from core.probe import Bytes32, Probe
 from proofs.merkle import hex32, to_bytes32
 from rolebase.actions import Forget, GameMove, Stake, stake_needed
@@ -313,3 +314,22 @@ class WhistleblowerPolicy:
         if not committee_seatable(report.referees, needed):
             return HoldChallenge(report.job_id, report.report_cid, report.referees, needed)
         return Challenge(report.job_id, report.report_cid, pending[0])
+
+
+#: Workers per lane (core.agent.Workers): one audit at a time, and two workers for the challenges and
+#: moves that recompute a state (an opening, an answer), so that an audit never holds a game of ours.
+LANES = {"audit": 1, "duty": 2}
+
+
+def work(view: WhistleblowerView, action: WhistleblowerAction) -> Work | None:
+    """How the loop runs ``action``: an audit, a challenge (its opening replays) and an answer at a
+    midpoint on workers; every other transaction alone in the loop (None)."""
+    windows = {r.job_id: r.window_end for r in view.reports}
+    match action:
+        case Audit(job_id):
+            return Work("audit", group=f"audit:{job_id}", due_in_s=windows[job_id] - view.now if job_id in windows else None)
+        case Challenge(job_id):
+            return Work("duty", due_in_s=windows[job_id] - view.now if job_id in windows else None)
+        case GameMove(_, Action.ANSWER_MIDPOINT):
+            return Work("duty")
+    return None

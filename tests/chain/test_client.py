@@ -279,3 +279,83 @@ def test_signer_from_env_and_keystore(tmp_path: Path) -> None:
     (tmp_path / "junk.json").write_text("{}")
     with pytest.raises(SignerError):
         Signer.from_keystore(tmp_path / "junk.json", "x")
+
+
+def test_a_transaction_the_chain_drops_is_sent_again_at_once(devnet: Devnet, parties: Parties) -> None:
+    """A reorg or the pool drops our pending transaction: the client sends the same signed bytes again
+    within a second or two, not after its re-price delay (here 60 s), and it is mined once."""
+    client = ChainClient(devnet.rpc_url, reprice_after=60.0)
+    token = Protocol.connect(client, devnet.protocol().book, parties.solver).token
+    balance = token.balance_of(parties.outsider.address)
+    journal, receipts, errors = _Hashes(), [], []
+
+    def send() -> None:
+        try:
+            with client.journaled(journal):
+                receipts.append(token.transfer(parties.outsider.address, 1))
+        except BaseException as exc:  # re-raised below
+            errors.append(exc)
+
+    devnet.client.rpc("evm_setAutomine", [False])
+    thread = threading.Thread(target=send)
+    try:
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not (journal.hashes and client.tx_state(TxHash(journal.hashes[0])).pending):
+            assert time.monotonic() < deadline, "the transaction never reached the pool"
+            time.sleep(0.05)
+        devnet.client.rpc("anvil_dropTransaction", [journal.hashes[0]])
+        dropped_at = time.monotonic()
+        assert not client.tx_state(TxHash(journal.hashes[0])).known
+        while not client.tx_state(TxHash(journal.hashes[0])).pending:
+            assert time.monotonic() - dropped_at < 10, "the dropped transaction was not sent again"
+            time.sleep(0.05)
+        resent_s = time.monotonic() - dropped_at
+        devnet.chain.mine(1)
+        thread.join(30)
+    finally:
+        devnet.client.rpc("evm_setAutomine", [True])
+    assert not errors and not thread.is_alive()
+    assert resent_s < 5.0  # DROP_CHECK_S is 1 s; the re-price delay is 60
+    (receipt,) = receipts
+    assert receipt.tx_hash == journal.hashes[0] and len(journal.hashes) == 1  # the same bytes, not a replacement
+    assert token.balance_of(parties.outsider.address) == balance + 1
+
+
+def test_a_node_that_drips_its_answer_is_abandoned_at_the_call_deadline() -> None:
+    """A node (or a proxy) that answers 200 and then sends a byte every 0.2 s: each read is quick, so
+    requests' per-read timeout never fires; the session's deadline for the whole response does, the call
+    is retried and then raised as transient, within the attempts' deadlines."""
+    stop = threading.Event()
+
+    class Drip(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server name
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            while not stop.wait(0.2):
+                try:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                except OSError:
+                    return
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = ChainClient(f"http://127.0.0.1:{server.server_address[1]}", timeout=1.0, retry=FAST)
+        started = time.monotonic()
+        with pytest.raises(TransientRPCError):
+            client.head()
+        elapsed = time.monotonic() - started
+    finally:
+        stop.set()
+        server.shutdown()
+        server.server_close()
+    assert elapsed < FAST.attempts * 1.0 + 3.0, f"{elapsed:.1f} s for {FAST.attempts} attempts of 1 s each"

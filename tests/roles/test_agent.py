@@ -6,11 +6,26 @@ import logging
 import os
 import signal
 import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
 
-from core.agent import Agent, Disposition, JsonFormatter, KeyValueFormatter, LoopSettings, StopFlag, Stopped, TickReport, default_classify
+from core.agent import (
+    DEADLINE_AT_RISK,
+    WORKER_ABANDONED,
+    Agent,
+    Disposition,
+    JsonFormatter,
+    KeyValueFormatter,
+    LoopSettings,
+    StopFlag,
+    Stopped,
+    TickReport,
+    Work,
+    default_classify,
+)
 from core.errors import TransientRPCError, VeritrainError
 from core.reverts import ContractRevert
 
@@ -162,3 +177,122 @@ def test_json_log_line_is_one_object() -> None:
 
     payload = json.loads(JsonFormatter().format(_record(job=7, cid=b"\x01")))
     assert payload["msg"] == "job claimed" and payload["job"] == 7 and payload["cid"] == "b'\\x01'"
+
+
+# ---------------------------------------------------------------- workers: long work never holds the loop
+
+
+@dataclass(frozen=True)
+class Long:
+    name: str
+    due_in_s: float | None = None
+    needs_s: float = 0.0
+    group: str | None = None
+
+
+@dataclass
+class Busy:
+    """Short actions done in the loop; long ones block until released (each has its own gate)."""
+
+    actions: list[object] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)
+    gates: dict[str, threading.Event] = field(default_factory=dict)
+    started: list[str] = field(default_factory=list)
+    fail: dict[str, BaseException] = field(default_factory=dict)
+
+    def load(self) -> int:
+        return 0
+
+    def next_actions(self, view: int) -> list[object]:
+        return list(self.actions)
+
+    def perform(self, action: object) -> None:
+        if isinstance(action, Long):
+            self.started.append(action.name)
+            if action.name in self.fail:
+                raise self.fail[action.name]
+            self.gates.setdefault(action.name, threading.Event()).wait(10)
+        self.done.append(action.name)  # type: ignore[attr-defined]
+
+
+def busy_agent(busy: Busy, lanes: dict[str, int] | None = None) -> Agent[int, object]:
+    def work(view: int, action: object) -> Work | None:
+        if isinstance(action, Long):
+            return Work("cpu", group=action.group, due_in_s=action.due_in_s, needs_s=action.needs_s)
+        return None
+
+    return Agent("test", busy, busy, busy, settings=FAST, work=work, lanes=lanes or {"cpu": 1})
+
+
+def _until(check: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 5
+    while not check():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_a_long_action_runs_on_a_worker_while_the_loop_performs_the_rest() -> None:
+    busy = Busy([Long("train"), Do("answer")])
+    agent = busy_agent(busy)
+    for _ in range(3):  # the training is still running: each tick answers, none starts it twice
+        report = agent.tick()
+        assert report.performed == 1
+    assert busy.done == ["answer"] * 3 and busy.started == ["train"]
+    busy.gates["train"].set()
+    _until(lambda: "train" in busy.done)
+    agent.tick()
+    _until(lambda: busy.started.count("train") == 2)  # the policy still asks: a new worker (the test's policy never learns)
+    busy.gates["train"].set()
+
+
+def test_workers_start_nearest_deadline_first_within_the_lane_and_warn_of_a_deadline_at_risk(caplog: pytest.LogCaptureFixture) -> None:
+    busy = Busy([Long("far", due_in_s=300), Long("near", due_in_s=20, needs_s=5), Long("late", due_in_s=12, needs_s=30)])
+    agent = busy_agent(busy)
+    with caplog.at_level(logging.WARNING, logger="core.agent"):
+        agent.tick()
+    _until(lambda: bool(busy.started))
+    assert busy.started == ["late"]  # nearest deadline first; one worker in the lane
+    at_risk = [r for r in caplog.records if r.getMessage() == DEADLINE_AT_RISK]
+    assert [r.__dict__["work"] for r in at_risk] == ["Long:near:20:5"]  # 20 s left, needs 5 + margin: at risk; "far" is not
+    busy.gates["late"].set()
+    _until(lambda: "late" in busy.done)
+    busy.actions = [Long("far", due_in_s=300), Long("near", due_in_s=20, needs_s=5)]
+    agent.tick()
+    _until(lambda: len(busy.started) == 2)
+    assert busy.started[1] == "near"
+    for gate in ("near", "far"):
+        busy.gates.setdefault(gate, threading.Event()).set()
+
+
+def test_a_newer_action_of_the_same_group_supersedes_a_stuck_worker(caplog: pytest.LogCaptureFixture) -> None:
+    busy = Busy([Long("replay-1", group="job 7")])
+    agent = busy_agent(busy)
+    agent.tick()
+    _until(lambda: busy.started == ["replay-1"])
+    busy.actions = [Long("replay-2", group="job 7")]  # the deadline moved (an availability challenge): a new replay
+    with caplog.at_level(logging.WARNING, logger="core.agent"):
+        agent.tick()
+    _until(lambda: busy.started == ["replay-1", "replay-2"])  # the stuck one holds no slot
+    assert any(r.getMessage() == WORKER_ABANDONED for r in caplog.records)
+    busy.gates["replay-1"].set()
+    busy.gates["replay-2"].set()
+
+
+def test_a_bug_in_a_worker_stops_the_daemon_at_the_next_tick() -> None:
+    busy = Busy([Long("train")], fail={"train": ZeroDivisionError("bug")})
+    agent = busy_agent(busy)
+    agent.tick()
+    _until(lambda: busy.started == ["train"])
+    time.sleep(0.05)
+    with pytest.raises(ZeroDivisionError):
+        agent.tick()
+
+
+def test_a_revert_in_a_worker_drops_the_action_and_the_loop_goes_on() -> None:
+    busy = Busy([Long("train"), Do("answer")], fail={"train": ClaimTaken("gone")})
+    agent = busy_agent(busy)
+    agent.tick()
+    _until(lambda: busy.started == ["train"])
+    time.sleep(0.05)
+    agent.tick()
+    assert busy.done == ["answer", "answer"]

@@ -8,12 +8,15 @@ from typing import Any
 
 import pytest
 
+from core.availability import FETCH_DEADLINE_MARGIN_S, FETCH_STALL_S, Fetching
 from core.chain import Address
 from core.contracts import Bytes32, JobId, JobState, TokenAmount
 from core.dispute import ZERO32
 from verifier.policy import (
+    LANES,
     Assignment,
     AssignVerifier,
+    ChallengeStalled,
     CommitForcedSeed,
     Draw,
     Finalize,
@@ -30,6 +33,8 @@ from verifier.policy import (
     VerifierConfig,
     VerifierPolicy,
     VerifierView,
+    stagger,
+    work,
 )
 
 ME = Address("0x000000000000000000000000000000000000bEEF")
@@ -104,14 +109,23 @@ def test_the_seed_is_committed_before_the_replays_so_the_next_draws_snapshot_it(
 
 def test_draws_a_verifier_soon_when_it_could_be_drawn_itself() -> None:
     committed = job(1, JobState.COMMITTED, ready_block=100)
-    assert POLICY.next_actions(view(block=104, jobs=(committed,))) == []  # the solver goes first
-    assert POLICY.next_actions(view(block=105, jobs=(committed,))) == [AssignVerifier(JobId(1))]
+    turn = stagger(ME, JobId(1), 5)
+    assert POLICY.next_actions(view(block=104 + turn, jobs=(committed,))) == []  # the solver goes first
+    assert POLICY.next_actions(view(block=105 + turn, jobs=(committed,))) == [AssignVerifier(JobId(1))]
+
+
+def test_verifiers_that_may_make_the_same_call_take_turns_seconds_apart() -> None:
+    """The offsets of 20 verifiers on one job spread over 0..9 s: most pairs never send in the same block."""
+    turns = [stagger(Address(f"0x{i:040x}"), JobId(7), 5) for i in range(1, 21)]
+    assert all(0 <= t < 10 for t in turns) and len(set(turns)) >= 6
+    assert stagger(ME, JobId(7), 5) == stagger(ME, JobId(7), 5)  # a restart keeps its turn
 
 
 def test_draw_for_a_job_it_cannot_win_waits_for_the_grace() -> None:
     own = replace(job(1, JobState.COMMITTED, ready_block=100), solver=ME)
-    assert POLICY.next_actions(view(block=129, jobs=(own,))) == []
-    assert POLICY.next_actions(view(block=130, jobs=(own,))) == [AssignVerifier(JobId(1))]
+    turn = stagger(ME, JobId(1), 5)
+    assert POLICY.next_actions(view(block=129 + turn, jobs=(own,))) == []
+    assert POLICY.next_actions(view(block=130 + turn, jobs=(own,))) == [AssignVerifier(JobId(1))]
     unstaked = view(block=105, staked=T(0), token_balance=T(0), jobs=(job(2, JobState.COMMITTED, ready_block=100),))
     assert POLICY.next_actions(unstaked) == []
 
@@ -121,7 +135,9 @@ def test_finalizes_its_own_job_soon_and_others_after_the_grace() -> None:
     theirs = job(2, JobState.VERIFIED, deadline=1_000)
     assert POLICY.next_actions(view(now=1_005, jobs=(mine, theirs))) == []
     assert POLICY.next_actions(view(now=1_006, jobs=(mine, theirs))) == [Finalize(JobId(1))]
-    assert POLICY.next_actions(view(now=1_031, jobs=(mine, theirs))) == [Finalize(JobId(1)), Finalize(JobId(2))]
+    theirs_due = 1_031 + stagger(ME, JobId(2), 5)
+    assert POLICY.next_actions(view(now=theirs_due - 1, jobs=(mine, theirs))) == [Finalize(JobId(1))]
+    assert POLICY.next_actions(view(now=theirs_due, jobs=(mine, theirs))) == [Finalize(JobId(1)), Finalize(JobId(2))]
 
 
 def test_timeouts_after_the_grace() -> None:
@@ -146,3 +162,21 @@ def test_duties_can_be_turned_off() -> None:
 
 def test_final_jobs_are_forgotten() -> None:
     assert POLICY.next_actions(view(forgettable=(JobId(2),))) == [Forget(JobId(2))]
+
+
+def test_a_stalled_fetch_is_challenged_by_the_loop_in_time() -> None:
+    """The replay worker has fetched item 3 for FETCH_STALL_S, or fetches anything with the deadline
+    FETCH_DEADLINE_MARGIN_S away: the loop challenges that item instead of waiting on the worker."""
+    young = Fetching(3, FETCH_STALL_S - 1)
+    assert POLICY.next_actions(view(assignments=(Assignment(JobId(1), 1_500, Phase.ASSIGNED, fetching=young),))) == [Replay(JobId(1), 1_500, Draw(ZERO32))]
+    old = Fetching(3, FETCH_STALL_S)
+    assert POLICY.next_actions(view(assignments=(Assignment(JobId(1), 1_500, Phase.ASSIGNED, fetching=old),))) == [ChallengeStalled(JobId(1), 3)]
+    near = 1_000 + int(FETCH_DEADLINE_MARGIN_S)
+    assert POLICY.next_actions(view(assignments=(Assignment(JobId(1), near, Phase.ASSIGNED, fetching=young),))) == [ChallengeStalled(JobId(1), 3)]
+
+
+def test_a_replay_runs_on_a_worker_grouped_by_job_and_transactions_in_the_loop() -> None:
+    v = view(now=1_000)
+    replay = work(v, Replay(JobId(1), 1_500, Draw(ZERO32)))
+    assert replay is not None and replay.lane in LANES and replay.group == "replay:1" and replay.due_in_s == 500
+    assert work(v, Report(JobId(1))) is None and work(v, ChallengeStalled(JobId(1), 3)) is None
