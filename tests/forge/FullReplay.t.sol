@@ -59,7 +59,9 @@ contract FullReplayTest is Fixture {
             uint256 jobId = _committedWith(_entropy(i));
             _assign(jobId);
             bool chosen = market.isFullReplay(jobId);
-            assertTrue(chosen == market.isFullReplayDraw(seals[jobId].assignSeed), "the flag is the coin of the assignSeed");
+            assertTrue(
+                chosen == market.isFullReplayDraw(seals[jobId].assignSeed), "the flag is the coin of the assignSeed"
+            );
             if (chosen) ++full;
         }
         // p = 0.25: mean 100, sd sqrt(400 * 0.25 * 0.75) = 8.66, 4 sd = 34.6.
@@ -156,6 +158,49 @@ contract FullReplayTest is Fixture {
         assertTrue(_state(jobId) == JobState.Open, "reopened");
         assertTrue(!market.isFullReplay(jobId), "a new commit draws again");
         assertEq(_bal(address(market)), held, "reward, fee, tax and replay fee stay for the redo");
+    }
+
+    /// A caller who double-books the drawn verifier after seeing a full-replay coin gets a re-anchor,
+    /// not a fresh coin: the commit stays chosen and the later draw gives the full window.
+    function test_a_reanchor_cannot_take_a_full_replay_back() public {
+        uint256 i;
+        for (;; ++i) {
+            vm.revertToState(_base);
+            uint256 probe = _committedWith(_entropy(i));
+            _assign(probe);
+            if (market.isFullReplay(probe)) break;
+        }
+        vm.revertToState(_base);
+        uint256 jobId = _committed();
+        uint256 anchor = market.getJob(jobId).deadline;
+        vm.roll(anchor + 1);
+        vm.startPrank(game); // other draws take every verifier's stake after the anchor
+        stakes.lock(verifier1, Role.Verifier, 100 ether);
+        stakes.lock(verifier2, Role.Verifier, 200 ether);
+        stakes.lock(verifier3, Role.Verifier, 300 ether);
+        vm.stopPrank();
+        vm.roll(anchor + 2);
+        vm.setBlockhash(anchor + 1, _entropy(i));
+        market.assignVerifier(jobId);
+        assertTrue(market.getJob(jobId).state == JobState.Committed, "re-anchored");
+        assertTrue(market.isFullReplay(jobId), "the coin of the re-anchored attempt counts");
+        vm.startPrank(game);
+        stakes.unlock(verifier3, Role.Verifier, 300 ether);
+        vm.stopPrank();
+        Job memory job = market.getJob(jobId);
+        vm.roll(job.deadline + 2);
+        // A fresh entropy whose own coin is tails.
+        for (uint256 j;; ++j) {
+            bytes32 e = keccak256(abi.encode("tails", j));
+            if (!market.isFullReplayDraw(keccak256(abi.encode(keccak256(abi.encode(e, jobId, job.draws)))))) {
+                vm.setBlockhash(job.deadline + 1, e);
+                break;
+            }
+        }
+        market.assignVerifier(jobId);
+        assertTrue(market.getJob(jobId).state == JobState.Verifying, "drawn");
+        assertTrue(market.isFullReplay(jobId), "still chosen");
+        assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours + COMMIT_WINDOW, "the full window");
     }
 
     function test_cancel_returns_the_replay_fee() public {
