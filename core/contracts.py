@@ -730,6 +730,10 @@ class JobMarket(_Wrapper):
         """Whether a draw of the job's current commit chose it for full replay (``FullReplayChosen``)."""
         return bool(self._call("isFullReplay", job_id))
 
+    def is_full_replay_draw(self, assign_seed: Bytes32) -> bool:
+        """Whether the draw of ``assign_seed`` chooses its job for full replay (the market's coin)."""
+        return bool(self._call("isFullReplayDraw", assign_seed))
+
     def forced_seed_of(self, verifier: str) -> ForcedSeed:
         return self._struct(ForcedSeed, "forcedSeedOf", verifier)
 
