@@ -30,11 +30,11 @@ import {TraceLib} from "./libraries/TraceLib.sol";
 ///         challenge window, finalize; a timeout for every party; dispute hooks for the dispute game;
 ///         the jackpot that pays whistleblowers for caught forced errors, and the report seals that
 ///         bind a verifier to its probes and its forced-error draw.
-/// @dev Token balance of this contract == jackpot + sum of reward + verifierFee + jackpotTax over jobs
-///      + replayFee(reward) not in a final state (Finalized, Cancelled, Refunded) + availabilityDeposit per job in
+/// @dev Token balance of this contract == jackpot + sum of reward + verifierFee + jackpotTax + replayFee
+///      over jobs not in a final state (Finalized, Cancelled, Refunded) + availabilityDeposit per job in
 ///      DataChallenged (the deposit leaves when the challenge ends: to the answerer, or back to the
 ///      verifier on a timeout): every final transition pays out exactly
-///      reward + fee + tax, except finalize, which moves the tax into the jackpot; the jackpot pays out
+///      reward + fee + tax + replay fee, except finalize, which moves the tax into the jackpot; the jackpot pays out
 ///      only payForcedError's jackpot * share / 1e4 (share <= 1/3), so it never pays more than it holds.
 ///      Bonds are locked stake in the StakeManager, never held here.
 contract JobMarket is IJobMarket, ReentrancyGuardTransient {
