@@ -30,11 +30,11 @@ import {TraceLib} from "./libraries/TraceLib.sol";
 ///         challenge window, finalize; a timeout for every party; dispute hooks for the dispute game;
 ///         the jackpot that pays whistleblowers for caught forced errors, and the report seals that
 ///         bind a verifier to its probes and its forced-error draw.
-/// @dev Token balance of this contract == jackpot + sum of reward + verifierFee + jackpotTax over jobs
-///      not in a final state (Finalized, Cancelled, Refunded) + availabilityDeposit per job in
+/// @dev Token balance of this contract == jackpot + sum of reward + verifierFee + jackpotTax + replayFee
+///      over jobs not in a final state (Finalized, Cancelled, Refunded) + availabilityDeposit per job in
 ///      DataChallenged (the deposit leaves when the challenge ends: to the answerer, or back to the
 ///      verifier on a timeout): every final transition pays out exactly
-///      reward + fee + tax, except finalize, which moves the tax into the jackpot; the jackpot pays out
+///      reward + fee + tax + replay fee, except finalize, which moves the tax into the jackpot; the jackpot pays out
 ///      only payForcedError's jackpot * share / 1e4 (share <= 1/3), so it never pays more than it holds.
 ///      Bonds are locked stake in the StakeManager, never held here.
 contract JobMarket is IJobMarket, ReentrancyGuardTransient {
@@ -47,6 +47,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     uint256 public constant MAX_JACKPOT_SHARE_BPS = 3333;
     /// @inheritdoc IJobMarket
     uint256 public constant MANIFEST_ITEM = type(uint24).max;
+    /// Domain tag of the full-replay coin (isFullReplayDraw), apart from the probe and forced draws.
+    bytes32 private constant FULL_REPLAY_TAG = keccak256("veritrain/full-replay");
 
     /// @inheritdoc IJobMarket
     IERC20 public immutable token;
@@ -72,6 +74,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     uint8 private immutable _probeCount;
     uint32 private immutable _availabilityWindow;
     uint96 private immutable _availabilityDeposit;
+    uint16 private immutable _fullReplayRateBps;
+    uint16 private immutable _fullReplayFeeBps;
 
     /// @inheritdoc IJobMarket
     address public disputeGame;
@@ -92,6 +96,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     /// Items published on chain, keyed by content: keccak256(abi.encode(traceRoot, index)) for a
     /// checkpoint, keccak256(abi.encode(manifestCid, MANIFEST_ITEM)) for the manifest.
     mapping(bytes32 key => bool) private _published;
+    /// Commits chosen for full replay (FullReplayChosen); written only when chosen, cleared on reopen.
+    mapping(uint256 jobId => bool) private _fullReplay;
 
     /// @param token_ the ERC20 of rewards, fees and bonds (the StakeManager's token)
     /// @param stakeManager_ the StakeManager; its wiring must authorize this contract
@@ -100,7 +106,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (address(token_) == address(0) || address(stakeManager_.token()) != address(token_)) {
             revert InvalidParameter("token");
         }
-        if (p.solverBondBps > BPS) revert InvalidParameter("solverBondBps");
+        // solverBondBps may exceed 1e4: a bond above the reward is what makes a cheat that saves the
+        // whole job lose at a full-replay rate below 1 (docs/incentives.md, "Full replay").
         if (p.verifierBondBps > BPS) revert InvalidParameter("verifierBondBps");
         if (p.timeoutSlashBps > BPS) revert InvalidParameter("timeoutSlashBps");
         if (p.openWindow == 0 || p.openWindow > MAX_WINDOW) revert InvalidParameter("openWindow");
@@ -119,6 +126,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (p.availabilityWindow == 0 || p.availabilityWindow > MAX_WINDOW) {
             revert InvalidParameter("availabilityWindow");
         }
+        if (p.fullReplayRateBps > BPS) revert InvalidParameter("fullReplayRateBps");
         token = token_;
         stakeManager = stakeManager_;
         wiringAdmin = msg.sender;
@@ -139,6 +147,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         _probeCount = p.probeCount;
         _availabilityWindow = p.availabilityWindow;
         _availabilityDeposit = p.availabilityDeposit;
+        _fullReplayRateBps = p.fullReplayRateBps;
+        _fullReplayFeeBps = p.fullReplayFeeBps;
     }
 
     // ------------------------------------------------------------------ views
@@ -162,7 +172,9 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
             forcedErrorRateBps: _forcedErrorRateBps,
             probeCount: _probeCount,
             availabilityWindow: _availabilityWindow,
-            availabilityDeposit: _availabilityDeposit
+            availabilityDeposit: _availabilityDeposit,
+            fullReplayRateBps: _fullReplayRateBps,
+            fullReplayFeeBps: _fullReplayFeeBps
         });
     }
 
@@ -186,6 +198,22 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     /// @inheritdoc IJobMarket
     function jackpotTax(uint256 reward, uint256 fee) public view returns (uint256) {
         return (reward + fee) * _jackpotTaxBps / BPS;
+    }
+
+    /// @inheritdoc IJobMarket
+    function replayFee(uint256 reward) public view returns (uint256) {
+        return reward * _fullReplayFeeBps / BPS;
+    }
+
+    /// @inheritdoc IJobMarket
+    function isFullReplay(uint256 jobId) external view returns (bool) {
+        _job(jobId);
+        return _fullReplay[jobId];
+    }
+
+    /// @inheritdoc IJobMarket
+    function isFullReplayDraw(bytes32 assignSeed) public view returns (bool) {
+        return uint256(keccak256(abi.encode(assignSeed, FULL_REPLAY_TAG))) % BPS < _fullReplayRateBps;
     }
 
     /// @inheritdoc IJobMarket
@@ -360,12 +388,16 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         }
         if (!locked) {
             // Other draws locked the drawn verifier's stake since the anchor: draw again from a
-            // block hash nobody knows yet (no caller can pick a known second candidate).
+            // block hash nobody knows yet (no caller can pick a known second candidate). The
+            // full-replay coin of this entropy still counts: a re-anchor cannot undo a full replay.
+            _drawFullReplay(jobId, drawSeed);
             job.deadline = _blockNumber();
             emit DrawReanchored(jobId, block.number);
             return;
         }
-        uint32 deadline = _after(_reportWindow);
+        // INVARIANT: a full replay's verifier has the solver's own training time on top of the report window.
+        uint32 deadline =
+            _after(_drawFullReplay(jobId, drawSeed) ? uint256(_reportWindow) + job.commitWindow : _reportWindow);
         job.state = JobState.Verifying;
         job.deadline = deadline;
         job.draws = draws + 1; // draws < maxVerifierDraws <= 255: the timeouts refund at the maximum
@@ -567,7 +599,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     function holdForCourt(uint256 jobId, address challenger) external {
         // INVARIANT: only a protocol contract of the StakeManager's one-shot wiring holds a job; they
         // may already slash any bond, so this widens no trust.
-        if (!stakeManager.isProtocol(msg.sender)) revert NotAuthorized(msg.sender);
+        _onlyProtocol();
         Job storage job = _job(jobId);
         JobState state = job.state;
         if (state != JobState.Verifying && state != JobState.Verified) revert WrongState(jobId, state, JobState.Verifying);
@@ -583,7 +615,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
 
     /// @inheritdoc IJobMarket
     function releaseFromCourt(uint256 jobId, bool withheld) external {
-        if (!stakeManager.isProtocol(msg.sender)) revert NotAuthorized(msg.sender);
+        _onlyProtocol();
         Job storage job = _jobIn(jobId, JobState.DataVote);
         if (withheld) {
             // The court settled both bonds (the solver's slashed to the challenger, the verifier's released).
@@ -753,6 +785,24 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (payVerifier) stakeManager.unlock(verifier, Role.Verifier, verifierBond(reward));
         token.safeTransfer(solver, reward);
         token.safeTransfer(payVerifier ? verifier : job.submitter, fee);
+        _payReplayFee(jobId, job, payVerifier);
+    }
+
+    /// At finalize: the replay fee to the verifier of a full replay that is paid its fee, else back to
+    /// the submitter (nothing when the fee is 0).
+    /// @dev Only a contract the StakeManager wires in (the court) may hold or release a job.
+    function _onlyProtocol() private view {
+        if (!stakeManager.isProtocol(msg.sender)) revert NotAuthorized(msg.sender);
+    }
+
+    function _payReplayFee(uint256 jobId, Job storage job, bool payVerifier) private {
+        uint256 extra = replayFee(job.reward);
+        if (extra == 0) return;
+        // INVARIANT: the replay fee pays only a full replay's verifier that earned its fee.
+        bool full = _fullReplay[jobId];
+        address to = payVerifier && full ? job.verifier : job.submitter;
+        emit ReplayFeePaid(jobId, to, extra, full);
+        token.safeTransfer(to, extra);
     }
 
     /// Back to Verified after a whistleblower lost its dispute: the challenge window resumes with the
@@ -825,9 +875,23 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         _reopen(jobId, job);
     }
 
-    /// What a job escrows: reward + fee + jackpotTax(reward, fee).
+    /// What a job escrows: reward + fee + jackpotTax(reward, fee) + replayFee(reward).
     function _escrow(uint256 reward, uint256 fee) private view returns (uint256) {
-        return reward + fee + jackpotTax(reward, fee);
+        return reward + fee + jackpotTax(reward, fee) + replayFee(reward);
+    }
+
+    /// Whether the job's current commit is fully replayed: chosen already, or chosen now by the coin
+    /// of this attempt's assignSeed. Sticky until the job reopens, so neither a re-anchor nor a
+    /// redraw can take a full replay back; each attempt can only add one.
+    function _drawFullReplay(uint256 jobId, bytes32 drawSeed) private returns (bool) {
+        if (_fullReplayRateBps == 0) return false;
+        if (_fullReplay[jobId]) return true;
+        bytes32 assignSeed = keccak256(abi.encode(drawSeed));
+        // INVARIANT: the full-replay coin reads only the draw's entropy and job, fixed after the commit.
+        if (!isFullReplayDraw(assignSeed)) return false;
+        _fullReplay[jobId] = true;
+        emit FullReplayChosen(jobId, assignSeed);
+        return true;
     }
 
     /// The probe root of a passing report: exactly probeCount probes, slot i on segment
@@ -864,6 +928,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         job.draws = 0;
         job.checkpointCount = 0;
         delete job.traceRoot;
+        if (_fullReplayRateBps != 0) delete _fullReplay[jobId];
         delete job.challenger;
         delete job.challengeLeft;
         emit JobReopened(jobId, claimDeadline);

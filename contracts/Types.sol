@@ -131,6 +131,8 @@ struct MarketParams {
     uint8 probeCount; // probe slots of a passing report, 1..32
     uint32 availabilityWindow; // time a solver has to publish an item its verifier could not fetch
     uint96 availabilityDeposit; // tokens a verifier escrows per availability challenge (to the answerer)
+    uint16 fullReplayRateBps; // chance, in bps, that a commit's draw chooses it for full replay (<= 10000)
+    uint16 fullReplayFeeBps; // replay fee = reward * fullReplayFeeBps / 1e4, escrowed; paid to a full replay's verifier
 }
 
 /// @notice An open availability challenge (JobMarket.challengeAvailability): the item its challenger could

@@ -304,6 +304,10 @@ class MarketParams:
     """Time a solver has to publish an item its verifier could not fetch (``answerAvailability``)."""
     availability_deposit: TokenAmount
     """Tokens a verifier escrows per availability challenge; paid to whoever answers it."""
+    full_replay_rate_bps: int
+    """Chance that a commit's draw chooses it for full replay (every segment replayed; docs/protocol.md)."""
+    full_replay_fee_bps: int
+    """Replay fee (share of the reward) a submitter escrows on top; paid to a full replay's verifier."""
 
 
 @dataclass(frozen=True)
@@ -796,6 +800,19 @@ class JobMarket(_Wrapper):
     def jackpot_tax(self, reward: int, fee: int) -> TokenAmount:
         """What a submitter pays on top of ``reward + fee`` at postJob."""
         return TokenAmount(self._call("jackpotTax", reward, fee))
+
+    def replay_fee(self, reward: int) -> TokenAmount:
+        """The replay fee a submitter escrows on top at postJob: a full replay's verifier earns it at
+        finalize, else it goes back to the submitter."""
+        return TokenAmount(self._call("replayFee", reward))
+
+    def is_full_replay(self, job_id: JobId) -> bool:
+        """Whether a draw of the job's current commit chose it for full replay (``FullReplayChosen``)."""
+        return bool(self._call("isFullReplay", job_id))
+
+    def is_full_replay_draw(self, assign_seed: Bytes32) -> bool:
+        """Whether the draw of ``assign_seed`` chooses its job for full replay (the market's coin)."""
+        return bool(self._call("isFullReplayDraw", assign_seed))
 
     def forced_seed_of(self, verifier: str) -> ForcedSeed:
         return self._struct(ForcedSeed, "forcedSeedOf", verifier)

@@ -41,7 +41,7 @@ from __future__ import annotations
 import enum
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -539,6 +539,59 @@ class TraceReplay:
     def state(self, segment: int, step: int) -> bytes:
         """The canonical state after inner step ``step`` of ``segment``, replayed from its start."""
         return state_at(self.spec, self.dataset, self.checkpoint(segment), segment * self.spec.checkpoint_interval + step, self.rt)
+
+    def chain(self) -> Iterator[tuple[SegmentVerdict, bytes]]:
+        """A full replay in exact mode: every segment in order, each from the state this replay itself
+        reached, starting from the spec's initialization (:func:`initial_state`), so no checkpoint is
+        fetched. Yields each segment's verdict with the state it started from (the committed
+        checkpoint's bytes whenever the verdicts so far passed: equal hashes are equal bytes) and
+        stops after the first failure, where a trace game opens. A segment passes when the replay
+        reproduces its committed end leaf, did learning work, and the committed update norm and
+        mean loss are those of the replayed states. :meth:`start` first: leaf 0 must be the spec's."""
+        if self.spec.tolerance.mode != "exact":
+            raise ProofError("a chained replay compares state hashes: tolerance mode replays each segment from its checkpoint")
+        m = self.manifest
+        state = initial_state(self.spec, self.dataset)
+        for segment in range(m.segments):
+            verdict, end = _chained_segment(
+                self.spec, self.dataset, segment, state, m.state_hashes[segment + 1], m.update_norms[segment], m.losses[segment], self.rt
+            )
+            yield verdict, state
+            if not verdict.passed:
+                return
+            state = end
+
+
+def _chained_segment(
+    spec: JobSpec, dataset: Dataset, segment: int, start: bytes, end_hash: Bytes32, claimed_norm: float | None, claimed_loss: float | None, rt: Runtime
+) -> tuple[SegmentVerdict, bytes]:
+    """:meth:`TraceReplay.chain`'s judgement of one segment from our own start state: the same
+    faults as :func:`replay_segment` (no work, another end state, a false norm or loss), found
+    without the solver's checkpoints."""
+    first = decode_checkpoint(start, expect_spec=spec.spec_hash())
+    trainer = Trainer(spec, dataset, rt)
+    trainer.load(first)
+    idle, loss = run_watching(trainer, spec.checkpoint_interval)
+    end = trainer.to_bytes()
+    replayed_hash = state_hash(end)
+    extra = {"replayed_hash": replayed_hash, "replayed_loss": loss}
+    if idle is not None:
+        step, name = idle
+        return _fail(
+            segment, Reason.NO_WORK, f"step {segment * spec.checkpoint_interval + step} did no learning work: {name} has a zero gradient", **extra
+        ), end
+    if replayed_hash != end_hash:
+        return _fail(
+            segment, Reason.STATE_MISMATCH, f"replay from checkpoint 0 gives {hex32(replayed_hash)} at leaf {segment + 1}, committed {hex32(end_hash)}", **extra
+        ), end
+    last = decode_checkpoint(end)
+    if all(torch.equal(first.tensors[n], last.tensors[n]) for n in first.tensors):
+        return _fail(segment, Reason.NO_WORK, "parameters and optimizer slots are bit-identical to the start", **extra), end
+    if claimed_norm is not None and (false_norm := _norm_fault(segment, first, last, claimed_norm)) is not None:
+        return false_norm, end
+    if claimed_loss is not None and (false_loss := _loss_fault(spec, segment, loss, claimed_loss, **extra)) is not None:
+        return false_loss, end
+    return SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: replay from checkpoint 0 reproduces {hex32(end_hash)}", **extra), end  # type: ignore[arg-type]
 
 
 def verify_trace(

@@ -67,6 +67,9 @@ def earnings_of(protocol: Protocol, me: Address) -> list[Earning]:
         add(e, int(e.args["jobId"]), None, "reward (job finalized)", int(e.args["reward"]))
     for e in market.events("JobFinalized", start, verifier=me):
         add(e, int(e.args["jobId"]), None, "verifier fee (job finalized)", int(e.args["verifierFee"]))
+    for e in market.events("ReplayFeePaid", start, to=me):
+        what = "replay fee (full replay)" if e.args["fullReplay"] else "replay fee back (not fully replayed)"
+        add(e, int(e.args["jobId"]), None, what, int(e.args["amount"]))
     for e in game.events("UnopenedDisputeForfeited", start, solver=me):
         add(e, int(e.args["jobId"]), None, "verifier bond (dispute not opened)", int(e.args["amount"]))
     for e in game.events("DisputeOpened", start, challenger=me):

@@ -123,9 +123,9 @@ def post_job(
 ) -> Posted:
     """Validate everything, read how the staked solvers' adverts fit the job, upload dataset (and
     pretrained weights) and spec,
-    approve the escrow (reward + fee + the market's jackpot tax on them), post the job. A spec that is
-    a weaker guarantee (``rolebase.guarantee``: torch numerics or tolerance mode) is posted only with
-    ``allow_tolerance``."""
+    approve the escrow (reward + fee + the market's jackpot tax on them + its replay fee), post the job.
+    A spec that is a weaker guarantee (``rolebase.guarantee``: torch numerics or tolerance mode) is
+    posted only with ``allow_tolerance``."""
     if reward <= 0:
         raise SubmitError("--reward must be above 0")
     if verifier_fee <= 0:
@@ -137,11 +137,13 @@ def post_job(
         raise SubmitError(f"{spec_path}: {weaker}; pass --allow-tolerance to post it all the same")
     me = _me(protocol)
     tax = market.jackpot_tax(reward, verifier_fee)
-    need = reward + verifier_fee + tax
+    replay_fee = market.replay_fee(reward)  # back at finalize unless the job was fully replayed
+    need = reward + verifier_fee + tax + replay_fee
     have = token.balance_of(me)
     if have < need:
         raise SubmitError(
-            f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)} (reward + fee + {show_tokens(tax)} jackpot tax)"
+            f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)}"
+            f" (reward + fee + {show_tokens(tax)} jackpot tax + {show_tokens(replay_fee)} replay fee)"
         )
     solvers = solver_fit(protocol, draft.spec, commit_window)
     spec_cid = publish(draft, store)

@@ -21,6 +21,7 @@ _HONEST = ("docs/contracts.md", "node_modules/.bin/forge test --offline --isolat
 _ISSUE5 = ("docs/contracts.md", "Issue-5 calls (same steady state;")
 _GAME = ("docs/dispute.md", "node_modules/.bin/forge test --offline --isolate --match-contract DisputeGameGasTest")
 _COURT = ("docs/protocol.md", "**Gas** (`node_modules/.bin/forge test --offline --isolate --match-contract AvailabilityCourtGasTest`,")
+_FULL = ("docs/contracts.md", "node_modules/.bin/forge test --offline --isolate --match-contract FullReplayGasSnapshotTest")
 
 #: ((doc, the line the table follows), first cell of the row, snapshot file, the keys its figure
 #: cells quote, how many cells)
@@ -49,6 +50,21 @@ CHECKS: list[tuple[tuple[str, str], str, str, tuple[str, ...], int]] = [
             ("timeoutClock, verifier loses (bond slashed to the winner, job re-drawn, payout)", "timeoutClockVerifierSlashed"),
             ("concedeForced (seal + secret checked, jackpot paid, bond back, window resumed)", "concedeForced"),
         ]
+    ),
+    (_FULL, "postJob (the replay fee escrowed with the rest: one transfer)", "FullReplayGas", ("full_postJob",), 1),
+    (
+        _FULL,
+        "assignVerifier, sampled / chosen for full replay (a fresh slot and the event)",
+        "FullReplayGas",
+        ("sampled_assignVerifier", "full_assignVerifier"),
+        1,
+    ),
+    (
+        _FULL,
+        "finalize, sampled (the replay fee refunded: a third transfer) / full (fee and replay fee to the verifier)",
+        "FullReplayGas",
+        ("sampled_finalize", "full_finalize"),
+        1,
     ),
     *(
         (_GAME, call, "DisputeGameGas", tuple(f"k{k}_{key}" for k in (50, 1000) for key in keys), 2)

@@ -68,6 +68,7 @@ from proofs.checkpoint import MAX_CHECKPOINT_BYTES
 from proofs.manifest import MAX_MANIFEST_BYTES
 from proofs.merkle import hex32
 from proofs.spec import JobSpec
+from proofs.steps import state_at
 from proofs.train import Runtime
 from rolebase.device import job_fault
 from rolebase.events import REPLAY_DONE, SEGMENT_REPLAYED
@@ -232,8 +233,12 @@ class TraceVerifier:
             return [consistent], []
         k = spec.checkpoint_interval
         positions = probe_positions(seed, self.probe_count, len(manifest.checkpoints), k)
-        selection = choose_segments(manifest.update_norms, seed, self.q, self.r)
-        replayed = sorted(set(selection.segments) | {segment for _, segment, _ in positions})
+        if self.protocol.market.is_full_replay(job_id):  # chosen by the draw: every segment (docs/protocol.md)
+            report["full_replay"] = True
+            replayed = list(range(manifest.segments))
+        else:
+            selection = choose_segments(manifest.update_norms, seed, self.q, self.r)
+            replayed = sorted(set(selection.segments) | {segment for _, segment, _ in positions})
         report["segments"] = replayed
         return self._replay(job_id, spec, dataset, manifest, replayed, positions, deadline, report)
 
@@ -275,6 +280,8 @@ class TraceVerifier:
             return [start], []
         verdicts: list[SegmentVerdict] = []
         probes: list[Probe] = []
+        if len(replayed) == manifest.segments and spec.tolerance.mode == "exact":
+            return self._chain(job_id, spec, dataset, replay, positions, report)
         for segment in replayed:
             if self.stop.is_set():
                 raise Stopped(f"job {job_id}: replay stopped; it starts again on restart")
@@ -287,5 +294,27 @@ class TraceVerifier:
             held = replay.held_out()
             verdicts.append(held)
             report["held_out_loss"] = held.replayed_loss
+        report["verdicts"] = [_verdict_entry(v) for v in verdicts]
+        return verdicts, sorted(probes, key=lambda p: p.index)
+
+    def _chain(
+        self, job_id: JobId, spec: JobSpec, dataset: Dataset, replay: TraceReplay, positions: Sequence[tuple[int, int, int]], report: dict[str, object]
+    ) -> tuple[list[SegmentVerdict], list[Probe]]:
+        """Every segment in exact mode: one replay from the seeded initialization that fetches no
+        checkpoint (``TraceReplay.chain``), up to the first segment whose end is not the committed
+        leaf; each probe from the start state the chain reached."""
+        k = spec.checkpoint_interval
+        verdicts: list[SegmentVerdict] = []
+        probes: list[Probe] = []
+        for verdict, start in replay.chain():
+            if self.stop.is_set():
+                raise Stopped(f"job {job_id}: replay stopped; it starts again on restart")
+            segment = verdict.segment
+            if verdict.passed:
+                probes += [
+                    Probe(i, segment, step, state_hash(state_at(spec, dataset, start, segment * k + step, self.rt))) for i, s, step in positions if s == segment
+                ]
+            verdicts.append(verdict)
+            log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
         report["verdicts"] = [_verdict_entry(v) for v in verdicts]
         return verdicts, sorted(probes, key=lambda p: p.index)

@@ -14,7 +14,7 @@ import {
 interface IJobMarket {
     // ------------------------------------------------------------------ events
 
-    /// @notice A job was posted and `reward + verifierFee + jackpotTax(reward, verifierFee)` escrowed.
+    /// @notice A job was posted and `reward + verifierFee + jackpotTax(reward, verifierFee) + replayFee(reward)` escrowed.
     event JobPosted(
         uint256 indexed jobId,
         address indexed submitter,
@@ -55,6 +55,14 @@ interface IJobMarket {
         bytes32 assignSeed,
         bytes32 forcedCommitment
     );
+    /// @notice The commit of `jobId` was chosen for full replay by the draw of `assignSeed`
+    ///         (isFullReplayDraw): its verifier replays every segment from the seeded initialization,
+    ///         has reportWindow + commitWindow to report, and is paid replayFee(reward) on top of its fee.
+    ///         Stays chosen for every later draw of the same commit.
+    event FullReplayChosen(uint256 indexed jobId, bytes32 assignSeed);
+    /// @notice The job's escrowed replay fee went to `to`: the verifier of a full replay that was
+    ///         paid its fee, else back to the submitter (emitted at finalize when the fee is not 0).
+    event ReplayFeePaid(uint256 indexed jobId, address indexed to, uint256 amount, bool fullReplay);
     /// @notice The verifier reported. A pass opens the challenge window, a fail opens a dispute;
     ///         `deadline` ends whichever opened. The report CID is only in this event; `probeRoot` (the
     ///         root of the report's probe tree, computed by the chain from `probes`, ProbeLib) completes
@@ -206,6 +214,14 @@ interface IJobMarket {
     function jackpot() external view returns (uint256);
     /// @notice The tax a submitter pays on top of a job of `reward` and `fee`: (reward + fee) * jackpotTaxBps / 1e4.
     function jackpotTax(uint256 reward, uint256 fee) external view returns (uint256);
+    /// @notice The replay fee a submitter escrows on top for a job of `reward`: reward * fullReplayFeeBps / 1e4,
+    ///         paid to the verifier of a full replay at finalize, else refunded to the submitter.
+    function replayFee(uint256 reward) external view returns (uint256);
+    /// @notice True once a draw of the job's current commit chose it for full replay (cleared when it reopens).
+    function isFullReplay(uint256 jobId) external view returns (bool);
+    /// @notice True when the draw of `assignSeed` chooses its job for full replay:
+    ///         uint256(keccak256(abi.encode(assignSeed, keccak256("veritrain/full-replay")))) % 1e4 < fullReplayRateBps.
+    function isFullReplayDraw(bytes32 assignSeed) external view returns (bool);
     /// @notice The forced-error seed `verifier` committed last (zero if none, or cleared by a payout).
     function forcedSeedOf(address verifier) external view returns (ForcedSeed memory);
     /// @notice The job's stored seal: keccak256(abi.encode(assignSeed, forcedCommitment)) from its last
@@ -249,7 +265,7 @@ interface IJobMarket {
 
     // ------------------------------------------------------------------ lifecycle
 
-    /// @notice Post a job: escrows `reward + verifierFee + jackpotTax(reward, verifierFee)`
+    /// @notice Post a job: escrows `reward + verifierFee + jackpotTax(reward, verifierFee) + replayFee(reward)`
     ///         (transferFrom; approve first); the tax moves into the jackpot when the job finalizes
     ///         and is refunded with the rest otherwise.
     ///         Claims are accepted for `openWindow` seconds; the solver has `commitWindow` seconds
@@ -272,7 +288,9 @@ interface IJobMarket {
     ///         RandomnessNotReady. Seed block older than 256 blocks: the solver's whole bond is
     ///         slashed to the submitter and the job reopens (DrawExpired). The drawn verifier's stake
     ///         locked by other draws since the anchor: re-anchors (DrawReanchored). No eligible
-    ///         verifier: the job ends refunded.
+    ///         verifier: the job ends refunded. Every attempt with entropy (assigned or re-anchored)
+    ///         also flips the full-replay coin (isFullReplayDraw of its assignSeed); once heads, the
+    ///         commit stays chosen (FullReplayChosen) and its verifiers get reportWindow + commitWindow.
     function assignVerifier(uint256 jobId) external;
     /// @notice The drawn verifier reports before its deadline: pass -> Verified (challenge window),
     ///         fail -> Disputed. (assignSeed, forcedCommitment) are its draw's (VerifierAssigned) and must

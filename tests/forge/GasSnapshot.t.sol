@@ -160,3 +160,70 @@ contract ReportGameGasSnapshotTest is DisputeFixture, IsolatedGas {
         vm.snapshotValue(GROUP, "reportGame_concedeForced", _gas());
     }
 }
+
+/// @notice Transaction gas of the calls full replay at random changes (issue 31), at the public
+///         defaults (p = 1/4, replay fee = the reward, bond 4 x the reward): the draw that chooses a
+///         sampled or a full verification, and finalize, which refunds the replay fee or pays it to the
+///         full replay's verifier; written to snapshots/FullReplayGas.json (same command as above).
+///         Steady state as GasSnapshotTest's.
+contract FullReplayGasSnapshotTest is Fixture, IsolatedGas {
+    string internal constant GROUP = "FullReplayGas";
+
+    function _params() internal pure override returns (MarketParams memory p) {
+        p = super._params();
+        p.solverBondBps = 40_000;
+        p.fullReplayRateBps = 2500;
+        p.fullReplayFeeBps = 10_000;
+    }
+
+    function setUp() public {
+        _setUpActors();
+        address[3] memory vs = [verifier1, verifier2, verifier3];
+        for (uint256 i; i < 3; ++i) {
+            vm.prank(vs[i]);
+            market.commitForcedSeed(keccak256(abi.encode("seed", i)));
+        }
+        (uint256 warm, address v) = _verified();
+        vm.warp(block.timestamp + 1 hours + 1 + COMMIT_WINDOW);
+        market.finalize(warm);
+        _stake(v, Role.Verifier, 1);
+        _post(); // stays open: the market holds escrow
+    }
+
+    function test_sampled_job_gas() public {
+        _measure(false, "sampled");
+    }
+
+    function test_full_replay_job_gas() public {
+        _measure(true, "full");
+    }
+
+    /// One honest job whose draw chooses `full`: entropy picked so that the coin lands as asked.
+    function _measure(bool full, string memory name) internal {
+        if (!_isolated()) return;
+        vm.prank(submitter);
+        uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW);
+        vm.snapshotValue(GROUP, string.concat(name, "_postJob"), _gas());
+        vm.prank(solver);
+        market.claim(jobId);
+        vm.prank(solver);
+        market.commit(jobId, ROOT, 101, MODEL, MANIFEST);
+        Job memory committed = market.getJob(jobId);
+        vm.roll(block.number + 2);
+        bytes32 entropy;
+        for (uint256 i;; ++i) {
+            entropy = keccak256(abi.encode("gas entropy", i));
+            bytes32 assignSeed = keccak256(abi.encode(keccak256(abi.encode(entropy, jobId, committed.draws))));
+            if (market.isFullReplayDraw(assignSeed) == full) break;
+        }
+        vm.setBlockhash(committed.deadline + 1, entropy);
+        market.assignVerifier(jobId);
+        vm.snapshotValue(GROUP, string.concat(name, "_assignVerifier"), _gas());
+        assertTrue(market.isFullReplay(jobId) == full, "the coin as chosen");
+        address verifier = _recordSeal(jobId, committed);
+        _report(jobId, verifier, true);
+        vm.warp(block.timestamp + 1 hours + 1);
+        market.finalize(jobId);
+        vm.snapshotValue(GROUP, string.concat(name, "_finalize"), _gas());
+    }
+}

@@ -51,6 +51,10 @@ class _Market:
         self.root = root
         self._events = events
         self.manifest_published = False
+        self.full_replay = False
+
+    def is_full_replay(self, job_id: JobId) -> bool:
+        return self.full_replay
 
     def is_published(self, job_id: JobId, item: int) -> bool:
         return item == MANIFEST_ITEM and self.manifest_published
@@ -216,3 +220,44 @@ def _restamped(trace: Trace, spec: JobSpec) -> Trace:
     checkpoints = tuple(encode_checkpoint(c.step, c.tensors, spec.spec_hash()) for c in stamped)
     hashes = tuple(state_hash(c) for c in checkpoints)
     return Trace(spec, hashes, trace.update_norms, trace.losses, TraceTree(hashes), checkpoints)
+
+
+def _full(protocol: Any) -> Any:
+    protocol.market.full_replay = True
+    return protocol
+
+
+class _NoCheckpoints(LocalStore):
+    """The solver's store without its checkpoints: a full replay in exact mode needs none."""
+
+    def __init__(self, base: LocalStore, checkpoints: set[str]) -> None:
+        super().__init__(base.root)
+        self.checkpoints = checkpoints
+
+    def get(self, cid: str, limit: int) -> bytes:
+        if cid in self.checkpoints:
+            raise AssertionError(f"a full replay fetched checkpoint {cid}")
+        return super().get(cid, limit)
+
+
+def test_a_full_replay_replays_every_segment_from_the_seed_and_fetches_no_checkpoint(job: Any) -> None:
+    protocol = _full(_chain(job.store, job.spec, job.trace))
+    cids = {job.store.put(c) for c in job.trace.checkpoints}
+    inspector = strategies(lie=False, lazy=False)[0](protocol, _NoCheckpoints(job.store, cids), StopFlag(), q=0, r=0)
+    verdict = inspector.inspect(JOB, FAR, Draw(SEED))
+    report = json.loads(job.store.get(verdict.report_cid, 1 << 20))
+    assert verdict.passed and report["full_replay"] is True
+    assert report["segments"] == list(range(job.spec.segments)) == [v["segment"] for v in report["verdicts"]]
+    assert [parse_probe(p) for p in report["probes"]] == job.truth  # the probes the sampled replay states
+
+
+@pytest.mark.parametrize("bad", [2, 5])
+def test_a_full_replay_catches_one_bad_segment_the_sample_misses(job: Any, bad: int) -> None:
+    faked = cheat("wrong-lr", job.spec, job.dataset, segments=(bad,))
+    sampled, report = _report(job, Draw(SEED), _chain(job.store, job.spec, faked.trace), q=0, r=0)
+    if bad == 2:  # neither sampled nor probed: the sample passes it
+        assert sampled.passed and bad not in report["segments"]
+    verdict, report = _report(job, Draw(SEED), _full(_chain(job.store, job.spec, faked.trace)), q=0, r=0)
+    assert not verdict.passed and verdict.failed_segment == bad  # the trace game opens at the first mismatch
+    assert [v["segment"] for v in report["verdicts"]] == list(range(bad + 1))  # the replay stops there
+    assert report["verdicts"][-1]["reason"] == "state-mismatch" and report["probes"] == []

@@ -24,6 +24,8 @@ contract ProtocolInvariantTest is Fixture, RandomWalks {
         p = super._params();
         p.forcedErrorRateBps = 5000;
         p.jackpotShareBps = 3333;
+        p.fullReplayRateBps = 5000; // half of the commits fully replayed: longer windows, replay fees paid
+        p.fullReplayFeeBps = 5000;
     }
 
     function setUp() public {
@@ -104,7 +106,8 @@ contract ProtocolInvariantTest is Fixture, RandomWalks {
         for (uint256 id = 1; id <= n; ++id) {
             Job memory job = market.getJob(id);
             if (!_isFinal(job.state)) {
-                escrow += uint256(job.reward) + job.verifierFee + market.jackpotTax(job.reward, job.verifierFee);
+                escrow += uint256(job.reward) + job.verifierFee + market.jackpotTax(job.reward, job.verifierFee)
+                    + market.replayFee(job.reward);
             }
             if (job.state == JobState.DataChallenged) escrow += market.params().availabilityDeposit;
         }

@@ -29,7 +29,7 @@ contract ProtocolHandler is Test {
 
     /// Expected token balance of the StakeManager: staked in - withdrawn - slashed.
     uint256 public ghostStaked;
-    /// Expected escrow of the JobMarket: reward + fee + tax of jobs not yet final.
+    /// Expected escrow of the JobMarket: reward + fee + tax + replay fee of jobs not yet final.
     uint256 public ghostEscrow;
     /// Expected jackpot: funded + taxes of finalized jobs - forced-error payouts.
     uint256 public ghostJackpot;
@@ -139,7 +139,7 @@ contract ProtocolHandler is Test {
         if (_final(before)) settledTwice = true;
         if (!_final(before) && _final(job.state)) {
             uint256 tax = market.jackpotTax(job.reward, job.verifierFee);
-            ghostEscrow -= uint256(job.reward) + job.verifierFee + tax;
+            ghostEscrow -= uint256(job.reward) + job.verifierFee + tax + market.replayFee(job.reward);
             if (job.state == JobState.Finalized) ghostJackpot += tax;
         }
         if (before != JobState.Finalized && job.state == JobState.Finalized) ++finalizations[jobId];
@@ -185,7 +185,8 @@ contract ProtocolHandler is Test {
         vm.prank(_actor(actorSeed));
         try market.postJob(keccak256(abi.encode(reward, fee)), reward, fee, window) {
             ++calls[msg.sig];
-            ghostEscrow += uint256(reward) + fee + (uint256(reward) + fee) * market.params().jackpotTaxBps / 10_000;
+            ghostEscrow += uint256(reward) + fee + (uint256(reward) + fee) * market.params().jackpotTaxBps / 10_000
+                + uint256(reward) * market.params().fullReplayFeeBps / 10_000;
         } catch {}
     }
 

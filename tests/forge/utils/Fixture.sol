@@ -61,7 +61,9 @@ abstract contract Fixture is Test {
             forcedErrorRateBps: 100,
             probeCount: 4,
             availabilityWindow: 1 hours,
-            availabilityDeposit: 1 ether
+            availabilityDeposit: 1 ether,
+            fullReplayRateBps: 0, // sampled verification only: FullReplay.t.sol draws full replays
+            fullReplayFeeBps: 0
         });
     }
 
