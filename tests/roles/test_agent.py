@@ -211,7 +211,7 @@ class Busy:
             self.started.append(action.name)
             if action.name in self.fail:
                 raise self.fail[action.name]
-            self.gates.setdefault(action.name, threading.Event()).wait(10)
+            self.gates.setdefault(action.name, threading.Event()).wait(60)
         self.done.append(action.name)  # type: ignore[attr-defined]
 
 
@@ -225,7 +225,7 @@ def busy_agent(busy: Busy, lanes: dict[str, int] | None = None) -> Agent[int, ob
 
 
 def _until(check: Callable[[], bool]) -> None:
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60  # a liveness wait, not a timing claim: a loaded 2-core CI box can starve a thread for seconds
     while not check():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.01)
