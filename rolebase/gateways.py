@@ -5,8 +5,13 @@ A daemon run with ``--serve HOST:PORT`` (and ``veritrain submit serve`` with a k
 A daemon's store asks, for content it lacks, its ``--peer`` gateways and then the announced ones
 (:class:`AnnouncedGateways`, the ``discover`` of a :class:`core.storage.peers.FetchingStore`): those of
 the accounts that may hold a job's content, that is with stake in a role or with a posted job. Whatever
-else is announced is ignored, so a flood of announcements costs stake or escrow; and every byte fetched
-is checked against its CID, so a false URL costs a failed request. See docs/storage.md.
+else is announced is ignored. They are **ranked by what the announcer has at stake**, never by recency:
+first the accounts bonded to a job now (stake locked as a job's solver or verifier: the parties whose
+content is fetched while a clock runs), then the rest; within each, by stake in every role plus the
+escrow of the jobs it posted that are not final, the larger first. The first :data:`MAX_PEERS` are
+kept, so pushing an honest staked party's gateway off the list takes more stake (or escrow) than it
+has, in each of 32 accounts: announcements of unstaked one-wei jobs rank last. Every byte fetched is
+checked against its CID, so a false URL costs a failed request. See docs/storage.md.
 """
 
 from __future__ import annotations
@@ -17,12 +22,12 @@ from collections.abc import Callable
 
 from core.agent import log_mined
 from core.chain import Address
-from core.contracts import Protocol, Role
+from core.contracts import JobId, Protocol, Role
 from core.errors import VeritrainError
 from core.storage.errors import StoreUnavailable
 from core.storage.peers import MAX_PEERS, parse_peer
 
-__all__ = ["announce_gateway", "AnnouncedGateways", "announceable"]
+__all__ = ["announce_gateway", "AnnouncedGateways", "announceable", "RANKED_JOBS"]
 
 log = logging.getLogger(__name__)
 
@@ -50,10 +55,15 @@ def announce_gateway(protocol: Protocol, me: Address, url: str) -> None:
         log.warning("gateway not announced", extra={"url": url, "error": str(exc)})
 
 
+#: The most recent jobs of each announcing submitter whose escrow counts toward its rank.
+RANKED_JOBS = 16
+
+
 class AnnouncedGateways:
-    """The gateways announced by accounts with stake or a posted job, newest announcement last, at
-    most :data:`core.storage.peers.MAX_PEERS`; read again at most every :data:`REFRESH_S` seconds.
-    ``connect`` gives the current deployment (it may not exist yet: then none); ``own`` is left out."""
+    """The gateways announced by accounts with stake or a posted job, ranked by what they have at stake
+    (bonded to a job first, then by stake plus open escrow), at most :data:`core.storage.peers.MAX_PEERS`;
+    read again at most every :data:`REFRESH_S` seconds. ``connect`` gives the current deployment (it may
+    not exist yet: then none); ``own`` is left out."""
 
     def __init__(self, connect: Callable[[], Protocol], own: str | None = None) -> None:
         self._connect = connect
@@ -75,18 +85,25 @@ class AnnouncedGateways:
         start = p.book.deploy_block
         latest: dict[str, str] = {}
         for event in p.stakes.events("GatewayAnnounced", start):
-            account = str(event.args["account"])
-            latest.pop(account, None)  # re-inserted: newest last
-            latest[account] = str(event.args["url"])
-        submitters = {str(e.args["submitter"]) for e in p.market.events("JobPosted", start)}
-        urls: list[str] = []
+            latest[str(event.args["account"])] = str(event.args["url"])
+        posted: dict[str, list[int]] = {}
+        for event in p.market.events("JobPosted", start):
+            posted.setdefault(str(event.args["submitter"]), []).append(int(event.args["jobId"]))
+        ranked: list[tuple[bool, int, str, str]] = []
         for account, url in latest.items():
             if not url or url == self._own:
                 continue
-            if account not in submitters and not any(p.stakes.stake_of(account, role).staked > 0 for role in Role):
-                continue
             try:
-                urls.append(parse_peer(url))
+                url = parse_peer(url)
             except StoreUnavailable:
                 continue
-        return urls[-MAX_PEERS:]
+            stakes = [p.stakes.stake_of(account, role) for role in Role]
+            escrow = 0
+            for job_id in posted.get(account, [])[-RANKED_JOBS:]:
+                job = p.market.get_job(JobId(job_id))
+                escrow += 0 if job.state.final else int(job.reward)
+            staked = sum(int(s.staked) for s in stakes)
+            if staked == 0 and account not in posted:
+                continue
+            ranked.append((not any(s.locked for s in stakes), -(staked + escrow), account, url))
+        return [url for *_, url in sorted(ranked)[:MAX_PEERS]]
