@@ -1,7 +1,8 @@
 """Where a party's content is served from: gateways announced on chain (``StakeManager.announce``).
 
 A daemon run with ``--serve HOST:PORT`` (and ``veritrain submit serve`` with a key) announces
-``http://HOST:PORT`` once per deployment, when the chain holds another URL (:func:`announce_gateway`).
+``--announce URL``, or ``http://HOST:PORT``, once per deployment, when the chain holds another URL
+(:func:`announce_gateway`); a URL no other party can reach is refused at start (:func:`gateway_url`).
 A daemon's store asks, for content it lacks, its ``--peer`` gateways and then the announced ones
 (:class:`AnnouncedGateways`, the ``discover`` of a :class:`core.storage.peers.FetchingStore`): those of
 the accounts that may hold a job's content, that is with stake in a role or with a posted job. Whatever
@@ -16,18 +17,20 @@ checked against its CID, so a false URL costs a failed request. See docs/storage
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from core.agent import log_mined
 from core.chain import Address
 from core.contracts import JobId, Protocol, Role
-from core.errors import VeritrainError
+from core.errors import ConfigError, VeritrainError
 from core.storage.errors import StoreUnavailable
 from core.storage.peers import MAX_PEERS, parse_peer
 
-__all__ = ["announce_gateway", "AnnouncedGateways", "announceable", "RANKED_JOBS"]
+__all__ = ["announce_gateway", "AnnouncedGateways", "gateway_url", "LOCAL_CHAIN_IDS", "RANKED_JOBS"]
 
 log = logging.getLogger(__name__)
 
@@ -35,24 +38,55 @@ log = logging.getLogger(__name__)
 REFRESH_S = 15.0
 
 
-def announceable(url: str) -> bool:
-    """Whether other hosts can reach ``url``: not a wildcard address (0.0.0.0, ::)."""
-    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
-    return host not in ("0.0.0.0", "::", "")
+#: Chains where the parties share one host or one private network: anvil's and hardhat's default ids
+#: (``veritrain devnet``, the tests). Elsewhere a loopback gateway reaches nobody.
+LOCAL_CHAIN_IDS = frozenset({31337, 1337})
 
 
-def announce_gateway(protocol: Protocol, me: Address, url: str) -> None:
-    """Announce ``url`` as ``me``'s gateway unless the chain holds it already (idempotent); a chain
-    error is logged, not raised: the gateway serves all the same, to ``--peer`` fetchers."""
-    if not announceable(url):
-        log.warning("gateway not announced: it listens on every address; give --serve a reachable one", extra={"url": url})
-        return
+def gateway_url(bind: str, announce: str | None, chain_id: int | None = None) -> str:
+    """The URL to announce for a gateway listening on ``bind`` (HOST:PORT): ``announce`` if given (the
+    address other hosts reach: behind NAT, in a container), else ``http://bind``. ConfigError (one line,
+    exit 2) when it can reach no other party: a wildcard (0.0.0.0, ::); on a chain not in
+    :data:`LOCAL_CHAIN_IDS` (``chain_id``; None: not known yet, checked again when announcing) a
+    loopback address, or a private one that ``--announce`` did not name."""
+    url = announce if announce is not None else f"http://{bind}"
+    given = f"--announce {announce}" if announce is not None else f"--serve {bind}"
     try:
-        if protocol.stakes.gateway_of(me) == url:
-            return
-        log_mined(log, "announce", protocol.stakes.announce(url), url=url)
+        host = (urlsplit(parse_peer(url)).hostname or "").lower()
+    except StoreUnavailable:
+        raise ConfigError(f"{given}: the announced URL must be http(s)://HOST:PORT") from None
+    fix = "give --announce http://ADDRESS:PORT, the address other hosts reach (behind NAT or in a container: the forwarded one)"
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = ipaddress.ip_address("127.0.0.1") if host == "localhost" else None
+    if address is not None and address.is_unspecified:
+        raise ConfigError(f"{given} listens on every address and names none to announce: {fix}")
+    if chain_id is None or chain_id in LOCAL_CHAIN_IDS or address is None:
+        return url
+    if address.is_loopback:
+        raise ConfigError(f"{given}: {host} is this host's loopback, which no other party of chain {chain_id} reaches: {fix}")
+    if (address.is_private or address.is_link_local) and announce is None:
+        raise ConfigError(f"{given}: {host} is a private address; if every party of chain {chain_id} reaches it there, say so with --announce {url}")
+    return url
+
+
+def announce_gateway(protocol: Protocol, me: Address, bind: str, announce: str | None) -> str | None:
+    """Announce the URL of ``me``'s gateway on ``bind`` (:func:`gateway_url` of ``bind`` and ``announce``,
+    checked against the chain's id: ConfigError if no other party can reach it) unless the chain holds it
+    already (idempotent), and return it; a chain error is logged, not raised (None): the gateway serves
+    all the same, to ``--peer`` fetchers."""
+    try:
+        url = gateway_url(bind, announce, protocol.stakes.client.chain_id)
+        if protocol.stakes.gateway_of(me) != url:
+            log_mined(log, "announce", protocol.stakes.announce(url), url=url)
+        return url
+    except ConfigError:
+        raise
     except VeritrainError as exc:
-        log.warning("gateway not announced", extra={"url": url, "error": str(exc)})
+        log.warning("gateway not announced", extra={"bind": bind, "error": str(exc)})
+        return None
 
 
 #: The most recent jobs of each announcing submitter whose escrow counts toward its rank.

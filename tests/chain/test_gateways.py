@@ -12,6 +12,7 @@ import pytest
 
 from core.chain import Signer, Wei
 from core.contracts import Role
+from core.errors import ConfigError
 from core.reverts import ContractRevert
 from core.storage import LocalStore
 from core.storage.gateway import GatewayServer
@@ -38,10 +39,14 @@ def test_an_announcement_round_trips_bounded_and_idempotent(devnet: Devnet, part
         p.stakes.announce("h" * (longest + 1))
     assert refused.value.error_name == "GatewayUrlTooLong" and refused.value.values == {"length": longest + 1, "maxLength": longest}
     block = devnet.client.block_number()
-    announce_gateway(p, me, "http://10.0.0.2:8080")  # the chain holds it: no transaction
-    announce_gateway(p, me, "http://0.0.0.0:8080")  # unreachable from other hosts: not announced
+    assert announce_gateway(p, me, "10.0.0.2:8080", None) == "http://10.0.0.2:8080"  # the chain holds it: no transaction
+    with pytest.raises(ConfigError, match="--serve 0.0.0.0:8080 listens on every address and names none to announce: give --announce"):
+        announce_gateway(p, me, "0.0.0.0:8080", None)  # unreachable from other hosts: refused
     assert devnet.client.block_number() == block
-    assert p.stakes.gateway_of(me) == "http://10.0.0.2:8080"
+    assert announce_gateway(p, me, "0.0.0.0:8080", "http://10.0.0.3:8088") == "http://10.0.0.3:8088"  # the address others reach
+    assert p.stakes.gateway_of(me) == "http://10.0.0.3:8088"
+    announce_gateway(p, me, "127.0.0.1:8080", None)  # loopback is fine on a devnet (LOCAL_CHAIN_IDS)
+    assert p.stakes.gateway_of(me) == "http://127.0.0.1:8080"
 
 
 def test_a_fetcher_takes_the_gateways_of_staked_accounts_and_submitters_only(devnet: Devnet, parties: Parties) -> None:
@@ -88,6 +93,6 @@ def test_content_is_found_through_an_announced_gateway(devnet: Devnet, parties: 
     cid = served.put(b"a checkpoint on another host")
     stake(proto, parties.solver, Role.SOLVER)
     with GatewayServer(served) as gateway:
-        announce_gateway(devnet.protocol(parties.solver), parties.solver.address, gateway.url)
+        announce_gateway(devnet.protocol(parties.solver), parties.solver.address, gateway.address, None)
         store = open_store(store_dir=None, ipfs_api=None, data_dir=tmp_path / "verifier", discover=AnnouncedGateways(lambda: proto))
         assert store.get(cid, 100) == b"a checkpoint on another host"
