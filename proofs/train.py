@@ -33,7 +33,7 @@ from core.cid import Cid
 from core.probe import Bytes32
 from core.storage.unixfs import CHUNK_SIZE, DagBuilder
 from proofs import optim, repro
-from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, hash_state, update_norm
+from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, encoded_size, hash_state, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import CheckpointError, DatasetError, ProofError
 from proofs.keccak import keccak_hasher
@@ -93,6 +93,19 @@ def device_fault(numerics: str, device: str) -> str | None:
     if numerics == "repro-v1" and torch.device(device).type != "cpu":
         return f"numerics repro-v1 runs on the CPU, not {device} (docs/numerics.md has the CUDA design)"
     return None
+
+
+def checkpoint_size(spec: JobSpec) -> int:
+    """The bytes of ``spec``'s largest checkpoint (its last step has the most digits), from the spec
+    alone: the model is built on the meta device (shapes, no memory), its parameters and the
+    optimizer's slots laid out as :class:`Trainer` writes them. What a solver compares, before any
+    claim, with the checkpoint it could publish on chain (``rolebase.capabilities.claim_misfit``)."""
+    with torch.device("meta"):  # torch's numerics: the same shapes, no kernels compiled
+        model = build_model(spec.model_copy(update={"numerics": "torch"}), "meta")
+    params = {name: tuple(p.shape) for name, p in model.named_parameters()}
+    slots = optim.build_optimizer(spec.optimizer, spec.numerics).slots
+    shapes = {f"param.{n}": shape for n, shape in params.items()} | {f"optim.{n}.{s}": shape for n, shape in params.items() for s in slots}
+    return encoded_size(spec.steps, shapes, spec.spec_hash())
 
 
 @contextmanager

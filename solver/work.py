@@ -38,7 +38,7 @@ from pathlib import Path
 
 from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
-from core.contracts import MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol, max_published_checkpoint_bytes
+from core.contracts import JobId, Protocol, max_published_checkpoint_bytes
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
@@ -46,14 +46,13 @@ from proofs.checkpoint import decode_checkpoint, state_hash
 from proofs.data import Dataset, load_dataset
 from proofs.datasets import reference_job
 from proofs.errors import ProofError
-from proofs.manifest import largest_manifest_bytes
 from proofs.merkle import TraceTree, hex32
 from proofs.replay import run_watching
-from proofs.spec import JobSpec, load_spec, training_memory_bytes
+from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Committed, Committer, Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
-from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
+from rolebase.capabilities import ESTIMATE_SAFETY, claim_misfit, device_of, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
@@ -92,8 +91,6 @@ def machine_memory_bytes() -> int:
 
 #: Steps of the dry run that measures this solver's speed on a spec, and the longest full step it runs.
 DRY_RUN_STEPS = 2
-#: Bytes a later checkpoint may add to checkpoint 0 (its step number has more digits).
-CHECKPOINT_GROWTH = 64
 DRY_RUN_STEP_CAP_S = 10.0
 #: The measured times are multiplied by ESTIMATE_SAFETY (a loaded machine, noise); then the fixed seconds are added.
 ESTIMATE_FIXED_S = 2.0
@@ -163,7 +160,7 @@ class SpecJudge:
             return SpecCheck(False, f"spec {cid} is not in storage", final=False)
         except VeritrainError as exc:  # too large, forged, malformed
             return SpecCheck(False, f"{type(exc).__name__}: {exc}")
-        over = self._over_limits(spec) or device_fault(spec.numerics, self.rt.device)
+        over = self._over_limits(spec)
         if over:
             return SpecCheck(False, over, spec.steps)
         try:
@@ -176,9 +173,7 @@ class SpecJudge:
         except VeritrainError as exc:  # larger than the spec says, forged, not a CID
             return SpecCheck(False, f"dataset or pretrained model: {type(exc).__name__}: {exc}", spec.steps)
         try:
-            dry = _estimate(spec, load_dataset(spec, data, init), self.block_gas_limit(), self.rt)
-        except Unpublishable as exc:
-            return SpecCheck(False, f"{exc}: a verifier could challenge its availability and we could not answer on chain", spec.steps)
+            dry = _estimate(spec, load_dataset(spec, data, init), self.rt)
         except IdleTraining as exc:
             return SpecCheck(False, f"training does no learning work, which verifiers fail: {exc}", spec.steps)
         except ProofError as exc:
@@ -188,29 +183,19 @@ class SpecJudge:
         return SpecCheck(True, "", spec.steps, dry.train_s, checkpoints=spec.segments + 1, checkpoint_bytes=dry.checkpoint_bytes, segment_s=dry.segment_s)
 
     def _over_limits(self, spec: JobSpec) -> str:
+        """Why this solver refuses ``spec`` from the spec alone: the one check a submitter's fit runs
+        against its advert too (``rolebase.capabilities.claim_misfit``), with our memory and the
+        checkpoints this chain lets us publish."""
         lim = self.limits
-        if spec.steps > lim.max_steps:
-            return f"{spec.steps} steps, this solver takes at most {lim.max_steps}"
-        if spec.param_count() > lim.max_params:
-            return f"{spec.param_count():,} parameters, this solver takes at most {lim.max_params:,}"
-        if spec.dataset.size_bytes > lim.max_dataset_bytes:
-            return f"dataset of {spec.dataset.size_bytes:,} bytes, this solver takes at most {lim.max_dataset_bytes:,}"
-        memory = training_memory_bytes(spec)
-        if memory > lim.max_memory_bytes:
-            return f"training needs about {memory / 2**30:,.1f} GiB of memory, this solver gives a job at most {lim.max_memory_bytes / 2**30:,.1f} GiB"
-        manifest = largest_manifest_bytes(spec.steps, spec.checkpoint_interval)
-        if manifest > MAX_PUBLISHED_MANIFEST_BYTES:
-            return (
-                f"a manifest of up to {manifest:,} bytes ({spec.segments + 1} checkpoints) cannot be published on chain "
-                f"(at most {MAX_PUBLISHED_MANIFEST_BYTES:,}) if a verifier challenges its availability"
-            )
-        return ""
-
-
-class Unpublishable(ProofError):
-    """The job's checkpoints are larger than a solver can publish on chain when a verifier challenges
-    their availability (docs/protocol.md, "Data availability"): claiming it would hand any verifier
-    the solver's bond for the price of a deposit."""
+        return claim_misfit(
+            spec,
+            max_params=lim.max_params,
+            max_dataset_bytes=lim.max_dataset_bytes,
+            max_steps=lim.max_steps,
+            device=device_of(self.rt.device),
+            publishable_bytes=max_published_checkpoint_bytes(self.block_gas_limit()),
+            max_memory_bytes=lim.max_memory_bytes,
+        )
 
 
 class IdleTraining(ProofError):
@@ -228,11 +213,10 @@ class DryRun:
     checkpoint_bytes: int
 
 
-def _estimate(spec: JobSpec, dataset: Dataset, block_gas_limit: int, rt: Runtime = Runtime()) -> DryRun:
+def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRun:
     """Seconds to train ``spec`` here, and one segment of it, and checkpoint 0's size, from a dry
     run: a checkpoint encoded and hashed (each is written, re-read for upload and stored: three
-    times that; a checkpoint larger than a chain of ``block_gas_limit`` lets a solver publish raises
-    :class:`Unpublishable`), then steps on one example (the
+    times that), then steps on one example (the
     first untimed: kernels compile on first use, once per process). A full step that this puts
     above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
     other jobs have clocks): the one-example time times the batch size stands for it; else one
@@ -243,9 +227,6 @@ def _estimate(spec: JobSpec, dataset: Dataset, block_gas_limit: int, rt: Runtime
     first = trainer.to_bytes()
     state_hash(first)
     checkpoint_s = time.monotonic() - started
-    publishable = max_published_checkpoint_bytes(block_gas_limit)
-    if len(first) + CHECKPOINT_GROWTH > publishable:
-        raise Unpublishable(f"checkpoints of {len(first):,} bytes (at most {publishable:,} can be published in blocks of {block_gas_limit:,} gas)")
     single = Trainer(spec.model_copy(update={"batch_size": 1}), dataset, rt)
     single.run(1)
     started = time.monotonic()

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
-from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount
+from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount, max_published_checkpoint_bytes
 from core.probe import Bytes32
 from core.storage import ContentStore
 from proofs.merkle import hex32
@@ -68,8 +68,10 @@ class SolverFit:
 
 def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int) -> SolverFit:
     """Read the adverts of the solvers whose stake meets the minimum now (the latest
-    ``MAX_ADVERTISERS`` to advertise) and check ``spec`` against each (rolebase.capabilities.misfit)."""
+    ``MAX_ADVERTISERS`` to advertise) and check ``spec`` against each (rolebase.capabilities.misfit:
+    the check each solver runs before a claim, with the checkpoints this chain's blocks let it publish)."""
     stakes = protocol.stakes
+    publishable = max_published_checkpoint_bytes(protocol.client.block_gas_limit())  # what every solver of this chain can publish
     events = stakes.events("CapabilitiesAdvertised", protocol.book.deploy_block)
     solvers = list(dict.fromkeys(Address(e.args["solver"]) for e in reversed(events)))[:MAX_ADVERTISERS]
     minimum = stakes.min_stake(Role.SOLVER)
@@ -78,7 +80,7 @@ def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int) -> SolverF
         if stakes.stake_of(solver, Role.SOLVER).staked < minimum:
             continue  # an advert outlives its stake: an unstaked solver claims nothing
         advertised += 1
-        why = misfit(stakes.capabilities_of(solver), spec, commit_window)
+        why = misfit(stakes.capabilities_of(solver), spec, commit_window, publishable)
         if why:
             misfits.append((solver, why))
     return SolverFit(advertised, advertised - len(misfits), tuple(misfits))

@@ -22,7 +22,7 @@ from core.agent import LoopSettings
 from core.chain import Signer
 from core.cid import cid_to_digest
 from core.config import Settings
-from core.contracts import JobId, JobState, Protocol, Role, TokenAmount
+from core.contracts import Capabilities, Device, JobId, JobState, Protocol, Role, TokenAmount, max_published_checkpoint_bytes
 from core.storage import ContentStore, LocalStore, file_cid
 from deploy.devnet import Devnet
 from proofs import load_dataset, load_spec
@@ -30,6 +30,7 @@ from proofs.datasets import reference_job
 from proofs.spec import training_memory_bytes
 from proofs.train import Runtime
 from rolebase.actions import stake
+from rolebase.capabilities import misfit
 from solver import daemon, work
 from solver.policy import SolverConfig
 from solver.state import SolverDb
@@ -121,7 +122,7 @@ def test_judge_refuses_a_job_whose_numerics_cannot_run_on_the_solvers_device(tmp
     ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
     digest = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
     on_gpu = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m, rt=Runtime(device="cuda")).check(digest)
-    assert not on_gpu.runnable and on_gpu.final and on_gpu.reason.startswith("numerics repro-v1 runs on the CPU, not cuda")
+    assert not on_gpu.runnable and on_gpu.final and on_gpu.reason == "trains on CUDA, and numerics repro-v1 run on the CPU"
     assert SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, gas_30m).check(digest).runnable  # verdicts are kept per device
     db.close()
 
@@ -136,7 +137,7 @@ def test_judge_refuses_a_job_whose_training_needs_more_memory_than_it_gives(tmp_
     need = training_memory_bytes(ref.spec("QmData"))
     small = SpecJudge(store, db, Limits(new_specs_per_tick=10, max_memory_bytes=need - 1), DEP, gas_30m).check(digest)
     assert not small.runnable and small.final
-    assert small.reason == f"training needs about {need / 2**30:,.1f} GiB of memory, this solver gives a job at most {(need - 1) / 2**30:,.1f} GiB"
+    assert small.reason == f"gives a job at most {(need - 1) / 2**30:,.1f} GiB of memory (training needs about {need / 2**30:,.1f} GiB)"
     db.close()
     fresh = SolverDb(tmp_path / "fresh.sqlite")  # a verdict is kept: another solver's records
     assert SpecJudge(store, fresh, Limits(new_specs_per_tick=10, max_memory_bytes=need), DEP, gas_30m).check(digest).runnable
@@ -170,8 +171,8 @@ def test_judge_refuses_what_it_could_not_publish_on_chain_if_challenged(tmp_path
     wide = {**raw, "model": {**raw["model"], "hidden": [512, 512]}}  # ~265k parameters with momentum: ~2.1 MB a checkpoint
     wide_digest = cid_to_digest(store.put(load_spec(wide).canonical_bytes()))
     check = judge.check(wide_digest)
-    assert not check.runnable and check.final and "could not answer on chain" in check.reason, check.reason
-    assert "in blocks of 30,000,000 gas" in check.reason, check.reason
+    assert not check.runnable and check.final and "could not publish its checkpoints of" in check.reason, check.reason
+    assert f"at most {max_published_checkpoint_bytes(30_000_000):,} fit this chain's blocks" in check.reason, check.reason
     # the same job on a chain of larger blocks (read from the chain at judge time: another deployment)
     big = SpecJudge(store, db, Limits(new_specs_per_tick=10), "31337:0x0000000000000000000000000000000000000003", lambda: 150_000_000)
     check = big.check(wide_digest)
@@ -180,6 +181,38 @@ def test_judge_refuses_what_it_could_not_publish_on_chain_if_challenged(tmp_path
     long = {**raw, "steps": 2000, "checkpoint_interval": 1}  # 2001 checkpoints: a manifest over one 256 KiB block
     check = judge.check(cid_to_digest(store.put(load_spec(long).canonical_bytes())))
     assert not check.runnable and check.final and "manifest of up to" in check.reason, check.reason
+    db.close()
+
+
+def test_fits_means_the_solver_claims_it(tmp_path: Path) -> None:
+    """Issue 26 item 8: what ``submit post --dry-run`` says of a solver's advert (rolebase.capabilities.misfit)
+    is what the solver decides before a claim: the same reason when it refuses, a runnable job when the
+    advert fits (its speed fast enough for the window). The checkpoints a 30M-gas chain lets it publish,
+    the manifest, a limit and the device, each both ways."""
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    limits = Limits(max_steps=2000, new_specs_per_tick=10)
+    judge = SpecJudge(store, db, limits, DEP, gas_30m)
+    advert = Capabilities(limits.max_params, limits.max_dataset_bytes, limits.max_steps, 10**15, Device.CPU, advertised_at=1)
+    publishable = max_published_checkpoint_bytes(BLOCK_GAS_30M)
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    store.put(ref.dataset)
+    raw: dict[str, Any] = ref.spec(file_cid(ref.dataset)).to_json_dict()
+    variants = {
+        "fits": raw,
+        "checkpoints too large to publish": {**raw, "model": {**raw["model"], "hidden": [512, 512]}},
+        "a manifest over one block": {**raw, "steps": 1600, "checkpoint_interval": 1},
+        "over the solver's steps": {**raw, "steps": 2040},
+        "torch numerics": {**raw, "numerics": "torch"},
+    }
+    said: dict[str, str] = {}
+    for name, body in variants.items():
+        spec = load_spec(body)
+        said[name] = misfit(advert, spec, 10**6, publishable)
+        check = judge.check(cid_to_digest(store.put(spec.canonical_bytes())))
+        assert check.runnable == (said[name] == ""), (name, said[name], check.reason)
+        assert check.runnable or check.reason == said[name], (name, said[name], check.reason)
+    assert said["fits"] == said["torch numerics"] == "" and all(said[n] for n in variants if n not in ("fits", "torch numerics"))
     db.close()
 
 
@@ -301,7 +334,7 @@ def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch
             return super().run(steps, *args, **kwargs)
 
     monkeypatch.setattr(work, "Trainer", Recording)
-    assert work._estimate(spec, dataset, BLOCK_GAS_30M).train_s > 0 and spec.batch_size in ran
+    assert work._estimate(spec, dataset).train_s > 0 and spec.batch_size in ran
     ran.clear()
     monkeypatch.setattr(work, "DRY_RUN_STEP_CAP_S", 0.0)
-    assert work._estimate(spec, dataset, BLOCK_GAS_30M).train_s > 0 and set(ran) == {1}
+    assert work._estimate(spec, dataset).train_s > 0 and set(ran) == {1}
