@@ -20,8 +20,7 @@ training that does no work, the measured time) the solver checks after.
 
 from __future__ import annotations
 
-from core.contracts import MAX_PUBLISHED_MANIFEST_BYTES, Capabilities, Device
-from proofs.manifest import largest_manifest_bytes
+from core.contracts import Capabilities, Device
 from proofs.spec import JobSpec, training_memory_bytes
 from proofs.train import checkpoint_size
 
@@ -84,12 +83,6 @@ def claim_misfit(
         return (
             f"could not publish its checkpoints of {checkpoint:,} bytes on chain (at most {publishable_bytes:,} fit this chain's blocks) "
             "if a verifier challenged their availability"
-        )
-    manifest = largest_manifest_bytes(spec.steps, spec.checkpoint_interval)
-    if manifest > MAX_PUBLISHED_MANIFEST_BYTES:
-        return (
-            f"could not publish a manifest of up to {manifest:,} bytes ({spec.segments + 1} checkpoints) on chain "
-            f"(at most {MAX_PUBLISHED_MANIFEST_BYTES:,}) if a verifier challenged its availability"
         )
     return ""
 

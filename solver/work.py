@@ -46,6 +46,7 @@ from proofs.checkpoint import decode_checkpoint, state_hash
 from proofs.data import Dataset, load_dataset
 from proofs.datasets import reference_job
 from proofs.errors import ProofError
+from proofs.manifest import write_manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
@@ -458,7 +459,7 @@ class JobTrainer:
         if trace.root != record.trace_root:
             raise JobWorkError(f"job {job_id}: trace root {hex32(trace.root)} differs from the recorded {hex32(record.trace_root)}")
         manifest = trace.manifest(spec_cid)
-        manifest_cid = self.store.put(manifest.canonical_bytes())
+        manifest_cid = write_manifest(self.store.put, manifest)
         self.db.set_uploaded(job_id, manifest.final_cid, manifest_cid)
         log.info(
             "upload finished",
