@@ -249,7 +249,14 @@ def _run(sources: list[_Source], timeout: float, min_rate: float, work: Callable
         async with aiohttp.ClientSession(connector=connector, timeout=conn_timeout, auto_decompress=False) as session:
             return await work(_Fetch(session, sources, timeout, min_rate))
 
-    return asyncio.run(main())
+    # A loop of our own, not asyncio.run: in the main thread that installs a SIGINT handler whose check
+    # formats the main task, result included (a whole file: seconds of repr for a large one).
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
 
 
 class GatewayFetcher:
