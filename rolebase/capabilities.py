@@ -20,6 +20,8 @@ training that does no work, the measured time) the solver checks after.
 
 from __future__ import annotations
 
+import functools
+
 from core.contracts import Capabilities, Device
 from proofs.spec import JobSpec, training_memory_bytes
 from proofs.train import checkpoint_size
@@ -53,6 +55,12 @@ def training_seconds(spec: JobSpec, flops: int) -> float:
     return ESTIMATE_SAFETY * train_flop(spec) / flops
 
 
+@functools.lru_cache(maxsize=256)
+def _largest_checkpoint(spec: JobSpec) -> int:
+    """``proofs.train.checkpoint_size``, once per spec: a fit check reads it for every advert."""
+    return checkpoint_size(spec)
+
+
 def claim_misfit(
     spec: JobSpec,
     *,
@@ -78,7 +86,7 @@ def claim_misfit(
     need = device_needed(spec)
     if need is not None and device is not need:
         return f"trains on {device.name}, and numerics {spec.numerics} run on the {need.name}"
-    checkpoint = checkpoint_size(spec)
+    checkpoint = _largest_checkpoint(spec)
     if checkpoint > publishable_bytes:
         return (
             f"could not publish its checkpoints of {checkpoint:,} bytes on chain (at most {publishable_bytes:,} fit this chain's blocks) "
