@@ -561,6 +561,43 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         if (_availabilityDeposit != 0) token.safeTransfer(c.challenger, _availabilityDeposit);
     }
 
+    // ------------------------------------------------------------------ availability court only
+
+    /// @inheritdoc IJobMarket
+    function holdForCourt(uint256 jobId, address challenger) external {
+        // INVARIANT: only a protocol contract of the StakeManager's one-shot wiring holds a job; they
+        // may already slash any bond, so this widens no trust.
+        if (!stakeManager.isProtocol(msg.sender)) revert NotAuthorized(msg.sender);
+        Job storage job = _job(jobId);
+        JobState state = job.state;
+        if (state != JobState.Verifying && state != JobState.Verified) revert WrongState(jobId, state, JobState.Verifying);
+        uint32 paused = job.deadline;
+        if (block.timestamp > paused) revert DeadlinePassed(jobId, paused);
+        // INVARIANT: the challenger's clock pauses while the court runs (as on challengeAvailability).
+        job.state = JobState.DataVote;
+        job.challenger = challenger;
+        // paused >= now, checked above
+        // forge-lint: disable-next-line(unsafe-typecast)
+        job.challengeLeft = uint32(paused - block.timestamp);
+    }
+
+    /// @inheritdoc IJobMarket
+    function releaseFromCourt(uint256 jobId, bool withheld) external {
+        if (!stakeManager.isProtocol(msg.sender)) revert NotAuthorized(msg.sender);
+        Job storage job = _jobIn(jobId, JobState.DataVote);
+        if (withheld) {
+            // The court settled both bonds (the solver's slashed to the challenger, the verifier's released).
+            job.solver = address(0);
+            job.verifier = address(0);
+            _reopen(jobId, job);
+            return;
+        }
+        job.state = job.challenger == job.verifier ? JobState.Verifying : JobState.Verified;
+        job.deadline = _after(job.challengeLeft);
+        delete job.challenger;
+        delete job.challengeLeft;
+    }
+
     // ------------------------------------------------------------------ dispute game only
 
     /// @inheritdoc IJobMarket

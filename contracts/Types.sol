@@ -25,7 +25,10 @@ enum JobState {
     Finalized,
     Cancelled,
     Refunded,
-    DataChallenged
+    DataChallenged,
+    /// Held by the AvailabilityCourt while its committee checks that the challenged items are served
+    /// (JobMarket.holdForCourt / releaseFromCourt); the challenger's clock is paused.
+    DataVote
 }
 
 /// @notice Why a job ended refunded (the escrow went back to the submitter, bonds were released).

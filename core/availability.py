@@ -8,23 +8,28 @@ chain, where a solver publishes what was challenged (``AvailabilityAnswered``, c
 against the committed leaf or manifest CID, and checked again here). A copy found there is put into
 our store, so every later reader (the replay, the dispute replayer) finds it by CID. Failing that, the
 item is retried for :data:`AVAILABILITY_WAIT_S` (:class:`ContentPending`: content may still be on
-its way) and then challenged on chain: :class:`ContentUnavailable` carries the item to the role's
-responder, which escrows the deposit and calls ``challengeAvailability`` (:func:`challenge`). The
-challenger's clock (a report window, a challenge window) is paused until the solver publishes the
-item; a solver that does not is slashed to the challenger.
+its way) and then challenged: :class:`ContentUnavailable` carries every item the reader lacks
+(:meth:`Availability.gather` tries them all first) to the role's responder, which opens one
+``AvailabilityCourt`` case naming all of them with one deposit (:func:`challenge`): a committee drawn
+by stake fetches them by CID and votes, whatever their size. Only a manifest the referees of a
+manifest game need on chain (served, but not the committed trace's) is challenged on the JobMarket's
+own path, where the solver publishes its bytes. Either way the challenger's clock (a report window, a
+challenge window) is paused, and a solver that did not serve is slashed to the challenger.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from eth_utils import keccak
 
 from core.agent import log_mined
 from core.chain import Address
 from core.cid import Cid
-from core.contracts import JobId, Protocol
+from core.contracts import MANIFEST_ITEM, JobId, Protocol, Role, lacking_bitmap
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StorageError
@@ -46,12 +51,29 @@ class ContentPending(VeritrainError):
 
 
 class ContentUnavailable(VeritrainError):
-    """``item`` of the job (a checkpoint index, or the market's ``MANIFEST_ITEM``) cannot be had."""
+    """``items`` of the job (checkpoint indices, or the market's ``MANIFEST_ITEM``) cannot be had;
+    ``item`` is the first. ``on_chain``: ``item`` is to be published on chain by the solver (the
+    JobMarket's own path: one item, bounded by block gas), as the manifest the referees of a manifest
+    game need there; otherwise a committee fetches them all (the court)."""
 
-    def __init__(self, job_id: JobId, item: int, problem: str) -> None:
+    def __init__(self, job_id: JobId, item: int, problem: str, *, items: Sequence[int] = (), on_chain: bool = False) -> None:
         super().__init__(f"job {job_id}: {problem}: challenging its availability")
         self.job_id = job_id
         self.item = item
+        self.items = tuple(items) or (item,)
+        self.on_chain = on_chain
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One item a reader needs: its number (checkpoint index or ``MANIFEST_ITEM``), its CID, the
+    largest size it may have, a name for messages, and a checkpoint's committed state hash."""
+
+    item: int
+    cid: str
+    limit: int
+    what: str
+    expect_hash: Bytes32 | None = None
 
 
 class Availability:
@@ -81,6 +103,26 @@ class Availability:
         if self.patient(cid, deadline):
             raise ContentPending(f"{problem} yet")
         raise ContentUnavailable(job_id, item, problem)
+
+    def gather(self, job_id: JobId, wanted: Sequence[Wanted], deadline: int) -> None:
+        """Fetch every wanted item (each is then in our store, or on chain); if any is still
+        missing past the wait, :class:`ContentUnavailable` names all of those, so one challenge
+        covers them. :class:`ContentPending` while any may still come."""
+        lacking: list[int] = []
+        problem = ""
+        pending: ContentPending | None = None
+        for w in wanted:
+            try:
+                self.fetch(job_id, w.item, w.cid, w.limit, deadline, w.what, w.expect_hash)
+            except ContentPending as exc:
+                pending = exc
+            except ContentUnavailable as exc:
+                lacking.append(w.item)
+                problem = problem or str(exc).split(": challenging")[0].removeprefix(f"job {job_id}: ")
+        if pending is not None:
+            raise pending
+        if lacking:
+            raise ContentUnavailable(job_id, lacking[0], f"{problem} ({len(lacking)} items lacking)", items=lacking)
 
     def published(self, job_id: JobId, item: int, cid: str, expect_hash: Bytes32 | None) -> bytes | None:
         """The copy of ``item`` published on chain, if there is one and it is the content we expect
@@ -120,10 +162,42 @@ class Availability:
         return not near and time.monotonic() - first < AVAILABILITY_WAIT_S
 
 
+def court_open(p: Protocol, me: Address, job_id: JobId, names_manifest: bool) -> bool:
+    """Whether a court case can decide for us: we opened no case of this kind on the job's trace
+    (one naming the manifest, one naming only checkpoints), and enough verifiers other than the job's
+    parties and us have the member bond free to seat a committee (else the case would end undecided
+    and the clock would resume with nothing fetched)."""
+    job = p.market.get_job(job_id)
+    params = p.court.params()
+    count = job.checkpoint_count
+    for opened in p.court.events("CaseOpened", p.book.deploy_block, jobId=job_id, challenger=me):
+        case = p.court.get_case(int(opened.args["caseId"]))
+        lacking = bytes(opened.args["lacking"])
+        if bytes(case.trace_root) == bytes(job.trace_root) and bool(lacking[-1] >> (count % 8) & 1) == names_manifest:
+            return False
+    verifiers = {Address(e.args["account"]) for e in p.stakes.events("Staked", p.book.deploy_block, role=int(Role.VERIFIER))}
+    verifiers -= {job.solver, job.verifier, job.submitter, me}
+    minimum = p.stakes.min_stake(Role.VERIFIER)
+    seatable = [v for v in verifiers if p.stakes.stake_of(v, Role.VERIFIER).staked >= minimum and p.stakes.free_stake(v, Role.VERIFIER) >= params.referee_bond]
+    return len(seatable) >= params.committee_size
+
+
 def challenge(p: Protocol, me: Address, unavailable: ContentUnavailable) -> None:
-    """Escrow the deposit and challenge the item (the market refuses it if the job moved on)."""
-    deposit = p.market.params().availability_deposit
-    if deposit and p.token.allowance(me, p.market.address) < deposit:
-        log_mined(log, "approve", p.token.approve(p.market.address, deposit), job=unavailable.job_id)
-    receipt = p.market.challenge_availability(unavailable.job_id, unavailable.item)
-    log_mined(log, "challengeAvailability", receipt, job=unavailable.job_id, item=unavailable.item, reason=str(unavailable))
+    """One challenge naming every lacking item, one approve: an ``AvailabilityCourt`` case; the
+    JobMarket's own path (the solver publishes one item on chain) for a manifest the referees need on
+    chain, and where no court case can decide (:func:`court_open`). The chain refuses either if the
+    job moved on."""
+    job_id = unavailable.job_id
+    if unavailable.on_chain or not court_open(p, me, job_id, MANIFEST_ITEM in unavailable.items):
+        deposit = p.market.params().availability_deposit
+        if deposit and p.token.allowance(me, p.market.address) < deposit:
+            log_mined(log, "approve", p.token.approve(p.market.address, deposit), job=job_id)
+        receipt = p.market.challenge_availability(job_id, unavailable.item)
+        log_mined(log, "challengeAvailability", receipt, job=job_id, item=unavailable.item, reason=str(unavailable))
+        return
+    count = p.market.get_job(job_id).checkpoint_count
+    deposit = p.court.params().deposit(len(set(unavailable.items)))
+    if deposit and p.token.allowance(me, p.court.address) < deposit:
+        log_mined(log, "approve", p.token.approve(p.court.address, deposit), job=job_id)
+    case_id, receipt = p.court.challenge(job_id, lacking_bitmap(count, unavailable.items))
+    log_mined(log, "court challenge", receipt, job=job_id, case=case_id, items=len(set(unavailable.items)), reason=str(unavailable))

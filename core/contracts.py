@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, ClassVar, NewType, Self, TypeVar
@@ -56,6 +56,13 @@ __all__ = [
     "StakeManager",
     "JobMarket",
     "DisputeGame",
+    "AvailabilityCourt",
+    "Case",
+    "CaseStatus",
+    "CourtParams",
+    "court_commitment",
+    "lacking_bitmap",
+    "lacking_items",
     "Protocol",
     "MANIFEST_ITEM",
 ]
@@ -159,6 +166,9 @@ class JobState(IntEnum):
     DATA_CHALLENGED = 10
     """A Verifying job whose verifier challenged the availability of one item: the report clock is
     paused until the solver publishes it (``answerAvailability``) or is slashed (``timeoutAvailability``)."""
+    DATA_VOTE = 11
+    """A Verifying or Verified job held by an ``AvailabilityCourt`` case: a drawn committee checks that the
+    named items are served; the challenger's clock is paused until the case settles."""
 
     @property
     def final(self) -> bool:
@@ -193,6 +203,21 @@ class GameStatus(IntEnum):
         return self in (GameStatus.SOLVER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE)
 
 
+class CaseStatus(IntEnum):
+    """Where an availability case stands (IAvailabilityCourt.sol ``CaseStatus``; docs/protocol.md)."""
+
+    NONE = 0
+    DRAWING = 1
+    VOTING = 2
+    SERVED = 3
+    WITHHELD = 4
+    UNDECIDED = 5
+
+    @property
+    def final(self) -> bool:
+        return self in (CaseStatus.SERVED, CaseStatus.WITHHELD, CaseStatus.UNDECIDED)
+
+
 class Ballot(IntEnum):
     """A referee's ballot in one game (VACANT: not on the committee)."""
 
@@ -222,6 +247,7 @@ _ENUMS: Mapping[str, type[IntEnum]] = {
     "JobState": JobState,
     "RefundReason": RefundReason,
     "GameStatus": GameStatus,
+    "CaseStatus": CaseStatus,
     "Ballot": Ballot,
     "SettleReason": SettleReason,
 }
@@ -406,6 +432,60 @@ class GameParams:
     def max_game_duration(self) -> int:
         """``2 * clockTime + drawWindow + commitWindow + revealWindow``, as the contract computes it."""
         return 2 * self.clock_time + self.draw_window + self.commit_window + self.reveal_window
+
+
+@dataclass(frozen=True)
+class Case:
+    """AvailabilityCourt's stored case: ``items`` items of ``job_id`` (the bitmap is in ``CaseOpened``)
+    that ``challenger`` could not fetch for the trace ``trace_root``. ``deadline`` is the draw anchor
+    BLOCK while Drawing and the end of the commit phase while Voting."""
+
+    job_id: JobId
+    challenger: Address
+    status: CaseStatus
+    commits: int
+    votes_served: int
+    votes_withheld: int
+    deadline: int
+    opened_at: int
+    items: int
+    deposit: TokenAmount
+    trace_root: Bytes32
+
+
+@dataclass(frozen=True)
+class CourtParams:
+    """AvailabilityCourt's immutable deployment parameters (amounts in base units, times in seconds)."""
+
+    referee_bond: TokenAmount
+    referee_fee: TokenAmount
+    item_fee: TokenAmount
+    draw_window: int
+    fetch_window: int
+    reveal_window: int
+    committee_size: int
+
+    def deposit(self, items: int) -> TokenAmount:
+        """What a case naming ``items`` items escrows (``depositFor``)."""
+        return TokenAmount(self.committee_size * self.referee_fee + items * self.item_fee)
+
+
+def lacking_bitmap(checkpoint_count: int, items: Iterable[int]) -> bytes:
+    """The bitmap ``AvailabilityCourt.challenge`` takes: bit i (least significant first) for
+    checkpoint i, bit ``checkpoint_count`` for the manifest (``MANIFEST_ITEM`` maps there)."""
+    out = bytearray(checkpoint_count // 8 + 1)
+    for item in items:
+        if item != MANIFEST_ITEM and not 0 <= item < checkpoint_count:
+            raise ValueError(f"item {item} is not a checkpoint of {checkpoint_count} nor the manifest")
+        bit = checkpoint_count if item == MANIFEST_ITEM else item
+        out[bit // 8] |= 1 << (bit % 8)
+    return bytes(out)
+
+
+def lacking_items(checkpoint_count: int, bitmap: bytes) -> list[int]:
+    """The items a bitmap names (the manifest as ``MANIFEST_ITEM``), in order."""
+    bits = [i for i in range(min(len(bitmap) * 8, checkpoint_count + 1)) if bitmap[i // 8] >> (i % 8) & 1]
+    return [MANIFEST_ITEM if i == checkpoint_count else i for i in bits]
 
 
 @dataclass(frozen=True)
@@ -1003,6 +1083,63 @@ class DisputeGame(_Wrapper):
         return self._send("forfeitUnopened", job_id)
 
 
+class AvailabilityCourt(_Wrapper):
+    """The availability court: one case names every item its challenger lacks; a committee drawn by
+    verifier stake fetches them by CID and votes (docs/protocol.md, "Availability court")."""
+
+    ARTIFACT = "AvailabilityCourt"
+
+    # views
+    def params(self) -> CourtParams:
+        return self._struct(CourtParams, "params")
+
+    def case_count(self) -> int:
+        return int(self._call("caseCount"))
+
+    def get_case(self, case_id: int) -> Case:
+        return self._struct(Case, "getCase", case_id)
+
+    def active_case(self, job_id: JobId) -> int:
+        """The case holding the job now; 0 if none."""
+        return int(self._call("activeCase", job_id))
+
+    def committee(self, case_id: int) -> list[Address]:
+        return [Address(to_checksum_address(a)) for a in self._call("committee", case_id)]
+
+    def ballot_of(self, case_id: int, member: str) -> tuple[Ballot, Bytes32]:
+        ballot, commitment = self._call("ballotOf", case_id, member)
+        return Ballot(ballot), Bytes32(bytes(commitment))
+
+    def deposit_for(self, items: int) -> TokenAmount:
+        return TokenAmount(self._call("depositFor", items))
+
+    # moves
+    def challenge(self, job_id: JobId, lacking: bytes) -> tuple[int, Receipt]:
+        """Open a case on every item ``lacking`` names (:func:`lacking_bitmap`), escrowing
+        ``depositFor(items)`` (approve the court first); returns its id."""
+        receipt = self._send("challenge", job_id, lacking)
+        (opened,) = self.decode_events(receipt, "CaseOpened")
+        return int(opened.args["caseId"]), receipt
+
+    def draw_committee(self, case_id: int) -> Receipt:
+        return self._send("drawCommittee", case_id)
+
+    def commit_vote(self, case_id: int, commitment: bytes) -> Receipt:
+        """:func:`court_commitment` computes ``commitment`` as the contract checks it."""
+        return self._send("commitVote", case_id, commitment)
+
+    def reveal_vote(self, case_id: int, served: bool, salt: bytes) -> Receipt:
+        return self._send("revealVote", case_id, served, salt)
+
+    def settle(self, case_id: int) -> Receipt:
+        return self._send("settle", case_id)
+
+
+def court_commitment(case_id: int, served: bool, salt: bytes, member: str) -> Bytes32:
+    """keccak256(abi.encode(caseId, served, salt, member)): what ``AvailabilityCourt.revealVote`` checks."""
+    return Bytes32(keccak(abi_encode(["uint256", "bool", "bytes32", "address"], [case_id, served, salt, member])))
+
+
 @dataclass(frozen=True)
 class Protocol:
     """The deployed contracts, bound to one client (and optionally one signer)."""
@@ -1012,6 +1149,7 @@ class Protocol:
     market: JobMarket
     book: AddressBook
     game: DisputeGame
+    court: AvailabilityCourt
 
     @classmethod
     def connect(cls, client: ChainClient, book: AddressBook, signer: Signer | None = None) -> Protocol:
@@ -1023,6 +1161,7 @@ class Protocol:
             market=JobMarket(client, book.address("JobMarket"), signer),
             book=book,
             game=DisputeGame(client, book.address("DisputeGame"), signer),
+            court=AvailabilityCourt(client, book.address("AvailabilityCourt"), signer),
         )
 
     def with_signer(self, signer: Signer) -> Protocol:
@@ -1032,6 +1171,7 @@ class Protocol:
             self.market.with_signer(signer),
             self.book,
             self.game.with_signer(signer),
+            self.court.with_signer(signer),
         )
 
     @property

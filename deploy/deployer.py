@@ -1,4 +1,4 @@
-"""Deploy VeriToken, StakeManager, JobMarket and DisputeGame, wire them, and write the chain's address book.
+"""Deploy VeriToken, StakeManager, JobMarket, DisputeGame and AvailabilityCourt, wire them, and write the chain's address book.
 
 Idempotent: when ``<book_dir>/<chainId>.json`` exists and every address in it
 has code on the chain, nothing is sent and that book is returned. A book
@@ -10,7 +10,8 @@ GameParams structs are encoded by the field names of the compiled ABI, so a
 field added to a struct is a key added to the file, not a code change here.
 
 Wiring (both one-shot on chain): ``StakeManager.authorize([JobMarket,
-DisputeGame])`` and ``JobMarket.setDisputeGame(DisputeGame)``. Then the
+DisputeGame, AvailabilityCourt])`` and ``JobMarket.setDisputeGame(DisputeGame)`` (the JobMarket
+admits the court's hold and release as a protocol contract of the StakeManager's wiring). Then the
 jackpot is seeded with ``jackpotSeed`` tokens (``approve`` + ``fundJackpot``,
 topping up to the seed, so nothing is sent when it already holds that much):
 forced errors start paying a whistleblower more than an audit costs from the
@@ -64,6 +65,7 @@ class DeployParams(BaseModel):
     unbonding_delay: int = Field(alias="unbondingDelay", ge=0, lt=2**32)
     market: dict[str, int] = Field(description="JobMarket MarketParams by Solidity field name")
     game: dict[str, int] = Field(description="DisputeGame GameParams by Solidity field name")
+    court: dict[str, int] = Field(description="AvailabilityCourt CourtParams by Solidity field name")
     jackpot_seed: int = Field(alias="jackpotSeed", default=0, ge=0, description="tokens the deployer puts into the jackpot after wiring")
 
     @model_validator(mode="after")
@@ -166,6 +168,7 @@ def _plan(params: DeployParams) -> list[tuple[str, list[Any]]]:
         ("StakeManager", [_address_of("VeriToken"), [stakes.solver, stakes.verifier, stakes.whistleblower], params.unbonding_delay]),
         ("JobMarket", [_address_of("VeriToken"), _address_of("StakeManager"), params.market]),
         ("DisputeGame", [_address_of("JobMarket"), params.game]),
+        ("AvailabilityCourt", [_address_of("JobMarket"), params.court]),
     ]
 
 
@@ -216,10 +219,10 @@ def deploy_protocol(
     for name, args in plan:
         values = [a(deployed) if callable(a) else a for a in args]
         record(name, *_deploy(client, signer, name, values))
-    stakes, market, game = (deployed[n].address for n in ("StakeManager", "JobMarket", "DisputeGame"))
-    StakeManager(client, stakes, signer).authorize([market, game])
+    stakes, market, game, court = (deployed[n].address for n in ("StakeManager", "JobMarket", "DisputeGame", "AvailabilityCourt"))
+    StakeManager(client, stakes, signer).authorize([market, game, court])
     JobMarket(client, market, signer).set_dispute_game(game)
-    log.info("wired: StakeManager authorized JobMarket and DisputeGame; JobMarket's dispute game set")
+    log.info("wired: StakeManager authorized JobMarket, DisputeGame and AvailabilityCourt; JobMarket's dispute game set")
     _seed_jackpot(client, signer, deployed["VeriToken"].address, market, params.jackpot_seed)
 
     book = AddressBook(

@@ -26,7 +26,7 @@ whistleblowers and referees check it. Public API (stable names)::
 Every error is a :class:`proofs.errors.ProofError`.
 """
 
-from proofs.adversary import ADAPTIVE, ALL_STRATEGIES, FALSE_CLAIMS, STRATEGIES, CheatTrace, cheat, mix
+from proofs.adversary import ADAPTIVE, ALL_STRATEGIES, FALSE_CLAIMS, FEW_BAD, STRATEGIES, CheatTrace, cheat, mix
 from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset, load_dataset
 from proofs.errors import (
@@ -82,8 +82,11 @@ from proofs.sampling import (
     DEFAULT_Q,
     DEFAULT_R,
     Selection,
+    caught_probability,
     choose_segments,
     detection_probability,
+    full_replay_drawn,
+    needs_full_replay,
     replay_fraction,
     required_random,
 )
@@ -103,7 +106,7 @@ __all__ = [
     "replay_segment", "TraceReplay", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
     "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "check_loss", "first_idle_step", "referee_step",
     "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
-    "DEFAULT_Q", "DEFAULT_R",
+    "DEFAULT_Q", "DEFAULT_R", "full_replay_drawn", "needs_full_replay", "caught_probability",
     # probes of a passing report, forced errors
     "Probe", "probe_json", "parse_probe", "ProbeTree", "probe_segment", "probe_step", "probe_positions", "verify_probe",
     "forced_commitment", "is_forced", "forced_hash", "FORCED_DOMAIN",
@@ -112,7 +115,7 @@ __all__ = [
     # evaluation of a trained model
     "Evaluation", "evaluate", "sample_tokens",
     # adversaries
-    "STRATEGIES", "ADAPTIVE", "FALSE_CLAIMS", "ALL_STRATEGIES", "CheatTrace", "cheat", "mix",
+    "STRATEGIES", "ADAPTIVE", "FEW_BAD", "FALSE_CLAIMS", "ALL_STRATEGIES", "CheatTrace", "cheat", "mix",
     # errors
     "ProofError", "SpecError", "LimitExceeded", "DatasetError", "CheckpointError", "HashMismatch",
     "ManifestError", "MerkleError", "SegmentOutOfRange",

@@ -93,12 +93,6 @@ def _header(step: int, spec_hash: str, shapes: Sequence[tuple[str, Sequence[int]
     return struct.pack("<Q", len(head)) + head
 
 
-def encoded_size(step: int, shapes: Mapping[str, Sequence[int]], spec_hash: str) -> int:
-    """The length of :func:`encode_checkpoint`'s bytes for float32 tensors of these ``shapes`` at ``step``."""
-    names = sorted(shapes)
-    return len(_header(step, spec_hash, [(name, tuple(shapes[name])) for name in names])) + sum(4 * math.prod(shapes[name]) for name in names)
-
-
 def _layout(step: int, tensors: Mapping[str, torch.Tensor], spec_hash: str) -> tuple[bytes, list[memoryview]]:
     """The canonical header and each tensor's bytes (views, no copy where the tensor is a contiguous CPU one)."""
     names = sorted(tensors)

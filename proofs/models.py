@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from proofs import repro
+from proofs.numerics import profile
 from proofs.repro_init import Init, draw, tensor_seed
 from proofs.seeds import derive_seed
 from proofs.spec import CharTransformerConfig, CNNConfig, GPTConfig, JobSpec, MLPConfig, Numerics, ResNetConfig
@@ -42,6 +43,8 @@ class Ops:
     gelu: Callable[[torch.Tensor], torch.Tensor]
     causal_attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
     embedding: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    #: ``(idx, w)``: the rows of ``w`` for the positions of (B, T) tokens ``idx``, added to their embeddings
+    position_embedding: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     cross_entropy: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
@@ -62,6 +65,7 @@ TORCH_OPS = Ops(
     gelu=F.gelu,
     causal_attention=_torch_attention,
     embedding=F.embedding,
+    position_embedding=lambda idx, w: F.embedding(torch.arange(idx.shape[1], device=idx.device), w),  # (T, E), broadcast
     cross_entropy=F.cross_entropy,
 )
 
@@ -74,12 +78,13 @@ REPRO_OPS = Ops(
     gelu=repro.gelu,
     causal_attention=repro.causal_attention,
     embedding=repro.embedding,
+    position_embedding=repro.position_embedding,
     cross_entropy=repro.cross_entropy,
 )
 
 
 def ops_for(numerics: Numerics) -> Ops:
-    return REPRO_OPS if numerics == "repro-v1" else TORCH_OPS
+    return REPRO_OPS if profile(numerics).repro else TORCH_OPS
 
 
 class MLP(nn.Module):
@@ -177,8 +182,8 @@ class _Decoder(nn.Module):
 
     def hidden(self, idx: torch.Tensor) -> torch.Tensor:
         """The final LayerNorm's output for tokens ``idx`` (batch, time)."""
-        t, o = idx.shape[1], self.ops
-        x = o.embedding(idx, self.tok.weight) + o.embedding(torch.arange(t, device=idx.device), self.pos.weight)
+        o = self.ops
+        x = o.embedding(idx, self.tok.weight) + o.position_embedding(idx, self.pos.weight)
         for block in self.blocks:
             x = block(x)
         return o.layer_norm(x, self.ln_f.weight, self.ln_f.bias, self.ln_f.eps)
@@ -300,6 +305,6 @@ def build_model(spec: JobSpec, device: torch.device | str = "cpu") -> nn.Module:
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(derive_seed(spec.seed, "init"))
         model = REGISTRY[spec.model.kind](spec.model, ops_for(spec.numerics))
-    if spec.numerics == "repro-v1":
+    if profile(spec.numerics).repro:
         portable_init(model, spec.seed)
     return model.to(device=device, dtype=torch.float32)

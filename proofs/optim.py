@@ -5,7 +5,7 @@ Every slot starts at zero and is saved in each checkpoint, so one training step
 is a pure function of (checkpoint, batch): what a replay and a referee need.
 The arithmetic is PyTorch's single-tensor (non-foreach) formulas, run by torch
 (``numerics: torch``) or by the fixed-sequence float32 kernels of
-:mod:`proofs.repro_kernels` (``repro-v1``: no fused multiply-add on any CPU).
+:mod:`proofs.repro_kernels` or :mod:`proofs.repro_cuda` (``repro-v1``: no fused multiply-add, the same bits on CPU and GPU).
 
 A step, in order (docs/formats.md states each formula):
 
@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
-from proofs import repro_kernels
+from proofs import repro
+from proofs.numerics import profile
 from proofs.spec import AdamConfig, AdamWConfig, Numerics, OptimizerConfig, ScheduleConfig, SGDConfig
 
 __all__ = [
@@ -73,11 +75,11 @@ class SGD(Optimizer):
             f = np.float32
             for name, p in params.items():
                 assert p.grad is not None
-                buf = state[f"optim.{name}.momentum"].numpy().reshape(-1) if c.momentum > 0 else np.empty(0, np.float32)
-                repro_kernels.sgd_update(
-                    p.detach().numpy().reshape(-1),
-                    p.grad.contiguous().numpy().reshape(-1),
-                    buf,
+                buf = state[f"optim.{name}.momentum"] if c.momentum > 0 else p.grad  # no momentum: never touched
+                repro.kernels(p).sgd_update(
+                    _flat(p.detach()),
+                    _flat(p.grad.contiguous()),
+                    _flat(buf),
                     f(lr),
                     f(c.momentum),
                     f(c.dampening),
@@ -115,7 +117,7 @@ class Adam(Optimizer):
             decay = 1.0 - lr * c.weight_decay
             for p in params.values():
                 if self.repro:
-                    repro_kernels.scale(p.detach().numpy().reshape(-1), np.float32(decay))
+                    repro.kernels(p).scale(_flat(p.detach()), np.float32(decay))
                 else:
                     p.mul_(decay)
         if self.repro:
@@ -125,11 +127,11 @@ class Adam(Optimizer):
             f = np.float32
             for name, p in params.items():
                 assert p.grad is not None
-                repro_kernels.adam_update(
-                    p.detach().numpy().reshape(-1),
-                    p.grad.contiguous().numpy().reshape(-1),
-                    state[f"optim.{name}.exp_avg"].numpy().reshape(-1),
-                    state[f"optim.{name}.exp_avg_sq"].numpy().reshape(-1),
+                repro.kernels(p).adam_update(
+                    _flat(p.detach()),
+                    _flat(p.grad.contiguous()),
+                    _flat(state[f"optim.{name}.exp_avg"]),
+                    _flat(state[f"optim.{name}.exp_avg_sq"]),
                     f(c.beta1),
                     f(c.beta2),
                     f(c.eps),
@@ -166,11 +168,16 @@ class AdamW(Adam):
     """``torch.optim.AdamW``: :class:`Adam` with decoupled weight decay."""
 
 
+def _flat(t: torch.Tensor) -> Any:
+    """Contiguous ``t`` as a flat array of the repro kernels of its device (no copy)."""
+    return repro.array(t.reshape(-1))
+
+
 def build_optimizer(cfg: OptimizerConfig, numerics: Numerics = "torch") -> Optimizer:
-    repro = numerics == "repro-v1"
+    fixed = profile(numerics).repro
     if isinstance(cfg, SGDConfig):
-        return SGD(cfg, repro)
-    return AdamW(cfg, repro) if isinstance(cfg, AdamWConfig) else Adam(cfg, repro)
+        return SGD(cfg, fixed)
+    return AdamW(cfg, fixed) if isinstance(cfg, AdamWConfig) else Adam(cfg, fixed)
 
 
 # ----------------------------------------------------------------- the learning-rate schedule
@@ -210,27 +217,28 @@ def learning_rate(schedule: ScheduleConfig, lr: float, steps: int, t: int) -> fl
 
 
 @torch.no_grad()
-def accumulate(acc: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor], repro: bool) -> None:
-    """``acc += grads`` elementwise in float32 (one more micro-batch, in micro-batch order)."""
+def accumulate(acc: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor], fixed: bool) -> None:
+    """``acc += grads`` elementwise in float32 (one more micro-batch, in micro-batch order);
+    ``fixed``: through the repro kernels."""
     for name, a in acc.items():
-        if repro:
-            repro_kernels.add_into(a.numpy().reshape(-1), grads[name].contiguous().numpy().reshape(-1))
+        if fixed:
+            repro.kernels(a).add_into(_flat(a), _flat(grads[name].contiguous()))
         else:
             a.add_(grads[name])
 
 
 @torch.no_grad()
-def average(acc: Mapping[str, torch.Tensor], count: int, repro: bool) -> None:
+def average(acc: Mapping[str, torch.Tensor], count: int, fixed: bool) -> None:
     """``acc /= count`` elementwise, one correctly rounded float32 division each."""
     for a in acc.values():
-        if repro:
-            repro_kernels.divide(a.numpy().reshape(-1), np.float32(count))
+        if fixed:
+            repro.kernels(a).divide(_flat(a), np.float32(count))
         else:
             a.div_(count)
 
 
 @torch.no_grad()
-def clip_by_global_norm(grads: Mapping[str, torch.Tensor], max_norm: float, repro: bool) -> float:
+def clip_by_global_norm(grads: Mapping[str, torch.Tensor], max_norm: float, fixed: bool) -> float:
     """Scale the (contiguous) gradients in place so that their global L2 norm is at most about
     ``max_norm``; returns the norm before clipping.
 
@@ -242,13 +250,13 @@ def clip_by_global_norm(grads: Mapping[str, torch.Tensor], max_norm: float, repr
     total = 0.0
     for name in sorted(grads):
         g = grads[name]
-        total += repro_kernels.sum_squares(g.numpy().reshape(-1)) if repro else float(g.double().square().sum())
+        total += repro.kernels(g).sum_squares(_flat(g)) if fixed else float(g.double().square().sum())
     norm = math.sqrt(total)
     coef = max_norm / (norm + CLIP_EPS)
     if coef < 1.0:
         for g in grads.values():
-            if repro:
-                repro_kernels.scale(g.numpy().reshape(-1), np.float32(coef))
+            if fixed:
+                repro.kernels(g).scale(_flat(g), np.float32(coef))
             else:
                 g.mul_(np.float32(coef).item())
     return norm

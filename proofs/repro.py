@@ -12,7 +12,9 @@ The models reach these through :data:`proofs.models.REPRO_OPS`.
 
 from __future__ import annotations
 
+import importlib
 import math
+from types import ModuleType
 from typing import Any
 
 import numba
@@ -21,7 +23,45 @@ import torch
 
 from proofs import repro_kernels as K
 
-__all__ = ["linear", "conv2d", "max_pool2", "mean_pixels", "layer_norm", "gelu", "causal_attention", "embedding", "cross_entropy", "set_threads", "threads"]
+__all__ = [
+    "linear",
+    "conv2d",
+    "max_pool2",
+    "mean_pixels",
+    "layer_norm",
+    "gelu",
+    "causal_attention",
+    "embedding",
+    "position_embedding",
+    "cross_entropy",
+    "kernels",
+    "array",
+    "set_threads",
+    "threads",
+]
+
+
+def _on_cuda(t: torch.Tensor) -> bool:
+    """Whether an operation on ``t`` runs the CUDA kernels (:mod:`proofs.repro_cuda`, the same bits):
+    ``t`` is on a CUDA device."""
+    return t.device.type == "cuda"
+
+
+def _cuda() -> ModuleType:
+    # imported on first use: numba.cuda loads only in a process that computes on a GPU
+    return importlib.import_module("proofs.repro_cuda")
+
+
+def kernels(t: torch.Tensor) -> ModuleType:
+    """The elementwise kernels (optimizer updates, accumulation, clipping) for ``t``'s device:
+    :mod:`proofs.repro_kernels` or :mod:`proofs.repro_cuda`, the same names and bits; they take
+    :func:`array` views."""
+    return _cuda() if _on_cuda(t) else K
+
+
+def array(t: torch.Tensor) -> Any:
+    """Contiguous ``t``'s memory as the argument of :func:`kernels`' functions (no copy)."""
+    return _cuda().array(t) if _on_cuda(t) else t.detach().numpy()
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -94,7 +134,7 @@ class _Linear(torch.autograd.Function):
 
 def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ w.T + b`` over the last dimension of ``x``."""
-    return _Linear.apply(x, w, b)
+    return (_cuda().Linear if _on_cuda(x) else _Linear).apply(x, w, b)
 
 
 def _broadcast(a: np.ndarray, nb: int) -> np.ndarray:
@@ -140,7 +180,7 @@ class _Conv2d(torch.autograd.Function):
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding: int) -> torch.Tensor:
     """Stride-1 convolution with ``padding`` zeros each side: im2col, then the fixed-order matmul per image."""
-    return _Conv2d.apply(x, w, b, padding)
+    return (_cuda().Conv2d if _on_cuda(x) else _Conv2d).apply(x, w, b, padding)
 
 
 class _MaxPool2(torch.autograd.Function):
@@ -162,7 +202,7 @@ class _MaxPool2(torch.autograd.Function):
 
 def max_pool2(x: torch.Tensor) -> torch.Tensor:
     """2x2 max-pool with stride 2 (the first maximum in scan order takes the gradient)."""
-    return _MaxPool2.apply(x)
+    return (_cuda().MaxPool2 if _on_cuda(x) else _MaxPool2).apply(x)
 
 
 class _MeanPixels(torch.autograd.Function):
@@ -186,7 +226,7 @@ class _MeanPixels(torch.autograd.Function):
 def mean_pixels(x: torch.Tensor) -> torch.Tensor:
     """The mean of each (example, channel) map of (B, C, H, W) ``x`` (global average pool): its
     float32 sum over pixels in row-major order, then one float32 division by ``H * W``."""
-    return _MeanPixels.apply(x)
+    return (_cuda().MeanPixels if _on_cuda(x) else _MeanPixels).apply(x)
 
 
 class _LayerNorm(torch.autograd.Function):
@@ -216,7 +256,7 @@ class _LayerNorm(torch.autograd.Function):
 
 def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, eps: float = 1e-5) -> torch.Tensor:
     """Layer norm over the last dimension (statistics in float64); no ``b``: a bias of zeros."""
-    return _LayerNorm.apply(x, w, b, eps)
+    return (_cuda().LayerNorm if _on_cuda(x) else _LayerNorm).apply(x, w, b, eps)
 
 
 class _Gelu(torch.autograd.Function):
@@ -238,7 +278,7 @@ class _Gelu(torch.autograd.Function):
 
 def gelu(x: torch.Tensor) -> torch.Tensor:
     """GELU, tanh form: ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))``."""
-    return _Gelu.apply(x)
+    return (_cuda().Gelu if _on_cuda(x) else _Gelu).apply(x)
 
 
 class _CausalAttention(torch.autograd.Function):
@@ -268,7 +308,7 @@ class _CausalAttention(torch.autograd.Function):
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """``softmax(q k^T / sqrt(d), causal) v`` for (B, H, T, D) inputs."""
-    return _CausalAttention.apply(q, k, v)
+    return (_cuda().CausalAttention if _on_cuda(q) else _CausalAttention).apply(q, k, v)
 
 
 class _Embedding(torch.autograd.Function):
@@ -286,7 +326,7 @@ class _Embedding(torch.autograd.Function):
 
 def embedding(idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Rows ``w[idx]``; the gradient sums repeated rows in token order."""
-    return _Embedding.apply(idx, w)
+    return (_cuda().Embedding if _on_cuda(w) else _Embedding).apply(idx, w)
 
 
 class _CrossEntropy(torch.autograd.Function):
@@ -308,9 +348,17 @@ class _CrossEntropy(torch.autograd.Function):
         return _t(grad), None
 
 
+def position_embedding(idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Rows ``w[t]`` for every token of (B, T) ``idx``, ``t`` its position: (B, T, E), not a (T, E)
+    broadcast, so that each position's gradient is the sum over examples in order
+    (:func:`embedding`), not torch's reduction of a broadcast (its order varies with torch's
+    version and the sizes, and differs between CPU and CUDA)."""
+    return embedding(torch.arange(idx.shape[1], device=idx.device).expand_as(idx), w)
+
+
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean cross-entropy of (N, C) logits against (N,) integer targets."""
-    return _CrossEntropy.apply(logits, targets)
+    return (_cuda().CrossEntropy if _on_cuda(logits) else _CrossEntropy).apply(logits, targets)
 
 
 def set_threads(n: int) -> None:

@@ -26,6 +26,13 @@ Detection (at least one bad segment replayed), for ``b`` bad segments out of
 
 * ``uniform`` (bad segments placed at random): ``P = 1 - C(n - b, d + R) / C(n, d + R)``.
 
+A job can also be **fully replayed** (every segment, from the seeded initialization): at random,
+with probability ``fullReplayRateBps / 1e4`` by the draw's coin (:func:`full_replay_drawn`, the
+contract's ``isFullReplayDraw``), and always when its spec is replayed with windows or on
+hardware-bound kernels (:func:`needs_full_replay`). A full replay catches any trace that is not
+the honest one, however few segments differ, so a cheat is caught with probability at least
+``p + (1 - p) * P`` (:func:`caught_probability`).
+
 The defaults (:data:`DEFAULT_Q`, :data:`DEFAULT_R`) keep replay at
 ``(Q + 1 + R) / n`` < 5% of training for ``n >= 1000`` while the worst case
 catches a cheat on >= 10% of segments with probability >= 99%.
@@ -41,6 +48,7 @@ from typing import Literal
 from proofs.errors import ProofError
 from proofs.keccak import keccak
 from proofs.merkle import to_bytes32
+from proofs.spec import JobSpec
 
 __all__ = [
     "DEFAULT_Q",
@@ -50,7 +58,15 @@ __all__ = [
     "detection_probability",
     "required_random",
     "replay_fraction",
+    "FULL_REPLAY_TAG",
+    "full_replay_drawn",
+    "needs_full_replay",
+    "caught_probability",
 ]
+
+#: Domain tag of the full-replay coin: keccak256("veritrain/full-replay"), as in JobMarket.
+FULL_REPLAY_TAG = keccak(b"veritrain/full-replay")
+BPS = 10_000
 
 DEFAULT_Q = 2
 DEFAULT_R = 44
@@ -151,3 +167,27 @@ def required_random(fraction: float, n: int, target: float = 0.99, q: int = DEFA
 def replay_fraction(n: int, q: int = DEFAULT_Q, r: int = DEFAULT_R, *, include_last: bool = True) -> float:
     """Share of the job's training steps a verifier re-executes: selected segments / n."""
     return min(n, q + r + (1 if include_last else 0)) / n
+
+
+def full_replay_drawn(assign_seed: bytes | str, rate_bps: int) -> bool:
+    """The draw's full-replay coin: ``uint256(keccak256(abi.encode(assignSeed, FULL_REPLAY_TAG))) %
+    1e4 < rate_bps`` (JobMarket.isFullReplayDraw)."""
+    if not 0 <= rate_bps <= BPS:
+        raise ProofError(f"a full-replay rate is 0..{BPS} bps, got {rate_bps}")
+    word = keccak(to_bytes32(assign_seed, "assign seed") + FULL_REPLAY_TAG)
+    return int.from_bytes(word, "big") % BPS < rate_bps
+
+
+def needs_full_replay(spec: JobSpec) -> bool:
+    """Whether a job must be fully replayed whatever the coin: its spec names ``"numerics": "torch"``
+    (bit-exact on the same hardware only) or tolerance mode. Within the windows a cheater can push
+    every segment (``tolerance-backdoor``: no segment fails), so sampling proves nothing there and
+    such a job is a weaker guarantee (docs/proofs.md, "Full replay and the cheats of few segments")."""
+    return spec.numerics == "torch" or spec.tolerance.mode == "tolerance"
+
+
+def caught_probability(sampled: float, p: float, *, differs: bool = True) -> float:
+    """A cheat's catch probability when a job is fully replayed with probability ``p`` and otherwise
+    sampled (``sampled``: its catch probability under sampling alone). A full replay catches every
+    trace that ``differs`` from the honest one."""
+    return p + (1.0 - p) * sampled if differs else sampled

@@ -33,19 +33,19 @@ from core.cid import Cid
 from core.probe import Bytes32
 from core.storage.unixfs import CHUNK_SIZE, DagBuilder
 from proofs import optim, repro
-from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, encoded_size, hash_state, update_norm
+from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, hash_state, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import CheckpointError, DatasetError, ProofError
 from proofs.keccak import keccak_hasher
 from proofs.manifest import CheckpointEntry, Manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.models import build_model, ops_for
+from proofs.numerics import profile
 from proofs.spec import JobSpec
 
 __all__ = [
     "Runtime",
     "runtime",
-    "device_fault",
     "Trainer",
     "Trace",
     "train_trace",
@@ -87,27 +87,6 @@ class Runtime:
     device: str = "cpu"
 
 
-def device_fault(numerics: str, device: str) -> str | None:
-    """Why a job's ``numerics`` cannot compute on ``device`` (None: they can): repro-v1 has CPU
-    kernels only; torch's run on any device torch has."""
-    if numerics == "repro-v1" and torch.device(device).type != "cpu":
-        return f"numerics repro-v1 runs on the CPU, not {device} (docs/numerics.md has the CUDA design)"
-    return None
-
-
-def checkpoint_size(spec: JobSpec) -> int:
-    """The bytes of ``spec``'s largest checkpoint (its last step has the most digits), from the spec
-    alone: the model is built on the meta device (shapes, no memory), its parameters and the
-    optimizer's slots laid out as :class:`Trainer` writes them. What a solver compares, before any
-    claim, with the checkpoint it could publish on chain (``rolebase.capabilities.claim_misfit``)."""
-    with torch.device("meta"):  # torch's numerics: the same shapes, no kernels compiled
-        model = build_model(spec.model_copy(update={"numerics": "torch"}), "meta")
-    params = {name: tuple(p.shape) for name, p in model.named_parameters()}
-    slots = optim.build_optimizer(spec.optimizer, spec.numerics).slots
-    shapes = {f"param.{n}": shape for n, shape in params.items()} | {f"optim.{n}.{s}": shape for n, shape in params.items() for s in slots}
-    return encoded_size(spec.steps, shapes, spec.spec_hash())
-
-
 @contextmanager
 def runtime(rt: Runtime) -> Iterator[None]:
     """Apply ``rt`` to torch's (and the repro kernels') process-wide settings, restoring the
@@ -136,9 +115,10 @@ class Trainer:
 
     def __init__(self, spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> None:
         self.spec = spec
-        self.rt = replace(rt, torch_threads=1) if spec.numerics == "repro-v1" else rt
+        self.profile = profile(spec.numerics)
+        self.rt = replace(rt, torch_threads=1) if self.profile.repro else rt
         self.device = torch.device(rt.device)
-        fault = device_fault(spec.numerics, rt.device)
+        fault = self.profile.fault(rt.device)
         if fault is not None:
             raise ProofError(fault)
         self.stamp = spec.spec_hash()
@@ -184,7 +164,7 @@ class Trainer:
         gradients summed in order and divided by ``m``, and the loss is ``float32(fsum(losses) / m)``.
         Then the gradients are clipped (``grad_clip``) and the optimizer steps with the
         scheduled learning rate of the global step."""
-        spec, repro = self.spec, self.spec.numerics == "repro-v1"
+        spec, fixed = self.spec, self.profile.repro
         x, y = self.order.batch(self.step)
         x, y = x.to(self.device), y.to(self.device)
         m = spec.micro_batches
@@ -197,15 +177,15 @@ class Trainer:
                 losses.append(self._backward(xs, ys))
                 grads = self._grads()
                 if acc:
-                    optim.accumulate(acc, grads, repro)
+                    optim.accumulate(acc, grads, fixed)
                 else:
                     acc = {n: g.clone() for n, g in grads.items()}
-            optim.average(acc, m, repro)
+            optim.average(acc, m, fixed)
             for n, p in self.params.items():
                 p.grad = acc[n]
             loss = float(np.float32(math.fsum(losses) / m))
         if spec.grad_clip is not None:
-            optim.clip_by_global_norm(self._grads(), spec.grad_clip, repro)
+            optim.clip_by_global_norm(self._grads(), spec.grad_clip, fixed)
         lr = optim.learning_rate(spec.schedule, spec.optimizer.lr, spec.steps, self.step)
         self.optimizer.update(self.params, self.state, self.step, lr)
         self.step += 1

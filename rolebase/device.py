@@ -2,7 +2,7 @@
 engine's :class:`proofs.train.Runtime` ``device``.
 
 ``cuda`` is accepted only where torch sees a GPU. A job whose numerics cannot compute on the chosen
-device (``repro-v1`` has CPU kernels only: docs/numerics.md) is never worked on there: a solver
+device (its profile's ``fault``: ``repro-v1`` on cuda needs numba's CUDA target, docs/numerics.md) is never worked on there: a solver
 does not claim it, a verifier drawn for it reports nothing and logs one line naming the job and
 the numerics (an honest trace must never fail for the verifier's choice of device).
 """
@@ -15,8 +15,9 @@ import torch
 import typer
 
 from core.errors import ConfigError
+from proofs.numerics import profile
 from proofs.spec import JobSpec
-from proofs.train import Runtime, device_fault
+from proofs.train import Runtime
 
 __all__ = ["DEVICES", "DeviceOption", "runtime_on", "job_fault"]
 
@@ -26,7 +27,7 @@ DeviceOption = Annotated[
     str,
     typer.Option(
         "--device",
-        help="cpu, or cuda where torch sees a GPU: where jobs are trained and replayed; jobs whose numerics cannot run there (repro-v1: CPU only) are refused",
+        help="cpu, or cuda where torch sees a GPU: where jobs are trained and replayed; jobs whose numerics cannot run there are refused",
     ),
 ]
 
@@ -42,5 +43,5 @@ def runtime_on(device: str) -> Runtime:
 
 def job_fault(job_id: int, spec: JobSpec, rt: Runtime) -> str | None:
     """Why job ``job_id`` cannot be worked on with ``rt`` (None: it can), naming the job and its numerics."""
-    fault = device_fault(spec.numerics, rt.device)
+    fault = profile(spec.numerics).fault(rt.device)
     return None if fault is None else f"job {job_id}: {fault}; this role runs with --device {rt.device}"

@@ -28,7 +28,11 @@ from solver.work import SpecJudge
 
 log = logging.getLogger(__name__)
 
-_HELD_STATES = frozenset({JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.VERIFIED, JobState.DISPUTED})
+_HELD_STATES = frozenset(
+    {JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.DATA_VOTE, JobState.VERIFIED, JobState.DISPUTED}
+)
+#: Where readers fetch our checkpoints off chain: a verifier, a whistleblower, an availability court's committee.
+_SERVING = frozenset({JobState.VERIFYING, JobState.DATA_VOTE, JobState.VERIFIED})
 
 
 class SolverLoader:
@@ -155,7 +159,7 @@ class SolverLoader:
         """A verifying (or verified) job's checkpoints that its verifier's draw needs and the disk budget dropped: the
         draw's assign seed from ``VerifierAssigned``, the update norms from our records (recorded in
         training under a budget)."""
-        if job.state not in (JobState.VERIFYING, JobState.VERIFIED) or self.config.disk_budget is None or self._market_params is None:
+        if job.state not in _SERVING or self.config.disk_budget is None or self._market_params is None:
             return ()
         records = self.db.checkpoints(job_id)
         if not any(r.dropped for r in records):
@@ -175,7 +179,7 @@ class SolverLoader:
     def _asked(self, job_id: JobId, job: Job, wanted: set[Cid]) -> tuple[int, ...]:
         """A verifying (or verified) job's dropped checkpoints asked of our gateway, now or on an earlier
         tick and not regenerated yet: a reader outside the draw (a whistleblower's own segments)."""
-        if job.state not in (JobState.VERIFYING, JobState.VERIFIED) or self.config.disk_budget is None:
+        if job.state not in _SERVING or self.config.disk_budget is None:
             self._requested.pop(job_id, None)
             return ()
         dropped = {r.index: r.cid for r in self.db.checkpoints(job_id) if r.dropped}

@@ -302,9 +302,9 @@ class SolverPolicy:
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
         if job.state is JobState.VERIFIED and view.now > job.deadline:
             return Finalize(job.job_id)
-        if job.state in (JobState.VERIFYING, JobState.VERIFIED) and job.requested:
+        if job.state in (JobState.VERIFYING, JobState.DATA_VOTE, JobState.VERIFIED) and job.requested:
             return Regenerate(job.job_id, job.requested[0], held=job.requested[0] in job.regenerate)  # someone is waiting for it
-        if job.state in (JobState.VERIFYING, JobState.VERIFIED) and job.regenerate:
+        if job.state in (JobState.VERIFYING, JobState.DATA_VOTE, JobState.VERIFIED) and job.regenerate:
             return Regenerate(job.job_id, job.regenerate[0], held=True)  # one a tick, in the order the verifier replays
         if job.state is JobState.DATA_CHALLENGED and job.challenged_item is not None and view.now <= job.deadline:
             return AnswerAvailability(job.job_id, job.challenged_item)  # else our whole bond goes to the verifier

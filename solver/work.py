@@ -36,24 +36,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
-from core.contracts import JobId, Protocol, max_published_checkpoint_bytes
+from core.contracts import JobId, Protocol
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
+from proofs import optim
 from proofs.checkpoint import decode_checkpoint, state_hash
 from proofs.data import Dataset, load_dataset
 from proofs.datasets import reference_job
 from proofs.errors import ProofError
 from proofs.manifest import write_manifest
 from proofs.merkle import TraceTree, hex32
+from proofs.numerics import profile
 from proofs.replay import run_watching
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
-from proofs.train import Committed, Committer, Runtime, Trace, Trainer, device_fault, held_out_loss, segment_loss
-from rolebase.capabilities import ESTIMATE_SAFETY, claim_misfit, device_of, step_flop
+from proofs.train import Committed, Committer, Runtime, Trace, Trainer, held_out_loss, segment_loss
+from rolebase.capabilities import ESTIMATE_SAFETY, claim_misfit, step_flop
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
@@ -106,8 +110,9 @@ RETRY_MAX_S = 3600.0
 class SpecJudge:
     """``deployment`` (chain id and market address) keys the verdicts kept in the records, with the
     device when it is not the CPU (a speed estimate, a numerics refusal hold on one device only).
-    ``block_gas_limit`` reads the chain's block gas limit (``ChainClient.block_gas_limit``), which
-    bounds the checkpoints this solver could publish (``core.contracts.max_published_checkpoint_bytes``)."""
+    No spec is refused for its checkpoints' size or count: a challenged checkpoint of any size is
+    answered through the availability court, and a manifest of any length is a root of about 2 KB
+    and pages (proofs.manifest), far under what a block holds."""
 
     def __init__(
         self,
@@ -115,13 +120,11 @@ class SpecJudge:
         db: SolverDb,
         limits: Limits,
         deployment: str,
-        block_gas_limit: Callable[[], int],
         *,
         rt: Runtime = Runtime(),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.store = store
-        self.block_gas_limit = block_gas_limit
         self.db = db
         self.limits = limits
         self.deployment = deployment if rt.device == "cpu" else f"{deployment}@{rt.device}"
@@ -161,7 +164,7 @@ class SpecJudge:
             return SpecCheck(False, f"spec {cid} is not in storage", final=False)
         except VeritrainError as exc:  # too large, forged, malformed
             return SpecCheck(False, f"{type(exc).__name__}: {exc}")
-        over = self._over_limits(spec)
+        over = self._over_limits(spec) or profile(spec.numerics).fault(self.rt.device)
         if over:
             return SpecCheck(False, over, spec.steps)
         try:
@@ -184,17 +187,14 @@ class SpecJudge:
         return SpecCheck(True, "", spec.steps, dry.train_s, checkpoints=spec.segments + 1, checkpoint_bytes=dry.checkpoint_bytes, segment_s=dry.segment_s)
 
     def _over_limits(self, spec: JobSpec) -> str:
-        """Why this solver refuses ``spec`` from the spec alone: the one check a submitter's fit runs
-        against its advert too (``rolebase.capabilities.claim_misfit``), with our memory and the
-        checkpoints this chain lets us publish."""
+        """Why this solver refuses ``spec`` from its limits alone: the one check a submitter's fit runs
+        against its advert too (``rolebase.capabilities.claim_misfit``), with our memory."""
         lim = self.limits
         return claim_misfit(
             spec,
             max_params=lim.max_params,
             max_dataset_bytes=lim.max_dataset_bytes,
             max_steps=lim.max_steps,
-            device=device_of(self.rt.device),
-            publishable_bytes=max_published_checkpoint_bytes(self.block_gas_limit()),
             max_memory_bytes=lim.max_memory_bytes,
         )
 
@@ -217,12 +217,15 @@ class DryRun:
 def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRun:
     """Seconds to train ``spec`` here, and one segment of it, and checkpoint 0's size, from a dry
     run: a checkpoint encoded and hashed (each is written, re-read for upload and stored: three
-    times that), then steps on one example (the
+    times that; any size: a challenged checkpoint is answered through the availability court,
+    docs/protocol.md), then steps on one example (the
     first untimed: kernels compile on first use, once per process). A full step that this puts
     above ``DRY_RUN_STEP_CAP_S`` is not run (a stranger's spec must not stall the solver, whose
     other jobs have clocks): the one-example time times the batch size stands for it; else one
-    full step untimed and ``DRY_RUN_STEPS`` timed. A full step that did no learning work raises
-    :class:`IdleTraining` (a submitter's data or learning rate that kills training at once)."""
+    full step untimed and ``DRY_RUN_STEPS`` timed. A full step that did no learning work, or steps
+    that leave every parameter bit-identical (a learning rate that underflows: verifiers fail a
+    segment whose parameters and slots do not change), raise :class:`IdleTraining` (a submitter's
+    data or learning rate that kills training at once)."""
     trainer = Trainer(spec, dataset, rt)
     started = time.monotonic()
     first = trainer.to_bytes()
@@ -234,12 +237,16 @@ def _estimate(spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> DryRu
     single.run(1)
     step_s = (time.monotonic() - started) * spec.batch_size
     if step_s <= DRY_RUN_STEP_CAP_S:
+        start = {name: p.detach().clone() for name, p in trainer.params.items()}
         idle = run_watching(trainer, 1).idle
         started = time.monotonic()
         idle = run_watching(trainer, DRY_RUN_STEPS).idle or idle
         step_s = (time.monotonic() - started) / DRY_RUN_STEPS
         if idle is not None:
             raise IdleTraining(f"{idle[1]} has an exactly zero gradient in a dry-run step")
+        if all(torch.equal(p, start[name]) for name, p in trainer.params.items()):
+            lr = optim.learning_rate(spec.schedule, spec.optimizer.lr, spec.steps, 0)
+            raise IdleTraining(f"{1 + DRY_RUN_STEPS} dry-run steps leave every parameter bit-identical (learning rate {lr:g} underflows)")
     train_s = ESTIMATE_FIXED_S + ESTIMATE_SAFETY * (spec.steps * step_s + 3 * (spec.segments + 1) * checkpoint_s)
     return DryRun(train_s, ESTIMATE_SAFETY * (spec.checkpoint_interval * step_s + checkpoint_s), len(first))
 
@@ -252,7 +259,7 @@ def measure_flops(rt: Runtime = Runtime()) -> int:
     down: it is what is measured again after a restart on a busy machine."""
     job = reference_job(SPEED_REFERENCE)
     spec = job.spec(file_cid(job.dataset))
-    if device_fault(spec.numerics, rt.device) is not None:
+    if profile(spec.numerics).fault(rt.device) is not None:
         spec = spec.model_copy(update={"numerics": "torch"})
     trainer = Trainer(spec, load_dataset(spec, job.dataset), rt)
     trainer.run(1)

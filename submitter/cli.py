@@ -21,12 +21,13 @@ from core.contracts import JobId
 from core.errors import AddressBookError, ChainError
 from core.storage import StorageError
 from proofs.errors import ProofError
-from proofs.spec import JobSpec, training_memory_bytes
+from proofs.spec import JobSpec, load_spec, training_memory_bytes
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.capabilities import train_flop
 from rolebase.cli import Announce, IpfsApi, Peers, StoreDir, console, err_console, open_store, serve_store, show_time
 from rolebase.gateways import AnnouncedGateways, announce_gateway, gateway_url
+from rolebase.guarantee import guarantee, weaker_guarantee
 from submitter import service
 from submitter.curve import committed_curve, draw_curve
 from submitter.errors import SubmitError
@@ -60,12 +61,22 @@ def post(
             help="check the spec and the data together, print the job's size and compute and how many staked solvers fit it; send and upload nothing",
         ),
     ] = False,
+    allow_tolerance: Annotated[
+        bool,
+        typer.Option(
+            "--allow-tolerance",
+            help='post a spec with "numerics": "torch" or tolerance mode: a weaker guarantee (bit-exact only on the same hardware, '
+            "or within windows a cheater may use), always fully replayed; refused without this flag",
+        ),
+    ] = False,
     json_out: options.Json = False,
 ) -> None:
     """Upload the dataset and the spec, escrow reward + fee + the jackpot tax, post the job; prints the job id.
 
     Before posting it reads the staked solvers' adverts (limits, device, speed) and says on stderr how many
-    fit the job, or warns in one line that none does (the job is posted all the same).
+    fit the job, or warns in one line that none does (the job is posted all the same). A spec with
+    torch numerics or tolerance mode is a weaker guarantee (docs/proofs.md): it is posted only with
+    --allow-tolerance, and says so.
 
     Examples:
 
@@ -76,13 +87,15 @@ def post(
       veritrain submit post job.json --data dataset.safetensors --dry-run
 
       veritrain submit post job.json --data dataset.safetensors --init model3/weights.safetensors --key-env SUBMITTER_KEY
+
+      veritrain submit post torch-job.json --data dataset.safetensors --allow-tolerance --key-env SUBMITTER_KEY
     """
     if dry_run:
         draft = read_job(spec, data, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir), init)
         size = job_size(draft.spec)
         fit = _solver_fit(settings, draft.spec, commit_window)
         if json_out:
-            print(json.dumps({"dataset_cid": draft.dataset_cid, **size, "solvers": fit.to_json() if fit else None}))
+            print(json.dumps({"dataset_cid": draft.dataset_cid, **size, "solvers": fit.to_json() if fit else None, "guarantee": guarantee(draft.spec)}))
         else:
             console.print(
                 f"spec and data fit: {draft.spec.model.kind}, {size['parameters']:,} parameters, {size['steps']:,} steps in {size['segments']} segments, "
@@ -90,12 +103,16 @@ def post(
                 f"in about {size['memory_bytes'] / 2**30:,.1f} GiB of memory (estimated from the spec, docs/formats.md)",
                 highlight=False,
             )
+            if (weaker := weaker_guarantee(draft.spec)) is not None:
+                console.print(f"{weaker}{'' if allow_tolerance else ' (posting it needs --allow-tolerance)'}", highlight=False)
         return
     amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
     protocol = options.protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
-    posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window, init)
+    posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window, init, allow_tolerance=allow_tolerance)
     err_console.print(posted.solvers.line(), highlight=False, soft_wrap=True)
+    if posted.weaker is not None:
+        err_console.print(posted.weaker, highlight=False, soft_wrap=True)
     if json_out:
         print(
             json.dumps(
@@ -105,6 +122,7 @@ def post(
                     "dataset_cid": posted.dataset_cid,
                     "jackpot_tax": str(posted.tax),
                     "solvers": posted.solvers.to_json(),
+                    "guarantee": posted.weaker or "exact",
                     "gas": {k: r.gas_used for k, r in posted.receipts.items()},
                 }
             )
@@ -166,7 +184,11 @@ def show(
     record = service.get_job(protocol, job)
     timeline = job_timeline(protocol, JobId(job))
     done = service.commitment(protocol, JobId(job), record)
-    curve, unavailable, drawn = None, None, None
+    curve, unavailable, drawn, promise = None, None, None, None
+    try:  # what the job's verification proves, from its spec (checked against its CID)
+        promise = guarantee(load_spec(service.fetch_spec(protocol, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir), job)))
+    except (StorageError, ProofError, SubmitError) as exc:
+        promise = f"unknown: the spec cannot be read: {exc}"
     if done is not None:  # a store is opened only when there is a manifest to read
         try:
             curve = committed_curve(open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir), done)
@@ -182,10 +204,16 @@ def show(
         draw_curve(curve, curve_png, title=f"job {job}: training curve (mean loss per segment, committed and replay-checked)")
         drawn = f"wrote {curve_png} (the training curve, {len(curve.points)} segments)"
     if json_out:
-        body = {"job": service.job_json(JobId(job), record), "timeline": [e.to_json() for e in timeline], "curve": curve and curve.to_json()}
+        body = {
+            "job": service.job_json(JobId(job), record),
+            "guarantee": promise,
+            "timeline": [e.to_json() for e in timeline],
+            "curve": curve and curve.to_json(),
+        }
         print(json.dumps(body | ({"curve_unavailable": unavailable} if unavailable else {}), indent=2))
         return
     console.print(f"job [bold]{job}[/]: {record.state.name}  reward {show_tokens(record.reward)} VERI  fee {show_tokens(record.verifier_fee)} VERI")
+    console.print(f"guarantee: {promise}", highlight=False)
     table = Table("block", "time", "event", "from", "gas", "details (amounts in VERI)")
     for e in timeline:
         details = ", ".join(f"{k}={show_tokens(v) if k in AMOUNT_FIELDS and isinstance(v, int) else v}" for k, v in e.args.items())

@@ -2,8 +2,8 @@
 
 The gpt jobs (:data:`GPT_JOBS`) train a GPT on the shipped Shakespeare corpus, packed with the
 shipped tokenizer (``u16``, as ``veritrain data pack text`` does); their checkpoints (AdamW: 12
-bytes a parameter) are larger than a 30M-gas block lets a solver publish, so their demo chain has
-blocks of :data:`GPT_BLOCK_GAS`.
+bytes a parameter) are larger than a 30M-gas block lets a solver publish, and run on the default
+(mainnet-sized) devnet all the same: a challenged checkpoint goes through the availability court.
 
 :func:`build_demo_job` writes a spec file (without its dataset CID and size, which
 ``submit post --data`` fills in) and the dataset next to it, exactly what a person
@@ -42,6 +42,13 @@ GPT_JOBS: dict[str, tuple[dict[str, int], int, int, int, str]] = {
         8,
         "GPT of 10.4M parameters on the shipped Shakespeare (BPE tokens), AdamW, warmup-cosine, 200 steps of 8x64 tokens, k=50",
     ),
+    "gpt2-small": (
+        {"vocab_size": 50257, "block_size": 1024, "n_layer": 12, "n_head": 12, "n_embd": 768},
+        20,
+        10,
+        1,
+        "GPT-2 small (124M parameters: its 50,257-token vocabulary, 12 layers, 12 heads, 768 wide, 1024 tokens of context) on the shipped Shakespeare, AdamW, 20 steps of 1x1024 tokens, k=10 (bench)",
+    ),
     "gpt-tiny": (
         {"block_size": 16, "n_layer": 1, "n_head": 2, "n_embd": 32},
         20,
@@ -50,9 +57,6 @@ GPT_JOBS: dict[str, tuple[dict[str, int], int, int, int, str]] = {
         "GPT of 144k parameters on the shipped Shakespeare, 20 steps, k=10 (tests)",
     ),
 }
-#: The block gas limit of a gpt job's demo chain: gpt-mini's checkpoints (120 MiB) are publishable in
-#: 2/3 of such a block (``core.contracts.max_published_checkpoint_bytes``: 135 MiB); a 30M-gas block: 487 KiB.
-GPT_BLOCK_GAS = 60_000_000_000
 #: The gpt jobs' commit window: the devnet's longest (``maxCommitWindow``), room for a busy machine.
 GPT_COMMIT_WINDOW = 900
 
@@ -87,8 +91,6 @@ class DemoJob:
     fee: TokenAmount = TokenAmount(2 * 10**18)
     commit_window: int = 600
     text: TextCodec | None = None
-    #: The block gas limit its demo chain needs (None: anvil's 30M).
-    block_gas_limit: int | None = None
 
 
 def build_demo_job(name: str, folder: Path, *, steps: int | None = None, checkpoint_interval: int | None = None) -> DemoJob:
@@ -96,11 +98,11 @@ def build_demo_job(name: str, folder: Path, *, steps: int | None = None, checkpo
     if name in GPT_JOBS:
         sizes, default_steps, default_k, batch, description = GPT_JOBS[name]
         job = gpt_job(name, sizes, steps or default_steps, checkpoint_interval or default_k, batch)
-        reference, gas, window = name, GPT_BLOCK_GAS, GPT_COMMIT_WINDOW
+        reference, window = name, GPT_COMMIT_WINDOW
     elif name in DEMO_JOBS:
         reference, default_steps, default_k, description = DEMO_JOBS[name]
         job = reference_job(reference, steps=steps or default_steps, checkpoint_interval=checkpoint_interval or default_k)
-        gas, window = None, DemoJob.commit_window
+        window = DemoJob.commit_window
     else:
         raise SubmitError(f"no demo job {name!r}; choose one of {', '.join([*DEMO_JOBS, *GPT_JOBS])}")
     folder.mkdir(parents=True, exist_ok=True)
@@ -110,7 +112,7 @@ def build_demo_job(name: str, folder: Path, *, steps: int | None = None, checkpo
     data_path.write_bytes(job.dataset)
     if steps or checkpoint_interval:
         description = f"{reference}, {job.template['steps']} steps, k={job.template['checkpoint_interval']}"
-    return DemoJob(name, description, spec_path, data_path, job.test_dataset, commit_window=window, text=TEXT_CODECS.get(reference), block_gas_limit=gas)
+    return DemoJob(name, description, spec_path, data_path, job.test_dataset, commit_window=window, text=TEXT_CODECS.get(reference))
 
 
 def gpt_job(name: str, sizes: dict[str, int], steps: int, checkpoint_interval: int, batch_size: int) -> ReferenceJob:

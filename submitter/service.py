@@ -21,13 +21,14 @@ from pathlib import Path
 
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
-from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount, max_published_checkpoint_bytes
+from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount
 from core.probe import Bytes32
 from core.storage import ContentStore
 from proofs.merkle import hex32
 from proofs.spec import JobSpec, Limits
 from rolebase.amounts import show_tokens
 from rolebase.capabilities import misfit
+from rolebase.guarantee import weaker_guarantee
 from submitter.errors import SubmitError
 from submitter.specfile import MAX_MODEL_BYTES, publish, read_job
 
@@ -69,9 +70,8 @@ class SolverFit:
 def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int) -> SolverFit:
     """Read the adverts of the solvers whose stake meets the minimum now (the latest
     ``MAX_ADVERTISERS`` to advertise) and check ``spec`` against each (rolebase.capabilities.misfit:
-    the check each solver runs before a claim, with the checkpoints this chain's blocks let it publish)."""
+    the check each solver runs before a claim)."""
     stakes = protocol.stakes
-    publishable = max_published_checkpoint_bytes(protocol.client.block_gas_limit())  # what every solver of this chain can publish
     events = stakes.events("CapabilitiesAdvertised", protocol.book.deploy_block)
     solvers = list(dict.fromkeys(Address(e.args["solver"]) for e in reversed(events)))[:MAX_ADVERTISERS]
     minimum = stakes.min_stake(Role.SOLVER)
@@ -80,7 +80,7 @@ def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int) -> SolverF
         if stakes.stake_of(solver, Role.SOLVER).staked < minimum:
             continue  # an advert outlives its stake: an unstaked solver claims nothing
         advertised += 1
-        why = misfit(stakes.capabilities_of(solver), spec, commit_window, publishable)
+        why = misfit(stakes.capabilities_of(solver), spec, commit_window)
         if why:
             misfits.append((solver, why))
     return SolverFit(advertised, advertised - len(misfits), tuple(misfits))
@@ -106,6 +106,8 @@ class Posted:
     receipts: dict[str, Receipt]
     solvers: SolverFit
     """The staked solvers' adverts against the job, read before posting it."""
+    weaker: str | None = None
+    """The spec's weaker-guarantee line (``rolebase.guarantee``), None for a bit-exact job."""
 
 
 def post_job(
@@ -117,10 +119,14 @@ def post_job(
     verifier_fee: TokenAmount,
     commit_window: int | None,
     init_path: Path | None = None,
+    *,
+    allow_tolerance: bool = False,
 ) -> Posted:
     """Validate everything, read how the staked solvers' adverts fit the job, upload dataset (and
     pretrained weights) and spec,
-    approve the escrow (reward + fee + the market's jackpot tax on them), post the job."""
+    approve the escrow (reward + fee + the market's jackpot tax on them), post the job. A spec that is
+    a weaker guarantee (``rolebase.guarantee``: torch numerics or tolerance mode) is posted only with
+    ``allow_tolerance``."""
     if reward <= 0:
         raise SubmitError("--reward must be above 0")
     if verifier_fee <= 0:
@@ -128,6 +134,8 @@ def post_job(
     market, token = protocol.market, protocol.token
     commit_window = commit_window_of(protocol, commit_window)
     draft = read_job(spec_path, data_path, store, init_path)  # parse and validate spec and inputs, upload nothing
+    if (weaker := weaker_guarantee(draft.spec)) is not None and not allow_tolerance:
+        raise SubmitError(f"{spec_path}: {weaker}; pass --allow-tolerance to post it all the same")
     me = _me(protocol)
     tax = market.jackpot_tax(reward, verifier_fee)
     need = reward + verifier_fee + tax
@@ -143,7 +151,7 @@ def post_job(
         receipts["approve"] = token.approve(market.address, need)
     job_id, receipts["postJob"] = market.post_job(cid_to_digest(spec_cid), reward, verifier_fee, commit_window)
     log.info("job posted", extra={"job": job_id, "spec": spec_cid, "dataset": draft.dataset_cid})
-    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers)
+    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers, weaker)
 
 
 def get_job(protocol: Protocol, job_id: int) -> Job:

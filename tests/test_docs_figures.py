@@ -20,6 +20,7 @@ _NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+|\d+")
 _HONEST = ("docs/contracts.md", "node_modules/.bin/forge test --offline --isolate --match-contract GasSnapshotTest")
 _ISSUE5 = ("docs/contracts.md", "Issue-5 calls (same steady state;")
 _GAME = ("docs/dispute.md", "node_modules/.bin/forge test --offline --isolate --match-contract DisputeGameGasTest")
+_COURT = ("docs/protocol.md", "**Gas** (`node_modules/.bin/forge test --offline --isolate --match-contract AvailabilityCourtGasTest`,")
 
 #: ((doc, the line the table follows), first cell of the row, snapshot file, the keys its figure
 #: cells quote, how many cells)
@@ -62,6 +63,17 @@ CHECKS: list[tuple[tuple[str, str], str, str, tuple[str, ...], int]] = [
             ("settle (verdict, JobMarket reopen + 3 referees)", ("settleVerdict",)),
             ("transactions: challenger (open + answers + draw + settle) / solver", ("txChallenger", "txSolver")),
             ("whole dispute, upper bound (every move at its max)", ("wholeDisputeUpperBound",)),
+        ]
+    ),
+    *(
+        (_COURT, call, "AvailabilityCourtGas", (f"c21_{key}", f"c10000_{key}"), 2)
+        for call, key in [
+            ("challenge (bitmap, deposit, hold)", "challenge"),
+            ("drawCommittee (3 seats)", "drawCommittee3"),
+            ("commitVote (max)", "commitVoteMax"),
+            ("revealVote (max)", "revealVoteMax"),
+            ("settle (served: 3 members paid, job resumed)", "settleServed"),
+            ("whole case", "wholeCase"),
         ]
     ),
 ]

@@ -2,7 +2,8 @@
 
 Besides its assignments and the market's live jobs: the jobs its failing report disputed that
 have no game yet (with the first failing segment from its records), every dispute game that is
-not final, its own ballot in the games it sits on, and its forced seed (on chain and kept).
+not final, its own ballot in the games it sits on, the availability court's live cases (with its
+ballot where it sits), and its forced seed (on chain and kept).
 All of it from the chain each tick, so a restart mid-game resumes where the chain stands.
 
 Its draws (``VerifierAssigned``: the assign seed and the forced commitment snapshotted) and its
@@ -16,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from core.chain import Address
-from core.contracts import Ballot, Bytes32, GameParams, GameStatus, JobMarket, JobState, MarketParams, Protocol, Role, TokenAmount
+from core.contracts import AvailabilityCourt, Ballot, Bytes32, GameParams, GameStatus, JobMarket, JobState, MarketParams, Protocol, Role, TokenAmount
 from proofs.probes import is_forced
+from rolebase.court import CourtWatcher
 from rolebase.watchers import GameWatcher, MarketWatcher
 from verifier.policy import Assignment, Draw, LiveGame, MarketJob, PendingOpen, Phase, SeedView, VerifierView
 from verifier.state import VerifierDb
@@ -26,7 +28,8 @@ from verifier.state import VerifierDb
 @dataclass(frozen=True)
 class Drawn:
     """One ``VerifierAssigned`` event of ours: ``deadline`` tells which draw of the job it is (moved by
-    each ``AvailabilityAnswered`` of ours: the report deadline resumed after a challenge)."""
+    each ``AvailabilityAnswered`` and court ``CaseSettled`` of ours: the report deadline resumed after a
+    challenge)."""
 
     deadline: int
     assign_seed: Bytes32
@@ -36,8 +39,9 @@ class Drawn:
 class DrawIndex:
     """Our latest draw per job and every seed commitment we made, from the logs up to a block."""
 
-    def __init__(self, market: JobMarket, deploy_block: int, me: Address) -> None:
+    def __init__(self, market: JobMarket, court: AvailabilityCourt, deploy_block: int, me: Address) -> None:
         self.market = market
+        self.court = court
         self.me = me
         self.deploy_block = deploy_block
         self._next_block = deploy_block
@@ -59,6 +63,11 @@ class DrawIndex:
             job_id = int(e.args["jobId"])
             if job_id in self.draws:
                 self.draws[job_id] = replace(self.draws[job_id], deadline=int(e.args["deadline"]))
+        for e in self.court.events("CaseSettled", self._next_block, block, challenger=self.me):
+            # a court case of ours ended with the items served (or undecided): the report clock resumed
+            job_id, resumed = int(e.args["jobId"]), int(e.args["resumedDeadline"])
+            if job_id in self.draws and resumed:
+                self.draws[job_id] = replace(self.draws[job_id], deadline=resumed)
         for e in self.market.events("ForcedSeedCommitted", self._next_block, block, verifier=self.me):
             self.committed.add(Bytes32(bytes(e.args["commitment"])))
         self._next_block = block + 1
@@ -69,7 +78,8 @@ class VerifierLoader:
         self.protocol = protocol
         self.watcher = watcher
         self.games = GameWatcher(protocol.game)
-        self.index = DrawIndex(protocol.market, protocol.book.deploy_block, me)
+        self.index = DrawIndex(protocol.market, protocol.court, protocol.book.deploy_block, me)
+        self.court = CourtWatcher(protocol, me)
         self.db = db
         self.me = me
         self._min_stake: TokenAmount | None = None
@@ -97,7 +107,13 @@ class VerifierLoader:
             drawn = self.index.draws.get(job_id)
             if job.verifier == self.me and drawn is not None:
                 snapshotted.add(drawn.forced_commitment)
-            if job.verifier == self.me and job.state in (JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.VERIFIED, JobState.DISPUTED):
+            if job.verifier == self.me and job.state in (
+                JobState.VERIFYING,
+                JobState.DATA_CHALLENGED,
+                JobState.DATA_VOTE,
+                JobState.VERIFIED,
+                JobState.DISPUTED,
+            ):
                 ours.add(job_id)
                 record = records.get(job_id)
                 if job.state is JobState.VERIFYING:
@@ -146,6 +162,8 @@ class VerifierLoader:
             games=tuple(games),
             game_params=self._game_params,
             seed=seed,
+            cases=self.court.live(),
+            court_params=self.court.params,
         )
 
     def _forced(self, drawn: Drawn, rate_bps: int) -> bool:

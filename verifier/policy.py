@@ -17,7 +17,11 @@ game's parties (challenger, or defender of a report game) and by everyone else
 
 Forced errors (docs/incentives.md): the verifier keeps a forced seed committed on chain
 (:func:`seed_moves`: a first one, and a fresh one once a concession revealed the last), and
-forgets an old secret once no live job snapshotted it. A whistleblower's report game on one
+forgets an old secret once no live job snapshotted it.
+
+Availability court (docs/protocol.md): seated on a case's committee, it fetches every named item and
+commits whether all were served, then reveals (:mod:`rolebase.court`); a case it opened it draws and
+settles at once, anyone else's ``duty_grace_s`` past due. A whistleblower's report game on one
 of its reports is conceded at once when the job was forced on it (the probe was wrong on
 purpose), and defended otherwise: each midpoint is the true state, as the solver defends.
 """
@@ -29,9 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.chain import Address
-from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from rolebase.actions import Forget, GameMove, Stake, stake_needed
+from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
 
 
 class Phase(enum.Enum):
@@ -128,6 +133,8 @@ class VerifierView:
     games: tuple[LiveGame, ...] = ()
     game_params: GameParams | None = None
     seed: SeedView | None = None  # None: forced errors left alone (not loaded)
+    cases: tuple[LiveCase, ...] = ()  # the availability court's live cases
+    court_params: CourtParams | None = None
 
 
 @dataclass(frozen=True)
@@ -209,7 +216,7 @@ class ForgetForcedSecret:
 
 VerifierAction = (
     Stake | CommitForcedSeed | ForgetForcedSecret | Replay | Report | AssignVerifier | Finalize | Timeout | Forget | OpenGame | GameMove
-    | ConcedeForced
+    | ConcedeForced | CourtMove
 )  # fmt: skip
 
 #: Where ``concedeForced`` is accepted (else the contract reverts ``NotConcedable``).
@@ -250,6 +257,9 @@ class VerifierPolicy:
                 move = self._game(view, view.game_params, live)
                 if move is not None:
                     actions.append(move)
+        if view.court_params is not None:  # seated: fetch and vote; our own cases: draw and settle
+            moves = court_moves(view.now, view.block, view.me, view.cases, view.court_params, self.config.duty_grace_s)
+            actions.extend(m for m in moves if self.config.duties or m.action in (CourtAction.COMMIT, CourtAction.REVEAL) or _own(view, m))
         if self.config.duties:
             for job in sorted(view.jobs, key=lambda j: j.job_id):
                 duty = self._duty(view, job)
@@ -344,6 +354,11 @@ def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
         moves.append(CommitForcedSeed(fresh=seed.current_committed))
     moves.extend(ForgetForcedSecret(c) for c in seed.kept[:-1] if c not in seed.snapshotted)
     return moves
+
+
+def _own(view: VerifierView, move: CourtMove) -> bool:
+    """A court move on a case we opened (our deposit and our report clock wait on it)."""
+    return any(c.case_id == move.case_id and c.case.challenger == view.me for c in view.cases)
 
 
 def _overdue_blocks(block: int, ready_block: int, grace_s: int) -> bool:

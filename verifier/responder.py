@@ -22,6 +22,7 @@ from core.contracts import MANIFEST_ITEM, Ballot, GameId, GameStatus, JobId, Pro
 from core.dispute import Action, derive_salt, midpoint, vote_commitment
 from proofs.merkle import hex32
 from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
+from rolebase.court import CourtDuty, CourtMove
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import REPLAY_DONE
 from verifier.policy import (
@@ -144,6 +145,8 @@ class VerifierResponder:
                 self._reveal(game_id)
             case GameMove():  # answerMidpoint as the challenger, the permissionless moves
                 self.moves.perform(action)
+            case CourtMove():  # a member fetches into the store it replays from, and serves from
+                CourtDuty(p, self.trace_verifier.store, self.me, self.db.salt_secret).perform(action)
 
     def _concede(self, game_id: GameId, job_id: JobId) -> None:
         """Reveal the secret that forced the job's probe 0 (the report game's whistleblower is paid

@@ -24,8 +24,9 @@ never committed those states: they prove the replay. On a job forced on this ver
 
 A trace the solver does not serve (manifest or checkpoint missing from the store, or bytes
 that are not the committed ones) is taken from the chain if the solver published it there, else
-retried for a few seconds, then challenged on chain (:mod:`core.availability`): the replay
-stops with :class:`core.availability.ContentUnavailable` and the responder challenges the item.
+retried for a few seconds, then challenged (:mod:`core.availability`): every checkpoint the replay
+needs is fetched first, and :class:`core.availability.ContentUnavailable` names all that are lacking,
+which the responder challenges in one court case.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from core.agent import StopFlag, Stopped
-from core.availability import Availability, ContentPending, ContentUnavailable
+from core.availability import Availability, ContentPending, ContentUnavailable, Wanted
 from core.cid import Cid, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol
 from core.dispute import ZERO32
@@ -162,7 +163,7 @@ class TraceVerifier:
         """A manifest that gives no leaves is judged by the referees on the bytes the chain holds:
         challenged until the solver publishes it (ContentUnavailable), then a manifest game."""
         if not self.protocol.market.is_published(job_id, MANIFEST_ITEM):
-            raise ContentUnavailable(job_id, MANIFEST_ITEM, f"{problem}; the referees need it on chain")
+            raise ContentUnavailable(job_id, MANIFEST_ITEM, f"{problem}; the referees need it on chain", on_chain=True)
         return _ManifestFault(problem)
 
     def inspect(self, job_id: JobId, deadline: int, draw: Draw) -> Verdict:
@@ -255,7 +256,14 @@ class TraceVerifier:
         deadline: int,
         report: dict[str, object],
     ) -> tuple[list[SegmentVerdict], list[Probe]]:
-        """Replay ``replayed`` (its start first), and the true probes of the segments that pass."""
+        """Replay ``replayed`` (its start first), and the true probes of the segments that pass. Every
+        checkpoint they need is fetched first, so one challenge names all that are lacking."""
+        needed = sorted({i for segment in replayed for i in (segment, segment + 1)})
+        wanted = [Wanted(i, manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, f"checkpoint {i}", manifest.state_hashes[i]) for i in needed]
+        try:
+            self.availability.gather(job_id, wanted, deadline)
+        except ContentPending as exc:
+            raise InspectionDeferred(str(exc)) from None
         replay = TraceReplay(
             spec,
             dataset,

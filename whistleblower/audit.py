@@ -171,7 +171,7 @@ class Auditor:
             committed_manifest(data, self.protocol.market.get_job(job_id).trace_root, lambda page: self.availability.manifest_page(page, deadline))
         except ProofError as exc:
             if not self.protocol.market.is_published(job_id, MANIFEST_ITEM):
-                raise ContentUnavailable(job_id, MANIFEST_ITEM, f"manifest {cid}: {exc}; the referees need it on chain") from None
+                raise ContentUnavailable(job_id, MANIFEST_ITEM, f"manifest {cid}: {exc}; the referees need it on chain", on_chain=True) from None
             return f"manifest {cid}: {exc}"
         return None
 

@@ -340,6 +340,17 @@ interface IJobMarket {
     ///         to be available).
     function timeoutAvailability(uint256 jobId) external;
 
+    // ------------------------------------------------------------------ availability court only
+
+    /// @notice Holds a Verifying or Verified job in DataVote for an AvailabilityCourt case opened by
+    ///         `challenger` (the court checked who may challenge), pausing its clock. Only a protocol
+    ///         contract the StakeManager's one-shot wiring authorized (the court) may call it.
+    function holdForCourt(uint256 jobId, address challenger) external;
+    /// @notice Ends the court's hold: `withheld` reopens the job (the court has slashed the solver's whole
+    ///         bond to the challenger and released the verifier's, as timeoutAvailability does);
+    ///         otherwise the paused clock resumes. Only an authorized protocol contract (the court).
+    function releaseFromCourt(uint256 jobId, bool withheld) external;
+
     // ------------------------------------------------------------------ dispute game only
 
     /// @notice The dispute game opens a dispute on a Verified job inside its challenge window; the

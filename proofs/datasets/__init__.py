@@ -43,6 +43,18 @@ def spirals(seed: int, per_class: int = 512, classes: int = 3, noise: float = 0.
     return save_safetensors({"x": np.ascontiguousarray(x[order]), "y": np.ascontiguousarray(y[order])})
 
 
+def blobs(seed: int, per_class: int = 64, classes: int = 3, spread: float = 0.1) -> bytes:
+    """``x`` float32 (N, 2), ``y`` int64 (N,): ``classes`` well-separated Gaussian blobs on the unit
+    circle, data a small MLP classifies without error (what ``tiny-gradient`` needs)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    angles = 2 * np.pi * np.arange(classes) / classes
+    centres = np.stack([np.cos(angles), np.sin(angles)], axis=1)
+    y = np.repeat(np.arange(classes), per_class)
+    x = (centres[y] + rng.normal(0.0, spread, (len(y), 2))).astype(np.float32)
+    order = rng.permutation(len(y))
+    return save_safetensors({"x": np.ascontiguousarray(x[order]), "y": np.ascontiguousarray(y[order].astype(np.int64))})
+
+
 def shapes(seed: int, count: int = 2048, size: int = 16, noise: float = 0.3) -> bytes:
     """``x`` float32 (N, 1, size, size), ``y`` int64: 0 horizontal bar, 1 vertical bar, 2 box, 3 cross."""
     rng = np.random.Generator(np.random.PCG64(seed))

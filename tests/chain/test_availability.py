@@ -73,7 +73,7 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     (tmp_path / "checkpoint-3").unlink()
     for item, cid, expect in ((3, cids[3], hashes[3]), (MANIFEST_ITEM, manifest_cid, None)):
         assert availability.published(job_id, item, cid, expect) is None, "nothing published yet"
-        challenge(verifier, ver.address, ContentUnavailable(job_id, item, "not served"))
+        challenge(verifier, ver.address, ContentUnavailable(job_id, item, "not served", on_chain=True))
         job = proto.market.get_job(job_id)
         assert job.state is JobState.DATA_CHALLENGED and proto.market.availability_challenge(job_id).item == item
         content, proof = publication(db, sstore, job_id, item, CHECKPOINTS.__getitem__)  # nothing dropped: never regenerated
@@ -87,7 +87,7 @@ def test_challenged_items_are_published_by_the_solver_and_taken_by_the_verifier(
     assert availability.published(job_id, 3, cids[2], hashes[2]) is None
 
     # the last challenge goes unanswered: the solver's bond goes to the verifier, the job reopens
-    challenge(verifier, ver.address, ContentUnavailable(job_id, 1, "not served"))
+    challenge(verifier, ver.address, ContentUnavailable(job_id, 1, "not served", on_chain=True))
     past(devnet, proto.market.get_job(job_id).deadline)
     bond = proto.market.solver_bond(proto.market.get_job(job_id).reward)
     staked = proto.stakes.stake_of(sol.address, Role.SOLVER).staked

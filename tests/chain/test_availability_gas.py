@@ -76,7 +76,7 @@ def test_multi_mib_checkpoints_are_published_through_answer_availability_on_a_bi
         solver.market.commit(job_id, tree.root, 3, b"\x01" * 32, b"\x02" * 32)
         net.chain.mine(2)
         proto.market.with_signer(sub).assign_verifier(job_id)
-        challenge(verifier, ver.address, ContentUnavailable(job_id, 1, "not served"))
+        challenge(verifier, ver.address, ContentUnavailable(job_id, 1, "not served", on_chain=True))
         proof = tree.proof(1)
         receipt = solver.market.answer_availability(job_id, checkpoints[1], proof)
         assert proto.market.get_job(job_id).state is JobState.VERIFYING and proto.market.is_published(job_id, 1)

@@ -33,7 +33,7 @@ BROKE_ACCOUNT = 9  # anvil funds it with ether, the devnet gives it no tokens
 def run(market: Market, *args: str, account: int = 1) -> subprocess.CompletedProcess[str]:
     common = ["--rpc", market.net.rpc_url, "--address-book-dir", str(market.book_dir)]
     command, rest = args[0], list(args[1:])
-    if command in ("post", "fetch"):
+    if command in ("post", "fetch", "show"):
         common += ["--store-dir", str(market.store_dir)]
     if command in ("post", "cancel"):
         common += ["--key-env", KEY_ENV]
@@ -116,6 +116,7 @@ def test_post_refuses_bad_input_and_sends_nothing(market: Market, job_files: tup
         (["post", str(spec), "--data", str(data), "--reward", "-3"], 1, ("--reward",)),
         (["post", str(spec), "--data", str(data), "--commit-window", "999999"], 1, ("--commit-window",)),
         (["post", str(spec), "--data", str(data)], BROKE_ACCOUNT, ("insufficient balance",)),
+        (["post", str(write_spec(tmp_path, spec, numerics="torch")), "--data", str(data)], 1, ("weaker guarantee", "--allow-tolerance")),
     ]
     refuse_all(market, cases)
 
@@ -160,6 +161,13 @@ def test_read_commands_work_and_speak_json(market: Market, job_files: tuple[Path
     body = json.loads(shown.stdout)
     assert [e["event"] for e in body["timeline"]] == ["JobPosted"]
     assert body["timeline"][0]["args"]["specCid"] == posted.spec_cid
+    assert body["guarantee"].startswith("exact")
+    torch_spec = write_spec(spec.parent, spec, numerics="torch")  # a weaker guarantee, posted knowingly and shown as such
+    weaker = run(market, "post", str(torch_spec), "--data", str(data), "--allow-tolerance", "--json")
+    assert weaker.returncode == 0, weaker.stderr
+    assert json.loads(weaker.stdout)["guarantee"].startswith('weaker guarantee: "numerics": "torch"') and "weaker guarantee" in weaker.stderr
+    shown = run(market, "show", str(json.loads(weaker.stdout)["job_id"]), "--json")
+    assert shown.returncode == 0 and json.loads(shown.stdout)["guarantee"].endswith("always fully replayed"), shown.stderr
     cancelled = run(market, "cancel", str(posted.job_id))
     assert cancelled.returncode == 0, cancelled.stderr
     assert market.protocol().market.get_job(posted.job_id).state.name == "CANCELLED"

@@ -14,6 +14,7 @@ from core.contracts import Bytes32, GameId, GameStatus, JobId
 from core.storage import LocalStore
 from proofs import Trace, cheat, load_dataset, state_at, state_hash, train_trace
 from proofs.datasets import reference_job
+from proofs.numerics import profile
 from proofs.train import Runtime
 from rolebase.dispute import DisputeReplayer, DisputeWorkError, JobMaterial
 
@@ -100,11 +101,12 @@ def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None, rt
     return DisputeReplayer(protocol, job.store, SimpleNamespace(spec_cid=lambda _: cid_to_digest(spec_cid)), rt=rt)  # type: ignore[arg-type]
 
 
+@pytest.mark.skipif(profile("repro-v1").fault("cuda") is None, reason="this machine runs repro-v1 on cuda")
 def test_a_replayer_whose_device_cannot_run_the_jobs_numerics_refuses_the_job_naming_it(job: Any) -> None:
-    """``--device cuda`` and a repro-v1 job: no material, so no move, vote or audit on it (no GPU
+    """``--device cuda`` and a repro-v1 job where numba's CUDA target finds no GPU: no material, so no move, vote or audit on it (no GPU
     needed: refused before anything runs)."""
     replayer = _committed_replayer(job, train_trace(job.spec, job.dataset), rt=Runtime(device="cuda"))
-    with pytest.raises(DisputeWorkError, match=r"^job 7: numerics repro-v1 runs on the CPU, not cuda .*; this role runs with --device cuda$"):
+    with pytest.raises(DisputeWorkError, match=r"^job 7: numerics repro-v1 cannot run on cuda here: .*; this role runs with --device cuda$"):
         replayer.material(JOB)
 
 

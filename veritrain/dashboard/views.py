@@ -19,9 +19,11 @@ from core.contracts import JobId, Role
 from core.errors import VeritrainError
 from core.storage import ContentStore
 from proofs.manifest import MANIFEST_BLOCK, load_manifest
+from proofs.sampling import needs_full_replay
 from proofs.spec import Limits, load_spec
 from rolebase.amounts import show_tokens
 from rolebase.earnings import balances, earnings_of
+from rolebase.guarantee import guarantee
 from submitter.cli import job_size
 from submitter.timeline import AMOUNT_FIELDS, TimelineEntry, job_timeline
 from veritrain.dashboard.index import ChainIndex, GameRow
@@ -186,7 +188,13 @@ class Views:
     def _spec(self, cid: str) -> dict[str, Any]:
         try:
             spec = load_spec(self._fetch(cid, Limits.SPEC_BYTES))
-            return {"kind": spec.model.kind, "size": job_size(spec), "fields": spec.model_dump(mode="json")}
+            return {
+                "kind": spec.model.kind,
+                "size": job_size(spec),
+                "guarantee": guarantee(spec),
+                "weaker": needs_full_replay(spec),
+                "fields": spec.model_dump(mode="json"),
+            }
         except VeritrainError as exc:
             return {"error": str(exc)}
 

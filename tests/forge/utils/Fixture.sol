@@ -65,7 +65,7 @@ abstract contract Fixture is Test {
         });
     }
 
-    function _deploy() internal {
+    function _deploy() internal virtual {
         vm.warp(1_700_000_000);
         vm.roll(100);
         token = new VeriToken(SUPPLY);

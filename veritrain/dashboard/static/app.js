@@ -88,6 +88,7 @@ function renderJob(d) {
       d.spec.error ? el("p", { class: "error" }, d.spec.error) : [
         el("p", { id: "spec-size" }, d.spec.kind + ", " + d.spec.size.parameters.toLocaleString("en") + " parameters, " + d.spec.size.steps.toLocaleString("en") + " steps in " +
           d.spec.size.segments + " segments, " + d.spec.size.examples_per_step.toLocaleString("en") + " examples per step, about " + (d.spec.size.train_flop / 1e9).toFixed(1) + " GFLOP of training"),
+        el("p", { id: "spec-guarantee", class: d.spec.weaker ? "error" : "" }, "guarantee: " + d.spec.guarantee),
         el("pre", { id: "spec" }, JSON.stringify(d.spec.fields, null, 2))]));
   }
   if (d.curve) {

@@ -1,0 +1,527 @@
+"""repro-v1 on an NVIDIA GPU, in one command: the same bits as the CPU, and the speed against cuBLAS.
+
+    python3 -m bench.device_check --out device-check          # about 4-6 minutes on an H100
+    python3 -m bench.device_check --out device-check --quick  # 2 replay steps, gpt-10M speed only
+
+Three parts, each cell failing soft (its error recorded, the next cell runs):
+
+1. ``kernels``: every repro-v1 operation forward and backward (every matmul tile shape, transposed
+   operands) and every optimizer kernel on the GPU (proofs.repro_cuda) against the CPU kernels
+   (proofs.repro_kernels), bit for bit. Needs torch, numpy and numba's CUDA target only.
+2. ``replay``: every registry model (tiny and about 10M parameters) with SGD and with Adam, trained
+   ``--steps`` steps from the same spec, seed and batches on the CPU and on the GPU; the sha256 of
+   every parameter and optimizer slot (the bytes a checkpoint holds) and each step's loss must be
+   equal. Needs the engine's imports too (pydantic, pycryptodome); the report names what is missing.
+3. ``speed``: seconds per Adam step of the gpt at 10M and 124M parameters under repro-v1 on the GPU
+   against plain torch on the same GPU (cuBLAS, TF32 off: float32 matmuls, as repro-v1 computes),
+   same model and batch; the ratio repro / torch.
+
+Writes ``device_check.json`` and ``device_check.txt`` (a readable table) to ``--out``; exits 0 when
+every checked cell matched (speed cells never fail the run), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _import_engine() -> str | None:
+    """Import proofs' repro modules. When the package's ``__init__`` cannot load (a machine with
+    only torch and numba), load its modules without it; returns what was missing, if anything."""
+    try:
+        importlib.import_module("proofs")
+        return None
+    except ImportError as exc:
+        for name in [m for m in sys.modules if m == "proofs" or m.startswith("proofs.")]:
+            del sys.modules[name]
+        bare = types.ModuleType("proofs")
+        bare.__path__ = [str(ROOT / "proofs")]
+        sys.modules["proofs"] = bare
+        return f"{type(exc).__name__}: {exc}"
+
+
+def _numpy_aliases() -> None:
+    """numba-cuda (seen with numba 0.68 on numpy 2.5.2) still calls ``numpy.row_stack``, which numpy
+    2.5 removed: every kernel failed to compile until the alias was put back. Only missing names are set."""
+    import numpy as np
+
+    for old, new in (("row_stack", "vstack"), ("in1d", "isin"), ("trapz", "trapezoid")):
+        if not hasattr(np, old) and hasattr(np, new):
+            setattr(np, old, getattr(np, new))
+
+
+def _same(a: Any, b: Any) -> bool:
+    import numpy as np
+    import torch
+
+    def raw(x: Any) -> Any:
+        if isinstance(x, torch.Tensor):
+            x = x.detach().cpu().numpy()
+        return np.ascontiguousarray(np.asarray(x))
+
+    a, b = raw(a), raw(b)
+    return bool(a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes())
+
+
+def _cell(results: list[dict[str, Any]], section: str, name: str, fn: Callable[[], dict[str, Any]], deadline: float) -> None:
+    row: dict[str, Any] = {"section": section, "name": name}
+    if time.monotonic() > deadline:
+        row.update(status="skipped", error="time budget spent (--budget-s)")
+    else:
+        started = time.monotonic()
+        try:
+            row.update(fn())
+            row.setdefault("status", "ok")
+        except Exception as exc:  # a cell fails soft: record it, go on
+            row.update(status="error", error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc(limit=6)[-2000:])
+        row["seconds"] = round(time.monotonic() - started, 2)
+    results.append(row)
+    print(f"[{section}] {name}: {row['status']} {row.get('detail', '')} {row.get('error', '')}".rstrip(), flush=True)
+
+
+# ------------------------------------------------------------------ 1. kernels
+
+
+def _kernel_cells(quick: bool) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    import numpy as np
+    import torch
+
+    from proofs import repro, repro_cuda
+    from proofs import repro_kernels as K
+
+    rng = np.random.default_rng(11)
+
+    def randn(*shape: int, spread: float = 1.0) -> torch.Tensor:
+        return torch.from_numpy((rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * spread)).astype(np.float32))
+
+    def op(cpu_fn: Any, gpu_fn: Any, inputs: list[torch.Tensor]) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            outs = []
+            for fn, dev in ((cpu_fn, "cpu"), (gpu_fn, "cuda")):
+                leaves = [t.clone().to(dev).requires_grad_(t.is_floating_point()) for t in inputs]
+                y = fn(*leaves)
+                g = torch.from_numpy(np.random.default_rng(5).standard_normal(tuple(y.shape)).astype(np.float32)).to(dev)
+                y.backward(g)
+                outs.append([y] + [t.grad for t in leaves if t.grad is not None])
+            bad = [i for i, (a, b) in enumerate(zip(outs[0], outs[1])) if not _same(a, b)]
+            if len(outs[0]) != len(outs[1]):
+                bad.append(-1)
+            return {"status": "ok" if not bad else "MISMATCH", "detail": "forward and gradients equal" if not bad else f"differ: outputs {bad} (0 = forward)"}
+
+        return run
+
+    def matmul(shape: str, m: int, k: int, n: int, transposed: bool) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            base = randn(3, k, m) if transposed else randn(3, m, k)
+            a, a_gpu = (base.transpose(1, 2), base.cuda().transpose(1, 2)) if transposed else (base, base.cuda())
+            b = randn(3, k, n)
+            ref = np.empty((3, m, n), np.float32)
+            K.bmm(np.ascontiguousarray(a.numpy()), b.numpy(), ref)
+            out = repro_cuda.bmm(a_gpu, b.cuda(), shape)
+            ok = _same(out, ref)
+            return {"status": "ok" if ok else "MISMATCH", "detail": f"{m}x{k}x{n}"}
+
+        return run
+
+    s = 1 if quick else 2
+    cells: list[tuple[str, Callable[[], dict[str, Any]]]] = []
+    for shape in repro_cuda.BMM_SHAPES:
+        cells.append((f"bmm {shape}", matmul(shape, 67 * s, 45 * s, 131 * s, False)))
+        cells.append((f"bmm {shape} transposed a", matmul(shape, 67 * s, 45 * s, 131 * s, True)))
+    cells += [
+        ("linear", op(repro._Linear.apply, repro_cuda.Linear.apply, [randn(37, 50), randn(70, 50), randn(70)])),
+        ("linear few rows", op(repro._Linear.apply, repro_cuda.Linear.apply, [randn(3, 300), randn(200, 300), randn(200)])),
+        (
+            "conv2d 3x3",
+            op(
+                lambda x, w, b: repro._Conv2d.apply(x, w, b, 1),
+                lambda x, w, b: repro_cuda.Conv2d.apply(x, w, b, 1),
+                [randn(4, 3, 9, 11), randn(8, 3, 3, 3), randn(8)],
+            ),
+        ),
+        (
+            "conv2d 5x5",
+            op(
+                lambda x, w, b: repro._Conv2d.apply(x, w, b, 2),
+                lambda x, w, b: repro_cuda.Conv2d.apply(x, w, b, 2),
+                [randn(2, 2, 8, 8), randn(4, 2, 5, 5), randn(4)],
+            ),
+        ),
+        ("max_pool2", op(repro._MaxPool2.apply, repro_cuda.MaxPool2.apply, [randn(3, 4, 8, 10)])),
+        ("mean_pixels", op(repro._MeanPixels.apply, repro_cuda.MeanPixels.apply, [randn(3, 5, 7, 7)])),
+        (
+            "layer_norm",
+            op(
+                lambda x, w, b: repro._LayerNorm.apply(x, w, b, 1e-5),
+                lambda x, w, b: repro_cuda.LayerNorm.apply(x, w, b, 1e-5),
+                [randn(4, 9, 48), randn(48), randn(48)],
+            ),
+        ),
+        ("gelu", op(repro._Gelu.apply, repro_cuda.Gelu.apply, [randn(5, 333, spread=1.5)])),
+        ("causal_attention", op(repro._CausalAttention.apply, repro_cuda.CausalAttention.apply, [randn(2, 3, 40 * s, 16) for _ in range(3)])),
+        (
+            "embedding",
+            op(
+                lambda w: repro._Embedding.apply(torch.tensor([[3, 1, 3, 7], [0, 3, 1, 7]]), w),
+                lambda w: repro_cuda.Embedding.apply(torch.tensor([[3, 1, 3, 7], [0, 3, 1, 7]]).cuda(), w),
+                [randn(9, 20)],
+            ),
+        ),
+        (
+            "cross_entropy",
+            op(
+                lambda z: repro._CrossEntropy.apply(z, torch.arange(30) % 17),
+                lambda z: repro_cuda.CrossEntropy.apply(z, (torch.arange(30) % 17).cuda()),
+                [randn(30, 17, spread=1.5)],
+            ),
+        ),
+    ]
+
+    def update(name: str, make: Callable[[], tuple[Any, ...]]) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            cpu_args = make()
+            gpu_args = tuple(t.clone().cuda() if isinstance(t, torch.Tensor) else t for t in cpu_args)
+            out_cpu = getattr(K, name)(*(t.numpy() if isinstance(t, torch.Tensor) else t for t in cpu_args))
+            out_gpu = getattr(repro_cuda, name)(*(repro_cuda.array(t) if isinstance(t, torch.Tensor) else t for t in gpu_args))
+            torch.cuda.synchronize()
+            ok = all(_same(p, q) for p, q in zip(cpu_args, gpu_args) if isinstance(p, torch.Tensor)) and (out_cpu is None or out_cpu == out_gpu)
+            return {"status": "ok" if ok else "MISMATCH"}
+
+        return run
+
+    f = np.float32
+    n = 10007
+    cells += [
+        ("sgd_update", update("sgd_update", lambda: (randn(n), randn(n), randn(n), f(0.05), f(0.9), f(0.1), f(0.001), True))),
+        ("adam_update", update("adam_update", lambda: (randn(n), randn(n), randn(n), randn(n).abs(), f(0.9), f(0.999), f(1e-8), f(0.01), f(0.003), f(0.3)))),
+        ("add_into", update("add_into", lambda: (randn(n), randn(n)))),
+        ("divide", update("divide", lambda: (randn(n), f(3.0)))),
+        ("scale", update("scale", lambda: (randn(n), f(0.37)))),
+        ("sum_squares", update("sum_squares", lambda: (randn(n),))),
+    ]
+
+    def no_fma() -> dict[str, Any]:
+        """The PTX of every kernel compiled by the cells above holds no fused multiply-add."""
+        import re
+
+        kernels = [getattr(repro_cuda, name) for name in dir(repro_cuda) if name.endswith("_k")] + list(repro_cuda._bmm_kernels.values())
+        counted, fused = 0, []
+        for kernel in kernels:
+            for sig, ptx in kernel.inspect_asm().items():
+                counted += 1
+                if re.search(r"\bfma\.", ptx):
+                    fused.append(f"{getattr(kernel, '__name__', kernel)}{sig}")
+        if not counted:
+            return {"status": "error", "error": "no compiled kernel to inspect"}
+        return {"status": "ok" if not fused else "MISMATCH", "detail": f"{counted} compiled kernels, {len(fused)} with fma: {fused[:5]}"}
+
+    cells.append(("ptx holds no fma", no_fma))
+    return cells
+
+
+# ------------------------------------------------------------------ 2. replay matrix
+
+_LM = {"vocab_size": 128, "block_size": 64}
+#: (model config, batch) per registry model and size.
+MODELS: dict[str, dict[str, tuple[dict[str, Any], int]]] = {
+    "tiny": {
+        "mlp": ({"kind": "mlp", "input_dim": 2, "hidden": [16], "num_classes": 3}, 16),
+        "cnn": ({"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [4], "hidden": 16, "num_classes": 4}, 16),
+        "char-transformer": ({"kind": "char-transformer", "vocab_size": 128, "block_size": 8, "n_layer": 1, "n_head": 2, "n_embd": 16}, 16),
+        "gpt": ({"kind": "gpt", "vocab_size": 128, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 16, "bias": False}, 16),
+        "resnet": ({"kind": "resnet", "in_channels": 1, "height": 16, "width": 16, "channels": [4, 8], "blocks": 1, "num_classes": 4}, 16),
+    },
+    "10M": {
+        "mlp": ({"kind": "mlp", "input_dim": 64, "hidden": [2048, 2048, 2048], "num_classes": 10}, 64),
+        "cnn": ({"kind": "cnn", "in_channels": 1, "height": 16, "width": 16, "channels": [32, 64], "hidden": 8192, "num_classes": 4}, 16),
+        "char-transformer": ({**_LM, "kind": "char-transformer", "n_layer": 12, "n_head": 8, "n_embd": 256}, 8),
+        "gpt": ({**_LM, "kind": "gpt", "n_layer": 12, "n_head": 8, "n_embd": 256, "bias": True}, 8),
+        "resnet": ({"kind": "resnet", "in_channels": 1, "height": 16, "width": 16, "channels": [128, 256, 384], "blocks": 2, "num_classes": 4}, 8),
+    },
+}
+OPTIMIZERS = {
+    "sgd": {"kind": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.001},
+    "adam": {"kind": "adam", "lr": 0.001, "weight_decay": 0.001},
+}
+
+
+def _batches(cfg: dict[str, Any], batch: int, steps: int) -> list[tuple[Any, Any]]:
+    import torch
+
+    gen = torch.Generator().manual_seed(1234)
+    out = []
+    for _ in range(steps):
+        if cfg["kind"] in ("gpt", "char-transformer"):
+            tokens = torch.randint(0, cfg["vocab_size"], (batch, cfg["block_size"] + 1), generator=gen)
+            out.append((tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()))
+        elif cfg["kind"] == "mlp":
+            out.append((torch.randn(batch, cfg["input_dim"], generator=gen), torch.randint(0, cfg["num_classes"], (batch,), generator=gen)))
+        else:
+            x = torch.randn(batch, cfg["in_channels"], cfg["height"], cfg["width"], generator=gen)
+            out.append((x, torch.randint(0, cfg["num_classes"], (batch,), generator=gen)))
+    return out
+
+
+def _spec(cfg: dict[str, Any], optimizer: dict[str, Any], batch: int, steps: int, numerics: str = "repro-v1") -> Any:
+    from proofs.spec import load_spec
+
+    token = cfg["kind"] in ("gpt", "char-transformer")
+    return load_spec(
+        {
+            "model": cfg,
+            "dataset": {"cid": "QmDeviceCheck", "format": "safetensors", "size_bytes": 1, "targets": None if token else "y"},
+            "optimizer": optimizer,
+            "batch_size": batch,
+            "steps": steps,
+            "seed": 5,
+            "checkpoint_interval": steps,
+            "numerics": numerics,
+        }
+    )
+
+
+def _train(spec: Any, batches: list[tuple[Any, Any]], device: str) -> tuple[str, list[float], float]:
+    """``Trainer.train_step``'s sequence (one micro-batch, no clipping) on ``device``: the sha256 of
+    every parameter's and optimizer slot's bytes after the steps, each step's loss, seconds per step."""
+    import torch
+
+    from proofs.models import build_model, ops_for
+    from proofs.optim import build_optimizer, learning_rate
+
+    model = build_model(spec, device)
+    ops = ops_for(spec.numerics)
+    params = dict(sorted(model.named_parameters()))
+    opt = build_optimizer(spec.optimizer, spec.numerics)
+    state = opt.init_state(params)
+    losses = []
+    started = time.perf_counter()
+    for step, (x, y) in enumerate(batches):
+        x, y = x.to(device), y.to(device)
+        for p in params.values():
+            p.grad = None
+        logits = model(x)
+        loss = ops.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        for p in params.values():
+            assert p.grad is not None
+            p.grad = p.grad.contiguous()
+        opt.update(params, state, step, learning_rate(spec.schedule, spec.optimizer.lr, spec.steps, step))
+        losses.append(float(loss.detach().item()))
+    if device != "cpu":
+        torch.cuda.synchronize()
+    seconds = (time.perf_counter() - started) / max(1, len(batches))
+    digest = hashlib.sha256()
+    tensors = {**{f"param.{n}": p.detach() for n, p in params.items()}, **state}
+    for name in sorted(tensors):
+        digest.update(name.encode())
+        digest.update(tensors[name].detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest(), losses, seconds
+
+
+def _replay_cells(sizes: list[str], steps: int) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    def cell(size: str, kind: str, opt: str) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            cfg, batch = MODELS[size][kind]
+            spec = _spec(cfg, OPTIMIZERS[opt], batch, steps)
+            batches = _batches(cfg, batch, steps)
+            cpu = _train(spec, batches, "cpu")
+            gpu = _train(spec, batches, "cuda")
+            ok = cpu[0] == gpu[0] and cpu[1] == gpu[1]
+            return {
+                "status": "ok" if ok else "MISMATCH",
+                "params": spec.param_count(),
+                "state_sha256_cpu": cpu[0],
+                "state_sha256_gpu": gpu[0],
+                "losses_cpu": cpu[1],
+                "losses_gpu": gpu[1],
+                "cpu_s_per_step": round(cpu[2], 4),
+                "gpu_s_per_step": round(gpu[2], 4),
+                "detail": f"{spec.param_count():,} params, {steps} steps: " + ("state and losses bit-identical" if ok else "DIFFER"),
+            }
+
+        return run
+
+    return [(f"{size} {kind} {opt}", cell(size, kind, opt)) for size in sizes for kind in MODELS[size] for opt in OPTIMIZERS]
+
+
+# ------------------------------------------------------------------ 3. speed against cuBLAS
+
+SPEED = {
+    "gpt-10M": ({"kind": "gpt", "vocab_size": 8192, "block_size": 256, "n_layer": 12, "n_head": 8, "n_embd": 256, "bias": True}, 16),
+    "gpt-124M": ({"kind": "gpt", "vocab_size": 50257, "block_size": 1024, "n_layer": 12, "n_head": 12, "n_embd": 768, "bias": True}, 4),
+}
+
+
+def _speed_cells(names: list[str], repeats: int) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+    def cell(name: str) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            import torch
+
+            from proofs.models import REGISTRY, REPRO_OPS, TORCH_OPS
+            from proofs.optim import build_optimizer
+            from proofs.spec import AdamConfig, GPTConfig
+
+            cfg_raw, batch = SPEED[name]
+            cfg = GPTConfig.model_validate(cfg_raw)
+            torch.backends.cuda.matmul.allow_tf32 = False  # float32 matmuls on both sides
+            torch.backends.cudnn.allow_tf32 = False
+            torch.set_float32_matmul_precision("highest")
+            gen = torch.Generator().manual_seed(3)
+            tokens = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size + 1), generator=gen).cuda()
+            x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
+            out: dict[str, Any] = {"params": cfg.param_count(), "batch": f"{batch} x {cfg.block_size} tokens"}
+            for label, ops, numerics in (("torch", TORCH_OPS, "torch"), ("repro", REPRO_OPS, "repro-v1")):
+                model = REGISTRY["gpt"](cfg, ops).to("cuda")
+                params = dict(sorted(model.named_parameters()))
+                opt = build_optimizer(AdamConfig(kind="adam", lr=1e-4), numerics)  # type: ignore[arg-type]
+                state = opt.init_state(params)
+                times = []
+                for step in range(repeats + 1):  # the first compiles (numba) or warms up (cuBLAS)
+                    torch.cuda.synchronize()
+                    started = time.perf_counter()
+                    for p in params.values():
+                        p.grad = None
+                    logits = model(x)
+                    loss = ops.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+                    loss.backward()
+                    for p in params.values():
+                        assert p.grad is not None
+                        p.grad = p.grad.contiguous()
+                    opt.update(params, state, step, 1e-4)
+                    torch.cuda.synchronize()
+                    times.append(time.perf_counter() - started)
+                out[f"{label}_s_per_step"] = round(sorted(times[1:])[len(times[1:]) // 2], 4)
+                out[f"{label}_first_step_s"] = round(times[0], 2)
+                del model, params, opt, state
+                torch.cuda.empty_cache()
+            out["ratio_repro_over_torch"] = round(out["repro_s_per_step"] / out["torch_s_per_step"], 2)
+            out["detail"] = f"repro {out['repro_s_per_step']} s, torch {out['torch_s_per_step']} s: {out['ratio_repro_over_torch']}x"
+            return out
+
+        return run
+
+    return [(name, cell(name)) for name in names]
+
+
+# ------------------------------------------------------------------ the run
+
+
+def _environment(missing: str | None) -> dict[str, Any]:
+    env: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(), "engine_imports": missing or "all"}
+    for mod in ("torch", "numpy", "numba", "numba_cuda", "pydantic", "Crypto", "safetensors"):
+        try:
+            env[mod] = getattr(importlib.import_module(mod), "__version__", "present")
+        except Exception as exc:
+            env[mod] = f"missing ({type(exc).__name__})"
+    try:
+        import torch
+
+        env["cuda_available"] = torch.cuda.is_available()
+        if torch.cuda.is_available():
+            env["gpu"] = torch.cuda.get_device_name(0)
+            env["torch_cuda"] = torch.version.cuda
+        from proofs import repro_cuda
+
+        env["numba_cuda"] = repro_cuda.unavailable() or "usable"
+    except Exception as exc:
+        env["numba_cuda"] = f"{type(exc).__name__}: {exc}"
+    return env
+
+
+def _table(env: dict[str, Any], results: list[dict[str, Any]]) -> str:
+    lines = ["repro-v1 device check", ""]
+    lines += [f"{k}: {v}" for k, v in env.items()]
+    for section in ("kernels", "replay", "speed"):
+        rows = [r for r in results if r["section"] == section]
+        if not rows:
+            continue
+        lines += ["", f"== {section} ==", f"{'cell':<34} {'status':<9} {'s':>7}  detail"]
+        for r in rows:
+            lines.append(f"{r['name']:<34} {r['status']:<9} {r.get('seconds', 0):>7}  {r.get('detail', '')} {r.get('error', '')}".rstrip())
+    checked = [r for r in results if r["section"] != "speed"]
+    bad = [r["name"] for r in checked if r["status"] != "ok"]
+    lines += ["", f"bit-identity cells: {len(checked) - len(bad)} of {len(checked)} ok" + (f"; not ok: {', '.join(bad)}" if bad else "")]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="examples:\n  python3 -m bench.device_check --out device-check\n  python3 -m bench.device_check --out dc --quick\n  python3 -m bench.device_check --out dc --only speed --speed gpt-124M",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--out", type=Path, required=True, help="directory for device_check.json and device_check.txt")
+    parser.add_argument("--quick", action="store_true", help="smaller kernel shapes, 2 replay steps, gpt-10M speed only (about 2 minutes)")
+    parser.add_argument("--steps", type=int, default=None, help="training steps per replay cell (default 3; --quick 2)")
+    parser.add_argument("--sizes", nargs="+", choices=sorted(MODELS), default=None, help="replay model sizes (default: tiny 10M)")
+    parser.add_argument("--speed", nargs="+", choices=sorted(SPEED), default=None, help="speed models (default: both; --quick gpt-10M)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed steps per speed cell (median), after one warm-up step")
+    parser.add_argument("--only", nargs="+", choices=["kernels", "replay", "speed"], default=["kernels", "replay", "speed"])
+    parser.add_argument("--budget-s", type=float, default=330.0, help="cells not started within this many seconds are recorded as skipped")
+    args = parser.parse_args(argv)
+    deadline = time.monotonic() + args.budget_s
+    args.out.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("NUMBA_NUM_THREADS", str(os.cpu_count() or 1))
+    _numpy_aliases()
+    missing = _import_engine()
+    env = _environment(missing)
+    print(json.dumps(env, indent=1), flush=True)
+    results: list[dict[str, Any]] = []
+    try:
+        from proofs import repro
+
+        repro.set_threads(os.cpu_count() or 1)  # the CPU side's speed only: threads change no bits
+    except Exception as exc:
+        results.append({"section": "kernels", "name": "import proofs.repro", "status": "error", "error": f"{type(exc).__name__}: {exc}"})
+    sizes, steps = args.sizes or ["tiny", "10M"], args.steps or (2 if args.quick else 3)
+    # the tiny replay before the speed cells, the 10M replay (the slowest on the CPU side) after them
+    sections: list[tuple[str, Callable[[], list[tuple[str, Callable[[], dict[str, Any]]]]]]] = [
+        ("kernels", lambda: _kernel_cells(args.quick)),
+        ("replay", lambda: _replay_cells([s for s in sizes if s == "tiny"], steps)),
+        ("speed", lambda: _speed_cells(args.speed or (["gpt-10M"] if args.quick else ["gpt-10M", "gpt-124M"]), args.repeats)),
+        ("replay", lambda: _replay_cells([s for s in sizes if s != "tiny"], steps)),
+    ]
+    for section, make in sections:
+        if section not in args.only:
+            continue
+        try:
+            cells = make()
+        except Exception as exc:
+            results.append(
+                {
+                    "section": section,
+                    "name": "(set-up)",
+                    "status": "error",
+                    "error": f"{type(exc).__name__}: {exc}",
+                    "trace": traceback.format_exc(limit=6)[-2000:],
+                }
+            )
+            print(f"[{section}] set-up failed: {type(exc).__name__}: {exc}", flush=True)
+            continue
+        for name, fn in cells:
+            _cell(results, section, name, fn, deadline)
+    report = {"environment": env, "results": results, "argv": sys.argv[1:], "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    (args.out / "device_check.json").write_text(json.dumps(report, indent=1, default=str))
+    text = _table(env, results)
+    (args.out / "device_check.txt").write_text(text)
+    print(text)
+    checked = [r for r in results if r["section"] != "speed"]
+    return 0 if checked and all(r["status"] == "ok" for r in checked) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,913 @@
+"""``repro-v1`` on CUDA: the kernels of :mod:`proofs.repro_kernels` for NVIDIA GPUs (numba.cuda),
+giving the same bits, and the autograd functions over them that :mod:`proofs.repro` picks for
+tensors on a CUDA device.
+
+Each kernel performs, for every output, the same rounded operations in the same order as its
+CPU twin (docs/numerics.md, "GPUs"):
+
+* every float operation is an explicit round-to-nearest intrinsic of libdevice (``fadd_rn``,
+  ``fmul_rn``, ``fdiv_rn``, ``fsqrt_rn`` and their float64 twins): NVVM contracts a plain
+  ``a * b + c`` into an FMA, these are never fused;
+* a thread owns whole outputs and runs each output's reduction over its index in ascending
+  order, as the CPU does (matmul: ``k = 0, 1, ...`` from 0 in float32; row statistics in float64);
+  tiling only changes which outputs run side by side, never a sum's order (no split-K, no tree
+  reductions, no atomics, no cuBLAS, no tensor cores);
+* ``exp``, ``log``, ``tanh`` are :func:`proofs.repro_kernels.exp64`'s polynomials and table.
+
+The same source runs in numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), where the intrinsics
+are numpy float32 / float64 scalar operations (each one correctly rounded): ``make test`` compares
+the simulated kernels' bits with the CPU kernels' on a machine without a GPU. In the simulator the
+kernels take the numpy arrays of CPU tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numba
+import numpy as np
+import torch
+from numba import cuda
+
+from proofs.repro_kernels import _EXP_C, _GELU_A, _GELU_K, _LN2_HI, _LN2_LO, _LOG2E, _LOG_C, _POW2, _POW2_BIAS, _SQRT2
+
+__all__ = [
+    "SIM",
+    "unavailable",
+    "array",
+    "Linear",
+    "Conv2d",
+    "MaxPool2",
+    "MeanPixels",
+    "LayerNorm",
+    "Gelu",
+    "CausalAttention",
+    "Embedding",
+    "CrossEntropy",
+    "sgd_update",
+    "adam_update",
+    "add_into",
+    "divide",
+    "scale",
+    "sum_squares",
+]
+
+#: Running in numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` before numba was imported).
+SIM = bool(numba.config.ENABLE_CUDASIM)
+
+# ------------------------------------------------------------------ rounded operations
+#
+# On a GPU: libdevice's round-to-nearest intrinsics, never contracted into an FMA. In the simulator:
+# the same IEEE operations on numpy scalars (the simulator has no libdevice).
+
+if SIM:
+
+    def _device(fn: Any) -> Any:  # plain Python in the simulator: a device function's call is costly there
+        return fn
+
+    def fadd(a: Any, b: Any) -> Any:
+        return np.float32(a) + np.float32(b)
+
+    def fsub(a: Any, b: Any) -> Any:
+        return np.float32(a) - np.float32(b)
+
+    def fmul(a: Any, b: Any) -> Any:
+        return np.float32(a) * np.float32(b)
+
+    def fdiv(a: Any, b: Any) -> Any:
+        return np.float32(a) / np.float32(b)
+
+    def fsqrt(a: Any) -> Any:
+        return np.sqrt(np.float32(a))
+
+    def dadd(a: Any, b: Any) -> Any:
+        return np.float64(a) + np.float64(b)
+
+    def dsub(a: Any, b: Any) -> Any:
+        return np.float64(a) - np.float64(b)
+
+    def dmul(a: Any, b: Any) -> Any:
+        return np.float64(a) * np.float64(b)
+
+    def ddiv(a: Any, b: Any) -> Any:
+        return np.float64(a) / np.float64(b)
+
+    def dsqrt(a: Any) -> Any:
+        return np.sqrt(np.float64(a))
+
+else:  # pragma: no cover - needs a GPU (bench.device_check runs it)
+    from numba.cuda import libdevice
+
+    _device = cuda.jit(device=True)
+    fadd, fsub, fmul, fdiv, fsqrt = libdevice.fadd_rn, libdevice.fsub_rn, libdevice.fmul_rn, libdevice.fdiv_rn, libdevice.fsqrt_rn
+    dadd, dmul, ddiv, dsqrt = libdevice.dadd_rn, libdevice.dmul_rn, libdevice.ddiv_rn, libdevice.dsqrt_rn
+
+    @_device
+    def dsub(a: Any, b: Any) -> Any:  # a - b is a + (-b) exactly (IEEE); libdevice has no dsub_rn
+        return libdevice.dadd_rn(a, -b)
+
+    if hasattr(numba.config, "CUDA_LOW_OCCUPANCY_WARNINGS"):
+        numba.config.CUDA_LOW_OCCUPANCY_WARNINGS = False  # small grids are expected (one thread per row)
+
+
+# ------------------------------------------------------------------ transcendentals (proofs.repro_kernels' polynomials)
+
+
+@_device
+def exp64(x: Any) -> Any:
+    if x != x:
+        return x
+    if x < -708.0:
+        return np.float64(0.0)
+    if x > 709.0:
+        return np.float64(math.inf)
+    n = int(math.floor(dadd(dmul(x, _LOG2E), 0.5)))  # math.floor is a float on the GPU, an int in Python
+    nf = np.float64(n)
+    r = dsub(dsub(x, dmul(nf, _LN2_HI)), dmul(nf, _LN2_LO))
+    p = np.float64(_EXP_C[13])
+    for i in range(12, -1, -1):
+        p = dadd(dmul(p, r), _EXP_C[i])
+    return dmul(p, _POW2[n + _POW2_BIAS])
+
+
+@_device
+def log64(x: Any) -> Any:
+    if x != x or x < 0.0:
+        return np.float64(math.nan)
+    if x == 0.0:
+        return np.float64(-math.inf)
+    if x == math.inf:
+        return x
+    e = 0
+    while x > 1.8446744073709552e19:
+        x = dmul(x, 5.421010862427522e-20)
+        e += 64
+    while x < 5.421010862427522e-20:
+        x = dmul(x, 1.8446744073709552e19)
+        e -= 64
+    while x > _SQRT2:
+        x = dmul(x, 0.5)
+        e += 1
+    while x < dmul(_SQRT2, 0.5):
+        x = dmul(x, 2.0)
+        e -= 1
+    z = ddiv(dsub(x, 1.0), dadd(x, 1.0))
+    z2 = dmul(z, z)
+    s = np.float64(_LOG_C[11])
+    for i in range(10, -1, -1):
+        s = dadd(dmul(s, z2), _LOG_C[i])
+    ef = np.float64(e)
+    return dadd(dmul(ef, _LN2_HI), dadd(dmul(ef, _LN2_LO), dmul(z, s)))
+
+
+@_device
+def tanh64(u: Any) -> Any:
+    if u > 20.0:
+        return np.float64(1.0)
+    if u < -20.0:
+        return np.float64(-1.0)
+    t = exp64(dmul(2.0, u))
+    return ddiv(dsub(t, 1.0), dadd(t, 1.0))
+
+
+@_device
+def _gelu_inner(v: Any) -> Any:
+    """tanh(sqrt(2/pi) (v + 0.044715 v**3)) as the CPU kernel rounds it: ((a v) v) v, then v + that."""
+    return tanh64(dmul(_GELU_K, dadd(v, dmul(dmul(dmul(_GELU_A, v), v), v))))
+
+
+# ------------------------------------------------------------------ launching
+
+
+#: Threads per block of the one-dimensional kernels; the simulator runs each thread as a Python
+#: thread, so there a few threads walk the outputs (grid-stride loops: the same outputs either way).
+_TPB = 4 if SIM else 128
+_streams: dict[int, Any] = {}
+
+
+def _stream() -> Any:
+    """torch's current stream, so kernels and torch's own operations stay in order."""
+    if SIM:
+        return 0
+    handle = torch.cuda.current_stream().cuda_stream
+    if handle not in _streams:
+        _streams[handle] = cuda.default_stream() if handle == 0 else cuda.external_stream(handle)
+    return _streams[handle]
+
+
+def _launch(kernel: Any, n: int, *args: Any) -> None:
+    """``kernel`` over ``n`` independent outputs (a grid-stride loop inside)."""
+    if n <= 0:
+        return
+    blocks = 1 if SIM else min((n + _TPB - 1) // _TPB, 1 << 16)
+    kernel[blocks, _TPB, _stream()](*args)
+
+
+def array(t: torch.Tensor) -> Any:
+    """``t``'s memory as a kernel argument, without a copy: a CUDA tensor through its
+    ``__cuda_array_interface__`` (no stream synchronization: the kernels run on torch's stream);
+    in the simulator a CPU tensor's numpy view (a strided view is copied there: the simulator moves
+    only contiguous buffers; the kernels only read the strided ones)."""
+    t = t.detach()
+    if not t.is_cuda:
+        return np.ascontiguousarray(t.numpy())
+    return cuda.as_cuda_array(t, sync=False)  # pragma: no cover - needs a GPU
+
+
+def unavailable() -> str | None:
+    """Why these kernels cannot run here (None: they can): numba finds no usable CUDA GPU."""
+    if SIM:
+        return None
+    try:
+        if cuda.is_available():
+            return None
+        return "numba finds no usable CUDA GPU (driver or NVVM missing)"
+    except Exception as exc:  # pragma: no cover - a broken CUDA install
+        return f"numba's CUDA target does not load: {type(exc).__name__}: {exc}"
+
+
+def _empty(shape: Any, like: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype, device=like.device)
+
+
+# ------------------------------------------------------------------ matmul
+
+
+def _make_bmm(tpb: int, tm: int) -> Any:
+    """out[t] = a[t] @ b[t]: a (T, M, K), b (T, K, N), any strides. A block of tpb x tpb threads
+    owns a (tpb*tm) x (tpb*tm) tile of outputs, each thread tm x tm of them (rows ty + r*tpb,
+    columns tx + c*tpb) in registers; tiles of a and b (tpb deep in k) pass through shared memory.
+    Every output runs ``acc = fadd(acc, fmul(a[i,k], b[k,j]))`` for k = 0, 1, ... from 0: the CPU
+    kernel's sequence."""
+    bm = tpb * tm  # the block's rows = columns
+    bk = tpb  # k per stage
+    nthreads = tpb * tpb
+    loads = bm * bk // nthreads  # elements of each tile one thread stages (= tm)
+
+    @cuda.jit
+    def kernel(a, b, out, a_k_fastest, b_j_fastest):  # pragma: no cover - compiled by numba
+        t = cuda.blockIdx.z
+        i0 = cuda.blockIdx.y * bm
+        j0 = cuda.blockIdx.x * bm
+        tx = cuda.threadIdx.x
+        ty = cuda.threadIdx.y
+        tid = ty * tpb + tx
+        m = out.shape[1]
+        n = out.shape[2]
+        kk = a.shape[2]
+        sa = cuda.shared.array((bk, bm), numba.float32)
+        sb = cuda.shared.array((bk, bm), numba.float32)
+        acc = cuda.local.array((tm, tm), numba.float32)
+        ar = cuda.local.array(tm, numba.float32)
+        br = cuda.local.array(tm, numba.float32)
+        for r in range(tm):
+            for c in range(tm):
+                acc[r, c] = np.float32(0.0)
+        for k0 in range(0, kk, bk):
+            for q in range(loads):  # stage the tiles: coalesced along whichever axis is contiguous
+                e = tid + q * nthreads
+                if a_k_fastest:
+                    ii, kq = e // bk, e % bk
+                else:
+                    kq, ii = e // bm, e % bm
+                if i0 + ii < m and k0 + kq < kk:
+                    sa[kq, ii] = a[t, i0 + ii, k0 + kq]
+                else:
+                    sa[kq, ii] = np.float32(0.0)
+                if b_j_fastest:
+                    kq, jj = e // bm, e % bm
+                else:
+                    jj, kq = e // bk, e % bk
+                if j0 + jj < n and k0 + kq < kk:
+                    sb[kq, jj] = b[t, k0 + kq, j0 + jj]
+                else:
+                    sb[kq, jj] = np.float32(0.0)
+            cuda.syncthreads()
+            depth = kk - k0 if kk - k0 < bk else bk  # only real k: no padded term enters a sum
+            for kq in range(depth):
+                for r in range(tm):
+                    ar[r] = sa[kq, ty + r * tpb]
+                for c in range(tm):
+                    br[c] = sb[kq, tx + c * tpb]
+                for r in range(tm):
+                    for c in range(tm):
+                        acc[r, c] = fadd(acc[r, c], fmul(ar[r], br[c]))
+            cuda.syncthreads()
+        for r in range(tm):
+            i = i0 + ty + r * tpb
+            if i < m:
+                for c in range(tm):
+                    j = j0 + tx + c * tpb
+                    if j < n:
+                        out[t, i, j] = acc[r, c]
+
+    return kernel
+
+
+#: Tile shapes (threads per side, outputs per thread per side): the large one for large outputs.
+#: The shape changes no bits (each output's sum is the same sequence), so the simulator runs a
+#: small one (its threads are Python threads) and the tests run every shape there.
+BMM_SHAPES = {"small": (4, 2), "medium": (16, 4), "large": (16, 8)}
+_bmm_kernels: dict[str, Any] = {}
+
+
+def _bmm_shape(m: int, n: int) -> str:
+    if SIM:
+        return "small"
+    return "large" if m >= 512 and n >= 512 else "medium"
+
+
+def bmm(a: torch.Tensor, b: torch.Tensor, shape: str | None = None) -> torch.Tensor:
+    """a (T, M, K) @ b (T, K, N) (any strides: transposed views are read in place), each output's
+    k order fixed; ``shape``: a key of :data:`BMM_SHAPES` (default: by size)."""
+    nb, m, kk = a.shape
+    n = b.shape[2]
+    out = _empty((nb, m, n), a)
+    if out.numel() == 0:
+        return out
+    if kk == 0:
+        return out.zero_()
+    name = shape or _bmm_shape(m, n)
+    if name not in _bmm_kernels:
+        _bmm_kernels[name] = _make_bmm(*BMM_SHAPES[name])
+    tpb, tm = BMM_SHAPES[name]
+    side = tpb * tm
+    grid = ((n + side - 1) // side, (m + side - 1) // side, nb)
+    _bmm_kernels[name][grid, (tpb, tpb), _stream()](array(a), array(b), array(out), a.stride(2) == 1, b.stride(2) == 1)
+    return out
+
+
+def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return bmm(a[None], b[None])[0]
+
+
+# ------------------------------------------------------------------ sums over rows and columns
+
+
+@cuda.jit
+def _colsum_k(g, out):  # pragma: no cover - compiled by numba
+    """out[j] = sum_i g[i, j] in float32, rows ascending (repro_kernels.colsum)."""
+    m, n = g.shape
+    for j in range(cuda.grid(1), n, cuda.gridsize(1)):
+        acc = np.float32(0.0)
+        for i in range(m):
+            acc = fadd(acc, g[i, j])
+        out[j] = acc
+
+
+@cuda.jit
+def _rowsum_k(g, out):  # pragma: no cover - compiled by numba
+    m, n = g.shape
+    for i in range(cuda.grid(1), m, cuda.gridsize(1)):
+        acc = np.float32(0.0)
+        for j in range(n):
+            acc = fadd(acc, g[i, j])
+        out[i] = acc
+
+
+@cuda.jit
+def _channel_sum_k(g, out):  # pragma: no cover - compiled by numba
+    """out[c] = sum over images b, then pixels p, ascending, of g[b, c, p] (float32)."""
+    nb, nc, n = g.shape
+    for c in range(cuda.grid(1), nc, cuda.gridsize(1)):
+        acc = np.float32(0.0)
+        for b in range(nb):
+            for j in range(n):
+                acc = fadd(acc, g[b, c, j])
+        out[c] = acc
+
+
+@cuda.jit
+def _embedding_bwd_k(idx, dy, dw):  # pragma: no cover - compiled by numba
+    """dw[v, j] += dy[i, j] for tokens i ascending with idx[i] == v (one thread per column j)."""
+    n, e = dy.shape
+    for j in range(cuda.grid(1), e, cuda.gridsize(1)):
+        for i in range(n):
+            v = idx[i]
+            dw[v, j] = fadd(dw[v, j], dy[i, j])
+
+
+# ------------------------------------------------------------------ attention softmax (one thread per row)
+
+
+@cuda.jit
+def _causal_softmax_k(s, scale, p):  # pragma: no cover - compiled by numba
+    nb, m, n = s.shape
+    for r in range(cuda.grid(1), nb * m, cuda.gridsize(1)):
+        t, i = r // m, r % m
+        hi = -math.inf
+        for j in range(i + 1):
+            v = dmul(np.float64(s[t, i, j]), scale)
+            if v > hi:
+                hi = v
+        total = np.float64(0.0)
+        for j in range(i + 1):
+            total = dadd(total, exp64(dsub(dmul(np.float64(s[t, i, j]), scale), hi)))
+        for j in range(i + 1):  # each exponential again: the same operations give the same value
+            p[t, i, j] = np.float32(ddiv(exp64(dsub(dmul(np.float64(s[t, i, j]), scale), hi)), total))
+        for j in range(i + 1, n):
+            p[t, i, j] = np.float32(0.0)
+
+
+@cuda.jit
+def _causal_softmax_bwd_k(p, dp, scale, ds):  # pragma: no cover - compiled by numba
+    nb, m, n = p.shape
+    for r in range(cuda.grid(1), nb * m, cuda.gridsize(1)):
+        t, i = r // m, r % m
+        dot = np.float64(0.0)
+        for j in range(i + 1):
+            dot = dadd(dot, dmul(np.float64(p[t, i, j]), np.float64(dp[t, i, j])))
+        for j in range(i + 1):
+            ds[t, i, j] = np.float32(dmul(scale, dmul(np.float64(p[t, i, j]), dsub(np.float64(dp[t, i, j]), dot))))
+        for j in range(i + 1, n):
+            ds[t, i, j] = np.float32(0.0)
+
+
+# ------------------------------------------------------------------ layer norm
+
+
+@cuda.jit
+def _layer_norm_k(x, w, b, eps, y, mean, rstd):  # pragma: no cover - compiled by numba
+    m, n = x.shape
+    nf = np.float64(n)
+    for i in range(cuda.grid(1), m, cuda.gridsize(1)):
+        s = np.float64(0.0)
+        for j in range(n):
+            s = dadd(s, np.float64(x[i, j]))
+        mu = ddiv(s, nf)
+        v = np.float64(0.0)
+        for j in range(n):
+            d = dsub(np.float64(x[i, j]), mu)
+            v = dadd(v, dmul(d, d))
+        r = ddiv(1.0, dsqrt(dadd(ddiv(v, nf), eps)))
+        mean[i] = mu
+        rstd[i] = r
+        for j in range(n):
+            y[i, j] = np.float32(dadd(dmul(dmul(dsub(np.float64(x[i, j]), mu), r), np.float64(w[j])), np.float64(b[j])))
+
+
+@cuda.jit
+def _layer_norm_bwd_k(dy, x, w, mean, rstd, dx):  # pragma: no cover - compiled by numba
+    m, n = x.shape
+    nf = np.float64(n)
+    for i in range(cuda.grid(1), m, cuda.gridsize(1)):
+        mu, r = mean[i], rstd[i]
+        a = np.float64(0.0)
+        c = np.float64(0.0)
+        for j in range(n):
+            g = dmul(np.float64(dy[i, j]), np.float64(w[j]))
+            a = dadd(a, g)
+            c = dadd(c, dmul(g, dmul(dsub(np.float64(x[i, j]), mu), r)))
+        a = ddiv(a, nf)
+        c = ddiv(c, nf)
+        for j in range(n):
+            g = dmul(np.float64(dy[i, j]), np.float64(w[j]))
+            xh = dmul(dsub(np.float64(x[i, j]), mu), r)
+            dx[i, j] = np.float32(dmul(r, dsub(dsub(g, a), dmul(xh, c))))
+
+
+@cuda.jit
+def _layer_norm_params_bwd_k(dy, x, mean, rstd, dw, db):  # pragma: no cover - compiled by numba
+    m, n = x.shape
+    for j in range(cuda.grid(1), n, cuda.gridsize(1)):
+        aw = np.float64(0.0)
+        ab = np.float64(0.0)
+        for i in range(m):
+            g = np.float64(dy[i, j])
+            aw = dadd(aw, dmul(g, dmul(dsub(np.float64(x[i, j]), mean[i]), rstd[i])))
+            ab = dadd(ab, g)
+        dw[j] = np.float32(aw)
+        db[j] = np.float32(ab)
+
+
+# ------------------------------------------------------------------ GELU (tanh form)
+
+
+@cuda.jit
+def _gelu_k(x, y):  # pragma: no cover - compiled by numba
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = np.float64(x[i])
+        y[i] = np.float32(dmul(dmul(0.5, v), dadd(1.0, _gelu_inner(v))))
+
+
+@cuda.jit
+def _gelu_bwd_k(x, dy, dx):  # pragma: no cover - compiled by numba
+    three_a = dmul(3.0, _GELU_A)
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        v = np.float64(x[i])
+        t = _gelu_inner(v)
+        # 0.5 (1 + t) + (((0.5 v) (1 - t t)) K) (1 + ((3 A) v) v), as the CPU kernel's expression rounds
+        left = dmul(0.5, dadd(1.0, t))
+        right = dmul(dmul(dmul(dmul(0.5, v), dsub(1.0, dmul(t, t))), _GELU_K), dadd(1.0, dmul(dmul(three_a, v), v)))
+        dx[i] = np.float32(dmul(np.float64(dy[i]), dadd(left, right)))
+
+
+# ------------------------------------------------------------------ cross-entropy
+
+
+@cuda.jit
+def _row_lse_k(logits, lse):  # pragma: no cover - compiled by numba
+    m, n = logits.shape
+    for i in range(cuda.grid(1), m, cuda.gridsize(1)):
+        hi = -math.inf
+        for j in range(n):
+            if np.float64(logits[i, j]) > hi:
+                hi = np.float64(logits[i, j])
+        s = np.float64(0.0)
+        for j in range(n):
+            s = dadd(s, exp64(dsub(np.float64(logits[i, j]), hi)))
+        lse[i] = dadd(hi, log64(s))
+
+
+@cuda.jit
+def _mean_nll_k(logits, targets, lse, out):  # pragma: no cover - compiled by numba
+    """out[0] = float32 of the float64 mean over rows, in order, of lse - the target's logit (one thread)."""
+    if cuda.grid(1) == 0:
+        m = logits.shape[0]
+        total = np.float64(0.0)
+        for i in range(m):
+            total = dadd(total, dsub(lse[i], np.float64(logits[i, targets[i]])))
+        out[0] = np.float32(ddiv(total, np.float64(m)))
+
+
+@cuda.jit
+def _cross_entropy_bwd_k(logits, targets, lse, scale, grad):  # pragma: no cover - compiled by numba
+    m, n = logits.shape
+    for e in range(cuda.grid(1), m * n, cuda.gridsize(1)):
+        i, j = e // n, e % n
+        q = exp64(dsub(np.float64(logits[i, j]), lse[i]))
+        if j == targets[i]:
+            q = dsub(q, 1.0)
+        grad[i, j] = np.float32(dmul(q, scale))
+
+
+# ------------------------------------------------------------------ convolution pieces (stride 1, same padding)
+
+
+@cuda.jit
+def _im2col_k(x, ks, pad, cols):  # pragma: no cover - compiled by numba
+    """cols[(c*ks + kh)*ks + kw, (b*H + h)*W + w] = x[b, c, h + kh - pad, w + kw - pad], 0 outside."""
+    nb, nc, hh, ww = x.shape
+    npix = nb * hh * ww
+    for e in range(cuda.grid(1), nc * ks * ks * npix, cuda.gridsize(1)):
+        r, col = e // npix, e % npix
+        c, kh, kw = r // (ks * ks), (r // ks) % ks, r % ks
+        b, h, w = col // (hh * ww), (col // ww) % hh, col % ww
+        y = h + kh - pad
+        xx = w + kw - pad
+        if 0 <= y < hh and 0 <= xx < ww:
+            cols[r, col] = x[b, c, y, xx]
+        else:
+            cols[r, col] = np.float32(0.0)
+
+
+@cuda.jit
+def _col2im_k(dcols, ks, pad, dx):  # pragma: no cover - compiled by numba
+    """dx[b, c, y, x] = the sum over kh, then kw, ascending, of the taps inside the image, from 0
+    (repro_kernels.col2im's order); ``dcols`` is (tap, image * pixel), im2col's layout."""
+    nb, nc, hh, ww = dx.shape
+    hw = hh * ww
+    for e in range(cuda.grid(1), nb * nc * hw, cuda.gridsize(1)):
+        b, c, y, xx = e // (nc * hw), (e // hw) % nc, (e // ww) % hh, e % ww
+        acc = np.float32(0.0)
+        for kh in range(ks):
+            h = y - kh + pad
+            if 0 <= h < hh:
+                for kw in range(ks):
+                    w = xx - kw + pad
+                    if 0 <= w < ww:
+                        acc = fadd(acc, dcols[(c * ks + kh) * ks + kw, b * hw + h * ww + w])
+        dx[b, c, y, xx] = acc
+
+
+@cuda.jit
+def _maxpool2_k(x, y, idx):  # pragma: no cover - compiled by numba
+    nb, nc, hh, ww = y.shape
+    for e in range(cuda.grid(1), nb * nc * hh * ww, cuda.gridsize(1)):
+        b, c, i, j = e // (nc * hh * ww), (e // (hh * ww)) % nc, (e // ww) % hh, e % ww
+        best = x[b, c, 2 * i, 2 * j]
+        at = 0
+        for q in range(1, 4):
+            v = x[b, c, 2 * i + q // 2, 2 * j + q % 2]
+            if v > best or (v != v and best == best):
+                best = v
+                at = q
+        y[b, c, i, j] = best
+        idx[b, c, i, j] = at
+
+
+@cuda.jit
+def _maxpool2_bwd_k(dy, idx, dx):  # pragma: no cover - compiled by numba
+    nb, nc, hh, ww = dy.shape
+    for e in range(cuda.grid(1), nb * nc * hh * ww, cuda.gridsize(1)):
+        b, c, i, j = e // (nc * hh * ww), (e // (hh * ww)) % nc, (e // ww) % hh, e % ww
+        g = dy[b, c, i, j]
+        q = idx[b, c, i, j]
+        zero = np.float32(0.0)
+        dx[b, c, 2 * i, 2 * j] = g if q == 0 else zero
+        dx[b, c, 2 * i, 2 * j + 1] = g if q == 1 else zero
+        dx[b, c, 2 * i + 1, 2 * j] = g if q == 2 else zero
+        dx[b, c, 2 * i + 1, 2 * j + 1] = g if q == 3 else zero
+
+
+# ------------------------------------------------------------------ elementwise (flat float32 arrays)
+
+
+@cuda.jit
+def _sgd_k(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):  # pragma: no cover - compiled by numba
+    one = np.float32(1.0)
+    for i in range(cuda.grid(1), p.shape[0], cuda.gridsize(1)):
+        gi = g[i]
+        if weight_decay != 0:
+            gi = fadd(gi, fmul(weight_decay, p[i]))
+        if momentum != 0:
+            bi = fadd(fmul(momentum, buf[i]), fmul(fsub(one, dampening), gi))
+            buf[i] = bi
+            gi = fadd(gi, fmul(momentum, bi)) if nesterov else bi
+        p[i] = fsub(p[i], fmul(lr, gi))
+
+
+@cuda.jit
+def _adam_k(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt):  # pragma: no cover - compiled by numba
+    one = np.float32(1.0)
+    for i in range(cuda.grid(1), p.shape[0], cuda.gridsize(1)):
+        gi = g[i]
+        if weight_decay != 0:
+            gi = fadd(gi, fmul(weight_decay, p[i]))
+        mi = fadd(fmul(beta1, m[i]), fmul(fsub(one, beta1), gi))
+        vi = fadd(fmul(beta2, v[i]), fmul(fsub(one, beta2), fmul(gi, gi)))
+        m[i] = mi
+        v[i] = vi
+        p[i] = fsub(p[i], fmul(step_size, fdiv(mi, fadd(fdiv(fsqrt(vi), bc2_sqrt), eps))))
+
+
+@cuda.jit
+def _add_into_k(acc, g):  # pragma: no cover - compiled by numba
+    for i in range(cuda.grid(1), acc.shape[0], cuda.gridsize(1)):
+        acc[i] = fadd(acc[i], g[i])
+
+
+@cuda.jit
+def _divide_k(x, d):  # pragma: no cover - compiled by numba
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        x[i] = fdiv(x[i], d)
+
+
+@cuda.jit
+def _scale_k(x, s):  # pragma: no cover - compiled by numba
+    for i in range(cuda.grid(1), x.shape[0], cuda.gridsize(1)):
+        x[i] = fmul(x[i], s)
+
+
+@cuda.jit
+def _sum_squares_k(x, out):  # pragma: no cover - compiled by numba
+    if cuda.grid(1) == 0:
+        acc = np.float64(0.0)
+        for i in range(x.shape[0]):
+            xi = np.float64(x[i])
+            acc = dadd(acc, dmul(xi, xi))
+        out[0] = acc
+
+
+# The elementwise entry points take kernel arrays (:func:`array`), as proofs.repro_kernels' do.
+
+
+def sgd_update(p: Any, g: Any, buf: Any, lr: np.float32, momentum: np.float32, dampening: np.float32, weight_decay: np.float32, nesterov: bool) -> None:
+    """:func:`proofs.repro_kernels.sgd_update` (``buf`` may be empty when momentum is 0)."""
+    # with no momentum buf is never touched; an empty one: g stands in for it (an alias of p would
+    # be copied back over p by the simulator)
+    _launch(_sgd_k, p.shape[0], p, g, buf if buf.shape[0] else g, lr, momentum, dampening, weight_decay, nesterov)
+
+
+def adam_update(
+    p: Any, g: Any, m: Any, v: Any, beta1: np.float32, beta2: np.float32, eps: np.float32, weight_decay: np.float32, step_size: np.float32, bc2_sqrt: np.float32
+) -> None:
+    """:func:`proofs.repro_kernels.adam_update`."""
+    _launch(_adam_k, p.shape[0], p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt)
+
+
+def add_into(acc: Any, g: Any) -> None:
+    _launch(_add_into_k, acc.shape[0], acc, g)
+
+
+def divide(x: Any, d: np.float32) -> None:
+    _launch(_divide_k, x.shape[0], x, d)
+
+
+def scale(x: Any, s: np.float32) -> None:
+    _launch(_scale_k, x.shape[0], x, s)
+
+
+def sum_squares(x: Any) -> float:
+    """float64 sum of squares in index order, on one GPU thread (:func:`proofs.repro_kernels.sum_squares`)."""
+    out: Any = np.zeros(1, np.float64) if SIM else cuda.device_array(1, np.float64, stream=_stream())
+    _launch(_sum_squares_k, 1, x, out)
+    if not SIM:  # pragma: no cover - needs a GPU
+        out = out.copy_to_host(stream=_stream())
+        _stream().synchronize()
+    return float(out[0])
+
+
+# ------------------------------------------------------------------ autograd functions (proofs.repro's, on the GPU)
+
+
+def _colsum(g: torch.Tensor) -> torch.Tensor:
+    out = _empty(g.shape[1], g)
+    _launch(_colsum_k, g.shape[1], array(g), array(out))
+    return out
+
+
+class Linear(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        xs = x.detach().reshape(-1, x.shape[-1])
+        y = _mm(xs, w.detach().t())  # the CPU's y^T = W x^T for few rows has the same products and order
+        if b is not None:
+            y += b.detach()  # one rounded add per output, after the whole dot product
+        ctx.save_for_backward(x, w)
+        ctx.has_bias = b is not None
+        return y.reshape(*x.shape[:-1], w.shape[0])
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, w = ctx.saved_tensors
+        g = dy.detach().contiguous().reshape(-1, w.shape[0])
+        xs = x.detach().reshape(-1, x.shape[-1])
+        dx = _mm(g, w.detach()).reshape(x.shape) if ctx.needs_input_grad[0] else None
+        dw = _mm(g.t(), xs)
+        db = _colsum(g) if ctx.has_bias else None
+        return dx, dw, db
+
+
+class Conv2d(torch.autograd.Function):
+    # cols (taps, images x pixels) as on the CPU; y = W cols as one matmul over all images (each
+    # output's k = tap order is the CPU's per-image one), then a copy into NCHW. Backward:
+    # dcols = W^T G, dW = G cols^T (k = image-major pixels ascending, the CPU's dW^T = cols G^T).
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int) -> torch.Tensor:
+        nb, _, hh, ww = x.shape
+        c_out, c_in, ks, _ = w.shape
+        xc = x.detach().contiguous()
+        cols = _empty((c_in * ks * ks, nb * hh * ww), x)
+        _launch(_im2col_k, cols.numel(), array(xc), ks, pad, array(cols))
+        y = _mm(w.detach().reshape(c_out, -1), cols).reshape(c_out, nb, hh * ww).permute(1, 0, 2).contiguous()
+        y += b.detach()[:, None]
+        ctx.save_for_backward(w)
+        ctx.cols, ctx.pad, ctx.x_shape = cols, pad, x.shape
+        return y.reshape(nb, c_out, hh, ww)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        (w,) = ctx.saved_tensors
+        c_out, _, ks, _ = w.shape
+        nb, _, hh, ww = ctx.x_shape
+        g = dy.detach().contiguous().reshape(nb, c_out, hh * ww)
+        gt = g.permute(1, 0, 2).reshape(c_out, nb * hh * ww)  # (c_out, image-major pixels): a copy
+        dw = _mm(gt, ctx.cols.t()).reshape(w.shape)
+        db = _empty(c_out, g)
+        _launch(_channel_sum_k, c_out, array(g), array(db))
+        if not ctx.needs_input_grad[0]:
+            return None, dw, db, None
+        dcols = _mm(w.detach().reshape(c_out, -1).t(), gt)
+        dx = _empty(ctx.x_shape, g)
+        _launch(_col2im_k, dx.numel(), array(dcols), ks, ctx.pad, array(dx))
+        return dx, dw, db, None
+
+
+class MaxPool2(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        nb, nc, hh, ww = x.shape
+        y = _empty((nb, nc, hh // 2, ww // 2), x)
+        idx = _empty(y.shape, x, torch.int8)
+        _launch(_maxpool2_k, y.numel(), array(x.detach().contiguous()), array(y), array(idx))
+        ctx.idx, ctx.x_shape = idx, x.shape
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
+        dx = _empty(ctx.x_shape, dy)
+        _launch(_maxpool2_bwd_k, dy.numel(), array(dy.detach().contiguous()), array(ctx.idx), array(dx))
+        return dx
+
+
+class MeanPixels(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        nb, nc, hh, ww = x.shape
+        y = _empty(nb * nc, x)
+        _launch(_rowsum_k, nb * nc, array(x.detach().contiguous().reshape(nb * nc, hh * ww)), array(y))
+        _launch(_divide_k, nb * nc, array(y), np.float32(hh * ww))
+        ctx.x_shape = x.shape
+        return y.reshape(nb, nc)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
+        nb, nc, hh, ww = ctx.x_shape
+        g = dy.detach().reshape(-1).clone()
+        _launch(_divide_k, g.shape[0], array(g), np.float32(hh * ww))
+        return g.reshape(nb, nc, 1, 1).expand(ctx.x_shape).contiguous()
+
+
+class LayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, eps: float) -> torch.Tensor:
+        xs = x.detach().contiguous().reshape(-1, x.shape[-1])
+        y = torch.empty_like(xs)
+        mean = _empty(xs.shape[0], x, torch.float64)
+        rstd = _empty(xs.shape[0], x, torch.float64)
+        bias = torch.zeros_like(w.detach()) if b is None else b.detach()
+        _launch(_layer_norm_k, xs.shape[0], array(xs), array(w), array(bias), float(eps), array(y), array(mean), array(rstd))
+        ctx.save_for_backward(x, w)
+        ctx.mean, ctx.rstd, ctx.has_bias = mean, rstd, b is not None
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        x, w = ctx.saved_tensors
+        xs = x.detach().contiguous().reshape(-1, x.shape[-1])
+        g = dy.detach().contiguous().reshape(xs.shape)
+        dx = torch.empty_like(xs)
+        _launch(_layer_norm_bwd_k, xs.shape[0], array(g), array(xs), array(w), array(ctx.mean), array(ctx.rstd), array(dx))
+        dw = _empty(xs.shape[1], xs)
+        db = _empty(xs.shape[1], xs)
+        _launch(_layer_norm_params_bwd_k, xs.shape[1], array(g), array(xs), array(ctx.mean), array(ctx.rstd), array(dw), array(db))
+        return dx.reshape(x.shape), dw, db if ctx.has_bias else None, None
+
+
+class Gelu(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        xs = x.detach().contiguous().reshape(-1)
+        y = torch.empty_like(xs)
+        _launch(_gelu_k, xs.shape[0], array(xs), array(y))
+        ctx.save_for_backward(x)
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> torch.Tensor:
+        (x,) = ctx.saved_tensors
+        xs = x.detach().contiguous().reshape(-1)
+        dx = torch.empty_like(xs)
+        _launch(_gelu_bwd_k, xs.shape[0], array(xs), array(dy.detach().contiguous().reshape(-1)), array(dx))
+        return dx.reshape(x.shape)
+
+
+class CausalAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        shape = q.shape  # (B, H, T, D)
+        qn, kn, vn = (z.detach().contiguous().reshape(-1, shape[2], shape[3]) for z in (q, k, v))
+        scale = 1.0 / math.sqrt(shape[3])
+        s = bmm(qn, kn.transpose(1, 2))
+        p = torch.empty_like(s)
+        _launch(_causal_softmax_k, s.shape[0] * s.shape[1], array(s), scale, array(p))
+        ctx.saved = (qn, kn, vn, p, scale, shape)
+        return bmm(p, vn).reshape(shape)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        qn, kn, vn, p, scale, shape = ctx.saved
+        g = dy.detach().contiguous().reshape(qn.shape)
+        dp = bmm(g, vn.transpose(1, 2))
+        dv = bmm(p.transpose(1, 2), g)
+        ds = torch.empty_like(dp)
+        _launch(_causal_softmax_bwd_k, dp.shape[0] * dp.shape[1], array(p), array(dp), scale, array(ds))
+        dq = bmm(ds, kn)
+        dk = bmm(ds.transpose(1, 2), qn)
+        return dq.reshape(shape), dk.reshape(shape), dv.reshape(shape)
+
+
+class Embedding(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, idx: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        ctx.idx, ctx.w_shape = idx.detach().contiguous().reshape(-1), w.shape
+        return w.detach()[idx]  # a gather: no arithmetic
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[None, torch.Tensor]:
+        dw = torch.zeros(ctx.w_shape, dtype=torch.float32, device=dy.device)
+        _launch(_embedding_bwd_k, ctx.w_shape[1], array(ctx.idx), array(dy.detach().contiguous().reshape(-1, ctx.w_shape[1])), array(dw))
+        return None, dw
+
+
+class CrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        x, t = logits.detach().contiguous(), targets.detach().contiguous()
+        if t.numel() and (int(t.min()) < 0 or int(t.max()) >= x.shape[1]):
+            raise IndexError(f"target out of range [0, {x.shape[1]})")
+        lse = _empty(x.shape[0], x, torch.float64)
+        _launch(_row_lse_k, x.shape[0], array(x), array(lse))
+        loss = _empty(1, x)
+        _launch(_mean_nll_k, 1, array(x), array(t), array(lse), array(loss))
+        ctx.saved = (x, t, lse)
+        return loss.reshape(())
+
+    @staticmethod
+    def backward(ctx: Any, dloss: torch.Tensor) -> tuple[torch.Tensor, None]:
+        x, t, lse = ctx.saved
+        grad = torch.empty_like(x)
+        _launch(_cross_entropy_bwd_k, x.numel(), array(x), array(t), array(lse), float(dloss) / x.shape[0], array(grad))
+        return grad, None

@@ -1,0 +1,173 @@
+"""Run under ``NUMBA_ENABLE_CUDASIM=1`` (set before numba loads): the CUDA kernels of
+proofs.repro_cuda in numba's simulator against the CPU kernels, bit for bit.
+
+``kernels``: every kernel forward and backward on tiny odd shapes (every matmul tile shape);
+``train KIND``: two training steps of a tiny registry model with SGD and with Adam, once on the
+CPU kernels and once through the CUDA ones (``proofs.repro`` dispatches every operation there),
+comparing state hashes. Prints one JSON line: {"mismatches": [...], "checked": n}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+sys.setswitchinterval(1e-5)  # the simulator's block manager polls its threads: hand the GIL over often
+
+from proofs import load_dataset, repro, repro_cuda  # noqa: E402
+from proofs import repro_kernels as K  # noqa: E402
+from proofs.datasets import shapes, spirals, text_tokens  # noqa: E402
+from proofs.train import Trainer  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from conftest import make_spec  # type: ignore[import-not-found]  # noqa: E402
+
+assert repro_cuda.SIM, "run with NUMBA_ENABLE_CUDASIM=1"
+rng = np.random.default_rng(7)
+mismatches: list[str] = []
+checked = 0
+
+
+def same(name: str, a: Any, b: Any) -> None:
+    global checked
+    checked += 1
+    a = np.ascontiguousarray(a.detach().numpy() if isinstance(a, torch.Tensor) else np.asarray(a))
+    b = np.ascontiguousarray(b.detach().numpy() if isinstance(b, torch.Tensor) else np.asarray(b))
+    if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+        mismatches.append(name)
+
+
+def randn(*shape: int, spread: float = 1.0) -> torch.Tensor:
+    """Values over many binades (so that any change of rounding order shows)."""
+    x = rng.standard_normal(shape) * np.exp(rng.standard_normal(shape) * spread)
+    return torch.from_numpy(x.astype(np.float32))
+
+
+def both(cpu_fn: Any, cuda_fn: Any, inputs: list[torch.Tensor], name: str) -> None:
+    """Forward and backward (a random output gradient) of the CPU and the CUDA autograd function."""
+    outs = []
+    for fn in (cpu_fn, cuda_fn):
+        leaves = [t.clone().requires_grad_(t.is_floating_point()) for t in inputs]
+        y = fn(*leaves)
+        g = torch.from_numpy(np.random.default_rng(3).standard_normal(y.shape).astype(np.float32))
+        y.backward(g)
+        outs.append((y, [t.grad for t in leaves]))
+    same(name, outs[0][0], outs[1][0])
+    for i, (a, b) in enumerate(zip(outs[0][1], outs[1][1])):
+        if a is not None or b is not None:
+            same(f"{name} grad {i}", a, b)
+
+
+def kernels() -> None:
+    C = repro_cuda
+    a, b = randn(2, 7, 13), randn(2, 13, 9)
+    ref = np.empty((2, 7, 9), np.float32)
+    K.bmm(a.numpy(), b.numpy(), ref)
+    at = randn(2, 13, 7).transpose(1, 2)  # a transposed view, read in place on the GPU
+    ref_t = np.empty((2, 7, 9), np.float32)
+    K.bmm(np.ascontiguousarray(at.numpy()), b.numpy(), ref_t)
+    bt = randn(2, 9, 13).transpose(1, 2)
+    ref_bt = np.empty((2, 7, 9), np.float32)
+    K.bmm(a.numpy(), np.ascontiguousarray(bt.numpy()), ref_bt)
+    for shape in C.BMM_SHAPES:
+        same(f"bmm {shape}", C.bmm(a, b, shape), ref)
+        same(f"bmm {shape} strided a", C.bmm(at, b, shape), ref_t)
+        same(f"bmm {shape} strided b", C.bmm(a, bt, shape), ref_bt)
+    x64 = np.concatenate([rng.standard_normal(40) * 30, [0.0, -0.0, 1e-310, 700.0, -700.0, 1e300]])
+    same("exp64", [C.exp64(v) for v in x64], [K.exp64(v) for v in x64])
+    same("log64", [C.log64(abs(v)) for v in x64], [K.log64(abs(v)) for v in x64])
+    same("tanh64", [C.tanh64(v / 10) for v in x64], [K.tanh64(v / 10) for v in x64])
+
+    both(lambda x, w, b: repro._Linear.apply(x, w, b), C.Linear.apply, [randn(5, 6), randn(3, 6), randn(3)], "linear")
+    both(lambda x, w, b: repro._Linear.apply(x, w, b), C.Linear.apply, [randn(2, 9, 4), randn(5, 4), randn(5)], "linear many rows")
+    both(
+        lambda x, w, b: repro._Conv2d.apply(x, w, b, 1),
+        lambda x, w, b: C.Conv2d.apply(x, w, b, 1),
+        [randn(2, 2, 5, 6), randn(3, 2, 3, 3), randn(3)],
+        "conv2d 3x3",
+    )
+    both(
+        lambda x, w, b: repro._Conv2d.apply(x, w, b, 2),
+        lambda x, w, b: C.Conv2d.apply(x, w, b, 2),
+        [randn(1, 1, 5, 5), randn(2, 1, 5, 5), randn(2)],
+        "conv2d 5x5",
+    )
+    both(repro._MaxPool2.apply, C.MaxPool2.apply, [randn(2, 2, 4, 6)], "max_pool2")
+    both(repro._MeanPixels.apply, C.MeanPixels.apply, [randn(2, 3, 3, 5)], "mean_pixels")
+    for bias in (True, False):
+        both(
+            lambda x, w, b: repro._LayerNorm.apply(x, w, b if bias else None, 1e-5),
+            lambda x, w, b: C.LayerNorm.apply(x, w, b if bias else None, 1e-5),
+            [randn(2, 3, 7), randn(7), randn(7)],
+            f"layer_norm bias={bias}",
+        )
+    both(repro._Gelu.apply, C.Gelu.apply, [randn(3, 11, spread=1.5)], "gelu")
+    both(repro._CausalAttention.apply, C.CausalAttention.apply, [randn(2, 2, 5, 3), randn(2, 2, 5, 3), randn(2, 2, 5, 3)], "causal_attention")
+    idx = torch.tensor([[3, 1, 3], [0, 3, 1]])
+    both(lambda w: repro._Embedding.apply(idx, w), lambda w: C.Embedding.apply(idx, w), [randn(5, 4)], "embedding")
+    targets = torch.tensor([2, 0, 6, 6, 1])
+    both(lambda z: repro._CrossEntropy.apply(z, targets), lambda z: C.CrossEntropy.apply(z, targets), [randn(5, 7, spread=1.5)], "cross_entropy")
+
+    f = np.float32
+    for name, args in [
+        ("sgd_update", lambda: (randn(37), randn(37), randn(37), f(0.05), f(0.9), f(0.1), f(0.001), True)),
+        ("sgd_update", lambda: (randn(37), randn(37), torch.empty(0), f(0.05), f(0.0), f(0.0), f(0.0), False)),
+        ("adam_update", lambda: (randn(37), randn(37), randn(37), randn(37).abs(), f(0.9), f(0.999), f(1e-8), f(0.01), f(0.003), f(0.3))),
+        ("add_into", lambda: (randn(37), randn(37))),
+        ("divide", lambda: (randn(37), f(3.0))),
+        ("scale", lambda: (randn(37), f(0.37))),
+    ]:
+        cpu_args, gpu_args = args(), None
+        gpu_args = tuple(t.clone() if isinstance(t, torch.Tensor) else t for t in cpu_args)
+        getattr(K, name)(*(t.numpy() if isinstance(t, torch.Tensor) else t for t in cpu_args))
+        getattr(C, name)(*(C.array(t) if isinstance(t, torch.Tensor) else t for t in gpu_args))
+        for i, (p, q) in enumerate(zip(cpu_args, gpu_args)):
+            if isinstance(p, torch.Tensor):
+                same(f"{name} arg {i}", p, q)
+    v = randn(41)
+    same("sum_squares", C.sum_squares(C.array(v)), K.sum_squares(v.numpy()))
+
+
+#: Tiny models: the simulator runs each CUDA thread as a Python thread.
+MODELS = {
+    "mlp": {"kind": "mlp", "input_dim": 2, "hidden": [8], "num_classes": 3},
+    "cnn": {"kind": "cnn", "in_channels": 1, "height": 10, "width": 10, "channels": [2], "hidden": 8, "num_classes": 4},
+    "char-transformer": {"kind": "char-transformer", "vocab_size": 128, "block_size": 4, "n_layer": 1, "n_head": 2, "n_embd": 8},
+    "gpt": {"kind": "gpt", "vocab_size": 128, "block_size": 4, "n_layer": 1, "n_head": 2, "n_embd": 8, "bias": False},
+    "resnet": {"kind": "resnet", "in_channels": 1, "height": 10, "width": 10, "channels": [2, 2], "blocks": 1, "num_classes": 4},
+}
+OPTIMIZERS = {
+    "sgd": {"kind": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.001},
+    "adam": {"kind": "adam", "lr": 0.01, "weight_decay": 0.001},
+}
+
+
+def train(kind: str) -> None:
+    data = {"mlp": spirals(1, per_class=8), "cnn": shapes(1, count=8, size=10), "resnet": shapes(1, count=8, size=10)}.get(kind) or text_tokens()
+    cpu_path = repro._on_cuda
+    for opt, cfg in OPTIMIZERS.items():
+        batch = 1 if kind == "resnet" else 2  # the resnet's 7 convolutions are the slowest to simulate
+        spec = make_spec(kind, data, model=MODELS[kind], optimizer=cfg, batch_size=batch, steps=4, checkpoint_interval=2)
+        dataset = load_dataset(spec, data)
+        hashes = []
+        for on_cuda in (cpu_path, lambda t: True):  # every repro operation and update through the CUDA kernels
+            repro._on_cuda = on_cuda
+            trainer = Trainer(spec, dataset)
+            losses = trainer.run(2)
+            hashes.append((trainer.state_hash(), losses))
+        repro._on_cuda = cpu_path
+        same(f"{kind}-{opt} state hash after 2 steps", np.frombuffer(hashes[0][0], np.uint8), np.frombuffer(hashes[1][0], np.uint8))
+        same(f"{kind}-{opt} losses", np.array(hashes[0][1], np.float32), np.array(hashes[1][1], np.float32))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "kernels":
+        kernels()
+    else:
+        train(sys.argv[2])
+    print(json.dumps({"mismatches": mismatches, "checked": checked}))

@@ -1,0 +1,55 @@
+"""repro-v1's CUDA kernels (proofs.repro_cuda) give the CPU kernels' bits: run in numba's CUDA
+simulator, in a child process (``NUMBA_ENABLE_CUDASIM`` must be set before numba loads), on tiny
+shapes. On a GPU, ``python -m bench.device_check`` runs the same comparison on the device."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from proofs import repro_cuda
+from proofs.numerics import profile
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = Path(__file__).with_name("cuda_sim_child.py")
+
+
+def _sim(*args: str) -> dict[str, Any]:
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_every_cuda_kernel_gives_the_cpu_kernels_bits_forward_and_backward() -> None:
+    """Each op's forward and gradients, every matmul tile shape (transposed operands read in place),
+    exp/log/tanh on edge values, and the optimizer, accumulation and clipping kernels."""
+    result = _sim("kernels")
+    assert result["mismatches"] == [] and result["checked"] >= 60
+
+
+@pytest.mark.parametrize("kind", ["mlp", "cnn", "char-transformer", "gpt", "resnet"])
+def test_two_training_steps_through_the_cuda_kernels_give_the_cpu_state(kind: str) -> None:
+    """Every operation, gradient and update of two steps with SGD (momentum, nesterov, weight decay)
+    and with Adam (weight decay) through the simulated CUDA kernels: the CPU kernels' state hash and losses."""
+    result = _sim("train", kind)
+    assert result["mismatches"] == [] and result["checked"] == 4
+
+
+def test_the_numerics_profile_says_which_kernels_and_devices() -> None:
+    """One profile per spec: repro-v1 runs the fixed-sequence kernels on CPU and CUDA with portable bits
+    (CUDA where numba's CUDA target finds the GPU), torch's kernels anywhere torch runs; other device
+    types are refused by name."""
+    repro, plain = profile("repro-v1"), profile("torch")
+    assert (repro.repro, repro.portable, repro.devices) == (True, True, ("cpu", "cuda"))
+    assert (plain.repro, plain.portable, plain.devices) == (False, False, ("cpu", "cuda"))
+    assert repro.fault("cpu") is None and plain.fault("cuda") is None
+    assert repro.fault("mps") == "numerics repro-v1 runs on cpu or cuda, not mps"
+    why = repro_cuda.unavailable()
+    assert repro.fault("cuda") == (None if why is None else f"numerics repro-v1 cannot run on cuda here: {why}")
