@@ -34,7 +34,7 @@ from core.contracts import MANIFEST_ITEM, JobId, Protocol, Role, lacking_bitmap
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StorageError
-from core.storage.unixfs import file_cid
+from core.storage.unixfs import CHUNK_SIZE, file_cid
 
 log = logging.getLogger(__name__)
 
@@ -177,6 +177,18 @@ class Availability:
             log.info("took the published copy from the chain", extra={"job": job_id, "item": item, "cid": stored})
         self._missing_since.pop(cid, None)
         return data
+
+    def manifest_page(self, cid: str, deadline: int) -> bytes:
+        """One page of a long manifest by its CID (one block, verified by the store), for
+        ``proofs.load_manifest``: :class:`ContentPending` while it has been missing for less than
+        :data:`AVAILABILITY_WAIT_S`, then the store's error, which makes the manifest one that cannot
+        be had whole (a manifest game, whose referees fetch the pages themselves, decides)."""
+        try:
+            return self.store.get(cid, CHUNK_SIZE)
+        except ContentNotFound:
+            if self.patient(cid, deadline):
+                raise ContentPending(f"manifest page {cid} is not served yet") from None
+            raise
 
     def patient(self, cid: str, deadline: int) -> bool:
         """Whether to wait longer for ``cid`` before challenging: it has been missing for less than

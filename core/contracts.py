@@ -75,9 +75,6 @@ ZERO_ADDRESS = Address("0x0000000000000000000000000000000000000000")
 #: The item number of the manifest in availability challenges (``JobMarket.MANIFEST_ITEM``, a
 #: constant; tests/chain/test_availability.py checks it against the chain). Checkpoints are their index.
 MANIFEST_ITEM = 2**24 - 1
-#: The largest manifest the chain can check when its availability is challenged: one dag-pb block
-#: (``CidLib.CHUNK_SIZE``), since the chain recomputes its CIDv0.
-MAX_PUBLISHED_MANIFEST_BYTES = 262_144
 
 # The gas of an availability answer (``JobMarket.answerAvailability``) publishing a checkpoint of n
 # bytes, every byte non-zero (the worst case; a checkpoint's floats are), with a Merkle proof of

@@ -4,15 +4,16 @@ The solver trains deterministically and commits to its trace; verifiers,
 whistleblowers and referees check it. Public API (stable names)::
 
     from proofs import (JobSpec, load_spec, load_dataset, train_trace, Runtime,
-                        TraceTree, parse_manifest, choose_segments, verify_trace)
+                        TraceTree, write_manifest, load_manifest, choose_segments, verify_trace)
 
     spec = load_spec(spec_bytes)                      # SpecError / LimitExceeded on bad input
     dataset = load_dataset(spec, dataset_bytes)       # DatasetError on bad data
     trace = train_trace(spec, dataset, put=store.put, progress=bar)   # solver
     manifest = trace.manifest(spec_cid)               # CIDs from put
+    manifest_cid = write_manifest(store.put, manifest)  # its root's CID (pages first when it spans blocks)
     trace.root, trace.tree.proof(i)                   # on-chain commitment: bytes32 root and proof (bytes)
 
-    manifest = parse_manifest(manifest_bytes, spec)   # verifier
+    manifest = load_manifest(store.get(manifest_cid, MANIFEST_BLOCK), lambda c: store.get(c, MANIFEST_BLOCK), spec)   # verifier
     verdict = verify_trace(spec, dataset, manifest, fetch=lambda i: store.get(manifest.checkpoint_cids[i]),
                            seed=onchain_randomness)   # verdict.passed, verdict.failures[0].detail
 
@@ -40,7 +41,7 @@ from proofs.errors import (
     SpecError,
 )
 from proofs.evaluate import Evaluation, evaluate, sample_tokens
-from proofs.manifest import CheckpointEntry, Manifest, parse_manifest
+from proofs.manifest import MANIFEST_BLOCK, CheckpointEntry, Manifest, load_manifest, parse_manifest, write_manifest
 from proofs.merkle import TraceTree, leaf_hash, verify_proof
 from proofs.probes import (
     FORCED_DOMAIN,
@@ -101,7 +102,7 @@ __all__ = [
     "Runtime", "Trainer", "Trace", "train_trace", "segment_loss",
     "Checkpoint", "encode_checkpoint", "decode_checkpoint", "state_hash", "update_norm",
     # commitment
-    "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest",
+    "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest", "load_manifest", "write_manifest", "MANIFEST_BLOCK",
     # verification
     "replay_segment", "TraceReplay", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
     "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "check_loss", "check_held_out", "first_idle_step", "referee_step",

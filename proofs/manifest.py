@@ -14,6 +14,16 @@ internally consistent: indices in order, ``n + 1`` checkpoints for ``n`` norms a
 
 Version 2 added the losses; a version 1 manifest (no losses) is refused like any other
 malformed manifest (docs/formats.md, "Manifest").
+
+**Any length, one block at a time.** A manifest whose canonical bytes fit one UnixFS block
+(:data:`MANIFEST_BLOCK`, 262,144 bytes: about 1,300 checkpoints) is stored as they are. A longer one
+is a DAG of the project's own bounded format under the committed CID (:func:`manifest_blocks`):
+**pages** of :data:`PAGE_CHECKPOINTS` checkpoints (page p: checkpoints ``p*P .. p*P+P-1`` with the
+norms and losses of the segments they start), each canonical JSON in one block, and a **root** in
+one block that holds everything else and the pages' CIDs in order. Each block is one file of one
+block, so its CID is the sha256 of its dag-pb node (what the chain recomputes, ``CidLib``; the root
+lists the pages by that digest, as the chain writes a CID), each is read by CID (every byte verified by the store), size-checked and parsed alone, and the whole is
+then validated as one manifest (:func:`load_manifest`): 10,000 checkpoints are 11 blocks.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 import numpy as np
@@ -28,15 +39,42 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from pydantic_core import PydanticCustomError
 
 from core.bounded import MAX_DEPTH, json_depth
+from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.probe import Bytes32
+from core.storage.errors import StorageError
+from core.storage.unixfs import CHUNK_SIZE, file_cid
 from proofs.errors import LimitExceeded, ManifestError
 from proofs.merkle import TraceTree, hex32
 from proofs.spec import JobSpec, Limits, canonical_json
 
-__all__ = ["MANIFEST_VERSION", "MAX_MANIFEST_BYTES", "CheckpointEntry", "Manifest", "parse_manifest", "is_float32"]
+__all__ = [
+    "MANIFEST_VERSION",
+    "MAX_MANIFEST_BYTES",
+    "MANIFEST_BLOCK",
+    "PAGE_CHECKPOINTS",
+    "CheckpointEntry",
+    "Manifest",
+    "parse_manifest",
+    "is_float32",
+    "manifest_blocks",
+    "write_manifest",
+    "load_manifest",
+    "PageGetter",
+]
 
 MANIFEST_VERSION: Literal[2] = 2
 MAX_MANIFEST_BYTES = 256 * (Limits.SEGMENTS + 1) + 4096
+#: The largest block of a manifest (its root, or one of its pages): one UnixFS chunk, one block.
+MANIFEST_BLOCK = CHUNK_SIZE
+#: Checkpoints a page lists: at most ~201 bytes each in canonical JSON (with its segment's norm and
+#: loss), so a page is at most ~201 KB, one block.
+PAGE_CHECKPOINTS = 1000
+_MAX_PAGES = -(-(Limits.SEGMENTS + 1) // PAGE_CHECKPOINTS)
+
+#: ``get(cid)``: the bytes of one page of a manifest, verified against ``cid`` (a store's ``get`` with
+#: the limit :data:`MANIFEST_BLOCK`); a StorageError (not served, forged, too large) makes the manifest
+#: invalid (:class:`ManifestError`); anything else (a reader that waits longer) goes through.
+PageGetter = Callable[[str], bytes]
 
 _HEX32 = r"^0x[0-9a-f]{64}$"
 _Hex32 = Annotated[str, Field(pattern=_HEX32)]
@@ -143,28 +181,128 @@ class Manifest(_Frozen):
         return canonical_json(self.model_dump(mode="json", exclude={"held_out_loss"} if self.held_out_loss is None else None))
 
 
-_CIDV0_SHAPE = "Qm" + "z" * 44
+class _Page(_Frozen):
+    """One page of a long manifest: checkpoints ``p*P ..`` and the norms and losses of the segments
+    they start (the last checkpoint starts none)."""
+
+    checkpoints: tuple[CheckpointEntry, ...] = Field(min_length=1, max_length=PAGE_CHECKPOINTS)
+    update_norms: tuple[Annotated[float, Field(ge=0.0, allow_inf_nan=False)], ...] = Field(max_length=PAGE_CHECKPOINTS)
+    losses: tuple[Annotated[float, Field(allow_inf_nan=False)], ...] = Field(max_length=PAGE_CHECKPOINTS)
 
 
-def largest_manifest_bytes(steps: int, checkpoint_interval: int) -> int:
-    """The size of the largest canonical manifest of a job of ``steps`` steps checkpointed every
-    ``checkpoint_interval``, with CIDv0 content ids (46 characters, what our stores return) and the
-    longest norms and losses, without building its tree: what a solver compares with what it could publish on
-    chain if its manifest's availability is challenged."""
-    n = steps // checkpoint_interval
-    longest = Manifest.model_construct(
-        version=MANIFEST_VERSION,
-        spec_cid=_CIDV0_SHAPE,
-        spec_hash="0x" + "f" * 64,
-        steps=steps,
-        checkpoint_interval=checkpoint_interval,
-        root=Bytes32(b"\xff" * 32),
-        checkpoints=tuple(CheckpointEntry.model_construct(index=i, cid=_CIDV0_SHAPE, state_hash=Bytes32(b"\xff" * 32)) for i in range(n + 1)),
-        update_norms=(1.2345678901234567e-300,) * n,
-        losses=(-1.2345678901234567e-38,) * n,
-        held_out_loss=-1.2345678901234567e-38,
-    )
-    return len(longest.canonical_bytes())
+class _Root(_Frozen):
+    """The root of a long manifest: the manifest's fields but the per-checkpoint ones, its
+    checkpoint count and its pages' CIDs in order."""
+
+    version: Literal[2] = MANIFEST_VERSION
+    spec_cid: _Cid
+    spec_hash: _Hex32
+    steps: Annotated[int, Field(ge=1, le=Limits.STEPS)]
+    checkpoint_interval: Annotated[int, Field(ge=1, le=Limits.STEPS)]
+    root: _Hash
+    checkpoint_count: Annotated[int, Field(ge=2, le=Limits.SEGMENTS + 1)]
+    held_out_loss: Annotated[float, Field(allow_inf_nan=False)] | None = None
+    """The manifest's own field (left out of the root's bytes when None, as the manifest's are)."""
+    pages: tuple[_Hash, ...] = Field(min_length=2, max_length=_MAX_PAGES)
+    """Each page's CIDv0 digest (the sha256 of its one block, ``0x`` + 64 hex digits as the chain's
+    bytes32 is written): what a contract could check a published page against."""
+
+
+def manifest_blocks(manifest: Manifest) -> tuple[bytes, list[bytes]]:
+    """The blocks a solver stores for ``manifest``: its root (whose CID is the committed manifest CID)
+    and its pages in order (none when the canonical bytes fit one block: then they are the root)."""
+    whole = manifest.canonical_bytes()
+    if len(whole) <= MANIFEST_BLOCK:
+        return whole, []
+    n = manifest.segments
+    pages = [
+        canonical_json(
+            _Page(
+                checkpoints=manifest.checkpoints[at : at + PAGE_CHECKPOINTS],
+                update_norms=manifest.update_norms[at : min(at + PAGE_CHECKPOINTS, n)],
+                losses=manifest.losses[at : min(at + PAGE_CHECKPOINTS, n)],
+            ).model_dump(mode="json")
+        )
+        for at in range(0, n + 1, PAGE_CHECKPOINTS)
+    ]
+    fields = manifest.model_dump(exclude={"checkpoints", "update_norms", "losses"})
+    root = _Root(**fields, checkpoint_count=n + 1, pages=tuple(Bytes32(cid_to_digest(file_cid(page))) for page in pages))
+    return canonical_json(root.model_dump(mode="json", exclude={"held_out_loss"} if root.held_out_loss is None else None)), pages
+
+
+def write_manifest(put: Callable[[bytes], Cid], manifest: Manifest) -> Cid:
+    """Store ``manifest``'s blocks with ``put`` (a store's), its pages first, and return its CID: the root's."""
+    root, pages = manifest_blocks(manifest)
+    for page in pages:
+        put(page)
+    return put(root)
+
+
+def _bounded(data: bytes, what: str) -> None:
+    if len(data) > MANIFEST_BLOCK:
+        raise LimitExceeded(f"{what} size in bytes", len(data), MANIFEST_BLOCK)
+    depth = json_depth(data)
+    if depth > MAX_DEPTH:
+        raise ManifestError(f"{what} nests {depth} levels deep, over the limit of {MAX_DEPTH}")
+
+
+def _validated(model: type[_Frozen], data: bytes, what: str) -> _Frozen:
+    try:
+        return model.model_validate_json(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or f'({what})'}: {e['msg']}" for e in exc.errors(include_url=False)[:5])
+        raise ManifestError(f"invalid {what}: {problems}") from exc
+
+
+def load_manifest(data: bytes, page: PageGetter | None = None, spec: JobSpec | None = None) -> Manifest:
+    """The manifest whose root block is ``data`` (bounded, validated, matched to ``spec`` if given):
+    ``data`` itself when it is a whole manifest, else the root of a long one, whose pages are read
+    with ``page`` (each bounded and parsed alone, then the whole validated as one manifest: the
+    Merkle root of all its state hashes, indices in order, a norm and a loss per segment)."""
+    _bounded(data, "manifest root")
+    try:
+        body = json.loads(data)  # bounded above: one block, MAX_DEPTH levels
+    except ValueError:
+        body = None  # not JSON: parse_manifest says why
+    if not (isinstance(body, dict) and "pages" in body):
+        return parse_manifest(data, spec)
+    root = _validated(_Root, data, "manifest root")
+    assert isinstance(root, _Root)
+    expected = -(-root.checkpoint_count // PAGE_CHECKPOINTS)
+    if len(root.pages) != expected:
+        raise ManifestError(f"a manifest of {root.checkpoint_count} checkpoints has {expected} pages, its root lists {len(root.pages)}")
+    if page is None:
+        raise ManifestError("a manifest of pages, and no way to read them")
+    checkpoints: list[CheckpointEntry] = []
+    norms: list[float] = []
+    losses: list[float] = []
+    for number, digest in enumerate(root.pages):
+        cid = digest_to_cid(digest)
+        try:
+            body = page(cid)
+        except StorageError as exc:  # not served, forged, too large: the manifest cannot be had whole
+            raise ManifestError(f"manifest page {number} ({cid}) cannot be had: {exc}") from None
+        _bounded(body, f"manifest page {number}")
+        got = _validated(_Page, body, f"manifest page {number} ({cid})")
+        assert isinstance(got, _Page)
+        count = min(PAGE_CHECKPOINTS, root.checkpoint_count - number * PAGE_CHECKPOINTS)
+        starts = min(count, root.checkpoint_count - 1 - number * PAGE_CHECKPOINTS)
+        if (len(got.checkpoints), len(got.update_norms), len(got.losses)) != (count, starts, starts):
+            raise ManifestError(
+                f"manifest page {number} lists {len(got.checkpoints)} checkpoints, {len(got.update_norms)} norms and {len(got.losses)} losses, not {count}, {starts} and {starts}"
+            )
+        checkpoints += got.checkpoints
+        norms += got.update_norms
+        losses += got.losses
+    fields = root.model_dump(exclude={"checkpoint_count", "pages"})
+    try:
+        manifest = Manifest(**fields, checkpoints=tuple(checkpoints), update_norms=tuple(norms), losses=tuple(losses))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(manifest)'}: {e['msg']}" for e in exc.errors(include_url=False)[:5])
+        raise ManifestError(f"invalid manifest: {problems}") from exc
+    if spec is not None:
+        manifest.check_spec(spec)
+    return manifest
 
 
 def parse_manifest(data: bytes, spec: JobSpec | None = None) -> Manifest:

@@ -52,7 +52,7 @@ from core.probe import Bytes32
 from proofs.checkpoint import Checkpoint, decode_checkpoint, state_hash, update_norm
 from proofs.data import Dataset
 from proofs.errors import ManifestError, ProofError, SegmentOutOfRange
-from proofs.manifest import Manifest, parse_manifest
+from proofs.manifest import Manifest, PageGetter, load_manifest
 from proofs.merkle import hex32
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
@@ -265,22 +265,26 @@ def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, fin
     return SegmentVerdict(0, True, Reason.OK, "the manifest is the committed trace of the spec")
 
 
-def committed_manifest(data: bytes, root: Bytes32) -> Manifest:
-    """The committed manifest's bytes, parsed, if its root is the committed ``root`` (the chain's bytes32): only then
-    do its leaves open a trace game. Else :class:`ProofError`: it does not parse, or names another
-    root, and a challenger opens a manifest game instead (docs/protocol.md)."""
-    manifest = parse_manifest(data)
+def committed_manifest(data: bytes, root: Bytes32, page: PageGetter | None = None) -> Manifest:
+    """The committed manifest from its root block ``data`` (and, for a long one, its pages read with
+    ``page``: proofs.manifest.load_manifest), if its root is the committed ``root`` (the chain's bytes32):
+    only then do its leaves open a trace game. Else :class:`ProofError`: it does not parse, a page
+    cannot be had, or it names another root, and a challenger opens a manifest game instead
+    (docs/protocol.md)."""
+    manifest = load_manifest(data, page)
     if manifest.root != root:
         raise ManifestError(f"manifest root {hex32(manifest.root)} is not the committed root {hex32(root)}")
     return manifest
 
 
-def check_committed_manifest(spec: JobSpec, data: bytes, root: Bytes32, checkpoint_count: int, final_cid: str) -> SegmentVerdict:
-    """The committed manifest's bytes as a referee of a manifest game judges them: they must be
-    :func:`committed_manifest` and pass :func:`check_manifest`. Anything else fails segment 0 with
-    ``malformed-manifest``."""
+def check_committed_manifest(
+    spec: JobSpec, data: bytes, root: Bytes32, checkpoint_count: int, final_cid: str, page: PageGetter | None = None
+) -> SegmentVerdict:
+    """The committed manifest's root block (and pages, read with ``page``) as a referee of a manifest
+    game judges them: they must be :func:`committed_manifest` and pass :func:`check_manifest`.
+    Anything else fails segment 0 with ``malformed-manifest``."""
     try:
-        manifest = committed_manifest(data, root)
+        manifest = committed_manifest(data, root, page)
     except ProofError as exc:
         return _fail(0, Reason.MALFORMED_MANIFEST, str(exc))
     return check_manifest(spec, manifest, checkpoint_count, final_cid)

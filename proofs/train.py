@@ -12,7 +12,7 @@ caller stores checkpoints (``put``) and builds the manifest with their CIDs::
 
     trace = train_trace(spec, dataset, put=store.put)   # put(bytes) -> CID
     manifest = trace.manifest(spec_cid)
-    commit(trace.root, len(trace.state_hashes), manifest.final_cid, store.put(manifest.canonical_bytes()))
+    commit(trace.root, len(trace.state_hashes), manifest.final_cid, write_manifest(store.put, manifest))
 """
 
 from __future__ import annotations

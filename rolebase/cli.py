@@ -46,7 +46,7 @@ from rolebase.config_file import ConfigFile
 from rolebase.daemon import RoleDaemon, connect
 from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
-from rolebase.gateways import AnnouncedGateways, announce_gateway
+from rolebase.gateways import AnnouncedGateways, announce_gateway, gateway_url
 from rolebase.metrics import render, serve_metrics
 from rolebase.sent import DEFAULT_CONFIRMATIONS
 from rolebase.status import status_lines
@@ -64,6 +64,7 @@ __all__ = [
     "StoreDir",
     "IpfsApi",
     "Serve",
+    "Announce",
     "Peers",
     "LogJson",
     "LogLevel",
@@ -151,6 +152,15 @@ Serve = Annotated[
         "--serve",
         help="serve the local store's pinned content to other hosts as an IPFS trustless gateway on HOST:PORT, announced on chain, e.g. 10.0.0.3:8080 (docs/storage.md)",
         envvar="VERITRAIN_SERVE",
+        show_default=False,
+    ),
+]
+Announce = Annotated[
+    str | None,
+    typer.Option(
+        "--announce",
+        help="the URL other hosts reach --serve at, announced on chain (behind NAT, in a container: the forwarded address), e.g. http://203.0.113.7:8088; default http://HOST:PORT of --serve, refused if that is 0.0.0.0 or, on a public chain, loopback or private",
+        envvar="VERITRAIN_ANNOUNCE",
         show_default=False,
     ),
 ]
@@ -263,6 +273,7 @@ class DaemonFlags:
     store_dir: Path | None = None
     ipfs_api: str | None = None
     serve: str | None = None
+    announce: str | None = None
     peer: list[str] | None = None
     poll: float = 2.0
     confirmations: int = DEFAULT_CONFIRMATIONS
@@ -284,8 +295,13 @@ class DaemonFlags:
         configure_logging(level=self.log_level, json_lines=self.log_json)
         key = signer(settings)
         own = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir)
+        if self.serve is None and self.announce is not None:
+            raise ConfigError("--announce names where --serve is reached: give --serve HOST:PORT too")
+        if self.serve is not None:
+            gateway_url(self.serve, self.announce, settings.chain_id)  # refused before anything starts
         gateway = serve_store(own, self.serve) if self.serve is not None else None
-        discover = AnnouncedGateways(lambda: protocol(settings, signing=False), own=gateway.url if gateway is not None else None)
+        own_url = (self.announce or gateway.url) if gateway is not None else None
+        discover = AnnouncedGateways(lambda: protocol(settings, signing=False), own=own_url)
         store = FetchingStore(own, self.peer or [], discover=discover)
         metrics = None
         if self.metrics is not None and status is not None:
@@ -294,7 +310,7 @@ class DaemonFlags:
 
         def announced_and_built(s: Settings) -> RoleDaemon[Any, Any]:
             if gateway is not None:
-                announce_gateway(connect(s, key), key.address, gateway.url)
+                announce_gateway(connect(s, key), key.address, gateway.address, self.announce)
             return build(s, key, store)
 
         try:
@@ -313,6 +329,7 @@ _DAEMON_OPTIONS: dict[str, Any] = {
     "store_dir": StoreDir,
     "ipfs_api": IpfsApi,
     "serve": Serve,
+    "announce": Announce,
     "peer": Peers,
     "poll": Poll,
     "confirmations": Confirmations,
@@ -326,7 +343,7 @@ def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., 
     """Give a command the shared options ``names`` (all eight by default) in place of its ``settings:
     Settings`` parameter, which it then receives built from them by :func:`settings`; and, if it has a
     ``flags: DaemonFlags`` parameter, the daemon options (``--store-dir``, ``--ipfs-api``, ``--serve``,
-    ``--peer``, ``--poll``, ``--confirmations``, ``--log-json``, ``--log-level``) in its place, and
+    ``--announce``, ``--peer``, ``--poll``, ``--confirmations``, ``--log-json``, ``--log-level``) in its place, and
     ``--config FILE`` (:mod:`rolebase.config_file`: any of its options from a TOML file). They follow
     the command's own options (typer reads the signature)::
 

@@ -20,7 +20,8 @@ the one checkpoints ``j`` and ``j + 1`` give, ``proofs.check_norm``); either fal
 wrong whatever the isolated step shows. A manifest game (0 steps: the manifest gave the opener no
 leaves) is voted on the manifest alone, read from the chain where the solver had to publish it
 (``proofs.check_committed_manifest``): it must parse, name the committed root and be the committed
-trace of the spec. A step that did no learning work (a parameter tensor
+trace of the spec; a long manifest's pages (proofs.manifest) are fetched by the CIDs its root lists,
+and one that no gateway serves makes the solver wrong: its whole manifest must be available. A step that did no learning work (a parameter tensor
 with an exactly zero gradient: ``proofs.referee_step``) is wrong too, and a challenger steers the
 bisection to the first such step of the segment (:meth:`DisputeReplayer.answer`).
 The one commitment a referee cannot settle without training is the segment's mean training loss
@@ -58,14 +59,13 @@ from proofs import (
     check_start,
     first_idle_step,
     load_spec,
-    parse_manifest,
     probe_step,
     referee_step,
     state_at,
     state_hash,
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
-from proofs.manifest import MAX_MANIFEST_BYTES
+from proofs.manifest import MANIFEST_BLOCK, load_manifest
 from proofs.merkle import hex32
 from proofs.train import Runtime
 from rolebase.device import job_fault
@@ -128,7 +128,7 @@ class DisputeReplayer:
                 spec = self._spec(job_id)
                 dataset = fetch_dataset(self.store, spec)
                 args = committed[-1].args
-                manifest = parse_manifest(self.store.get(digest_to_cid(args["manifestCid"]), MAX_MANIFEST_BYTES))
+                manifest = load_manifest(self.store.get(digest_to_cid(args["manifestCid"]), MANIFEST_BLOCK), self._page)
             except (ProofError, StorageError) as exc:
                 raise DisputeWorkError(f"job {job_id}: {exc}") from exc
             fault = job_fault(job_id, spec, self.rt)
@@ -139,6 +139,11 @@ class DisputeReplayer:
             consistent = check_manifest(spec, manifest, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
             self._material[key] = JobMaterial(spec, dataset, manifest, None if consistent.passed else consistent.detail)
         return self._material[key]
+
+    def _page(self, cid: str) -> bytes:
+        """A page of a long manifest, by its CID from our store or the gateways (verified): one the
+        solver does not serve makes its manifest one that cannot be had whole (proofs.load_manifest)."""
+        return self.store.get(cid, MANIFEST_BLOCK)
 
     def _spec(self, job_id: JobId) -> JobSpec:
         return load_spec(self.store.get(digest_to_cid(self.watcher.spec_cid(job_id)), Limits.SPEC_BYTES))
@@ -159,7 +164,7 @@ class DisputeReplayer:
         except (ProofError, StorageError) as exc:
             raise DisputeWorkError(f"job {game.job_id}: {exc}") from exc
         root = p.market.get_job(game.job_id).trace_root
-        verdict = check_committed_manifest(spec, data, root, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
+        verdict = check_committed_manifest(spec, data, root, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]), self._page)
         log.info("manifest judged", extra={"game": game_id, "detail": verdict.detail, "solver_right": verdict.passed})
         return verdict.passed
 

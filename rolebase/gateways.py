@@ -1,28 +1,36 @@
 """Where a party's content is served from: gateways announced on chain (``StakeManager.announce``).
 
 A daemon run with ``--serve HOST:PORT`` (and ``veritrain submit serve`` with a key) announces
-``http://HOST:PORT`` once per deployment, when the chain holds another URL (:func:`announce_gateway`).
+``--announce URL``, or ``http://HOST:PORT``, once per deployment, when the chain holds another URL
+(:func:`announce_gateway`); a URL no other party can reach is refused at start (:func:`gateway_url`).
 A daemon's store asks, for content it lacks, its ``--peer`` gateways and then the announced ones
 (:class:`AnnouncedGateways`, the ``discover`` of a :class:`core.storage.peers.FetchingStore`): those of
 the accounts that may hold a job's content, that is with stake in a role or with a posted job. Whatever
-else is announced is ignored, so a flood of announcements costs stake or escrow; and every byte fetched
-is checked against its CID, so a false URL costs a failed request. See docs/storage.md.
+else is announced is ignored. They are **ranked by what the announcer has at stake**, never by recency:
+first the accounts bonded to a job now (stake locked as a job's solver or verifier: the parties whose
+content is fetched while a clock runs), then the rest; within each, by stake in every role plus the
+escrow of the jobs it posted that are not final, the larger first. The first :data:`MAX_PEERS` are
+kept, so pushing an honest staked party's gateway off the list takes more stake (or escrow) than it
+has, in each of 32 accounts: announcements of unstaked one-wei jobs rank last. Every byte fetched is
+checked against its CID, so a false URL costs a failed request. See docs/storage.md.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 from collections.abc import Callable
+from urllib.parse import urlsplit
 
 from core.agent import log_mined
 from core.chain import Address
-from core.contracts import Protocol, Role
-from core.errors import VeritrainError
+from core.contracts import JobId, Protocol, Role
+from core.errors import ConfigError, VeritrainError
 from core.storage.errors import StoreUnavailable
 from core.storage.peers import MAX_PEERS, parse_peer
 
-__all__ = ["announce_gateway", "AnnouncedGateways", "announceable"]
+__all__ = ["announce_gateway", "AnnouncedGateways", "gateway_url", "LOCAL_CHAIN_IDS", "RANKED_JOBS"]
 
 log = logging.getLogger(__name__)
 
@@ -30,30 +38,66 @@ log = logging.getLogger(__name__)
 REFRESH_S = 15.0
 
 
-def announceable(url: str) -> bool:
-    """Whether other hosts can reach ``url``: not a wildcard address (0.0.0.0, ::)."""
-    host = url.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
-    return host not in ("0.0.0.0", "::", "")
+#: Chains where the parties share one host or one private network: anvil's and hardhat's default ids
+#: (``veritrain devnet``, the tests). Elsewhere a loopback gateway reaches nobody.
+LOCAL_CHAIN_IDS = frozenset({31337, 1337})
 
 
-def announce_gateway(protocol: Protocol, me: Address, url: str) -> None:
-    """Announce ``url`` as ``me``'s gateway unless the chain holds it already (idempotent); a chain
-    error is logged, not raised: the gateway serves all the same, to ``--peer`` fetchers."""
-    if not announceable(url):
-        log.warning("gateway not announced: it listens on every address; give --serve a reachable one", extra={"url": url})
-        return
+def gateway_url(bind: str, announce: str | None, chain_id: int | None = None) -> str:
+    """The URL to announce for a gateway listening on ``bind`` (HOST:PORT): ``announce`` if given (the
+    address other hosts reach: behind NAT, in a container), else ``http://bind``. ConfigError (one line,
+    exit 2) when it can reach no other party: a wildcard (0.0.0.0, ::); on a chain not in
+    :data:`LOCAL_CHAIN_IDS` (``chain_id``; None: not known yet, checked again when announcing) a
+    loopback address, or a private one that ``--announce`` did not name."""
+    url = announce if announce is not None else f"http://{bind}"
+    given = f"--announce {announce}" if announce is not None else f"--serve {bind}"
     try:
-        if protocol.stakes.gateway_of(me) == url:
-            return
-        log_mined(log, "announce", protocol.stakes.announce(url), url=url)
+        host = (urlsplit(parse_peer(url)).hostname or "").lower()
+    except StoreUnavailable:
+        raise ConfigError(f"{given}: the announced URL must be http(s)://HOST:PORT") from None
+    fix = "give --announce http://ADDRESS:PORT, the address other hosts reach (behind NAT or in a container: the forwarded one)"
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = ipaddress.ip_address("127.0.0.1") if host == "localhost" else None
+    if address is not None and address.is_unspecified:
+        raise ConfigError(f"{given} listens on every address and names none to announce: {fix}")
+    if chain_id is None or chain_id in LOCAL_CHAIN_IDS or address is None:
+        return url
+    if address.is_loopback:
+        raise ConfigError(f"{given}: {host} is this host's loopback, which no other party of chain {chain_id} reaches: {fix}")
+    if (address.is_private or address.is_link_local) and announce is None:
+        raise ConfigError(f"{given}: {host} is a private address; if every party of chain {chain_id} reaches it there, say so with --announce {url}")
+    return url
+
+
+def announce_gateway(protocol: Protocol, me: Address, bind: str, announce: str | None) -> str | None:
+    """Announce the URL of ``me``'s gateway on ``bind`` (:func:`gateway_url` of ``bind`` and ``announce``,
+    checked against the chain's id: ConfigError if no other party can reach it) unless the chain holds it
+    already (idempotent), and return it; a chain error is logged, not raised (None): the gateway serves
+    all the same, to ``--peer`` fetchers."""
+    try:
+        url = gateway_url(bind, announce, protocol.stakes.client.chain_id)
+        if protocol.stakes.gateway_of(me) != url:
+            log_mined(log, "announce", protocol.stakes.announce(url), url=url)
+        return url
+    except ConfigError:
+        raise
     except VeritrainError as exc:
-        log.warning("gateway not announced", extra={"url": url, "error": str(exc)})
+        log.warning("gateway not announced", extra={"bind": bind, "error": str(exc)})
+        return None
+
+
+#: The most recent jobs of each announcing submitter whose escrow counts toward its rank.
+RANKED_JOBS = 16
 
 
 class AnnouncedGateways:
-    """The gateways announced by accounts with stake or a posted job, newest announcement last, at
-    most :data:`core.storage.peers.MAX_PEERS`; read again at most every :data:`REFRESH_S` seconds.
-    ``connect`` gives the current deployment (it may not exist yet: then none); ``own`` is left out."""
+    """The gateways announced by accounts with stake or a posted job, ranked by what they have at stake
+    (bonded to a job first, then by stake plus open escrow), at most :data:`core.storage.peers.MAX_PEERS`;
+    read again at most every :data:`REFRESH_S` seconds. ``connect`` gives the current deployment (it may
+    not exist yet: then none); ``own`` is left out."""
 
     def __init__(self, connect: Callable[[], Protocol], own: str | None = None) -> None:
         self._connect = connect
@@ -75,18 +119,25 @@ class AnnouncedGateways:
         start = p.book.deploy_block
         latest: dict[str, str] = {}
         for event in p.stakes.events("GatewayAnnounced", start):
-            account = str(event.args["account"])
-            latest.pop(account, None)  # re-inserted: newest last
-            latest[account] = str(event.args["url"])
-        submitters = {str(e.args["submitter"]) for e in p.market.events("JobPosted", start)}
-        urls: list[str] = []
+            latest[str(event.args["account"])] = str(event.args["url"])
+        posted: dict[str, list[int]] = {}
+        for event in p.market.events("JobPosted", start):
+            posted.setdefault(str(event.args["submitter"]), []).append(int(event.args["jobId"]))
+        ranked: list[tuple[bool, int, str, str]] = []
         for account, url in latest.items():
             if not url or url == self._own:
                 continue
-            if account not in submitters and not any(p.stakes.stake_of(account, role).staked > 0 for role in Role):
-                continue
             try:
-                urls.append(parse_peer(url))
+                url = parse_peer(url)
             except StoreUnavailable:
                 continue
-        return urls[-MAX_PEERS:]
+            stakes = [p.stakes.stake_of(account, role) for role in Role]
+            escrow = 0
+            for job_id in posted.get(account, [])[-RANKED_JOBS:]:
+                job = p.market.get_job(JobId(job_id))
+                escrow += 0 if job.state.final else int(job.reward)
+            staked = sum(int(s.staked) for s in stakes)
+            if staked == 0 and account not in posted:
+                continue
+            ranked.append((not any(s.locked for s in stakes), -(staked + escrow), account, url))
+        return [url for *_, url in sorted(ranked)[:MAX_PEERS]]

@@ -36,7 +36,7 @@ from core.storage.peers import FetchingStore
 from proofs import Dataset
 from proofs.adversary import cheat
 from proofs.checkpoint import state_hash
-from proofs.manifest import MAX_MANIFEST_BYTES, CheckpointEntry, parse_manifest
+from proofs.manifest import MANIFEST_BLOCK, CheckpointEntry, Manifest, load_manifest, write_manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.spec import JobSpec
 from proofs.train import Committed
@@ -106,19 +106,20 @@ class ForeignManifest:
 
     def perform(self, action: SolverAction) -> None:
         if isinstance(action, Commit) and (record := self.db.job(action.job_id)) is not None and record.manifest_cid and record.final_model_cid:
-            cid = self.store.put(self._manifest(self.store.get(record.manifest_cid, MAX_MANIFEST_BYTES)))
+            honest = load_manifest(self.store.get(record.manifest_cid, MANIFEST_BLOCK), lambda page: self.store.get(page, MANIFEST_BLOCK))
+            cid = self._manifest(honest)
             self.db.set_uploaded(action.job_id, record.final_model_cid, cid)
             log.warning("committing another manifest (%s test adversary)", self.kind, extra={"job": action.job_id, "manifest": cid})
         self.honest.perform(action)
 
-    def _manifest(self, honest: bytes) -> bytes:
+    def _manifest(self, m: Manifest) -> str:
+        """The CID of the manifest committed in place of the honest ``m``, stored."""
         if self.kind == GARBAGE_MANIFEST:
-            return b"this is not a manifest\n" + keccak(honest)
-        m = parse_manifest(honest)
+            return self.store.put(b"this is not a manifest\n" + keccak(m.canonical_bytes()))
         wrong = (Bytes32(keccak(text=hex32(c.state_hash))) for c in m.checkpoints)  # the hash of each hash's text
         checkpoints = tuple(CheckpointEntry(index=c.index, cid=c.cid, state_hash=h) for c, h in zip(m.checkpoints, wrong))
         root = TraceTree(tuple(c.state_hash for c in checkpoints)).root
-        return m.model_copy(update={"checkpoints": checkpoints, "root": root}).canonical_bytes()
+        return write_manifest(self.store.put, m.model_copy(update={"checkpoints": checkpoints, "root": root}))
 
 
 class CheatingJobTrainer(JobTrainer):

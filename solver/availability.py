@@ -18,7 +18,7 @@ from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES, state_hash
-from proofs.manifest import MAX_MANIFEST_BYTES
+from proofs.manifest import MANIFEST_BLOCK
 from proofs.merkle import TraceTree
 from solver.state import SolverDb
 
@@ -36,7 +36,7 @@ def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int, reg
         raise PublicationError(f"job {job_id}: no committed trace on record to publish from")
     try:
         if item == MANIFEST_ITEM:
-            return store.get(record.manifest_cid, MAX_MANIFEST_BYTES), []
+            return store.get(record.manifest_cid, MANIFEST_BLOCK), []  # its root block: what the chain checks
         checkpoints = db.checkpoints(job_id)
         if not 0 <= item < len(checkpoints):
             raise PublicationError(f"job {job_id}: no checkpoint {item} on record")

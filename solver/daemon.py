@@ -8,12 +8,13 @@ from pathlib import Path
 from core.agent import LoopSettings, Responder
 from core.chain import Signer
 from core.config import Settings
-from core.contracts import Capabilities, Device
+from core.contracts import Capabilities
 from core.storage import ContentStore, LocalStore
 from core.storage.peers import FetchingStore
 from proofs.adversary import ALL_STRATEGIES
 from proofs.train import Runtime
 from rolebase.actions import Stake
+from rolebase.capabilities import device_of
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
@@ -73,8 +74,7 @@ def state_dir(data_dir: Path, address: str) -> Path:
 def offer(limits: Limits, rt: Runtime = Runtime()) -> Capabilities:
     """What this solver advertises: its limits, the device JobTrainer trains on (``--device``) and its
     speed there, measured now (docs/roles.md, "Capabilities")."""
-    device = Device.CUDA if rt.device == "cuda" else Device.CPU
-    return Capabilities(limits.max_params, limits.max_dataset_bytes, limits.max_steps, measure_flops(rt), device, advertised_at=0)
+    return Capabilities(limits.max_params, limits.max_dataset_bytes, limits.max_steps, measure_flops(rt), device_of(rt.device), advertised_at=0)
 
 
 def build(
@@ -99,9 +99,7 @@ def build(
 
     def parts(w: Wiring, db: SolverDb) -> tuple[SolverLoader, SolverPolicy, Responder[SolverAction]]:
         home = state_dir(settings.data_dir, signer.address)
-        judge = SpecJudge(
-            store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", w.protocol.client.block_gas_limit, rt=rt, background=True
-        )
+        judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", rt=rt, background=True)
         if cheat is None or cheat in _HONEST_TRACE_CHEATS:
             job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, disk_budget=config.disk_budget)
         else:

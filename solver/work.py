@@ -41,7 +41,7 @@ import torch
 
 from core.agent import StopFlag, Stopped
 from core.cid import Cid, digest_to_cid
-from core.contracts import MAX_PUBLISHED_MANIFEST_BYTES, JobId, Protocol, max_published_checkpoint_bytes
+from core.contracts import JobId, Protocol
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
@@ -50,15 +50,15 @@ from proofs.checkpoint import decode_checkpoint, state_hash
 from proofs.data import Dataset, load_dataset
 from proofs.datasets import reference_job
 from proofs.errors import ProofError
-from proofs.manifest import largest_manifest_bytes
+from proofs.manifest import write_manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.numerics import profile
 from proofs.replay import run_watching
-from proofs.spec import JobSpec, load_spec, training_memory_bytes
+from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Committed, Committer, Runtime, Trace, Trainer, held_out_loss, model_held_out_loss, segment_loss
-from rolebase.capabilities import ESTIMATE_SAFETY, step_flop
+from rolebase.capabilities import ESTIMATE_SAFETY, claim_misfit, step_flop
 from rolebase.events import SPEC_JUDGED, TRAINING_RESUMED, TRAINING_STARTED
 from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
@@ -111,10 +111,9 @@ RETRY_MAX_S = 3600.0
 class SpecJudge:
     """``deployment`` (chain id and market address) keys the verdicts kept in the records, with the
     device when it is not the CPU (a speed estimate, a numerics refusal hold on one device only).
-    ``block_gas_limit`` reads the chain's block gas limit (``ChainClient.block_gas_limit``), which
-    bounds the manifest this solver could publish for a manifest game
-    (``core.contracts.max_published_checkpoint_bytes``); checkpoints of any size are answered through
-    the availability court."""
+    No spec is refused for its checkpoints' size or count: a challenged checkpoint of any size is
+    answered through the availability court, and a manifest of any length is a root of about 2 KB
+    and pages (proofs.manifest), far under what a block holds."""
 
     def __init__(
         self,
@@ -122,7 +121,6 @@ class SpecJudge:
         db: SolverDb,
         limits: Limits,
         deployment: str,
-        block_gas_limit: Callable[[], int],
         *,
         rt: Runtime = Runtime(),
         clock: Callable[[], float] = time.time,
@@ -134,7 +132,6 @@ class SpecJudge:
         self.store = store
         self.background = background
         self._judging: threading.Thread | None = None
-        self.block_gas_limit = block_gas_limit
         self.db = db
         self.limits = limits
         self.deployment = deployment if rt.device == "cpu" else f"{deployment}@{rt.device}"
@@ -211,24 +208,16 @@ class SpecJudge:
         return SpecCheck(True, "", spec.steps, dry.train_s, checkpoints=spec.segments + 1, checkpoint_bytes=dry.checkpoint_bytes, segment_s=dry.segment_s)
 
     def _over_limits(self, spec: JobSpec) -> str:
+        """Why this solver refuses ``spec`` from its limits alone: the one check a submitter's fit runs
+        against its advert too (``rolebase.capabilities.claim_misfit``), with our memory."""
         lim = self.limits
-        if spec.steps > lim.max_steps:
-            return f"{spec.steps} steps, this solver takes at most {lim.max_steps}"
-        if spec.param_count() > lim.max_params:
-            return f"{spec.param_count():,} parameters, this solver takes at most {lim.max_params:,}"
-        if spec.dataset.size_bytes > lim.max_dataset_bytes:
-            return f"dataset of {spec.dataset.size_bytes:,} bytes, this solver takes at most {lim.max_dataset_bytes:,}"
-        memory = training_memory_bytes(spec)
-        if memory > lim.max_memory_bytes:
-            return f"training needs about {memory / 2**30:,.1f} GiB of memory, this solver gives a job at most {lim.max_memory_bytes / 2**30:,.1f} GiB"
-        manifest = largest_manifest_bytes(spec.steps, spec.checkpoint_interval)
-        publishable = min(MAX_PUBLISHED_MANIFEST_BYTES, max_published_checkpoint_bytes(self.block_gas_limit()))
-        if manifest > publishable:
-            return (
-                f"a manifest of up to {manifest:,} bytes ({spec.segments + 1} checkpoints) cannot be published on chain "
-                f"(at most {publishable:,} in blocks of {self.block_gas_limit():,} gas) if a manifest game needs it there"
-            )
-        return ""
+        return claim_misfit(
+            spec,
+            max_params=lim.max_params,
+            max_dataset_bytes=lim.max_dataset_bytes,
+            max_steps=lim.max_steps,
+            max_memory_bytes=lim.max_memory_bytes,
+        )
 
 
 class IdleTraining(ProofError):
@@ -499,7 +488,7 @@ class JobTrainer:
         if trace.root != record.trace_root:
             raise JobWorkError(f"job {job_id}: trace root {hex32(trace.root)} differs from the recorded {hex32(record.trace_root)}")
         manifest = trace.manifest(spec_cid)
-        manifest_cid = self.store.put(manifest.canonical_bytes())
+        manifest_cid = write_manifest(self.store.put, manifest)
         self.db.set_uploaded(job_id, manifest.final_cid, manifest_cid)
         log.info(
             "upload finished",

@@ -25,8 +25,8 @@ from proofs.spec import JobSpec, load_spec, training_memory_bytes
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.capabilities import train_flop
-from rolebase.cli import IpfsApi, Peers, StoreDir, console, err_console, open_store, serve_store, show_time
-from rolebase.gateways import AnnouncedGateways, announce_gateway
+from rolebase.cli import Announce, IpfsApi, Peers, StoreDir, console, err_console, open_store, serve_store, show_time
+from rolebase.gateways import AnnouncedGateways, announce_gateway, gateway_url
 from rolebase.guarantee import guarantee, weaker_guarantee
 from submitter import service
 from submitter.curve import committed_curve, draw_curve, replay_checked
@@ -285,10 +285,14 @@ def serve(
     settings: Settings,
     address: Annotated[str, typer.Argument(help="HOST:PORT to listen on, e.g. 10.0.0.2:8080", show_default=False)],
     store_dir: StoreDir = None,
+    announce: Announce = None,
 ) -> None:
     """Serve this submitter's store (its specs and datasets) to solvers on other hosts until stopped (Ctrl-C):
     an IPFS trustless gateway of raw blocks, checked by the fetchers against the CIDs on chain. With a key
-    it also announces http://HOST:PORT on chain (StakeManager.announce), where solvers look for it.
+    it also announces http://HOST:PORT on chain (StakeManager.announce), where solvers look for it, or
+    --announce URL, the address other hosts reach it at (behind NAT, in a container); an address nobody
+    else can reach (0.0.0.0 without --announce; loopback, or private without --announce, on a public
+    chain) is refused.
 
     Keep it running until your jobs are final: a solver fetches the spec and dataset after its claim, and a
     verifier or whistleblower may fetch them again to replay.
@@ -297,13 +301,18 @@ def serve(
 
       veritrain submit serve 10.0.0.2:8080 --key-env SUBMITTER_KEY
 
+      veritrain submit serve 0.0.0.0:8080 --announce http://203.0.113.7:8080 --key-env SUBMITTER_KEY   # behind NAT
+
       veritrain submit serve 127.0.0.1:8080 --store-dir ./store
     """
+    keyed = settings.keystore is not None or settings.key_env is not None
+    if keyed:
+        gateway_url(address, announce, settings.chain_id)  # refused before anything starts
     gateway = serve_store(open_store(store_dir=store_dir, ipfs_api=None, data_dir=settings.data_dir), address)
     try:
-        if settings.keystore is not None or settings.key_env is not None:
+        if keyed:
             key = options.signer(settings)
-            announce_gateway(options.protocol(settings, signing=True), key.address, gateway.url)
+            announce_gateway(options.protocol(settings, signing=True), key.address, gateway.address, announce)
         console.print(f"serving {gateway.index.store.root} at {gateway.url}/ipfs/<cid>?format=raw (Ctrl-C stops)", highlight=False)
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -25,7 +25,7 @@ from typing import Any
 from core.cid import Cid
 from core.contracts import JobId, JobState, Protocol
 from core.storage import ContentStore
-from proofs.manifest import MAX_MANIFEST_BYTES, Manifest
+from proofs.manifest import MANIFEST_BLOCK, Manifest
 from proofs.replay import committed_manifest
 from submitter.service import Commitment, commitment, get_job
 
@@ -96,7 +96,7 @@ def committed_curve(store: ContentStore, done: Commitment) -> TrainingCurve:
     """The curve of a commitment: the manifest fetched by the committed CID (the store checks the
     bytes against it), parsed (bounded) and refused unless its root is the committed root
     (:class:`proofs.ProofError`)."""
-    manifest = committed_manifest(store.get(done.manifest_cid, MAX_MANIFEST_BYTES), done.trace_root)
+    manifest = committed_manifest(store.get(done.manifest_cid, MANIFEST_BLOCK), done.trace_root, lambda page: store.get(page, MANIFEST_BLOCK))
     return training_curve(manifest, done.manifest_cid)
 
 

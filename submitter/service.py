@@ -69,7 +69,8 @@ class SolverFit:
 
 def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int) -> SolverFit:
     """Read the adverts of the solvers whose stake meets the minimum now (the latest
-    ``MAX_ADVERTISERS`` to advertise) and check ``spec`` against each (rolebase.capabilities.misfit)."""
+    ``MAX_ADVERTISERS`` to advertise) and check ``spec`` against each (rolebase.capabilities.misfit:
+    the check each solver runs before a claim)."""
     stakes = protocol.stakes
     events = stakes.events("CapabilitiesAdvertised", protocol.book.deploy_block)
     solvers = list(dict.fromkeys(Address(e.args["solver"]) for e in reversed(events)))[:MAX_ADVERTISERS]

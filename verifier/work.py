@@ -65,7 +65,7 @@ from proofs import (
     state_hash,
 )
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
-from proofs.manifest import MAX_MANIFEST_BYTES
+from proofs.manifest import MANIFEST_BLOCK
 from proofs.merkle import hex32
 from proofs.spec import JobSpec
 from proofs.steps import state_at
@@ -221,9 +221,11 @@ class TraceVerifier:
     ) -> tuple[list[SegmentVerdict], list[Probe]]:
         """The verdicts of the replayed segments (the sample and the probe segments) and the true
         probes of the segments that replayed (all of them when the trace passes)."""
-        data = self._get(job_id, MANIFEST_ITEM, manifest_cid, MAX_MANIFEST_BYTES, deadline, "manifest")
+        data = self._get(job_id, MANIFEST_ITEM, manifest_cid, MANIFEST_BLOCK, deadline, "manifest")  # its root block
         try:
-            manifest = committed_manifest(data, trace_root)
+            manifest = committed_manifest(data, trace_root, lambda page: self.availability.manifest_page(page, deadline))
+        except ContentPending as exc:
+            raise InspectionDeferred(str(exc)) from None
         except ProofError as exc:
             raise self._manifest_fault(job_id, f"manifest {manifest_cid}: {exc}") from None
         # its leaves open a game on segment 0, where referees find it is not the committed trace of the spec

@@ -42,7 +42,7 @@ from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
 from proofs import ProofError, TraceReplay, choose_segments, committed_manifest, state_hash
 from proofs.checkpoint import MAX_CHECKPOINT_BYTES
-from proofs.manifest import MAX_MANIFEST_BYTES
+from proofs.manifest import MANIFEST_BLOCK
 from proofs.merkle import hex32
 from proofs.probes import Probe, ProbeTree, probe_step
 from rolebase.dispute import DisputeReplayer
@@ -166,9 +166,9 @@ class Auditor:
         if not committed:
             raise AuditDeferred(f"job {job_id}: no TraceCommitted event")
         cid = digest_to_cid(committed[-1].args["manifestCid"])
-        data = self.availability.fetch(job_id, MANIFEST_ITEM, cid, MAX_MANIFEST_BYTES, deadline, "manifest")
+        data = self.availability.fetch(job_id, MANIFEST_ITEM, cid, MANIFEST_BLOCK, deadline, "manifest")  # its root block
         try:
-            committed_manifest(data, self.protocol.market.get_job(job_id).trace_root)
+            committed_manifest(data, self.protocol.market.get_job(job_id).trace_root, lambda page: self.availability.manifest_page(page, deadline))
         except ProofError as exc:
             if not self.protocol.market.is_published(job_id, MANIFEST_ITEM):
                 raise ContentUnavailable(job_id, MANIFEST_ITEM, f"manifest {cid}: {exc}; the referees need it on chain", on_chain=True) from None

@@ -155,7 +155,12 @@ class GatewayServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"http://{self.address}"
+
+    @property
+    def address(self) -> str:
+        """``HOST:PORT`` it listens on (an IPv6 host in brackets), the port chosen for port 0 once started."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
     def start(self) -> GatewayServer:
         """Listen (OSError if the address cannot be bound), then serve in the background."""

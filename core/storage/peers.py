@@ -1,33 +1,41 @@
 """Content from other hosts: a store that fetches what it lacks from peers' trustless gateways.
 
-:class:`FetchingStore` answers from its own store first; on a miss it asks each peer gateway (the
+:class:`FetchingStore` answers from its own store first; on a miss it asks the peer gateways (the
 ``--peer`` URLs, then those the parties announced on chain: other parties' ``--serve`` addresses, or
-any IPFS trustless gateway) for the content
-by raw blocks (:class:`GatewayFetcher`): the root, then its children, each block checked against the
-digest its parent names before it is parsed, so every byte is verified against the CID asked for
-before it is used or stored. What it fetches it keeps (pinned) in its own store, so this party serves
-it on in turn. A peer that is down, slow or lying is logged and skipped; content that no peer has is
-:class:`ContentNotFound`, naming every place looked in.
+any IPFS trustless gateway) for the content by raw blocks: the root from **every** gateway at once
+(the first verified answer wins), then its children, each block from the gateway that answered first
+and, should it fail, from the others in turn. Every block is checked against the digest its parent
+names before it is parsed, and against what its parent declares: the DAG must be the one ``ipfs add``
+builds for the size its verified root declares (:func:`core.storage.unixfs.canonical_children`), so a
+gateway cannot make a fetch ask for more blocks or hold more bytes than that size, whatever its links
+repeat or fan out. No redirect is followed off the gateway's origin. Every fetch has an overall
+deadline (``timeout`` plus the declared size at ``min_rate``) and each block one of ``timeout``: a
+gateway that stalls or drips is abandoned in time to use another source, or to challenge. What it
+fetches it keeps (pinned) in its own store, so this party serves it on in turn. Content that no
+gateway gave is :class:`ContentNotFound`, naming every place looked in and why.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from urllib.parse import urlsplit
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+from urllib.parse import urljoin, urlsplit
 
-import requests
+import aiohttp
 
 from core.cid import Cid, block_cid, cid_to_digest, digest_to_cid, to_v0
 from core.config import redact_url
 from core.storage.base import ContentStat, ContentStore, check_max_size
 from core.storage.errors import CidMismatch, ContentNotFound, ContentTooLarge, StorageError, StoreUnavailable
-from core.storage.unixfs import MAX_BLOCK, FileNode, read_block
+from core.storage.gateway import RAW_BLOCK
+from core.storage.unixfs import MAX_BLOCK, FileNode, canonical_children, dag_height, read_block
 
-__all__ = ["GatewayFetcher", "FetchingStore", "MAX_PEERS", "FETCHED_FROM_PEER", "parse_peer"]
+__all__ = ["GatewayFetcher", "FetchingStore", "MAX_PEERS", "FETCHED_FROM_PEER", "MIN_RATE", "parse_peer"]
 
 #: Logged for each item fetched from a peer gateway (``cid``, ``peer``, ``bytes``).
 FETCHED_FROM_PEER = "fetched from a peer"
@@ -35,8 +43,13 @@ FETCHED_FROM_PEER = "fetched from a peer"
 log = logging.getLogger(__name__)
 
 MAX_PEERS = 32
-_MAX_DEPTH = 8  # 174^7 leaves of 256 KiB: beyond any file
+#: The slowest average a fetch may take, in bytes a second: its deadline is ``timeout`` plus its
+#: declared size at this rate (a 1.5 GB checkpoint: 30 s + 150 s).
+MIN_RATE = 10_000_000
 _PARALLEL = 8  # blocks in flight per fetch
+_MAX_REDIRECTS = 2  # to the same origin only
+_PIECE = 1 << 16
+T = TypeVar("T")
 
 
 def parse_peer(url: str) -> str:
@@ -47,127 +60,309 @@ def parse_peer(url: str) -> str:
     return url.rstrip("/")
 
 
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    return parts.scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+
+
+class _Gave(Exception):
+    """One gateway did not give one block: why, as an error a caller may raise."""
+
+    def __init__(self, error: StorageError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+@dataclass
+class _Source:
+    """One gateway as a fetch sees it."""
+
+    url: str
+    shown: str
+
+
+class _Fetch:
+    """One file fetched from ``sources`` over ``session``: the engine of :class:`GatewayFetcher` and
+    :class:`FetchingStore` (async, in a loop of the calling thread's own)."""
+
+    def __init__(self, session: aiohttp.ClientSession, sources: list[_Source], timeout: float, min_rate: float) -> None:
+        self.session = session
+        self.sources = sources
+        self.timeout = timeout
+        self.min_rate = min_rate
+        self.failures: dict[str, str] = {}  # gateway shown -> why it was dropped
+        self.requests = 0
+
+    async def block(self, source: _Source, digest: bytes, limit: int) -> bytes:
+        """The block ``digest`` from ``source``, at most ``limit`` bytes, within ``timeout``; _Gave otherwise."""
+        cid = digest_to_cid(digest)
+        url = f"{source.url}/ipfs/{cid}?format=raw"
+        try:
+            async with asyncio.timeout(self.timeout):
+                for _ in range(_MAX_REDIRECTS + 1):
+                    self.requests += 1
+                    async with self.session.get(url, headers={"Accept": RAW_BLOCK}, allow_redirects=False) as resp:
+                        if resp.status in (301, 302, 303, 307, 308):
+                            target = urljoin(url, resp.headers.get("Location", ""))
+                            if _origin(target) != _origin(source.url):
+                                raise _Gave(StoreUnavailable(source.shown, f"block {cid}: redirected to {redact_url(target)}, another origin: refused"))
+                            url = target
+                            continue
+                        if resp.status == 404:
+                            raise _Gave(ContentNotFound(cid, f"gateway {source.shown}"))
+                        if resp.status != 200:
+                            raise _Gave(StoreUnavailable(source.shown, f"block {cid}: HTTP {resp.status}"))
+                        if resp.content_length is not None and resp.content_length > limit:
+                            raise _Gave(StoreUnavailable(source.shown, f"block {cid}: {resp.content_length} bytes, over the {limit} its parent allows"))
+                        body = bytearray()
+                        async for piece in resp.content.iter_chunked(_PIECE):
+                            body += piece
+                            if len(body) > limit:
+                                raise _Gave(StoreUnavailable(source.shown, f"block {cid}: longer than the {limit} bytes its parent allows"))
+                        break
+                else:
+                    raise _Gave(StoreUnavailable(source.shown, f"block {cid}: more than {_MAX_REDIRECTS} redirects"))
+        except TimeoutError:
+            raise _Gave(StoreUnavailable(source.shown, f"block {cid}: not received within {self.timeout:g} s")) from None
+        except aiohttp.ClientError as e:
+            kind = "ConnectionError" if isinstance(e, aiohttp.ClientConnectionError) else type(e).__name__
+            raise _Gave(StoreUnavailable(source.shown, f"block {cid}: {kind}")) from None
+        if hashlib.sha256(body).digest() != digest:
+            raise _Gave(CidMismatch(cid, block_cid(bytes(body))))
+        return bytes(body)
+
+    async def node(self, source: _Source, digest: bytes, limit: int, size: int | None, height: int | None) -> FileNode:
+        """The block ``digest`` from ``source``, parsed and held to what its parent declared: ``size``
+        file bytes at ``height`` in the canonical DAG (None for the root: anything up to the caller)."""
+        block = await self.block(source, digest, limit)
+        cid = digest_to_cid(digest)
+        try:
+            node = read_block(block)
+        except ValueError as e:
+            raise _Gave(StoreUnavailable(source.shown, f"block {cid} is not a UnixFS file block: {e}")) from None
+        if size is not None and node.file_size != size:
+            raise _Gave(StoreUnavailable(source.shown, f"block {cid} holds {node.file_size} file bytes, its parent declares {size}"))
+        height = dag_height(node.file_size) if height is None else height
+        expected = canonical_children(node.file_size, height) if height else []
+        if [link.file_size for link in node.links] != expected:
+            raise _Gave(
+                StoreUnavailable(
+                    source.shown,
+                    f"block {cid} is not the DAG `ipfs add` builds for {node.file_size} bytes (children of {[link.file_size for link in node.links][:4]}... bytes)",
+                )
+            )
+        return node
+
+    async def first(self, digest: bytes, limit: int, size: int | None, height: int | None, sources: list[_Source]) -> tuple[_Source, FileNode]:
+        """The node ``digest`` from the first of ``sources`` to give it verified; a source that
+        fails is dropped from this fetch (``failures``). _Gave with the last reason if none does."""
+        last: StorageError = ContentNotFound(digest_to_cid(digest), "no gateway")
+        for source in sources:
+            if source.shown in self.failures:
+                continue
+            try:
+                return source, await self.node(source, digest, limit, size, height)
+            except _Gave as gave:
+                last = gave.error
+                if not isinstance(gave.error, ContentNotFound):
+                    self.failures[source.shown] = str(gave.error)
+        raise _Gave(last)
+
+    async def race(self, digest: bytes) -> tuple[_Source, FileNode]:
+        """The root block from every source at once: the first verified answer wins, the rest are cancelled."""
+
+        async def ask(source: _Source) -> tuple[_Source, FileNode]:
+            try:
+                return source, await self.node(source, digest, MAX_BLOCK, None, None)
+            except _Gave as gave:
+                if not isinstance(gave.error, ContentNotFound):
+                    self.failures[source.shown] = str(gave.error)
+                raise
+
+        tasks = [asyncio.ensure_future(ask(s)) for s in self.sources]
+        try:
+            last: StorageError = ContentNotFound(digest_to_cid(digest), "no gateway")
+            for done in asyncio.as_completed(tasks):
+                try:
+                    return await done
+                except _Gave as gave:
+                    last = gave.error
+            raise _Gave(last)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def file(self, v0: Cid, max_size: int) -> tuple[bytes, _Source]:
+        """The file ``v0`` names, verified block by block, within its deadline; and who gave its root."""
+        started = time.monotonic()
+        winner, root = await self.race(cid_to_digest(v0))
+        if root.file_size > max_size:
+            raise ContentTooLarge(v0, root.file_size, max_size)
+        budget = self.timeout + root.file_size / self.min_rate
+        try:
+            async with asyncio.timeout(budget - (time.monotonic() - started)):
+                return await self._below(root, winner), winner
+        except TimeoutError:
+            raise _Gave(StoreUnavailable(winner.shown, f"{v0}: not fetched within its deadline of {budget:.0f} s ({root.file_size} bytes)")) from None
+
+    async def _below(self, root: FileNode, winner: _Source) -> bytes:
+        """The file bytes under ``root``, fetching each distinct block once, ``_PARALLEL`` at a time."""
+        if not root.links:
+            return root.data
+        out = bytearray(root.file_size)  # the declared size, at most the caller's limit
+        order = [winner] + [s for s in self.sources if s is not winner]
+        gate = asyncio.Semaphore(_PARALLEL)
+        level: list[tuple[int, FileNode]] = [(0, root)]  # (file offset, node)
+        height = dag_height(root.file_size)
+        while level:
+            height -= 1
+            wanted: dict[bytes, tuple[int, int]] = {}  # distinct digest -> (block limit, file bytes)
+            placed: list[tuple[int, bytes]] = []
+            for offset, node in level:
+                for link in node.links:
+                    wanted.setdefault(link.digest, (min(MAX_BLOCK, link.tsize), link.file_size))
+                    placed.append((offset, link.digest))
+                    offset += link.file_size
+
+            async def one(digest: bytes, limit: int, size: int, at: int) -> tuple[bytes, FileNode]:
+                async with gate:
+                    return digest, (await self.first(digest, limit, size, at, order))[1]
+
+            got = dict(await asyncio.gather(*(one(d, lim, size, height) for d, (lim, size) in wanted.items())))
+            if height == 0:
+                for offset, digest in placed:
+                    data = got[digest].data
+                    out[offset : offset + len(data)] = data
+                level = []
+            else:
+                level = [(offset, got[digest]) for offset, digest in placed]
+        return bytes(out)
+
+
+def _run(sources: list[_Source], timeout: float, min_rate: float, work: Callable[[_Fetch], Awaitable[T]]) -> T:
+    """Run ``work`` (a coroutine function of a :class:`_Fetch`) in a loop of this thread's own."""
+
+    async def main() -> T:
+        connector = aiohttp.TCPConnector(limit=_PARALLEL * 2, force_close=False)
+        conn_timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(5.0, timeout))
+        async with aiohttp.ClientSession(connector=connector, timeout=conn_timeout, auto_decompress=False) as session:
+            return await work(_Fetch(session, sources, timeout, min_rate))
+
+    # A loop of our own, not asyncio.run: in the main thread that installs a SIGINT handler whose check
+    # formats the main task, result included (a whole file: seconds of repr for a large one).
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()
+
+
 class GatewayFetcher:
     """Fetches a file by CID from one trustless gateway, block by block, every block verified."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0) -> None:
+    def __init__(self, url: str, *, timeout: float = 30.0, min_rate: float = MIN_RATE) -> None:
         self.url = parse_peer(url)
         self.shown = redact_url(self.url)
         self.timeout = timeout
-        self._local = threading.local()
+        self.min_rate = min_rate
 
     def __repr__(self) -> str:
         return f"GatewayFetcher({self.shown!r})"
 
-    def _session(self) -> requests.Session:
-        session: requests.Session | None = getattr(self._local, "session", None)
-        if session is None:
-            session = self._local.session = requests.Session()
-        return session
-
     def block(self, digest: bytes) -> bytes:
         """The block whose sha2-256 is ``digest``: ContentNotFound, StoreUnavailable or CidMismatch otherwise."""
-        cid = digest_to_cid(digest)
-        try:
-            with self._session().get(
-                f"{self.url}/ipfs/{cid}", params={"format": "raw"}, headers={"Accept": "application/vnd.ipld.raw"}, stream=True, timeout=(5.0, self.timeout)
-            ) as resp:
-                if resp.status_code == 404:
-                    raise ContentNotFound(cid, f"gateway {self.shown}")
-                if resp.status_code != 200:
-                    raise StoreUnavailable(self.shown, f"block {cid}: HTTP {resp.status_code}")
-                body = bytearray()
-                for piece in resp.iter_content(1 << 16):
-                    body += piece
-                    if len(body) > MAX_BLOCK:
-                        raise StoreUnavailable(self.shown, f"block {cid}: longer than {MAX_BLOCK} bytes")
-        except requests.RequestException as e:
-            raise StoreUnavailable(self.shown, f"block {cid}: {type(e).__name__}") from e
-        if hashlib.sha256(body).digest() != digest:
-            raise CidMismatch(cid, block_cid(bytes(body)))
-        return bytes(body)
 
-    def _node(self, digest: bytes) -> FileNode:
-        block = self.block(digest)
+        async def work(fetch: _Fetch) -> bytes:
+            return await fetch.block(fetch.sources[0], digest, MAX_BLOCK)
+
         try:
-            return read_block(block)
-        except ValueError as e:
-            raise StoreUnavailable(self.shown, f"block {digest_to_cid(digest)} is not a UnixFS file block: {e}") from None
+            return _run([_Source(self.url, self.shown)], self.timeout, self.min_rate, work)
+        except _Gave as gave:
+            raise gave.error from None
 
     def fetch(self, cid: str, max_size: int) -> bytes:
         """The file ``cid`` names, at most ``max_size`` bytes (ContentTooLarge, from its verified root, if more)."""
         check_max_size(max_size)
         v0 = to_v0(cid)
-        root = self._node(cid_to_digest(v0))
-        if root.file_size > max_size:
-            raise ContentTooLarge(v0, root.file_size, max_size)
-        out = bytearray()
-        with ThreadPoolExecutor(_PARALLEL) as pool:
-            self._walk(root, 0, out, pool, v0, max_size)
-        if len(out) != root.file_size:
-            raise StoreUnavailable(self.shown, f"{v0}: its blocks hold {len(out)} bytes, its root says {root.file_size}")
-        return bytes(out)
 
-    def _walk(self, node: FileNode, depth: int, out: bytearray, pool: ThreadPoolExecutor, cid: Cid, max_size: int) -> None:
-        if not node.children:
-            out += node.data
-            if len(out) > max_size:
-                raise ContentTooLarge(cid, None, max_size)
-            return
-        if depth >= _MAX_DEPTH:
-            raise StoreUnavailable(self.shown, f"{cid}: DAG deeper than {_MAX_DEPTH} levels")
-        for child in pool.map(self._node, node.children):  # in order, _PARALLEL in flight
-            self._walk(child, depth + 1, out, pool, cid, max_size)
+        async def work(fetch: _Fetch) -> bytes:
+            return (await fetch.file(v0, max_size))[0]
+
+        try:
+            return _run([_Source(self.url, self.shown)], self.timeout, self.min_rate, work)
+        except _Gave as gave:
+            raise gave.error from None
 
 
 class FetchingStore:
-    """A :class:`ContentStore`: ``own`` first; what it lacks, fetched from ``peers`` and then from the
-    gateways ``discover()`` names now (those announced on chain: :mod:`rolebase.gateways`), and kept in ``own``."""
+    """A :class:`ContentStore`: ``own`` first; what it lacks, fetched from ``peers`` and the gateways
+    ``discover()`` names now (those announced on chain, ranked: :mod:`rolebase.gateways`), all asked at
+    once, and kept in ``own``. ``timeout``: seconds for any one block (and the root); ``min_rate``: the
+    slowest average, in bytes a second, a whole fetch may take (its deadline: ``timeout`` plus its
+    declared size at that rate)."""
 
-    def __init__(self, own: ContentStore, peers: Sequence[str], *, discover: Callable[[], Sequence[str]] | None = None, timeout: float = 30.0) -> None:
+    def __init__(
+        self, own: ContentStore, peers: Sequence[str], *, discover: Callable[[], Sequence[str]] | None = None, timeout: float = 30.0, min_rate: float = MIN_RATE
+    ) -> None:
         if len(peers) > MAX_PEERS:
             raise StoreUnavailable(f"{len(peers)} peers", f"at most {MAX_PEERS} peer gateways")
+        if timeout <= 0 or min_rate <= 0:
+            raise ValueError(f"timeout and min_rate must be positive, got {timeout!r} and {min_rate!r}")
         self.own = own
-        self.peers = [GatewayFetcher(url, timeout=timeout) for url in peers]
+        self.peers = [GatewayFetcher(url, timeout=timeout, min_rate=min_rate) for url in peers]
         self._discover = discover
         self._timeout = timeout
-        self._found: dict[str, GatewayFetcher] = {}
+        self._min_rate = min_rate
 
     def __repr__(self) -> str:
         return f"FetchingStore({self.own!r}, {[p.shown for p in self.peers]})"
 
-    def _gateways(self) -> list[GatewayFetcher]:
-        """The ``--peer`` gateways, then the discovered ones (at most MAX_PEERS of them)."""
-        gateways = list(self.peers)
-        known = {p.url for p in gateways}
-        for url in list(self._discover())[:MAX_PEERS] if self._discover is not None else []:
-            fetcher = self._found.get(url) or self._found.setdefault(url, GatewayFetcher(url, timeout=self._timeout))
-            if fetcher.url not in known:
-                known.add(fetcher.url)
-                gateways.append(fetcher)
-        return gateways
+    def _gateways(self) -> list[_Source]:
+        """The ``--peer`` gateways, then the discovered ones, at most MAX_PEERS in all."""
+        sources = [_Source(p.url, p.shown) for p in self.peers]
+        known = {s.url for s in sources}
+        for url in list(self._discover()) if self._discover is not None else []:
+            if len(sources) >= MAX_PEERS:
+                break
+            try:
+                url = parse_peer(url)
+            except StoreUnavailable:
+                continue
+            if url not in known:
+                known.add(url)
+                sources.append(_Source(url, redact_url(url)))
+        return sources
 
     def get(self, cid: str, max_size: int) -> bytes:
         try:
             return self.own.get(cid, max_size)
         except ContentNotFound:
             pass
+        check_max_size(max_size)
         v0 = to_v0(cid)
-        gateways = self._gateways()
-        for peer in gateways:
-            try:
-                data = peer.fetch(v0, max_size)
-            except ContentTooLarge:
-                raise  # the size its verified root block says
-            except ContentNotFound:
-                continue
-            except StorageError as exc:  # down, slow, or serving bytes that are not the CID's
-                log.warning("peer gateway failed", extra={"cid": v0, "peer": peer.shown, "error": str(exc)})
-                continue
-            self.own.put(data)  # verified already; kept so that this party serves it on
-            log.info(FETCHED_FROM_PEER, extra={"cid": v0, "peer": peer.shown, "bytes": len(data)})
-            return data
-        raise ContentNotFound(v0, " or ".join([repr(self.own), *(f"gateway {p.shown}" for p in gateways)]))
+        sources = self._gateways()
+        places = [repr(self.own), *(f"gateway {s.shown}" for s in sources)]
+        if not sources:
+            raise ContentNotFound(v0, " or ".join(places))
+
+        failures: dict[str, str] = {}
+
+        async def work(fetch: _Fetch) -> tuple[bytes, _Source]:
+            fetch.failures = failures  # read below, whatever happens
+            return await fetch.file(v0, max_size)
+
+        try:
+            data, source = _run(sources, self._timeout, self._min_rate, work)
+        except _Gave as gave:
+            failures.setdefault("", str(gave.error))
+            why = "; ".join(sorted(set(failures.values())))[:500]
+            log.warning("no peer gateway gave the content", extra={"cid": v0, "error": why})
+            raise ContentNotFound(v0, " or ".join(places) + (f" ({why})" if not isinstance(gave.error, ContentNotFound) or len(failures) > 1 else "")) from None
+        self.own.put(data)  # verified already; kept so that this party serves it on
+        log.info(FETCHED_FROM_PEER, extra={"cid": v0, "peer": source.shown, "bytes": len(data)})
+        return data
 
     def put(self, data: bytes) -> Cid:
         return self.own.put(data)

@@ -43,6 +43,8 @@ __all__ = [
     "MAX_BLOCK",
     "FileNode",
     "read_block",
+    "dag_height",
+    "canonical_children",
 ]
 
 CHUNK_SIZE = 262_144  # Kubo's default chunker: size-262144
@@ -209,11 +211,39 @@ MAX_BLOCK = 1 << 20
 
 @dataclass(frozen=True)
 class FileNode:
-    """A parsed UnixFS file block: its children's digests (none for a leaf) and, for a leaf, its bytes."""
+    """A parsed UnixFS file block: its links (each child's digest, the block bytes under it and the
+    file bytes under it, as this block declares them; none for a leaf) and, for a leaf, its bytes."""
 
-    children: tuple[bytes, ...]
+    links: tuple[Link, ...]
     data: bytes
     file_size: int
+
+    @property
+    def children(self) -> tuple[bytes, ...]:
+        return tuple(link.digest for link in self.links)
+
+
+def dag_height(file_size: int, chunk_size: int = CHUNK_SIZE) -> int:
+    """The levels of parents above the leaves in the DAG :class:`DagBuilder` builds for a file of
+    ``file_size`` bytes (0: the file is one leaf)."""
+    leaves, height = max(1, -(-file_size // chunk_size)), 0
+    while leaves > 1:
+        leaves, height = -(-leaves // MAX_LINKS), height + 1
+    return height
+
+
+def canonical_children(file_size: int, height: int, chunk_size: int = CHUNK_SIZE) -> list[int]:
+    """The file bytes under each child of a node at ``height`` (1 or more) over ``file_size`` bytes,
+    in the DAG :class:`DagBuilder` builds: full subtrees of ``chunk_size * MAX_LINKS ** (height - 1)``
+    bytes and the rest in the last. What a fetcher holds a gateway's parent block to (its links and
+    sizes must be exactly these), so that a DAG can drive no more requests or bytes than the size its
+    verified root declares."""
+    if height < 1 or file_size < 1:
+        raise ValueError(f"a parent has height >= 1 and file bytes under it, got height {height}, {file_size} bytes")
+    full = chunk_size * MAX_LINKS ** (height - 1)
+    if file_size > full * MAX_LINKS:
+        raise ValueError(f"{file_size} bytes do not fit under a node of height {height}")
+    return [min(full, file_size - start) for start in range(0, file_size, full)]
 
 
 def _fields(buf: bytes, what: str) -> Iterable[tuple[int, int, int | bytes]]:
@@ -250,24 +280,32 @@ def _read_uvarint(buf: bytes, pos: int, what: str) -> tuple[int, int]:
 def read_block(block: bytes) -> FileNode:
     """Parse one dag-pb block of a UnixFS file (what :func:`leaf_block` and :func:`parent_block` write,
     or any equivalent encoding); ValueError naming the problem for anything else. Bounded: at most
-    :data:`MAX_BLOCK` bytes, links only to sha2-256 CIDv0 blocks, a leaf's size equal to its data."""
+    :data:`MAX_BLOCK` bytes, at most :data:`MAX_LINKS` links, each to a sha2-256 CIDv0 block with its
+    Tsize, a leaf's size equal to its data, a parent's size the sum of its children's (``blocksizes``,
+    one per link)."""
     if len(block) > MAX_BLOCK:
         raise ValueError(f"block of {len(block)} bytes, over {MAX_BLOCK}")
-    children: list[bytes] = []
+    children: list[tuple[bytes, int]] = []
     unixfs: bytes | None = None
     for field, wire, value in _fields(block, "dag-pb node"):
         if field == 2 and isinstance(value, bytes):
-            hashes = [v for f, _, v in _fields(value, "dag-pb link") if f == 1 and isinstance(v, bytes)]
+            link = list(_fields(value, "dag-pb link"))
+            hashes = [v for f, _, v in link if f == 1 and isinstance(v, bytes)]
             if len(hashes) != 1 or len(hashes[0]) != 34 or not hashes[0].startswith(_MULTIHASH_SHA256):
                 raise ValueError("a dag-pb link does not name a sha2-256 CIDv0 block")
-            children.append(hashes[0][2:])
+            tsizes = [v for f, _, v in link if f == 3 and isinstance(v, int)]
+            if len(tsizes) != 1:
+                raise ValueError("a dag-pb link does not declare the size of its block (Tsize)")
+            children.append((hashes[0][2:], tsizes[0]))
+            if len(children) > MAX_LINKS:
+                raise ValueError(f"a UnixFS parent block links to more than {MAX_LINKS} children")
         elif field == 1 and isinstance(value, bytes) and unixfs is None:
             unixfs = value
         else:
             raise ValueError(f"dag-pb node: unexpected field {field} (wire type {wire})")
     if unixfs is None:
         raise ValueError("dag-pb node has no UnixFS data")
-    kind, data, size = None, b"", None
+    kind, data, size, blocksizes = None, b"", None, []
     for field, _, value in _fields(unixfs, "UnixFS data"):
         if field == 1 and isinstance(value, int):
             kind = value
@@ -275,7 +313,9 @@ def read_block(block: bytes) -> FileNode:
             data = value
         elif field == 3 and isinstance(value, int):
             size = value
-        elif field != 4 or not isinstance(value, int):  # blocksizes: sizes under each child, implied by them
+        elif field == 4 and isinstance(value, int):  # blocksizes: file bytes under each child
+            blocksizes.append(value)
+        else:
             raise ValueError(f"UnixFS data: unexpected field {field}")
     if kind != _UNIXFS_FILE or size is None:
         raise ValueError(f"not a UnixFS file block (type {kind}, filesize {size})")
@@ -283,4 +323,6 @@ def read_block(block: bytes) -> FileNode:
         raise ValueError("a UnixFS parent block carries data of its own")
     if not children and size != len(data):
         raise ValueError(f"a UnixFS leaf says {size} bytes and holds {len(data)}")
-    return FileNode(tuple(children), data, size)
+    if len(blocksizes) != len(children) or (children and sum(blocksizes) != size):
+        raise ValueError(f"a UnixFS block declares {len(blocksizes)} child sizes summing to {sum(blocksizes)} for {len(children)} links and {size} bytes")
+    return FileNode(tuple(Link(digest, tsize, under) for (digest, tsize), under in zip(children, blocksizes, strict=True)), data, size)

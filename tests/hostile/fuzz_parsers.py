@@ -39,7 +39,7 @@ from core.errors import AddressBookError, ConfigError, SignerError  # noqa: E402
 from core.storage import IpfsStore, LocalStore, StorageError, file_cid  # noqa: E402
 from core.storage.unixfs import Link, parent_block, read_block  # noqa: E402
 from deploy.deployer import DeployParams  # noqa: E402
-from proofs import ProofError, decode_checkpoint, load_dataset, load_spec, parse_manifest, train_trace  # noqa: E402
+from proofs import ProofError, decode_checkpoint, load_dataset, load_manifest, load_spec, parse_manifest, train_trace  # noqa: E402
 from proofs.datasets import reference_job  # noqa: E402
 from submitter.errors import SubmitError  # noqa: E402
 from submitter.specfile import read_job  # noqa: E402
@@ -59,6 +59,8 @@ TRACE = train_trace(SPEC, load_dataset(SPEC, REF.dataset))
 CHECKPOINT = TRACE.checkpoints[1]
 MANIFEST = TRACE.manifest(file_cid(SPEC.canonical_bytes()), [file_cid(c) for c in TRACE.checkpoints]).canonical_bytes()
 REPORT = json.dumps({"passed": True, "segments": [0, 1]}).encode()
+_PAGED = {**json.loads(MANIFEST), "checkpoint_count": 1001, "pages": ["0x" + "11" * 32, "0x" + "22" * 32]}
+PAGED_ROOT = json.dumps({k: v for k, v in _PAGED.items() if k not in ("checkpoints", "update_norms", "losses")}, sort_keys=True).encode()
 KEYSTORE = json.dumps(Signer.from_private_key("0x" + "11" * 32).encrypt("pw")).encode()
 NPZ = io.BytesIO()
 np.savez(NPZ, x=np.zeros((64, 2), np.float32), y=np.zeros(64, np.int64))
@@ -109,6 +111,7 @@ PARSERS: dict[str, tuple[Callable[[bytes], object], tuple[type[BaseException], .
     "job spec": (load_spec, (ProofError,), SPEC.canonical_bytes()),
     "spec file (submit post)": (lambda d: read_job(_file(d), None, STORE), (SubmitError,), json.dumps(SPEC.to_json_dict()).encode()),
     "manifest": (parse_manifest, (ProofError,), MANIFEST),
+    "manifest root and pages": (lambda d: load_manifest(d, lambda cid: d), (ProofError,), PAGED_ROOT),
     "checkpoint": (decode_checkpoint, (ProofError,), CHECKPOINT),
     "safetensors header": (lambda d: safetensors_header(d, max_header=1 << 20, what="input"), (InputRejected,), CHECKPOINT),
     "dataset safetensors": (lambda d: load_dataset(_sized("safetensors", len(d)), d), (ProofError,), REF.dataset),

@@ -42,7 +42,6 @@ from solver.retention import (
 from solver.state import SolverDb
 from solver.work import JobTrainer, Limits, SpecJudge
 from tests.chain.test_lifecycle import post, stake
-from tests.roles.test_solver_judge import gas_30m
 
 if TYPE_CHECKING:
     from tests.conftest import Parties
@@ -263,7 +262,7 @@ def test_an_availability_challenge_on_a_dropped_checkpoint_is_answered_by_regene
     # the solver's view: the draw's dropped checkpoints (from VerifierAssigned), and one asked of its gateway
     asked = db.checkpoints(JOB)[dropped].cid
     assert asked is not None
-    judge = SpecJudge(store, db, Limits(), "31337:0xM", gas_30m)
+    judge = SpecJudge(store, db, Limits(), "31337:0xM")
     config = SolverConfig(stake_target=TokenAmount(0), disk_budget=workshop.retention.budget)
     loader = SolverLoader(proto, MarketWatcher(proto.market, proto.book.deploy_block), db, judge, parties.solver.address, config, wanted=lambda: [Cid(asked)])
     (job,) = loader.load().held_jobs

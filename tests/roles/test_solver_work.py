@@ -19,7 +19,6 @@ from solver.adversary import CheatingJobTrainer
 from solver.policy import Phase
 from solver.state import SolverDb
 from solver.work import JobTrainer, JobWorkError, Limits, SpecJudge
-from tests.roles.test_solver_judge import gas_30m
 
 JOB = JobId(1)
 FAR = 2**32 - 1
@@ -138,10 +137,10 @@ def test_upload_catches_a_checkpoint_changed_on_disk_since_it_was_written(bench:
 def test_judge_rejects_specs_over_the_solvers_limits_and_caches_the_verdict(bench: Bench) -> None:
     _, db, store, spec, _ = bench
     digest = cid_to_digest(store.put(spec.canonical_bytes()))
-    assert SpecJudge(store, db, Limits(max_steps=100), "31337:0xM", gas_30m).check(digest).runnable is False
+    assert SpecJudge(store, db, Limits(max_steps=100), "31337:0xM").check(digest).runnable is False
     # cached: a more generous judge over the same records gives the same verdict without refetching
-    assert SpecJudge(store, db, Limits(), "31337:0xM", gas_30m).check(digest).reason.startswith("200 steps")
-    unknown = SpecJudge(store, db, Limits(), "31337:0xM", gas_30m).check(bytes(32))  # a CID nobody stored: not runnable, not final
+    assert SpecJudge(store, db, Limits(), "31337:0xM").check(digest).reason == "takes at most 100 steps (the job has 200)"
+    unknown = SpecJudge(store, db, Limits(), "31337:0xM").check(bytes(32))  # a CID nobody stored: not runnable, not final
     assert unknown.runnable is False and not unknown.final and "not in storage" in unknown.reason
 
 

@@ -18,7 +18,7 @@ from core.cid import digest_to_cid
 from core.contracts import JobId, Role
 from core.errors import VeritrainError
 from core.storage import ContentStore
-from proofs.manifest import MAX_MANIFEST_BYTES, parse_manifest
+from proofs.manifest import MANIFEST_BLOCK, load_manifest
 from proofs.sampling import needs_full_replay
 from proofs.spec import Limits, load_spec
 from rolebase.amounts import show_tokens
@@ -208,7 +208,7 @@ class Views:
         every segment they replay) and the committed update norm, each drawn on its own labelled axis;
         and the final model's held-out loss when the spec holds out a split (checked by every verifier)."""
         try:
-            manifest = parse_manifest(self._fetch(cid, MAX_MANIFEST_BYTES))
+            manifest = load_manifest(self._fetch(cid, MANIFEST_BLOCK), lambda page: self._fetch(page, MANIFEST_BLOCK))
         except VeritrainError as exc:
             return {"error": str(exc)}
         series = {"mean training loss": list(manifest.losses), "update norm": list(manifest.update_norms)}
