@@ -15,7 +15,7 @@
    the cheater did not spend), caught (measured), P (formula: 1 for a deterministic defence, else
    the worst-case hypergeometric of ``proofs.sampling``), and the expected gain over honest work,
    ``s*C - P*(W + B)``, at the deployment parameters: reward W = C (a job priced at its compute),
-   solver bond B = solverBondBps * W (deploy/params/devnet.json).
+   solver bond B = solverBondBps * W (deploy/params/public.json).
    Issue 31 adds the cheats of few bad segments (``dead-units``, ``quiet-jumps``, ``tiny-gradient`` on
    separable blobs, ``tolerance-backdoor`` under torch numerics) and full replay at random: a job is
    fully replayed with probability ``--p`` (the contract's coin, ``proofs.full_replay_drawn``, drawn
@@ -23,7 +23,7 @@
    the honest one (compared leaf by leaf with an honest trace of the same spec). Each row is then
    also shown caught and gaining under that rule, measured and predicted
    (``caught_probability``). ``--p`` and ``--bond`` default to the deployment's
-   (deploy/params/devnet.json: ``fullReplayRateBps``, ``solverBondBps``) where it has them, else
+   (deploy/params/public.json: ``fullReplayRateBps``, ``solverBondBps``) where it has them, else
    p = 0.1 and B = 0.5 W.
 2. Tolerance mode: a char-transformer job under the old whole-vector window (the char-text
    thresholds of docs/proofs.md); a cheater pushes the coordinates honest training never moves in
@@ -77,7 +77,7 @@ from proofs.optim import build_optimizer
 from proofs.spec import CharTransformerConfig, JobSpec, load_spec
 
 console = Console(width=160)
-PARAMS = Path(__file__).resolve().parents[1] / "deploy/params/devnet.json"
+PARAMS = Path(__file__).resolve().parents[1] / "deploy/params/public.json"
 #: The char-text thresholds calibrated under the old whole-vector rule (docs/proofs.md).
 OLD_WINDOW = Tolerance(mode="tolerance", l2=6.4e-4, linf=5e-3, cosine=2e-8)
 #: Windows of a torch-numerics MLP job for ``tolerance-backdoor`` (10x the mlp's calibrated ones, rounded up).
@@ -90,8 +90,8 @@ def deployment_parameters() -> tuple[float, float, str]:
     """(p, B / W, where they come from): the deployment's fullReplayRateBps and solverBondBps."""
     market = json.loads(PARAMS.read_text())["market"]
     if "fullReplayRateBps" in market:
-        return market["fullReplayRateBps"] / 1e4, market["solverBondBps"] / 1e4, "deploy/params/devnet.json"
-    return FALLBACK_P, FALLBACK_BOND, "p = 0.1, B = 0.5 W: the deployment has no full-replay rate yet"
+        return market["fullReplayRateBps"] / 1e4, market["solverBondBps"] / 1e4, "deploy/params/public.json"
+    return FALLBACK_P, FALLBACK_BOND, "p = 0.1, B = 0.5 W: the public deployment has no full-replay rate"
 
 
 def _spec(kind: str, data: bytes, steps: int, k: int, **extra: object) -> JobSpec:
