@@ -811,6 +811,15 @@ class JobMarket(_Wrapper):
         """Whether the draw of ``assign_seed`` chooses its job for full replay (the market's coin)."""
         return bool(self._call("isFullReplayDraw", assign_seed))
 
+    def hold_for_court(self, job_id: JobId, challenger: str) -> Receipt:
+        """The availability court's entry (only a wired protocol contract may send it; it reverts
+        ``NotAuthorized`` from an account): the job waits in ``DataVote``, its clock paused."""
+        return self._send("holdForCourt", job_id, challenger)
+
+    def release_from_court(self, job_id: JobId, withheld: bool) -> Receipt:
+        """The court's settlement (wired contracts only): reopen a withheld job, else resume its clock."""
+        return self._send("releaseFromCourt", job_id, withheld)
+
     def forced_seed_of(self, verifier: str) -> ForcedSeed:
         return self._struct(ForcedSeed, "forcedSeedOf", verifier)
 
