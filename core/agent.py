@@ -235,6 +235,7 @@ class _Worker:
     started: float
     abandoned: bool = False
     error: BaseException | None = None
+    finished: float | None = None  # when its action returned (on the workers' clock), set by its thread
 
 
 class Workers(Generic[A]):
@@ -271,7 +272,7 @@ class Workers(Generic[A]):
             done = [w for w in self._workers.values() if not w.thread.is_alive()]
             for w in done:
                 del self._workers[w.key]
-                self._finished[w.key] = self.clock()
+                self._finished[w.key] = w.finished if w.finished is not None else self.clock()
         for w in done:
             if w.error is not None and not w.abandoned:
                 raise w.error
@@ -338,6 +339,8 @@ class Workers(Generic[A]):
                 self.run(action)
             except BaseException as exc:  # handed to the loop (reap), which stops the daemon
                 worker.error = exc
+            finally:
+                worker.finished = self.clock()  # a view read after this saw its outcome
 
         worker.thread = threading.Thread(target=body, name=f"work {key}", daemon=True)
         with self._lock:
