@@ -262,11 +262,14 @@ class TraceVerifier:
         report: dict[str, object],
     ) -> tuple[list[SegmentVerdict], list[Probe]]:
         """Replay ``replayed`` (its start first), and the true probes of the segments that pass. Every
-        checkpoint they need is fetched first, so one challenge names all that are lacking."""
-        needed = sorted({i for segment in replayed for i in (segment, segment + 1)})
+        checkpoint they need is fetched first, so one challenge names all that are lacking (a chained full
+        replay needs none)."""
+        chained = len(replayed) == manifest.segments and spec.tolerance.mode == "exact"
+        needed = [] if chained else sorted({i for segment in replayed for i in (segment, segment + 1)})
         wanted = [Wanted(i, manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, f"checkpoint {i}", manifest.state_hashes[i]) for i in needed]
         try:
-            self.availability.gather(job_id, wanted, deadline)
+            if wanted:
+                self.availability.gather(job_id, wanted, deadline)
         except ContentPending as exc:
             raise InspectionDeferred(str(exc)) from None
         replay = TraceReplay(
@@ -282,7 +285,7 @@ class TraceVerifier:
             return [start], []
         verdicts: list[SegmentVerdict] = []
         probes: list[Probe] = []
-        if len(replayed) == manifest.segments and spec.tolerance.mode == "exact":
+        if chained:
             return self._chain(job_id, spec, dataset, replay, positions, report)
         for segment in replayed:
             if self.stop.is_set():
@@ -318,5 +321,9 @@ class TraceVerifier:
                 ]
             verdicts.append(verdict)
             log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
+        if spec.eval is not None and all(v.passed for v in verdicts):  # the held-out result: the one checkpoint fetched, the final
+            held = replay.held_out()
+            verdicts.append(held)
+            report["held_out_loss"] = held.replayed_loss
         report["verdicts"] = [_verdict_entry(v) for v in verdicts]
         return verdicts, sorted(probes, key=lambda p: p.index)
