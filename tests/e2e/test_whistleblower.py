@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from core.agent import mined
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
 from rolebase.actions import stake
