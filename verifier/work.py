@@ -263,8 +263,9 @@ class TraceVerifier:
     ) -> tuple[list[SegmentVerdict], list[Probe]]:
         """Replay ``replayed`` (its start first), and the true probes of the segments that pass. Every
         checkpoint they need is fetched first, so one challenge names all that are lacking (a chained full
-        replay needs none)."""
-        chained = len(replayed) == manifest.segments and spec.tolerance.mode == "exact"
+        replay needs none). Only a drawn full replay chains: a sample that happens to cover every segment
+        still fetches its checkpoints, so a solver that withholds them is challenged whatever the sample."""
+        chained = bool(report.get("full_replay")) and spec.tolerance.mode == "exact"
         needed = [] if chained else sorted({i for segment in replayed for i in (segment, segment + 1)})
         wanted = [Wanted(i, manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, f"checkpoint {i}", manifest.state_hashes[i]) for i in needed]
         try:

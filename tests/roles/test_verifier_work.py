@@ -261,3 +261,27 @@ def test_a_full_replay_catches_one_bad_segment_the_sample_misses(job: Any, bad: 
     assert not verdict.passed and verdict.failed_segment == bad  # the trace game opens at the first mismatch
     assert [v["segment"] for v in report["verdicts"]] == list(range(bad + 1))  # the replay stops there
     assert report["verdicts"][-1]["reason"] == "state-mismatch" and report["probes"] == []
+
+
+class _Recording(LocalStore):
+    """The solver's store, noting every content id read from it."""
+
+    def __init__(self, base: LocalStore) -> None:
+        super().__init__(base.root)
+        self.read: set[str] = set()
+
+    def get(self, cid: str, limit: int) -> bytes:
+        self.read.add(cid)
+        return super().get(cid, limit)
+
+
+def test_a_sample_that_covers_every_segment_still_fetches_every_checkpoint(job: Any) -> None:
+    """Only a drawn full replay chains from the seed: a sample that happens to cover every segment of a
+    short job fetches its checkpoints like any other, so a solver that withholds them is challenged."""
+    store = _Recording(job.store)
+    inspector = strategies(lie=False, lazy=False)[0](job.protocol, store, StopFlag(), q=job.spec.segments, r=job.spec.segments)
+    verdict = inspector.inspect(JOB, FAR, Draw(SEED))
+    report = json.loads(job.store.get(verdict.report_cid, 1 << 20))
+    assert verdict.passed and "full_replay" not in report
+    assert report["segments"] == list(range(job.spec.segments))
+    assert {job.store.put(c) for c in job.trace.checkpoints} <= store.read
