@@ -50,10 +50,10 @@ def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
     assert wrong == {}, f"{package} may import only {sorted(ALLOWED[package])}"
 
 
-def test_the_engine_loads_no_chain_library() -> None:
+def test_the_engine_loads_no_chain_or_network_library() -> None:
     code = (
-        "import sys, proofs, proofs.replay, proofs.train, proofs.probes, proofs.repro;"
-        "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('web3', 'eth_', 'eth.', 'eth_account'))}))"
+        "import sys, proofs, proofs.replay, proofs.train, proofs.probes, proofs.repro, proofs.manifest;"
+        "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('web3', 'eth_', 'eth.', 'eth_account', 'requests', 'urllib3'))}))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
     assert out.stdout.strip() == "[]"

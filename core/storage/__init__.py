@@ -6,14 +6,21 @@
 * :class:`IpfsStore`: a real IPFS node (Kubo RPC HTTP API, e.g. ``--ipfs-api URL``).
 * :mod:`core.storage.unixfs`: the UnixFS DAG both compute CIDs with.
 
+The engine (``proofs``) needs only content ids and the storage errors, so :class:`IpfsStore` (and with it
+``requests``) loads on first use, not with the package.
+
 See docs/storage.md.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from core.storage.base import ContentStat, ContentStore, check_max_size
 from core.storage.errors import CidMismatch, ContentNotFound, ContentTooLarge, StorageError, StoreUnavailable
-from core.storage.ipfs import IpfsStore
 from core.storage.local import LocalStore
 from core.storage.unixfs import file_cid
+
+if TYPE_CHECKING:
+    from core.storage.ipfs import IpfsStore
 
 __all__ = [
     "ContentStore",
@@ -28,3 +35,11 @@ __all__ = [
     "CidMismatch",
     "StoreUnavailable",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "IpfsStore":
+        from core.storage.ipfs import IpfsStore
+
+        return IpfsStore
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
