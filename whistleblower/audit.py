@@ -22,7 +22,8 @@ a passing report on a trace with another start is a fault on segment 0 (a trace 
 the referees settle on the start alone: ``rolebase.dispute``).
 
 A probe is replayed from checkpoint ``segment`` to its step and its hash compared with the
-published one; a segment is replayed whole. Both go through ``proofs.TraceReplay``, the verifier's
+published one; a segment is replayed whole, probes first. The first fault ends the audit: one fault
+opens a game, and the report's window runs while the rest would replay. Both go through ``proofs.TraceReplay``, the verifier's
 replay (each checkpoint fetched once). The stop flag is checked between units, so SIGTERM stops an audit at
 once; an audit stopped or killed is done again from the start (nothing is recorded before it
 completes).
@@ -30,8 +31,10 @@ completes).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+from functools import partial
 
 from core.agent import StopFlag, Stopped
 from core.availability import Availability, ContentUnavailable
@@ -132,9 +135,14 @@ class Auditor:
         start = replay.start()
         if not start.passed:  # no fetch, no replay: leaf 0 is not the spec's initialization
             findings.append(Finding(FindingKind.SEGMENT, 0, 0, start.detail))
-        findings += [f for f in (self._probe(job_id, replay, probes, i) for i in plan.probes) if f is not None]
-        replays = [s for s in plan.segments if start.passed or s != 0]  # segment 0 already has its finding
-        findings += [f for f in (self._segment(job_id, replay, s) for s in replays) if f is not None]
+        if not findings:  # one fault opens a game: the first ends the audit, as the report's window runs
+            units = itertools.chain(
+                (partial(self._probe, job_id, replay, probes, i) for i in plan.probes),
+                (partial(self._segment, job_id, replay, s) for s in plan.segments),
+            )
+            findings += itertools.islice((f for f in (unit() for unit in units) if f is not None), 1)
+        if findings:
+            notes.append("stopped at the first fault")
         if plan.left_out:
             notes.append(f"{plan.left_out} units over budget")
         summary = "; ".join([f"{len(plan.probes)} probes and {len(plan.segments)} segments replayed ({plan.steps} steps), {len(findings)} faults", *notes])

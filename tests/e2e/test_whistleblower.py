@@ -26,7 +26,7 @@ import pytest
 from core.agent import mined
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
 from rolebase.actions import stake
-from rolebase.events import AUDIT_RECORDED, JACKPOT_INCOME, SEGMENT_REPLAYED
+from rolebase.events import AUDIT_RECORDED, JACKPOT_INCOME
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
@@ -119,25 +119,26 @@ def test_a_forced_error_is_caught_and_the_whistleblower_paid_from_the_jackpot(ma
     assert earned["jackpot_paid"] == str(payout) and earned["net"] == str(payout)  # --json: base units
 
 
-@pytest.mark.skip(reason="failed on the merged tree of this wave (audits now run on workers; the kill's timing moved), not yet diagnosed (issue 25)")
+@pytest.mark.skip(
+    reason="on a loaded 2-core machine the restarted audit (one forced probe, thousands of steps: 37 s) ends after the 45 s challenge window; needs a window sized from the measured replay speed (issue 25)"
+)
 def test_the_whistleblower_killed_mid_audit_redoes_it_after_a_restart_and_challenges_once(market: Market, tmp_path: Path) -> None:
     protocol = market.protocol()
     deploy = protocol.book.deploy_block
     whistleblower = market.account(WHISTLEBLOWER).address
     _start_verifier_and_whistleblower(market, protocol)
     market.daemon("solver", SOLVER, "solver")
-    # 30 segments of 400 steps, every one replayed (--budget above the job's steps): an audit of a few
-    # seconds (30 segments of 40 steps took less than one 0.3 s poll once the kernels' serial builds
-    # made a tiny MLP's step fast, and the kill came too late)
+    # 3 segments of 4,000 steps: the audit ends at its first fault, the forced probe, replayed from its
+    # segment's start to its step (thousands of steps), and is killed once it has started
     first = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower", "--budget", "24000")
-    job = build_demo_job("tiny", tmp_path / "job", steps=12000, checkpoint_interval=400)
+    job = build_demo_job("tiny", tmp_path / "job", steps=12000, checkpoint_interval=4000)
     job_id = service.post_job(market.protocol(market.account(0)), market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window).job_id
 
     def mid_audit() -> bool:
-        return any(r["msg"] == SEGMENT_REPLAYED and int(r["job"]) == job_id for r in first.log_records())
+        return any(r["msg"] == "audit started" and int(r["job"]) == job_id for r in first.log_records())
 
     with _referees_once_drawn(market, protocol, job_id):
-        wait_for("the whistleblower replaying the job's segments", mid_audit, 150, market)
+        wait_for("the whistleblower auditing the job", mid_audit, 150, market)
         first.kill()  # SIGKILL mid-audit: nothing recorded
         assert not [r for r in first.log_records() if r["msg"] == AUDIT_RECORDED and int(r["job"]) == job_id], "killed too late"
         assert _our_games(protocol, job_id, whistleblower) == []
