@@ -63,5 +63,6 @@ def test_a_lazy_verifier_passing_a_bad_trace_loses_its_bond_to_the_whistleblower
     assert protocol.market.get_job(job_id).state in (JobState.COMMITTED, JobState.VERIFYING, JobState.VERIFIED, JobState.DISPUTED), "back to a verifier draw"
     assert protocol.market.get_job(job_id).verifier != lazy or protocol.market.get_job(job_id).state is JobState.COMMITTED
     faults = [r for r in wb.log_records() if r["msg"] == AUDIT_RECORDED and int(r["job"]) == job_id]
-    assert faults and int(faults[0]["faults"]) >= 2, "wrong probes and bad segments both found"
+    assert faults and int(faults[0]["faults"]) == 1, "a wrong probe found"
+    assert "stopped at the first fault" in faults[0]["summary"], "one fault opens the game: the audit replayed no further"
     assert total_wealth(protocol, market, everyone) == before_total
