@@ -87,6 +87,10 @@ _GAS_MARGIN = 200_000  # a sum-tree path of ~10 levels
 _REPRICE_NUM, _REPRICE_DEN = 9, 8
 #: Seconds between checks that a transaction we wait for is still known to the node (else it is sent again).
 DROP_CHECK_S = 1.0
+#: anvil's chain id (``veritrain devnet``, the tests): the devnet.
+DEVNET_CHAIN_ID = 31337
+#: Chains where the parties share one host or one private network: the devnet's and hardhat's (1337).
+LOCAL_CHAIN_IDS = frozenset({DEVNET_CHAIN_ID, 1337})
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from typing import IO, Any
 import requests
 from eth_account import Account
 
-from core.chain import Address, ChainClient, Signer, Wei
+from core.chain import DEVNET_CHAIN_ID, Address, ChainClient, Signer, Wei
 from core.errors import ChainError, ConfigError
 
 __all__ = ["Anvil", "DevChain", "DEV_MNEMONIC", "dev_signers", "dev_private_key", "die_with_parent", "free_port", "port_free"]
@@ -86,7 +86,7 @@ class Anvil:
         self,
         *,
         port: int = 0,
-        chain_id: int = 31337,
+        chain_id: int = DEVNET_CHAIN_ID,
         accounts: int = 10,
         balance_eth: int = 10_000,
         mnemonic: str = DEV_MNEMONIC,

@@ -24,13 +24,13 @@ from collections.abc import Callable
 from urllib.parse import urlsplit
 
 from core.agent import log_mined
-from core.chain import Address
+from core.chain import LOCAL_CHAIN_IDS, Address
 from core.contracts import JobId, Protocol, Role
 from core.errors import ConfigError, VeritrainError
 from core.storage.errors import StoreUnavailable
 from core.storage.peers import MAX_PEERS, parse_peer
 
-__all__ = ["announce_gateway", "AnnouncedGateways", "gateway_url", "LOCAL_CHAIN_IDS", "RANKED_JOBS"]
+__all__ = ["announce_gateway", "AnnouncedGateways", "gateway_url", "RANKED_JOBS"]
 
 log = logging.getLogger(__name__)
 
@@ -38,16 +38,11 @@ log = logging.getLogger(__name__)
 REFRESH_S = 15.0
 
 
-#: Chains where the parties share one host or one private network: anvil's and hardhat's default ids
-#: (``veritrain devnet``, the tests). Elsewhere a loopback gateway reaches nobody.
-LOCAL_CHAIN_IDS = frozenset({31337, 1337})
-
-
 def gateway_url(bind: str, announce: str | None, chain_id: int | None = None) -> str:
     """The URL to announce for a gateway listening on ``bind`` (HOST:PORT): ``announce`` if given (the
     address other hosts reach: behind NAT, in a container), else ``http://bind``. ConfigError (one line,
     exit 2) when it can reach no other party: a wildcard (0.0.0.0, ::); on a chain not in
-    :data:`LOCAL_CHAIN_IDS` (``chain_id``; None: not known yet, checked again when announcing) a
+    :data:`core.chain.LOCAL_CHAIN_IDS` (``chain_id``; None: not known yet, checked again when announcing) a
     loopback address, or a private one that ``--announce`` did not name."""
     url = announce if announce is not None else f"http://{bind}"
     given = f"--announce {announce}" if announce is not None else f"--serve {bind}"

@@ -16,7 +16,7 @@ import typer
 from eth_utils import is_address, to_checksum_address
 from rich.table import Table
 
-from core.chain import Address, Receipt
+from core.chain import DEVNET_CHAIN_ID, Address, Receipt
 from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError
@@ -30,9 +30,6 @@ from rolebase.earnings import GasReport, balances, earnings_of, gas_spent
 RoleName = Annotated[str, typer.Argument(help="solver, verifier or whistleblower", show_default=False)]
 Amount = Annotated[str, typer.Argument(help="amount in VERI, e.g. 150 or 12.5", show_default=False)]
 AddressArg = Annotated[str | None, typer.Argument(help="account (default: the key's address)", show_default=False)]
-
-#: anvil's chain id: `fund` works there only (it pays from anvil's public dev account 0).
-DEVNET_CHAIN_ID = 31337
 
 
 def _role(name: str) -> Role:

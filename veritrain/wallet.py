@@ -20,7 +20,7 @@ from eth_utils import to_checksum_address
 from rich.table import Table
 
 from core.bounded import load_json, read_regular_file
-from core.chain import Signer
+from core.chain import DEVNET_CHAIN_ID, Signer
 from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError
@@ -29,7 +29,6 @@ from rolebase import cli as options
 from rolebase.actions import stake as approve_and_stake
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import console
-from veritrain.money import DEVNET_CHAIN_ID
 
 app = typer.Typer(
     name="wallet",

@@ -135,22 +135,29 @@ class Auditor:
         start = replay.start()
         if not start.passed:  # no fetch, no replay: leaf 0 is not the spec's initialization
             findings.append(Finding(FindingKind.SEGMENT, 0, 0, start.detail))
+        done = {"probes": 0, "segments": 0, "steps": 0}
         if not findings:  # one fault opens a game: the first ends the audit, as the report's window runs
+            probe_steps = {q.index: q.step for q in on_step}
             units = itertools.chain(
-                (partial(self._probe, job_id, replay, probes, i) for i in plan.probes),
-                (partial(self._segment, job_id, replay, s) for s in plan.segments),
+                (("probes", probe_steps[i], partial(self._probe, job_id, replay, probes, i)) for i in plan.probes),
+                (("segments", k, partial(self._segment, job_id, replay, s)) for s in plan.segments),
             )
-            findings += itertools.islice((f for f in (unit() for unit in units) if f is not None), 1)
+            for unit, steps, run in units:
+                finding = run()
+                done[unit], done["steps"] = done[unit] + 1, done["steps"] + steps
+                if finding is not None:
+                    findings.append(finding)
+                    break
         if findings:
             notes.append("stopped at the first fault")
         if plan.left_out:
             notes.append(f"{plan.left_out} units over budget")
-        summary = "; ".join([f"{len(plan.probes)} probes and {len(plan.segments)} segments replayed ({plan.steps} steps), {len(findings)} faults", *notes])
+        summary = "; ".join([f"{done['probes']} probes and {done['segments']} segments replayed ({done['steps']} steps), {len(findings)} faults", *notes])
         log.info(
             "audit done",
-            extra={"job": job_id, "report": report_cid, "faults": len(findings), "steps": plan.steps, "seconds": round(time.monotonic() - started, 2)},
+            extra={"job": job_id, "report": report_cid, "faults": len(findings), "steps": done["steps"], "seconds": round(time.monotonic() - started, 2)},
         )
-        return AuditRecord(job_id, report_cid, tuple(findings), plan.steps, summary)
+        return AuditRecord(job_id, report_cid, tuple(findings), done["steps"], summary)
 
     def _sealed_probes(self, job_id: JobId) -> tuple[ReportSeal, ProbeTree]:
         """The current report's seal and its probes, both from the one event the chain emitted; their

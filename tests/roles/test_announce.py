@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from core.chain import LOCAL_CHAIN_IDS
 from core.errors import ConfigError
-from rolebase.gateways import LOCAL_CHAIN_IDS, gateway_url
+from rolebase.gateways import gateway_url
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = 1  # any chain id not in LOCAL_CHAIN_IDS

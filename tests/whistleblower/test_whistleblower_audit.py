@@ -152,9 +152,11 @@ def test_a_probe_off_the_step_the_draw_fixed_is_a_fault_without_replay(job: Any)
 
 def test_the_first_bad_segment_of_a_cheating_trace_is_found_and_ends_the_audit(job: Any) -> None:
     faked = cheat("tamper", job.spec, job.dataset)  # checkpoint 3 tampered: segments 2 and 3 fail
-    record = _audit(job, faked.trace, _probes(job, faked.trace))
+    probes = _probes(job, faked.trace)
+    record = _audit(job, faked.trace, probes)
     assert [(f.kind, f.index) for f in record.findings] == [(FindingKind.SEGMENT, 2)]
-    assert "stopped at the first fault" in record.summary
+    assert "stopped at the first fault" in record.summary and "3 segments replayed" in record.summary
+    assert record.replayed_steps == sum(p.step for p in probes) + 3 * 10  # segments 0, 1 and 2; not 3 to 5
 
 
 def test_the_budget_bounds_the_replay_and_says_what_it_left_out(job: Any) -> None:
