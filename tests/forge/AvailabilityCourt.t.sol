@@ -75,9 +75,12 @@ abstract contract CourtFixture is Fixture {
     }
 
     /// Bitmap over `count` checkpoints and the manifest (bit count) naming `items`.
+    /// @dev Bit ``item % 8`` of byte ``item / 8`` (the court's layout): ``1 << bit`` is meant, not the
+    /// linter's "incorrect shift".
     function _bitmap(uint256 count, uint256[] memory items) internal pure returns (bytes memory map) {
         map = new bytes(count / 8 + 1);
         for (uint256 i; i < items.length; ++i) {
+            // forge-lint: disable-next-line(incorrect-shift)
             map[items[i] / 8] = bytes1(uint8(map[items[i] / 8]) | uint8(1 << (items[i] % 8)));
         }
     }
@@ -301,7 +304,9 @@ contract AvailabilityCourtTest is CourtFixture {
         for (uint256 i; i < n; ++i) {
             uint256 item = uint256(keccak256(abi.encode(seed, i))) % 10_001;
             items[i] = item;
+            // forge-lint: disable-next-line(incorrect-shift)
             if (uint8(map[item / 8]) & (1 << (item % 8)) == 0) ++distinct;
+            // forge-lint: disable-next-line(incorrect-shift)
             map[item / 8] = bytes1(uint8(map[item / 8]) | uint8(1 << (item % 8)));
         }
         uint256 before = _bal(verifier);
