@@ -124,6 +124,7 @@ class Availability:
             published = self.published(job_id, item, cid, expect_hash)
             if published is not None:
                 return published
+        asked = time.monotonic()
         try:
             data = self._get(job_id, item, cid, limit)
             if expect_hash is None or _state_hash(data) == expect_hash:
@@ -136,7 +137,7 @@ class Availability:
         published = self.published(job_id, item, cid, expect_hash)
         if published is not None:
             return published
-        if self.patient(cid, deadline):
+        if self.patient(cid, deadline, asked):
             raise ContentPending(f"{problem} yet")
         raise ContentUnavailable(job_id, item, problem)
 
@@ -183,17 +184,20 @@ class Availability:
         ``proofs.load_manifest``: :class:`ContentPending` while it has been missing for less than
         :data:`AVAILABILITY_WAIT_S`, then the store's error, which makes the manifest one that cannot
         be had whole (a manifest game, whose referees fetch the pages themselves, decides)."""
+        asked = time.monotonic()
         try:
             return self.store.get(cid, CHUNK_SIZE)
         except ContentNotFound:
-            if self.patient(cid, deadline):
+            if self.patient(cid, deadline, asked):
                 raise ContentPending(f"manifest page {cid} is not served yet") from None
             raise
 
-    def patient(self, cid: str, deadline: int) -> bool:
+    def patient(self, cid: str, deadline: int, asked: float) -> bool:
         """Whether to wait longer for ``cid`` before challenging: it has been missing for less than
-        :data:`AVAILABILITY_WAIT_S` and ``deadline`` is not upon us."""
-        first = self._missing_since.setdefault(cid, time.monotonic())
+        :data:`AVAILABILITY_WAIT_S` and ``deadline`` is not upon us. Missing since the first fetch that
+        failed was ``asked`` (its start, ``time.monotonic()``): a fetch that a gateway held until the
+        fetcher's deadline has waited long enough already, and is not asked again for that long."""
+        first = self._missing_since.setdefault(cid, asked)
         near = self.protocol.client.timestamp() >= deadline - AVAILABILITY_WAIT_S
         return not near and time.monotonic() - first < AVAILABILITY_WAIT_S
 
