@@ -20,12 +20,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("cuda_sim_child.py")
 
 
-#: The simulator's bit checks failed on the merged tree of issue 27's wave (after the CPU matmul's
-#: per-target register tiles and the other branches landed), not diagnosed before the session ended;
-#: the H200 run (docs/numerics.md) predates that merge. Issue 27 keeps them: rerun and fix, then unskip.
-pytestmark = pytest.mark.skip(reason="CUDA simulator bit checks failed on the merged tree, not yet diagnosed (issue 27)")
-
-
 def _sim(*args: str) -> dict[str, Any]:
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
     done = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
