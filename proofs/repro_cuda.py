@@ -220,8 +220,8 @@ def unavailable() -> str | None:
     if SIM:
         return None
     try:
-        if cuda.is_available():  # bits first: a GPU solver whose bits are not the CPU's would lose its bond
-            return "its matmul no longer follows the CPU kernels' per-target tiles bit for bit (issue 27): refused until it does"
+        if cuda.is_available():
+            return None
         return "numba finds no usable CUDA GPU (driver or NVVM missing)"
     except Exception as exc:  # pragma: no cover - a broken CUDA install
         return f"numba's CUDA target does not load: {type(exc).__name__}: {exc}"

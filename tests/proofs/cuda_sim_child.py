@@ -14,10 +14,34 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 import torch
 
 sys.setswitchinterval(1e-5)  # the simulator's block manager polls its threads: hand the GIL over often
+
+from numba.cuda.simulator import kernelapi  # noqa: E402
+from numba.np import numpy_support  # noqa: E402
+
+_numba_shared_array = kernelapi.FakeCUDAShared.array
+
+
+def _shared_array(self: Any, shape: Any, dtype: Any) -> np.ndarray:
+    """numba's simulated ``cuda.shared.array`` (one array per launch for each line that asks; blocks
+    run one after another), made atomic. numba's own looks the line up, then allocates and stores on
+    a miss: two threads that both missed held two arrays, and what one staged the others never read
+    (the matmul's tiles of a and b), so bits differed in some runs and not others, the more often the
+    busier the machine (issue 27; on a GPU the kernels were bit-identical). The same lookup, by the
+    caller's file and line, as one ``dict.setdefault`` (a single step under the GIL)."""
+    if shape == 0:  # dynamic shared memory: one preallocated buffer, no race
+        return _numba_shared_array(self, shape, dtype)
+    if isinstance(dtype, numba.types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    caller = sys._getframe(1)
+    return self._allocations.setdefault((caller.f_code.co_filename, caller.f_lineno), np.empty(shape, dtype))
+
+
+kernelapi.FakeCUDAShared.array = _shared_array
 
 from proofs import load_dataset, repro, repro_cuda  # noqa: E402
 from proofs import repro_kernels as K  # noqa: E402
