@@ -269,8 +269,7 @@ class TraceVerifier:
         needed = [] if chained else sorted({i for segment in replayed for i in (segment, segment + 1)})
         wanted = [Wanted(i, manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, f"checkpoint {i}", manifest.state_hashes[i]) for i in needed]
         try:
-            if wanted:
-                self.availability.gather(job_id, wanted, deadline)
+            self.availability.gather(job_id, wanted, deadline)
         except ContentPending as exc:
             raise InspectionDeferred(str(exc)) from None
         replay = TraceReplay(
@@ -284,10 +283,10 @@ class TraceVerifier:
         if not start.passed:
             report["verdicts"] = [_verdict_entry(start)]
             return [start], []
-        verdicts: list[SegmentVerdict] = []
-        probes: list[Probe] = []
         if chained:
             return self._chain(job_id, spec, dataset, replay, positions, report)
+        verdicts: list[SegmentVerdict] = []
+        probes: list[Probe] = []
         for segment in replayed:
             if self.stop.is_set():
                 raise Stopped(f"job {job_id}: replay stopped; it starts again on restart")
@@ -296,12 +295,7 @@ class TraceVerifier:
                 probes += [Probe(i, segment, step, state_hash(replay.state(segment, step))) for i, _, step in (p for p in positions if p[1] == segment)]
             verdicts.append(verdict)
             log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
-        if spec.eval is not None:  # the buyer's held-out result, from the final checkpoint: shown once a report passes
-            held = replay.held_out()
-            verdicts.append(held)
-            report["held_out_loss"] = held.replayed_loss
-        report["verdicts"] = [_verdict_entry(v) for v in verdicts]
-        return verdicts, sorted(probes, key=lambda p: p.index)
+        return _with_held_out(replay, verdicts, probes, report, spec.eval is not None)
 
     def _chain(
         self, job_id: JobId, spec: JobSpec, dataset: Dataset, replay: TraceReplay, positions: Sequence[tuple[int, int, int]], report: dict[str, object]
@@ -322,9 +316,18 @@ class TraceVerifier:
                 ]
             verdicts.append(verdict)
             log.info(SEGMENT_REPLAYED, extra={"job": job_id, "segment": segment, "passed": verdict.passed, "reason": verdict.reason.value})
-        if spec.eval is not None and all(v.passed for v in verdicts):  # the held-out result: the one checkpoint fetched, the final
-            held = replay.held_out()
-            verdicts.append(held)
-            report["held_out_loss"] = held.replayed_loss
-        report["verdicts"] = [_verdict_entry(v) for v in verdicts]
-        return verdicts, sorted(probes, key=lambda p: p.index)
+        # the one checkpoint a chain fetches, the final, only when every segment reached it
+        return _with_held_out(replay, verdicts, probes, report, spec.eval is not None and all(v.passed for v in verdicts))
+
+
+def _with_held_out(
+    replay: TraceReplay, verdicts: list[SegmentVerdict], probes: list[Probe], report: dict[str, object], held_out: bool
+) -> tuple[list[SegmentVerdict], list[Probe]]:
+    """The replay's verdicts and probes, closed: with ``held_out``, the buyer's held-out result from the
+    final checkpoint (shown once a report passes) as the last verdict; the verdicts written into ``report``."""
+    if held_out:
+        held = replay.held_out()
+        verdicts.append(held)
+        report["held_out_loss"] = held.replayed_loss
+    report["verdicts"] = [_verdict_entry(v) for v in verdicts]
+    return verdicts, sorted(probes, key=lambda p: p.index)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import itertools
 import logging
 import time
+from collections.abc import Callable
 from functools import partial
 
 from core.agent import StopFlag, Stopped
@@ -135,29 +136,31 @@ class Auditor:
         start = replay.start()
         if not start.passed:  # no fetch, no replay: leaf 0 is not the spec's initialization
             findings.append(Finding(FindingKind.SEGMENT, 0, 0, start.detail))
-        done = {"probes": 0, "segments": 0, "steps": 0}
+        ran: list[tuple[str, int, Callable[[], Finding | None]]] = []
         if not findings:  # one fault opens a game: the first ends the audit, as the report's window runs
             probe_steps = {q.index: q.step for q in on_step}
             units = itertools.chain(
-                (("probes", probe_steps[i], partial(self._probe, job_id, replay, probes, i)) for i in plan.probes),
-                (("segments", k, partial(self._segment, job_id, replay, s)) for s in plan.segments),
+                (("probe", probe_steps[i], partial(self._probe, job_id, replay, probes, i)) for i in plan.probes),
+                (("segment", k, partial(self._segment, job_id, replay, s)) for s in plan.segments),
             )
-            for unit, steps, run in units:
-                finding = run()
-                done[unit], done["steps"] = done[unit] + 1, done["steps"] + steps
+            for unit in units:
+                ran.append(unit)
+                finding = unit[2]()
                 if finding is not None:
                     findings.append(finding)
                     break
+        steps = sum(unit_steps for _, unit_steps, _ in ran)
+        kinds = [kind for kind, _, _ in ran]
         if findings:
             notes.append("stopped at the first fault")
         if plan.left_out:
             notes.append(f"{plan.left_out} units over budget")
-        summary = "; ".join([f"{done['probes']} probes and {done['segments']} segments replayed ({done['steps']} steps), {len(findings)} faults", *notes])
+        summary = "; ".join([f"{kinds.count('probe')} probes and {kinds.count('segment')} segments replayed ({steps} steps), {len(findings)} faults", *notes])
         log.info(
             "audit done",
-            extra={"job": job_id, "report": report_cid, "faults": len(findings), "steps": done["steps"], "seconds": round(time.monotonic() - started, 2)},
+            extra={"job": job_id, "report": report_cid, "faults": len(findings), "steps": steps, "seconds": round(time.monotonic() - started, 2)},
         )
-        return AuditRecord(job_id, report_cid, tuple(findings), done["steps"], summary)
+        return AuditRecord(job_id, report_cid, tuple(findings), steps, summary)
 
     def _sealed_probes(self, job_id: JobId) -> tuple[ReportSeal, ProbeTree]:
         """The current report's seal and its probes, both from the one event the chain emitted; their
