@@ -15,12 +15,25 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
 from core.chain import Signer
 from deploy.build import build
 from deploy.devnet import Devnet, start_devnet
+
+#: Test folders whose tests run role daemons on a chain. Their windows are sized for one such test at a
+#: time on two cores, so under ``pytest -n N`` (pytest-xdist, ``--dist loadgroup``: ``make test`` runs
+#: two workers) they all run on one worker, one after another, while the other workers take the rest.
+DAEMON_FOLDERS = frozenset({"e2e", "e2e_ipfs", "packaging"})
+TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.relative_to(TESTS).parts[0] in DAEMON_FOLDERS:
+            item.add_marker(pytest.mark.xdist_group("daemons"))
 
 
 @dataclass(frozen=True)
