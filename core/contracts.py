@@ -28,6 +28,7 @@ from core import artifacts
 from core.address_book import AddressBook
 from core.chain import Address, BlockNumber, ChainClient, Receipt, Signer
 from core.errors import ArtifactsMissing, ChainError, SignerError
+from core.gas import answer_availability_gas
 from core.probe import Bytes32, Probe
 
 __all__ = [
@@ -75,68 +76,6 @@ ZERO_ADDRESS = Address("0x0000000000000000000000000000000000000000")
 #: The item number of the manifest in availability challenges (``JobMarket.MANIFEST_ITEM``, a
 #: constant; tests/chain/test_availability.py checks it against the chain). Checkpoints are their index.
 MANIFEST_ITEM = 2**24 - 1
-
-# The gas of an availability answer (``JobMarket.answerAvailability``) publishing a checkpoint of n
-# bytes, every byte non-zero (the worst case; a checkpoint's floats are), with a Merkle proof of
-# h hashes: the larger of the transaction's standard cost and its EIP-7623 calldata floor. Fitted to
-# the measurements (snapshots/AvailabilityGas.json: standard; anvil, 4 KiB to 16 MiB:
-# tests/chain/test_availability_gas.py), which it exceeds by at most 0.7 % (docs/protocol.md).
-#: The transaction's intrinsic gas.
-TX_BASE_GAS = 21_000
-#: Calldata, standard: 16 gas a non-zero byte; floor (EIP-7623): 10 gas a token, 4 tokens a non-zero byte.
-CALLDATA_GAS_PER_BYTE = 16
-CALLDATA_FLOOR_GAS_PER_BYTE = 40
-#: The log's data: 8 gas a byte.
-LOG_GAS_PER_BYTE = 8
-#: Per 32-byte word of content: copied to memory for keccak256 (3) and again for the log (3), hashed
-#: (6), memory's linear cost (3).
-ANSWER_GAS_PER_WORD = 15
-#: Memory expansion's quadratic term: (words + the log's other words)^2 / 512, one content-sized region.
-MEMORY_QUADRATIC_DIVISOR = 512
-ANSWER_MEMORY_EXTRA_WORDS = 32
-#: The rest, fitted at 4 KiB: the challenge cleared, the publication recorded, the deposit paid (standard);
-#: the ABI words around the content (floor); and per proof hash, its calldata (and, standard, its keccak).
-ANSWER_FIXED_GAS = 56_700
-ANSWER_FLOOR_FIXED_GAS = 2_000
-ANSWER_GAS_PER_PROOF_HASH = 620
-ANSWER_FLOOR_GAS_PER_PROOF_HASH = 1_280
-#: The deepest proof a solver may have to send: a publishable manifest lists at most ~1,310 checkpoints.
-MAX_PROOF_HASHES = 11
-#: A solver claims only jobs whose every checkpoint's answer fits in this share of a block, so that
-#: the answer is mined in a busy block too.
-ANSWER_BLOCK_SHARE = (2, 3)
-
-
-def answer_availability_gas(content_bytes: int, proof_hashes: int = MAX_PROOF_HASHES) -> int:
-    """The gas of an availability answer carrying ``content_bytes`` bytes of checkpoint (see above)."""
-    floor = TX_BASE_GAS + ANSWER_FLOOR_FIXED_GAS + CALLDATA_FLOOR_GAS_PER_BYTE * content_bytes + ANSWER_FLOOR_GAS_PER_PROOF_HASH * proof_hashes
-    return max(answer_standard_gas(content_bytes, proof_hashes), floor)
-
-
-def answer_standard_gas(content_bytes: int, proof_hashes: int) -> int:
-    """The answer's standard cost, without the EIP-7623 floor (what forge's gas snapshots measure)."""
-    words = -(-content_bytes // 32)
-    memory = words + ANSWER_MEMORY_EXTRA_WORDS
-    return (
-        TX_BASE_GAS
-        + ANSWER_FIXED_GAS
-        + (CALLDATA_GAS_PER_BYTE + LOG_GAS_PER_BYTE) * content_bytes
-        + ANSWER_GAS_PER_WORD * words
-        + memory * memory // MEMORY_QUADRATIC_DIVISOR
-        + ANSWER_GAS_PER_PROOF_HASH * proof_hashes
-    )
-
-
-def max_published_checkpoint_bytes(block_gas_limit: int) -> int:
-    """The largest checkpoint a solver can publish when its availability is challenged, on a chain whose
-    blocks hold ``block_gas_limit`` gas (``eth_getBlockByNumber('latest').gasLimit``): its answer fits in
-    :data:`ANSWER_BLOCK_SHARE` of a block (0 when none fits). A property of the chain, not of the protocol."""
-    budget = block_gas_limit * ANSWER_BLOCK_SHARE[0] // ANSWER_BLOCK_SHARE[1]
-    low, high = 0, budget // CALLDATA_GAS_PER_BYTE + 1  # every byte costs more than 16 gas: high does not fit
-    while high - low > 1:  # low fits (or is 0), high does not
-        mid = (low + high) // 2
-        low, high = (mid, high) if answer_availability_gas(mid) <= budget else (low, mid)
-    return low
 
 
 class Role(IntEnum):

@@ -83,3 +83,17 @@ def misfit(caps: Capabilities, spec: JobSpec, commit_window: int) -> str:
             f"more than the {commit_window:,} s commit window"
         )
     return ""
+
+
+def job_size(spec: JobSpec) -> dict[str, int]:
+    """What a job asks for, for ``--dry-run``: its parameters, steps and segments, the training's
+    compute estimated as 6 FLOP per parameter per example (token, for the transformer) per step,
+    and its peak memory estimated from the spec (what solvers compare with their memory)."""
+    return {
+        "parameters": spec.param_count(),
+        "steps": spec.steps,
+        "segments": spec.segments,
+        "examples_per_step": spec.batch_size * getattr(spec.model, "block_size", 1),
+        "train_flop": train_flop(spec),
+        "memory_bytes": training_memory_bytes(spec),
+    }

@@ -125,3 +125,23 @@ def gas_spent(protocol: Protocol, me: Address, *, max_blocks: int = 100_000) -> 
                 receipt = client.with_retry("eth_getTransactionReceipt", lambda h=tx["hash"]: client.w3.eth.get_transaction_receipt(h))  # type: ignore[misc]
                 count, wei = count + 1, wei + int(receipt["gasUsed"]) * int(receipt["effectiveGasPrice"])
     return {"transactions": count, "wei": str(wei)}
+
+
+def expected_jackpot_per_audit(jackpot: int, share_bps: int, forced_rate_bps: int) -> int:
+    """p_f · s · J (docs/incentives.md): the jackpot income one audit expects when it is the first
+    to challenge (φ = 1; with N auditors of rate a it is φ = A/(N a) of that)."""
+    return jackpot * share_bps * forced_rate_bps // 10_000**2
+
+
+def jackpot_economics(protocol: Protocol) -> dict[str, int]:
+    """The jackpot game read from chain (docs/incentives.md, requirement 7): the pool, its share per
+    caught forced error, the forced-error rate, and what one audit expects from it (p_f · s · J,
+    when the auditor is the first to challenge)."""
+    params = protocol.market.params()
+    jackpot = protocol.market.jackpot()
+    return {
+        "jackpot": jackpot,
+        "jackpot_share_bps": params.jackpot_share_bps,
+        "forced_error_rate_bps": params.forced_error_rate_bps,
+        "expected_per_audit": expected_jackpot_per_audit(jackpot, params.jackpot_share_bps, params.forced_error_rate_bps),
+    }

@@ -21,10 +21,10 @@ from core.contracts import JobId
 from core.errors import AddressBookError, ChainError
 from core.storage import StorageError
 from proofs.errors import ProofError
-from proofs.spec import JobSpec, load_spec, training_memory_bytes
+from proofs.spec import JobSpec, load_spec
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
-from rolebase.capabilities import train_flop
+from rolebase.capabilities import job_size
 from rolebase.cli import Announce, IpfsApi, Peers, StoreDir, console, err_console, open_store, serve_store, show_time
 from rolebase.gateways import AnnouncedGateways, announce_gateway, gateway_url
 from rolebase.guarantee import guarantee, weaker_guarantee
@@ -332,20 +332,6 @@ def cancel(settings: Settings, job: Annotated[int, typer.Argument(help="job id",
     """
     receipt = service.cancel_job(options.protocol(settings, signing=True), job)
     console.print(f"job {job} cancelled (gas {receipt.gas_used:,})")
-
-
-def job_size(spec: JobSpec) -> dict[str, int]:
-    """What a job asks for, for ``--dry-run``: its parameters, steps and segments, the training's
-    compute estimated as 6 FLOP per parameter per example (token, for the transformer) per step,
-    and its peak memory estimated from the spec (what solvers compare with their memory)."""
-    return {
-        "parameters": spec.param_count(),
-        "steps": spec.steps,
-        "segments": spec.segments,
-        "examples_per_step": spec.batch_size * getattr(spec.model, "block_size", 1),
-        "train_flop": train_flop(spec),
-        "memory_bytes": training_memory_bytes(spec),
-    }
 
 
 def _solver_fit(settings: Settings, spec: JobSpec, commit_window: int | None) -> service.SolverFit | None:

@@ -15,7 +15,7 @@ from eth_utils import keccak
 
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import Event, JobId, Protocol
+from core.contracts import Event, GameId, JobId, Protocol
 from rolebase.amounts import show_tokens
 from rolebase.cli import show_time
 
@@ -155,3 +155,32 @@ def _jsonable(name: str, value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_jsonable(name, v) for v in value]
     return str(value)
+
+
+#: The dispute game's events, in the order a game plays them.
+GAME_EVENTS = (
+    "DisputeOpened",
+    "ReportDisputeOpened",
+    "MidpointPosted",
+    "MidpointAnswered",
+    "StepIsolated",
+    "DrawReanchored",
+    "RefereesDrawn",
+    "VoteCommitted",
+    "VoteRevealed",
+    "RefereeSlashed",
+    "ClockExpired",
+    "DisputeSettled",
+)
+
+
+def game_timeline(protocol: Protocol, job_id: JobId) -> list[TimelineEntry]:
+    """Every dispute-game event of the games on ``job_id``, in chain order, with sender and gas."""
+    start = protocol.book.deploy_block
+    game_ids = [GameId(int(e.args["gameId"])) for e in protocol.game.events("DisputeOpened", start, jobId=job_id)]
+    events = [e for gid in game_ids for name in GAME_EVENTS for e in protocol.game.events(name, start, gameId=gid)]
+    return timeline_entries(
+        protocol,
+        events,
+        lambda e: {k: (v.hex()[:10] + ".." if isinstance(v, bytes) else v) for k, v in e.args.items() if k not in ("jobId", "referees")},
+    )

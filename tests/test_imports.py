@@ -62,3 +62,24 @@ def test_the_engine_loads_no_chain_or_network_library() -> None:
 def test_core_is_no_command_line() -> None:
     cli = {module: sorted(names) for module, names in _imports("core", {"typer", "rich", "click"}).items() if names}
     assert cli == {}
+
+
+def _modules(path: Path) -> set[str]:
+    """The full module names ``path`` imports absolutely (``from a.b import c``: ``a.b``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    names = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    return names | {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module}
+
+
+def test_only_the_command_line_mounts_a_roles_commands_or_daemon() -> None:
+    """The dashboard and the demo take from a role only its library (its service, timeline, curve), never
+    its command module or its daemon; and the dashboard does not reach into the demo (issue 24)."""
+    entries = {"veritrain/cli.py"}  # mounts each role's commands
+    wrong = {
+        str(path.relative_to(ROOT)): sorted(m for m in _modules(path) if m.split(".")[0] in ROLES and m.split(".")[-1] in ("cli", "daemon"))
+        for path in sorted((ROOT / "veritrain").rglob("*.py"))
+        if str(path.relative_to(ROOT)) not in entries
+    }
+    wrong = {module: names for module, names in wrong.items() if names}
+    demo = {str(p.relative_to(ROOT)) for p in (ROOT / "veritrain" / "dashboard").rglob("*.py") if "veritrain.demo" in _modules(p)}
+    assert wrong == {} and demo == set()

@@ -61,15 +61,15 @@ from proofs.adversary import ALL_STRATEGIES, inapplicable
 from proofs.spec import JobSpec, load_spec
 from rolebase.amounts import show_tokens
 from rolebase.cli import console, err_console
+from rolebase.earnings import jackpot_economics
 from rolebase.events import JOB_REFUSED, REPLAY_DONE, SPEC_JUDGED
 from submitter import service
 from submitter.curve import draw_curve, job_curve
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model, sample_text
-from submitter.timeline import TimelineEntry, job_timeline, timeline_entries
+from submitter.timeline import GAME_EVENTS, TimelineEntry, game_timeline, job_timeline
 from veritrain.localnet import ROLES, RoleProcess, interrupts_as_keyboard, local_params, start_local_net
-from whistleblower.daemon import economics
 
-__all__ = ["demo", "run_demo", "game_timeline"]
+__all__ = ["demo", "run_demo"]
 
 #: ``--lazy-verifier``: a whistleblower must fetch the report, replay its probes and segments and
 #: open its game inside the challenge window; 8 s is too tight for that on two busy cores.
@@ -80,22 +80,6 @@ LAZY_MARKET = {"challengeWindow": 30}
 #: well), and a job whose commit window the solver finds too short for its measured speed is posted
 #: again with one sized from that speed (:func:`_window_for`), up to ``maxCommitWindow``.
 DEMO_MARKET = {"maxCommitWindow": 3600, "reportWindow": 600}
-
-#: The dispute game's events, in the order a game plays them.
-GAME_EVENTS = (
-    "DisputeOpened",
-    "ReportDisputeOpened",
-    "MidpointPosted",
-    "MidpointAnswered",
-    "StepIsolated",
-    "DrawReanchored",
-    "RefereesDrawn",
-    "VoteCommitted",
-    "VoteRevealed",
-    "RefereeSlashed",
-    "ClockExpired",
-    "DisputeSettled",
-)
 
 
 # ------------------------------------------------------------------ the demo
@@ -120,18 +104,6 @@ def _balances(protocol: Protocol, parties: Sequence[_Party]) -> dict[str, tuple[
     out["jackpot"] = (jackpot, 0)
     out["dispute game (bonds)"] = (protocol.token.balance_of(protocol.game.address), 0)
     return out
-
-
-def game_timeline(protocol: Protocol, job_id: JobId) -> list[TimelineEntry]:
-    """Every dispute-game event of the games on ``job_id``, in chain order, with sender and gas."""
-    start = protocol.book.deploy_block
-    game_ids = [GameId(int(e.args["gameId"])) for e in protocol.game.events("DisputeOpened", start, jobId=job_id)]
-    events = [e for gid in game_ids for name in GAME_EVENTS for e in protocol.game.events(name, start, gameId=gid)]
-    return timeline_entries(
-        protocol,
-        events,
-        lambda e: {k: (v.hex()[:10] + ".." if isinstance(v, bytes) else v) for k, v in e.args.items() if k not in ("jobId", "referees")},
-    )
 
 
 _AMOUNTS = frozenset({"reward", "verifierFee", "bond", "slashed", "refund"})
@@ -311,7 +283,7 @@ def run_demo(
         if cheat or lazy_verifier:
             figures["dispute"] = _dispute_figures(protocol, posted.job_id, timeline, names)
         if lazy_verifier:
-            figures["economics"] = economics(protocol)
+            figures["economics"] = jackpot_economics(protocol)
         if state is not JobState.FINALIZED:
             raise VeritrainError(f"job {posted.job_id} ended {state.name}, not FINALIZED")
 

@@ -20,6 +20,7 @@ from rolebase import cli as options
 from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags
 from rolebase.device import DeviceOption, runtime_on
+from rolebase.earnings import jackpot_economics
 from rolebase.status import status_base
 from whistleblower import daemon
 from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
@@ -97,7 +98,7 @@ def whistleblower_status(protocol: Protocol, home: Path, me: Address, tokens: Ca
     db = WhistleblowerDb(db_path) if db_path.exists() else None
     try:
         out = status_base(protocol, me, Role.WHISTLEBLOWER, db.db if db else None, tokens)
-        out["economics"] = {k: v if k.endswith("_bps") else tokens(v) for k, v in daemon.economics(protocol).items()}
+        out["economics"] = {k: v if k.endswith("_bps") else tokens(v) for k, v in jackpot_economics(protocol).items()}
         out["earnings"] = earnings(protocol, me, tokens)
         out["audits"] = [
             {

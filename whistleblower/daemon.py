@@ -8,17 +8,17 @@ from pathlib import Path
 from core.agent import LoopSettings
 from core.chain import Signer
 from core.config import Settings
-from core.contracts import Protocol
 from core.storage import ContentStore
 from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
 from rolebase.dispute import DisputeReplayer
+from rolebase.earnings import jackpot_economics
 from rolebase.events import JACKPOT_INCOME
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
-from whistleblower.policy import LANES, WhistleblowerAction, WhistleblowerConfig, WhistleblowerPolicy, WhistleblowerView, expected_jackpot_per_audit, work
+from whistleblower.policy import LANES, WhistleblowerAction, WhistleblowerConfig, WhistleblowerPolicy, WhistleblowerView, work
 from whistleblower.responder import WhistleblowerResponder
 from whistleblower.state import WhistleblowerDb
 
@@ -31,20 +31,6 @@ def state_dir(data_dir: Path, address: str) -> Path:
     return role_state_dir(data_dir, "whistleblower", address)
 
 
-def economics(protocol: Protocol) -> dict[str, int]:
-    """The jackpot game read from chain (docs/incentives.md, requirement 7): the pool, its share per
-    caught forced error, the forced-error rate, and what one audit expects from it (p_f · s · J,
-    when this bot is the first to challenge)."""
-    params = protocol.market.params()
-    jackpot = protocol.market.jackpot()
-    return {
-        "jackpot": jackpot,
-        "jackpot_share_bps": params.jackpot_share_bps,
-        "forced_error_rate_bps": params.forced_error_rate_bps,
-        "expected_per_audit": expected_jackpot_per_audit(jackpot, params.jackpot_share_bps, params.forced_error_rate_bps),
-    }
-
-
 def build(
     settings: Settings, signer: Signer, store: ContentStore, config: WhistleblowerConfig, *, loop: LoopSettings = LoopSettings(), rt: Runtime = Runtime()
 ) -> WhistleblowerDaemon:
@@ -55,7 +41,7 @@ def build(
         loader = WhistleblowerLoader(w.protocol, w.watcher, db, w.me)
         log.info(
             JACKPOT_INCOME,
-            extra={**economics(w.protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost},
+            extra={**jackpot_economics(w.protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost},
         )
         auditor = Auditor(w.protocol, store, replayer, w.stop, db.secret(), config.budget_steps)
         return loader, WhistleblowerPolicy(config), WhistleblowerResponder(w.protocol, db, auditor, replayer, loader, w.me)

@@ -19,8 +19,9 @@ from __future__ import annotations
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import Event, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
+from rolebase.earnings import expected_jackpot_per_audit
 from rolebase.watchers import GameWatcher, MarketWatcher
-from whistleblower.policy import FindingKind, OpenReport, OwnGame, WhistleblowerView, expected_jackpot_per_audit
+from whistleblower.policy import FindingKind, OpenReport, OwnGame, WhistleblowerView
 from whistleblower.state import WhistleblowerDb
 
 

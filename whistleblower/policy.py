@@ -186,12 +186,6 @@ def committee_seatable(referees: int, committee_size: int) -> bool:
     return referees >= committee_size
 
 
-def expected_jackpot_per_audit(jackpot: int, share_bps: int, forced_rate_bps: int) -> int:
-    """p_f · s · J (docs/incentives.md): the jackpot income one audit expects when it is the first
-    to challenge (φ = 1; with N auditors of rate a it is φ = A/(N a) of that)."""
-    return jackpot * share_bps * forced_rate_bps // 10_000**2
-
-
 # --------------------------------------------------------------------- the view
 
 

@@ -1,4 +1,4 @@
-"""The gas model of an availability answer (``core.contracts.answer_availability_gas``) against real
+"""The gas model of an availability answer (``core.gas.answer_availability_gas``) against real
 answers on anvil, and the checkpoint size it allows a chain: a property of the chain's block gas limit.
 
 On anvil started with a large block gas limit (``Anvil(gas_limit=...)``, as the gpt-mini demo's), a
@@ -17,13 +17,8 @@ from pathlib import Path
 import pytest
 
 from core.availability import ContentUnavailable, challenge
-from core.contracts import (
-    JobState,
-    Role,
-    answer_availability_gas,
-    answer_standard_gas,
-    max_published_checkpoint_bytes,
-)
+from core.contracts import JobState, Role
+from core.gas import answer_availability_gas, answer_standard_gas, max_published_checkpoint_bytes
 from deploy.devnet import Devnet, start_devnet
 from proofs.checkpoint import state_hash
 from proofs.merkle import TraceTree

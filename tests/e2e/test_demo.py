@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.contracts import max_published_checkpoint_bytes
 from core.errors import VeritrainError
+from core.gas import max_published_checkpoint_bytes
 from tests.e2e.conftest import gone
 from veritrain.demo import demo, run_demo
 

@@ -8,8 +8,7 @@ from core.contracts import Capabilities, Device
 from core.storage import file_cid
 from proofs.datasets import reference_job
 from proofs.spec import PROCESS_BYTES, training_memory_bytes
-from rolebase.capabilities import misfit, step_flop, train_flop
-from submitter.cli import job_size
+from rolebase.capabilities import job_size, misfit, step_flop, train_flop
 
 JOB = reference_job("mlp-spirals", steps=400, checkpoint_interval=50)
 SPEC = JOB.spec(file_cid(JOB.dataset))

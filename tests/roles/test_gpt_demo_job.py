@@ -9,7 +9,7 @@ import json
 from importlib import resources
 from pathlib import Path
 
-from core.contracts import max_published_checkpoint_bytes
+from core.gas import max_published_checkpoint_bytes
 from core.storage import file_cid
 from proofs import initial_state, load_dataset
 from proofs.tokenizer import shipped

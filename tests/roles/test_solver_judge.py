@@ -22,7 +22,8 @@ from core.agent import LoopSettings
 from core.chain import Signer
 from core.cid import cid_to_digest
 from core.config import Settings
-from core.contracts import Capabilities, Device, JobId, JobState, Protocol, Role, TokenAmount, max_published_checkpoint_bytes
+from core.contracts import Capabilities, Device, JobId, JobState, Protocol, Role, TokenAmount
+from core.gas import max_published_checkpoint_bytes
 from core.storage import ContentStore, LocalStore, file_cid
 from deploy.devnet import Devnet
 from proofs import load_dataset, load_spec

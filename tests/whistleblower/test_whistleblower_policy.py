@@ -11,6 +11,7 @@ import pytest
 from core.chain import Address
 from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, JobId, TokenAmount
 from core.dispute import Action
+from rolebase.earnings import expected_jackpot_per_audit
 from whistleblower.policy import (
     Audit,
     Challenge,
@@ -28,7 +29,6 @@ from whistleblower.policy import (
     WhistleblowerView,
     audit_draw,
     challenge_order,
-    expected_jackpot_per_audit,
     plan_audit,
 )
 

@@ -22,13 +22,12 @@ from proofs.manifest import MANIFEST_BLOCK, load_manifest
 from proofs.sampling import needs_full_replay
 from proofs.spec import Limits, load_spec
 from rolebase.amounts import show_tokens
+from rolebase.capabilities import job_size
 from rolebase.earnings import balances, earnings_of
 from rolebase.guarantee import guarantee
-from submitter.cli import job_size
 from submitter.curve import replay_checked
-from submitter.timeline import TimelineEntry, job_timeline, readable_args
+from submitter.timeline import TimelineEntry, game_timeline, job_timeline, readable_args
 from veritrain.dashboard.index import ChainIndex, GameRow
-from veritrain.demo import game_timeline
 
 #: Jobs listed on the network page (the counts by state cover them all).
 RECENT_JOBS = 100
