@@ -2,7 +2,10 @@
 records, and the game moves every party makes alike.
 
 A role's policy returns these among its own actions; its responder hands them to :class:`Upkeep`
-and :class:`GameMoves`. A game move re-reads its game and is skipped if the chain no longer waits for it.
+and :class:`GameMoves`. Every party plays every game move as one :class:`GameMove`, through
+:class:`GameMoves`; what differs between the parties is only how it computes its side's state
+(:class:`Defender`, :class:`Challenger`). A game move re-reads its game and is skipped if the chain
+no longer waits for it.
 """
 
 from __future__ import annotations
@@ -13,8 +16,10 @@ from typing import Protocol as Structural
 
 from core.agent import log_mined
 from core.chain import Address
-from core.contracts import Game, GameId, GameStatus, JobId, Protocol, Role, TokenAmount
+from core.cid import Cid, cid_to_digest
+from core.contracts import Bytes32, Game, GameId, GameStatus, JobId, Protocol, Role, TokenAmount
 from core.dispute import Action, midpoint
+from proofs.merkle import hex32
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +40,9 @@ class Forget:
 
 @dataclass(frozen=True)
 class GameMove:
-    """One call in a dispute game: ``answerMidpoint`` (as its challenger), ``postMidpoint`` (as the
-    defender of a report game), ``commitVote`` / ``revealVote`` (as a seated referee), or a
-    permissionless ``timeoutClock``, ``drawCommittee``, ``settle``."""
+    """One call in a dispute game: ``postMidpoint`` (as its defender: the solver, or the verifier of a
+    report game), ``answerMidpoint`` (as its challenger), ``commitVote`` / ``revealVote`` (as a seated
+    referee), or a permissionless ``timeoutClock``, ``drawCommittee``, ``settle``."""
 
     game_id: GameId
     action: Action
@@ -49,10 +54,18 @@ class _Records(Structural):
     def forget_sent(self, job_id: int) -> None: ...
 
 
-class _Challenger(Structural):
+class Challenger(Structural):
     """Our answer at a game's midpoint (:meth:`rolebase.dispute.DisputeReplayer.answer`)."""
 
     def answer(self, game_id: GameId, game: Game) -> bool: ...
+
+
+class Defender(Structural):
+    """Our state at a game's midpoint, stored where the challenger and referees fetch it: ``(state
+    hash, CID)``. The solver recomputes it from its checkpoint; a report game's verifier replays it
+    (:meth:`rolebase.dispute.DisputeReplayer.midpoint`)."""
+
+    def midpoint(self, game: Game) -> tuple[Bytes32, Cid]: ...
 
 
 class Upkeep:
@@ -76,21 +89,36 @@ class Upkeep:
 
 
 class GameMoves:
-    """Carries out the game moves every party makes alike: ``answerMidpoint`` as the challenger (the
-    replayer's answer) and the permissionless ``timeoutClock``, ``drawCommittee`` and ``settle``."""
+    """Carries out the game moves of both sides, each once the re-read game still waits for it:
+    ``postMidpoint`` as its defender (``defender``'s state), ``answerMidpoint`` as its challenger
+    (``challenger``'s answer), and the permissionless ``timeoutClock``, ``drawCommittee`` and
+    ``settle``. A party that never plays a side has none for it. The referees' votes, which hold a
+    secret salt, stay with the verifier's responder."""
 
-    def __init__(self, protocol: Protocol, replayer: _Challenger, logger: logging.Logger) -> None:
+    def __init__(
+        self, protocol: Protocol, me: Address, logger: logging.Logger, *, challenger: Challenger | None = None, defender: Defender | None = None
+    ) -> None:
         self.protocol = protocol
-        self.replayer = replayer
+        self.me = me
+        self.challenger = challenger
+        self.defender = defender
         self.log = logger
 
     def perform(self, move: GameMove) -> None:
         p = self.protocol
         match move:
+            case GameMove(game_id, Action.POST_MIDPOINT):
+                game = p.game.get_game(game_id)
+                if game.status is GameStatus.SOLVER_TO_MOVE and game.defender == self.me and self.defender is not None:
+                    state_hash, cid = self.defender.midpoint(game)
+                    receipt = p.game.post_midpoint(game_id, state_hash, cid_to_digest(cid))
+                    log_mined(
+                        self.log, "postMidpoint", receipt, job=game.job_id, game=game_id, step=midpoint(game.lo, game.hi), state_hash=hex32(state_hash), cid=cid
+                    )
             case GameMove(game_id, Action.ANSWER_MIDPOINT):
                 game = p.game.get_game(game_id)
-                if game.status is GameStatus.CHALLENGER_TO_MOVE:
-                    agree = self.replayer.answer(game_id, game)
+                if game.status is GameStatus.CHALLENGER_TO_MOVE and game.challenger == self.me and self.challenger is not None:
+                    agree = self.challenger.answer(game_id, game)
                     log_mined(self.log, "answerMidpoint", p.game.answer_midpoint(game_id, agree), game=game_id, step=midpoint(game.lo, game.hi), agree=agree)
             case GameMove(game_id, what):
                 call = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]

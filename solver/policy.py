@@ -33,7 +33,7 @@ from core.agent import Work
 from core.chain import Address
 from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action, next_turn
-from rolebase.actions import Forget, Stake, stake_needed
+from rolebase.actions import Forget, GameMove, Stake, stake_needed
 
 
 class Phase(enum.Enum):
@@ -191,21 +191,6 @@ class Finalize:
 
 
 @dataclass(frozen=True)
-class PostMidpoint:
-    """Post our state at ``step`` steps into the disputed ``segment``."""
-
-    job_id: JobId
-    game_id: GameId
-    segment: int
-    step: int
-
-
-@dataclass(frozen=True)
-class TimeoutClock:
-    game_id: GameId
-
-
-@dataclass(frozen=True)
 class ForfeitUnopened:
     job_id: JobId
 
@@ -238,8 +223,7 @@ SolverAction = (
     | AssignVerifier
     | TimeoutVerifier
     | Finalize
-    | PostMidpoint
-    | TimeoutClock
+    | GameMove
     | ForfeitUnopened
     | AnswerAvailability
     | Regenerate
@@ -321,10 +305,10 @@ class SolverPolicy:
         if view.game_params is None or job.game.defender != view.me:
             return None  # a report game: the job's verifier defends its probe, not us
         turn = next_turn(job.game, view.game_params, view.now, view.block)
-        if turn.action is Action.POST_MIDPOINT and self.config.defend and turn.step is not None:
-            return PostMidpoint(job.job_id, job.game_id, job.game.segment, turn.step)
+        if turn.action is Action.POST_MIDPOINT and self.config.defend:
+            return GameMove(job.game_id, Action.POST_MIDPOINT)
         if turn.action is Action.TIMEOUT_CLOCK and job.game.status is GameStatus.CHALLENGER_TO_MOVE:
-            return TimeoutClock(job.game_id)  # the challenger ran out of time: we win
+            return GameMove(job.game_id, Action.TIMEOUT_CLOCK)  # the challenger ran out of time: we win
         return None
 
     def _claims(self, view: SolverView) -> list[Claim]:
@@ -372,7 +356,10 @@ def work(view: SolverView, action: SolverAction) -> Work | None:
         case Regenerate(job_id):
             job = held.get(job_id)
             return Work("regenerate", due_in_s=None if job is None else job.deadline - view.now)
-        case AnswerAvailability(job_id) | PostMidpoint(job_id):
+        case AnswerAvailability(job_id):
             job = held.get(job_id)
+            return Work("duty", due_in_s=None if job is None else job.deadline - view.now)
+        case GameMove(game_id, Action.POST_MIDPOINT):  # the midpoint is recomputed from a checkpoint
+            job = next((j for j in view.held_jobs if j.game_id == game_id), None)
             return Work("duty", due_in_s=None if job is None else job.deadline - view.now)
     return None

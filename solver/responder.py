@@ -12,10 +12,11 @@ import logging
 
 from core.agent import log_mined
 from core.chain import Address
-from core.cid import cid_to_digest, digest_to_cid
-from core.contracts import Protocol, Role
+from core.cid import Cid, cid_to_digest, digest_to_cid
+from core.contracts import Bytes32, Game, Protocol, Role
+from core.dispute import midpoint
 from proofs.merkle import hex32
-from rolebase.actions import Forget, Stake, Upkeep
+from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
 from solver.policy import (
@@ -27,10 +28,8 @@ from solver.policy import (
     Finalize,
     ForfeitUnopened,
     Phase,
-    PostMidpoint,
     Regenerate,
     SolverAction,
-    TimeoutClock,
     TimeoutVerifier,
     Train,
     Upload,
@@ -41,6 +40,16 @@ from solver.work import JobTrainer
 log = logging.getLogger(__name__)
 
 
+class _Defense:
+    """The solver's side of its games: its state at the midpoint, recomputed from the segment's checkpoint."""
+
+    def __init__(self, job_trainer: JobTrainer) -> None:
+        self.job_trainer = job_trainer
+
+    def midpoint(self, game: Game) -> tuple[Bytes32, Cid]:
+        return self.job_trainer.midpoint(game.job_id, game.segment, midpoint(game.lo, game.hi))
+
+
 class SolverResponder:
     def __init__(self, protocol: Protocol, db: SolverDb, job_trainer: JobTrainer, watcher: MarketWatcher, me: Address) -> None:
         self.protocol = protocol
@@ -49,6 +58,7 @@ class SolverResponder:
         self.job_trainer = job_trainer
         self.me = me
         self.upkeep = Upkeep(protocol, Role.SOLVER, me, db, log)
+        self.moves = GameMoves(protocol, me, log, defender=_Defense(job_trainer))
 
     def perform(self, action: SolverAction) -> None:
         p = self.protocol
@@ -97,12 +107,8 @@ class SolverResponder:
                 log_mined(log, "timeoutVerifier", p.market.timeout_verifier(job_id), job=job_id)
             case Finalize(job_id):
                 log_mined(log, "finalize", p.market.finalize(job_id), job=job_id)
-            case PostMidpoint(job_id, game_id, segment, step):
-                state_hash, cid = self.job_trainer.midpoint(job_id, segment, step)
-                receipt = p.game.post_midpoint(game_id, state_hash, cid_to_digest(cid))
-                log_mined(log, "postMidpoint", receipt, job=job_id, game=game_id, step=step, state_hash=hex32(state_hash), cid=cid)
-            case TimeoutClock(game_id):
-                log_mined(log, "timeoutClock", p.game.timeout_clock(game_id), game=game_id)
+            case GameMove():
+                self.moves.perform(action)
             case AnswerAvailability(job_id, item):
                 content, proof = publication(self.db, self.job_trainer.store, job_id, item, lambda i: self.job_trainer.checkpoint(job_id, i))
                 receipt = p.market.answer_availability(job_id, content, proof)

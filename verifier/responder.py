@@ -18,9 +18,8 @@ from core.agent import log_mined
 from core.availability import ContentUnavailable, challenge
 from core.chain import Address
 from core.cid import cid_to_digest
-from core.contracts import MANIFEST_ITEM, Ballot, GameId, GameStatus, JobId, Protocol, Role
-from core.dispute import Action, derive_salt, midpoint, vote_commitment
-from proofs.merkle import hex32
+from core.contracts import MANIFEST_ITEM, Ballot, GameId, JobId, Protocol, Role
+from core.dispute import Action, derive_salt, vote_commitment
 from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
 from rolebase.court import CourtDuty, CourtMove
 from rolebase.dispute import DisputeReplayer
@@ -54,7 +53,7 @@ class VerifierResponder:
         self.replayer = replayer
         self.me = me
         self.upkeep = Upkeep(protocol, Role.VERIFIER, me, db, log)
-        self.moves = GameMoves(protocol, replayer, log)
+        self.moves = GameMoves(protocol, me, log, challenger=replayer, defender=replayer)
 
     def perform(self, action: VerifierAction) -> None:
         p = self.protocol
@@ -135,12 +134,6 @@ class VerifierResponder:
                 log_mined(log, "open", receipt, job=job_id, game=game_id, segment=segment)
             case ConcedeForced(game_id, job_id):
                 self._concede(game_id, job_id)
-            case GameMove(game_id, Action.POST_MIDPOINT):
-                game = p.game.get_game(game_id)
-                if game.status is GameStatus.SOLVER_TO_MOVE and game.on_report and game.defender == self.me:
-                    state_hash, cid = self.replayer.midpoint(game)
-                    receipt = p.game.post_midpoint(game_id, state_hash, cid_to_digest(cid))
-                    log_mined(log, "postMidpoint", receipt, game=game_id, step=midpoint(game.lo, game.hi), state_hash=hex32(state_hash), cid=cid)
             case GameMove(game_id, Action.COMMIT_VOTE):
                 if p.game.ballot_of(game_id, self.me)[0] is Ballot.SEATED:
                     right = self.replayer.vote(game_id, p.game.get_game(game_id))
@@ -148,7 +141,7 @@ class VerifierResponder:
                     log_mined(log, "commitVote", p.game.commit_vote(game_id, commitment), game=game_id)
             case GameMove(game_id, Action.REVEAL_VOTE):
                 self._reveal(game_id)
-            case GameMove():  # answerMidpoint as the challenger, the permissionless moves
+            case GameMove():  # a midpoint posted (a report game's defender) or answered (a challenger), the permissionless moves
                 self.moves.perform(action)
             case CourtMove():  # a member fetches into the store it replays from, and serves from
                 CourtDuty(p, self.trace_verifier.store, self.me, self.db.salt_secret).perform(action)

@@ -47,7 +47,7 @@ class WhistleblowerResponder:
         self.me = me
         self._held: set[tuple[JobId, str]] = set()  # reports whose held challenge was logged
         self.upkeep = Upkeep(protocol, Role.WHISTLEBLOWER, me, db, log)
-        self.moves = GameMoves(protocol, replayer, log)
+        self.moves = GameMoves(protocol, me, log, challenger=replayer)
 
     def perform(self, action: WhistleblowerAction) -> None:
         p = self.protocol

@@ -14,7 +14,8 @@ from core.chain import Address
 from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action
 from rolebase.dispute import vote_from_shape
-from solver.policy import ForfeitUnopened, HeldJob, OpenJob, Phase, PostMidpoint, SolverConfig, SolverPolicy, SolverView, SpecCheck, TimeoutClock
+from solver.policy import ForfeitUnopened, HeldJob, OpenJob, Phase, SolverConfig, SolverPolicy, SolverView, SpecCheck
+from solver.responder import _Defense
 from verifier.policy import (
     ConcedeForced,
     GameMove,
@@ -71,9 +72,23 @@ SOLVER = SolverPolicy(SolverConfig(stake_target=T(0)))
 
 def test_solver_posts_the_midpoint_while_its_clock_runs_then_not_at_all() -> None:
     g = game(GameStatus.SOLVER_TO_MOVE, lo=8, hi=12)
-    assert SOLVER.next_actions(solver_view(1_030, disputed(g))) == [PostMidpoint(JobId(7), GID, 3, 10)]
-    assert SOLVER.next_actions(solver_view(1_060, disputed(g))) == [PostMidpoint(JobId(7), GID, 3, 10)]  # last second
+    assert SOLVER.next_actions(solver_view(1_030, disputed(g))) == [GameMove(GID, Action.POST_MIDPOINT)]
+    assert SOLVER.next_actions(solver_view(1_060, disputed(g))) == [GameMove(GID, Action.POST_MIDPOINT)]  # last second
     assert SOLVER.next_actions(solver_view(1_061, disputed(g))) == []  # clock out: the challenger times us out
+
+
+def test_the_solvers_defense_recomputes_the_games_midpoint_step_of_its_segment() -> None:
+    """The solver plays ``postMidpoint`` through the shared :class:`GameMoves`; its side of the move is
+    its state ``midpoint(lo, hi)`` steps into the disputed segment, recomputed from that segment's checkpoint."""
+    asked: list[tuple[int, int, int]] = []
+
+    class Trainer:
+        def midpoint(self, job_id: JobId, segment: int, step: int) -> tuple[Bytes32, str]:
+            asked.append((job_id, segment, step))
+            return Z, "cid"
+
+    assert _Defense(Trainer()).midpoint(game(GameStatus.SOLVER_TO_MOVE, lo=8, hi=12)) == (Z, "cid")  # type: ignore[arg-type]
+    assert asked == [(7, 3, 10)]
 
 
 def test_a_silent_adversary_does_not_defend() -> None:
@@ -82,7 +97,7 @@ def test_a_silent_adversary_does_not_defend() -> None:
 
 
 def test_solver_times_out_a_challenger_out_of_clock_and_forfeits_an_unopened_game() -> None:
-    assert SOLVER.next_actions(solver_view(1_061, disputed(game(GameStatus.CHALLENGER_TO_MOVE)))) == [TimeoutClock(GID)]
+    assert SOLVER.next_actions(solver_view(1_061, disputed(game(GameStatus.CHALLENGER_TO_MOVE)))) == [GameMove(GID, Action.TIMEOUT_CLOCK)]
     assert SOLVER.next_actions(solver_view(1_059, disputed(game(GameStatus.CHALLENGER_TO_MOVE)))) == []
     assert SOLVER.next_actions(solver_view(1_030, disputed(None, open_deadline=1_030))) == []
     assert SOLVER.next_actions(solver_view(1_031, disputed(None, open_deadline=1_030))) == [ForfeitUnopened(JobId(7))]
