@@ -49,6 +49,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     uint256 public constant MANIFEST_ITEM = type(uint24).max;
     /// Domain tag of the full-replay coin (isFullReplayDraw), apart from the probe and forced draws.
     bytes32 private constant FULL_REPLAY_TAG = keccak256("veritrain/full-replay");
+    uint8 private constant CHOSEN = 1; // _fullReplay: chosen by a draw's coin for the current commit
+    uint8 private constant POSTED = 2; // _fullReplay: posted for full replay (a tolerance-mode spec)
 
     /// @inheritdoc IJobMarket
     IERC20 public immutable token;
@@ -96,8 +98,10 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     /// Items published on chain, keyed by content: keccak256(abi.encode(traceRoot, index)) for a
     /// checkpoint, keccak256(abi.encode(manifestCid, MANIFEST_ITEM)) for the manifest.
     mapping(bytes32 key => bool) private _published;
-    /// Commits chosen for full replay (FullReplayChosen); written only when chosen, cleared on reopen.
-    mapping(uint256 jobId => bool) private _fullReplay;
+    /// Full replay per job: CHOSEN when a draw of the current commit chose it (FullReplayChosen), cleared
+    /// on reopen; POSTED when postJob asked for it (JobPosted's fullReplay), every draw's, kept for good.
+    /// Written only when chosen or posted.
+    mapping(uint256 jobId => uint8 mark) private _fullReplay;
 
     /// @param token_ the ERC20 of rewards, fees and bonds (the StakeManager's token)
     /// @param stakeManager_ the StakeManager; its wiring must authorize this contract
@@ -208,7 +212,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     /// @inheritdoc IJobMarket
     function isFullReplay(uint256 jobId) external view returns (bool) {
         _job(jobId);
-        return _fullReplay[jobId];
+        return _fullReplay[jobId] != 0;
     }
 
     /// @inheritdoc IJobMarket
@@ -294,7 +298,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     // ------------------------------------------------------------------ lifecycle
 
     /// @inheritdoc IJobMarket
-    function postJob(bytes32 specCid, uint96 reward, uint96 verifierFee, uint32 commitWindow)
+    function postJob(bytes32 specCid, uint96 reward, uint96 verifierFee, uint32 commitWindow, bool fullReplay)
         external
         nonReentrant
         returns (uint256 jobId)
@@ -316,7 +320,9 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         // commitWindow <= maxCommitWindow < 2**24 (constructor): fits
         // forge-lint: disable-next-line(unsafe-typecast)
         job.commitWindow = uint24(commitWindow);
-        emit JobPosted(jobId, msg.sender, specCid, reward, verifierFee, commitWindow, claimDeadline);
+        // INVARIANT: a job posted for full replay is fully replayed at every draw, after a reopen too.
+        if (fullReplay) _fullReplay[jobId] = POSTED;
+        emit JobPosted(jobId, msg.sender, specCid, reward, verifierFee, commitWindow, claimDeadline, fullReplay);
         token.safeTransferFrom(msg.sender, address(this), _escrow(reward, verifierFee));
     }
 
@@ -799,7 +805,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         uint256 extra = replayFee(job.reward);
         if (extra == 0) return;
         // INVARIANT: the replay fee pays only a full replay's verifier that earned its fee.
-        bool full = _fullReplay[jobId];
+        bool full = _fullReplay[jobId] != 0;
         address to = payVerifier && full ? job.verifier : job.submitter;
         emit ReplayFeePaid(jobId, to, extra, full);
         token.safeTransfer(to, extra);
@@ -880,16 +886,16 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         return reward + fee + jackpotTax(reward, fee) + replayFee(reward);
     }
 
-    /// Whether the job's current commit is fully replayed: chosen already, or chosen now by the coin
-    /// of this attempt's assignSeed. Sticky until the job reopens, so neither a re-anchor nor a
-    /// redraw can take a full replay back; each attempt can only add one.
+    /// Whether the job's current commit is fully replayed: posted for full replay, chosen already, or
+    /// chosen now by the coin of this attempt's assignSeed. Sticky until the job reopens (for good when
+    /// posted), so neither a re-anchor nor a redraw can take a full replay back; each attempt can only add one.
     function _drawFullReplay(uint256 jobId, bytes32 drawSeed) private returns (bool) {
+        if (_fullReplay[jobId] != 0) return true; // POSTED, or CHOSEN by an earlier attempt
         if (_fullReplayRateBps == 0) return false;
-        if (_fullReplay[jobId]) return true;
         bytes32 assignSeed = keccak256(abi.encode(drawSeed));
         // INVARIANT: the full-replay coin reads only the draw's entropy and job, fixed after the commit.
         if (!isFullReplayDraw(assignSeed)) return false;
-        _fullReplay[jobId] = true;
+        _fullReplay[jobId] = CHOSEN;
         emit FullReplayChosen(jobId, assignSeed);
         return true;
     }
@@ -928,7 +934,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
         job.draws = 0;
         job.checkpointCount = 0;
         delete job.traceRoot;
-        if (_fullReplayRateBps != 0) delete _fullReplay[jobId];
+        // CHOSEN exists only at a rate above 0; POSTED stays: the redo is fully replayed too.
+        if (_fullReplayRateBps != 0 && _fullReplay[jobId] == CHOSEN) delete _fullReplay[jobId];
         delete job.challenger;
         delete job.challengeLeft;
         emit JobReopened(jobId, claimDeadline);

@@ -743,7 +743,8 @@ class JobMarket(_Wrapper):
         return TokenAmount(self._call("replayFee", reward))
 
     def is_full_replay(self, job_id: JobId) -> bool:
-        """Whether a draw of the job's current commit chose it for full replay (``FullReplayChosen``)."""
+        """Whether a draw of the job's current commit chose it for full replay (``FullReplayChosen``),
+        or the job was posted for full replay (``JobPosted``'s ``fullReplay``: true from the post on)."""
         return bool(self._call("isFullReplay", job_id))
 
     def is_full_replay_draw(self, assign_seed: Bytes32) -> bool:
@@ -811,10 +812,11 @@ class JobMarket(_Wrapper):
         return seal, [_reported_probe(i, p) for i, p in enumerate(report.args["probes"])]
 
     # lifecycle
-    def post_job(self, spec_cid: bytes, reward: int, verifier_fee: int, commit_window: int) -> tuple[JobId, Receipt]:
-        """Escrow ``reward + verifier_fee + jackpot_tax(reward, verifier_fee)`` (approve the market
-        first); returns the new job id."""
-        receipt = self._send("postJob", spec_cid, reward, verifier_fee, commit_window)
+    def post_job(self, spec_cid: bytes, reward: int, verifier_fee: int, commit_window: int, *, full_replay: bool = False) -> tuple[JobId, Receipt]:
+        """Escrow ``reward + verifier_fee + jackpot_tax(reward, verifier_fee) + replay_fee(reward)``
+        (approve the market first); returns the new job id. ``full_replay``: every draw of the job is a
+        full replay whatever the coin (a spec that ``proofs.sampling.needs_full_replay``)."""
+        receipt = self._send("postJob", spec_cid, reward, verifier_fee, commit_window, full_replay)
         (posted,) = self.decode_events(receipt, "JobPosted")
         return JobId(posted.args["jobId"]), receipt
 

@@ -38,6 +38,7 @@ class MarketWatcher:
         self.max_jobs = max_jobs
         self._next_block = deploy_block
         self._spec_cids: dict[int, bytes] = {}
+        self._full_replay: set[int] = set()  # jobs posted for full replay (JobPosted's fullReplay)
 
     def scan(self, known_final: set[int]) -> MarketScan:
         """Read each job not yet known final (the newest ``max_jobs`` ids at most)."""
@@ -71,11 +72,19 @@ class MarketWatcher:
             if latest >= self._next_block:
                 for event in self.market.events("JobPosted", self._next_block, latest):
                     self._spec_cids[int(event.args["jobId"])] = bytes(event.args["specCid"])
+                    if event.args["fullReplay"]:
+                        self._full_replay.add(int(event.args["jobId"]))
                 self._next_block = latest + 1
         try:
             return self._spec_cids[job_id]
         except KeyError:
             raise VeritrainError(f"no JobPosted event for job {job_id}") from None
+
+    def posted_full_replay(self, job_id: JobId) -> bool:
+        """Whether the job was posted for full replay (every draw of it a full replay), from the same
+        ``JobPosted`` event as its spec CID."""
+        self.spec_cid(job_id)
+        return job_id in self._full_replay
 
 
 class GameWatcher:

@@ -22,7 +22,7 @@ from core.cid import Cid, digest_to_cid
 from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
 from rolebase.events import JOB_REFUSED
 from rolebase.watchers import MarketWatcher
-from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_window, same_offer
+from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_flag, fits_window, same_offer
 from solver.retention import draw_checkpoints, fits_budget
 from solver.state import SolverDb
 from solver.work import SpecJudge
@@ -147,7 +147,8 @@ class SolverLoader:
         refused = self.db.refusal(self.judge.deployment, job_id, spec_cid)
         if refused is not None:
             return SpecCheck(False, refused)
-        check = fits_window(self.judge.check(digest), job.commit_window, self.config.commit_margin_s)
+        check = fits_flag(self.judge.check(digest), self.watcher.posted_full_replay(job_id))
+        check = fits_window(check, job.commit_window, self.config.commit_margin_s)
         params = self._market_params
         if params is not None:
             check = fits_budget(check, self.config.disk_budget, params.probe_count, params.availability_window)

@@ -59,6 +59,22 @@ class SpecCheck:
     checkpoints: int = 0  # in the trace: the spec's segments + 1
     checkpoint_bytes: int = 0  # of checkpoint 0, measured in the dry run
     segment_s: float = 0.0  # estimated seconds to train one segment here (what regenerating a checkpoint costs per segment)
+    full_replay: bool = False  # the spec needs full replay (proofs.sampling.needs_full_replay): torch numerics or tolerance mode
+
+
+def fits_flag(check: SpecCheck, posted_full_replay: bool) -> SpecCheck:
+    """The spec check of a job: a spec that needs full replay on a job posted without the market's
+    full-replay flag is refused for good. Its draws would only sample it, which proves nothing there
+    (a cheater may push every segment within the windows), and a verifier's full replay would lack its
+    window and its fee (docs/proofs.md, "Full replay and the cheats of few segments")."""
+    if check.runnable and check.full_replay and not posted_full_replay:
+        return SpecCheck(
+            False,
+            "the spec needs full replay (torch numerics or tolerance mode) but the job was posted without the full-replay flag",
+            check.steps,
+            check.train_s,
+        )
+    return check
 
 
 def fits_window(check: SpecCheck, commit_window: int, margin_s: int) -> SpecCheck:

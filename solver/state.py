@@ -114,6 +114,12 @@ MIGRATIONS: Sequence[str] = (
     ALTER TABLE spec_verdicts ADD COLUMN checkpoint_bytes INTEGER NOT NULL DEFAULT 0;
     ALTER TABLE spec_verdicts ADD COLUMN segment_s REAL NOT NULL DEFAULT 0;
     """,
+    # a spec's verdict says whether it needs full replay (refused on a job posted without the market's
+    # full-replay flag); the old verdicts lack it: judged again
+    """
+    DELETE FROM spec_verdicts;
+    ALTER TABLE spec_verdicts ADD COLUMN full_replay INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 
@@ -249,6 +255,7 @@ class SolverDb(RoleDb):
             row["checkpoints"],
             row["checkpoint_bytes"],
             row["segment_s"],
+            bool(row["full_replay"]),
         )
         return SpecVerdict(check, row["retry_s"], row["retry_at"])
 
@@ -256,7 +263,7 @@ class SolverDb(RoleDb):
         c = verdict.check
         self.db.execute(
             "INSERT OR REPLACE INTO spec_verdicts (deployment, spec_cid, runnable, final, reason, steps, train_s, retry_s, retry_at,"
-            " checkpoints, checkpoint_bytes, segment_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " checkpoints, checkpoint_bytes, segment_s, full_replay) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 deployment,
                 spec_cid,
@@ -270,6 +277,7 @@ class SolverDb(RoleDb):
                 c.checkpoints,
                 c.checkpoint_bytes,
                 c.segment_s,
+                int(c.full_replay),
             ),
         )
 

@@ -54,6 +54,7 @@ from proofs.manifest import write_manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.numerics import profile
 from proofs.replay import run_watching
+from proofs.sampling import needs_full_replay
 from proofs.spec import JobSpec, load_spec
 from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
@@ -205,7 +206,16 @@ class SpecJudge:
             return SpecCheck(False, f"dataset does not fit the spec: {exc}", spec.steps)
         except Exception as exc:  # noqa: BLE001 - any failure of the engine on a stranger's spec and data: not runnable
             return SpecCheck(False, f"dry run failed: {type(exc).__name__}: {str(exc)[:200]}", spec.steps)
-        return SpecCheck(True, "", spec.steps, dry.train_s, checkpoints=spec.segments + 1, checkpoint_bytes=dry.checkpoint_bytes, segment_s=dry.segment_s)
+        return SpecCheck(
+            True,
+            "",
+            spec.steps,
+            dry.train_s,
+            checkpoints=spec.segments + 1,
+            checkpoint_bytes=dry.checkpoint_bytes,
+            segment_s=dry.segment_s,
+            full_replay=needs_full_replay(spec),
+        )
 
     def _over_limits(self, spec: JobSpec) -> str:
         """Why this solver refuses ``spec`` from its limits alone: the one check a submitter's fit runs

@@ -123,6 +123,7 @@ def post(
                     "jackpot_tax": str(posted.tax),
                     "solvers": posted.solvers.to_json(),
                     "guarantee": posted.weaker or "exact",
+                    "full_replay": posted.full_replay,
                     "gas": {k: r.gas_used for k, r in posted.receipts.items()},
                 }
             )

@@ -25,6 +25,7 @@ from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount
 from core.probe import Bytes32
 from core.storage import ContentStore
 from proofs.merkle import hex32
+from proofs.sampling import needs_full_replay
 from proofs.spec import JobSpec, Limits
 from rolebase.amounts import show_tokens
 from rolebase.capabilities import misfit
@@ -108,6 +109,8 @@ class Posted:
     """The staked solvers' adverts against the job, read before posting it."""
     weaker: str | None = None
     """The spec's weaker-guarantee line (``rolebase.guarantee``), None for a bit-exact job."""
+    full_replay: bool = False
+    """Posted with the market's full-replay flag (every draw a full replay): exactly a weaker-guarantee spec."""
 
 
 def post_job(
@@ -126,7 +129,9 @@ def post_job(
     pretrained weights) and spec,
     approve the escrow (reward + fee + the market's jackpot tax on them + its replay fee), post the job.
     A spec that is a weaker guarantee (``rolebase.guarantee``: torch numerics or tolerance mode) is
-    posted only with ``allow_tolerance``."""
+    posted only with ``allow_tolerance``, and exactly such a spec is posted with the market's full-replay
+    flag (``proofs.sampling.needs_full_replay``): every draw of it is a full replay, which solvers
+    require of such a job."""
     if reward <= 0:
         raise SubmitError("--reward must be above 0")
     if verifier_fee <= 0:
@@ -151,9 +156,10 @@ def post_job(
     receipts: dict[str, Receipt] = {}
     if token.allowance(me, market.address) < need:
         receipts["approve"] = token.approve(market.address, need)
-    job_id, receipts["postJob"] = market.post_job(cid_to_digest(spec_cid), reward, verifier_fee, commit_window)
+    full_replay = needs_full_replay(draft.spec)
+    job_id, receipts["postJob"] = market.post_job(cid_to_digest(spec_cid), reward, verifier_fee, commit_window, full_replay=full_replay)
     log.info("job posted", extra={"job": job_id, "spec": spec_cid, "dataset": draft.dataset_cid})
-    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers, weaker)
+    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers, weaker, full_replay)
 
 
 def get_job(protocol: Protocol, job_id: int) -> Job:

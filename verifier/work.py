@@ -235,7 +235,7 @@ class TraceVerifier:
             return [consistent], []
         k = spec.checkpoint_interval
         positions = probe_positions(seed, self.probe_count, len(manifest.checkpoints), k)
-        if self.protocol.market.is_full_replay(job_id):  # chosen by the draw: every segment (docs/protocol.md)
+        if self.protocol.market.is_full_replay(job_id):  # chosen by the draw, or posted so: every segment (docs/protocol.md)
             report["full_replay"] = True
             replayed = list(range(manifest.segments))
         else:

@@ -15,6 +15,7 @@ interface IJobMarket {
     // ------------------------------------------------------------------ events
 
     /// @notice A job was posted and `reward + verifierFee + jackpotTax(reward, verifierFee) + replayFee(reward)` escrowed.
+    ///         `fullReplay`: posted for full replay (postJob), so every draw of it is a full replay.
     event JobPosted(
         uint256 indexed jobId,
         address indexed submitter,
@@ -22,7 +23,8 @@ interface IJobMarket {
         uint96 reward,
         uint96 verifierFee,
         uint32 commitWindow,
-        uint32 claimDeadline
+        uint32 claimDeadline,
+        bool fullReplay
     );
     /// @notice `solver` claimed the job; its `bond` is locked until settlement.
     event JobClaimed(uint256 indexed jobId, address indexed solver, uint256 bond, uint32 commitDeadline);
@@ -217,7 +219,8 @@ interface IJobMarket {
     /// @notice The replay fee a submitter escrows on top for a job of `reward`: reward * fullReplayFeeBps / 1e4,
     ///         paid to the verifier of a full replay at finalize, else refunded to the submitter.
     function replayFee(uint256 reward) external view returns (uint256);
-    /// @notice True once a draw of the job's current commit chose it for full replay (cleared when it reopens).
+    /// @notice True once a draw of the job's current commit chose it for full replay (cleared when it reopens),
+    ///         and always for a job posted for full replay (postJob's `fullReplay`, kept when it reopens).
     function isFullReplay(uint256 jobId) external view returns (bool);
     /// @notice True when the draw of `assignSeed` chooses its job for full replay:
     ///         uint256(keccak256(abi.encode(assignSeed, keccak256("veritrain/full-replay")))) % 1e4 < fullReplayRateBps.
@@ -270,7 +273,12 @@ interface IJobMarket {
     ///         and is refunded with the rest otherwise.
     ///         Claims are accepted for `openWindow` seconds; the solver has `commitWindow` seconds
     ///         (1..maxCommitWindow) from its claim to commit.
-    function postJob(bytes32 specCid, uint96 reward, uint96 verifierFee, uint32 commitWindow)
+    ///         `fullReplay`: every draw of the job is a full replay whatever the coin (isFullReplay true from
+    ///         the post on, kept when the job reopens): its verifier gets reportWindow + commitWindow and
+    ///         is paid replayFee(reward). Set for a spec the sample cannot check (torch numerics or tolerance
+    ///         mode: proofs.sampling.needs_full_replay), which solvers refuse without it; the chain cannot
+    ///         read the spec, so the submitter says it here.
+    function postJob(bytes32 specCid, uint96 reward, uint96 verifierFee, uint32 commitWindow, bool fullReplay)
         external
         returns (uint256 jobId);
     /// @notice Claim an Open job before its claim deadline; locks the solver bond from the caller's
@@ -290,7 +298,8 @@ interface IJobMarket {
     ///         locked by other draws since the anchor: re-anchors (DrawReanchored). No eligible
     ///         verifier: the job ends refunded. Every attempt with entropy (assigned or re-anchored)
     ///         also flips the full-replay coin (isFullReplayDraw of its assignSeed); once heads, the
-    ///         commit stays chosen (FullReplayChosen) and its verifiers get reportWindow + commitWindow.
+    ///         commit stays chosen (FullReplayChosen) and its verifiers get reportWindow + commitWindow. A job
+    ///         posted for full replay (postJob) is a full replay at every draw, whatever the coin.
     function assignVerifier(uint256 jobId) external;
     /// @notice The drawn verifier reports before its deadline: pass -> Verified (challenge window),
     ///         fail -> Disputed. (assignSeed, forcedCommitment) are its draw's (VerifierAssigned) and must

@@ -166,6 +166,8 @@ def test_read_commands_work_and_speak_json(market: Market, job_files: tuple[Path
     weaker = run(market, "post", str(torch_spec), "--data", str(data), "--allow-tolerance", "--json")
     assert weaker.returncode == 0, weaker.stderr
     assert json.loads(weaker.stdout)["guarantee"].startswith('weaker guarantee: "numerics": "torch"') and "weaker guarantee" in weaker.stderr
+    assert json.loads(weaker.stdout)["full_replay"] and market.protocol().market.is_full_replay(json.loads(weaker.stdout)["job_id"])  # every draw
+    assert json.loads(by_cli.stdout)["full_replay"] is False
     shown = run(market, "show", str(json.loads(weaker.stdout)["job_id"]), "--json")
     assert shown.returncode == 0 and json.loads(shown.stdout)["guarantee"].endswith("always fully replayed"), shown.stderr
     cancelled = run(market, "cancel", str(posted.job_id))

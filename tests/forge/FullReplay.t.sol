@@ -211,6 +211,122 @@ contract FullReplayTest is Fixture {
         assertEq(_bal(submitter), before, "all of it");
     }
 
+    // ------------------------------------------------------------------ posted for full replay
+
+    /// A job posted for full replay (a tolerance-mode spec), claimed and committed by `by`.
+    function _committedFull(address by) internal returns (uint256 jobId) {
+        vm.prank(submitter);
+        jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, true);
+        _claimAndCommit(jobId, by);
+    }
+
+    function _claimAndCommit(uint256 jobId, address by) internal {
+        vm.prank(by);
+        market.claim(jobId);
+        vm.prank(by);
+        market.commit(jobId, ROOT, 11, MODEL, MANIFEST);
+    }
+
+    /// Draws the committed job's verifier from an entropy whose own coin is tails (heads when `heads`).
+    function _drawWithCoin(uint256 jobId, bool heads) internal returns (address verifier) {
+        Job memory job = market.getJob(jobId);
+        vm.roll(job.deadline + 2);
+        for (uint256 j;; ++j) {
+            bytes32 e = keccak256(abi.encode("coin", heads, j));
+            if (market.isFullReplayDraw(keccak256(abi.encode(keccak256(abi.encode(e, jobId, job.draws))))) == heads) {
+                vm.setBlockhash(job.deadline + 1, e);
+                break;
+            }
+        }
+        verifier = _assign(jobId);
+    }
+
+    function test_post_emits_the_full_replay_flag() public {
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.JobPosted(
+            1, submitter, SPEC, REWARD, FEE, COMMIT_WINDOW, uint32(block.timestamp + 1 days), true
+        );
+        vm.prank(submitter);
+        uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, true);
+        assertTrue(market.isFullReplay(jobId), "full replay from the post on");
+        assertTrue(!market.isFullReplay(_post()), "an unflagged job is not, before its draw");
+    }
+
+    function test_a_posted_full_replay_is_chosen_at_every_draw() public {
+        uint256 tails;
+        for (uint256 i; i < 40; ++i) {
+            vm.revertToState(_base);
+            vm.prank(submitter);
+            uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, true);
+            _claimAndCommit(jobId, solver);
+            uint256 anchor = market.getJob(jobId).deadline;
+            vm.roll(anchor + 2);
+            vm.setBlockhash(anchor + 1, _entropy(i));
+            _assign(jobId);
+            if (!market.isFullReplayDraw(seals[jobId].assignSeed)) ++tails;
+            assertTrue(market.isFullReplay(jobId), "whatever the coin");
+            assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours + COMMIT_WINDOW, "the full window");
+        }
+        assertTrue(tails > 0, "some coins were tails");
+    }
+
+    function test_an_unflagged_job_still_follows_the_coin() public {
+        uint256 jobId = _committed();
+        _drawWithCoin(jobId, false);
+        assertTrue(!market.isFullReplay(jobId), "tails: sampled");
+        assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours, "reportWindow");
+        vm.revertToState(_base);
+        jobId = _committed();
+        _drawWithCoin(jobId, true);
+        assertTrue(market.isFullReplay(jobId), "heads: full");
+    }
+
+    /// Reopened after a caught cheat, the job is still posted for full replay: the redo's draw, tails
+    /// too, is a full replay with the full window, and its verifier is paid the replay fee.
+    function test_a_posted_full_replay_is_kept_when_the_job_reopens() public {
+        uint256 jobId = _committedFull(solver);
+        address verifier = _drawWithCoin(jobId, false);
+        assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours + COMMIT_WINDOW, "the full window");
+        _report(jobId, verifier, false);
+        vm.prank(game);
+        market.resolveDispute(jobId, false, false, verifier);
+        assertTrue(_state(jobId) == JobState.Open, "reopened");
+        assertTrue(market.isFullReplay(jobId), "kept on reopen");
+        _claimAndCommit(jobId, solver2);
+        verifier = _drawWithCoin(jobId, false);
+        assertTrue(market.isFullReplay(jobId), "the redo is a full replay, tails too");
+        assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours + COMMIT_WINDOW, "the full window again");
+        _report(jobId, verifier, true);
+        vm.warp(block.timestamp + 1 hours + 1);
+        uint256 v = _bal(verifier);
+        uint256 s = _bal(submitter);
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.ReplayFeePaid(jobId, verifier, REWARD, true);
+        market.finalize(jobId);
+        assertEq(_bal(verifier) - v, FEE + REWARD, "fee + replay fee");
+        assertEq(_bal(submitter), s, "nothing back");
+    }
+
+    function test_a_posted_full_replay_keeps_it_across_a_timeout_redraw() public {
+        uint256 jobId = _committedFull(solver);
+        _drawWithCoin(jobId, false);
+        vm.warp(block.timestamp + 1 hours + COMMIT_WINDOW + 1);
+        market.timeoutVerifier(jobId);
+        _drawWithCoin(jobId, false);
+        assertTrue(market.isFullReplay(jobId), "still full");
+        assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours + COMMIT_WINDOW, "the full window");
+    }
+
+    function test_a_slashed_posted_full_replayer_is_not_paid_the_replay_fee() public {
+        uint256 jobId = _committedFull(solver);
+        address verifier = _drawWithCoin(jobId, false);
+        _report(jobId, verifier, false); // a false accusation
+        uint256 s = _bal(submitter);
+        vm.prank(game);
+        market.resolveDispute(jobId, true, true, solver);
+        assertEq(_bal(submitter) - s, FEE + REWARD, "the fee and the replay fee back to the submitter");
+    }
+
     function test_constructor_bounds() public {
         MarketParams memory p = _params();
         p.fullReplayRateBps = 10_001;
@@ -224,5 +340,45 @@ contract FullReplayTest is Fixture {
         assertTrue(m.isFullReplayDraw(keccak256("any")), "p = 1: every draw");
         p.fullReplayRateBps = 0;
         assertTrue(!new JobMarket(token, stakes, p).isFullReplayDraw(keccak256("any")), "p = 0: none");
+    }
+}
+
+/// @notice A job posted for full replay on a market whose coin never chooses one (p = 0, the devnet's):
+///         every draw is a full replay all the same, and an unflagged job is never one.
+contract PostedFullReplayAtRateZeroTest is Fixture {
+    function _params() internal pure override returns (MarketParams memory p) {
+        p = super._params();
+        p.fullReplayFeeBps = 5000;
+    }
+
+    function setUp() public {
+        _setUpActors();
+        vm.roll(block.number + 1);
+    }
+
+    function test_posted_is_fully_replayed_and_paid_unflagged_never() public {
+        assertEq(market.params().fullReplayRateBps, 0, "the coin never chooses");
+        uint256 plain = _committed();
+        address pv = _assign(plain);
+        assertTrue(!market.isFullReplay(plain), "unflagged: sampled");
+        assertEq(market.getJob(plain).deadline, block.timestamp + 1 hours, "reportWindow");
+        vm.prank(submitter);
+        uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, true);
+        vm.prank(solver2);
+        market.claim(jobId);
+        vm.prank(solver2);
+        market.commit(jobId, ROOT, 11, MODEL, MANIFEST);
+        address verifier = _assign(jobId);
+        assertTrue(market.isFullReplay(jobId), "posted: full");
+        assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours + COMMIT_WINDOW, "the full window");
+        _report(plain, pv, true);
+        _report(jobId, verifier, true);
+        vm.warp(block.timestamp + 1 hours + COMMIT_WINDOW + 1);
+        uint256 s = _bal(submitter);
+        uint256 v = _bal(verifier);
+        market.finalize(jobId);
+        assertEq(_bal(verifier) - v, FEE + REWARD / 2, "fee + replay fee");
+        market.finalize(plain);
+        assertEq(_bal(submitter) - s, REWARD / 2, "the unflagged job's replay fee back");
     }
 }

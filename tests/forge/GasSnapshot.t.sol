@@ -52,7 +52,7 @@ contract GasSnapshotTest is Fixture, IsolatedGas {
         if (!_isolated()) return;
         uint256[6] memory used;
         vm.prank(submitter);
-        uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW);
+        uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, false);
         used[0] = _gas();
 
         vm.prank(solver);
@@ -202,7 +202,7 @@ contract FullReplayGasSnapshotTest is Fixture, IsolatedGas {
     function _measure(bool full, string memory name) internal {
         if (!_isolated()) return;
         vm.prank(submitter);
-        uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW);
+        uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, false);
         vm.snapshotValue(GROUP, string.concat(name, "_postJob"), _gas());
         vm.prank(solver);
         market.claim(jobId);

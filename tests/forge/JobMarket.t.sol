@@ -109,7 +109,7 @@ contract JobMarketTest is Fixture {
         vm.prank(submitter);
         token.approve(address(rogue), type(uint256).max);
         vm.prank(submitter);
-        uint256 jobId = rogue.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW);
+        uint256 jobId = rogue.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, false);
         vm.prank(solver);
         vm.expectRevert(abi.encodeWithSelector(IStakeManager.NotAuthorized.selector, address(rogue)));
         rogue.claim(jobId);
@@ -120,7 +120,7 @@ contract JobMarketTest is Fixture {
     function test_post_escrows_and_emits() public {
         uint256 before = _bal(submitter);
         vm.expectEmit(true, true, false, true, address(market));
-        emit IJobMarket.JobPosted(1, submitter, SPEC, REWARD, FEE, COMMIT_WINDOW, uint32(block.timestamp + 1 days));
+        emit IJobMarket.JobPosted(1, submitter, SPEC, REWARD, FEE, COMMIT_WINDOW, uint32(block.timestamp + 1 days), false);
         uint256 jobId = _post();
         assertEq(jobId, 1, "first id");
         assertEq(market.jobCount(), 1, "count");
@@ -140,7 +140,7 @@ contract JobMarketTest is Fixture {
         uint256 before = _bal(submitter);
         vm.prank(submitter);
         vm.expectRevert(err);
-        market.postJob(spec, reward, fee, window);
+        market.postJob(spec, reward, fee, window, false);
         assertEq(_bal(submitter), before, "no balance change");
         assertEq(market.jobCount(), 0, "no job");
     }
@@ -180,7 +180,7 @@ contract JobMarketTest is Fixture {
         fee = uint96(bound(fee, 1, FUND / 2));
         window = uint32(bound(window, 1, 7 days));
         vm.prank(submitter);
-        uint256 jobId = market.postJob(SPEC, reward, fee, window);
+        uint256 jobId = market.postJob(SPEC, reward, fee, window, false);
         uint256 tax = (uint256(reward) + fee) * 300 / 10_000;
         assertEq(market.jackpotTax(reward, fee), tax, "tax");
         assertEq(_bal(address(market)), uint256(reward) + fee + tax, "escrow");

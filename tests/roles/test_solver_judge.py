@@ -34,7 +34,7 @@ from proofs.train import Runtime
 from rolebase.actions import stake
 from rolebase.capabilities import misfit
 from solver import daemon, work
-from solver.policy import SolverConfig
+from solver.policy import SolverConfig, fits_flag
 from solver.state import SolverDb
 from solver.work import Limits, SpecJudge
 
@@ -49,11 +49,13 @@ BLOCK_GAS_30M = 30_000_000
 TOKEN = 10**18
 
 
-def _spec_bytes(dataset: bytes, fmt: str = "safetensors", store: ContentStore | None = None) -> bytes:
+def _spec_bytes(dataset: bytes, fmt: str = "safetensors", store: ContentStore | None = None, numerics: str | None = None) -> bytes:
     """The canonical bytes of a small mlp-spirals spec over ``dataset`` (stored when ``store`` is given)."""
     ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
     raw: dict[str, Any] = ref.spec(file_cid(ref.dataset)).to_json_dict()
     raw["dataset"] = {**raw["dataset"], "cid": file_cid(dataset), "size_bytes": len(dataset), "format": fmt}
+    if numerics is not None:
+        raw["numerics"] = numerics
     if store is not None:
         store.put(dataset)
     return load_spec(raw).canonical_bytes()
@@ -258,6 +260,28 @@ def test_verdicts_survive_a_restart_per_deployment_and_missing_content_is_looked
     db.close()
 
 
+def test_the_verdict_says_whether_the_spec_needs_full_replay_and_keeps_it(tmp_path: Path) -> None:
+    """A torch-numerics spec is runnable, its verdict marked as needing full replay, across a restart
+    of the records too; a repro-v1 spec's is not. The job's flag is what refuses it (fits_flag)."""
+    store = LocalStore(tmp_path / "store")
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    exact = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
+    torch_spec = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store, numerics="torch")))
+    db = SolverDb(tmp_path / "state.sqlite")
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP)
+    assert not judge.check(exact).full_replay
+    first = judge.check(torch_spec)
+    assert first.runnable and first.full_replay
+    db.close()
+    db = SolverDb(tmp_path / "state.sqlite")
+    kept = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP).check(torch_spec)
+    assert kept == first
+    refused = fits_flag(kept, posted_full_replay=False)
+    assert not refused.runnable and refused.final and "posted without the full-replay flag" in refused.reason
+    assert fits_flag(kept, posted_full_replay=True) == kept
+    db.close()
+
+
 def test_a_flood_of_new_specs_is_judged_a_few_per_tick(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store")
     db = SolverDb(tmp_path / "state.sqlite")
@@ -273,8 +297,8 @@ def test_a_flood_of_new_specs_is_judged_a_few_per_tick(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ on anvil, the daemon in process
 
 
-def _post(protocol: Protocol, store: LocalStore, spec: bytes, commit_window: int) -> JobId:
-    job_id, _ = protocol.market.post_job(cid_to_digest(store.put(spec)), TOKEN, TOKEN, commit_window)
+def _post(protocol: Protocol, store: LocalStore, spec: bytes, commit_window: int, *, full_replay: bool = False) -> JobId:
+    job_id, _ = protocol.market.post_job(cid_to_digest(store.put(spec)), TOKEN, TOKEN, commit_window, full_replay=full_replay)
     return job_id
 
 
@@ -352,3 +376,32 @@ def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch
     ran.clear()
     monkeypatch.setattr(work, "DRY_RUN_STEP_CAP_S", 0.0)
     assert work._estimate(spec, dataset).train_s > 0 and set(ran) == {1}
+
+
+def test_a_spec_that_needs_full_replay_is_claimed_only_on_a_job_posted_with_the_flag(
+    devnet: Devnet, parties: Parties, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A torch-numerics spec posted straight to the market without the full-replay flag (no ``submit
+    post``, which sets it) would only be sampled: the solver refuses it for good in one line; the same
+    spec posted with the flag is claimed."""
+    store = LocalStore(tmp_path / "store")
+    submitter = devnet.protocol(parties.submitter)
+    submitter.token.approve(submitter.market.address, 100 * TOKEN)
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    spec = _spec_bytes(ref.dataset, store=store, numerics="torch")
+    unflagged = _post(submitter, store, spec, 600)
+    flagged = _post(submitter, store, spec, 600, full_replay=True)
+    market = devnet.protocol().market
+    assert market.is_full_replay(flagged) and not market.is_full_replay(unflagged)
+    solver = _solver(devnet, tmp_path, store, parties.solver)
+    me = parties.solver.address
+    with caplog.at_level(logging.WARNING, logger="solver.loader"):
+        for _ in range(8):
+            solver.agent.tick()
+            if market.get_job(flagged).solver == me:
+                break
+    solver.db.close()
+    assert market.get_job(flagged).solver == me
+    assert not market.events("JobClaimed", devnet.book.deploy_block, jobId=unflagged)
+    refusals = [r for r in caplog.records if r.getMessage().startswith("job refused") and getattr(r, "job", None) == unflagged]
+    assert len(refusals) == 1 and "posted without the full-replay flag" in getattr(refusals[0], "reason", "")  # logged once

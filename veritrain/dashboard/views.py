@@ -137,6 +137,7 @@ class Views:
         if posted is not None:
             cid = digest_to_cid(bytes(posted.args["specCid"]))
             page["spec"] = {"cid": cid, **self._cached(("spec", cid), lambda: self._spec(cid))}
+            page["full_replay"] = bool(posted.args["fullReplay"])  # posted for full replay: every draw replays it whole
         committed = by_name.get("TraceCommitted")
         if committed is not None:
             manifest_cid = digest_to_cid(bytes(committed.args["manifestCid"]))

@@ -230,7 +230,7 @@ abstract contract DisputeFixture is Test {
 
     function _verifying() internal returns (uint256 jobId, address verifier) {
         vm.prank(submitter);
-        jobId = market.postJob(keccak256("spec"), REWARD, FEE, COMMIT_WINDOW);
+        jobId = market.postJob(keccak256("spec"), REWARD, FEE, COMMIT_WINDOW, false);
         vm.prank(solver);
         market.claim(jobId);
         vm.prank(solver);

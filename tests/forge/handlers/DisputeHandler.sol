@@ -167,7 +167,7 @@ contract DisputeHandler is Test {
         // forge-lint: disable-next-line(unsafe-typecast)
         uint96 r = uint96(bound(reward, 1 ether, 150 ether));
         _try(
-            _actor(actorSeed), abi.encodeCall(market.postJob, (keccak256("spec"), r, 5 ether, 2 hours)), address(market)
+            _actor(actorSeed), abi.encodeCall(market.postJob, (keccak256("spec"), r, 5 ether, 2 hours, false)), address(market)
         );
     }
 

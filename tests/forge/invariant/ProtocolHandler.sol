@@ -183,7 +183,7 @@ contract ProtocolHandler is Test {
         fee = uint96(bound(fee, 1, 20 ether));
         window = uint32(bound(window, 1, 3 hours));
         vm.prank(_actor(actorSeed));
-        try market.postJob(keccak256(abi.encode(reward, fee)), reward, fee, window) {
+        try market.postJob(keccak256(abi.encode(reward, fee)), reward, fee, window, reward % 2 == 0) {
             ++calls[msg.sig];
             ghostEscrow += uint256(reward) + fee + (uint256(reward) + fee) * market.params().jackpotTaxBps / 10_000
                 + uint256(reward) * market.params().fullReplayFeeBps / 10_000;

@@ -109,7 +109,7 @@ abstract contract Fixture is Test {
 
     function _post() internal returns (uint256 jobId) {
         vm.prank(submitter);
-        jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW);
+        jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, false);
     }
 
     function _claimed() internal returns (uint256 jobId) {
