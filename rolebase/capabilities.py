@@ -7,7 +7,7 @@ character transformer) per step, the forward and backward passes of a dense mode
 per second, so a job's FLOP divided by an advertised speed is its training time on that solver.
 
 "Fits" means a solver will claim it: :func:`claim_misfit` is the one check of a spec against a solver's
-limits, run by the solver before any claim (``solver.work.SpecJudge``, with its own limits) and by the
+limits, run by the solver before any claim (``solver.judge.SpecJudge``, with its own limits) and by the
 submitter against each advert (:func:`misfit`, ``submit post --dry-run``), so the two cannot disagree:
 the solver's limits (parameters, dataset, steps, and the training memory, which only the solver knows:
 an advert has no field for it) and, for an advert, the training time doubled (``ESTIMATE_SAFETY``: the

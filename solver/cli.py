@@ -25,10 +25,10 @@ from rolebase.cli import DaemonFlags, show_time
 from rolebase.device import DeviceOption, runtime_on
 from rolebase.status import status_base
 from solver import daemon
+from solver.judge import Limits, machine_memory_bytes
 from solver.policy import SolverConfig
 from solver.retention import BudgetError, parse_size
 from solver.state import SolverDb
-from solver.work import Limits, machine_memory_bytes
 
 app = options.command_group("solver", "The solver daemon: stake, claim jobs, train, commit, collect pay.")
 

@@ -28,6 +28,7 @@ from solver.adversary import (
     StaleModel,
     Withholding,
 )
+from solver.judge import Limits, SpecJudge, measure_flops
 from solver.loader import SolverLoader
 from solver.policy import (
     LANES,
@@ -46,7 +47,7 @@ from solver.policy import (
 )
 from solver.responder import SolverResponder
 from solver.state import SolverDb
-from solver.work import JobTrainer, Limits, ProgressHook, SpecJudge, measure_flops
+from solver.work import JobTrainer, ProgressHook
 
 SolverDaemon = RoleDaemon[SolverView, SolverAction]
 

@@ -2,7 +2,7 @@
 
 The chain says which jobs are open and which are ours; the local records say how far
 our work on each got. Specs of open jobs are fetched by CID and judged once
-(:class:`solver.work.SpecJudge`: spec, dataset, dry run, estimated training time), the
+(:class:`solver.judge.SpecJudge`: spec, dataset, dry run, estimated training time), the
 verdict cached in the records; a job whose spec cannot be run here, whose commit window
 is shorter than its estimated training time, or whose worst-case regeneration under the disk budget
 does not fit the availability window (``solver.retention.fits_budget``), is refused for good and logged once. A disputed job of
@@ -22,10 +22,10 @@ from core.cid import Cid, digest_to_cid
 from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
 from rolebase.events import JOB_REFUSED
 from rolebase.watchers import MarketWatcher
+from solver.judge import SpecJudge
 from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_flag, fits_window, same_offer
 from solver.retention import draw_checkpoints, fits_budget
 from solver.state import SolverDb
-from solver.work import SpecJudge
 
 log = logging.getLogger(__name__)
 

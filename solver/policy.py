@@ -49,7 +49,7 @@ class Phase(enum.Enum):
 @dataclass(frozen=True)
 class SpecCheck:
     """Whether this solver can run a job's spec: spec and dataset fetched by CID, the dataset loaded
-    against the spec, a few steps dry-run (solver/work.py, ``SpecJudge``)."""
+    against the spec, a few steps dry-run (solver/judge.py, ``SpecJudge``)."""
 
     runnable: bool
     reason: str = ""  # why not, for the log

@@ -33,10 +33,10 @@ from proofs.spec import training_memory_bytes
 from proofs.train import Runtime
 from rolebase.actions import stake
 from rolebase.capabilities import misfit
-from solver import daemon, work
+from solver import daemon, judge
+from solver.judge import Limits, SpecJudge
 from solver.policy import SolverConfig, fits_flag
 from solver.state import SolverDb
-from solver.work import Limits, SpecJudge
 
 if TYPE_CHECKING:
     from tests.conftest import Parties
@@ -366,16 +366,16 @@ def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch
     dataset = load_dataset(spec, ref.dataset)
     ran: list[int] = []
 
-    class Recording(work.Trainer):
+    class Recording(judge.Trainer):
         def run(self, steps: int, *args: Any, **kwargs: Any) -> list[float]:
             ran.append(self.spec.batch_size)
             return super().run(steps, *args, **kwargs)
 
-    monkeypatch.setattr(work, "Trainer", Recording)
-    assert work._estimate(spec, dataset).train_s > 0 and spec.batch_size in ran
+    monkeypatch.setattr(judge, "Trainer", Recording)
+    assert judge._estimate(spec, dataset).train_s > 0 and spec.batch_size in ran
     ran.clear()
-    monkeypatch.setattr(work, "DRY_RUN_STEP_CAP_S", 0.0)
-    assert work._estimate(spec, dataset).train_s > 0 and set(ran) == {1}
+    monkeypatch.setattr(judge, "DRY_RUN_STEP_CAP_S", 0.0)
+    assert judge._estimate(spec, dataset).train_s > 0 and set(ran) == {1}
 
 
 def test_a_spec_that_needs_full_replay_is_claimed_only_on_a_job_posted_with_the_flag(

@@ -24,6 +24,7 @@ from proofs.sampling import choose_segments
 from rolebase.watchers import MarketWatcher
 from solver import files
 from solver.availability import publication
+from solver.judge import Limits, SpecJudge
 from solver.loader import SolverLoader
 from solver.policy import Phase, SolverConfig, SpecCheck
 from solver.retention import (
@@ -40,7 +41,7 @@ from solver.retention import (
     regeneration_source,
 )
 from solver.state import SolverDb
-from solver.work import JobTrainer, Limits, SpecJudge
+from solver.work import JobTrainer
 from tests.chain.test_lifecycle import post, stake
 
 if TYPE_CHECKING:

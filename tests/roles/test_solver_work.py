@@ -16,9 +16,10 @@ from proofs import JobSpec, cheat, load_dataset, parse_manifest, train_trace
 from proofs.datasets import reference_job
 from rolebase.watchers import MarketWatcher
 from solver.adversary import CheatingJobTrainer
+from solver.judge import Limits, SpecJudge
 from solver.policy import Phase
 from solver.state import SolverDb
-from solver.work import JobTrainer, JobWorkError, Limits, SpecJudge
+from solver.work import JobTrainer, JobWorkError
 
 JOB = JobId(1)
 FAR = 2**32 - 1
