@@ -132,7 +132,7 @@ class Auditor:
             lambda i: self.availability.fetch(job_id, i, m.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {i}", m.state_hashes[i]),
             rt=self.replayer.rt,  # --device: the replayer refused the job's material if its numerics cannot run there
         )
-        findings = [_off_step(q, probe_step(seal.assign_seed, q.index, k), probes) for q in off_step]
+        findings = [_off_step(q, probe_step(seal.assign_seed, q.index, k), probes, seal) for q in off_step]
         start = replay.start()
         if not start.passed:  # no fetch, no replay: leaf 0 is not the spec's initialization
             findings.append(Finding(FindingKind.SEGMENT, 0, 0, start.detail))
@@ -140,7 +140,7 @@ class Auditor:
         if not findings:  # one fault opens a game: the first ends the audit, as the report's window runs
             probe_steps = {q.index: q.step for q in on_step}
             units = itertools.chain(
-                (("probe", probe_steps[i], partial(self._probe, job_id, replay, probes, i)) for i in plan.probes),
+                (("probe", probe_steps[i], partial(self._probe, job_id, replay, probes, seal, i)) for i in plan.probes),
                 (("segment", k, partial(self._segment, job_id, replay, s)) for s in plan.segments),
             )
             for unit in units:
@@ -197,7 +197,7 @@ class Auditor:
         if self.stop.is_set():
             raise Stopped(f"job {job_id}: audit stopped; it is done again on restart")
 
-    def _probe(self, job_id: JobId, replay: TraceReplay, tree: ProbeTree, index: int) -> Finding | None:
+    def _probe(self, job_id: JobId, replay: TraceReplay, tree: ProbeTree, seal: ReportSeal, index: int) -> Finding | None:
         self._check_stop(job_id)
         probe = tree.probe(index)
         truth = state_hash(replay.state(probe.segment, probe.step))
@@ -206,7 +206,7 @@ class Auditor:
         if ok:
             return None
         detail = f"probe {index}: state after step {probe.step} of segment {probe.segment} is {hex32(truth)}, the report says {hex32(probe.state_hash)}"
-        return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(index)))
+        return Finding(FindingKind.PROBE, index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(index)), seal)
 
     def _segment(self, job_id: JobId, replay: TraceReplay, segment: int) -> Finding | None:
         self._check_stop(job_id)
@@ -215,9 +215,9 @@ class Auditor:
         return None if verdict.passed else Finding(FindingKind.SEGMENT, segment, segment, verdict.detail)
 
 
-def _off_step(probe: Probe, fixed_step: int, tree: ProbeTree) -> Finding:
+def _off_step(probe: Probe, fixed_step: int, tree: ProbeTree, seal: ReportSeal) -> Finding:
     """A probe at another step than the draw fixed is a fault without replay: the referees of its
     report game rule against the defender on the game's shape (``rolebase.dispute.vote_from_shape``);
     a verifier that did not replay could otherwise state a copyable checkpoint."""
     detail = f"probe {probe.index} is at step {probe.step} of segment {probe.segment}; the draw fixed step {fixed_step}"
-    return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(probe.index)))
+    return Finding(FindingKind.PROBE, probe.index, probe.segment, detail, probe.step, probe.state_hash, tuple(tree.proof(probe.index)), seal)

@@ -41,7 +41,7 @@ from eth_utils import keccak
 
 from core.agent import Work
 from core.chain import Address
-from core.contracts import Game, GameId, GameParams, JobId, TokenAmount
+from core.contracts import Game, GameId, GameParams, JobId, ReportSeal, TokenAmount
 from core.dispute import Action, Actor, party_move
 from core.probe import Bytes32, Probe
 from proofs.merkle import hex32, to_bytes32
@@ -66,8 +66,10 @@ class Finding:
     """A fault an audit proved, with what its challenge needs.
 
     ``index`` is the probe slot (PROBE) or the segment (SEGMENT). A probe also carries the
-    verifier's published ``step`` and (wrong) ``state_hash`` and its Merkle ``proof`` under
-    the report's probe root (0x-hex in the JSON the database keeps; ``""`` for no state hash).
+    verifier's published ``step`` and (wrong) ``state_hash``, its Merkle ``proof`` under the
+    report's probe root, and the report's ``seal`` the audit read that root from, which its report
+    game opens against (0x-hex in the JSON the database keeps; ``""`` for no state hash; a record
+    kept before findings carried the seal has none, and the challenge reads it from the chain).
     """
 
     kind: FindingKind
@@ -77,6 +79,7 @@ class Finding:
     step: int = 0
     state_hash: Bytes32 | None = None
     proof: tuple[Bytes32, ...] = ()
+    seal: ReportSeal | None = None
 
     @property
     def key(self) -> tuple[FindingKind, int]:
@@ -97,12 +100,13 @@ class Finding:
             "step": self.step,
             "state_hash": "" if self.state_hash is None else hex32(self.state_hash),
             "proof": [hex32(p) for p in self.proof],
+            **({} if self.seal is None else {"seal": [hex32(h) for h in self.seal.as_tuple()]}),
         }
 
     @classmethod
     def from_json(cls, raw: Mapping[str, object]) -> Finding:
-        proof, state_hash = raw.get("proof", []), raw.get("state_hash", "")
-        assert isinstance(proof, list) and isinstance(state_hash, str)
+        proof, state_hash, seal = raw.get("proof", []), raw.get("state_hash", ""), raw.get("seal")
+        assert isinstance(proof, list) and isinstance(state_hash, str) and (seal is None or (isinstance(seal, list) and len(seal) == 3))
         return cls(
             FindingKind(raw["kind"]),
             int(raw["index"]),  # type: ignore[call-overload]
@@ -111,6 +115,7 @@ class Finding:
             int(raw.get("step", 0)),  # type: ignore[call-overload]
             to_bytes32(state_hash, "finding state hash") if state_hash else None,
             tuple(to_bytes32(str(p), "finding proof element") for p in proof),
+            None if seal is None else ReportSeal(*(to_bytes32(str(h), "finding seal") for h in seal)),
         )
 
 

@@ -135,6 +135,7 @@ def test_a_wrong_probe_is_found_with_its_proof_under_the_sealed_root(job: Any) -
     (finding,) = record.findings
     assert (finding.kind, finding.index, finding.segment, finding.step) == (FindingKind.PROBE, 2, probes[2].segment, probes[2].step)
     assert verify_probe(ProbeTree(probes).root, probes[2], finding.proof)
+    assert finding.seal is not None and finding.seal.probe_root == ProbeTree(probes).root  # the challenge opens against it
 
 
 def test_a_probe_off_the_step_the_draw_fixed_is_a_fault_without_replay(job: Any) -> None:

@@ -3,6 +3,7 @@ challenged (a kill after the mined open and before the local record), a stale re
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,8 +25,10 @@ CID = file_cid(b"a report")
 HASHES = [Bytes32(bytes([i + 1]) * 32) for i in range(4)]
 PROBES = [Probe(i, i % 3, 2, Bytes32(bytes([9 + i]) * 32)) for i in range(4)]
 TREE = ProbeTree(PROBES)
-PROBE = Finding(FindingKind.PROBE, 1, PROBES[1].segment, "wrong", PROBES[1].step, PROBES[1].state_hash, tuple(TREE.proof(1)))
 SEAL = ReportSeal(Bytes32(b"\x05" * 32), Bytes32(b"\x00" * 32), TREE.root)
+PROBE = Finding(FindingKind.PROBE, 1, PROBES[1].segment, "wrong", PROBES[1].step, PROBES[1].state_hash, tuple(TREE.proof(1)), SEAL)
+#: The seal the chain would give now; a finding's own seal is the one its audit read the probe root from.
+CHAIN_SEAL = ReportSeal(Bytes32(b"\x06" * 32), Bytes32(b"\x00" * 32), TREE.root)
 
 
 class _Game:
@@ -46,7 +49,7 @@ def _responder(
     tmp_path: Path, *, state: JobState = JobState.VERIFIED, challenged: frozenset[tuple[FindingKind, int]] = frozenset(), report_cid: str = CID
 ) -> tuple[WhistleblowerResponder, _Game, WhistleblowerDb]:
     game = _Game()
-    market = SimpleNamespace(get_job=lambda job_id: SimpleNamespace(state=state), seal_of=lambda job_id, from_block=0: SEAL)
+    market = SimpleNamespace(get_job=lambda job_id: SimpleNamespace(state=state), seal_of=lambda job_id, from_block=0: CHAIN_SEAL)
     token = SimpleNamespace(allowance=lambda owner, spender: 10**30)
     protocol = SimpleNamespace(market=market, game=game, token=token, book=SimpleNamespace(deploy_block=0))
     report = SimpleNamespace(args={"reportCid": cid_to_digest(report_cid)}, block_number=5)
@@ -57,11 +60,14 @@ def _responder(
     return WhistleblowerResponder(protocol, db, None, replayer, loader, ME), game, db  # type: ignore[arg-type]
 
 
-def test_a_wrong_probe_opens_one_report_game_with_the_probe_and_its_start(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("finding", "sealed"), [(PROBE, SEAL), (replace(PROBE, seal=None), CHAIN_SEAL)])
+def test_a_wrong_probe_opens_one_report_game_with_the_probe_and_its_start(tmp_path: Path, finding: Finding, sealed: ReportSeal) -> None:
+    """The game opens against the seal the finding carries (the audit read it), and only a finding kept
+    before findings carried one reads it from the chain."""
     responder, game, db = _responder(tmp_path)
-    responder.perform(Challenge(JOB, CID, PROBE))
+    responder.perform(Challenge(JOB, CID, finding))
     ((job_id, seal, index, segment, step, state_hash, proof, start_hash, start_proof),) = game.opened
-    assert (job_id, seal, index, segment, step) == (JOB, SEAL, 1, PROBES[1].segment, PROBES[1].step)
+    assert (job_id, seal, index, segment, step) == (JOB, sealed, 1, PROBES[1].segment, PROBES[1].step)
     assert state_hash == PROBES[1].state_hash and proof == TREE.proof(1)
     assert start_hash == HASHES[segment] and start_proof == TraceTree(HASHES).proof(segment)
     assert [(c.game_id, c.kind, c.index) for c in db.challenges()] == [(1, FindingKind.PROBE, 1)]
