@@ -59,10 +59,11 @@ test-forge: build
 
 
 # Two pytest-xdist workers: one runs the tests with role daemons on a chain one after another (their
-# windows are sized for that, tests/conftest.py), the other the rest; PYTEST_WORKERS=0 runs it all in one.
+# windows are sized for that), the other the rest at a lower CPU priority (tests/conftest.py);
+# PYTEST_WORKERS=0 runs it all in one process.
 PYTEST_WORKERS ?= 2
 test-py: build $(STAMPS)/browser
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
 # ruff and mypy (pinned in requirements.lock, configured in pyproject.toml): lint, formatting
 # checked, and the types of every package (mypy's [tool.mypy] lists them).

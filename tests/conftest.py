@@ -13,9 +13,9 @@ the fixture builds them when the artifacts are missing or stale.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
@@ -24,16 +24,39 @@ from deploy.build import build
 from deploy.devnet import Devnet, start_devnet
 
 #: Test folders whose tests run role daemons on a chain. Their windows are sized for one such test at a
-#: time on two cores, so under ``pytest -n N`` (pytest-xdist, ``--dist loadgroup``: ``make test`` runs
-#: two workers) they all run on one worker, one after another, while the other workers take the rest.
+#: time on two cores, so under ``pytest -n N`` (pytest-xdist; ``make test`` runs two workers) they all
+#: run on one worker, one after another (:func:`pytest_xdist_make_scheduler`), while the other workers
+#: take the rest at a lower CPU priority (:func:`pytest_runtest_setup`), so that the daemons' clocks
+#: keep to their windows as when they ran alone.
 DAEMON_FOLDERS = frozenset({"e2e", "e2e_ipfs", "packaging"})
-TESTS = Path(__file__).parent
+#: The niceness of a worker once it runs a test without daemons.
+BESIDE_DAEMONS_NICENESS = 10
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.path.relative_to(TESTS).parts[0] in DAEMON_FOLDERS:
-            item.add_marker(pytest.mark.xdist_group("daemons"))
+def _runs_daemons(nodeid: str) -> bool:
+    parts = nodeid.split("/")
+    return len(parts) > 2 and parts[0] == "tests" and parts[1] in DAEMON_FOLDERS
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's scope scheduler, the daemons' tests one scope (the largest, so the first worker's
+    first unit), every other test a scope of its own. (xdist's ``xdist_group`` marks do not reach
+    the scheduler under pytest 9: the worker's rename of the node id no longer takes.)"""
+    from xdist.scheduler import LoadScopeScheduling  # type: ignore[import-untyped]
+
+    class DaemonsOneAfterAnother(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "daemons" if _runs_daemons(nodeid) else nodeid
+
+    return DaemonsOneAfterAnother(config, log)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A worker that runs a test without daemons yields the CPU to the daemons' worker from then on
+    (niceness is per thread on Linux and inherited by the threads and processes it starts)."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and not _runs_daemons(item.nodeid) and os.getpriority(os.PRIO_PROCESS, 0) < BESIDE_DAEMONS_NICENESS:
+        os.setpriority(os.PRIO_PROCESS, 0, BESIDE_DAEMONS_NICENESS)
 
 
 @dataclass(frozen=True)
