@@ -41,7 +41,7 @@ from core.agent import StopFlag, Stopped
 from core.availability import Availability, ContentUnavailable
 from core.bounded import InputRejected, load_json
 from core.cid import digest_to_cid
-from core.contracts import MANIFEST_ITEM, JobId, Protocol, ReportSeal
+from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol, ReportSeal
 from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
 from proofs import ProofError, TraceReplay, choose_segments, committed_manifest, state_hash
@@ -92,11 +92,12 @@ class Auditor:
         self.budget_steps = budget_steps
         self.availability = Availability(protocol, store)
 
-    def audit(self, job_id: JobId, report_cid: str) -> AuditRecord:
+    def audit(self, job_id: JobId, report_cid: str, deadline: int, trace_root: Bytes32) -> AuditRecord:
+        """Audit ``report_cid`` of ``job_id``, whose challenge window ends at ``deadline``, on the trace
+        committed under ``trace_root`` (both as the loader read the job)."""
         started = time.monotonic()
         seal, probes = self._sealed_probes(job_id)
-        deadline = self.protocol.market.get_job(job_id).deadline  # the challenge window's end
-        manifest_fault = self._manifest(job_id, deadline)
+        manifest_fault = self._manifest(job_id, deadline, trace_root)
         if manifest_fault is not None:
             log.info("audit done: the manifest gives no leaves", extra={"job": job_id, "report": report_cid, "fault": manifest_fault})
             return AuditRecord(job_id, report_cid, (Finding(FindingKind.MANIFEST, 0, 0, manifest_fault),), 0, manifest_fault)
@@ -176,7 +177,7 @@ class Auditor:
             raise AuditDeferred(f"job {job_id}: the emitted probes build {hex32(tree.root)}, the seal holds {hex32(seal.probe_root)}")
         return seal, tree
 
-    def _manifest(self, job_id: JobId, deadline: int) -> str | None:
+    def _manifest(self, job_id: JobId, deadline: int, trace_root: Bytes32) -> str | None:
         """The committed manifest in our store (where the replayer reads it), from the chain if published
         there. Returns what makes it give no leaves (``proofs.committed_manifest``), once it is
         published on chain (else ContentUnavailable: the referees need it there); None if it gives them."""
@@ -186,7 +187,7 @@ class Auditor:
         cid = digest_to_cid(committed[-1].args["manifestCid"])
         data = self.availability.fetch(job_id, MANIFEST_ITEM, cid, MANIFEST_BLOCK, deadline, "manifest")  # its root block
         try:
-            committed_manifest(data, self.protocol.market.get_job(job_id).trace_root, lambda page: self.availability.manifest_page(page, deadline))
+            committed_manifest(data, trace_root, lambda page: self.availability.manifest_page(page, deadline))
         except ProofError as exc:
             if not self.protocol.market.is_published(job_id, MANIFEST_ITEM):
                 raise ContentUnavailable(job_id, MANIFEST_ITEM, f"manifest {cid}: {exc}; the referees need it on chain", on_chain=True) from None

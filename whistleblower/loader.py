@@ -67,7 +67,7 @@ class WhistleblowerLoader:
             if record is not None and any(f.key not in challenged for f in record.findings):
                 referees = self.referees(moment.block, self._game_params.referee_bond) if referees is None else referees
                 seats = len(referees - {job.solver, job.verifier, job.submitter, self.me})
-            reports.append(OpenReport(job_id, cid, job.deadline, None if record is None else record.findings, challenged, seats))
+            reports.append(OpenReport(job_id, cid, job.deadline, job.trace_root, None if record is None else record.findings, challenged, seats))
         final = self.db.final_jobs()
         return WhistleblowerView(
             now=moment.now,

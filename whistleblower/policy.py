@@ -196,11 +196,13 @@ def committee_seatable(referees: int, committee_size: int) -> bool:
 
 @dataclass(frozen=True)
 class OpenReport:
-    """A Verified job's passing report, its challenge window open until ``window_end``."""
+    """A Verified job's passing report, its challenge window open until ``window_end``, on the trace
+    committed under ``trace_root``."""
 
     job_id: JobId
     report_cid: str
     window_end: int
+    trace_root: Bytes32
     findings: tuple[Finding, ...] | None  # None: not audited yet
     challenged: frozenset[tuple[FindingKind, int]] = frozenset()  # faults of this report we opened a game on (chain)
     referees: int = 0  # verifiers a committee could seat now: eligible, bond free, none of the job's parties nor us
@@ -244,8 +246,13 @@ class WhistleblowerConfig:
 
 @dataclass(frozen=True)
 class Audit:
+    """Audit a report: what the view read of its job (the window's end, the committed root) travels
+    with it, so that the audit reads the job no more."""
+
     job_id: JobId
     report_cid: str
+    window_end: int
+    trace_root: Bytes32
 
 
 @dataclass(frozen=True)
@@ -304,7 +311,7 @@ class WhistleblowerPolicy:
         if report.findings is None:
             pays = view.expected_per_audit >= self.config.audit_cost
             if pays and audit_draw(view.secret, report.job_id, report.report_cid) < self.config.audit_rate:
-                return Audit(report.job_id, report.report_cid)
+                return Audit(report.job_id, report.report_cid, report.window_end, report.trace_root)
             return None
         pending = [f for f in challenge_order(report.findings) if f.key not in report.challenged]
         if not pending:
@@ -325,8 +332,8 @@ def work(view: WhistleblowerView, action: WhistleblowerAction) -> Work | None:
     midpoint on workers; every other transaction alone in the loop (None)."""
     windows = {r.job_id: r.window_end for r in view.reports}
     match action:
-        case Audit(job_id):
-            return Work("audit", group=f"audit:{job_id}", due_in_s=windows[job_id] - view.now if job_id in windows else None)
+        case Audit(job_id, _, window_end):
+            return Work("audit", group=f"audit:{job_id}", due_in_s=window_end - view.now)
         case Challenge(job_id):
             return Work("duty", due_in_s=windows[job_id] - view.now if job_id in windows else None)
         case GameMove(_, Action.ANSWER_MIDPOINT):

@@ -56,9 +56,9 @@ class WhistleblowerResponder:
                 self.upkeep.perform(action)
             case GameMove():
                 self.moves.perform(action)
-            case Audit(job_id, report_cid):
+            case Audit(job_id, report_cid, window_end, trace_root):
                 try:
-                    record = self.auditor.audit(job_id, report_cid)
+                    record = self.auditor.audit(job_id, report_cid, window_end, trace_root)
                 except ContentUnavailable as unavailable:  # the solver must publish it, or its bond is ours
                     challenge(p, self.me, unavailable)
                     return

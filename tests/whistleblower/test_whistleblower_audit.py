@@ -99,7 +99,6 @@ def _audit(
     committed = [SimpleNamespace(args={"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes()))})]
     market = SimpleNamespace(
         sealed_report=lambda job_id, from_block=0: (seal, emitted),
-        get_job=lambda job_id: SimpleNamespace(deadline=window_end, trace_root=trace_root or manifest.root),
         is_published=lambda job_id, item: item == MANIFEST_ITEM and manifest_published,
         events=lambda name, from_block, **filters: committed if name == "TraceCommitted" else [],
         published=lambda job_id, item, from_block=0: [published] if item == withheld and published is not None else [],
@@ -110,7 +109,7 @@ def _audit(
     if withheld is not None:
         store.put(manifest.canonical_bytes())
     auditor = Auditor(protocol, store, _Replayer(JobMaterial(job.spec, job.dataset, manifest)), stop or StopFlag(), b"\x07" * 32, budget)  # type: ignore[arg-type]
-    return auditor.audit(JOB, cid)
+    return auditor.audit(JOB, cid, window_end, trace_root or manifest.root)  # as the view read the job: the audit reads it no more
 
 
 def test_a_true_report_on_an_honest_trace_has_no_fault(job: Any) -> None:

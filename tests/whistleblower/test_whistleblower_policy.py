@@ -36,6 +36,7 @@ ME = Address("0x000000000000000000000000000000000000bEEF")
 OTHER = Address("0x0000000000000000000000000000000000000777")
 T = TokenAmount
 Z = Bytes32(b"\x00" * 32)
+ROOT = Bytes32(b"\x0a" * 32)  # the committed trace root the view read
 SECRET = b"\x11" * 32
 PARAMS = GameParams(
     T(20), T(10), T(2), clock_time=60, open_window=30, draw_window=20, commit_window=30, reveal_window=30, max_segment_steps=100_000, committee_size=3
@@ -58,7 +59,7 @@ def report(
     window_end: int = 1_010,
     referees: int = 3,
 ) -> OpenReport:
-    return OpenReport(JobId(job), f"Qm{job}", window_end, findings, challenged, referees)
+    return OpenReport(JobId(job), f"Qm{job}", window_end, ROOT, findings, challenged, referees)
 
 
 class GameFields(TypedDict, total=False):
@@ -77,12 +78,12 @@ def game(status: GameStatus, *, challenger: Address = ME, lo: int = 0, hi: int =
 def test_stakes_to_the_minimum_and_audits_nothing_until_eligible() -> None:
     unstaked = view(report(), staked=T(0), token_balance=T(500))
     assert POLICY.next_actions(unstaked) == [Stake(T(50))]
-    assert POLICY.next_actions(view(report())) == [Audit(JobId(7), "Qm7")]
+    assert POLICY.next_actions(view(report())) == [Audit(JobId(7), "Qm7", 1_010, ROOT)]
 
 
 def test_audits_nearest_window_first_and_not_once_the_window_closed() -> None:
     late, soon, closed = report(7, window_end=1_050), report(8, window_end=1_020), report(9, window_end=1_000)
-    assert POLICY.next_actions(view(late, soon, closed)) == [Audit(JobId(8), "Qm8"), Audit(JobId(7), "Qm7")]
+    assert POLICY.next_actions(view(late, soon, closed)) == [Audit(JobId(8), "Qm8", 1_020, ROOT), Audit(JobId(7), "Qm7", 1_050, ROOT)]
 
 
 def test_the_audit_rate_draw_is_the_same_for_the_same_report_and_about_the_rate() -> None:
@@ -102,7 +103,7 @@ def test_the_audit_rate_draw_is_the_same_for_the_same_report_and_about_the_rate(
 def test_audits_only_while_the_expected_jackpot_income_covers_the_audit_cost() -> None:
     thrifty = WhistleblowerPolicy(WhistleblowerConfig(stake_target=T(0), audit_cost=T(5)))
     assert thrifty.next_actions(view(report(), expected_per_audit=T(4))) == []
-    assert thrifty.next_actions(view(report(), expected_per_audit=T(5))) == [Audit(JobId(7), "Qm7")]
+    assert thrifty.next_actions(view(report(), expected_per_audit=T(5))) == [Audit(JobId(7), "Qm7", 1_010, ROOT)]
     found = report(findings=(PROBE,))  # a fault already found is challenged whatever the jackpot
     assert thrifty.next_actions(view(found, expected_per_audit=T(0))) == [Challenge(JobId(7), "Qm7", PROBE)]
 
@@ -164,7 +165,7 @@ def test_no_game_is_opened_while_no_committee_can_be_seated() -> None:
     assert POLICY.next_actions(view(report(findings=(PROBE, SEGMENT), referees=0))) == [HoldChallenge(JobId(7), "Qm7", 0, 3)]
     assert POLICY.next_actions(view(report(findings=(SEGMENT,), referees=3))) == [Challenge(JobId(7), "Qm7", SEGMENT)]
     assert POLICY.next_actions(view(report(findings=(SEGMENT,), referees=0, challenged=frozenset({SEGMENT.key})))) == [], "nothing left to hold"
-    assert POLICY.next_actions(view(report(referees=0))) == [Audit(JobId(7), "Qm7")], "auditing needs no committee"
+    assert POLICY.next_actions(view(report(referees=0))) == [Audit(JobId(7), "Qm7", 1_010, ROOT)], "auditing needs no committee"
 
 
 def test_a_solver_silent_on_our_availability_challenge_is_timed_out_after_its_deadline() -> None:
