@@ -5,7 +5,8 @@ A role's policy returns these among its own actions; its responder hands them to
 and :class:`GameMoves`. Every party plays every game move as one :class:`GameMove`, through
 :class:`GameMoves`; what differs between the parties is only how it computes its side's state
 (:class:`Defender`, :class:`Challenger`). A game move re-reads its game and is skipped if the chain
-no longer waits for it.
+no longer waits for it. An action that must never be sent twice (one contract call) says so on its
+type: it is :class:`Journaled` (rolebase.sent).
 """
 
 from __future__ import annotations
@@ -24,8 +25,17 @@ from proofs.merkle import hex32
 log = logging.getLogger(__name__)
 
 
+class Journaled:
+    """The mark on an action's type that it is one contract call that must never be sent twice:
+    :class:`Journal` records its transaction before broadcast and asks the chain about it before
+    sending the same action again. An action that may be sent again (a game move, which re-reads its
+    game first) has no mark."""
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
-class Stake:
+class Stake(Journaled):
     """Approve and stake ``amount`` more in the role."""
 
     amount: TokenAmount

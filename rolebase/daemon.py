@@ -85,14 +85,13 @@ def build(
     parts: Callable[[Wiring, R], tuple[Loader[V], Policy[V, A], Responder[A]]],
     *,
     loop: LoopSettings = LoopSettings(),
-    journaled: tuple[type, ...] = (),
     work: Callable[[V, A], Work | None] | None = None,
     lanes: Mapping[str, int] | None = None,
 ) -> RoleDaemon[V, A]:
     """The daemon of ``role`` for ``signer``: its records (``records`` opens them at the account's state
     directory), then its loader, policy and responder (``parts``) around the agent loop, which records a
-    heartbeat each tick. The loader reads at ``loop.confirmations`` blocks deep, and the ``journaled``
-    actions (one contract call each) are never sent twice (:mod:`rolebase.sent`). ``work`` names the long
+    heartbeat each tick. The loader reads at ``loop.confirmations`` blocks deep, and the actions whose
+    type is :class:`rolebase.actions.Journaled` (one contract call each) are never sent twice. ``work`` names the long
     actions, which run on workers of ``lanes`` while the loop goes on (:class:`core.agent.Workers`)."""
     protocol = connect(settings, signer)
     db = records(state_dir(settings.data_dir, role, signer.address) / "state.sqlite")
@@ -104,7 +103,7 @@ def build(
         role,
         confirmed,
         policy,
-        Journal(responder, client, db, journaled, head),
+        Journal(responder, client, db, head),
         settings=loop,
         stop=wiring.stop,
         heartbeat=heartbeat_to(db.db, signer.address),

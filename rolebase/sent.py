@@ -3,8 +3,8 @@
 * Reads: :class:`Confirmed` wraps a role's loader so that the whole view is read at
   ``head - confirmations`` (:meth:`core.chain.ChainClient.reading_at`): a daemon acts only on
   what is that deep, and a reorg shallower than that never reaches its decisions.
-* Sends: :class:`Journal` wraps a role's responder. For the actions a role names (one contract
-  call each, keyed by the action's type and fields: ``Commit:7``), it records the transaction's
+* Sends: :class:`Journal` wraps a role's responder. For the actions whose type says so
+  (:class:`rolebase.actions.Journaled`: one contract call each, keyed by the action's type and fields: ``Commit:7``), it records the transaction's
   hash in the role's records before broadcast, and before sending the same action again it asks
   the chain about that transaction: still pending, it waits for it rather than send a duplicate
   that would revert; mined in a block the view has not reached yet (the view is ``confirmations``
@@ -23,6 +23,7 @@ from typing import Generic, TypeVar
 
 from core.agent import Loader, Responder
 from core.chain import BlockNumber, ChainClient, TxHash
+from rolebase.actions import Journaled
 from rolebase.records import RoleDb
 
 log = logging.getLogger(__name__)
@@ -83,24 +84,16 @@ class _Entry:
 
 
 class Journal(Generic[A]):
-    """A responder that records the transaction of each journaled action and never sends one twice."""
+    """A responder that records the transaction of each :class:`~rolebase.actions.Journaled` action and never sends one twice."""
 
-    def __init__(
-        self,
-        inner: Responder[A],
-        client: ChainClient,
-        records: RoleDb,
-        journaled: tuple[type, ...],
-        head: ReadHead,
-    ) -> None:
+    def __init__(self, inner: Responder[A], client: ChainClient, records: RoleDb, head: ReadHead) -> None:
         self.inner = inner
         self.client = client
         self.records = records
-        self.journaled = journaled
         self.head = head
 
     def perform(self, action: A) -> None:
-        if not isinstance(action, self.journaled):
+        if not isinstance(action, Journaled):
             self.inner.perform(action)
             return
         key = action_key(action)

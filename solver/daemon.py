@@ -13,7 +13,6 @@ from core.storage import ContentStore, LocalStore
 from core.storage.peers import FetchingStore
 from proofs.adversary import ALL_STRATEGIES
 from proofs.train import Runtime
-from rolebase.actions import Stake
 from rolebase.capabilities import device_of
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
@@ -32,17 +31,10 @@ from solver.judge import Limits, SpecJudge, measure_flops
 from solver.loader import SolverLoader
 from solver.policy import (
     LANES,
-    Advertise,
-    AssignVerifier,
-    Claim,
-    Commit,
-    Finalize,
-    ForfeitUnopened,
     SolverAction,
     SolverConfig,
     SolverPolicy,
     SolverView,
-    TimeoutVerifier,
     work,
 )
 from solver.responder import SolverResponder
@@ -52,7 +44,6 @@ from solver.work import JobTrainer, ProgressHook
 SolverDaemon = RoleDaemon[SolverView, SolverAction]
 
 #: The actions never sent twice (``rolebase.sent.Journal``): each one contract call (a stake: approve, then the stake call).
-JOURNALED = (Stake, Advertise, Claim, Commit, AssignVerifier, TimeoutVerifier, Finalize, ForfeitUnopened)
 
 #: Adversaries that go silent when challenged (they lose on their clock); the others defend
 #: with their own wrong states and lose at the referees.
@@ -119,4 +110,4 @@ def build(
         loader = SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits, rt), wanted)
         return loader, SolverPolicy(config), performers.get(cheat or "", responder)
 
-    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, journaled=JOURNALED, work=work, lanes=LANES)
+    return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, work=work, lanes=LANES)

@@ -33,7 +33,7 @@ from core.agent import Work
 from core.chain import Address
 from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action, next_turn
-from rolebase.actions import Forget, GameMove, Stake, stake_needed
+from rolebase.actions import Forget, GameMove, Journaled, Stake, stake_needed
 
 
 class Phase(enum.Enum):
@@ -164,14 +164,14 @@ class SolverConfig:
 
 
 @dataclass(frozen=True)
-class Advertise:
+class Advertise(Journaled):
     """Publish ``offer`` as our capabilities (the chain stamps the time)."""
 
     offer: Capabilities
 
 
 @dataclass(frozen=True)
-class Claim:
+class Claim(Journaled):
     job_id: JobId
 
 
@@ -187,27 +187,27 @@ class Upload:
 
 
 @dataclass(frozen=True)
-class Commit:
+class Commit(Journaled):
     job_id: JobId
 
 
 @dataclass(frozen=True)
-class AssignVerifier:
+class AssignVerifier(Journaled):
     job_id: JobId
 
 
 @dataclass(frozen=True)
-class TimeoutVerifier:
+class TimeoutVerifier(Journaled):
     job_id: JobId
 
 
 @dataclass(frozen=True)
-class Finalize:
+class Finalize(Journaled):
     job_id: JobId
 
 
 @dataclass(frozen=True)
-class ForfeitUnopened:
+class ForfeitUnopened(Journaled):
     job_id: JobId
 
 

@@ -9,7 +9,6 @@ from core.chain import Signer
 from core.config import Settings
 from core.storage import ContentStore
 from proofs.train import Runtime
-from rolebase.actions import Stake
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
@@ -17,12 +16,6 @@ from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
 from verifier.policy import (
     LANES,
-    AssignVerifier,
-    ChallengeStalled,
-    CommitForcedSeed,
-    Finalize,
-    Report,
-    Timeout,
     VerifierAction,
     VerifierConfig,
     VerifierPolicy,
@@ -35,7 +28,6 @@ from verifier.state import VerifierDb
 VerifierDaemon = RoleDaemon[VerifierView, VerifierAction]
 
 #: The actions never sent twice (``rolebase.sent.Journal``): each one contract call (a stake: approve, then the stake call).
-JOURNALED = (Stake, CommitForcedSeed, Report, ChallengeStalled, AssignVerifier, Finalize, Timeout)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:
@@ -63,4 +55,4 @@ def build(
         responder = VerifierResponder(w.protocol, db, trace_verifier, replayer, w.me)
         return VerifierLoader(w.protocol, w.watcher, db, w.me, trace_verifier.availability.fetching), VerifierPolicy(config), responder
 
-    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, journaled=JOURNALED, work=work, lanes=LANES)
+    return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, work=work, lanes=LANES)

@@ -38,7 +38,7 @@ from core.availability import FETCH_DEADLINE_MARGIN_S, FETCH_STALL_S, Fetching
 from core.chain import Address
 from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
-from rolebase.actions import Forget, GameMove, Stake, stake_needed
+from rolebase.actions import Forget, GameMove, Journaled, Stake, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
 
 
@@ -160,12 +160,12 @@ class Replay:
 
 
 @dataclass(frozen=True)
-class Report:
+class Report(Journaled):
     job_id: JobId
 
 
 @dataclass(frozen=True)
-class ChallengeStalled:
+class ChallengeStalled(Journaled):
     """Challenge the availability of ``item``, whose fetch has stalled (or still runs near our deadline):
     decided by the loop, whatever the fetch does, so the report clock stops in time."""
 
@@ -174,12 +174,12 @@ class ChallengeStalled:
 
 
 @dataclass(frozen=True)
-class AssignVerifier:
+class AssignVerifier(Journaled):
     job_id: JobId
 
 
 @dataclass(frozen=True)
-class Finalize:
+class Finalize(Journaled):
     job_id: JobId
 
 
@@ -192,7 +192,7 @@ class TimeoutKind(enum.Enum):
 
 
 @dataclass(frozen=True)
-class Timeout:
+class Timeout(Journaled):
     job_id: JobId
     kind: TimeoutKind
 
@@ -213,7 +213,7 @@ class ConcedeForced:
 
 
 @dataclass(frozen=True)
-class CommitForcedSeed:
+class CommitForcedSeed(Journaled):
     """Commit the current forced secret's commitment; ``fresh``: make a new secret first (the
     current one was committed once and is no longer on chain: a concession revealed it)."""
 

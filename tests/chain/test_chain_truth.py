@@ -18,6 +18,7 @@ from core.contracts import JobId, Protocol
 from core.errors import TransientRPCError
 from deploy.anvil import free_port
 from deploy.devnet import Devnet
+from rolebase.actions import Journaled
 from rolebase.records import SENT_MIGRATION, RoleDb
 from rolebase.sent import Confirmed, Journal, ReadHead, action_key
 
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class Pay:
+class Pay(Journaled):
     """A stand-in for a one-call action: pay the outsider ``amount`` base units."""
 
     job_id: JobId
@@ -79,7 +80,7 @@ def test_the_journal_sends_again_only_what_the_chain_lost(devnet: Devnet, partie
     db = records(tmp_path)
     payer = Payer(devnet.protocol(parties.submitter), parties.outsider.address)
     head = ReadHead()
-    journal = Journal(payer, devnet.client, db, (Pay,), head)
+    journal = Journal(payer, devnet.client, db, head)
     action = Pay(JobId(1), 7)
     snapshot = devnet.chain.snapshot()
     head.block = devnet.client.head()
@@ -122,7 +123,7 @@ def test_the_journal_waits_for_a_pending_transaction_instead_of_sending_it_twice
         db.record_sent(action_key(action), 2, tx_hash, nonce)
         assert devnet.client.tx_state(tx_hash).pending
         devnet.client.rpc("evm_setIntervalMining", [1])  # the node mines it a second later
-        Journal(payer, devnet.client, db, (Pay,), head).perform(action)  # the restarted daemon
+        Journal(payer, devnet.client, db, head).perform(action)  # the restarted daemon
     finally:
         devnet.client.rpc("evm_setIntervalMining", [0])
         devnet.client.rpc("evm_setAutomine", [True])
