@@ -53,7 +53,7 @@ def run(
     max_memory_gib: Annotated[
         float | None,
         typer.Option(
-            help="refuse jobs whose training needs more memory than this many GiB, estimated from the spec (default: this machine's memory, at most the protocol's limit)",
+            help="refuse jobs whose training needs more memory than this many GiB, estimated from the spec, and claim none that would make training and the duties of the jobs held need more at once (default: this machine's memory, at most the protocol's limit)",
             min=0.5,
         ),
     ] = None,
@@ -92,10 +92,14 @@ def run(
         budget = None if disk_budget is None else parse_size(disk_budget)
     except BudgetError as exc:
         raise typer.BadParameter(str(exc), param_hint="--disk-budget") from None
-    config = SolverConfig(
-        stake_target=parse_tokens(stake, "--stake"), max_active=max_active, min_reward=parse_tokens(min_reward, "--min-reward"), disk_budget=budget
-    )
     memory = min(Limits().max_memory_bytes, machine_memory_bytes()) if max_memory_gib is None else int(max_memory_gib * 2**30)
+    config = SolverConfig(
+        stake_target=parse_tokens(stake, "--stake"),
+        max_active=max_active,
+        min_reward=parse_tokens(min_reward, "--min-reward"),
+        disk_budget=budget,
+        memory_bytes=memory,  # also what training a job and the duties of the jobs held may hold at once
+    )
     limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20, max_memory_bytes=memory)
     rt = runtime_on(device)
     bar = _bar if (sys.stderr.isatty() if progress is None else progress) else None

@@ -32,7 +32,7 @@ from proofs.errors import ProofError
 from proofs.numerics import profile
 from proofs.replay import run_watching
 from proofs.sampling import needs_full_replay
-from proofs.spec import JobSpec, load_spec
+from proofs.spec import JobSpec, load_spec, training_memory_bytes
 from proofs.spec import Limits as SpecLimits
 from proofs.train import Runtime, Trainer
 from rolebase.capabilities import ESTIMATE_SAFETY, claim_misfit, step_flop
@@ -181,6 +181,7 @@ class SpecJudge:
             checkpoint_bytes=dry.checkpoint_bytes,
             segment_s=dry.segment_s,
             full_replay=needs_full_replay(spec),
+            memory_bytes=training_memory_bytes(spec),
         )
 
     def _over_limits(self, spec: JobSpec) -> str:

@@ -94,7 +94,8 @@ class SolverLoader:
                     phase = Phase.COMMITTED
                 # COMMITTED: deadline holds the draw's anchor block; the draw needs blockhash(anchor + 1)
                 ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0
-                train_s = self.judge.check(self.watcher.spec_cid(job_id)).train_s if job.state is JobState.CLAIMED else 0.0
+                check = self.judge.check(self.watcher.spec_cid(job_id))  # from the records: judged before the claim
+                train_s = check.train_s if job.state is JobState.CLAIMED else 0.0
                 challenged = p.market.availability_challenge(job_id).item if job.state is JobState.DATA_CHALLENGED else None
                 held.append(
                     HeldJob(
@@ -108,6 +109,7 @@ class SolverLoader:
                         challenged_item=challenged,
                         regenerate=self._regenerate(job_id, job),
                         requested=self._asked(job_id, job, wanted),
+                        memory_bytes=check.memory_bytes,
                     )
                 )
         held_ids = {h.job_id for h in held}

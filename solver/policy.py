@@ -60,6 +60,9 @@ class SpecCheck:
     checkpoint_bytes: int = 0  # of checkpoint 0, measured in the dry run
     segment_s: float = 0.0  # estimated seconds to train one segment here (what regenerating a checkpoint costs per segment)
     full_replay: bool = False  # the spec needs full replay (proofs.sampling.needs_full_replay): torch numerics or tolerance mode
+    memory_bytes: int = (
+        0  # training memory estimated from the spec (proofs.spec.training_memory_bytes): what training it, or a duty that recomputes a state of it, holds
+    )
 
 
 def fits_flag(check: SpecCheck, posted_full_replay: bool) -> SpecCheck:
@@ -127,6 +130,7 @@ class HeldJob:
     train_s: float = 0.0  # CLAIMED: its spec's estimated training time (what it still needs of this solver)
     regenerate: tuple[int, ...] = ()  # VERIFYING, VERIFIED: checkpoints the verifier's draw needs that the disk budget dropped, ascending
     requested: tuple[int, ...] = ()  # VERIFYING, VERIFIED: dropped checkpoints someone asked our gateway for, ascending
+    memory_bytes: int = 0  # its spec's training memory (SpecCheck.memory_bytes): what training it or recomputing a state of it holds
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,7 @@ class SolverConfig:
     defend: bool = True  # answer disputes (False: a test adversary that goes silent)
     max_claims: int | None = None  # claims in this solver's lifetime (1: a test adversary that cheats once)
     disk_budget: int | None = None  # bytes of checkpoints kept per job (None: every checkpoint, solver.retention)
+    memory_bytes: int | None = None  # memory this solver's work may hold at once (None: not reserved; the CLI gives its --max-memory-gib)
 
 
 # --------------------------------------------------------------------- actions
@@ -337,19 +342,36 @@ class SolverPolicy:
         free = int(view.free_stake)
         # jobs train one after another: a claim must finish after the training already owed
         busy = sum(j.train_s for j in view.held_jobs if j.state is JobState.CLAIMED and j.phase in (Phase.CLAIMED, Phase.TRAINING))
+        training = [j.memory_bytes for j in view.held_jobs if j.state is JobState.CLAIMED]
+        held = [j.memory_bytes for j in view.held_jobs]
         claims: list[Claim] = []
         candidates = sorted((j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, claim_order(view.me, j.job_id)))
         for job in candidates:
             if len(claims) == room:
                 break
-            if job.bond <= free and busy + job.spec.train_s + self.config.commit_margin_s <= job.commit_window:
+            fits_memory = (
+                self.config.memory_bytes is None or peak_memory([*training, job.spec.memory_bytes], [*held, job.spec.memory_bytes]) <= self.config.memory_bytes
+            )
+            if job.bond <= free and busy + job.spec.train_s + self.config.commit_margin_s <= job.commit_window and fits_memory:
                 claims.append(Claim(job.job_id))
                 free -= int(job.bond)
                 busy += job.spec.train_s
+                training.append(job.spec.memory_bytes)
+                held.append(job.spec.memory_bytes)
         return claims
 
     def _claimable(self, view: SolverView, job: OpenJob) -> bool:
         return job.spec.runnable and job.reward >= self.config.min_reward and view.now + self.config.commit_margin_s < job.expires_at
+
+
+def peak_memory(training: Sequence[int], held: Sequence[int]) -> int:
+    """The most memory this solver's work may hold at once: one job training (the largest of the
+    claimed ones: they train one after another) and, beside it, a duty on each worker of the duty
+    lane (an availability answer that regenerates a checkpoint, a midpoint recomputed from one), each
+    holding its job's training memory (the largest of the held jobs). A claim that would raise it
+    above the solver's memory is not made: a duty that could not run beside training would miss its
+    deadline, and the bond of a job already committed is at stake in it (issue 25)."""
+    return max(training, default=0) + sum(sorted(held, reverse=True)[: LANES["duty"]])
 
 
 #: Workers per lane (core.agent.Workers): jobs train one at a time (the claim rule counts the training

@@ -120,6 +120,12 @@ MIGRATIONS: Sequence[str] = (
     DELETE FROM spec_verdicts;
     ALTER TABLE spec_verdicts ADD COLUMN full_replay INTEGER NOT NULL DEFAULT 0;
     """,
+    # a spec's verdict keeps its training memory (a claim reserves memory for the duties of the jobs
+    # held: solver.policy.peak_memory); the old verdicts lack it: judged again
+    """
+    DELETE FROM spec_verdicts;
+    ALTER TABLE spec_verdicts ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 
@@ -256,6 +262,7 @@ class SolverDb(RoleDb):
             row["checkpoint_bytes"],
             row["segment_s"],
             bool(row["full_replay"]),
+            row["memory_bytes"],
         )
         return SpecVerdict(check, row["retry_s"], row["retry_at"])
 
@@ -263,7 +270,7 @@ class SolverDb(RoleDb):
         c = verdict.check
         self.db.execute(
             "INSERT OR REPLACE INTO spec_verdicts (deployment, spec_cid, runnable, final, reason, steps, train_s, retry_s, retry_at,"
-            " checkpoints, checkpoint_bytes, segment_s, full_replay) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " checkpoints, checkpoint_bytes, segment_s, full_replay, memory_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 deployment,
                 spec_cid,
@@ -278,6 +285,7 @@ class SolverDb(RoleDb):
                 c.checkpoint_bytes,
                 c.segment_s,
                 int(c.full_replay),
+                c.memory_bytes,
             ),
         )
 

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import settings
 
 from core.chain import Signer
 from deploy.build import build
@@ -31,6 +32,12 @@ from deploy.devnet import Devnet, start_devnet
 DAEMON_FOLDERS = frozenset({"e2e", "e2e_ipfs", "packaging"})
 #: The niceness of a worker once it runs a test without daemons.
 BESIDE_DAEMONS_NICENESS = 10
+
+
+# No wall-clock deadline per hypothesis example: beside the daemons' tests at a lower priority, an
+# example's time measures the machine, not the code (timing targets live in bench/, never in tests).
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 
 def _runs_daemons(nodeid: str) -> bool:

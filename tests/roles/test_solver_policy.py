@@ -30,6 +30,7 @@ from solver.policy import (
     Train,
     Upload,
     fits_window,
+    peak_memory,
 )
 
 ME = Address("0x000000000000000000000000000000000000bEEF")
@@ -93,6 +94,24 @@ def test_regenerates_what_the_verifiers_draw_needs_one_a_tick_in_order() -> None
         assert POLICY.next_actions(view(held_jobs=(replace(asked, requested=(40,)),))) == [Regenerate(JobId(9), 40, held=True)]
     ended = replace(held(9, JobState.VERIFIED, Phase.COMMITTED, deadline=999), regenerate=(7,))
     assert POLICY.next_actions(view(held_jobs=(ended,))) == [Finalize(JobId(9))]  # the window is over: paid first
+
+
+def test_a_claim_keeps_memory_for_the_duties_of_the_jobs_held() -> None:
+    """Training one job and a duty on each duty worker for the jobs held (an availability answer or a
+    midpoint recomputes a state, holding its job's training memory) must fit the solver's memory; a
+    claim that would not is not made, however well it pays (issue 25: a duty that cannot run misses its
+    deadline, and a committed job's bond is at stake in it)."""
+    gib = 2**30
+    policy = SolverPolicy(SolverConfig(stake_target=T(0), max_active=3, memory_bytes=10 * gib))
+    big, small = replace(OK, memory_bytes=4 * gib), replace(OK, memory_bytes=1 * gib)
+    committed = replace(held(9, JobState.VERIFYING, Phase.COMMITTED), memory_bytes=4 * gib)
+    jobs = (open_job(1, reward=50, spec=big), open_job(2, reward=10, spec=small))
+    # the big one: 4 training + duties of the two largest held, 4 + 4 = 12 GiB > 10; the small one: 1 + 4 + 1 = 6
+    assert policy.next_actions(view(open_jobs=jobs, held_jobs=(committed,))) == [Claim(JobId(2))]
+    assert policy.next_actions(view(open_jobs=jobs)) == [Claim(JobId(1)), Claim(JobId(2))]  # nothing held: 4 + 4 + 1 = 9
+    assert peak_memory([4 * gib, gib], [4 * gib, 4 * gib, gib]) == 12 * gib
+    unreserved = SolverPolicy(SolverConfig(stake_target=T(0), max_active=3))
+    assert unreserved.next_actions(view(open_jobs=jobs, held_jobs=(committed,))) == [Claim(JobId(1)), Claim(JobId(2))]
 
 
 def test_claims_only_up_to_capacity() -> None:
