@@ -18,6 +18,7 @@ after, and exits non-zero if any failed (the others still run).
 | training_memory (peak training memory against the spec's estimate) | none | --only resnet-20 |
 | dashboard (1,000 jobs on chain: page load in chromium, API latency, memory) | none | --jobs 100 |
 | storage_budget (disk per job against --disk-budget, worst-case regeneration latency, two model sizes) | none | --quick |
+| diloco (issue 28: 4 parties x 10 rounds against 1 party at equal compute, bytes per round, the outer step's cost) | none | --rounds 2 --inner-steps 5 |
 | gpt2_small (issue 26: a 124M-parameter AdamW job finalized, and a withholding cheater slashed through the availability court, on 30M-gas blocks) | none (hours, ~8 GiB) | --job gpt-tiny |
 
 Run from the repository root with ``-m``.
@@ -44,6 +45,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "training_memory": ([], ["--only", "resnet-20"]),
     "dashboard": ([], ["--jobs", "100"]),
     "storage_budget": ([], ["--quick"]),
+    "diloco": ([], ["--rounds", "2", "--inner-steps", "5"]),
     "gpt2_small": ([], ["--job", "gpt-tiny"]),
 }
 

@@ -52,7 +52,7 @@ def test_a_package_imports_only_the_layers_below_it(package: str) -> None:
 
 def test_the_engine_loads_no_chain_or_network_library() -> None:
     code = (
-        "import sys, proofs, proofs.replay, proofs.train, proofs.probes, proofs.repro, proofs.manifest;"
+        "import sys, proofs, proofs.replay, proofs.train, proofs.probes, proofs.repro, proofs.manifest, proofs.diloco;"
         "print(sorted({m.split('.')[0] for m in sys.modules if m.startswith(('web3', 'eth_', 'eth.', 'eth_account', 'requests', 'urllib3'))}))"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120)
