@@ -58,10 +58,10 @@ test-forge: build
 	$(BIN)/forge test --offline --isolate --match-contract 'Gas'
 
 
-# Two pytest-xdist workers: one runs the tests with role daemons on a chain one after another (their
-# windows are sized for that), the other the rest at a lower CPU priority (tests/conftest.py);
-# PYTEST_WORKERS=0 runs it all in one process.
-PYTEST_WORKERS ?= 2
+# One process by default. PYTEST_WORKERS=N runs N pytest-xdist workers: the tests with role daemons on
+# a chain stay on one worker, one after another (their windows are sized for that), and the others run
+# the rest at a lower CPU priority (tests/conftest.py). On 2 cores that saved little (README).
+PYTEST_WORKERS ?= 0
 test-py: build $(STAMPS)/browser
 	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
