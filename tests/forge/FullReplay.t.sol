@@ -104,15 +104,7 @@ contract FullReplayTest is Fixture {
 
     function test_a_full_replay_is_paid_the_replay_fee() public {
         (, uint256 jobId, address verifier) = _find(true, 0);
-        _report(jobId, verifier, true);
-        vm.warp(block.timestamp + 1 hours + 1);
-        uint256 v = _bal(verifier);
-        uint256 s = _bal(submitter);
-        vm.expectEmit(true, true, false, true, address(market));
-        emit IJobMarket.ReplayFeePaid(jobId, verifier, REWARD, true);
-        market.finalize(jobId);
-        assertEq(_bal(verifier) - v, FEE + REWARD, "fee + replay fee");
-        assertEq(_bal(submitter), s, "nothing back");
+        _reportAndFinalizePaid(jobId, verifier);
     }
 
     function test_a_sampled_job_refunds_the_replay_fee() public {
@@ -296,15 +288,7 @@ contract FullReplayTest is Fixture {
         verifier = _drawWithCoin(jobId, false);
         assertTrue(market.isFullReplay(jobId), "the redo is a full replay, tails too");
         assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours + COMMIT_WINDOW, "the full window again");
-        _report(jobId, verifier, true);
-        vm.warp(block.timestamp + 1 hours + 1);
-        uint256 v = _bal(verifier);
-        uint256 s = _bal(submitter);
-        vm.expectEmit(true, true, false, true, address(market));
-        emit IJobMarket.ReplayFeePaid(jobId, verifier, REWARD, true);
-        market.finalize(jobId);
-        assertEq(_bal(verifier) - v, FEE + REWARD, "fee + replay fee");
-        assertEq(_bal(submitter), s, "nothing back");
+        _reportAndFinalizePaid(jobId, verifier);
     }
 
     function test_a_posted_full_replay_keeps_it_across_a_timeout_redraw() public {
@@ -340,6 +324,20 @@ contract FullReplayTest is Fixture {
         assertTrue(m.isFullReplayDraw(keccak256("any")), "p = 1: every draw");
         p.fullReplayRateBps = 0;
         assertTrue(!new JobMarket(token, stakes, p).isFullReplayDraw(keccak256("any")), "p = 0: none");
+    }
+
+    /// A passing report on a full replay, finalized: the verifier is paid its fee and the replay fee,
+    /// nothing goes back to the submitter.
+    function _reportAndFinalizePaid(uint256 jobId, address verifier) internal {
+        _report(jobId, verifier, true);
+        vm.warp(block.timestamp + 1 hours + 1);
+        uint256 v = _bal(verifier);
+        uint256 s = _bal(submitter);
+        vm.expectEmit(true, true, false, true, address(market));
+        emit IJobMarket.ReplayFeePaid(jobId, verifier, REWARD, true);
+        market.finalize(jobId);
+        assertEq(_bal(verifier) - v, FEE + REWARD, "fee + replay fee");
+        assertEq(_bal(submitter), s, "nothing back");
     }
 }
 
