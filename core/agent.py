@@ -40,11 +40,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import FrameType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 from typing import Protocol as Structural
 
 from core.chain import Receipt, is_transient
@@ -134,6 +134,7 @@ class LoopSettings:
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 30.0
     confirmations: int = 0  # views are read at head minus this many blocks (rolebase.sent.Confirmed)
+    quiet_max_s: float = 10.0  # the longest the loop skips ticks while nothing changed (Agent's ``pulse``)
 
 
 @dataclass(frozen=True)
@@ -145,6 +146,12 @@ class TickReport:
     performed: int
     dropped: int
     transient_error: str | None = None
+    started: int = 0  # long actions started on workers
+
+    def did_nothing(self) -> bool:
+        """Nothing performed, dropped or started, and no transient error: the next tick on the same
+        chain and workers would decide the same."""
+        return self.performed == self.dropped == self.started == 0 and self.transient_error is None
 
 
 @dataclass
@@ -266,6 +273,13 @@ class Workers(Generic[A]):
         with self._lock:
             return [k for k, w in self._workers.items() if not w.abandoned]
 
+    def finished_since(self, at: float) -> bool:
+        """Whether a worker finished at or after ``at`` (on :attr:`clock`), reaped or not."""
+        with self._lock:
+            running = [w.finished for w in self._workers.values()]
+            reaped = list(self._finished.values())
+        return any(t is not None and t >= at for t in [*running, *reaped])
+
     def reap(self) -> None:
         """Forget finished workers; re-raise the first fatal error a live one met."""
         with self._lock:
@@ -357,6 +371,18 @@ class Workers(Generic[A]):
             thread.join(max(0.0, end - self.clock()))
 
 
+@dataclass(frozen=True)
+class _Quiet:
+    """The pulse a tick that did nothing was read at, and when (on the workers' clock)."""
+
+    pulse: Hashable
+    at: float
+
+    def holds(self, pulse: Hashable | None, now: float, workers: Workers[Any], max_s: float) -> bool:
+        """Whether a tick now would see what that one saw: same pulse, no worker finished since, not too long ago."""
+        return pulse is not None and pulse == self.pulse and now - self.at < max_s and not workers.finished_since(self.at)
+
+
 class Agent(Generic[V, A]):
     """Runs ``loader -> policy -> responder`` until stopped."""
 
@@ -373,9 +399,16 @@ class Agent(Generic[V, A]):
         heartbeat: Callable[[TickReport], None] | None = None,
         work: Callable[[V, A], Work | None] | None = None,
         lanes: Mapping[str, int] | None = None,
+        pulse: Callable[[], Hashable] | None = None,
     ) -> None:
         """``work(view, action)``: how a long action runs on a worker (None: in the loop, as every action
-        does without ``work``); ``lanes``: how many workers each lane holds at once (:class:`Workers`)."""
+        does without ``work``); ``lanes``: how many workers each lane holds at once (:class:`Workers`).
+
+        ``pulse()``: a cheap reading that changes whenever what the loader reads may have (the chain's
+        latest block: its number and hash). While it stays the same, no worker finished and the last
+        tick did nothing, the loop skips the tick (its view would be the same, and so its decision),
+        for at most ``settings.quiet_max_s``: a daemon that polls faster than blocks come loads once
+        per block. None: every poll ticks."""
         self.role = role
         self.work = work
         self.workers: Workers[A] = Workers(lanes or {}, self._work, work_key)
@@ -386,13 +419,14 @@ class Agent(Generic[V, A]):
         self.stop = stop or StopFlag()
         self.classify = classify
         self.heartbeat = heartbeat
+        self.pulse = pulse
         self._backoff = _Backoff(settings)
         self._drops = DropLog()
 
     def tick(self) -> TickReport:
         """Load once, decide once, perform each action; transient errors end the tick early."""
         started = time.time()
-        performed = dropped = 0
+        performed = dropped = started_work = 0
         actions: Sequence[A] = ()
         try:
             viewed_at = self.workers.clock()
@@ -401,7 +435,7 @@ class Agent(Generic[V, A]):
             inline: Sequence[A] = actions
             if self.work is not None:
                 works = [(action, self.work(view, action)) for action in actions]
-                self.workers.offer([(action, w) for action, w in works if w is not None], viewed_at)
+                started_work = self.workers.offer([(action, w) for action, w in works if w is not None], viewed_at)
                 inline = [action for action, w in works if w is None]
             for action in inline:
                 if self.stop.is_set():
@@ -411,8 +445,8 @@ class Agent(Generic[V, A]):
                 else:
                     dropped += 1
         except _TransientTick as transient:
-            return TickReport(started, len(actions), performed, dropped, _describe(transient.cause))
-        return TickReport(started, len(actions), performed, dropped)
+            return TickReport(started, len(actions), performed, dropped, _describe(transient.cause), started_work)
+        return TickReport(started, len(actions), performed, dropped, started=started_work)
 
     def _guard(self, load: Callable[[], V]) -> V:
         try:
@@ -452,10 +486,16 @@ class Agent(Generic[V, A]):
     def run(self, *, max_ticks: int | None = None) -> None:
         """Tick until stopped (signal, :attr:`stop`, or ``max_ticks``); sleeps between ticks."""
         ticks = 0
+        quiet: _Quiet | None = None  # what the last tick saw, while it did nothing
         log.info("agent started", extra={"role": self.role, "poll_s": self.settings.poll_interval_s})
         with self._signals():
             while not self.stop.is_set():
+                pulse, now = self._read_pulse(), self.workers.clock()
+                if quiet is not None and quiet.holds(pulse, now, self.workers, self.settings.quiet_max_s):
+                    self.stop.wait(self.settings.poll_interval_s)
+                    continue
                 report = self.tick()
+                quiet = _Quiet(pulse, now) if pulse is not None and report.did_nothing() else None
                 ticks += 1
                 if self.heartbeat is not None:
                     self.heartbeat(report)
@@ -473,6 +513,15 @@ class Agent(Generic[V, A]):
                 self.stop.wait(delay)
         self.workers.join(10.0)
         log.info("agent stopped", extra={"role": self.role, "ticks": ticks})
+
+    def _read_pulse(self) -> Hashable | None:
+        """The pulse now; None (tick) without one or when it cannot be read (the tick meets the error)."""
+        if self.pulse is None:
+            return None
+        try:
+            return self.pulse()
+        except Exception:
+            return None
 
     @contextmanager
     def _signals(self) -> Iterator[None]:

@@ -44,7 +44,7 @@ from web3.exceptions import (
     Web3RPCError,
 )
 from web3.providers.rpc import HTTPProvider
-from web3.types import BlockIdentifier, TxParams
+from web3.types import BlockIdentifier, RPCEndpoint, TxParams
 
 from core.bounded import InputRejected, load_json, read_regular_file
 from core.config import redact_url
@@ -329,7 +329,16 @@ class ChainClient:
         receipt_timeout: float = 120.0,
         reprice_after: float = 30.0,
     ) -> None:
-        provider = HTTPProvider(rpc_url, request_kwargs={"timeout": timeout}, session=DeadlineSession(timeout), exception_retry_configuration=None)
+        # eth_chainId cached: web3's validation middleware asks for it before every eth_call and
+        # gas estimate, a second round trip per read (the chain id is checked once, below).
+        provider = HTTPProvider(
+            rpc_url,
+            request_kwargs={"timeout": timeout},
+            session=DeadlineSession(timeout),
+            exception_retry_configuration=None,
+            cache_allowed_requests=True,
+            cacheable_requests={RPCEndpoint("eth_chainId")},
+        )
         self.rpc_url = rpc_url  # may hold a credential: never in a message, ``endpoint`` is shown instead
         self.endpoint = redact_url(rpc_url)
         self.w3 = Web3(provider)
@@ -385,6 +394,11 @@ class ChainClient:
     def head(self) -> BlockNumber:
         """The node's latest block, pinned or not."""
         return BlockNumber(self.with_retry("eth_blockNumber", lambda: int(self.w3.eth.block_number)))
+
+    def head_id(self) -> tuple[BlockNumber, str]:
+        """The latest block's number and hash: a new block, a reorg or a restarted chain changes it."""
+        block = self.rpc("eth_getBlockByNumber", ["latest", False])
+        return BlockNumber(int(block["number"], 16)), str(block["hash"])
 
     def block_gas_limit(self) -> int:
         """The latest block's gas limit: the most one transaction can spend on this chain."""

@@ -91,7 +91,8 @@ def build(
     """The daemon of ``role`` for ``signer``: its records (``records`` opens them at the account's state
     directory), then its loader, policy and responder (``parts``) around the agent loop, which records a
     heartbeat each tick. The loader reads at ``loop.confirmations`` blocks deep, and the actions whose
-    type is :class:`rolebase.actions.Journaled` (one contract call each) are never sent twice. ``work`` names the long
+    type is :class:`rolebase.actions.Journaled` (one contract call each) are never sent twice; a poll with no
+    new block, no finished worker and nothing done at the last tick loads nothing. ``work`` names the long
     actions, which run on workers of ``lanes`` while the loop goes on (:class:`core.agent.Workers`)."""
     protocol = connect(settings, signer)
     db = records(state_dir(settings.data_dir, role, signer.address) / "state.sqlite")
@@ -109,5 +110,6 @@ def build(
         heartbeat=heartbeat_to(db.db, signer.address),
         work=work,
         lanes=lanes,
+        pulse=client.head_id,  # one load per block however fast the daemon polls
     )
     return RoleDaemon(agent, db)

@@ -142,7 +142,7 @@ def test_submit_post_warns_when_no_staked_solver_fits_and_posts_anyway(devnet: D
     def post(*extra: str) -> subprocess.CompletedProcess[str]:
         common = ["--rpc", devnet.rpc_url, "--address-book-dir", str(book_dir), "--store-dir", str(tmp_path / "store"), "--key-env", "VT_SUBMITTER_KEY"]
         command = [sys.executable, "-m", "veritrain", "submit", "post", str(spec), "--data", str(data), "--commit-window", "600", *common, *extra]
-        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr
         return result
 

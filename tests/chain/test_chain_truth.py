@@ -145,7 +145,7 @@ def test_a_chain_that_is_not_there_is_one_clear_line(tmp_path: Path) -> None:
     run = subprocess.run(
         [sys.executable, "-m", "veritrain", "verifier", "status", "--rpc", f"http://127.0.0.1:{port}", "--address-book-dir", str(tmp_path),
          "--address", "0x70997970C51812dc3A010C7d01b50e0d17dc79C8"],
-        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert run.returncode != 0
     assert run.stderr.strip().splitlines() == [

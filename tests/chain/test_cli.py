@@ -24,7 +24,7 @@ SCRIPT = Path(sys.executable).parent / "veritrain"
 CLI = [str(SCRIPT)] if SCRIPT.exists() else [sys.executable, "-c", "from veritrain.cli import app; app()"]
 
 
-def run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
@@ -61,7 +61,7 @@ def test_devnet_runs_until_sigint_and_leaves_no_anvil(tmp_path: Path) -> None:
         text=True,
     )
     try:
-        info = json.loads(read_line(process, timeout=120))
+        info = json.loads(read_line(process, timeout=600))
         anvils = children(process.pid)
         assert len(anvils) == 1 and alive(anvils[0])
         client = ChainClient(info["rpc_url"])

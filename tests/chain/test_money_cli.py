@@ -28,7 +28,7 @@ def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Pat
     env.pop("VERITRAIN_RPC_URL", None)
 
     def veritrain(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*CLI, *args, "--address-book-dir", str(tmp_path)], capture_output=True, text=True, timeout=120, env=env)
+        return subprocess.run([*CLI, *args, "--address-book-dir", str(tmp_path)], capture_output=True, text=True, timeout=600, env=env)
 
     def refused(*args: str, error: str, meaning: str) -> None:
         nonce = devnet.client.w3.eth.get_transaction_count(to_checksum_address(me))

@@ -66,7 +66,7 @@ def test_the_committed_curve_is_shown_exactly_and_drawn(devnet: Devnet, parties:
     def show(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "veritrain", "submit", "show", str(job_id), *common, *args],
-            cwd=ROOT, env={**os.environ, "COLUMNS": "200"}, capture_output=True, text=True, timeout=120,
+            cwd=ROOT, env={**os.environ, "COLUMNS": "200"}, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
 
     shown = show("--json", "--curve", str(tmp_path / "curve.png"))

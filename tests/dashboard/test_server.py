@@ -84,6 +84,6 @@ def test_the_event_stream_says_each_new_head(served: str, devnet: Devnet) -> Non
 
 
 def test_bad_flags_end_in_one_line(devnet: Devnet, tmp_path: Path) -> None:
-    result = subprocess.run(_dashboard(devnet, tmp_path, "--port", "70000"), cwd=ROOT, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(_dashboard(devnet, tmp_path, "--port", "70000"), cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 2 and "--port 70000 is not a TCP port" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1

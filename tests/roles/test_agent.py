@@ -199,8 +199,10 @@ class Busy:
     gates: dict[str, threading.Event] = field(default_factory=dict)
     started: list[str] = field(default_factory=list)
     fail: dict[str, BaseException] = field(default_factory=dict)
+    loads: int = 0
 
     def load(self) -> int:
+        self.loads += 1
         return 0
 
     def next_actions(self, view: int) -> list[object]:
@@ -296,3 +298,69 @@ def test_a_revert_in_a_worker_drops_the_action_and_the_loop_goes_on() -> None:
     time.sleep(0.05)
     agent.tick()
     assert busy.done == ["answer", "answer"]
+
+
+# ---------------------------------------------------------------- the pulse: one load per block while nothing happens
+
+
+def reads_then_stop(stop: StopFlag, count: int, value: Callable[[int], object], each: Callable[[int], None] = lambda n: None) -> Callable[[], object]:
+    """A pulse that gives ``value(n)`` at its n-th read (from 1) after running ``each(n)``, and stops the loop at the ``count``-th."""
+    reads = 0
+
+    def pulse() -> object:
+        nonlocal reads
+        reads += 1
+        if reads == count:
+            stop.set()
+        each(reads)
+        return value(reads)
+
+    return pulse
+
+
+def test_polls_on_the_same_block_load_nothing_and_a_new_block_loads_once() -> None:
+    world, stop = World(actions=()), StopFlag()
+    Agent("test", world, world, world, settings=FAST, stop=stop, pulse=reads_then_stop(stop, 30, lambda n: (1 if n <= 15 else 2, "0xab"))).run()
+    assert world.loads == 2
+    busy, stop = World(actions=("a",)), StopFlag()  # a tick that did something is followed by another, same block or not
+    Agent("test", busy, busy, busy, settings=FAST, stop=stop, pulse=reads_then_stop(stop, 30, lambda n: (1, "0xab"))).run()
+    assert busy.loads == 30
+
+
+def test_a_quiet_loop_still_loads_every_quiet_max_s_and_whenever_its_pulse_cannot_be_read() -> None:
+    world, stop, now = World(actions=()), StopFlag(), [0.0]
+
+    def advance(n: int) -> None:
+        now[0] = float(n)  # one second per poll
+
+    quiet_5s = LoopSettings(poll_interval_s=0.0, quiet_max_s=5.0)
+    agent = Agent("test", world, world, world, settings=quiet_5s, stop=stop, pulse=reads_then_stop(stop, 30, lambda n: 1, advance))
+    agent.workers.clock = lambda: now[0]
+    agent.run()
+    assert world.loads == 6  # polls 1, 6, 11, 16, 21, 26
+
+    def down(n: int) -> None:
+        raise TransientRPCError("node down")
+
+    world, stop = World(actions=()), StopFlag()
+    Agent("test", world, world, world, settings=FAST, stop=stop, pulse=reads_then_stop(stop, 40, lambda n: 1, down)).run()
+    assert world.loads == 40  # no pulse: every poll ticks (and meets the error itself)
+
+
+def test_a_finished_worker_brings_a_tick_on_the_same_block() -> None:
+    busy, stop = Busy([Long("train")]), StopFlag()
+
+    def finish_training_at_the_fifth_poll(n: int) -> None:
+        if n == 5:
+            busy.actions = []  # what the next view will say: trained
+            busy.gates["train"].set()
+            _until(lambda: "train" in busy.done)
+
+    agent = Agent(
+        "test", busy, busy, busy, settings=FAST, stop=stop, work=lambda view, action: Work("cpu"), lanes={"cpu": 1},
+        pulse=reads_then_stop(stop, 10, lambda n: 1, finish_training_at_the_fifth_poll),
+    )  # fmt: skip
+    agent.run()
+    # poll 1 starts the worker; poll 2 sees it running and does nothing; 3 and 4 skip; the worker
+    # finishes at poll 5, which ticks on the same block; 6 to 10 skip
+    assert busy.loads == 3 and busy.started == ["train"]

@@ -54,7 +54,7 @@ def test_loopback_and_private_binds_are_announced_on_a_devnet_only() -> None:
 def test_the_readmes_old_serve_line_is_refused_with_one_line_and_exit_2(tmp_path: Path) -> None:
     env = {**os.environ, "SOLVER_KEY": "0x" + "11" * 32}
     args = ["--serve", "0.0.0.0:8088", "--key-env", "SOLVER_KEY", "--rpc-url", "http://127.0.0.1:9", "--data-dir", str(tmp_path)]
-    done = subprocess.run([sys.executable, "-m", "veritrain", "solver", "run", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "veritrain", "solver", "run", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 2, done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "--serve 0.0.0.0:8088 listens on every address" in lines[0] and "--announce" in lines[0], done.stderr

@@ -49,7 +49,7 @@ def test_packed_text_prints_a_dataset_block_that_a_spec_validates_and_submit_pos
         [*CLI, "submit", "post", str(tmp_path / "job.json"), "--data", str(out), "--dry-run", "--json", "--rpc-url", rpc, "--store-dir", str(store)],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert dry.returncode == 0, dry.stderr
     assert json.loads(dry.stdout)["dataset_cid"] == block["dataset"]["cid"]
@@ -82,7 +82,7 @@ def test_bad_input_ends_in_one_line_with_exit_code_2_and_keeps_the_old_output(tm
         (["text", str(tmp_path / "missing.txt"), "--out", str(out)], "does not exist"),
         (["images", "--x", str(tmp_path / "x.npy"), "--y", str(tmp_path / "y.npy"), "--out", str(out)], "images must be uint8"),
     ]:
-        done = subprocess.run([*CLI, "data", "pack", *args], capture_output=True, text=True, timeout=120, env=env)
+        done = subprocess.run([*CLI, "data", "pack", *args], capture_output=True, text=True, timeout=600, env=env)
         assert done.returncode == 2 and done.stdout == "", done.stderr
         [shown] = done.stderr.strip().splitlines()
         assert shown.startswith("error: PackError: ") and line in shown, shown

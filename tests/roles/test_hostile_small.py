@@ -51,7 +51,7 @@ def test_an_rpc_secret_is_not_echoed_by_errors_logs_or_the_cli(caplog: pytest.Lo
     assert "s3cret" not in str(store_error.value)
     done = subprocess.run(
         [sys.executable, "-m", "veritrain", "-vv", "solver", "status", "--rpc", "http://user:s3cret@127.0.0.1:9", "--address", "0x" + "11" * 20],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode != 0 and "127.0.0.1:9" in done.stderr and "DEBUG" in done.stderr  # web3 logs its endpoint at DEBUG
     assert "s3cret" not in done.stdout + done.stderr
@@ -90,7 +90,7 @@ def test_a_fifo_keystore_is_refused_at_once(tmp_path: Path) -> None:
     assert isinstance(outcome[0], SignerError) and "not a regular file" in str(outcome[0])
     done = subprocess.run(
         [sys.executable, "-m", "veritrain", "solver", "status", "--keystore", str(fifo)],
-        cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, "VERITRAIN_KEYSTORE_PASSWORD": "pw"},
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "VERITRAIN_KEYSTORE_PASSWORD": "pw"},
     )  # fmt: skip
     assert done.returncode == 2 and "not a regular file" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     big = tmp_path / "big.json"
