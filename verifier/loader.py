@@ -14,17 +14,31 @@ decided here, with the secret from the records, and travels in the view only as 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from core.availability import Fetching
 from core.chain import Address
-from core.contracts import AvailabilityCourt, Ballot, Bytes32, GameParams, GameStatus, JobId, JobMarket, JobState, MarketParams, Protocol, Role, TokenAmount
+from core.contracts import (
+    AvailabilityCourt,
+    Ballot,
+    Bytes32,
+    GameParams,
+    GameStatus,
+    Job,
+    JobId,
+    JobMarket,
+    JobState,
+    MarketParams,
+    Protocol,
+    Role,
+    TokenAmount,
+)
 from proofs.probes import is_forced
 from rolebase.court import CourtWatcher
 from rolebase.watchers import GameWatcher, MarketWatcher
 from verifier.policy import Assignment, Draw, LiveGame, MarketJob, PendingOpen, Phase, SeedView, VerifierView
-from verifier.state import VerifierDb
+from verifier.state import AssignmentRecord, VerifierDb
 
 
 @dataclass(frozen=True)
@@ -75,6 +89,20 @@ class DrawIndex:
         self._next_block = block + 1
 
 
+#: The states in which a job we were drawn for is ours: its assignment, report, dispute or final call.
+_OURS_WHILE = frozenset({JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.DATA_VOTE, JobState.VERIFIED, JobState.DISPUTED})
+
+
+@dataclass
+class _Ours:
+    """What one load gathers about our jobs on the way through the market's."""
+
+    jobs: set[JobId] = field(default_factory=set)
+    assignments: list[Assignment] = field(default_factory=list)
+    openings: list[PendingOpen] = field(default_factory=list)
+    snapshotted: set[Bytes32] = field(default_factory=set)
+
+
 class VerifierLoader:
     def __init__(
         self, protocol: Protocol, watcher: MarketWatcher, db: VerifierDb, me: Address, fetching: Callable[[JobId], Fetching | None] = lambda _: None
@@ -102,58 +130,8 @@ class VerifierLoader:
         self.index.update(moment.block)
         rate = self._market_params.forced_error_rate_bps
         records = {r.job_id: r for r in self.db.assignments()}
-        assignments: list[Assignment] = []
-        openings: list[PendingOpen] = []
-        jobs: list[MarketJob] = []
-        ours: set[int] = set()
-        snapshotted: set[Bytes32] = set()
-        for job_id, job in scan.jobs:
-            ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0  # COMMITTED: deadline = anchor block
-            jobs.append(MarketJob(job_id, job.state, job.deadline, ready, job.solver, job.verifier, job.submitter))
-            drawn = self.index.draws.get(job_id)
-            if job.verifier == self.me and drawn is not None:
-                snapshotted.add(drawn.forced_commitment)
-            if job.verifier == self.me and job.state in (
-                JobState.VERIFYING,
-                JobState.DATA_CHALLENGED,
-                JobState.DATA_VOTE,
-                JobState.VERIFIED,
-                JobState.DISPUTED,
-            ):
-                ours.add(job_id)
-                record = records.get(job_id)
-                if job.state is JobState.VERIFYING:
-                    if drawn is None or drawn.deadline != job.deadline:
-                        continue  # drawn after the block the logs were read to: next tick
-                    draw = Draw(drawn.assign_seed, drawn.forced_commitment, self._forced(drawn, rate))
-                    # a verdict for another draw (the one it was made for was rolled back or reorged out) is replayed again
-                    same = (
-                        record is not None
-                        and record.draw is not None
-                        and (record.draw.assign_seed, record.draw.forced_commitment) == (draw.assign_seed, draw.forced_commitment)
-                    )
-                    assignments.append(Assignment(job_id, job.deadline, record.phase if record and same else Phase.ASSIGNED, draw, self.fetching(job_id)))
-                elif (
-                    job.state is JobState.DISPUTED
-                    and job.challenger == self.me
-                    and record is not None
-                    and record.failed_segment is not None
-                    and not p.game.active_game(job_id)
-                ):
-                    openings.append(PendingOpen(job_id, record.failed_segment, p.game.open_deadline(job_id)))
-        games = []
-        for game_id, game in self.games.live():
-            seated = game.status is GameStatus.ARBITRATING
-            ballot = p.game.ballot_of(game_id, self.me)[0] if seated else Ballot.VACANT
-            drawn = self.index.draws.get(game.job_id) if game.on_report and game.defender == self.me else None
-            games.append(LiveGame(game_id, game, ballot, forced=drawn is not None and self._forced(drawn, rate)))
-        kept = tuple(Bytes32(c) for c in self.db.forced_commitments())
-        seed = SeedView(
-            on_chain=p.market.forced_seed_of(self.me).commitment,
-            kept=kept,
-            current_committed=bool(kept) and kept[-1] in self.index.committed,
-            snapshotted=frozenset(snapshotted),
-        )
+        ours = _Ours()
+        jobs = tuple(self._job(job_id, job, records, rate, ours) for job_id, job in scan.jobs)
         return VerifierView(
             now=moment.now,
             block=moment.block,
@@ -161,15 +139,66 @@ class VerifierLoader:
             token_balance=p.token.balance_of(self.me),
             staked=p.stakes.stake_of(self.me, Role.VERIFIER).staked,
             min_stake=self._min_stake,
-            assignments=tuple(assignments),
-            jobs=tuple(jobs),
-            forgettable=tuple(sorted(j for j in records if j not in ours)),
-            openings=tuple(openings),
-            games=tuple(games),
+            assignments=tuple(ours.assignments),
+            jobs=jobs,
+            forgettable=tuple(sorted(j for j in records if j not in ours.jobs)),
+            openings=tuple(ours.openings),
+            games=self._games(rate),
             game_params=self._game_params,
-            seed=seed,
+            seed=self._seed(frozenset(ours.snapshotted)),
             cases=self.court.live(),
             court_params=self.court.params,
+        )
+
+    def _job(self, job_id: JobId, job: Job, records: Mapping[JobId, AssignmentRecord], rate_bps: int, ours: _Ours) -> MarketJob:
+        """A live job as the view lists it; one of ours also goes into ``ours``: its assignment while it
+        waits for our report, the game to open while our failing report disputes it without one."""
+        ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0  # COMMITTED: deadline = anchor block
+        listed = MarketJob(job_id, job.state, job.deadline, ready, job.solver, job.verifier, job.submitter)
+        if job.verifier != self.me:
+            return listed
+        drawn = self.index.draws.get(job_id)
+        if drawn is not None:
+            ours.snapshotted.add(drawn.forced_commitment)
+        if job.state not in _OURS_WHILE:
+            return listed
+        ours.jobs.add(job_id)
+        record = records.get(job_id)
+        if job.state is JobState.VERIFYING:
+            if drawn is None or drawn.deadline != job.deadline:
+                return listed  # drawn after the block the logs were read to: next tick
+            draw = Draw(drawn.assign_seed, drawn.forced_commitment, self._forced(drawn, rate_bps))
+            # a verdict for another draw (the one it was made for was rolled back or reorged out) is replayed again
+            same = (
+                record is not None
+                and record.draw is not None
+                and (record.draw.assign_seed, record.draw.forced_commitment) == (draw.assign_seed, draw.forced_commitment)
+            )
+            phase = record.phase if record is not None and same else Phase.ASSIGNED
+            ours.assignments.append(Assignment(job_id, job.deadline, phase, draw, self.fetching(job_id)))
+        elif job.state is JobState.DISPUTED and job.challenger == self.me and record is not None and record.failed_segment is not None:
+            if not self.protocol.game.active_game(job_id):
+                ours.openings.append(PendingOpen(job_id, record.failed_segment, self.protocol.game.open_deadline(job_id)))
+        return listed
+
+    def _games(self, rate_bps: int) -> tuple[LiveGame, ...]:
+        """Every game not final, with our ballot where we sit, and whether a report game against us is a forced error."""
+        games = []
+        for game_id, game in self.games.live():
+            seated = game.status is GameStatus.ARBITRATING
+            ballot = self.protocol.game.ballot_of(game_id, self.me)[0] if seated else Ballot.VACANT
+            drawn = self.index.draws.get(game.job_id) if game.on_report and game.defender == self.me else None
+            games.append(LiveGame(game_id, game, ballot, forced=drawn is not None and self._forced(drawn, rate_bps)))
+        return tuple(games)
+
+    def _seed(self, snapshotted: frozenset[Bytes32]) -> SeedView:
+        """Our forced seed: the commitment on chain, those kept in the records, which draws snapshotted."""
+        kept = tuple(Bytes32(c) for c in self.db.forced_commitments())
+        return SeedView(
+            on_chain=self.protocol.market.forced_seed_of(self.me).commitment,
+            kept=kept,
+            current_committed=bool(kept) and kept[-1] in self.index.committed,
+            snapshotted=snapshotted,
         )
 
     def _forced(self, drawn: Drawn, rate_bps: int) -> bool:

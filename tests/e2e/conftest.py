@@ -9,8 +9,10 @@ the test ends, passed or failed.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TypeVar
 
@@ -21,7 +23,7 @@ from deploy.devnet import Devnet
 from veritrain.localnet import LocalNet as Market  # the tests' name: a devnet with a store, daemons started on it
 from veritrain.localnet import local_params, start_local_net
 
-__all__ = ["Market", "wait_for", "gone"]
+__all__ = ["DripGateway", "Market", "wait_for", "gone"]
 
 T = TypeVar("T")
 
@@ -72,3 +74,53 @@ def market(devnet_e2e: tuple[Devnet, Path], tmp_path: Path) -> Iterator[Market]:
         yield m
     finally:
         m.stop_daemons(timeout=10)
+
+
+class DripGateway:
+    """A test adversary: a "gateway" that answers 200 to every request and then sends one byte every
+    ``every_s`` seconds, forever (a fetch with only a per-read timeout never ends)."""
+
+    def __init__(self, every_s: float = 3.0) -> None:
+        self.requests = 0
+        stop = self.stop = threading.Event()
+        gateway = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the http.server name
+                gateway.requests += 1
+                self.send_response(200)
+                self.send_header("Content-Type", "application/vnd.ipld.raw")
+                self.send_header("Content-Length", str(1 << 20))
+                self.end_headers()
+                while not stop.wait(every_s):
+                    try:
+                        self.wfile.write(b"\0")
+                        self.wfile.flush()
+                    except OSError:
+                        return
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def drip() -> Iterator[DripGateway]:
+    gateway = DripGateway()
+    try:
+        yield gateway
+    finally:
+        gateway.close()

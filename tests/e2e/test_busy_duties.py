@@ -4,7 +4,7 @@
   training runs on a worker; the loop answers): before the workers, the challenge waited behind the
   whole training and the solver lost its bond.
 * A verifier whose fetch is held by a gateway that answers 200 and then drips one byte every few seconds
-  (a test adversary: :class:`DripGateway`) challenges the item's availability once the fetch has run
+  (a test adversary: :class:`tests.e2e.conftest.DripGateway`) challenges the item's availability once the fetch has run
   ``FETCH_STALL_S``: the loop decides, not the fetch, so its report clock stops in time.
 
 Run with ``-s`` to see the latencies measured (docs/performance.md, "Duties while busy").
@@ -14,12 +14,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-
-import pytest
 
 from core.availability import FETCH_STALL_S
 from core.cid import digest_to_cid
@@ -27,7 +22,7 @@ from core.contracts import MANIFEST_ITEM, JobId, JobState
 from core.storage import LocalStore
 from submitter import service
 from submitter.demo_job import build_demo_job
-from tests.e2e.conftest import Market, wait_for
+from tests.e2e.conftest import DripGateway, Market, wait_for
 
 E2E_ACCOUNTS = 4
 #: The solver has 15 s to publish what its verifier challenged; a long job may take hours.
@@ -91,56 +86,6 @@ def test_a_solver_training_a_long_job_answers_an_availability_challenge_in_time(
     for process in market.processes:
         assert process.running, process.name
         assert "Traceback" not in process.log_path.read_text(), process.name
-
-
-class DripGateway:
-    """A test adversary: a "gateway" that answers 200 to every request and then sends one byte every
-    ``every_s`` seconds, forever (a fetch with only a per-read timeout never ends)."""
-
-    def __init__(self, every_s: float = 3.0) -> None:
-        self.requests = 0
-        stop = self.stop = threading.Event()
-        gateway = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - the http.server name
-                gateway.requests += 1
-                self.send_response(200)
-                self.send_header("Content-Type", "application/vnd.ipld.raw")
-                self.send_header("Content-Length", str(1 << 20))
-                self.end_headers()
-                while not stop.wait(every_s):
-                    try:
-                        self.wfile.write(b"\0")
-                        self.wfile.flush()
-                    except OSError:
-                        return
-
-            def log_message(self, *args: object) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
-
-    def close(self) -> None:
-        self.stop.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-
-@pytest.fixture
-def drip() -> Iterator[DripGateway]:
-    gateway = DripGateway()
-    try:
-        yield gateway
-    finally:
-        gateway.close()
 
 
 def test_a_verifier_whose_fetch_a_gateway_drips_challenges_in_time(market: Market, tmp_path: Path, drip: DripGateway) -> None:
