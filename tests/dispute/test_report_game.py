@@ -91,6 +91,8 @@ def test_an_honest_verifier_defends_its_probe_through_the_referees(arena: Arena)
     before = arena.wealth()
 
     played = arena.open_on_report(job_id, 0, honest)
+    frozen = market.get_job(job_id).challenge_left  # the window's remainder, paused while the game runs
+    assert 0 < frozen <= window_left
     arena.bisect(played, honest, lambda i: "trace", lambda i: "disagree")
     game = arena.base.game.get_game(played.game_id)
     assert game.status is GameStatus.ISOLATED and game.defender == verifier
@@ -106,7 +108,8 @@ def test_an_honest_verifier_defends_its_probe_through_the_referees(arena: Arena)
     assert after[arena.whistleblower.address] - before[arena.whistleblower.address] == -arena.params.challenge_bond
     job = market.get_job(job_id)
     assert job.state is JobState.VERIFIED, "the report stands and its challenge window resumes"
-    assert job.deadline - arena.net.client.timestamp() >= window_left - 2
+    (resumed,) = market.events("ChallengeWindowResumed", arena.net.book.deploy_block, jobId=job_id)
+    assert job.deadline == arena.net.client.timestamp(resumed.block_number) + frozen  # with what it had left
     arena.finish(played)
     assert market.get_job(job_id).state is JobState.FINALIZED
 
