@@ -44,7 +44,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -54,9 +54,9 @@ from rich.table import Table
 
 from core.agent import DEADLINE_AT_RISK
 from core.chain import Address
-from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role
+from core.contracts import GameId, GameStatus, Job, JobId, JobState, Protocol, Role
 from core.errors import VeritrainError
-from core.storage import file_cid
+from core.storage import ContentStore, file_cid
 from proofs.adversary import ALL_STRATEGIES, inapplicable
 from proofs.spec import JobSpec, load_spec
 from rolebase.amounts import show_tokens
@@ -67,7 +67,7 @@ from submitter import service
 from submitter.curve import draw_curve, job_curve
 from submitter.demo_job import DemoJob, build_demo_job, evaluate_model, sample_text
 from submitter.timeline import GAME_EVENTS, TimelineEntry, game_timeline, job_timeline
-from veritrain.localnet import ROLES, RoleProcess, interrupts_as_keyboard, local_params, start_local_net
+from veritrain.localnet import ROLES, LocalNet, RoleProcess, interrupts_as_keyboard, local_params, start_local_net
 
 __all__ = ["demo", "run_demo"]
 
@@ -170,6 +170,125 @@ def _posted_spec(job: DemoJob) -> JobSpec:
     return load_spec(json.dumps(raw))
 
 
+@dataclass
+class _Stage:
+    """The demo's network while it runs: the local chain, the submitter's protocol, the parties by
+    label and the daemons started so far (with every process id, for the test that none is left)."""
+
+    local: LocalNet
+    protocol: Protocol
+    cast: list[_DemoDaemon]
+    parties: list[_Party]
+    cheat: str | None
+    pids: list[int]
+    daemons: dict[str, RoleProcess] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, stack: ExitStack, workdir: Path, cast: list[_DemoDaemon], cheat: str | None, lazy_verifier: bool) -> _Stage:
+        """Anvil deployed with the demo's windows (a block a second), one funded account per party."""
+        params = local_params({**DEMO_MARKET, **(LAZY_MARKET if lazy_verifier else {})})
+        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params))
+        net = local.net
+        console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}, blocks of {net.client.block_gas_limit():,} gas), contracts deployed")
+        submitter = net.accounts[0]
+        protocol = net.protocol(submitter)
+        console.print(f"jackpot {show_tokens(protocol.market.jackpot())} VERI (seeded by the deployer)")
+        parties = [_Party("submitter", submitter.address), *(_Party(member.label, net.accounts[member.account].address, ROLES[member.role]) for member in cast)]
+        return cls(local, protocol, cast, parties, cheat, [net.anvil.process.pid])  # type: ignore[union-attr]
+
+    @property
+    def names(self) -> dict[str, str]:
+        return {p.address: p.label for p in self.parties}
+
+    def start(self, member: _DemoDaemon) -> None:
+        process = self.local.daemon(member.role, member.account, member.label, *member.extra)
+        self.daemons[member.label] = process
+        self.pids.append(process.pid)
+        role = f" ([red]{ADVERSARIES[member.label]}{': ' + self.cheat if self.cheat else ''}[/])" if member.label in ADVERSARIES else ""
+        console.print(f"{member.label} daemon pid {process.pid}{role}")
+
+    def start_first(self) -> None:
+        """Every daemon of the cast but those that join once the adversary holds the job."""
+        for member in self.cast:
+            if not member.later:
+                self.start(member)
+        console.print(f"logs in {self.local.root / 'logs'}")
+
+    def join_later(self, job: Job) -> None:
+        """The adversary (if any) holds ``job`` as its solver or verifier: the others join."""
+        adversary = next((p.address for p in self.parties if p.label in ADVERSARIES), None)
+        if adversary in (job.solver, job.verifier):
+            for member in self.cast:
+                if member.later and member.label not in self.daemons:
+                    self.start(member)
+
+
+@dataclass
+class _Followed:
+    """Where following a job ended: the job as last posted (posted again if its window was too short), its final state, its timeline."""
+
+    job: DemoJob
+    posted: service.Posted
+    state: JobState
+    timeline: list[TimelineEntry]
+
+
+def _follow(stage: _Stage, job: DemoJob, posted: service.Posted, t_post: float, timeout_s: float) -> _Followed:
+    """Print each event of the job (and its games) as it lands until the job is final; post it again
+    with a roomier commit window if the solver refuses the window for its measured speed."""
+    protocol, names = stage.protocol, stage.names
+    seen: set[tuple[str, int]] = set()
+    told: set[tuple[str, str]] = set()
+
+    def show_new() -> list[TimelineEntry]:
+        entries = sorted(job_timeline(protocol, posted.job_id) + game_timeline(protocol, posted.job_id), key=lambda e: (e.block, e.log_index))
+        for entry in entries:
+            if (entry.tx_hash, entry.log_index) not in seen:
+                seen.add((entry.tx_hash, entry.log_index))
+                _print_entry(entry, t_post, names)
+        return entries
+
+    while True:
+        show_new()
+        job_now = protocol.market.get_job(posted.job_id)
+        state = job_now.state
+        stage.join_later(job_now)
+        if state.final:
+            break
+        if state is JobState.OPEN:
+            window = _tell_refusals(stage.daemons, posted.job_id, told, DEMO_MARKET["maxCommitWindow"])
+            if window is not None and window > job.commit_window:  # the solver is slower than the window: post again, roomier
+                service.cancel_job(protocol, posted.job_id)
+                job = replace(job, commit_window=window)
+                posted = service.post_job(protocol, stage.local.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window)
+                console.print(f"posted again as job [bold]{posted.job_id}[/] with a commit window of {window} s, sized from the solver's measured speed")
+        stage.local.check_running()
+        if time.monotonic() - t_post > timeout_s:
+            raise VeritrainError(f"job {posted.job_id} not final after {timeout_s:.0f}s (state {state.name})")
+        time.sleep(0.5)
+    return _Followed(job, posted, state, show_new())  # the final event landed after the read above
+
+
+def _model_figures(
+    protocol: Protocol, store: ContentStore, job: DemoJob, posted: service.Posted, workdir: Path, before_text: str | None, curve_png: Path | None
+) -> dict[str, Any]:
+    """The finalized job's model, fetched and checked against its CID, its test metric (and text), and its committed training curve, drawn."""
+    model_path = workdir / "model.safetensors"
+    cid, size = service.fetch_model(protocol, store, posted.job_id, model_path)
+    figures: dict[str, Any] = {"model": {"cid": cid, "bytes": size, **evaluate_model(job, model_path, posted.dataset_cid)}}
+    if before_text is not None:
+        figures["text"] = {"before": before_text, "after": sample_text(job, posted.dataset_cid, model_path.read_bytes())}
+    curve = job_curve(protocol, store, posted.job_id)
+    if curve is not None:  # always, once FINALIZED: the trace is committed
+        png = draw_curve(
+            curve,
+            curve_png or workdir / "training_curve.png",
+            title=f"demo job {posted.job_id}: mean training loss per segment (committed, replay-checked)",
+        )
+        figures["curve"] = {"png": str(png), "losses": [p.loss for p in curve.points]}
+    return figures
+
+
 def run_demo(
     workdir: Path,
     timeout_s: float,
@@ -199,34 +318,11 @@ def run_demo(
         job: DemoJob = build_demo_job(job_name, workdir / "job", steps=steps)  # first: a bad name fails before anything starts
         if cheat is not None and (misfit := inapplicable(cheat, _posted_spec(job))) is not None:
             raise VeritrainError(f"--cheat {cheat} on --job {job_name}: {misfit}")
-        cast = _cast(cheat, lazy_verifier)
-        params = local_params({**DEMO_MARKET, **(LAZY_MARKET if lazy_verifier else {})})
-        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params))  # a block a second
-        net = local.net
-        console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}, blocks of {net.client.block_gas_limit():,} gas), contracts deployed")
-        store = local.store
-        submitter = net.accounts[0]
-        protocol = net.protocol(submitter)
-        console.print(f"jackpot {show_tokens(protocol.market.jackpot())} VERI (seeded by the deployer)")
-        parties = [_Party("submitter", submitter.address), *(_Party(member.label, net.accounts[member.account].address, ROLES[member.role]) for member in cast)]
-        names: dict[str, str] = {p.address: p.label for p in parties}
-        before = _balances(protocol, parties)
-
-        daemons: dict[str, RoleProcess] = {}
-        figures["pids"] = [net.anvil.process.pid]  # type: ignore[union-attr]
-        adversary = next((p.address for p in parties if p.label in ADVERSARIES), None)
-
-        def start(member: _DemoDaemon) -> None:
-            process = local.daemon(member.role, member.account, member.label, *member.extra)
-            daemons[member.label] = process
-            figures["pids"].append(process.pid)
-            role = f" ([red]{ADVERSARIES[member.label]}{': ' + cheat if cheat else ''}[/])" if member.label in ADVERSARIES else ""
-            console.print(f"{member.label} daemon pid {process.pid}{role}")
-
-        for member in cast:
-            if not member.later:
-                start(member)
-        console.print(f"logs in {workdir / 'logs'}")
+        stage = _Stage.open(stack, workdir, _cast(cheat, lazy_verifier), cheat, lazy_verifier)
+        protocol, store, names = stage.protocol, stage.local.store, stage.names
+        before = _balances(protocol, stage.parties)
+        figures["pids"] = stage.pids
+        stage.start_first()
 
         t_post = time.monotonic()
         # gpt-mini names torch numerics (docs/demo.md): posted as a weaker guarantee, and said so
@@ -238,70 +334,24 @@ def run_demo(
         if before_text is not None:
             console.print(f"the model before training writes: [italic]{escape(repr(before_text))}[/]")
 
-        seen: set[tuple[str, int]] = set()
-        told: set[tuple[str, str]] = set()
-        state = JobState.OPEN
-
-        def show_new() -> list[TimelineEntry]:
-            entries = sorted(job_timeline(protocol, posted.job_id) + game_timeline(protocol, posted.job_id), key=lambda e: (e.block, e.log_index))
-            for entry in entries:
-                if (entry.tx_hash, entry.log_index) not in seen:
-                    seen.add((entry.tx_hash, entry.log_index))
-                    _print_entry(entry, t_post, names)
-            return entries
-
-        while True:
-            show_new()
-            job_now = protocol.market.get_job(posted.job_id)
-            state = job_now.state
-            if adversary in (job_now.solver, job_now.verifier):  # the adversary holds the job: the others join
-                for member in cast:
-                    if member.later and member.label not in daemons:
-                        start(member)
-            if state.final:
-                break
-            if state is JobState.OPEN:
-                window = _tell_refusals(daemons, posted.job_id, told, DEMO_MARKET["maxCommitWindow"])
-                if window is not None and window > job.commit_window:  # the solver is slower than the window: post again, roomier
-                    service.cancel_job(protocol, posted.job_id)
-                    job = replace(job, commit_window=window)
-                    posted = service.post_job(protocol, store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window)
-                    console.print(f"posted again as job [bold]{posted.job_id}[/] with a commit window of {window} s, sized from the solver's measured speed")
-            local.check_running()
-            if time.monotonic() - t_post > timeout_s:
-                raise VeritrainError(f"job {posted.job_id} not final after {timeout_s:.0f}s (state {state.name})")
-            time.sleep(0.5)
-        timeline = show_new()  # the final event landed after the read above
+        followed = _follow(stage, job, posted, t_post, timeout_s)
+        job, posted, state, timeline = followed.job, followed.posted, followed.state, followed.timeline
         t_final = time.monotonic()
-        after = _balances(protocol, parties)
+        after = _balances(protocol, stage.parties)
         figures["job_id"] = posted.job_id
         figures["state"] = state.name
         figures["gas"] = {e.event: e.gas_used for e in timeline if e.event not in GAME_EVENTS}
         figures["gas"].update({f"{k} (submitter)": r.gas_used for k, r in posted.receipts.items() if k == "approve"})
         figures["balances"] = {k: {"before": before[k], "after": after[k]} for k in before}
-        figures["addresses"] = {p.label: p.address for p in parties}
+        figures["addresses"] = {p.label: p.address for p in stage.parties}
         if cheat or lazy_verifier:
             figures["dispute"] = _dispute_figures(protocol, posted.job_id, timeline, names)
         if lazy_verifier:
             figures["economics"] = jackpot_economics(protocol)
         if state is not JobState.FINALIZED:
             raise VeritrainError(f"job {posted.job_id} ended {state.name}, not FINALIZED")
-
-        model_path = workdir / "model.safetensors"
-        cid, size = service.fetch_model(protocol, store, posted.job_id, model_path)
-        metric = evaluate_model(job, model_path, posted.dataset_cid)
-        figures["model"] = {"cid": cid, "bytes": size, **metric}
-        if before_text is not None:
-            figures["text"] = {"before": before_text, "after": sample_text(job, posted.dataset_cid, model_path.read_bytes())}
-        curve = job_curve(protocol, store, posted.job_id)
-        if curve is not None:  # always, once FINALIZED: the trace is committed
-            png = draw_curve(
-                curve,
-                curve_png or workdir / "training_curve.png",
-                title=f"demo job {posted.job_id}: mean training loss per segment (committed, replay-checked)",
-            )
-            figures["curve"] = {"png": str(png), "losses": [p.loss for p in curve.points]}
-        figures["timing"] = _timing(list(daemons.values()), t_start, t_post, t_final)
+        figures.update(_model_figures(protocol, store, job, posted, workdir, before_text, curve_png))
+        figures["timing"] = _timing(list(stage.daemons.values()), t_start, t_post, t_final)
         _report(figures, timeline, before, after, names)
     figures["timing"]["wall_s"] = round(time.monotonic() - t_start, 1)
     console.print(f"all processes stopped; total wall time {figures['timing']['wall_s']} s")
