@@ -122,6 +122,24 @@ class StopFlag:
         return self._event.wait(max(0.0, seconds))
 
 
+class Bell:
+    """Rung by what changes a daemon's view off the chain, on a thread of its own (a spec's verdict in the
+    records): its count is part of the loop's pulse, so the next poll ticks although no block came."""
+
+    def __init__(self) -> None:
+        self._rings = 0
+        self._lock = threading.Lock()
+
+    def ring(self) -> None:
+        with self._lock:
+            self._rings += 1
+
+    @property
+    def rings(self) -> int:
+        with self._lock:
+            return self._rings
+
+
 class Stopped(VeritrainError):
     """A long action noticed the stop flag and gave up cleanly (its progress is saved)."""
 

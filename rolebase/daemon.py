@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Generic, TypeVar
 
 from core.address_book import AddressBook
-from core.agent import Agent, Loader, LoopSettings, Policy, Responder, StopFlag, TickReport, Work
+from core.agent import Agent, Bell, Loader, LoopSettings, Policy, Responder, StopFlag, TickReport, Work
 from core.chain import Address, ChainClient, Signer
 from core.config import Settings
 from core.contracts import Protocol
@@ -69,10 +69,12 @@ def heartbeat_to(db: LocalDb, address: str) -> Callable[[TickReport], None]:
 
 @dataclass(frozen=True)
 class Wiring:
-    """What a role's parts are built from besides its records: the chain, the loop's stop flag, the market watcher, its address."""
+    """What a role's parts are built from besides its records: the chain, the loop's stop flag and bell
+    (rung by a part whose thread changes the view off the chain), the market watcher, its address."""
 
     protocol: Protocol
     stop: StopFlag
+    bell: Bell
     watcher: MarketWatcher
     me: Address
 
@@ -96,7 +98,7 @@ def build(
     actions, which run on workers of ``lanes`` while the loop goes on (:class:`core.agent.Workers`)."""
     protocol = connect(settings, signer)
     db = records(state_dir(settings.data_dir, role, signer.address) / "state.sqlite")
-    wiring = Wiring(protocol, StopFlag(), MarketWatcher(protocol.market, protocol.book.deploy_block), signer.address)
+    wiring = Wiring(protocol, StopFlag(), Bell(), MarketWatcher(protocol.market, protocol.book.deploy_block), signer.address)
     loader, policy, responder = parts(wiring, db)
     client, head = protocol.client, ReadHead()
     confirmed = Confirmed(loader, client, loop.confirmations, head)
@@ -110,6 +112,6 @@ def build(
         heartbeat=heartbeat_to(db.db, signer.address),
         work=work,
         lanes=lanes,
-        pulse=client.head_id,  # one load per block however fast the daemon polls
+        pulse=lambda: (client.head_id(), wiring.bell.rings),  # one load per block (or ring) however fast the daemon polls
     )
     return RoleDaemon(agent, db)

@@ -91,7 +91,7 @@ def build(
 
     def parts(w: Wiring, db: SolverDb) -> tuple[SolverLoader, SolverPolicy, Responder[SolverAction]]:
         home = state_dir(settings.data_dir, signer.address)
-        judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", rt=rt, background=True)
+        judge = SpecJudge(store, db, limits, f"{w.protocol.client.chain_id}:{w.protocol.market.address}", rt=rt, background=True, judged=w.bell.ring)
         if cheat is None or cheat in _HONEST_TRACE_CHEATS:
             job_trainer = JobTrainer(w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, disk_budget=config.disk_budget)
         else:

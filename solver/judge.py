@@ -92,12 +92,15 @@ class SpecJudge:
         rt: Runtime = Runtime(),
         clock: Callable[[], float] = time.time,
         background: bool = False,
+        judged: Callable[[], None] = lambda: None,
     ) -> None:
         """``background``: judge on a thread of its own, one spec at a time, and answer "being judged" until
         the verdict is in the records (the daemon: a spec whose fetch stalls, or a long dry run, never holds
-        its loop); else judge in the call (tests, ``submit post --dry-run``)."""
+        its loop); else judge in the call (tests, ``submit post --dry-run``). ``judged`` is called on that
+        thread once it is done (the daemon rings its loop's bell: the next poll ticks and may claim)."""
         self.store = store
         self.background = background
+        self.judged = judged
         self._judging: threading.Thread | None = None
         self.db = db
         self.limits = limits
@@ -130,6 +133,8 @@ class SpecJudge:
             self._verdict(cid, cached)
         except Exception as exc:  # noqa: BLE001 - a transient RPC error, say: judged again at a later tick
             log.warning("spec judgement failed, judged again later", extra={"spec": cid, "error": f"{type(exc).__name__}: {exc}"})
+        finally:
+            self.judged()
 
     def _verdict(self, cid: Cid, cached: SpecVerdict | None) -> SpecCheck:
         """Judge the spec now and record the verdict (not our store's trouble: that says nothing of it)."""

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from safetensors.numpy import save as save_safetensors
 
-from core.agent import LoopSettings
+from core.agent import Bell, LoopSettings
 from core.chain import Signer
 from core.cid import cid_to_digest
 from core.config import Settings
@@ -111,6 +111,24 @@ def test_judge_loads_the_dataset_and_refuses_what_does_not_fit(tmp_path: Path) -
 
     missing = judge.check(cid_to_digest(store.put(_spec_bytes(b"never stored anywhere"))))
     assert not missing.runnable and not missing.final and "not in storage" in missing.reason
+    db.close()
+
+
+def test_a_background_verdict_rings_the_loops_bell_once_it_is_in_the_records(tmp_path: Path) -> None:
+    """The daemon judges on a thread of its own; the verdict landing rings the bell that is part of the
+    loop's pulse (core.agent.Bell), so the claim does not wait for the next block."""
+    store = LocalStore(tmp_path / "store")
+    db = SolverDb(tmp_path / "state.sqlite")
+    bell = Bell()
+    judge = SpecJudge(store, db, Limits(new_specs_per_tick=10), DEP, background=True, judged=bell.ring)
+    ref = reference_job("mlp-spirals", steps=40, checkpoint_interval=20)
+    digest = cid_to_digest(store.put(_spec_bytes(ref.dataset, store=store)))
+    first = judge.check(digest)
+    assert not first.runnable and not first.final and first.reason == "being judged" and bell.rings == 0
+    deadline = time.monotonic() + 300  # a liveness bound, not a timing claim
+    while bell.rings == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert bell.rings == 1 and judge.check(digest).runnable  # rung after the verdict was recorded
     db.close()
 
 
@@ -403,7 +421,7 @@ def test_a_spec_that_needs_full_replay_is_claimed_only_on_a_job_posted_with_the_
     with caplog.at_level(logging.WARNING, logger="solver.loader"):
         # the spec is judged on a thread of its own: its verdict may land between the two jobs' checks
         # of one tick, so the refusal may come a tick after the claim (a liveness bound, not a timing claim)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 300
         while not (market.get_job(flagged).solver == me and refusals()) and time.monotonic() < deadline:
             solver.agent.tick()
             time.sleep(0.05)
