@@ -25,7 +25,7 @@ from deploy.build import build
 from deploy.devnet import Devnet, start_devnet
 
 #: Test folders whose tests run role daemons on a chain. Their windows are sized for one such test at a
-#: time on two cores, so under ``pytest -n N`` (pytest-xdist: ``PYTEST_WORKERS=2 make test``; by default it runs in one process, README) they all
+#: time on two cores, so under ``pytest -n N`` (pytest-xdist: ``make test`` runs two workers, ``PYTEST_WORKERS=0`` one process; README) they all
 #: run on one worker, one after another (:func:`pytest_xdist_make_scheduler`), while the other workers
 #: take the rest at a lower CPU priority (:func:`pytest_runtest_setup`), so that the daemons' clocks
 #: keep to their windows as when they ran alone.

@@ -25,7 +25,7 @@ from typing import Any
 from core.agent import mined
 from core.cid import digest_to_cid
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
-from proofs import MANIFEST_BLOCK, load_manifest, load_spec
+from proofs import MANIFEST_BLOCK, load_manifest
 from rolebase.actions import stake
 from rolebase.events import AUDIT_RECORDED, JACKPOT_INCOME
 from submitter import service
@@ -139,7 +139,7 @@ def test_the_whistleblower_killed_mid_audit_redoes_it_after_a_restart_and_challe
         own = tmp_path / "whistleblower-store"
         shutil.copytree(market.store_dir, own)
         committed = protocol.market.events("TraceCommitted", deploy, jobId=job_id)[0]
-        manifest = load_manifest(market.store.get(digest_to_cid(committed.args["manifestCid"]), MANIFEST_BLOCK), None, load_spec(job.spec_path.read_bytes()))
+        manifest = load_manifest(market.store.get(digest_to_cid(committed.args["manifestCid"]), MANIFEST_BLOCK))
         for cid in manifest.checkpoint_cids:
             (own / "blobs" / cid).unlink(missing_ok=True)
         first = market.daemon("whistleblower", WHISTLEBLOWER, "whistleblower", "--store-dir", str(own), "--peer", drip.url)
