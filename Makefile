@@ -58,9 +58,10 @@ test-forge: build
 	$(BIN)/forge test --offline --isolate --match-contract 'Gas'
 
 
-# Two pytest-xdist workers by default: the tests with role daemons on a chain stay on one worker, one
-# after another (their windows are sized for that), and the other runs the rest at a lower CPU priority
-# (tests/conftest.py). On 2 cores: 42 min against 66 in one process (README). PYTEST_WORKERS=0: one process.
+# Two pytest-xdist workers by default: the tests on a chain's wall-clock windows (role daemons, the dispute
+# arena) stay on one worker, one after another (their windows are sized for that), and the other runs the
+# rest at a lower CPU priority (tests/conftest.py). On 2 cores: 42 min against 66 in one process (README).
+# PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
 test-py: build $(STAMPS)/browser
 	$(PY) -m pytest -n $(PYTEST_WORKERS)

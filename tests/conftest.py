@@ -24,12 +24,15 @@ from core.chain import Signer
 from deploy.build import build
 from deploy.devnet import Devnet, start_devnet
 
-#: Test folders whose tests run role daemons on a chain. Their windows are sized for one such test at a
-#: time on two cores, so under ``pytest -n N`` (pytest-xdist: ``make test`` runs two workers, ``PYTEST_WORKERS=0`` one process; README) they all
+#: Test folders whose tests keep to a chain's windows in wall-clock time: role daemons on a chain (e2e,
+#: e2e_ipfs, packaging) and the dispute arena's games, whose moves are mined at the time they are sent
+#: (dispute). Their windows are sized for one such test at a time on two cores, so under ``pytest -n N``
+#: (pytest-xdist: ``make test`` runs two workers, ``PYTEST_WORKERS=0`` one process; README) they all
 #: run on one worker, one after another (:func:`pytest_xdist_make_scheduler`), while the other workers
-#: take the rest at a lower CPU priority (:func:`pytest_runtest_setup`), so that the daemons' clocks
-#: keep to their windows as when they ran alone.
-DAEMON_FOLDERS = frozenset({"e2e", "e2e_ipfs", "packaging"})
+#: take the rest at a lower CPU priority (:func:`pytest_runtest_setup`), so that their clocks keep to
+#: their windows as when they ran alone. (Beside the daemons at niceness 10, a dispute arena's game
+#: missed its open window.)
+DAEMON_FOLDERS = frozenset({"e2e", "e2e_ipfs", "packaging", "dispute"})
 #: The niceness of a worker once it runs a test without daemons.
 BESIDE_DAEMONS_NICENESS = 10
 
