@@ -47,34 +47,16 @@ from eth_utils import keccak
 from rich.console import Console
 from rich.table import Table
 
-from proofs import (
-    DEFAULT_Q,
-    DEFAULT_R,
-    Dataset,
-    Reason,
-    Tolerance,
-    Trainer,
-    caught_probability,
-    cheat,
-    check_start,
-    choose_segments,
-    decode_checkpoint,
-    detection_probability,
-    distances,
-    encode_checkpoint,
-    full_replay_drawn,
-    load_dataset,
-    mix,
-    needs_full_replay,
-    replay_segment,
-    train_trace,
-    update_norm,
-)
-from proofs.adversary import CheatTrace
+from proofs.adversary import CheatTrace, cheat, mix
+from proofs.checkpoint import decode_checkpoint, encode_checkpoint, update_norm
+from proofs.data import Dataset, load_dataset
 from proofs.datasets import REFERENCE_JOBS, blobs, reference_job, spirals, text_tokens
 from proofs.errors import ProofError
 from proofs.optim import build_optimizer
-from proofs.spec import CharTransformerConfig, JobSpec, load_spec
+from proofs.replay import Reason, check_start, distances, replay_segment
+from proofs.sampling import DEFAULT_Q, DEFAULT_R, caught_probability, choose_segments, detection_probability, full_replay_drawn, needs_full_replay
+from proofs.spec import CharTransformerConfig, JobSpec, Tolerance, load_spec
+from proofs.train import Trainer, train_trace
 
 console = Console(width=160)
 PARAMS = Path(__file__).resolve().parents[1] / "deploy/params/public.json"

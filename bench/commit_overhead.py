@@ -53,10 +53,12 @@ from bench.procstatus import memory_mb
 from core.agent import StopFlag
 from core.contracts import JobId
 from core.storage import LocalStore, file_cid
-from proofs import TraceReplay, load_dataset, load_spec, parse_manifest, state_hash, update_norm
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES
+from proofs.checkpoint import state_hash, update_norm
+from proofs.data import load_dataset
 from proofs.datasets import spirals, text_tokens
-from proofs.spec import JobSpec
+from proofs.manifest import parse_manifest
+from proofs.replay import TraceReplay
+from proofs.spec import JobSpec, Limits, load_spec
 from proofs.train import Committer, Trainer
 from solver.state import SolverDb
 from solver.work import JobTrainer
@@ -129,7 +131,7 @@ def _child(role: str, model: str, size: str, numerics: str, k: int, segments: in
         db.close()
     else:  # verifier
         manifest = parse_manifest(store.get((workdir / "manifest").read_text(), 1 << 20), spec)
-        replay = TraceReplay(spec, dataset, manifest, lambda i: store.get(manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES))
+        replay = TraceReplay(spec, dataset, manifest, lambda i: store.get(manifest.checkpoint_cids[i], Limits.CHECKPOINT_BYTES))
         verdict = replay.segment(spec.segments - 1)
         assert verdict.passed, verdict.detail
     return {

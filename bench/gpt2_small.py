@@ -39,10 +39,12 @@ from core.storage import LocalStore
 from core.storage.gateway import GatewayServer
 from core.storage.peers import FetchingStore
 from deploy.devnet import start_devnet
-from proofs import initial_state, load_dataset
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES, state_hash
+from proofs.checkpoint import state_hash
+from proofs.data import load_dataset
 from proofs.manifest import parse_manifest
 from proofs.merkle import TraceTree, hex32
+from proofs.replay import initial_state
+from proofs.spec import Limits
 from rolebase.court import CourtDuty, CourtWatcher, court_moves
 from submitter.demo_job import build_demo_job, posted_spec
 from veritrain.demo import run_demo
@@ -119,7 +121,7 @@ def withheld(workdir: Path, job_name: str, steps: int | None) -> dict[str, Any]:
             q.stakes.stake(Role.VERIFIER, q.stakes.min_stake(Role.VERIFIER))
         gateway = stack.enter_context(GatewayServer(served))
         verifier = proto.with_signer(ver)
-        wanted = [Wanted(i, cids[i], MAX_CHECKPOINT_BYTES, f"checkpoint {i}", hashes[i]) for i in range(1, SEGMENTS + 1)]
+        wanted = [Wanted(i, cids[i], Limits.CHECKPOINT_BYTES, f"checkpoint {i}", hashes[i]) for i in range(1, SEGMENTS + 1)]
         availability = Availability(verifier, FetchingStore(LocalStore(workdir / "verifier"), [gateway.url]))
         while True:  # the verifier waits AVAILABILITY_WAIT_S for content on its way, then challenges
             try:

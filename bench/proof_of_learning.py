@@ -33,26 +33,16 @@ from rich.console import Console
 from rich.table import Table
 from torch.nn import functional as F
 
-from proofs import (
-    DEFAULT_Q,
-    DEFAULT_R,
-    Trainer,
-    cheat,
-    choose_segments,
-    detection_probability,
-    load_dataset,
-    replay_fraction,
-    replay_segment,
-    state_hash,
-    train_trace,
-    update_norm,
-    verify_trace,
-)
+from proofs.adversary import cheat
 from proofs.calibrate import calibrate, default_perturbations
+from proofs.checkpoint import state_hash, update_norm
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
 from proofs.models import build_model
+from proofs.replay import replay_segment, verify_trace
+from proofs.sampling import DEFAULT_Q, DEFAULT_R, choose_segments, detection_probability, replay_fraction
 from proofs.spec import AdamConfig, AdamWConfig, JobSpec
-from proofs.train import Runtime, runtime
+from proofs.train import Runtime, Trainer, runtime, train_trace
 
 console = Console(width=150)
 

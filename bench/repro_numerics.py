@@ -48,10 +48,10 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from proofs import load_dataset, load_spec
 from proofs import repro_kernels as K
+from proofs.data import load_dataset
 from proofs.datasets import shapes, spirals, text_tokens
-from proofs.spec import TOKEN_MODELS
+from proofs.spec import TOKEN_MODELS, load_spec
 from proofs.train import Runtime, Trainer
 
 _LM = {"kind": "char-transformer", "vocab_size": 128, "block_size": 64}

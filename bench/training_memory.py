@@ -24,8 +24,8 @@ from rich.table import Table
 from safetensors.numpy import save
 
 from bench.procstatus import memory_mb
-from proofs import load_dataset, load_spec
-from proofs.spec import PROCESS_BYTES, TOKEN_MODELS, JobSpec, training_memory_bytes
+from proofs.data import load_dataset
+from proofs.spec import PROCESS_BYTES, TOKEN_MODELS, JobSpec, load_spec, training_memory_bytes
 from proofs.train import Trainer
 
 #: name -> (model config, batch size, micro-batches)

@@ -1,10 +1,19 @@
 """veritrain's proof-of-learning engine.
 
 The solver trains deterministically and commits to its trace; verifiers,
-whistleblowers and referees check it. Public API (stable names)::
+whistleblowers and referees check it. Each public name is imported from its module: this package
+itself imports nothing, so a module that needs only parsing or hashing (``proofs.spec``,
+``proofs.merkle``, ``proofs.manifest``) does not load torch, numba and the training stack, which
+take seconds of every command's start::
 
-    from proofs import (JobSpec, load_spec, load_dataset, train_trace, Runtime,
-                        TraceTree, write_manifest, load_manifest, choose_segments, verify_trace)
+    from proofs.spec import JobSpec, load_spec
+    from proofs.data import load_dataset
+    from proofs.train import Runtime, train_trace
+    from proofs.manifest import load_manifest, write_manifest, MANIFEST_BLOCK
+    from proofs.replay import verify_trace
+    from proofs.probes import Probe, ProbeTree, probe_positions
+    from proofs.checkpoint import state_hash
+    from proofs.steps import execute_step, state_at
 
     spec = load_spec(spec_bytes)                      # SpecError / LimitExceeded on bad input
     dataset = load_dataset(spec, dataset_bytes)       # DatasetError on bad data
@@ -25,99 +34,3 @@ whistleblowers and referees check it. Public API (stable names)::
 
 Every error is a :class:`proofs.errors.ProofError`.
 """
-
-from proofs.adversary import ADAPTIVE, ALL_STRATEGIES, FALSE_CLAIMS, FEW_BAD, STRATEGIES, CheatTrace, cheat, mix
-from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
-from proofs.data import BatchOrder, Dataset, load_dataset
-from proofs.errors import (
-    CheckpointError,
-    DatasetError,
-    HashMismatch,
-    LimitExceeded,
-    ManifestError,
-    MerkleError,
-    ProofError,
-    SegmentOutOfRange,
-    SpecError,
-)
-from proofs.evaluate import Evaluation, evaluate, sample_tokens
-from proofs.manifest import MANIFEST_BLOCK, CheckpointEntry, Manifest, load_manifest, parse_manifest, write_manifest
-from proofs.merkle import TraceTree, leaf_hash, verify_proof
-from proofs.probes import (
-    FORCED_DOMAIN,
-    Probe,
-    ProbeTree,
-    forced_commitment,
-    forced_hash,
-    is_forced,
-    parse_probe,
-    probe_json,
-    probe_positions,
-    probe_segment,
-    probe_step,
-    verify_probe,
-)
-from proofs.replay import (
-    Distances,
-    Reason,
-    SegmentVerdict,
-    TraceReplay,
-    TraceVerdict,
-    check_committed_manifest,
-    check_held_out,
-    check_loss,
-    check_manifest,
-    check_norm,
-    check_start,
-    committed_manifest,
-    distances,
-    first_idle_step,
-    initial_state,
-    initial_state_hash,
-    moved_frozen,
-    referee_step,
-    replay_segment,
-    verify_trace,
-)
-from proofs.sampling import (
-    DEFAULT_Q,
-    DEFAULT_R,
-    Selection,
-    caught_probability,
-    choose_segments,
-    detection_probability,
-    full_replay_drawn,
-    needs_full_replay,
-    replay_fraction,
-    required_random,
-)
-from proofs.spec import JobSpec, Limits, Tolerance, load_spec
-from proofs.steps import execute_step, state_at
-from proofs.train import Runtime, Trace, Trainer, segment_loss, train_trace
-
-__all__ = [
-    # spec and data
-    "JobSpec", "Limits", "Tolerance", "load_spec", "Dataset", "BatchOrder", "load_dataset",
-    # training and checkpoints
-    "Runtime", "Trainer", "Trace", "train_trace", "segment_loss",
-    "Checkpoint", "encode_checkpoint", "decode_checkpoint", "state_hash", "update_norm",
-    # commitment
-    "TraceTree", "leaf_hash", "verify_proof", "Manifest", "CheckpointEntry", "parse_manifest", "load_manifest", "write_manifest", "MANIFEST_BLOCK",
-    # verification
-    "replay_segment", "TraceReplay", "verify_trace", "SegmentVerdict", "TraceVerdict", "Reason", "Distances", "distances",
-    "moved_frozen", "initial_state", "initial_state_hash", "check_start", "check_manifest", "check_committed_manifest", "committed_manifest", "check_norm", "check_loss", "check_held_out", "first_idle_step", "referee_step",
-    "Selection", "choose_segments", "detection_probability", "required_random", "replay_fraction",
-    "DEFAULT_Q", "DEFAULT_R", "full_replay_drawn", "needs_full_replay", "caught_probability",
-    # probes of a passing report, forced errors
-    "Probe", "probe_json", "parse_probe", "ProbeTree", "probe_segment", "probe_step", "probe_positions", "verify_probe",
-    "forced_commitment", "is_forced", "forced_hash", "FORCED_DOMAIN",
-    # disputes
-    "state_at", "execute_step",
-    # evaluation of a trained model
-    "Evaluation", "evaluate", "sample_tokens",
-    # adversaries
-    "STRATEGIES", "ADAPTIVE", "FEW_BAD", "FALSE_CLAIMS", "ALL_STRATEGIES", "CheatTrace", "cheat", "mix",
-    # errors
-    "ProofError", "SpecError", "LimitExceeded", "DatasetError", "CheckpointError", "HashMismatch",
-    "ManifestError", "MerkleError", "SegmentOutOfRange",
-]  # fmt: skip

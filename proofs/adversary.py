@@ -1,6 +1,6 @@
 """Cheating solvers, for tests, benchmarks and ``veritrain demo --cheat``.
 
-Each strategy (stable names in :data:`STRATEGIES`) produces a complete,
+Each strategy (stable names in :data:`proofs.strategies.STRATEGIES`) produces a complete,
 self-consistent trace (checkpoint bytes, hashes, update norms, Merkle tree, so
 the manifest and root verify) in which the ``bad_segments`` were not trained
 as the spec says. Every segment outside ``bad_segments`` is honest work from
@@ -16,13 +16,13 @@ the (possibly faked) state before it, so replay fails exactly on the bad ones:
 
 Every strategy commits the mean training loss of the steps its own training ran on each
 segment (a segment it did not train at all claims the loss before it). A false claim about honest work
-(:data:`FALSE_CLAIMS`) trains every segment as the spec says and lies in the manifest only:
+(:data:`proofs.strategies.FALSE_CLAIMS`) trains every segment as the spec says and lies in the manifest only:
 
 * ``false-loss``: a prettier training curve, the loss of ``bad_segments`` (by default the
   second half) committed at 0.8x what training computed; caught by the loss check
   (``wrong-loss``) of a replay, and by a referee's replay of the segment's losses.
 
-The adaptive cheaters (:data:`ADAPTIVE`, issue 10) know the verifier's rules and pick
+The adaptive cheaters (:data:`proofs.strategies.ADAPTIVE`, issue 10) know the verifier's rules and pick
 their fakes to fit them; each is caught only by a defence that names its class:
 
 * ``free-start``: checkpoint 0 is a state of the cheater's choosing (here another
@@ -45,7 +45,7 @@ their fakes to fit them; each is caught only by a defence that names its class:
 free start. ``CheatTrace.work_saved`` is the share of the job's compute the cheater did not
 spend (:data:`WORK_SAVED`, :data:`MOVES`), for the economics of docs/proofs.md.
 
-The cheats of issue 31 (:data:`FEW_BAD`) need one bad segment or a few, so sampled replay
+The cheats of issue 31 (:data:`proofs.strategies.FEW_BAD`) need one bad segment or a few, so sampled replay
 catches them at about (Q + R) / n; only a full replay (every segment) catches them whatever n:
 
 * ``dead-units`` (MLP specs): segment 0 jumps from the seeded initialization to a network in
@@ -91,28 +91,17 @@ from proofs.merkle import TraceTree
 from proofs.sampling import DEFAULT_Q
 from proofs.seeds import derive_seed
 from proofs.spec import JobSpec, MLPConfig
+from proofs.strategies import ADAPTIVE, ALL_STRATEGIES, inapplicable
 from proofs.train import Runtime, Trace, Trainer, runtime, segment_loss
 
 __all__ = [
-    "STRATEGIES",
-    "ADAPTIVE",
-    "FEW_BAD",
     "dead_units_saving",
-    "inapplicable",
-    "FALSE_CLAIMS",
-    "ALL_STRATEGIES",
     "WORK_SAVED",
     "MOVES",
     "CheatTrace",
     "cheat",
     "mix",
 ]
-
-STRATEGIES = ("skip-steps", "wrong-lr", "wrong-data", "copy-weights", "fake-final", "tamper")
-FEW_BAD = ("dead-units", "quiet-jumps", "tiny-gradient", "tolerance-backdoor")
-ADAPTIVE = ("free-start", "coast", "half-batch", "tolerance-drift", *FEW_BAD)
-FALSE_CLAIMS = ("false-loss",)
-ALL_STRATEGIES = STRATEGIES + ADAPTIVE + FALSE_CLAIMS
 
 #: Share of a bad segment's training compute a classic strategy (or a false claim) does not spend.
 WORK_SAVED = {"skip-steps": 0.5, "wrong-lr": 0.0, "wrong-data": 0.0, "copy-weights": 0.0, "fake-final": 1.0, "tamper": 0.0, "false-loss": 0.0}
@@ -140,16 +129,6 @@ class CheatTrace:
     trace: Trace
     bad_segments: tuple[int, ...]
     work_saved: float = 0.0  # share of the job's training compute the cheater did not spend
-
-
-def inapplicable(strategy: str, spec: JobSpec) -> str | None:
-    """Why ``strategy`` cannot attack ``spec`` (None: it can). ``tiny-gradient`` also needs data
-    the model fits, which only its fitting run finds out."""
-    if strategy in ("tolerance-drift", "tolerance-backdoor") and spec.tolerance.mode != "tolerance":
-        return f"{strategy} attacks tolerance-mode specs only"
-    if strategy in ("dead-units", "quiet-jumps", "tiny-gradient") and spec.model.kind != "mlp":
-        return f"{strategy} is written for MLP specs (units of a ReLU layer), not {spec.model.kind}"
-    return None
 
 
 def _default_segments(strategy: str, n: int) -> tuple[int, ...]:

@@ -41,7 +41,6 @@ from proofs.spec import Limits
 
 __all__ = [
     "FORMAT",
-    "MAX_CHECKPOINT_BYTES",
     "Checkpoint",
     "StateBuffer",
     "encode_checkpoint",
@@ -52,8 +51,6 @@ __all__ = [
 ]
 
 FORMAT = "veritrain-checkpoint/1"
-#: Parameters plus at most two optimizer slots per parameter, float32, plus a header.
-MAX_CHECKPOINT_BYTES = 3 * 4 * Limits.PARAMS + (1 << 20)
 _MAX_HEADER = 1 << 20
 
 
@@ -159,8 +156,8 @@ def decode_checkpoint(data: bytes | bytearray | memoryview, *, expect_hash: Byte
     was committed) or :class:`CheckpointError` (truncated, not safetensors, not canonical,
     not float32, wrong format tag or spec).
     """
-    if len(data) > MAX_CHECKPOINT_BYTES:
-        raise LimitExceeded("checkpoint size in bytes", len(data), MAX_CHECKPOINT_BYTES)
+    if len(data) > Limits.CHECKPOINT_BYTES:
+        raise LimitExceeded("checkpoint size in bytes", len(data), Limits.CHECKPOINT_BYTES)
     if expect_hash is not None:
         actual = state_hash(data)
         if actual != expect_hash:

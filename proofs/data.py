@@ -8,8 +8,8 @@ drawn by ``torch.randperm`` from a generator seeded with
 batch of an epoch is dropped). For a token model (char-transformer, gpt) an example is a
 window of ``block_size + 1`` consecutive tokens starting at any position.
 
-Datasets are read with ``numpy.load(allow_pickle=False)`` (npz), safetensors, or
-in place as little-endian uint16 tokens (``u16``, nanoGPT's flat token files), never
+Datasets are read into numpy arrays by :mod:`proofs.arrays` (npz, safetensors, or
+in place as little-endian uint16 tokens: ``u16``, nanoGPT's flat token files), never
 unpickled; sizes, dtypes, shapes and value ranges are checked before training
 starts. uint8 features (images) become float32 as ``x / 255``, one correctly
 rounded float32 division each.
@@ -17,30 +17,25 @@ rounded float32 division each.
 
 from __future__ import annotations
 
-import io
 import math
-import zipfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import IO
 
 import numpy as np
 import torch
 from safetensors import SafetensorError
-from safetensors.numpy import load as load_safetensors
 from safetensors.torch import load as load_torch_safetensors
 
 from core.bounded import safetensors_header
+from proofs.arrays import first_line, read_npz, read_safetensors, read_u16
 from proofs.errors import DatasetError, LimitExceeded
 from proofs.seeds import derive_seed
 from proofs.spec import CNNConfig, JobSpec, Limits, MLPConfig, ResNetConfig
 
-__all__ = ["Dataset", "load_dataset", "read_npy", "read_npz", "BatchOrder"]
+__all__ = ["Dataset", "load_dataset", "BatchOrder"]
 
 _FLOATS = (np.float16, np.float32, np.float64)
 _INTS = (np.uint8, np.int8, np.int16, np.int32, np.int64, np.uint16)
-#: A dataset names one or two tensors: its safetensors header is a few hundred bytes.
-_MAX_SAFETENSORS_HEADER = 64 * 1024
 #: A pretrained model's header names every parameter (a few hundred tensors at most).
 _MAX_WEIGHTS_HEADER = 1 << 20
 
@@ -80,9 +75,9 @@ def load_dataset(spec: JobSpec, data: bytes, init: bytes | None = None) -> Datas
     if len(data) != ds.size_bytes:
         raise DatasetError(f"dataset {ds.cid} is {len(data)} bytes; the spec says {ds.size_bytes}")
     if ds.format == "u16":
-        return _hold_out(spec, Dataset(inputs=_tokens(spec, _read_u16(data)), targets=None, init=weights))
+        return _hold_out(spec, Dataset(inputs=_tokens(spec, read_u16(data)), targets=None, init=weights))
     names = [ds.inputs] + ([ds.targets] if ds.targets is not None else [])
-    arrays = read_npz(data, names) if ds.format == "npz" else _read_safetensors(data, names)
+    arrays = read_npz(data, names) if ds.format == "npz" else read_safetensors(data, names)
     if ds.targets is None:
         tokens = _tokens(spec, arrays[ds.inputs])
         return _hold_out(spec, Dataset(inputs=tokens, targets=None, init=weights))
@@ -133,83 +128,11 @@ def _pretrained(spec: JobSpec, data: bytes | None) -> dict[str, torch.Tensor] | 
         safetensors_header(data, max_header=_MAX_WEIGHTS_HEADER, what="pretrained model")
         tensors = load_torch_safetensors(data)
     except (SafetensorError, ValueError) as exc:  # InputRejected is a ValueError
-        raise DatasetError(f"pretrained model {ref.cid} is not valid safetensors: {_line(exc)}") from exc
+        raise DatasetError(f"pretrained model {ref.cid} is not valid safetensors: {first_line(exc)}") from exc
     for name, t in tensors.items():
         if t.dtype != torch.float32:
             raise DatasetError(f"pretrained tensor {name!r} is {t.dtype}; float32 weights are needed")
     return tensors
-
-
-def read_npz(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
-    """The arrays ``names`` from npz bytes, each member's size and header checked before it is read (never a pickle)."""
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        infos = {info.filename: info for info in archive.infolist()}
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError) as exc:
-        raise DatasetError(f"dataset is not a valid npz archive: {_line(exc)}") from exc
-    out = {}
-    for name in names:
-        member = infos.get(name + ".npy")
-        if member is None:
-            raise DatasetError(f"npz dataset has no tensor {name!r} (has {sorted(n.removesuffix('.npy') for n in infos)})")
-        if member.file_size > Limits.DATASET_BYTES:  # a zip bomb stops here, before inflating
-            raise LimitExceeded(f"tensor {name!r} uncompressed size in bytes", member.file_size, Limits.DATASET_BYTES)
-        try:
-            with archive.open(member) as fh:
-                _check_npy_header(name, fh, member.file_size)
-            with archive.open(member) as fh:
-                out[name] = np.lib.format.read_array(fh, allow_pickle=False)
-        except (ValueError, OSError, EOFError, zipfile.BadZipFile, NotImplementedError) as exc:
-            raise DatasetError(f"npz tensor {name!r} cannot be read: {_line(exc)}") from exc
-    return out
-
-
-def read_npy(data: bytes, name: str) -> np.ndarray:
-    """One array from ``.npy`` bytes, its header checked before numpy allocates (never a pickle)."""
-    try:
-        fh = io.BytesIO(data)
-        _check_npy_header(name, fh, len(data))
-        fh.seek(0)
-        return np.lib.format.read_array(fh, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise DatasetError(f"npy array {name!r} cannot be read: {_line(exc)}") from exc
-
-
-def _read_u16(data: bytes) -> np.ndarray:
-    """A flat token file: little-endian uint16 tokens, no header (nanoGPT's ``train.bin``), read in place."""
-    if len(data) % 2:
-        raise DatasetError(f"a u16 token file holds 2 bytes a token: {len(data):,} bytes is an odd length")
-    return np.frombuffer(data, dtype="<u2")
-
-
-def _check_npy_header(name: str, fh: IO[bytes], member_size: int) -> None:
-    """Refuse an npy member before numpy allocates for it: object arrays (pickles), structured or
-    non-numeric dtypes, and a shape whose data would not fit in the member (numpy allocates the
-    whole shape before reading from a zip member)."""
-    version = np.lib.format.read_magic(fh)
-    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, _, dtype = read_header(fh)
-    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.kind not in "biuf":
-        raise DatasetError(f"tensor {name!r} has dtype {str(dtype)[:40]}: only plain numeric arrays are read (never pickles)")
-    if any(d < 0 for d in shape) or math.prod(shape) * dtype.itemsize > member_size:
-        raise DatasetError(f"tensor {name!r} claims shape {tuple(shape)[:8]}, more data than its {member_size:,} bytes")
-
-
-def _read_safetensors(data: bytes, names: list[str]) -> dict[str, np.ndarray]:
-    try:
-        safetensors_header(data, max_header=_MAX_SAFETENSORS_HEADER, what="safetensors dataset")
-        tensors = load_safetensors(data)
-    except (SafetensorError, ValueError, TypeError) as exc:  # InputRejected is a ValueError
-        raise DatasetError(f"dataset is not valid safetensors: {_line(exc)}") from exc
-    missing = [n for n in names if n not in tensors]
-    if missing:
-        raise DatasetError(f"safetensors dataset has no tensor {missing[0]!r} (has {sorted(tensors)})")
-    return {n: tensors[n] for n in names}
-
-
-def _line(exc: BaseException) -> str:
-    """The first line of a library's error (numpy's run over several): errors here are one line."""
-    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
 
 def _features(spec: JobSpec, arr: np.ndarray) -> torch.Tensor:

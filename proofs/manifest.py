@@ -55,6 +55,7 @@ __all__ = [
     "CheckpointEntry",
     "Manifest",
     "parse_manifest",
+    "committed_manifest",
     "is_float32",
     "manifest_blocks",
     "write_manifest",
@@ -321,4 +322,16 @@ def parse_manifest(data: bytes, spec: JobSpec | None = None) -> Manifest:
         raise ManifestError(f"manifest is not JSON: {exc}") from exc
     if spec is not None:
         manifest.check_spec(spec)
+    return manifest
+
+
+def committed_manifest(data: bytes, root: Bytes32, page: PageGetter | None = None) -> Manifest:
+    """The committed manifest from its root block ``data`` (and, for a long one, its pages read with
+    ``page``: :func:`load_manifest`), if its root is the committed ``root`` (the chain's bytes32):
+    only then do its leaves open a trace game. Else :class:`ProofError`: it does not parse, a page
+    cannot be had, or it names another root, and a challenger opens a manifest game instead
+    (docs/protocol.md)."""
+    manifest = load_manifest(data, page)
+    if manifest.root != root:
+        raise ManifestError(f"manifest root {hex32(manifest.root)} is not the committed root {hex32(root)}")
     return manifest

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import numpy as np
 from safetensors.numpy import save as save_safetensors
 
-from proofs.data import read_npy, read_npz
+from proofs.arrays import read_npy, read_npz
 from proofs.errors import DatasetError, LimitExceeded
 from proofs.spec import Limits
 from proofs.tokenizer import shipped

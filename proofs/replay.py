@@ -52,7 +52,7 @@ from core.probe import Bytes32
 from proofs.checkpoint import Checkpoint, decode_checkpoint, state_hash, update_norm
 from proofs.data import Dataset
 from proofs.errors import ManifestError, ProofError, SegmentOutOfRange
-from proofs.manifest import Manifest, PageGetter, load_manifest
+from proofs.manifest import Manifest, PageGetter, committed_manifest
 from proofs.merkle import hex32
 from proofs.sampling import DEFAULT_Q, DEFAULT_R, Selection, choose_segments
 from proofs.spec import JobSpec, Tolerance
@@ -71,7 +71,6 @@ __all__ = [
     "check_start",
     "check_manifest",
     "check_committed_manifest",
-    "committed_manifest",
     "check_norm",
     "check_loss",
     "check_held_out",
@@ -263,18 +262,6 @@ def check_manifest(spec: JobSpec, manifest: Manifest, checkpoint_count: int, fin
     if manifest.final_cid != final_cid:
         return _fail(0, Reason.MALFORMED_MANIFEST, f"manifest's final checkpoint {manifest.final_cid} is not the committed model {final_cid}")
     return SegmentVerdict(0, True, Reason.OK, "the manifest is the committed trace of the spec")
-
-
-def committed_manifest(data: bytes, root: Bytes32, page: PageGetter | None = None) -> Manifest:
-    """The committed manifest from its root block ``data`` (and, for a long one, its pages read with
-    ``page``: proofs.manifest.load_manifest), if its root is the committed ``root`` (the chain's bytes32):
-    only then do its leaves open a trace game. Else :class:`ProofError`: it does not parse, a page
-    cannot be had, or it names another root, and a challenger opens a manifest game instead
-    (docs/protocol.md)."""
-    manifest = load_manifest(data, page)
-    if manifest.root != root:
-        raise ManifestError(f"manifest root {hex32(manifest.root)} is not the committed root {hex32(root)}")
-    return manifest
 
 
 def check_committed_manifest(

@@ -67,6 +67,8 @@ class Limits:
     DATASET_BYTES = 256 * 1024 * 1024  # 128M uint16 tokens: more than a CPU trains a 124M model on in a commit window
     #: A pretrained model: its parameters in float32 plus a header.
     WEIGHTS_BYTES = 4 * PARAMS + (1 << 20)
+    #: A checkpoint, and so a final model: the parameters plus at most two optimizer slots each, float32, plus a header.
+    CHECKPOINT_BYTES = 3 * 4 * PARAMS + (1 << 20)
     WIDTH = 8192
     LAYERS = 16
     SEQUENCE = 1024

@@ -43,7 +43,7 @@ from core.storage.gateway import GatewayServer
 from core.storage.peers import FetchingStore
 from rolebase.amounts import show_tokens
 from rolebase.config_file import ConfigFile
-from rolebase.daemon import RoleDaemon, connect
+from rolebase.daemon import RoleDaemon, connect, state_dir
 from rolebase.deployment import Deployment, run_following
 from rolebase.earnings import earnings_of
 from rolebase.gateways import AnnouncedGateways, announce_gateway, gateway_url
@@ -262,7 +262,7 @@ Metrics = Annotated[
 ]
 
 #: What ``--metrics`` serves: a role's name, its state directory and its ``status`` report (the ``status`` command's).
-StatusSource = tuple[str, Callable[[Path, str], Path], Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]]]
+StatusSource = tuple[str, Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]]]
 
 
 @dataclass(frozen=True)
@@ -305,8 +305,8 @@ class DaemonFlags:
         store = FetchingStore(own, self.peer or [], discover=discover)
         metrics = None
         if self.metrics is not None and status is not None:
-            role, home_of, report_of = status
-            metrics = serve_metrics(self.metrics, lambda: render(role, status_report(role, settings, key.address, True, home_of, report_of)))
+            role, report_of = status
+            metrics = serve_metrics(self.metrics, lambda: render(role, status_report(role, settings, key.address, True, report_of)))
 
         def announced_and_built(s: Settings) -> RoleDaemon[Any, Any]:
             if gateway is not None:
@@ -431,14 +431,13 @@ def status_report(
     settings: Settings,
     me: Address,
     raw: bool,
-    home_of: Callable[[Path, str], Path],
     report_of: Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]],
 ) -> dict[str, object]:
     """A role's status report (:func:`show_status`; base units and unix seconds when ``raw``, as
     ``--json`` and the ``--metrics`` endpoint read it)."""
     deployed = protocol(settings, signing=False)
     tokens: Callable[[int], str] = str if raw else show_tokens
-    report = report_of(deployed, home_of(Deployment.of(deployed).data_dir(settings.data_dir), me), me, tokens)
+    report = report_of(deployed, state_dir(Deployment.of(deployed).data_dir(settings.data_dir), role, me), me, tokens)
     release_at = deployed.stakes.stake_of(me, Role[role.upper()]).release_at
     net = sum(int(e["amount"]) for e in earnings_of(deployed, me))
     report["gas"] = tokens(deployed.client.balance(me))
@@ -452,18 +451,17 @@ def show_status(
     settings: Settings,
     address: str | None,
     json_out: bool,
-    home_of: Callable[[Path, str], Path],
     report_of: Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]],
     table_of: Callable[[dict[str, object]], Table | None],
 ) -> None:
     """The body of every role's ``status`` command: the report as JSON, or its header lines and table.
 
-    ``home_of(data_dir, address)`` is the role's state directory; it is looked up under the current
-    deployment's records (:mod:`rolebase.deployment`). ``report_of`` gets the amount formatter: VERI
+    ``report_of`` gets the role's state directory (:func:`rolebase.daemon.state_dir`, under the current
+    deployment's records: :mod:`rolebase.deployment`) and the amount formatter: VERI
     for people, base units with ``--json``. Every report also says the gas balance, when the unbonding
     stake is released, and the account's net earnings (:mod:`rolebase.earnings`)."""
     me = who(address, settings)
-    report = status_report(role, settings, me, json_out, home_of, report_of)
+    report = status_report(role, settings, me, json_out, report_of)
     if json_out:
         print(json.dumps(report, indent=2))
         return
@@ -480,7 +478,6 @@ def show_status(
 
 def status_command(
     role: str,
-    home_of: Callable[[Path, str], Path],
     report_of: Callable[[Protocol, Path, Address, Callable[[int], str]], dict[str, object]],
     table_of: Callable[[dict[str, object]], Table | None],
     doc: str,
@@ -489,7 +486,7 @@ def status_command(
     the shared options, ``--address`` and ``--json``; ``doc`` is its help, with examples."""
 
     def status(settings: Settings, address: str | None = None, json_out: bool = False) -> None:
-        show_status(role, settings, address, json_out, home_of, report_of, table_of)
+        show_status(role, settings, address, json_out, report_of, table_of)
 
     status.__doc__ = doc
     status.__annotations__ = {

@@ -29,10 +29,9 @@ from core.contracts import MANIFEST_ITEM, Ballot, Case, CaseStatus, CourtParams,
 from core.dispute import derive_salt
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES, state_hash
 from proofs.errors import ProofError
-from proofs.manifest import MAX_MANIFEST_BYTES
-from proofs.replay import committed_manifest
+from proofs.manifest import MAX_MANIFEST_BYTES, committed_manifest
+from proofs.spec import Limits
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +181,10 @@ class CourtDuty:
         return True
 
     def _checkpoint(self, job_id: JobId, index: int, cid: str, expect: Bytes32) -> bool:
+        from proofs.checkpoint import state_hash  # here: the verifier's policy imports this module, its CLI the policy
+
         try:
-            return state_hash(self.store.get(cid, MAX_CHECKPOINT_BYTES)) == expect
+            return state_hash(self.store.get(cid, Limits.CHECKPOINT_BYTES)) == expect
         except StorageError as exc:
             log.debug("checkpoint not fetched", extra={"job": job_id, "item": index, "error": str(exc)})
             return False

@@ -9,15 +9,16 @@ the numerics (an honest trace must never fail for the verifier's choice of devic
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import torch
 import typer
 
 from core.errors import ConfigError
 from proofs.numerics import profile
 from proofs.spec import JobSpec
-from proofs.train import Runtime
+
+if TYPE_CHECKING:
+    from proofs.train import Runtime
 
 __all__ = ["DEVICES", "DeviceOption", "runtime_on", "job_fault"]
 
@@ -36,6 +37,10 @@ def runtime_on(device: str) -> Runtime:
     """The runtime of ``--device``; a device this machine lacks is a one-line error."""
     if device not in DEVICES:
         raise typer.BadParameter(f"{device!r} is not one of {', '.join(DEVICES)}", param_hint="--device")
+    import torch  # here, not above: the commands that never train (--help, the chain and money commands) start without torch
+
+    from proofs.train import Runtime
+
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: torch finds no CUDA device on this machine (torch.cuda.is_available() is false); use --device cpu")
     return Runtime(device=device)

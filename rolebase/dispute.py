@@ -45,28 +45,15 @@ from core.dispute import Opening, global_step, isolated_step, midpoint, opening
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
-from proofs import (
-    Dataset,
-    JobSpec,
-    Limits,
-    Manifest,
-    ProofError,
-    check_committed_manifest,
-    check_held_out,
-    check_loss,
-    check_manifest,
-    check_norm,
-    check_start,
-    first_idle_step,
-    load_spec,
-    probe_step,
-    referee_step,
-    state_at,
-    state_hash,
-)
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
-from proofs.manifest import MANIFEST_BLOCK, load_manifest
+from proofs.checkpoint import decode_checkpoint, state_hash
+from proofs.data import Dataset
+from proofs.errors import ProofError
+from proofs.manifest import MANIFEST_BLOCK, Manifest, load_manifest
 from proofs.merkle import hex32
+from proofs.probes import probe_step
+from proofs.replay import check_committed_manifest, check_held_out, check_loss, check_manifest, check_norm, check_start, first_idle_step, referee_step
+from proofs.spec import JobSpec, Limits, load_spec
+from proofs.steps import state_at
 from proofs.train import Runtime
 from rolebase.device import job_fault
 from rolebase.inputs import fetch_dataset
@@ -176,7 +163,7 @@ class DisputeReplayer:
     def _start(self, job_id: JobId, m: JobMaterial, segment: int) -> bytes:
         key = (int(job_id), m.manifest.root, segment)
         if key not in self._starts:
-            data = self.store.get(m.manifest.checkpoint_cids[segment], MAX_CHECKPOINT_BYTES)
+            data = self.store.get(m.manifest.checkpoint_cids[segment], Limits.CHECKPOINT_BYTES)
             if state_hash(data) != m.manifest.state_hashes[segment]:
                 raise DisputeWorkError(f"job {job_id}: checkpoint {segment} does not hash to the manifest's state hash")
             self._starts[key] = data
@@ -275,7 +262,7 @@ class DisputeReplayer:
             return False
         task = isolated_step(game, k, m.manifest.checkpoint_cids)
         try:
-            pre = self.store.get(task.pre_cid, MAX_CHECKPOINT_BYTES)
+            pre = self.store.get(task.pre_cid, Limits.CHECKPOINT_BYTES)
         except StorageError as exc:
             raise DisputeWorkError(f"game {game_id}: agreed state {task.pre_cid}: {exc}") from exc
         if state_hash(pre) != task.pre_hash or decode_checkpoint(pre).step != task.global_step:

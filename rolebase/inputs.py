@@ -5,7 +5,8 @@ Every role that trains or replays a job loads them here, so none can forget the 
 from __future__ import annotations
 
 from core.storage import ContentStore
-from proofs import Dataset, JobSpec, load_dataset
+from proofs.data import Dataset, load_dataset
+from proofs.spec import JobSpec
 
 __all__ = ["fetch_inputs", "fetch_dataset", "input_names"]
 

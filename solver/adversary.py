@@ -1,6 +1,6 @@
 """Solver TEST adversaries (never for real use), all picked in :func:`solver.daemon.build`.
 
-A trace adversary (``--cheat`` NAME of ``proofs.adversary.ALL_STRATEGIES``) commits that strategy's
+A trace adversary (``--cheat`` NAME of ``proofs.strategies.ALL_STRATEGIES``) commits that strategy's
 trace instead of training honestly (:class:`CheatingJobTrainer`). The adversaries of the
 data-availability game train honestly and misbehave around the commit: ``--cheat withhold``,
 ``--cheat stale-model``, ``--cheat garbage-manifest`` and ``--cheat foreign-root``.
@@ -33,9 +33,9 @@ from core.contracts import JobId
 from core.probe import Bytes32
 from core.storage import ContentStore, LocalStore, file_cid
 from core.storage.peers import FetchingStore
-from proofs import Dataset
 from proofs.adversary import cheat
 from proofs.checkpoint import state_hash
+from proofs.data import Dataset
 from proofs.manifest import MANIFEST_BLOCK, CheckpointEntry, Manifest, load_manifest, write_manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.spec import JobSpec

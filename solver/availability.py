@@ -17,9 +17,10 @@ from core.contracts import MANIFEST_ITEM, JobId
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES, state_hash
+from proofs.checkpoint import state_hash
 from proofs.manifest import MANIFEST_BLOCK
 from proofs.merkle import TraceTree
+from proofs.spec import Limits
 from solver.state import SolverDb
 
 
@@ -45,7 +46,7 @@ def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int, reg
         if data is None or state_hash(data) != ckpt.state_hash:
             if ckpt.cid is None:
                 raise PublicationError(f"job {job_id}: checkpoint {item} is neither on disk nor stored")
-            data = store.get(ckpt.cid, MAX_CHECKPOINT_BYTES)
+            data = store.get(ckpt.cid, Limits.CHECKPOINT_BYTES)
             if state_hash(data) != ckpt.state_hash:
                 raise PublicationError(f"job {job_id}: checkpoint {item} does not hash to its committed state hash")
     except StorageError as exc:
@@ -57,7 +58,7 @@ def publication(db: SolverDb, store: ContentStore, job_id: JobId, item: int, reg
 def _from_disk(path: Path) -> bytes | None:
     """The checkpoint file if it is there and not oversized, else None (the caller checks its hash)."""
     try:
-        if path.stat().st_size > MAX_CHECKPOINT_BYTES:
+        if path.stat().st_size > Limits.CHECKPOINT_BYTES:
             return None
         return path.read_bytes()
     except OSError:

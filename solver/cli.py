@@ -6,6 +6,7 @@ Registered in veritrain/cli.py with ``app.add_typer(solver_app, name="solver")``
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -24,10 +25,7 @@ from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags, show_time
 from rolebase.device import DeviceOption, runtime_on
 from rolebase.status import status_base
-from solver import daemon
-from solver.judge import Limits, machine_memory_bytes
-from solver.policy import SolverConfig
-from solver.retention import BudgetError, parse_size
+from solver.policy import Limits, SolverConfig
 from solver.state import SolverDb
 
 app = options.command_group("solver", "The solver daemon: stake, claim jobs, train, commit, collect pay.")
@@ -86,13 +84,17 @@ def run(
 
       veritrain solver run --account alice --disk-budget 50GB   # keep at most 50 GB of checkpoints per job
     """
+    from solver import daemon  # here, not above: the daemon's training stack loads in seconds, and only `run` needs it
+    from solver.retention import BudgetError, parse_size
+
     if cheat is not None and cheat not in daemon.CHEATS:
         raise typer.BadParameter(f"{cheat!r} is not one of {', '.join(daemon.CHEATS)}", param_hint="--cheat")
     try:
         budget = None if disk_budget is None else parse_size(disk_budget)
     except BudgetError as exc:
         raise typer.BadParameter(str(exc), param_hint="--disk-budget") from None
-    memory = min(Limits().max_memory_bytes, machine_memory_bytes()) if max_memory_gib is None else int(max_memory_gib * 2**30)
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")  # this machine's physical memory
+    memory = min(Limits().max_memory_bytes, machine) if max_memory_gib is None else int(max_memory_gib * 2**30)
     config = SolverConfig(
         stake_target=parse_tokens(stake, "--stake"),
         max_active=max_active,
@@ -107,7 +109,7 @@ def run(
         flags.run(
             settings,
             lambda s, signer, store: daemon.build(s, signer, store, config, limits=limits, loop=flags.loop, progress=bar, cheat=cheat, rt=rt),
-            status=("solver", daemon.state_dir, solver_status),
+            status=("solver", solver_status),
         )
     finally:
         _BARS.stop()
@@ -174,7 +176,6 @@ def _jobs_table(report: dict[str, object]) -> Table | None:
 app.command()(
     options.status_command(
         "solver",
-        daemon.state_dir,
         solver_status,
         _jobs_table,
         """Show a solver's stake, its daemon's last heartbeat and its jobs (local progress and chain state).

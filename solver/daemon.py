@@ -11,7 +11,7 @@ from core.config import Settings
 from core.contracts import Capabilities
 from core.storage import ContentStore, LocalStore
 from core.storage.peers import FetchingStore
-from proofs.adversary import ALL_STRATEGIES
+from proofs.strategies import ALL_STRATEGIES
 from proofs.train import Runtime
 from rolebase.capabilities import device_of
 from rolebase.daemon import RoleDaemon, Wiring
@@ -27,10 +27,11 @@ from solver.adversary import (
     StaleModel,
     Withholding,
 )
-from solver.judge import Limits, SpecJudge, measure_flops
+from solver.judge import SpecJudge, measure_flops
 from solver.loader import SolverLoader
 from solver.policy import (
     LANES,
+    Limits,
     SolverAction,
     SolverConfig,
     SolverPolicy,
@@ -81,7 +82,7 @@ def build(
     cheat: str | None = None,
     rt: Runtime = Runtime(),
 ) -> SolverDaemon:
-    """``cheat``: a name of :data:`CHEATS`: of ``proofs.adversary.ALL_STRATEGIES`` (the solver then commits
+    """``cheat``: a name of :data:`CHEATS`: of ``proofs.strategies.ALL_STRATEGIES`` (the solver then commits
     that adversary's trace instead of training honestly), ``withhold`` (it trains honestly and deletes
     its checkpoints once committed), ``stale-model`` (it trains honestly and commits checkpoint 0 as the
     model), ``garbage-manifest`` or ``foreign-root`` (it trains honestly and commits a manifest that does

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES
+from proofs.spec import Limits
 
 
 def write_durable(path: Path, data: bytes | memoryview) -> None:
@@ -22,6 +22,6 @@ def write_durable(path: Path, data: bytes | memoryview) -> None:
 def read_bounded(path: Path) -> bytes:
     """A checkpoint file's bytes; OSError if it is missing or larger than any checkpoint."""
     size = path.stat().st_size
-    if size > MAX_CHECKPOINT_BYTES:
+    if size > Limits.CHECKPOINT_BYTES:
         raise OSError(f"{path} is {size} bytes, larger than any checkpoint")
     return path.read_bytes()

@@ -13,7 +13,6 @@ advertises. The training itself is :mod:`solver.work`'s.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable
@@ -38,28 +37,10 @@ from proofs.train import Runtime, Trainer
 from rolebase.capabilities import ESTIMATE_SAFETY, claim_misfit, step_flop
 from rolebase.events import SPEC_JUDGED
 from rolebase.inputs import fetch_inputs, input_names
-from solver.policy import SpecCheck
+from solver.policy import Limits, SpecCheck
 from solver.state import SolverDb, SpecVerdict
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Limits:
-    """This solver's own bounds on what it accepts: by default the protocol's (``proofs.spec.Limits``);
-    what really bounds a job is the time it takes here against its commit window."""
-
-    max_steps: int = SpecLimits.STEPS
-    max_params: int = SpecLimits.PARAMS
-    max_dataset_bytes: int = SpecLimits.DATASET_BYTES
-    #: Training memory (``proofs.spec.training_memory_bytes``, from the spec alone) this solver gives a job.
-    max_memory_bytes: int = SpecLimits.MEMORY_BYTES
-    new_specs_per_tick: int = 2  # specs fetched, loaded and dry-run per tick (a flood of new jobs is judged a few at a time)
-
-
-def machine_memory_bytes() -> int:
-    """This machine's physical memory."""
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 #: Steps of the dry run that measures this solver's speed on a spec, and the longest full step it runs.

@@ -33,6 +33,7 @@ from core.agent import Work
 from core.chain import Address
 from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action, next_turn
+from proofs.spec import Limits as SpecLimits
 from rolebase.actions import Forget, GameMove, Journaled, Stake, stake_needed
 
 
@@ -149,6 +150,19 @@ class SolverView:
     claims_made: int = 0  # jobs this solver ever claimed (its records)
     advertised: Capabilities | None = None  # our advert on chain (advertised_at 0: none yet)
     offer: Capabilities | None = None  # what we advertise: our limits, device and measured speed (None: nothing)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """This solver's own bounds on what it accepts: by default the protocol's (``proofs.spec.Limits``);
+    what really bounds a job is the time it takes here against its commit window."""
+
+    max_steps: int = SpecLimits.STEPS
+    max_params: int = SpecLimits.PARAMS
+    max_dataset_bytes: int = SpecLimits.DATASET_BYTES
+    #: Training memory (``proofs.spec.training_memory_bytes``, from the spec alone) this solver gives a job.
+    max_memory_bytes: int = SpecLimits.MEMORY_BYTES
+    new_specs_per_tick: int = 2  # specs fetched, loaded and dry-run per tick (a flood of new jobs is judged a few at a time)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ from typing import Any
 from core.cid import Cid
 from core.contracts import JobId, JobState, Protocol
 from core.storage import ContentStore
-from proofs.manifest import MANIFEST_BLOCK, Manifest
-from proofs.replay import committed_manifest
+from proofs.manifest import MANIFEST_BLOCK, Manifest, committed_manifest
 from submitter.service import Commitment, commitment, get_job
 
 __all__ = ["CurvePoint", "TrainingCurve", "training_curve", "replay_checked", "committed_curve", "job_curve", "draw_curve", "CURVE_SIZE_PX"]

@@ -19,8 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.contracts import TokenAmount
-from proofs import Evaluation, JobSpec, evaluate, initial_state, load_dataset, load_spec, sample_tokens
+from proofs.data import load_dataset
 from proofs.datasets import ReferenceJob, reference_job, shakespeare_tokens
+from proofs.evaluate import Evaluation, evaluate, sample_tokens
+from proofs.replay import initial_state
+from proofs.spec import JobSpec, load_spec
 from proofs.tokenizer import shipped
 from submitter.errors import SubmitError
 

@@ -31,7 +31,7 @@ from rolebase.amounts import show_tokens
 from rolebase.capabilities import misfit
 from rolebase.guarantee import weaker_guarantee
 from submitter.errors import SubmitError
-from submitter.specfile import MAX_MODEL_BYTES, publish, read_job
+from submitter.specfile import publish, read_job
 
 log = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ def fetch_model(protocol: Protocol, store: ContentStore, job_id: int, out: Path)
         raise SubmitError(f"--out {out} is a directory; give a file path")
     if not out.parent.exists():
         raise SubmitError(f"--out {out}: directory {out.parent} does not exist")
-    data = store.get(done.final_model_cid, MAX_MODEL_BYTES)  # verified against the CID by the store
+    data = store.get(done.final_model_cid, Limits.CHECKPOINT_BYTES)  # verified against the CID by the store
     tmp = out.with_name(out.name + ".part")
     with open(tmp, "wb") as fh:
         fh.write(data)

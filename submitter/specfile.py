@@ -17,14 +17,12 @@ from pathlib import Path
 from core.bounded import InputRejected, load_json, read_regular_file
 from core.cid import Cid, validate_cid
 from core.storage import ContentStore, file_cid
-from proofs import Limits, ProofError, initial_state, load_dataset, load_spec
-from proofs.spec import JobSpec
+from proofs.errors import ProofError
+from proofs.spec import JobSpec, Limits, load_spec
 from submitter.errors import SubmitError
 
 #: A spec file larger than this is not a spec (the canonical spec is bounded far below).
 MAX_SPEC_FILE_BYTES = 64 * 1024
-#: A final model is at most the parameters and two optimizer buffers in float32, plus headers.
-MAX_MODEL_BYTES = 3 * 4 * Limits.PARAMS + (1 << 20)
 
 
 @dataclass(frozen=True)
@@ -75,6 +73,9 @@ def read_job(spec_path: Path, data_path: Path | None, store: ContentStore, init_
         if stored != spec.dataset.size_bytes:
             raise SubmitError(f"dataset {cid} is {stored:,} bytes, the spec says {spec.dataset.size_bytes:,}")
     else:
+        from proofs.data import load_dataset  # here, not above: torch loads in seconds, and only a dataset on disk needs it
+        from proofs.replay import initial_state
+
         try:
             # the tensors the spec names, with the shapes it needs; a pretrained model must be the model's parameters
             loaded = load_dataset(spec, dataset, init)

@@ -83,3 +83,12 @@ def test_only_the_command_line_mounts_a_roles_commands_or_daemon() -> None:
     wrong = {module: names for module, names in wrong.items() if names}
     demo = {str(p.relative_to(ROOT)) for p in (ROOT / "veritrain" / "dashboard").rglob("*.py") if "veritrain.demo" in _modules(p)}
     assert wrong == {} and demo == set()
+
+
+def test_the_command_line_starts_without_the_training_stack() -> None:
+    """Every ``veritrain`` command imports the command line; torch and numba take seconds to load, so only
+    what trains or replays loads them (a role's ``run``, the demo, the model commands, ``submit post --data``):
+    ``--help`` and the chain, money, status, spec and data commands start without them."""
+    code = "import sys, veritrain.cli; print(sorted({m.split('.')[0] for m in sys.modules} & {'torch', 'numba', 'matplotlib'}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True, timeout=600)
+    assert out.stdout.strip() == "[]"

@@ -10,10 +10,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from proofs import decode_checkpoint, initial_state, load_dataset
+from proofs.checkpoint import decode_checkpoint
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
+from proofs.export import export_model
 from proofs.models import build_model
-from veritrain.model_cmd import export_model
+from proofs.replay import initial_state
 
 
 @pytest.mark.parametrize("name", ["gpt-text", "resnet-shapes"])

@@ -12,7 +12,10 @@ import logging
 from collections.abc import Sequence
 
 from core.contracts import Game, GameId, JobId
-from proofs import Dataset, Manifest, Probe, SegmentVerdict
+from proofs.data import Dataset
+from proofs.manifest import Manifest
+from proofs.probes import Probe
+from proofs.replay import SegmentVerdict
 from proofs.spec import JobSpec
 from rolebase.dispute import DisputeReplayer
 from verifier.work import TraceVerifier

@@ -21,7 +21,6 @@ from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags
 from rolebase.device import DeviceOption, runtime_on
 from rolebase.status import status_base
-from verifier import daemon
 from verifier.policy import VerifierConfig
 from verifier.state import VerifierDb
 
@@ -57,6 +56,8 @@ def run(
 
       veritrain verifier run --config verifier.toml --device cuda   # a TOML file of options
     """
+    from verifier import daemon  # here, not above: the daemon's training stack loads in seconds, and only `run` needs it
+
     if lie and lazy:
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
     config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
@@ -64,7 +65,7 @@ def run(
     flags.run(
         settings,
         lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, lie=lie, lazy=lazy, rt=rt),
-        status=("verifier", daemon.state_dir, verifier_status),
+        status=("verifier", verifier_status),
     )
 
 
@@ -108,7 +109,6 @@ def verifier_status(protocol: Protocol, home: Path, me: Address, tokens: Callabl
 app.command()(
     options.status_command(
         "verifier",
-        daemon.state_dir,
         verifier_status,
         _assignments_table,
         """Show a verifier's stake, its daemon's last heartbeat and its assignments.

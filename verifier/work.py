@@ -44,30 +44,15 @@ from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol
 from core.dispute import ZERO32
 from core.errors import VeritrainError
 from core.storage import ContentStore, StorageError
-from proofs import (
-    DEFAULT_Q,
-    DEFAULT_R,
-    Dataset,
-    Limits,
-    Manifest,
-    Probe,
-    ProbeTree,
-    ProofError,
-    SegmentVerdict,
-    TraceReplay,
-    check_manifest,
-    choose_segments,
-    committed_manifest,
-    forced_hash,
-    load_spec,
-    probe_json,
-    probe_positions,
-    state_hash,
-)
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES
-from proofs.manifest import MANIFEST_BLOCK
+from proofs.checkpoint import state_hash
+from proofs.data import Dataset
+from proofs.errors import ProofError
+from proofs.manifest import MANIFEST_BLOCK, Manifest, committed_manifest
 from proofs.merkle import hex32
-from proofs.spec import JobSpec
+from proofs.probes import Probe, ProbeTree, forced_hash, probe_json, probe_positions
+from proofs.replay import SegmentVerdict, TraceReplay, check_manifest
+from proofs.sampling import DEFAULT_Q, DEFAULT_R, choose_segments
+from proofs.spec import JobSpec, Limits, load_spec
 from proofs.steps import state_at
 from proofs.train import Runtime
 from rolebase.device import job_fault
@@ -267,7 +252,7 @@ class TraceVerifier:
         still fetches its checkpoints, so a solver that withholds them is challenged whatever the sample."""
         chained = bool(report.get("full_replay")) and spec.tolerance.mode == "exact"
         needed = [] if chained else sorted({i for segment in replayed for i in (segment, segment + 1)})
-        wanted = [Wanted(i, manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, f"checkpoint {i}", manifest.state_hashes[i]) for i in needed]
+        wanted = [Wanted(i, manifest.checkpoint_cids[i], Limits.CHECKPOINT_BYTES, f"checkpoint {i}", manifest.state_hashes[i]) for i in needed]
         try:
             self.availability.gather(job_id, wanted, deadline)
         except ContentPending as exc:
@@ -276,7 +261,7 @@ class TraceVerifier:
             spec,
             dataset,
             manifest,
-            lambda i: self._get(job_id, i, manifest.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {i}", manifest.state_hashes[i]),
+            lambda i: self._get(job_id, i, manifest.checkpoint_cids[i], Limits.CHECKPOINT_BYTES, deadline, f"checkpoint {i}", manifest.state_hashes[i]),
             rt=self.rt,
         )
         start = replay.start()  # no fetch: leaf 0 is the spec's init or the trace fails

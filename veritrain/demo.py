@@ -13,7 +13,7 @@ What runs, each for real:
 At the end: the timeline, the gas of each call, balances before and after, the trained
 model's test metric, and where the wall time went.
 
-``--cheat STRATEGY`` (a name of ``proofs.adversary.ALL_STRATEGIES``: the six classic cheats
+``--cheat STRATEGY`` (a name of ``proofs.strategies.ALL_STRATEGIES``: the six classic cheats
 and the adaptive ones, e.g. ``free-start`` and ``coast``) plays a dispute first: a
 cheating solver daemon claims the job and commits that adversary's trace, the verifier drawn
 for it fails the replay and opens the dispute game, the bisection isolates one step, three
@@ -46,7 +46,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -57,17 +57,19 @@ from core.chain import Address
 from core.contracts import GameId, GameStatus, Job, JobId, JobState, Protocol, Role
 from core.errors import VeritrainError
 from core.storage import ContentStore, file_cid
-from proofs.adversary import ALL_STRATEGIES, inapplicable
 from proofs.spec import JobSpec, load_spec
+from proofs.strategies import ALL_STRATEGIES, inapplicable
 from rolebase.amounts import show_tokens
 from rolebase.cli import console, err_console
 from rolebase.earnings import jackpot_economics
 from rolebase.events import JOB_REFUSED, REPLAY_DONE, SPEC_JUDGED
 from submitter import service
 from submitter.curve import draw_curve, job_curve
-from submitter.demo_job import DemoJob, build_demo_job, evaluate_model, sample_text
 from submitter.timeline import GAME_EVENTS, TimelineEntry, game_timeline, job_timeline
 from veritrain.localnet import ROLES, LocalNet, RoleProcess, interrupts_as_keyboard, local_params, start_local_net
+
+if TYPE_CHECKING:
+    from submitter.demo_job import DemoJob
 
 __all__ = ["demo", "run_demo"]
 
@@ -273,6 +275,8 @@ def _model_figures(
     protocol: Protocol, store: ContentStore, job: DemoJob, posted: service.Posted, workdir: Path, before_text: str | None, curve_png: Path | None
 ) -> dict[str, Any]:
     """The finalized job's model, fetched and checked against its CID, its test metric (and text), and its committed training curve, drawn."""
+    from submitter.demo_job import evaluate_model, sample_text  # here, as in run_demo: the training stack loads in seconds
+
     model_path = workdir / "model.safetensors"
     cid, size = service.fetch_model(protocol, store, posted.job_id, model_path)
     figures: dict[str, Any] = {"model": {"cid": cid, "bytes": size, **evaluate_model(job, model_path, posted.dataset_cid)}}
@@ -306,6 +310,8 @@ def run_demo(
     ``cheat``: a cheating solver claims the job first and is caught; ``lazy_verifier``: a lazy
     verifier is drawn first, caught by a whistleblower and slashed (see the module docstring);
     ``steps``: the job's steps instead of its default (``bench.gpt2_small``)."""
+    from submitter.demo_job import build_demo_job, sample_text  # here, not above: `veritrain --help` and every other command start without torch
+
     if cheat is not None and cheat not in ALL_STRATEGIES:
         raise VeritrainError(f"no adversary strategy {cheat!r}; choose one of {', '.join(ALL_STRATEGIES)}")
     if cheat is not None and lazy_verifier:

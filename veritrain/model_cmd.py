@@ -22,21 +22,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import torch
 import typer
-from safetensors.torch import save_file
-from torch.nn import functional as F
 
 from core.bounded import InputRejected, read_regular_file
 from core.contracts import JobId, JobState, Protocol
 from core.errors import ConfigError
 from core.storage import ContentStore
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES, decode_checkpoint
-from proofs.data import Dataset, load_dataset
-from proofs.models import build_model
-from proofs.spec import CharTransformerConfig, GPTConfig, JobSpec, Limits, load_spec
+from proofs.spec import Limits, load_spec
 from rolebase import cli as options
 from rolebase.cli import IpfsApi, StoreDir, console, open_store
 from rolebase.gateways import AnnouncedGateways
@@ -50,23 +44,6 @@ app = typer.Typer(
     add_completion=False,
 )
 
-#: Examples scored at most by ``model eval`` (bounds the work on a large held-out file).
-MAX_EVAL_EXAMPLES = 100_000
-
-_LAYERS = {
-    "mlp": "flatten; Linear layers input_dim -> hidden... -> num_classes, ReLU after each but the last; logits out",
-    "cnn": "per channel stage: Conv2d(kernel_size, stride 1, padding kernel_size // 2) -> ReLU -> MaxPool2d(2); "
-    "flatten (channels, height, width order) -> Linear(flat_features, hidden) -> ReLU -> Linear(hidden, num_classes); logits out",
-    "char-transformer": "token + position embeddings; n_layer pre-LayerNorm blocks (causal self-attention with n_head heads, "
-    "then Linear(n_embd, 4 n_embd) -> GELU (exact, erf) -> Linear); final LayerNorm; Linear head without bias; logits per position",
-    "gpt": "GPT-2: token + position embeddings; n_layer pre-LayerNorm blocks (causal self-attention with n_head heads, "
-    "then Linear(n_embd, 4 n_embd) -> GELU (exact, erf) -> Linear; biases only if bias); final LayerNorm; "
-    "the head is the token embedding (tied: tok.weight); logits per position",
-    "resnet": "Conv2d 3x3 stem -> ReLU; per channel stage (a MaxPool2d(2) before each but the first) blocks of "
-    "ReLU(x + Conv2d 3x3(ReLU(Conv2d 3x3(x)))), the shortcut a 1x1 Conv2d where channels change; "
-    "mean over pixels -> Linear(channels[-1], num_classes); logits out",
-}
-
 
 def final_checkpoint(protocol: Protocol, store: ContentStore, job_id: int) -> bytes:
     """The final checkpoint of a FINALIZED job (bytes checked against the committed CID)."""
@@ -74,63 +51,7 @@ def final_checkpoint(protocol: Protocol, store: ContentStore, job_id: int) -> by
     done = service.commitment(protocol, JobId(job_id), job)
     if job.state is not JobState.FINALIZED or done is None:
         raise ConfigError(f"job {job_id} is {job.state.name}: its model can be used once it is FINALIZED")
-    return store.get(done.final_model_cid, MAX_CHECKPOINT_BYTES)
-
-
-def _example_input(spec: JobSpec) -> torch.Tensor:
-    m: Any = spec.model
-    if m.kind == "mlp":
-        return torch.zeros(2, m.input_dim)
-    if m.kind in ("cnn", "resnet"):
-        return torch.zeros(2, m.in_channels, m.height, m.width)
-    return torch.zeros(2, m.block_size, dtype=torch.int64)
-
-
-def export_model(spec_bytes: bytes, spec: JobSpec, checkpoint: bytes, out: Path) -> dict[str, object]:
-    """Write the exported program, the weights, the architecture and the spec into ``out``."""
-    params = decode_checkpoint(checkpoint, expect_spec=spec.spec_hash()).params()
-    model = build_model(spec.model_copy(update={"numerics": "torch"})).eval()  # plain PyTorch operations, same parameters
-    model.load_state_dict(params)
-    x = _example_input(spec)
-    dims: dict[int, Any] = {0: torch.export.Dim("batch", min=1, max=1 << 20)}
-    if isinstance(spec.model, (CharTransformerConfig, GPTConfig)):
-        dims[1] = torch.export.Dim("length", min=1, max=spec.model.block_size)
-    program = torch.export.export(model, (x,), dynamic_shapes=(dims,))
-    out.mkdir(parents=True, exist_ok=True)
-    torch.export.save(program, out / "model.pt2")
-    save_file({k: v.contiguous() for k, v in params.items()}, str(out / "weights.safetensors"))
-    architecture: dict[str, object] = {
-        "kind": spec.model.kind,
-        "config": spec.model.model_dump(mode="json"),
-        "input": {"shape": ["batch", *x.shape[1:]], "dtype": str(x.dtype).removeprefix("torch.")},
-        "output": "logits (float32): classes for mlp, cnn and resnet, vocabulary per position for char-transformer and gpt",
-        "layers": _LAYERS[spec.model.kind],
-        "parameters": {k: list(v.shape) for k, v in params.items()},
-        "load": 'torch.export.load("model.pt2").module()',
-    }
-    (out / "architecture.json").write_text(json.dumps(architecture, indent=2) + "\n")
-    (out / "spec.json").write_bytes(spec_bytes)
-    return architecture
-
-
-def score(model: torch.nn.Module, test: Dataset, block: int) -> dict[str, float | int]:
-    """Mean cross-entropy and accuracy of ``model`` over the held-out set in order (next-token for tokens:
-    non-overlapping windows), at most :data:`MAX_EVAL_EXAMPLES` examples."""
-    if test.is_tokens:
-        tokens = test.inputs[: (min(len(test.inputs) - 1, MAX_EVAL_EXAMPLES) // block) * block + 1]
-        x, y = tokens[:-1].reshape(-1, block), tokens[1:].reshape(-1, block)
-    else:
-        assert test.targets is not None
-        x, y = test.inputs[:MAX_EVAL_EXAMPLES], test.targets[:MAX_EVAL_EXAMPLES]
-    loss, correct, count = 0.0, 0, 0
-    with torch.no_grad():
-        for at in range(0, len(x), 1024):
-            logits = model(x[at : at + 1024])
-            flat, target = logits.reshape(-1, logits.shape[-1]), y[at : at + 1024].reshape(-1)
-            loss += float(F.cross_entropy(flat, target, reduction="sum"))
-            correct += int((flat.argmax(dim=-1) == target).sum())
-            count += target.numel()
-    return {"loss": loss / count, "accuracy": correct / count, "examples": count}
+    return store.get(done.final_model_cid, Limits.CHECKPOINT_BYTES)
 
 
 @app.command()
@@ -155,6 +76,8 @@ def export(
 
       python -c 'import torch; m = torch.export.load("model3/model.pt2").module(); print(m)'
     """
+    from proofs.export import export_model  # here, not above: torch loads in seconds, and only the model commands need it
+
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
     protocol = options.protocol(settings, signing=False)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, discover=AnnouncedGateways(lambda: protocol))
@@ -188,6 +111,11 @@ def eval_(
 
       veritrain model eval model3/ --data test.safetensors
     """
+    import torch
+
+    from proofs.data import load_dataset
+    from proofs.export import score
+
     for needed in ("model.pt2", "spec.json"):  # a directory and its files; the files are read bounded below
         if not (model_dir / needed).is_file():
             raise ConfigError(f"{model_dir} has no {needed}: give a directory written by `veritrain model export`")

@@ -44,11 +44,14 @@ from core.cid import digest_to_cid
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol, ReportSeal
 from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
-from proofs import ProofError, TraceReplay, choose_segments, committed_manifest, state_hash
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES
-from proofs.manifest import MANIFEST_BLOCK
+from proofs.checkpoint import state_hash
+from proofs.errors import ProofError
+from proofs.manifest import MANIFEST_BLOCK, committed_manifest
 from proofs.merkle import hex32
 from proofs.probes import Probe, ProbeTree, probe_step
+from proofs.replay import TraceReplay
+from proofs.sampling import choose_segments
+from proofs.spec import Limits
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import SEGMENT_REPLAYED
 from whistleblower.policy import Finding, FindingKind, own_picks_seed, plan_audit
@@ -130,7 +133,7 @@ class Auditor:
             material.spec,
             material.dataset,
             m,
-            lambda i: self.availability.fetch(job_id, i, m.checkpoint_cids[i], MAX_CHECKPOINT_BYTES, deadline, f"checkpoint {i}", m.state_hashes[i]),
+            lambda i: self.availability.fetch(job_id, i, m.checkpoint_cids[i], Limits.CHECKPOINT_BYTES, deadline, f"checkpoint {i}", m.state_hashes[i]),
             rt=self.replayer.rt,  # --device: the replayer refused the job's material if its numerics cannot run there
         )
         findings = [_off_step(q, probe_step(seal.assign_seed, q.index, k), probes, seal) for q in off_step]

@@ -22,7 +22,6 @@ from rolebase.cli import DaemonFlags
 from rolebase.device import DeviceOption, runtime_on
 from rolebase.earnings import jackpot_economics
 from rolebase.status import status_base
-from whistleblower import daemon
 from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
 from whistleblower.state import WhistleblowerDb
 
@@ -63,6 +62,8 @@ def run(
 
       veritrain whistleblower run --keystore wb.json --audit-rate 0.5 --budget 500 --audit-cost 1.5 --log-json
     """
+    from whistleblower import daemon  # here, not above: the daemon's training stack loads in seconds, and only `run` needs it
+
     config = WhistleblowerConfig(
         stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost")
     )
@@ -70,7 +71,7 @@ def run(
     flags.run(
         settings,
         lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, rt=rt),
-        status=("whistleblower", daemon.state_dir, whistleblower_status),
+        status=("whistleblower", whistleblower_status),
     )
 
 
@@ -143,7 +144,6 @@ def earnings(protocol: Protocol, me: Address, tokens: Callable[[int], str]) -> d
 app.command()(
     options.status_command(
         "whistleblower",
-        daemon.state_dir,
         whistleblower_status,
         _tables,
         """Show a whistleblower's stake, its daemon's last heartbeat, the jackpot's expected value per audit, its earnings and its audits.

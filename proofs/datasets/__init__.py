@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources
+from typing import TYPE_CHECKING
 
 import numpy as np
 from safetensors.numpy import save as save_safetensors
 
-from proofs.data import Dataset, load_dataset
 from proofs.pack import pack_text
 from proofs.spec import JobSpec, load_spec
+
+if TYPE_CHECKING:
+    from proofs.data import Dataset
 
 __all__ = ["spirals", "shapes", "text_tokens", "shakespeare_tokens", "ReferenceJob", "reference_job", "REFERENCE_JOBS"]
 
@@ -112,6 +115,8 @@ class ReferenceJob:
 
     def test_set(self, spec: JobSpec) -> Dataset:
         """The held-out :attr:`test_dataset`, loaded for ``spec`` (for :func:`proofs.evaluate`)."""
+        from proofs.data import load_dataset  # here, not above: the datasets are built without torch (`veritrain spec new`)
+
         sized = spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"size_bytes": len(self.test_dataset)})})
         return load_dataset(sized, self.test_dataset)
 

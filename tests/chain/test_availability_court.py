@@ -32,9 +32,10 @@ from core.storage import LocalStore
 from core.storage.gateway import GatewayServer
 from core.storage.peers import FetchingStore
 from deploy.devnet import Devnet
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES, state_hash
+from proofs.checkpoint import state_hash
 from proofs.manifest import parse_manifest
 from proofs.merkle import TraceTree, hex32
+from proofs.spec import Limits
 from rolebase.court import CourtDuty, CourtWatcher, court_moves
 from tests.chain.test_lifecycle import post, stake
 
@@ -107,7 +108,7 @@ class Court:
             self.duties.append(CourtDuty(proto.with_signer(m), FetchingStore(own, [solver_gateway.url]), m.address, _kept(os.urandom(32))))
 
     def wanted(self) -> list[Wanted]:
-        return [Wanted(i, self.cids[i], MAX_CHECKPOINT_BYTES, f"checkpoint {i}", self.hashes[i]) for i in (1, 2)]
+        return [Wanted(i, self.cids[i], Limits.CHECKPOINT_BYTES, f"checkpoint {i}", self.hashes[i]) for i in (1, 2)]
 
     def run(self, pause_s: int = 0) -> int:
         """Every member does its court moves until the case settles (``pause_s`` more seconds pass once
@@ -172,7 +173,7 @@ def test_a_large_checkpoint_served_to_the_committee_only_reaches_the_verifier_th
     # the custodians serve the verifier what the solver would not: withholding gained the solver nothing
     from_custodians = FetchingStore(vown, c.gateways)
     Availability(verifier, from_custodians).gather(c.job_id, c.wanted(), job.deadline)
-    assert vown.get(c.cids[1], MAX_CHECKPOINT_BYTES) == CHECKPOINTS[1]
+    assert vown.get(c.cids[1], Limits.CHECKPOINT_BYTES) == CHECKPOINTS[1]
 
 
 def test_a_solver_that_serves_nothing_loses_its_bond_and_gains_no_deposit(devnet: Devnet, parties: Parties, tmp_path: Path, stack: ExitStack) -> None:

@@ -23,8 +23,7 @@ from deploy.devnet import Devnet
 from proofs.spec import load_spec
 from rolebase.actions import stake
 from solver import daemon
-from solver.judge import Limits
-from solver.policy import SolverConfig
+from solver.policy import Limits, SolverConfig
 from submitter import service
 from submitter.demo_job import build_demo_job
 

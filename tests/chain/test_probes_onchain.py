@@ -18,7 +18,7 @@ from eth_utils import keccak
 from core.contracts import Bytes32, Event, JobId, JobState, ReportSeal, Role
 from core.reverts import revert_class
 from deploy.devnet import Devnet
-from proofs import Probe, ProbeTree, forced_commitment, is_forced, probe_positions, probe_segment
+from proofs.probes import Probe, ProbeTree, forced_commitment, is_forced, probe_positions, probe_segment
 from submitter.timeline import job_timeline
 
 from .test_lifecycle import FEE, MANIFEST, MODEL, REPORT, REWARD, ROOT, post, stake, wallets

@@ -14,8 +14,9 @@ import pytest
 from core.contracts import JobId, JobState, Role
 from core.probe import Bytes32
 from deploy.devnet import Devnet
-from proofs import Trace, load_dataset, train_trace
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
+from proofs.train import Trace, train_trace
 
 if TYPE_CHECKING:
     from tests.conftest import Parties

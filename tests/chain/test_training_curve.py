@@ -19,8 +19,9 @@ from core.cid import Cid, cid_to_digest
 from core.contracts import Role
 from core.storage import LocalStore
 from deploy.devnet import Devnet
-from proofs import load_dataset, train_trace
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
+from proofs.train import train_trace
 from submitter.curve import CURVE_SIZE_PX, CurvePoint, TrainingCurve, draw_curve, job_curve
 from tests.chain.test_lifecycle import post, stake
 

@@ -29,22 +29,14 @@ from core.dispute import Action, derive_salt, isolated_step, next_turn, opening,
 from core.reverts import revert_class
 from core.storage.local import LocalStore
 from deploy.devnet import Devnet
-from proofs import (
-    Dataset,
-    JobSpec,
-    Probe,
-    ProbeTree,
-    TraceTree,
-    Trainer,
-    decode_checkpoint,
-    encode_checkpoint,
-    execute_step,
-    load_dataset,
-    probe_positions,
-    state_at,
-    state_hash,
-)
+from proofs.checkpoint import decode_checkpoint, encode_checkpoint, state_hash
+from proofs.data import Dataset, load_dataset
 from proofs.datasets import reference_job
+from proofs.merkle import TraceTree
+from proofs.probes import Probe, ProbeTree, probe_positions
+from proofs.spec import JobSpec
+from proofs.steps import execute_step, state_at
+from proofs.train import Trainer
 
 VERI = 10**18
 REWARD = 100 * VERI

@@ -14,7 +14,8 @@ from core.dispute import Action, isolated_step, next_turn, opening, vote_commitm
 from core.errors import ConfigError
 from core.reverts import revert_class
 from deploy.deployer import DeployParams
-from proofs import TraceTree, state_hash
+from proofs.checkpoint import state_hash
+from proofs.merkle import TraceTree
 
 from .arena import SEGMENT, Arena, K
 

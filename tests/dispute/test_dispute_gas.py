@@ -17,7 +17,8 @@ from eth_utils import keccak
 
 from core.contracts import Bytes32, GameStatus
 from core.dispute import max_moves, midpoint, opening, vote_commitment
-from proofs import Probe, TraceTree
+from proofs.merkle import TraceTree
+from proofs.probes import Probe
 
 from .arena import FEE, REWARD, Arena
 

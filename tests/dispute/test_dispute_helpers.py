@@ -32,7 +32,8 @@ from core.dispute import (
     vote_commitment,
     winner,
 )
-from proofs import Probe, ProbeTree, TraceTree, verify_probe, verify_proof
+from proofs.merkle import TraceTree, verify_proof
+from proofs.probes import Probe, ProbeTree, verify_probe
 
 SOLVER = Address("0x70997970C51812dc3A010C7d01b50e0d17dc79C8")
 CHALLENGER = Address("0x3C44CdDdB6a900fa2b585dd299e03d12FA4293BC")

@@ -25,7 +25,8 @@ from core.reverts import revert_class
 from core.storage.local import LocalStore
 from deploy.deployer import DeployParams
 from deploy.devnet import start_devnet
-from proofs import forced_commitment, forced_hash, state_hash
+from proofs.checkpoint import state_hash
+from proofs.probes import forced_commitment, forced_hash
 
 from .arena import FEE, REWARD, Arena, K, TrainedJob
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from core.contracts import Event, GameId, GameStatus, JobId, JobState, SettleReason
-from proofs.adversary import STRATEGIES
+from proofs.strategies import STRATEGIES
 from solver.daemon import SILENT_CHEATS
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, settled, total_wealth, wealth

@@ -1,6 +1,6 @@
 """A solver that trains honestly but commits a prettier training curve loses its bond in the trace game.
 
-The solver daemon (``--cheat false-loss``, proofs.adversary.FALSE_CLAIMS) trains every segment as
+The solver daemon (``--cheat false-loss``, proofs.strategies.FALSE_CLAIMS) trains every segment as
 the spec says and commits the second half of its curve at 0.8x the mean losses training computed.
 The honest verifier's replay reproduces every state and fails those segments as ``wrong-loss``
 (its report lists the loss it replayed); it opens the trace game on the first of them. Every state

@@ -25,7 +25,7 @@ from typing import Any
 from core.agent import mined
 from core.cid import digest_to_cid
 from core.contracts import GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
-from proofs import MANIFEST_BLOCK, load_manifest
+from proofs.manifest import MANIFEST_BLOCK, load_manifest
 from rolebase.actions import stake
 from rolebase.events import AUDIT_RECORDED, JACKPOT_INCOME
 from submitter import service

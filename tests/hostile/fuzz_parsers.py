@@ -39,8 +39,13 @@ from core.errors import AddressBookError, ConfigError, SignerError  # noqa: E402
 from core.storage import IpfsStore, LocalStore, StorageError, file_cid  # noqa: E402
 from core.storage.unixfs import Link, parent_block, read_block  # noqa: E402
 from deploy.deployer import DeployParams  # noqa: E402
-from proofs import ProofError, decode_checkpoint, load_dataset, load_manifest, load_spec, parse_manifest, train_trace  # noqa: E402
+from proofs.checkpoint import decode_checkpoint  # noqa: E402
+from proofs.data import load_dataset  # noqa: E402
 from proofs.datasets import reference_job  # noqa: E402
+from proofs.errors import ProofError  # noqa: E402
+from proofs.manifest import load_manifest, parse_manifest  # noqa: E402
+from proofs.spec import load_spec  # noqa: E402
+from proofs.train import train_trace  # noqa: E402
 from submitter.errors import SubmitError  # noqa: E402
 from submitter.specfile import read_job  # noqa: E402
 from whistleblower.audit import MalformedReport, parse_segments  # noqa: E402

@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from proofs import Dataset, JobSpec, Trace, load_dataset, load_spec, train_trace
+from proofs.data import Dataset, load_dataset
 from proofs.datasets import shapes, spirals, text_tokens
 from proofs.merkle import hex32, to_bytes32
-from proofs.spec import TOKEN_MODELS
+from proofs.spec import TOKEN_MODELS, JobSpec, load_spec
+from proofs.train import Trace, train_trace
 
 
 def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:

@@ -43,8 +43,9 @@ def _shared_array(self: Any, shape: Any, dtype: Any) -> np.ndarray:
 
 kernelapi.FakeCUDAShared.array = _shared_array
 
-from proofs import load_dataset, repro, repro_cuda  # noqa: E402
+from proofs import repro, repro_cuda  # noqa: E402
 from proofs import repro_kernels as K  # noqa: E402
+from proofs.data import load_dataset  # noqa: E402
 from proofs.datasets import shapes, spirals, text_tokens  # noqa: E402
 from proofs.train import Trainer  # noqa: E402
 

@@ -19,9 +19,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from proofs import decode_checkpoint, execute_step, initial_state_hash, load_dataset, load_spec, replay_segment, state_hash
 from proofs import repro_kernels as K
+from proofs.checkpoint import decode_checkpoint, state_hash
+from proofs.data import load_dataset
 from proofs.merkle import hex32
+from proofs.replay import initial_state_hash, replay_segment
+from proofs.spec import load_spec
+from proofs.steps import execute_step
 from proofs.train import Runtime, Trainer, held_out_loss
 
 

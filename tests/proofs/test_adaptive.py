@@ -12,29 +12,16 @@ import math
 import pytest
 from eth_utils import keccak
 
-from proofs import (
-    Reason,
-    Runtime,
-    Tolerance,
-    cheat,
-    check_norm,
-    check_start,
-    choose_segments,
-    detection_probability,
-    distances,
-    execute_step,
-    first_idle_step,
-    initial_state,
-    load_dataset,
-    mix,
-    referee_step,
-    replay_segment,
-    train_trace,
-    verify_trace,
-)
+from proofs.adversary import cheat, mix
 from proofs.calibrate import calibrate
 from proofs.checkpoint import decode_checkpoint
+from proofs.data import load_dataset
 from proofs.datasets import REFERENCE_JOBS, reference_job
+from proofs.replay import Reason, check_norm, check_start, distances, first_idle_step, initial_state, referee_step, replay_segment, verify_trace
+from proofs.sampling import choose_segments, detection_probability
+from proofs.spec import Tolerance
+from proofs.steps import execute_step
+from proofs.train import Runtime, train_trace
 
 KINDS = ("mlp", "cnn", "char-transformer", "gpt", "resnet")
 #: The thresholds calibrated for char-text under the old whole-vector rule (docs/proofs.md).
@@ -162,7 +149,7 @@ def test_drift_the_old_window_let_through_fails_the_update_relative_rule(jobs) -
 
 
 def _replayed_params(spec, dataset, start: bytes):
-    from proofs import Trainer
+    from proofs.train import Trainer
 
     trainer = Trainer(spec, dataset)
     trainer.load(decode_checkpoint(start))

@@ -2,7 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from proofs import ALL_STRATEGIES, FALSE_CLAIMS, STRATEGIES, ProofError, Reason, cheat, choose_segments, replay_segment, verify_trace
+from proofs.adversary import cheat
+from proofs.errors import ProofError
+from proofs.replay import Reason, replay_segment, verify_trace
+from proofs.sampling import choose_segments
+from proofs.strategies import ALL_STRATEGIES, FALSE_CLAIMS, STRATEGIES
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

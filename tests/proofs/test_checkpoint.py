@@ -8,8 +8,9 @@ import pytest
 import torch
 from safetensors.torch import save as safetensors_save
 
-from proofs import CheckpointError, HashMismatch, LimitExceeded, decode_checkpoint, encode_checkpoint, state_hash
-from proofs.checkpoint import MAX_CHECKPOINT_BYTES, update_norm
+from proofs.checkpoint import decode_checkpoint, encode_checkpoint, state_hash, update_norm
+from proofs.errors import CheckpointError, HashMismatch, LimitExceeded
+from proofs.spec import Limits
 
 SPEC = "0x" + "11" * 32
 
@@ -77,7 +78,7 @@ def test_wrong_format_tag_spec_and_dtype_are_refused() -> None:
 def test_oversize_checkpoint_is_refused_before_hashing() -> None:
     class Huge(bytes):
         def __len__(self) -> int:
-            return MAX_CHECKPOINT_BYTES + 1
+            return Limits.CHECKPOINT_BYTES + 1
 
     with pytest.raises(LimitExceeded):
         decode_checkpoint(Huge(b"x"))

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 from core.storage import LocalStore
-from proofs import decode_checkpoint, encode_checkpoint, load_dataset, state_hash, train_trace, update_norm
-from proofs.checkpoint import StateBuffer, hash_state
+from proofs.checkpoint import StateBuffer, decode_checkpoint, encode_checkpoint, hash_state, state_hash, update_norm
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
 from proofs.replay import _LEAF, distances, moved_frozen
-from proofs.train import Committed, Committer, Trainer
+from proofs.train import Committed, Committer, Trainer, train_trace
 
 
 def _job(name: str = "char-text", steps: int = 30, k: int = 10) -> tuple[Trainer, int]:

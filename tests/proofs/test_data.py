@@ -7,7 +7,8 @@ import pytest
 import torch
 from safetensors.numpy import save
 
-from proofs import BatchOrder, DatasetError, LimitExceeded, load_dataset
+from proofs.data import BatchOrder, load_dataset
+from proofs.errors import DatasetError, LimitExceeded
 from proofs.spec import Limits
 
 

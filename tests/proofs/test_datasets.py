@@ -2,9 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from proofs import LimitExceeded, ProofError, evaluate, initial_state, load_dataset, parse_manifest, sample_tokens, train_trace
+from proofs.data import load_dataset
 from proofs.datasets import REFERENCE_JOBS, reference_job, shapes, spirals, text_tokens
-from proofs.manifest import MAX_MANIFEST_BYTES
+from proofs.errors import LimitExceeded, ProofError
+from proofs.evaluate import evaluate, sample_tokens
+from proofs.manifest import MAX_MANIFEST_BYTES, parse_manifest
+from proofs.replay import initial_state
+from proofs.train import train_trace
 
 
 def test_builders_are_pure_functions_of_their_seed() -> None:

@@ -1,4 +1,4 @@
-"""The cheats of issue 31: one bad segment or a few (``proofs.adversary.FEW_BAD``).
+"""The cheats of issue 31: one bad segment or a few (``proofs.strategies.FEW_BAD``).
 
 Each trace is not the honest one (so a full replay, which compares every leaf with its own replay
 from the seeded initialization, catches it whatever n), fails replay exactly on its faked segments
@@ -16,22 +16,13 @@ import pytest
 import torch
 from eth_utils import keccak
 
-from proofs import (
-    Reason,
-    caught_probability,
-    cheat,
-    check_start,
-    choose_segments,
-    detection_probability,
-    full_replay_drawn,
-    load_dataset,
-    needs_full_replay,
-    replay_segment,
-    train_trace,
-)
-from proofs.adversary import MOVES, dead_units_saving
+from proofs.adversary import MOVES, cheat, dead_units_saving
 from proofs.checkpoint import decode_checkpoint
+from proofs.data import load_dataset
 from proofs.datasets import blobs
+from proofs.replay import Reason, check_start, replay_segment
+from proofs.sampling import caught_probability, choose_segments, detection_probability, full_replay_drawn, needs_full_replay
+from proofs.train import train_trace
 
 N = 30  # segments of k = 2 steps: a few seconds per attack
 #: quiet jumps each move at most half an honest segment, so fewer of them at k = 10

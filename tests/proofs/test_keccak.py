@@ -8,7 +8,7 @@ from eth_utils import keccak as eth_keccak
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proofs import ProofError
+from proofs.errors import ProofError
 from proofs.keccak import address_word, keccak, uint256
 
 

@@ -18,12 +18,12 @@ from core.storage import LocalStore, file_cid
 from core.storage.gateway import GatewayServer
 from core.storage.peers import FetchingStore
 from core.storage.unixfs import CHUNK_SIZE
-from proofs import check_committed_manifest, committed_manifest
 from proofs.datasets import reference_job
 from proofs.errors import LimitExceeded, ManifestError
 from proofs.keccak import keccak
-from proofs.manifest import MANIFEST_BLOCK, PAGE_CHECKPOINTS, CheckpointEntry, Manifest, load_manifest, manifest_blocks, write_manifest
+from proofs.manifest import MANIFEST_BLOCK, PAGE_CHECKPOINTS, CheckpointEntry, Manifest, committed_manifest, load_manifest, manifest_blocks, write_manifest
 from proofs.merkle import TraceTree
+from proofs.replay import check_committed_manifest
 from proofs.spec import canonical_json
 
 N = 10_000  # segments: 10,001 checkpoints

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.probe import Bytes32
-from proofs import MerkleError, TraceTree, leaf_hash, verify_proof
+from proofs.errors import MerkleError
+from proofs.merkle import TraceTree, leaf_hash, verify_proof
 
 if TYPE_CHECKING:
     from tests.proofs.conftest import OpenZeppelin

@@ -16,14 +16,16 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from proofs import DatasetError, Reason, SpecError, check_held_out, check_manifest, check_start, load_dataset, replay_segment, train_trace
 from proofs.adversary import cheat
 from proofs.checkpoint import decode_checkpoint
+from proofs.data import load_dataset
+from proofs.errors import DatasetError, SpecError
 from proofs.evaluate import evaluate
 from proofs.manifest import parse_manifest
 from proofs.optim import _cos_pi, build_optimizer, clip_by_global_norm, learning_rate
+from proofs.replay import Reason, check_held_out, check_manifest, check_start, replay_segment
 from proofs.spec import AdamWConfig, ScheduleConfig
-from proofs.train import Runtime, Trainer, model_held_out_loss
+from proofs.train import Runtime, Trainer, model_held_out_loss, train_trace
 
 NUMERICS = ["repro-v1", "torch"]
 

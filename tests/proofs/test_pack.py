@@ -10,9 +10,10 @@ import pytest
 import torch
 from safetensors.numpy import load as load_safetensors
 
-from proofs import DatasetError, LimitExceeded, SpecError, load_dataset, load_spec
+from proofs.data import load_dataset
+from proofs.errors import DatasetError, LimitExceeded, SpecError
 from proofs.pack import as_nchw, pack_images, pack_text, read_array
-from proofs.spec import JobSpec
+from proofs.spec import JobSpec, load_spec
 from proofs.tokenizer import VOCAB_SIZE, shipped
 
 TEXT = "To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer. " * 20

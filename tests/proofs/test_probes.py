@@ -11,23 +11,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.probe import Bytes32
-from proofs import (
+from proofs.errors import MerkleError, ProofError
+from proofs.probes import (
     FORCED_DOMAIN,
-    MerkleError,
     Probe,
     ProbeTree,
-    ProofError,
     forced_commitment,
     forced_hash,
     is_forced,
     parse_probe,
     probe_json,
+    probe_leaf,
     probe_positions,
     probe_segment,
     probe_step,
     verify_probe,
 )
-from proofs.probes import probe_leaf
 
 if TYPE_CHECKING:
     from tests.proofs.conftest import OpenZeppelin

@@ -9,27 +9,14 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proofs import (
-    ManifestError,
-    Reason,
-    SegmentOutOfRange,
-    check_loss,
-    decode_checkpoint,
-    distances,
-    execute_step,
-    parse_manifest,
-    replay_segment,
-    segment_loss,
-    state_at,
-    state_hash,
-    train_trace,
-    verify_trace,
-)
 from proofs.calibrate import calibrate
-from proofs.manifest import is_float32
-from proofs.replay import LOSS_RTOL
+from proofs.checkpoint import decode_checkpoint, state_hash
+from proofs.errors import ManifestError, SegmentOutOfRange
+from proofs.manifest import is_float32, parse_manifest
+from proofs.replay import LOSS_RTOL, Reason, check_loss, distances, replay_segment, verify_trace
 from proofs.spec import Tolerance
-from proofs.train import Runtime
+from proofs.steps import execute_step, state_at
+from proofs.train import Runtime, segment_loss, train_trace
 
 KINDS = ["mlp", "cnn", "char-transformer", "gpt", "resnet"]
 

@@ -26,16 +26,20 @@ from safetensors.numpy import load as load_safetensors
 from safetensors.torch import save
 from torch.nn import functional as F
 
-from proofs import decode_checkpoint, execute_step, initial_state, load_dataset, repro, repro_init, state_hash, train_trace
+from proofs import repro, repro_init
 from proofs import repro_kernels as K
+from proofs.checkpoint import decode_checkpoint, state_hash
+from proofs.data import load_dataset
 from proofs.errors import SpecError
 from proofs.merkle import hex32
 from proofs.models import GPT, build_model, ops_for
 from proofs.pack import pack_images, pack_text
+from proofs.replay import initial_state
 from proofs.repro_init import Init, draw
 from proofs.spec import load_spec
+from proofs.steps import execute_step
 from proofs.tokenizer import VOCAB_SIZE
-from proofs.train import Runtime
+from proofs.train import Runtime, train_trace
 
 CHILD = Path(__file__).with_name("repro_child.py")
 FMA_CHILD = Path(__file__).with_name("fma_child.py")

@@ -7,15 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from proofs import (
-    DEFAULT_Q,
-    DEFAULT_R,
-    ProofError,
-    choose_segments,
-    detection_probability,
-    replay_fraction,
-    required_random,
-)
+from proofs.errors import ProofError
+from proofs.sampling import DEFAULT_Q, DEFAULT_R, choose_segments, detection_probability, replay_fraction, required_random
 
 
 def seed_of(i: int) -> str:

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from proofs import JobSpec, LimitExceeded, Limits, ProofError, SpecError, load_spec
+from proofs.errors import LimitExceeded, ProofError, SpecError
 from proofs.models import build_model
-from proofs.spec import TOKEN_MODELS, CharTransformerConfig, CNNConfig, GPTConfig, MLPConfig, ResNetConfig, training_memory_bytes
+from proofs.spec import TOKEN_MODELS, CharTransformerConfig, CNNConfig, GPTConfig, JobSpec, Limits, MLPConfig, ResNetConfig, load_spec, training_memory_bytes
 
 #: GPT-2 small in nanoGPT's configuration (the vocabulary unpadded).
 GPT2_SMALL = {"kind": "gpt", "vocab_size": 50257, "block_size": 1024, "n_layer": 12, "n_head": 12, "n_embd": 768, "bias": True}

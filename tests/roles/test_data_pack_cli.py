@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from core.storage import file_cid
 from deploy.anvil import free_port
-from proofs import load_dataset, load_spec
+from proofs.data import load_dataset
+from proofs.spec import load_spec
 from veritrain.cli import app
 
 CLI = [sys.executable, "-m", "veritrain"]

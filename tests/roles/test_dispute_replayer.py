@@ -12,10 +12,13 @@ import pytest
 from core.cid import cid_to_digest
 from core.contracts import Bytes32, GameId, GameStatus, JobId
 from core.storage import LocalStore
-from proofs import Trace, cheat, load_dataset, state_at, state_hash, train_trace
+from proofs.adversary import cheat
+from proofs.checkpoint import state_hash
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
 from proofs.numerics import profile
-from proofs.train import Runtime
+from proofs.steps import state_at
+from proofs.train import Runtime, Trace, train_trace
 from rolebase.dispute import DisputeReplayer, DisputeWorkError, JobMaterial
 
 JOB = JobId(7)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from core.gas import max_published_checkpoint_bytes
 from core.storage import file_cid
-from proofs import initial_state, load_dataset
+from proofs.data import load_dataset
+from proofs.replay import initial_state
 from proofs.tokenizer import shipped
 from proofs.train import Trainer
 from submitter.demo_job import build_demo_job, evaluate_model, posted_spec, sample_text

@@ -15,7 +15,6 @@ from core.contracts import Protocol, Role
 from deploy.devnet import Devnet
 from rolebase.cli import status_report
 from rolebase.metrics import CONTENT_TYPE, render, serve_metrics
-from solver import daemon
 from solver.cli import solver_status
 
 #: One sample line of the text exposition format 0.0.4: name{label="value",...} number.
@@ -36,7 +35,7 @@ def test_a_staked_daemon_s_status_is_scraped_as_prometheus_text(devnet: Devnet, 
     proto.stakes.stake(Role.SOLVER, 150 * 10**18)
     devnet.book.save(tmp_path / f"{devnet.client.chain_id}.json")
     settings = Settings.load(env={}, rpc_url=devnet.rpc_url, address_book_dir=tmp_path, data_dir=tmp_path / "data")
-    server = serve_metrics("127.0.0.1:0", lambda: render("solver", status_report("solver", settings, me, True, daemon.state_dir, solver_status)))
+    server = serve_metrics("127.0.0.1:0", lambda: render("solver", status_report("solver", settings, me, True, solver_status)))
     try:
         with urllib.request.urlopen(server.url, timeout=60) as reply:
             assert reply.headers["Content-Type"] == CONTENT_TYPE

@@ -27,16 +27,16 @@ from core.contracts import Capabilities, Device, JobId, JobState, Protocol, Role
 from core.gas import max_published_checkpoint_bytes
 from core.storage import ContentStore, LocalStore, file_cid
 from deploy.devnet import Devnet
-from proofs import load_dataset, load_spec
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
 from proofs.numerics import profile
-from proofs.spec import training_memory_bytes
+from proofs.spec import load_spec, training_memory_bytes
 from proofs.train import Runtime
 from rolebase.actions import stake
 from rolebase.capabilities import misfit
 from solver import daemon, judge
-from solver.judge import Limits, SpecJudge
-from solver.policy import SolverConfig, fits_flag
+from solver.judge import SpecJudge
+from solver.policy import Limits, SolverConfig, fits_flag
 from solver.state import SolverDb
 
 if TYPE_CHECKING:

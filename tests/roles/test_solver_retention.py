@@ -17,16 +17,22 @@ from core.cid import Cid, cid_to_digest
 from core.contracts import JobId, JobState, Role, TokenAmount
 from core.storage import LocalStore, file_cid
 from deploy.devnet import Devnet
-from proofs import JobSpec, Trace, load_dataset, parse_manifest, probe_positions, state_at, state_hash, train_trace
+from proofs.checkpoint import state_hash
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
+from proofs.manifest import parse_manifest
 from proofs.merkle import hex32
+from proofs.probes import probe_positions
 from proofs.sampling import choose_segments
+from proofs.spec import JobSpec
+from proofs.steps import state_at
+from proofs.train import Trace, train_trace
 from rolebase.watchers import MarketWatcher
 from solver import files
 from solver.availability import publication
-from solver.judge import Limits, SpecJudge
+from solver.judge import SpecJudge
 from solver.loader import SolverLoader
-from solver.policy import Phase, SolverConfig, SpecCheck
+from solver.policy import Limits, Phase, SolverConfig, SpecCheck
 from solver.retention import (
     COPIES,
     PUBLISH_MARGIN_S,

@@ -12,12 +12,16 @@ from core.cid import cid_to_digest
 from core.contracts import JobId
 from core.storage import LocalStore, file_cid
 from deploy.devnet import Devnet
-from proofs import JobSpec, cheat, load_dataset, parse_manifest, train_trace
+from proofs.adversary import cheat
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
+from proofs.manifest import parse_manifest
+from proofs.spec import JobSpec
+from proofs.train import train_trace
 from rolebase.watchers import MarketWatcher
 from solver.adversary import CheatingJobTrainer
-from solver.judge import Limits, SpecJudge
-from solver.policy import Phase
+from solver.judge import SpecJudge
+from solver.policy import Limits, Phase
 from solver.state import SolverDb
 from solver.work import JobTrainer, JobWorkError
 

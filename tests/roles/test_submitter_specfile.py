@@ -11,9 +11,10 @@ import torch
 from safetensors.torch import save
 
 from core.storage import LocalStore, file_cid
-from proofs import initial_state, load_dataset
 from proofs.checkpoint import decode_checkpoint
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
+from proofs.replay import initial_state
 from submitter.errors import SubmitError
 from submitter.specfile import publish, read_job
 

@@ -20,13 +20,16 @@ from core.contracts import MANIFEST_ITEM, Bytes32, JobId
 from core.dispute import ZERO32
 from core.errors import VeritrainError
 from core.storage import LocalStore
-from proofs import JobSpec, Probe, ProbeTree, Trace, forced_hash, load_dataset, load_spec, parse_probe, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
-from proofs.checkpoint import decode_checkpoint, encode_checkpoint
+from proofs.checkpoint import decode_checkpoint, encode_checkpoint, state_hash
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
 from proofs.merkle import TraceTree, hex32
 from proofs.numerics import profile
-from proofs.train import Runtime
+from proofs.probes import Probe, ProbeTree, forced_hash, parse_probe, probe_positions
+from proofs.spec import JobSpec, load_spec
+from proofs.steps import state_at
+from proofs.train import Runtime, Trace, train_trace
 from rolebase.inputs import fetch_dataset
 from verifier.adversary import strategies
 from verifier.policy import Draw

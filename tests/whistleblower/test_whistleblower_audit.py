@@ -19,11 +19,14 @@ from core.cid import cid_to_digest, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId, ReportSeal
 from core.storage import LocalStore
 from core.storage.unixfs import file_cid
-from proofs import Probe, ProbeTree, Runtime, Trace, load_dataset, probe_positions, state_at, state_hash, train_trace
 from proofs.adversary import cheat
+from proofs.checkpoint import state_hash
+from proofs.data import load_dataset
 from proofs.datasets import reference_job
 from proofs.merkle import hex32
-from proofs.probes import probe_json, verify_probe
+from proofs.probes import Probe, ProbeTree, probe_json, probe_positions, verify_probe
+from proofs.steps import state_at
+from proofs.train import Runtime, Trace, train_trace
 from rolebase.dispute import JobMaterial
 from whistleblower.audit import AuditDeferred, Auditor
 from whistleblower.policy import FindingKind

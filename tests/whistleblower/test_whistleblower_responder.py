@@ -14,7 +14,8 @@ from core.chain import Address
 from core.cid import cid_to_digest
 from core.contracts import Bytes32, GameId, JobId, JobState, ReportSeal
 from core.storage import file_cid
-from proofs import Probe, ProbeTree, TraceTree
+from proofs.merkle import TraceTree
+from proofs.probes import Probe, ProbeTree
 from whistleblower.policy import Challenge, Finding, FindingKind
 from whistleblower.responder import WhistleblowerResponder
 from whistleblower.state import WhistleblowerDb
