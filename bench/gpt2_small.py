@@ -46,6 +46,7 @@ from proofs.merkle import TraceTree, hex32
 from proofs.replay import initial_state
 from proofs.spec import Limits
 from rolebase.court import CourtDuty, CourtWatcher, court_moves
+from rolebase.watchers import MarketWatcher
 from submitter.demo_job import build_demo_job, posted_spec
 from veritrain.demo import run_demo
 
@@ -133,7 +134,13 @@ def withheld(workdir: Path, job_name: str, steps: int | None) -> dict[str, Any]:
                 challenge(verifier, ver.address, lacking)
             break
         duties = [
-            CourtDuty(proto.with_signer(m), FetchingStore(LocalStore(workdir / f"member-{i}"), [gateway.url]), m.address, _secret())
+            CourtDuty(
+                proto.with_signer(m),
+                FetchingStore(LocalStore(workdir / f"member-{i}"), [gateway.url]),
+                m.address,
+                _secret(),
+                MarketWatcher(proto.market, proto.book.deploy_block),
+            )
             for i, m in enumerate(members)
         ]
         params = proto.court.params()

@@ -400,6 +400,11 @@ class ChainClient:
         block = self.rpc("eth_getBlockByNumber", ["latest", False])
         return BlockNumber(int(block["number"], 16)), str(block["hash"])
 
+    def block_hash(self, number: int) -> str | None:
+        """The hash of block ``number`` on the node's chain now (None: the chain has no such block)."""
+        block = self.rpc("eth_getBlockByNumber", [hex(number), False])
+        return None if block is None else str(block["hash"])
+
     def block_gas_limit(self) -> int:
         """The latest block's gas limit: the most one transaction can spend on this chain."""
         return int(self.with_retry("eth_getBlockByNumber", lambda: self.w3.eth.get_block("latest"))["gasLimit"])

@@ -27,6 +27,7 @@ from web3.contract import Contract
 from core import artifacts
 from core.address_book import AddressBook
 from core.chain import Address, BlockNumber, ChainClient, Receipt, Signer
+from core.cid import Cid, digest_to_cid
 from core.errors import ArtifactsMissing, ChainError, SignerError
 from core.gas import answer_availability_gas
 from core.probe import Bytes32, Probe
@@ -45,6 +46,7 @@ __all__ = [
     "Job",
     "MarketParams",
     "ReportSeal",
+    "TraceCommitment",
     "ForcedSeed",
     "AvailabilityChallenge",
     "StakeInfo",
@@ -244,6 +246,25 @@ class MarketParams:
     """Chance that a commit's draw chooses it for full replay (every segment replayed; docs/protocol.md)."""
     full_replay_fee_bps: int
     """Replay fee (share of the reward) a submitter escrows on top; paid to a full replay's verifier."""
+
+
+@dataclass(frozen=True)
+class TraceCommitment:
+    """What a solver committed for a job, from its ``TraceCommitted`` event (the chain stores only
+    the root: ``Job.trace_root``; a job reopened after a slash is committed again, under another root)."""
+
+    solver: Address
+    trace_root: Bytes32
+    checkpoint_count: int
+    final_model_cid: Cid
+    manifest_cid: Cid
+
+    @classmethod
+    def of(cls, event: Event) -> TraceCommitment:
+        a = event.args
+        return cls(
+            Address(a["solver"]), Bytes32(bytes(a["traceRoot"])), int(a["checkpointCount"]), digest_to_cid(a["finalModelCid"]), digest_to_cid(a["manifestCid"])
+        )
 
 
 @dataclass(frozen=True)

@@ -24,14 +24,15 @@ from eth_utils import keccak
 
 from core.agent import log_mined
 from core.chain import Address
-from core.cid import digest_to_cid
 from core.contracts import MANIFEST_ITEM, Ballot, Case, CaseStatus, CourtParams, JobId, Protocol, court_commitment, lacking_items
 from core.dispute import derive_salt
+from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
 from proofs.errors import ProofError
 from proofs.manifest import MAX_MANIFEST_BYTES, committed_manifest
 from proofs.spec import Limits
+from rolebase.watchers import MarketWatcher
 
 log = logging.getLogger(__name__)
 
@@ -122,9 +123,10 @@ class CourtDuty:
     in the role's records; a vote's salt is derived from it, and its reveal matches the commitment
     on chain, so nothing about a vote is stored."""
 
-    def __init__(self, protocol: Protocol, store: ContentStore, me: Address, salt_secret: Callable[[], bytes]) -> None:
+    def __init__(self, protocol: Protocol, store: ContentStore, me: Address, salt_secret: Callable[[], bytes], watcher: MarketWatcher) -> None:
         self.protocol = protocol
         self.store = store
+        self.watcher = watcher  # the trace commitment a case names
         self.me = me
         self._salt_secret = salt_secret
 
@@ -151,15 +153,16 @@ class CourtDuty:
         against the committed trace). What was fetched stays in our store, which we serve from."""
         p = self.protocol
         opened = p.court.events("CaseOpened", p.book.deploy_block, caseId=case_id)
-        committed = [
-            e for e in p.market.events("TraceCommitted", p.book.deploy_block, jobId=case.job_id) if bytes(e.args["traceRoot"]) == bytes(case.trace_root)
-        ]
-        if not opened or not committed:
-            log.warning("case or trace not found in the logs", extra={"case": case_id, "job": case.job_id})
+        try:
+            committed = self.watcher.commitment(JobId(case.job_id), case.trace_root)
+        except VeritrainError as exc:
+            log.warning("trace not found in the logs", extra={"case": case_id, "job": case.job_id, "error": str(exc)})
             return False
-        count = int(committed[-1].args["checkpointCount"])
-        items = lacking_items(count, bytes(opened[-1].args["lacking"]))
-        manifest_cid = digest_to_cid(committed[-1].args["manifestCid"])
+        if not opened:
+            log.warning("case not found in the logs", extra={"case": case_id, "job": case.job_id})
+            return False
+        items = lacking_items(committed.checkpoint_count, bytes(opened[-1].args["lacking"]))
+        manifest_cid = committed.manifest_cid
         try:
             data = self.store.get(manifest_cid, MAX_MANIFEST_BYTES)
         except StorageError as exc:

@@ -3,8 +3,8 @@ midpoints, defend its own probe in a whistleblower's report game, and re-execute
 step as a referee.
 
 Everything a move needs is re-read by CID and checked: the job's spec and dataset (from the
-``JobPosted`` event), its manifest (from the latest ``TraceCommitted`` event, its root checked
-against the job's committed root), checkpoint ``j`` (against the manifest's state hash), and a
+``JobPosted`` event), its manifest (from the ``TraceCommitted`` event under the job's committed
+root; both read through the role's :class:`rolebase.watchers.MarketWatcher`), checkpoint ``j`` (against the manifest's state hash), and a
 referee's pre-state (against the agreed hash on chain). The truth at a midpoint is recomputed
 with ``proofs.state_at`` from checkpoint ``j``, both to answer the solver and to post our own
 midpoints as a report game's defender (stored, so that the challenger and the referees can
@@ -108,22 +108,19 @@ class DisputeReplayer:
         key = (int(job_id), bytes(job.trace_root))
         if key not in self._material:
             self._material = {k: v for k, v in self._material.items() if k[0] != int(job_id)}
-            committed = self.protocol.market.events("TraceCommitted", self.protocol.book.deploy_block, jobId=job_id)
-            if not committed:
-                raise DisputeWorkError(f"job {job_id}: no TraceCommitted event")
             try:
+                committed = self.watcher.commitment(job_id, job.trace_root)
                 spec = self._spec(job_id)
                 dataset = fetch_dataset(self.store, spec)
-                args = committed[-1].args
-                manifest = load_manifest(self.store.get(digest_to_cid(args["manifestCid"]), MANIFEST_BLOCK), self._page)
-            except (ProofError, StorageError) as exc:
+                manifest = load_manifest(self.store.get(committed.manifest_cid, MANIFEST_BLOCK), self._page)
+            except (ProofError, StorageError, VeritrainError) as exc:
                 raise DisputeWorkError(f"job {job_id}: {exc}") from exc
             fault = job_fault(job_id, spec, self.rt)
             if fault is not None:  # not the solver's fault: nothing is replayed, nothing voted
                 raise DisputeWorkError(fault)
             if manifest.root != job.trace_root:
                 raise DisputeWorkError(f"job {job_id}: manifest root {hex32(manifest.root)} is not the committed {hex32(job.trace_root)}")
-            consistent = check_manifest(spec, manifest, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]))
+            consistent = check_manifest(spec, manifest, committed.checkpoint_count, committed.final_model_cid)
             self._material[key] = JobMaterial(spec, dataset, manifest, None if consistent.passed else consistent.detail)
         return self._material[key]
 
@@ -139,19 +136,16 @@ class DisputeReplayer:
         """A referee's vote in a manifest game: is the manifest the chain holds (the contract opened the
         game only once it was published) the committed trace of the spec?"""
         p = self.protocol
-        committed = p.market.events("TraceCommitted", p.book.deploy_block, jobId=game.job_id)
-        if not committed:
-            raise DisputeWorkError(f"game {game_id}: no TraceCommitted event")
-        args = committed[-1].args
-        data = Availability(p, self.store).published(game.job_id, MANIFEST_ITEM, digest_to_cid(args["manifestCid"]), None)
+        root = p.market.get_job(game.job_id).trace_root
+        try:
+            committed = self.watcher.commitment(game.job_id, root)
+            spec = self._spec(game.job_id)
+        except (ProofError, StorageError, VeritrainError) as exc:
+            raise DisputeWorkError(f"game {game_id}, job {game.job_id}: {exc}") from exc
+        data = Availability(p, self.store).published(game.job_id, MANIFEST_ITEM, committed.manifest_cid, None)
         if data is None:
             raise DisputeWorkError(f"game {game_id}: the committed manifest is not published on chain")
-        try:
-            spec = self._spec(game.job_id)
-        except (ProofError, StorageError) as exc:
-            raise DisputeWorkError(f"job {game.job_id}: {exc}") from exc
-        root = p.market.get_job(game.job_id).trace_root
-        verdict = check_committed_manifest(spec, data, root, int(args["checkpointCount"]), digest_to_cid(args["finalModelCid"]), self._page)
+        verdict = check_committed_manifest(spec, data, root, committed.checkpoint_count, committed.final_model_cid, self._page)
         log.info("manifest judged", extra={"game": game_id, "detail": verdict.detail, "solver_right": verdict.passed})
         return verdict.passed
 

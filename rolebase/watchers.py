@@ -1,12 +1,15 @@
-"""What the role loaders read the chain through: the market's live jobs and the live dispute games,
-each read once it is final no more."""
+"""What the roles read the chain through: the market's live jobs, what each was posted with and
+committed to, and the live dispute games, each read once it is final no more."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from typing import TypeVar
 
-from core.contracts import DisputeGame, Game, GameId, Job, JobId, JobMarket
+from core.contracts import Bytes32, DisputeGame, Game, GameId, Job, JobId, JobMarket, TraceCommitment
 from core.errors import VeritrainError
+from proofs.merkle import hex32
 from rolebase.records import RoleDb
 
 
@@ -26,19 +29,32 @@ class Moment:
     now: int
 
 
-class MarketWatcher:
-    """Reads the market for the role loaders: live jobs each tick, spec CIDs from ``JobPosted`` events.
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
-    Final is forever, so jobs known final are never read again; ``JobPosted`` logs are read
-    once, incrementally, from the deployment block on (the spec CID is only in that event).
+
+class MarketWatcher:
+    """Reads the market for the role loaders and their workers: live jobs each tick, and what a job was
+    posted with and committed to, from the ``JobPosted`` and ``TraceCommitted`` logs.
+
+    Final is forever, so jobs known final are never read again. The two logs are read once,
+    incrementally, from the deployment block on, into one index that every reader of a role shares
+    (the loader on its tick, the workers on their threads: a lock guards it). Before each read the
+    hash of the last block read is asked again: a chain that went back or reorganized (a reverted
+    snapshot, a restart from a dump, a reorg) is read again from the deployment block. A commitment
+    is looked up by the root the caller read from the job.
     """
 
     def __init__(self, market: JobMarket, deploy_block: int, max_jobs: int = 10_000) -> None:
         self.market = market
         self.max_jobs = max_jobs
+        self.deploy_block = deploy_block
+        self._lock = threading.Lock()
         self._next_block = deploy_block
+        self._last_hash: str | None = None  # of block _next_block - 1, as the logs were read
         self._spec_cids: dict[int, bytes] = {}
         self._full_replay: set[int] = set()  # jobs posted for full replay (JobPosted's fullReplay)
+        self._commitments: dict[tuple[int, bytes], TraceCommitment] = {}  # (job, trace root): its latest commit under that root
 
     def scan(self, known_final: set[int]) -> MarketScan:
         """Read each job not yet known final (the newest ``max_jobs`` ids at most)."""
@@ -65,26 +81,50 @@ class MarketWatcher:
             records.mark_final(scan.newly_final)
         return moment, scan
 
+    def _index(self) -> None:
+        """Read the logs of the blocks since the last call (all of them again if the chain went back). Holds the lock."""
+        client = self.market.client
+        latest = client.block_number()
+        if self._last_hash is not None and (latest < self._next_block - 1 or client.block_hash(self._next_block - 1) != self._last_hash):
+            self._next_block, self._last_hash = self.deploy_block, None  # the chain went back or reorganized: read it all again
+            self._spec_cids.clear()
+            self._full_replay.clear()
+            self._commitments.clear()
+        if latest < self._next_block:
+            return
+        for event in self.market.events("JobPosted", self._next_block, latest):
+            self._spec_cids[int(event.args["jobId"])] = bytes(event.args["specCid"])
+            if event.args["fullReplay"]:
+                self._full_replay.add(int(event.args["jobId"]))
+        for event in self.market.events("TraceCommitted", self._next_block, latest):
+            commitment = TraceCommitment.of(event)
+            self._commitments[(int(event.args["jobId"]), bytes(commitment.trace_root))] = commitment
+        self._next_block, self._last_hash = latest + 1, client.block_hash(latest)
+
+    def _indexed(self, table: dict[_K, _V], key: _K, missing: str) -> _V:
+        """``table[key]``, the logs since the last read read first if it is not there; else VeritrainError(``missing``)."""
+        with self._lock:
+            if key not in table:
+                self._index()
+            try:
+                return table[key]
+            except KeyError:
+                raise VeritrainError(missing) from None
+
     def spec_cid(self, job_id: JobId) -> bytes:
         """The spec CID digest a job was posted with."""
-        if job_id not in self._spec_cids:
-            latest = self.market.client.block_number()
-            if latest >= self._next_block:
-                for event in self.market.events("JobPosted", self._next_block, latest):
-                    self._spec_cids[int(event.args["jobId"])] = bytes(event.args["specCid"])
-                    if event.args["fullReplay"]:
-                        self._full_replay.add(int(event.args["jobId"]))
-                self._next_block = latest + 1
-        try:
-            return self._spec_cids[job_id]
-        except KeyError:
-            raise VeritrainError(f"no JobPosted event for job {job_id}") from None
+        return self._indexed(self._spec_cids, int(job_id), f"no JobPosted event for job {job_id}")
 
     def posted_full_replay(self, job_id: JobId) -> bool:
         """Whether the job was posted for full replay (every draw of it a full replay), from the same
         ``JobPosted`` event as its spec CID."""
         self.spec_cid(job_id)
         return job_id in self._full_replay
+
+    def commitment(self, job_id: JobId, trace_root: Bytes32) -> TraceCommitment:
+        """What the job's solver committed under ``trace_root`` (the root the caller read from the job)."""
+        missing = f"job {job_id}: no TraceCommitted event under root {hex32(trace_root)}"
+        return self._indexed(self._commitments, (int(job_id), bytes(trace_root)), missing)
 
 
 class GameWatcher:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from core.cid import Cid
-from core.contracts import JobId, JobState, Protocol
+from core.contracts import JobId, JobState, Protocol, TraceCommitment
 from core.storage import ContentStore
 from proofs.manifest import MANIFEST_BLOCK, Manifest, committed_manifest
-from submitter.service import Commitment, commitment, get_job
+from submitter.service import commitment, get_job
 
 __all__ = ["CurvePoint", "TrainingCurve", "training_curve", "replay_checked", "committed_curve", "job_curve", "draw_curve", "CURVE_SIZE_PX"]
 
@@ -91,7 +91,7 @@ def replay_checked(state: JobState) -> bool:
     return state in (JobState.VERIFIED, JobState.FINALIZED)
 
 
-def committed_curve(store: ContentStore, done: Commitment) -> TrainingCurve:
+def committed_curve(store: ContentStore, done: TraceCommitment) -> TrainingCurve:
     """The curve of a commitment: the manifest fetched by the committed CID (the store checks the
     bytes against it), parsed (bounded) and refused unless its root is the committed root
     (:class:`proofs.ProofError`)."""

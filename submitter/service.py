@@ -21,8 +21,7 @@ from pathlib import Path
 
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
-from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount
-from core.probe import Bytes32
+from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount, TraceCommitment
 from core.storage import ContentStore
 from proofs.merkle import hex32
 from proofs.sampling import needs_full_replay
@@ -175,24 +174,13 @@ def list_jobs(protocol: Protocol, limit: int = 1_000) -> list[tuple[JobId, Job]]
     return [(JobId(i), protocol.market.get_job(JobId(i))) for i in range(max(1, count - limit + 1), count + 1)]
 
 
-@dataclass(frozen=True)
-class Commitment:
-    """What the job's current solver committed (from its latest TraceCommitted event)."""
-
-    trace_root: Bytes32
-    checkpoint_count: int
-    final_model_cid: Cid
-    manifest_cid: Cid
-
-
-def commitment(protocol: Protocol, job_id: JobId, job: Job) -> Commitment | None:
+def commitment(protocol: Protocol, job_id: JobId, job: Job) -> TraceCommitment | None:
     """The commitment of the job's current solver, or None before its commit."""
-    events = protocol.market.events("TraceCommitted", protocol.book.deploy_block, jobId=job_id)
-    ours = [e for e in events if e.args["solver"] == job.solver and e.args["traceRoot"] == job.trace_root]
-    if not ours or job.state in (JobState.OPEN, JobState.CLAIMED):
+    if job.state in (JobState.OPEN, JobState.CLAIMED):
         return None
-    last = ours[-1].args
-    return Commitment(Bytes32(bytes(last["traceRoot"])), last["checkpointCount"], digest_to_cid(last["finalModelCid"]), digest_to_cid(last["manifestCid"]))
+    events = protocol.market.events("TraceCommitted", protocol.book.deploy_block, jobId=job_id)
+    ours = [c for c in map(TraceCommitment.of, events) if c.solver == job.solver and c.trace_root == job.trace_root]
+    return ours[-1] if ours else None
 
 
 def fetch_model(protocol: Protocol, store: ContentStore, job_id: int, out: Path) -> tuple[Cid, int]:

@@ -51,7 +51,7 @@ def build(
     def parts(w: Wiring, db: VerifierDb) -> tuple[VerifierLoader, VerifierPolicy, VerifierResponder]:
         db.salt_secret()  # made on first start, kept for good
         replayer = replayer_class(w.protocol, store, w.watcher, rt=rt)
-        trace_verifier = trace_verifier_class(w.protocol, store, w.stop, rt=rt)
+        trace_verifier = trace_verifier_class(w.protocol, store, w.watcher, w.stop, rt=rt)
         responder = VerifierResponder(w.protocol, db, trace_verifier, replayer, w.me)
         return VerifierLoader(w.protocol, w.watcher, db, w.me, trace_verifier.availability.fetching), VerifierPolicy(config), responder
 

@@ -144,7 +144,7 @@ class VerifierResponder:
             case GameMove():  # a midpoint posted (a report game's defender) or answered (a challenger), the permissionless moves
                 self.moves.perform(action)
             case CourtMove():  # a member fetches into the store it replays from, and serves from
-                CourtDuty(p, self.trace_verifier.store, self.me, self.db.salt_secret).perform(action)
+                CourtDuty(p, self.trace_verifier.store, self.me, self.db.salt_secret, self.trace_verifier.watcher).perform(action)
 
     def _concede(self, game_id: GameId, job_id: JobId) -> None:
         """Reveal the secret that forced the job's probe 0 (the report game's whistleblower is paid

@@ -40,7 +40,7 @@ from dataclasses import dataclass, replace
 from core.agent import StopFlag, Stopped
 from core.availability import Availability, ContentPending, ContentUnavailable, Wanted
 from core.cid import Cid, digest_to_cid
-from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol
+from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol, TraceCommitment
 from core.dispute import ZERO32
 from core.errors import VeritrainError
 from core.storage import ContentStore, StorageError
@@ -58,6 +58,7 @@ from proofs.train import Runtime
 from rolebase.device import job_fault
 from rolebase.events import REPLAY_DONE, SEGMENT_REPLAYED
 from rolebase.inputs import fetch_dataset
+from rolebase.watchers import MarketWatcher
 from verifier.policy import Draw
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,7 @@ class TraceVerifier:
         self,
         protocol: Protocol,
         store: ContentStore,
+        watcher: MarketWatcher,
         stop: StopFlag,
         *,
         q: int = DEFAULT_Q,
@@ -117,6 +119,7 @@ class TraceVerifier:
     ) -> None:
         self.protocol = protocol
         self.store = store
+        self.watcher = watcher  # what a job was posted with and committed to
         self.stop = stop
         self.rt = rt  # where segments are replayed (--device)
         self.q = q
@@ -130,12 +133,6 @@ class TraceVerifier:
         if self._probe_count is None:
             self._probe_count = self.protocol.market.params().probe_count
         return self._probe_count
-
-    def _event(self, name: str, job_id: JobId) -> dict[str, object] | None:
-        events = self.protocol.market.events(name, self.protocol.book.deploy_block, jobId=job_id)
-        if not events:
-            return None
-        return dict(events[-1].args)
 
     def _get(self, job_id: JobId, item: int, cid: str, limit: int, deadline: int, what: str, expect_hash: Bytes32 | None = None) -> bytes:
         """``item`` of the job by its CID (and, for a checkpoint, its committed ``expect_hash``), or its
@@ -155,15 +152,11 @@ class TraceVerifier:
     def inspect(self, job_id: JobId, deadline: int, draw: Draw) -> Verdict:
         started = time.monotonic()
         job = self.protocol.market.get_job(job_id)
-        committed = self._event("TraceCommitted", job_id)
-        posted = self._event("JobPosted", job_id)
-        if committed is None or posted is None:
-            raise VeritrainError(f"job {job_id}: missing JobPosted/TraceCommitted events")
+        committed = self.watcher.commitment(job_id, job.trace_root)
         seed = bytes(draw.assign_seed)
-        manifest_cid = digest_to_cid(committed["manifestCid"])  # type: ignore[arg-type]
-        report: dict[str, object] = {"job": int(job_id), "manifest": manifest_cid, "assign_seed": hex32(seed), "q": self.q, "r": self.r}
+        report: dict[str, object] = {"job": int(job_id), "manifest": committed.manifest_cid, "assign_seed": hex32(seed), "q": self.q, "r": self.r}
         try:
-            spec = load_spec(self.store.get(digest_to_cid(posted["specCid"]), Limits.SPEC_BYTES))  # type: ignore[arg-type]
+            spec = load_spec(self.store.get(digest_to_cid(self.watcher.spec_cid(job_id)), Limits.SPEC_BYTES))
             dataset = fetch_dataset(self.store, spec)
         except (ProofError, StorageError) as exc:  # the submitter's spec or data: not the solver's fault
             raise VeritrainError(f"job {job_id}: cannot load spec or dataset: {exc}") from exc
@@ -173,7 +166,7 @@ class TraceVerifier:
         failed_segment: int | None = None
         probes: list[Probe] = []
         try:
-            verdicts, probes = self._judge(job_id, spec, dataset, manifest_cid, committed, job.trace_root, deadline, seed, report)
+            verdicts, probes = self._judge(job_id, spec, dataset, committed, deadline, seed, report)
             passed, failed_segment, summary = self._conclude(verdicts)
         except _ManifestFault as exc:
             passed, summary, failed_segment = False, str(exc), MANIFEST_ITEM
@@ -197,24 +190,23 @@ class TraceVerifier:
         job_id: JobId,
         spec: JobSpec,
         dataset: Dataset,
-        manifest_cid: Cid,
-        committed: dict[str, object],
-        trace_root: Bytes32,
+        committed: TraceCommitment,
         deadline: int,
         seed: bytes,
         report: dict[str, object],
     ) -> tuple[list[SegmentVerdict], list[Probe]]:
         """The verdicts of the replayed segments (the sample and the probe segments) and the true
         probes of the segments that replayed (all of them when the trace passes)."""
+        manifest_cid = committed.manifest_cid
         data = self._get(job_id, MANIFEST_ITEM, manifest_cid, MANIFEST_BLOCK, deadline, "manifest")  # its root block
         try:
-            manifest = committed_manifest(data, trace_root, lambda page: self.availability.manifest_page(page, deadline))
+            manifest = committed_manifest(data, committed.trace_root, lambda page: self.availability.manifest_page(page, deadline))
         except ContentPending as exc:
             raise InspectionDeferred(str(exc)) from None
         except ProofError as exc:
             raise self._manifest_fault(job_id, f"manifest {manifest_cid}: {exc}") from None
         # its leaves open a game on segment 0, where referees find it is not the committed trace of the spec
-        consistent = check_manifest(spec, manifest, int(committed["checkpointCount"]), digest_to_cid(committed["finalModelCid"]))  # type: ignore[arg-type, call-overload]
+        consistent = check_manifest(spec, manifest, committed.checkpoint_count, committed.final_model_cid)
         if not consistent.passed:
             report["verdicts"] = [_verdict_entry(consistent)]
             return [consistent], []

@@ -40,7 +40,6 @@ from functools import partial
 from core.agent import StopFlag, Stopped
 from core.availability import Availability, ContentUnavailable
 from core.bounded import InputRejected, load_json
-from core.cid import digest_to_cid
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol, ReportSeal
 from core.errors import VeritrainError
 from core.storage import CidMismatch, ContentNotFound, ContentStore, ContentTooLarge
@@ -54,6 +53,7 @@ from proofs.sampling import choose_segments
 from proofs.spec import Limits
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import SEGMENT_REPLAYED
+from rolebase.watchers import MarketWatcher
 from whistleblower.policy import Finding, FindingKind, own_picks_seed, plan_audit
 from whistleblower.state import AuditRecord
 
@@ -86,9 +86,12 @@ def parse_segments(data: bytes, segments: int) -> tuple[int, ...]:
 
 
 class Auditor:
-    def __init__(self, protocol: Protocol, store: ContentStore, replayer: DisputeReplayer, stop: StopFlag, secret: bytes, budget_steps: int) -> None:
+    def __init__(
+        self, protocol: Protocol, store: ContentStore, watcher: MarketWatcher, replayer: DisputeReplayer, stop: StopFlag, secret: bytes, budget_steps: int
+    ) -> None:
         self.protocol = protocol
         self.store = store
+        self.watcher = watcher  # what a job was committed to
         self.replayer = replayer
         self.stop = stop
         self.secret = secret
@@ -184,10 +187,10 @@ class Auditor:
         """The committed manifest in our store (where the replayer reads it), from the chain if published
         there. Returns what makes it give no leaves (``proofs.committed_manifest``), once it is
         published on chain (else ContentUnavailable: the referees need it there); None if it gives them."""
-        committed = self.protocol.market.events("TraceCommitted", self.protocol.book.deploy_block, jobId=job_id)
-        if not committed:
-            raise AuditDeferred(f"job {job_id}: no TraceCommitted event")
-        cid = digest_to_cid(committed[-1].args["manifestCid"])
+        try:
+            cid = self.watcher.commitment(job_id, trace_root).manifest_cid
+        except VeritrainError as exc:  # a node behind the one the job was read from
+            raise AuditDeferred(str(exc)) from None
         data = self.availability.fetch(job_id, MANIFEST_ITEM, cid, MANIFEST_BLOCK, deadline, "manifest")  # its root block
         try:
             committed_manifest(data, trace_root, lambda page: self.availability.manifest_page(page, deadline))

@@ -43,7 +43,7 @@ def build(
             JACKPOT_INCOME,
             extra={**jackpot_economics(w.protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost},
         )
-        auditor = Auditor(w.protocol, store, replayer, w.stop, db.secret(), config.budget_steps)
+        auditor = Auditor(w.protocol, store, w.watcher, replayer, w.stop, db.secret(), config.budget_steps)
         return loader, WhistleblowerPolicy(config), WhistleblowerResponder(w.protocol, db, auditor, replayer, loader, w.me)
 
     return build_daemon("whistleblower", settings, signer, WhistleblowerDb, parts, loop=loop, work=work, lanes=LANES)

@@ -37,6 +37,7 @@ from proofs.manifest import parse_manifest
 from proofs.merkle import TraceTree, hex32
 from proofs.spec import Limits
 from rolebase.court import CourtDuty, CourtWatcher, court_moves
+from rolebase.watchers import MarketWatcher
 from tests.chain.test_lifecycle import post, stake
 
 if TYPE_CHECKING:
@@ -105,7 +106,8 @@ class Court:
         for i, m in enumerate(self.members):
             own = LocalStore(tmp / f"member-{i}")
             self.gateways.append(stack.enter_context(GatewayServer(own)).url)
-            self.duties.append(CourtDuty(proto.with_signer(m), FetchingStore(own, [solver_gateway.url]), m.address, _kept(os.urandom(32))))
+            watcher = MarketWatcher(proto.market, proto.book.deploy_block)
+            self.duties.append(CourtDuty(proto.with_signer(m), FetchingStore(own, [solver_gateway.url]), m.address, _kept(os.urandom(32)), watcher))
 
     def wanted(self) -> list[Wanted]:
         return [Wanted(i, self.cids[i], Limits.CHECKPOINT_BYTES, f"checkpoint {i}", self.hashes[i]) for i in (1, 2)]

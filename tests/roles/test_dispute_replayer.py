@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from core.cid import cid_to_digest
-from core.contracts import Bytes32, GameId, GameStatus, JobId
+from core.chain import Address
+from core.cid import Cid, cid_to_digest
+from core.contracts import Bytes32, GameId, GameStatus, JobId, TraceCommitment
 from core.storage import LocalStore
 from proofs.adversary import cheat
 from proofs.checkpoint import state_hash
@@ -94,14 +95,13 @@ def _committed_replayer(job: Any, trace: Trace, final_cid: str | None = None, rt
     manifest and checkpoints stored), with ``final_cid`` as the committed model if given."""
     spec_cid = job.store.put(job.spec.canonical_bytes())
     manifest = trace.manifest(spec_cid, [job.store.put(c) for c in trace.checkpoints])
-    args = {"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes())), "checkpointCount": len(trace.state_hashes),
-            "finalModelCid": cid_to_digest(final_cid or manifest.final_cid)}  # fmt: skip
-    market = SimpleNamespace(
-        get_job=lambda _: SimpleNamespace(trace_root=trace.root),
-        events=lambda name, _block, **_: [SimpleNamespace(args=args)] if name == "TraceCommitted" else [],
+    committed = TraceCommitment(
+        Address("0x" + "11" * 20), trace.root, len(trace.state_hashes), Cid(final_cid or manifest.final_cid), job.store.put(manifest.canonical_bytes())
     )
+    market = SimpleNamespace(get_job=lambda _: SimpleNamespace(trace_root=trace.root))
     protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0))
-    return DisputeReplayer(protocol, job.store, SimpleNamespace(spec_cid=lambda _: cid_to_digest(spec_cid)), rt=rt)  # type: ignore[arg-type]
+    watcher = SimpleNamespace(spec_cid=lambda _: cid_to_digest(spec_cid), commitment=lambda job_id, root: committed)  # the job's two events
+    return DisputeReplayer(protocol, job.store, watcher, rt=rt)  # type: ignore[arg-type]
 
 
 @pytest.mark.skipif(profile("repro-v1").fault("cuda") is None, reason="this machine runs repro-v1 on cuda")

@@ -31,6 +31,7 @@ from proofs.spec import JobSpec, load_spec
 from proofs.steps import state_at
 from proofs.train import Runtime, Trace, train_trace
 from rolebase.inputs import fetch_dataset
+from rolebase.watchers import MarketWatcher
 from verifier.adversary import strategies
 from verifier.policy import Draw
 from verifier.work import published_probes
@@ -47,14 +48,15 @@ class _Event:
 
 
 class _Market:
-    """The little of ``JobMarket`` the trace verifier reads: the job's root, its events, ``probeCount``,
-    whether the manifest is published on chain."""
+    """The little of ``JobMarket`` the trace verifier reads: the job's root, its events (``TraceCommitted``
+    under the job's root, as the chain emits it), ``probeCount``, whether the manifest is published on chain."""
 
     def __init__(self, root: bytes, events: dict[str, dict[str, Any]]) -> None:
         self.root = root
         self._events = events
         self.manifest_published = False
         self.full_replay = False
+        self.client = SimpleNamespace(block_number=lambda: 1, block_hash=lambda number: "0x01")
 
     def is_full_replay(self, job_id: JobId) -> bool:
         return self.full_replay
@@ -68,8 +70,10 @@ class _Market:
     def get_job(self, job_id: JobId) -> Any:
         return SimpleNamespace(trace_root=self.root)
 
-    def events(self, name: str, from_block: int, **filters: Any) -> list[_Event]:
-        return [_Event(self._events[name])] if name in self._events else []
+    def events(self, name: str, from_block: int, to_block: int | None = None, **filters: Any) -> list[_Event]:
+        if name not in self._events:
+            return []
+        return [_Event({"jobId": JOB, "solver": "0x" + "11" * 20, "traceRoot": self.root, "fullReplay": False, **self._events[name]})]
 
     def params(self) -> Any:
         return SimpleNamespace(probe_count=PROBES)
@@ -102,9 +106,13 @@ def _chain(store: LocalStore, spec: JobSpec, trace: Trace) -> Any:
     return SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0), client=SimpleNamespace(timestamp=lambda: 0))
 
 
+def _watcher(protocol: Any) -> MarketWatcher:
+    return MarketWatcher(protocol.market, protocol.book.deploy_block)
+
+
 def _report(job: Any, draw: Draw, protocol: Any = None, *, q: int = 1, r: int = 1, **adversary: bool) -> tuple[Any, dict[str, Any]]:
     inspector_class, _ = strategies(lie=adversary.get("lie", False), lazy=adversary.get("lazy", False))
-    inspector = inspector_class(protocol or job.protocol, job.store, StopFlag(), q=q, r=r)
+    inspector = inspector_class(protocol or job.protocol, job.store, _watcher(protocol or job.protocol), StopFlag(), q=q, r=r)
     verdict = inspector.inspect(JOB, FAR, draw)
     return verdict, json.loads(job.store.get(verdict.report_cid, 1 << 20))
 
@@ -197,7 +205,7 @@ def test_a_manifest_whose_root_is_not_the_committed_one_is_challenged_then_fails
 def test_a_verifier_whose_device_cannot_run_the_jobs_numerics_reports_nothing(job: Any) -> None:
     """``--device cuda`` drawn for a repro-v1 job where numba's CUDA target finds no GPU: one line naming
     the job and its numerics, and no report (an honest trace must not fail for the verifier's device). No GPU needed: refused before any replay."""
-    inspector = strategies(lie=False, lazy=False)[0](job.protocol, job.store, StopFlag(), q=1, r=1, rt=Runtime(device="cuda"))
+    inspector = strategies(lie=False, lazy=False)[0](job.protocol, job.store, _watcher(job.protocol), StopFlag(), q=1, r=1, rt=Runtime(device="cuda"))
     with pytest.raises(VeritrainError, match=r"^job 3: numerics repro-v1 cannot run on cuda here: .*; this role runs with --device cuda$"):
         inspector.inspect(JOB, FAR, Draw(SEED))
 
@@ -246,7 +254,7 @@ class _NoCheckpoints(LocalStore):
 def test_a_full_replay_replays_every_segment_from_the_seed_and_fetches_no_checkpoint(job: Any) -> None:
     protocol = _full(_chain(job.store, job.spec, job.trace))
     cids = {job.store.put(c) for c in job.trace.checkpoints}
-    inspector = strategies(lie=False, lazy=False)[0](protocol, _NoCheckpoints(job.store, cids), StopFlag(), q=0, r=0)
+    inspector = strategies(lie=False, lazy=False)[0](protocol, _NoCheckpoints(job.store, cids), _watcher(protocol), StopFlag(), q=0, r=0)
     verdict = inspector.inspect(JOB, FAR, Draw(SEED))
     report = json.loads(job.store.get(verdict.report_cid, 1 << 20))
     assert verdict.passed and report["full_replay"] is True
@@ -282,7 +290,7 @@ def test_a_sample_that_covers_every_segment_still_fetches_every_checkpoint(job: 
     """Only a drawn full replay chains from the seed: a sample that happens to cover every segment of a
     short job fetches its checkpoints like any other, so a solver that withholds them is challenged."""
     store = _Recording(job.store)
-    inspector = strategies(lie=False, lazy=False)[0](job.protocol, store, StopFlag(), q=job.spec.segments, r=job.spec.segments)
+    inspector = strategies(lie=False, lazy=False)[0](job.protocol, store, _watcher(job.protocol), StopFlag(), q=job.spec.segments, r=job.spec.segments)
     verdict = inspector.inspect(JOB, FAR, Draw(SEED))
     report = json.loads(job.store.get(verdict.report_cid, 1 << 20))
     assert verdict.passed and "full_replay" not in report

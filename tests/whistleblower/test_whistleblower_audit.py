@@ -15,8 +15,9 @@ import pytest
 
 from core.agent import StopFlag, Stopped
 from core.availability import AVAILABILITY_WAIT_S, ContentPending, ContentUnavailable
-from core.cid import cid_to_digest, digest_to_cid
-from core.contracts import MANIFEST_ITEM, Bytes32, JobId, ReportSeal
+from core.chain import Address
+from core.cid import Cid, digest_to_cid
+from core.contracts import MANIFEST_ITEM, Bytes32, JobId, ReportSeal, TraceCommitment
 from core.storage import LocalStore
 from core.storage.unixfs import file_cid
 from proofs.adversary import cheat
@@ -99,11 +100,13 @@ def _audit(
     tree = ProbeTree(probes)
     seal = ReportSeal(SEED, Bytes32(b"\x00" * 32), root or tree.root)
     emitted = [replace(p, index=i) for i, p in enumerate(probes)]  # as sealed_report gives them: slot i at i
-    committed = [SimpleNamespace(args={"manifestCid": cid_to_digest(job.store.put(manifest.canonical_bytes()))})]
+    committed = TraceCommitment(
+        Address("0x" + "11" * 20), manifest.root, len(trace.state_hashes), Cid(manifest.final_cid), job.store.put(manifest.canonical_bytes())
+    )
+    watcher = SimpleNamespace(commitment=lambda job_id, root: committed)  # what the job's TraceCommitted event says
     market = SimpleNamespace(
         sealed_report=lambda job_id, from_block=0: (seal, emitted),
         is_published=lambda job_id, item: item == MANIFEST_ITEM and manifest_published,
-        events=lambda name, from_block, **filters: committed if name == "TraceCommitted" else [],
         published=lambda job_id, item, from_block=0: [published] if item == withheld and published is not None else [],
     )
     protocol = SimpleNamespace(market=market, book=SimpleNamespace(deploy_block=0), client=SimpleNamespace(timestamp=lambda: NOW))
@@ -111,7 +114,7 @@ def _audit(
     cid = job.store.put(report) if stored else digest_to_cid(b"\x99" * 32)  # never published
     if withheld is not None:
         store.put(manifest.canonical_bytes())
-    auditor = Auditor(protocol, store, _Replayer(JobMaterial(job.spec, job.dataset, manifest)), stop or StopFlag(), b"\x07" * 32, budget)  # type: ignore[arg-type]
+    auditor = Auditor(protocol, store, watcher, _Replayer(JobMaterial(job.spec, job.dataset, manifest)), stop or StopFlag(), b"\x07" * 32, budget)  # type: ignore[arg-type]
     return auditor.audit(JOB, cid, window_end, trace_root or manifest.root)  # as the view read the job: the audit reads it no more
 
 

@@ -1,0 +1,59 @@
+"""The market watcher on a real anvil: what a job was posted with and committed to is read from the
+logs once for every reader of a role, looked up by the committed root, and read again when the
+chain went back under it (a reverted snapshot here; a reorg or a restart from a dump alike)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from core.cid import digest_to_cid
+from core.contracts import Bytes32, Role, TraceCommitment
+from core.errors import VeritrainError
+from deploy.devnet import Devnet
+from rolebase.watchers import MarketWatcher
+from tests.chain.test_lifecycle import MANIFEST, MODEL, ROOT, SPEC, post, stake
+
+if TYPE_CHECKING:
+    from tests.conftest import Parties
+
+OTHER_ROOT = Bytes32(b"\x55" * 32)
+
+
+def test_a_jobs_commitment_is_read_once_by_root_and_again_after_the_chain_went_back(devnet: Devnet, parties: Parties, monkeypatch: pytest.MonkeyPatch) -> None:
+    proto = devnet.protocol(parties.submitter)
+    stake(proto, parties.solver, Role.SOLVER)
+    job_id, _ = post(proto, parties.submitter)
+    solver = proto.with_signer(parties.solver).market
+    solver.claim(job_id)
+    before_commit = devnet.chain.snapshot()
+    solver.commit(job_id, ROOT, 9, MODEL, MANIFEST)
+
+    watcher = MarketWatcher(proto.market, proto.book.deploy_block)
+    reads: list[str] = []
+    logs = proto.market.events
+
+    def counted(name: str, *args: Any, **filters: Any) -> Any:
+        reads.append(name)
+        return logs(name, *args, **filters)
+
+    monkeypatch.setattr(proto.market, "events", counted)
+    assert watcher.commitment(job_id, Bytes32(ROOT)) == TraceCommitment(parties.solver.address, Bytes32(ROOT), 9, digest_to_cid(MODEL), digest_to_cid(MANIFEST))
+    assert watcher.spec_cid(job_id) == SPEC and not watcher.posted_full_replay(job_id)
+    assert reads == ["JobPosted", "TraceCommitted"]  # both logs, once, for the posting and the commitment
+    for _ in range(3):  # the loader's tick, a worker's replay, a referee's vote: no log read again
+        watcher.commitment(job_id, Bytes32(ROOT))
+        watcher.spec_cid(job_id)
+    assert len(reads) == 2
+    with pytest.raises(VeritrainError, match="no TraceCommitted event under root 0x5555"):
+        watcher.commitment(job_id, OTHER_ROOT)  # not committed: the blocks since are read, nothing found
+
+    devnet.chain.revert(before_commit)  # the commit undone; another root committed in its place, and the chain grows past where it was
+    solver.commit(job_id, OTHER_ROOT, 5, MODEL, MANIFEST)
+    devnet.chain.mine(5)
+    again = watcher.commitment(job_id, OTHER_ROOT)
+    assert again.trace_root == OTHER_ROOT and again.checkpoint_count == 5
+    with pytest.raises(VeritrainError, match="no TraceCommitted event under root"):
+        watcher.commitment(job_id, Bytes32(ROOT))  # the undone commitment is handed out no more
+    assert watcher.spec_cid(job_id) == SPEC
