@@ -1,25 +1,35 @@
-"""A false accusation against an honest solver daemon costs the accuser, with restarts mid-game.
+"""A false accusation against an honest solver daemon costs the accuser, with restarts mid-game, while
+the solver trains another, long job (issue 25: no duty waits behind long work).
 
 A verifier daemon in its test-only ``--lie`` mode is the only staked verifier when the job's
 verifier is drawn; it fails the honest trace, opens the game and answers every midpoint wrong.
-The honest solver daemon defends (killed with SIGKILL after its first move and restarted: it
-re-reads the game from the chain and goes on); three honest verifier daemons, started after the
+The honest solver daemon, by then training a long second job, defends (killed with SIGKILL after
+its first move and restarted: it re-reads the game from the chain, goes on, and trains the long
+job again); three honest verifier daemons, started after the
 draw, are the committee (one is killed after its commit and restarted: its vote salt comes back
 from its SQLite secret and it reveals). The solver wins by verdict and is paid the reward plus
-the pot; the liar loses its challenge bond and its verifier bond.
+the pot; the liar loses its challenge bond and its verifier bond. Run with ``-s`` to see how long
+each of the solver's moves took (docs/performance.md, "Duties while busy").
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from core.agent import mined
-from core.contracts import Ballot, GameId, GameStatus, JobState, Role, SettleReason
+from core.contracts import Ballot, GameId, GameStatus, JobId, JobState, Role, SettleReason
 from rolebase.earnings import earnings_of
+from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
+from submitter import service
+from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
 from tests.e2e.disputes import post_tiny, settled, total_wealth, wealth
+from veritrain.localnet import RoleProcess
 
 SOLVER, LIAR, REFEREES = 1, 2, (3, 4, 5)
+#: The long job's window: hours, as a busy machine estimates it.
+E2E_MARKET = {"maxCommitWindow": 7_200}
 
 
 def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver(market: Market, tmp_path: Path) -> None:
@@ -33,13 +43,17 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
     wait_for("the liar staked", lambda: protocol.stakes.stake_of(liar_addr, Role.VERIFIER).staked > 0, 60, market)
     solver = market.daemon("solver", SOLVER, "solver")
     job_id = post_tiny(market, tmp_path / "job")
+    wait_for("the tiny job committed", lambda: protocol.market.events("TraceCommitted", deploy, jobId=job_id), 240, market)
+    # many minutes of training on any machine (the test ends long before), claimed while the game runs
+    long = build_demo_job("tiny", tmp_path / "long", steps=200_000, checkpoint_interval=20_000)
+    long_id = service.post_job(market.protocol(market.account(0)), market.store, long.spec_path, long.data_path, long.reward, long.fee, 7_200).job_id
     wait_for("the liar drawn as the job's verifier", lambda: protocol.market.get_job(job_id).verifier == liar_addr, 120, market)
     referees = {i: market.daemon("verifier", i, f"referee{i}", "--duty-grace", "5") for i in REFEREES}
 
     game_id = GameId(int(wait_for("the game opened", lambda: protocol.game.active_game(job_id), 120, market)))
     wait_for("the solver's first move", lambda: protocol.game.events("MidpointPosted", deploy, gameId=game_id), 60, market)
     solver.kill()  # SIGKILL mid-game
-    market.daemon("solver", SOLVER, "solver", run=2)
+    restarted_solver = market.daemon("solver", SOLVER, "solver", run=2)
 
     committed = wait_for("a referee committed", lambda: protocol.game.events("VoteCommitted", deploy, gameId=game_id), 180, market)
     referee_addr = committed[0].args["referee"]
@@ -49,6 +63,13 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
     restarted = market.daemon("verifier", index, f"referee{index}", "--duty-grace", "5", run=2)
 
     event = wait_for("the game settled", lambda: settled(protocol, job_id), 240, market)
+    moves = _solver_moves(market, game_id)
+    busy = [waited for at, waited in moves if at > _training_since(restarted_solver, long_id)]
+    print(f"\nthe solver's moves, seconds after the move before each: {[waited for _, waited in moves]}; {len(busy)} while training another job")
+    assert busy, "the restarted solver resumed training the long job, then moved in the game"
+    assert protocol.market.get_job(long_id).state is JobState.CLAIMED and all(
+        r["msg"] != "training finished" or r.get("job") != long_id for r in restarted_solver.log_records()
+    ), "the long job's training still ran when the game settled"
     game = protocol.game.get_game(game_id)
     assert game.status is GameStatus.SOLVER_WON and SettleReason(event.args["reason"]) is SettleReason.VERDICT
     assert game.hi - game.lo == 1 and game.lo == 0, "answered wrong every time: isolated at the segment's first step"
@@ -73,3 +94,20 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
     assert [(e["game"], int(e["amount"])) for e in earnings_of(protocol, referee_addr) if e["what"].startswith("referee fee")] == [
         (game_id, params.referee_fee)
     ]
+
+
+def _training_since(solver: RoleProcess, job_id: JobId) -> float:
+    """When ``solver`` logged that it started (or resumed) training ``job_id`` (inf: it has not)."""
+    logged = [float(r["ts"]) for r in solver.log_records() if r["msg"] in (TRAINING_STARTED, TRAINING_RESUMED) and r.get("job") == job_id]
+    return min(logged, default=math.inf)
+
+
+def _solver_moves(market: Market, game_id: GameId) -> list[tuple[int, int]]:
+    """Each of the solver's posted midpoints: its block time, and the seconds since the move before it (the
+    opening or the liar's answer)."""
+    protocol = market.protocol()
+    start = protocol.book.deploy_block
+    names = ("DisputeOpened", "MidpointPosted", "MidpointAnswered")
+    moves = sorted((e.block_number, e.log_index, e.name) for name in names for e in protocol.game.events(name, start, gameId=game_id))
+    times = [protocol.client.timestamp(block) for block, _, _ in moves]
+    return [(times[i], times[i] - times[i - 1]) for i, (_, _, name) in enumerate(moves) if name == "MidpointPosted" and i > 0]
