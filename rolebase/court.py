@@ -26,7 +26,6 @@ from core.agent import log_mined
 from core.chain import Address
 from core.contracts import MANIFEST_ITEM, Ballot, Case, CaseStatus, CourtParams, JobId, Protocol, court_commitment, lacking_items
 from core.dispute import derive_salt
-from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
 from proofs.errors import ProofError
@@ -153,11 +152,7 @@ class CourtDuty:
         against the committed trace). What was fetched stays in our store, which we serve from."""
         p = self.protocol
         opened = p.court.events("CaseOpened", p.book.deploy_block, caseId=case_id)
-        try:
-            committed = self.watcher.commitment(JobId(case.job_id), case.trace_root)
-        except VeritrainError as exc:
-            log.warning("trace not found in the logs", extra={"case": case_id, "job": case.job_id, "error": str(exc)})
-            return False
+        committed = self.watcher.commitment(JobId(case.job_id), case.trace_root)  # not in our node's logs yet: no vote this tick
         if not opened:
             log.warning("case not found in the logs", extra={"case": case_id, "job": case.job_id})
             return False

@@ -57,7 +57,7 @@ from proofs.steps import state_at
 from proofs.train import Runtime
 from rolebase.device import job_fault
 from rolebase.inputs import fetch_dataset
-from rolebase.watchers import MarketWatcher
+from rolebase.watchers import MarketWatcher, NotInLogs
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,7 @@ class DisputeReplayer:
                 spec = self._spec(job_id)
                 dataset = fetch_dataset(self.store, spec)
                 manifest = load_manifest(self.store.get(committed.manifest_cid, MANIFEST_BLOCK), self._page)
-            except (ProofError, StorageError, VeritrainError) as exc:
+            except (ProofError, StorageError, NotInLogs) as exc:
                 raise DisputeWorkError(f"job {job_id}: {exc}") from exc
             fault = job_fault(job_id, spec, self.rt)
             if fault is not None:  # not the solver's fault: nothing is replayed, nothing voted
@@ -140,7 +140,7 @@ class DisputeReplayer:
         try:
             committed = self.watcher.commitment(game.job_id, root)
             spec = self._spec(game.job_id)
-        except (ProofError, StorageError, VeritrainError) as exc:
+        except (ProofError, StorageError, NotInLogs) as exc:
             raise DisputeWorkError(f"game {game_id}, job {game.job_id}: {exc}") from exc
         data = Availability(p, self.store).published(game.job_id, MANIFEST_ITEM, committed.manifest_cid, None)
         if data is None:

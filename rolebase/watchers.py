@@ -33,6 +33,11 @@ _K = TypeVar("_K")
 _V = TypeVar("_V")
 
 
+class NotInLogs(VeritrainError):
+    """A job's posting or commitment is not in the logs read up to the latest block (a node behind the
+    one the job was read from)."""
+
+
 class MarketWatcher:
     """Reads the market for the role loaders and their workers: live jobs each tick, and what a job was
     posted with and committed to, from the ``JobPosted`` and ``TraceCommitted`` logs.
@@ -102,14 +107,14 @@ class MarketWatcher:
         self._next_block, self._last_hash = latest + 1, client.block_hash(latest)
 
     def _indexed(self, table: dict[_K, _V], key: _K, missing: str) -> _V:
-        """``table[key]``, the logs since the last read read first if it is not there; else VeritrainError(``missing``)."""
+        """``table[key]``, the logs since the last read read first if it is not there; else :class:`NotInLogs`."""
         with self._lock:
             if key not in table:
                 self._index()
             try:
                 return table[key]
             except KeyError:
-                raise VeritrainError(missing) from None
+                raise NotInLogs(missing) from None
 
     def spec_cid(self, job_id: JobId) -> bytes:
         """The spec CID digest a job was posted with."""

@@ -53,7 +53,7 @@ from proofs.sampling import choose_segments
 from proofs.spec import Limits
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import SEGMENT_REPLAYED
-from rolebase.watchers import MarketWatcher
+from rolebase.watchers import MarketWatcher, NotInLogs
 from whistleblower.policy import Finding, FindingKind, own_picks_seed, plan_audit
 from whistleblower.state import AuditRecord
 
@@ -189,7 +189,7 @@ class Auditor:
         published on chain (else ContentUnavailable: the referees need it there); None if it gives them."""
         try:
             cid = self.watcher.commitment(job_id, trace_root).manifest_cid
-        except VeritrainError as exc:  # a node behind the one the job was read from
+        except NotInLogs as exc:  # a node behind the one the job was read from
             raise AuditDeferred(str(exc)) from None
         data = self.availability.fetch(job_id, MANIFEST_ITEM, cid, MANIFEST_BLOCK, deadline, "manifest")  # its root block
         try:

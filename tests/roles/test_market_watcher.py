@@ -10,9 +10,8 @@ import pytest
 
 from core.cid import digest_to_cid
 from core.contracts import Bytes32, Role, TraceCommitment
-from core.errors import VeritrainError
 from deploy.devnet import Devnet
-from rolebase.watchers import MarketWatcher
+from rolebase.watchers import MarketWatcher, NotInLogs
 from tests.chain.test_lifecycle import MANIFEST, MODEL, ROOT, SPEC, post, stake
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ def test_a_jobs_commitment_is_read_once_by_root_and_again_after_the_chain_went_b
         watcher.commitment(job_id, Bytes32(ROOT))
         watcher.spec_cid(job_id)
     assert len(reads) == 2
-    with pytest.raises(VeritrainError, match="no TraceCommitted event under root 0x5555"):
+    with pytest.raises(NotInLogs, match="no TraceCommitted event under root 0x5555"):
         watcher.commitment(job_id, OTHER_ROOT)  # not committed: the blocks since are read, nothing found
 
     devnet.chain.revert(before_commit)  # the commit undone; another root committed in its place, and the chain grows past where it was
@@ -54,6 +53,6 @@ def test_a_jobs_commitment_is_read_once_by_root_and_again_after_the_chain_went_b
     devnet.chain.mine(5)
     again = watcher.commitment(job_id, OTHER_ROOT)
     assert again.trace_root == OTHER_ROOT and again.checkpoint_count == 5
-    with pytest.raises(VeritrainError, match="no TraceCommitted event under root"):
+    with pytest.raises(NotInLogs, match="no TraceCommitted event under root"):
         watcher.commitment(job_id, Bytes32(ROOT))  # the undone commitment is handed out no more
     assert watcher.spec_cid(job_id) == SPEC
