@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from core.agent import LoopSettings
 from core.chain import Signer
 from core.config import Settings
@@ -11,7 +9,6 @@ from core.storage import ContentStore
 from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
-from rolebase.daemon import state_dir as role_state_dir
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
 from verifier.policy import (
@@ -26,12 +23,6 @@ from verifier.responder import VerifierResponder
 from verifier.state import VerifierDb
 
 VerifierDaemon = RoleDaemon[VerifierView, VerifierAction]
-
-#: The actions never sent twice (``rolebase.sent.Journal``): each one contract call (a stake: approve, then the stake call).
-
-
-def state_dir(data_dir: Path, address: str) -> Path:
-    return role_state_dir(data_dir, "verifier", address)
 
 
 def build(

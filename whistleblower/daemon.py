@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from core.agent import LoopSettings
 from core.chain import Signer
@@ -12,7 +11,6 @@ from core.storage import ContentStore
 from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
-from rolebase.daemon import state_dir as role_state_dir
 from rolebase.dispute import DisputeReplayer
 from rolebase.earnings import jackpot_economics
 from rolebase.events import JACKPOT_INCOME
@@ -25,10 +23,6 @@ from whistleblower.state import WhistleblowerDb
 log = logging.getLogger(__name__)
 
 WhistleblowerDaemon = RoleDaemon[WhistleblowerView, WhistleblowerAction]
-
-
-def state_dir(data_dir: Path, address: str) -> Path:
-    return role_state_dir(data_dir, "whistleblower", address)
 
 
 def build(

@@ -18,13 +18,12 @@ from pathlib import Path
 
 from core.agent import ACTION_DROPPED, mined
 from core.contracts import JobId, JobState
+from rolebase.daemon import state_dir
 from rolebase.deployment import Deployment
 from rolebase.sent import RESENT
-from solver.daemon import state_dir as solver_dir
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
-from verifier.daemon import state_dir as verifier_dir
 
 E2E_MARKET = {"forcedErrorRateBps": 0}  # an honest report every time
 
@@ -63,8 +62,8 @@ def _dump_until(market: Market, job_id: JobId, state: JobState, acted: Callable[
 def test_daemons_act_again_when_the_chain_restarts_from_a_dump_before_their_call(market: Market, tmp_path: Path) -> None:
     protocol = market.protocol()
     records = Deployment.of(protocol).data_dir
-    solver_db = solver_dir(records(market.root / "solver"), market.account(1).address) / "state.sqlite"
-    verifier_db = verifier_dir(records(market.root / "verifier"), market.account(2).address) / "state.sqlite"
+    solver_db = state_dir(records(market.root / "solver"), "solver", market.account(1).address) / "state.sqlite"
+    verifier_db = state_dir(records(market.root / "verifier"), "verifier", market.account(2).address) / "state.sqlite"
     solver = market.daemon("solver", 1, "solver")
     verifier = market.daemon("verifier", 2, "verifier", "--duty-grace", "5")
     market.wait_staked(120)
