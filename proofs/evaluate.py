@@ -49,11 +49,21 @@ def evaluate(spec: JobSpec, checkpoint: bytes, test: Dataset, rt: Runtime = Runt
 
 
 def sample_tokens(
-    spec: JobSpec, checkpoint: bytes, prompt: Sequence[int], count: int, *, seed: int = 0, temperature: float = 0.8, top_k: int = 40
+    spec: JobSpec,
+    checkpoint: bytes,
+    prompt: Sequence[int],
+    count: int,
+    *,
+    seed: int = 0,
+    temperature: float = 0.8,
+    top_k: int = 40,
+    vocab: int | None = None,
 ) -> list[int]:
     """``count`` tokens continuing ``prompt`` (at least one token), drawn from a token model's
     ``checkpoint``: each from the last position's logits over ``temperature``, cut to the ``top_k``
     likeliest, by a generator seeded with ``seed``; the context is the last ``block_size`` tokens.
+    ``vocab``: draw only among the first ``vocab`` ids, the ones the tokenizer reads (a model wider
+    than its tokenizer, GPT-2's 50,257 ids over a 4,096-token one, otherwise writes ids nothing reads).
     For people to read (the demo's text before and after training): nothing is committed or
     replayed from it, so it runs with torch's default settings."""
     cfg = spec.model
@@ -70,7 +80,7 @@ def sample_tokens(
         generator = torch.Generator().manual_seed(seed)
         for _ in range(count):
             context = torch.tensor([tokens[-cfg.block_size :]], dtype=torch.int64)
-            logits = model(context)[0, -1] / temperature
+            logits = model(context)[0, -1, :vocab] / temperature
             top = torch.topk(logits, min(top_k, logits.numel()))
             choice = torch.multinomial(torch.softmax(top.values, dim=-1), 1, generator=generator)
             tokens.append(int(top.indices[choice]))

@@ -71,12 +71,13 @@ class TextCodec:
     encode: Callable[[str], list[int]]
     decode: Callable[[Sequence[int]], str]
     prompt: str
+    vocab_size: Callable[[], int]  # the ids ``decode`` reads: a sample draws among these only
 
 
 #: The shipped tale is ASCII, one token per byte.
-BYTES_CODEC = TextCodec(lambda text: list(text.encode("ascii")), lambda tokens: bytes(tokens).decode("ascii", errors="replace"), "The ")
+BYTES_CODEC = TextCodec(lambda text: list(text.encode("ascii")), lambda tokens: bytes(tokens).decode("ascii", errors="replace"), "The ", lambda: 256)
 #: The shipped tokenizer's tokens; a sample starts as the corpus's speeches do.
-BPE_CODEC = TextCodec(lambda text: list(shipped().encode(text)), lambda tokens: shipped().decode(tokens), "Romeo.\n")
+BPE_CODEC = TextCodec(lambda text: list(shipped().encode(text)), lambda tokens: shipped().decode(tokens), "Romeo.\n", lambda: shipped().vocab_size)
 #: Demo jobs that model text, and how their tokens read.
 TEXT_CODECS: dict[str, TextCodec] = {"char-text": BYTES_CODEC, **dict.fromkeys(GPT_JOBS, BPE_CODEC)}
 #: Tokens sampled before and after training.
@@ -149,7 +150,7 @@ def sample_text(job: DemoJob, dataset_cid: str, model: bytes | None = None) -> s
         return None
     spec = posted_spec(job, dataset_cid)
     checkpoint = model if model is not None else initial_state(spec, load_dataset(spec, job.data_path.read_bytes()))
-    tokens = sample_tokens(spec, checkpoint, job.text.encode(job.text.prompt), SAMPLE_TOKENS, seed=spec.seed)
+    tokens = sample_tokens(spec, checkpoint, job.text.encode(job.text.prompt), SAMPLE_TOKENS, seed=spec.seed, vocab=job.text.vocab_size())
     return job.text.prompt + job.text.decode(tokens)
 
 

@@ -9,13 +9,15 @@ import json
 from importlib import resources
 from pathlib import Path
 
+import pytest
+
 from core.gas import max_published_checkpoint_bytes
 from core.storage import file_cid
 from proofs.data import load_dataset
 from proofs.replay import initial_state
 from proofs.tokenizer import shipped
 from proofs.train import Trainer
-from submitter.demo_job import build_demo_job, evaluate_model, posted_spec, sample_text
+from submitter.demo_job import BPE_CODEC, GPT_JOBS, TEXT_CODECS, build_demo_job, evaluate_model, posted_spec, sample_text
 from tests.roles.test_solver_judge import BLOCK_GAS_30M
 
 CORPUS = resources.files("proofs").joinpath("datasets/shakespeare.txt").read_bytes()
@@ -49,3 +51,15 @@ def test_gpt_tiny_writes_text_before_and_after_training(tmp_path: Path) -> None:
     after = sample_text(job, cid, model.read_bytes())
     assert after is not None and after.startswith("Romeo.\n") and after != before
     assert evaluate_model(job, model, cid)["test_loss"] < 8.0  # below chance (ln 4096 = 8.3)
+
+
+def test_a_gpt_wider_than_the_tokenizer_writes_only_ids_the_tokenizer_reads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """GPT-2 small's 50,257 ids over the shipped 4,096-token tokenizer (the 124M bench): its untrained
+    weights would draw ids no tokenizer reads; the sample draws among the tokenizer's."""
+    sizes, steps, k, batch, _ = GPT_JOBS["gpt-tiny"]
+    monkeypatch.setitem(GPT_JOBS, "gpt-wide", ({**sizes, "vocab_size": 50_257}, steps, k, batch, "gpt-tiny with GPT-2's vocabulary"))
+    monkeypatch.setitem(TEXT_CODECS, "gpt-wide", BPE_CODEC)
+    job = build_demo_job("gpt-wide", tmp_path)
+    cid = file_cid(job.data_path.read_bytes())
+    text = sample_text(job, cid)
+    assert text is not None and text.startswith("Romeo.\n") and len(text) > 100
