@@ -66,6 +66,7 @@ __all__ = [
     "court_commitment",
     "lacking_bitmap",
     "lacking_items",
+    "reports_draw",
     "Protocol",
     "MANIFEST_ITEM",
 ]
@@ -492,6 +493,12 @@ def decode_struct(cls: type[D], components: Sequence[Mapping[str, Any]], value: 
     return cls(**{n: _value(c, v) for n, c, v in zip(names, components, value)})
 
 
+def reports_draw(draw: Event, report: Event) -> bool:
+    """Whether ``ReportSubmitted`` event ``report`` is the report of ``VerifierAssigned`` event ``draw``
+    (the same job's): emitted after it, by the verifier it drew."""
+    return (report.block_number, report.log_index) > (draw.block_number, draw.log_index) and report.args["verifier"] == draw.args["verifier"]
+
+
 def _reported_probe(index: int, value: Any) -> Probe:
     """Slot ``index``'s ``Probe`` of a ``ReportSubmitted`` event, decoded as a tuple or by component name."""
     segment, step, state_hash = (value["segment"], value["step"], value["stateHash"]) if isinstance(value, Mapping) else value
@@ -807,21 +814,20 @@ class JobMarket(_Wrapper):
         ``ReportSubmitted`` (after the draw's ``VerifierAssigned``; scanning from ``from_block``: pass
         the address book's ``deploy_block``); the probes in slot order, none for a failing report.
         None while that verifier has not reported (before a report, or after a new draw). Whether the
-        report still stands is the job's state (Verified), not the seal's. Raises
-        :class:`ChainError` if the events do not hash to the stored seal (a node behind).
+        report still stands is the job's state (Verified), not the seal's. A daemon reads the same
+        from its index of the two logs (``rolebase.watchers.MarketWatcher.sealed_report``).
         """
         assigned = self.events("VerifierAssigned", from_block, jobId=job_id)
         if not assigned:
             return None
         draw = max(assigned, key=lambda e: (e.block_number, e.log_index))
-        reports = [
-            e
-            for e in self.events("ReportSubmitted", draw.block_number, jobId=job_id)
-            if (e.block_number, e.log_index) > (draw.block_number, draw.log_index) and e.args["verifier"] == draw.args["verifier"]
-        ]
-        if not reports:
-            return None
-        report = reports[0]
+        report = next((e for e in self.events("ReportSubmitted", draw.block_number, jobId=job_id) if reports_draw(draw, e)), None)
+        return None if report is None else self.sealed(job_id, draw, report)
+
+    def sealed(self, job_id: JobId, draw: Event, report: Event) -> tuple[ReportSeal, list[Probe]]:
+        """The seal and the probes of ``report``, the report of the job's verifier ``draw`` (both
+        events of the job). Raises :class:`ChainError` if they do not hash to the stored seal (the
+        events were read from a node behind the one the job was read from, or a new draw since)."""
         seal = ReportSeal(
             Bytes32(bytes(draw.args["assignSeed"])),
             Bytes32(bytes(draw.args["forcedCommitment"])),

@@ -170,7 +170,7 @@ def opening_on_report(seal: ReportSeal | None, probe: Probe, proof: Sequence[Byt
     """Dispute ``probe`` of a passing report: the verifier's probe and its ``proof`` from the
     report's probe tree, the agreed start (checkpoint ``segment``) from the solver's trace.
 
-    ``seal`` is the job's (``JobMarket.seal_of``; None means there is no report to dispute). The
+    ``seal`` is the job's (``MarketWatcher.seal``; None means there is no report to dispute). The
     contract checks the probe against the seal and the start against the trace root; the probe's
     step must be inside the segment (1..maxSegmentSteps on chain, 1..k by the spec).
     """

@@ -1,5 +1,5 @@
-"""What the roles read the chain through: the market's live jobs, what each was posted with and
-committed to, and the live dispute games, each read once it is final no more."""
+"""What the roles read the chain through: the market's live jobs, what each was posted with,
+committed to and reported on, and the live dispute games, each read once it is final no more."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import threading
 from dataclasses import dataclass
 from typing import TypeVar
 
-from core.contracts import Bytes32, DisputeGame, Game, GameId, Job, JobId, JobMarket, TraceCommitment
+from core.contracts import Bytes32, DisputeGame, Event, Game, GameId, Job, JobId, JobMarket, ReportSeal, TraceCommitment, reports_draw
 from core.errors import VeritrainError
+from core.probe import Probe
 from proofs.merkle import hex32
 from rolebase.records import RoleDb
 
@@ -40,14 +41,15 @@ class NotInLogs(VeritrainError):
 
 class MarketWatcher:
     """Reads the market for the role loaders and their workers: live jobs each tick, and what a job was
-    posted with and committed to, from the ``JobPosted`` and ``TraceCommitted`` logs.
+    posted with, committed to and reported on, from the ``JobPosted``, ``TraceCommitted``,
+    ``VerifierAssigned`` and ``ReportSubmitted`` logs.
 
-    Final is forever, so jobs known final are never read again. The two logs are read once,
+    Final is forever, so jobs known final are never read again. The four logs are read once,
     incrementally, from the deployment block on, into one index that every reader of a role shares
     (the loader on its tick, the workers on their threads: a lock guards it). Before each read the
     hash of the last block read is asked again: a chain that went back or reorganized (a reverted
     snapshot, a restart from a dump, a reorg) is read again from the deployment block. A commitment
-    is looked up by the root the caller read from the job.
+    is looked up by the root the caller read from the job; a report is the one of the job's latest draw.
     """
 
     def __init__(self, market: JobMarket, deploy_block: int, max_jobs: int = 10_000) -> None:
@@ -60,6 +62,8 @@ class MarketWatcher:
         self._spec_cids: dict[int, bytes] = {}
         self._full_replay: set[int] = set()  # jobs posted for full replay (JobPosted's fullReplay)
         self._commitments: dict[tuple[int, bytes], TraceCommitment] = {}  # (job, trace root): its latest commit under that root
+        self._draws: dict[int, Event] = {}  # job -> its latest VerifierAssigned
+        self._reports: dict[int, Event] = {}  # job -> the ReportSubmitted of its latest draw, once there is one
 
     def scan(self, known_final: set[int]) -> MarketScan:
         """Read each job not yet known final (the newest ``max_jobs`` ids at most)."""
@@ -95,6 +99,8 @@ class MarketWatcher:
             self._spec_cids.clear()
             self._full_replay.clear()
             self._commitments.clear()
+            self._draws.clear()
+            self._reports.clear()
         if latest < self._next_block:
             return
         for event in self.market.events("JobPosted", self._next_block, latest):
@@ -104,6 +110,17 @@ class MarketWatcher:
         for event in self.market.events("TraceCommitted", self._next_block, latest):
             commitment = TraceCommitment.of(event)
             self._commitments[(int(event.args["jobId"]), bytes(commitment.trace_root))] = commitment
+        draws_and_reports = [
+            *self.market.events("VerifierAssigned", self._next_block, latest),
+            *self.market.events("ReportSubmitted", self._next_block, latest),
+        ]
+        for event in sorted(draws_and_reports, key=lambda e: (e.block_number, e.log_index)):
+            job = int(event.args["jobId"])
+            if event.name == "VerifierAssigned":
+                self._draws[job] = event
+                self._reports.pop(job, None)
+            elif job in self._draws and job not in self._reports and reports_draw(self._draws[job], event):
+                self._reports[job] = event
         self._next_block, self._last_hash = latest + 1, client.block_hash(latest)
 
     def _indexed(self, table: dict[_K, _V], key: _K, missing: str) -> _V:
@@ -130,6 +147,33 @@ class MarketWatcher:
         """What the job's solver committed under ``trace_root`` (the root the caller read from the job)."""
         missing = f"job {job_id}: no TraceCommitted event under root {hex32(trace_root)}"
         return self._indexed(self._commitments, (int(job_id), bytes(trace_root)), missing)
+
+    def draw(self, job_id: JobId) -> Event | None:
+        """The job's latest ``VerifierAssigned``, read up to the latest block; None before its first draw."""
+        with self._lock:
+            self._index()
+            return self._draws.get(int(job_id))
+
+    def report(self, job_id: JobId) -> Event | None:
+        """The ``ReportSubmitted`` of the job's latest verifier draw, read up to the latest block; None
+        while that verifier has not reported."""
+        with self._lock:
+            self._index()
+            return self._reports.get(int(job_id))
+
+    def sealed_report(self, job_id: JobId) -> tuple[ReportSeal, list[Probe]] | None:
+        """The seal and the probes of the job's current report (``JobMarket.sealed_report``, from the
+        index): None while the latest draw's verifier has not reported. Raises ``ChainError`` if they do
+        not hash to the seal the chain stores."""
+        with self._lock:
+            self._index()
+            draw, report = self._draws.get(int(job_id)), self._reports.get(int(job_id))
+        return None if draw is None or report is None else self.market.sealed(job_id, draw, report)
+
+    def seal(self, job_id: JobId) -> ReportSeal | None:
+        """The seal of the job's current report (:meth:`sealed_report`)."""
+        sealed = self.sealed_report(job_id)
+        return None if sealed is None else sealed[0]
 
 
 class GameWatcher:

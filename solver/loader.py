@@ -171,10 +171,10 @@ class SolverLoader:
         key = (job_id, job.deadline)
         if key not in self._draws:
             norms = [r.norm for r in records[1:]]
-            assigned = self.protocol.market.events("VerifierAssigned", self.protocol.book.deploy_block, jobId=job_id)
-            if not assigned or None in norms or len(records) < 2:
+            assigned = self.watcher.draw(job_id)
+            if assigned is None or None in norms or len(records) < 2:
                 return ()
-            seed = bytes(assigned[-1].args["assignSeed"])
+            seed = bytes(assigned.args["assignSeed"])
             self._draws = {k: v for k, v in self._draws.items() if k[0] != job_id}
             self._draws[key] = draw_checkpoints([n for n in norms if n is not None], seed, self._market_params.probe_count)
         draw = self._draws[key]

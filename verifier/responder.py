@@ -152,7 +152,7 @@ class VerifierResponder:
         p = self.protocol
         if p.game.get_game(game_id).status not in CONCEDABLE:
             return
-        seal = p.market.seal_of(job_id, p.book.deploy_block)
+        seal = self.trace_verifier.watcher.seal(job_id)
         secret = None if seal is None else self.db.forced_secret(seal.forced_commitment)
         if seal is None or secret is None:
             log.error("cannot concede: no forced secret of ours behind the job's seal", extra={"game": game_id, "job": job_id})

@@ -173,8 +173,7 @@ class Auditor:
         """The current report's seal and its probes, both from the one event the chain emitted; their
         tree builds the sealed probe root (the chain computed it from them). A mismatch would mean our
         ProbeTree and the chain disagree: no challenge could be proven, so the audit waits."""
-        p = self.protocol
-        sealed = p.market.sealed_report(job_id, p.book.deploy_block)
+        sealed = self.watcher.sealed_report(job_id)
         if sealed is None or not sealed[1]:
             raise AuditDeferred(f"job {job_id}: no passing report sealed on chain yet")
         seal, reported = sealed

@@ -101,11 +101,11 @@ class WhistleblowerLoader:
         """The job's current passing report (None if the last report of its current draw failed)."""
         key = (int(job_id), bytes(job.trace_root), job.draws)
         if key not in self._reports:
-            events = self.protocol.market.events("ReportSubmitted", self.protocol.book.deploy_block, jobId=job_id, verifier=job.verifier)
-            if not events:
+            event = self.watcher.report(job_id)
+            if event is None or event.args["verifier"] != job.verifier:
                 return None
             self._reports = {k: v for k, v in self._reports.items() if k[0] != int(job_id)}
-            self._reports[key] = events[-1]
+            self._reports[key] = event
         event = self._reports[key]
         return event if event.args["passed"] else None
 

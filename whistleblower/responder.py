@@ -93,7 +93,7 @@ class WhistleblowerResponder:
             return
         m = self.replayer.material(job_id)
         if finding.kind is FindingKind.PROBE:
-            seal = finding.seal if finding.seal is not None else p.market.seal_of(job_id, p.book.deploy_block)
+            seal = finding.seal if finding.seal is not None else self.auditor.watcher.seal(job_id)
             args = opening_on_report(seal, finding.probe(), finding.proof, m.manifest.state_hashes, m.manifest.tree())
             game_id, receipt = p.game.open_on_report(job_id, *args.call_args())
             what = "openOnReport"

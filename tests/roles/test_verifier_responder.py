@@ -27,7 +27,8 @@ class _Chain:
 
     def __init__(self, seal: ReportSeal | None = None, status: GameStatus = GameStatus.SOLVER_TO_MOVE) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
-        self.market = SimpleNamespace(commit_forced_seed=self._call("commitForcedSeed"), seal_of=lambda job_id, from_block: seal)
+        self.market = SimpleNamespace(commit_forced_seed=self._call("commitForcedSeed"))
+        self.watcher = SimpleNamespace(seal=lambda job_id: seal)  # what the logs say
         self.game = SimpleNamespace(concede_forced=self._call("concedeForced"), get_game=lambda game_id: SimpleNamespace(status=status))
         self.book = SimpleNamespace(deploy_block=0)
 
@@ -47,7 +48,7 @@ def db(tmp_path: Path) -> Any:
 
 
 def _responder(chain: _Chain, db: VerifierDb) -> VerifierResponder:
-    return VerifierResponder(chain, db, trace_verifier=None, replayer=None, me=ME)  # type: ignore[arg-type]
+    return VerifierResponder(chain, db, trace_verifier=SimpleNamespace(watcher=chain.watcher), replayer=None, me=ME)  # type: ignore[arg-type]
 
 
 def _secrets(db: VerifierDb) -> list[str]:

@@ -103,9 +103,8 @@ def _audit(
     committed = TraceCommitment(
         Address("0x" + "11" * 20), manifest.root, len(trace.state_hashes), Cid(manifest.final_cid), job.store.put(manifest.canonical_bytes())
     )
-    watcher = SimpleNamespace(commitment=lambda job_id, root: committed)  # what the job's TraceCommitted event says
+    watcher = SimpleNamespace(commitment=lambda job_id, root: committed, sealed_report=lambda job_id: (seal, emitted))  # what the logs say
     market = SimpleNamespace(
-        sealed_report=lambda job_id, from_block=0: (seal, emitted),
         is_published=lambda job_id, item: item == MANIFEST_ITEM and manifest_published,
         published=lambda job_id, item, from_block=0: [published] if item == withheld and published is not None else [],
     )

@@ -50,15 +50,16 @@ def _responder(
     tmp_path: Path, *, state: JobState = JobState.VERIFIED, challenged: frozenset[tuple[FindingKind, int]] = frozenset(), report_cid: str = CID
 ) -> tuple[WhistleblowerResponder, _Game, WhistleblowerDb]:
     game = _Game()
-    market = SimpleNamespace(get_job=lambda job_id: SimpleNamespace(state=state), seal_of=lambda job_id, from_block=0: CHAIN_SEAL)
+    market = SimpleNamespace(get_job=lambda job_id: SimpleNamespace(state=state))
     token = SimpleNamespace(allowance=lambda owner, spender: 10**30)
     protocol = SimpleNamespace(market=market, game=game, token=token, book=SimpleNamespace(deploy_block=0))
     report = SimpleNamespace(args={"reportCid": cid_to_digest(report_cid)}, block_number=5)
     loader = SimpleNamespace(current_report=lambda job_id, job: report, challenged=lambda job_id, since: challenged)
     manifest = SimpleNamespace(state_hashes=HASHES, tree=lambda: TraceTree(HASHES))
     replayer = SimpleNamespace(material=lambda job_id: SimpleNamespace(manifest=manifest))
+    auditor = SimpleNamespace(watcher=SimpleNamespace(seal=lambda job_id: CHAIN_SEAL))  # what the logs say
     db = WhistleblowerDb(tmp_path / "state.sqlite")
-    return WhistleblowerResponder(protocol, db, None, replayer, loader, ME), game, db  # type: ignore[arg-type]
+    return WhistleblowerResponder(protocol, db, auditor, replayer, loader, ME), game, db  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("finding", "sealed"), [(PROBE, SEAL), (replace(PROBE, seal=None), CHAIN_SEAL)])
