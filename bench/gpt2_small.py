@@ -135,7 +135,8 @@ def withheld(workdir: Path, job_name: str, steps: int | None) -> dict[str, Any]:
             break
         duties = [
             CourtDuty(
-                proto.with_signer(m),
+                proto.with_signer(m).court,
+                proto.book.deploy_block,
                 FetchingStore(LocalStore(workdir / f"member-{i}"), [gateway.url]),
                 m.address,
                 _secret(),

@@ -24,13 +24,15 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol as Structural
 
 from eth_utils import keccak
 
 from core.agent import log_mined
-from core.chain import Address
+from core.calls import Book, Located, Logs, TokenCalls
+from core.chain import Address, Receipt
 from core.cid import Cid
-from core.contracts import MANIFEST_ITEM, JobId, Protocol, Role, lacking_bitmap
+from core.contracts import MANIFEST_ITEM, Case, CourtParams, Job, JobId, MarketParams, Protocol, Role, StakeInfo, TokenAmount, lacking_bitmap
 from core.errors import VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentNotFound, ContentStore, StorageError
@@ -202,7 +204,51 @@ class Availability:
         return not near and time.monotonic() - first < AVAILABILITY_WAIT_S
 
 
-def court_open(p: Protocol, me: Address, job_id: JobId, names_manifest: bool) -> bool:
+class ChallengeMarket(Located, Structural):
+    def get_job(self, job_id: JobId) -> Job: ...
+
+    def params(self) -> MarketParams: ...
+
+    def challenge_availability(self, job_id: JobId, item: int) -> Receipt: ...
+
+
+class ChallengeCourt(Logs, Structural):
+    def params(self) -> CourtParams: ...
+
+    def get_case(self, case_id: int) -> Case: ...
+
+    def challenge(self, job_id: JobId, lacking: bytes) -> tuple[int, Receipt]: ...
+
+
+class ChallengeStakes(Logs, Structural):
+    def min_stake(self, role: Role) -> TokenAmount: ...
+
+    def stake_of(self, account: str, role: Role) -> StakeInfo: ...
+
+    def free_stake(self, account: str, role: Role) -> TokenAmount: ...
+
+
+class ChallengeCalls(Structural):
+    """What :func:`challenge` reads and sends (``core.contracts.Protocol`` has it all): the job, who
+    could sit on a court's committee, our cases on the job, the approval and the challenge."""
+
+    @property
+    def market(self) -> ChallengeMarket: ...
+
+    @property
+    def court(self) -> ChallengeCourt: ...
+
+    @property
+    def stakes(self) -> ChallengeStakes: ...
+
+    @property
+    def token(self) -> TokenCalls: ...
+
+    @property
+    def book(self) -> Book: ...
+
+
+def court_open(p: ChallengeCalls, me: Address, job_id: JobId, names_manifest: bool) -> bool:
     """Whether a court case can decide for us: we opened no case of this kind on the job's trace
     (one naming the manifest, one naming only checkpoints), and enough verifiers other than the job's
     parties and us have the member bond free to seat a committee (else the case would end undecided
@@ -222,7 +268,7 @@ def court_open(p: Protocol, me: Address, job_id: JobId, names_manifest: bool) ->
     return len(seatable) >= params.committee_size
 
 
-def challenge(p: Protocol, me: Address, unavailable: ContentUnavailable) -> None:
+def challenge(p: ChallengeCalls, me: Address, unavailable: ContentUnavailable) -> None:
     """One challenge naming every lacking item, one approve: an ``AvailabilityCourt`` case; the
     JobMarket's own path (the solver publishes one item on chain) for a manifest the referees need on
     chain, and where no court case can decide (:func:`court_open`). The chain refuses either if the

@@ -7,18 +7,24 @@ and :class:`GameMoves`. Every party plays every game move as one :class:`GameMov
 (:class:`Defender`, :class:`Challenger`). A game move re-reads its game and is skipped if the chain
 no longer waits for it. An action that must never be sent twice (one contract call) says so on its
 type: it is :class:`Journaled` (rolebase.sent).
+
+Each carrier is handed only the calls it makes (:class:`GameCalls`, :class:`Staking`), not the
+chain client: a narrow, structural type that the deployed contracts' wrappers satisfy and a
+test's fake implements in a few lines. Each role's responder says the same of its own calls; the shared pieces are in ``core.calls``.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol as Structural
 
 from core.agent import log_mined
-from core.chain import Address
+from core.calls import Located, StakeCalls, TokenCalls
+from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest
-from core.contracts import Bytes32, Game, GameId, GameStatus, JobId, Protocol, Role, TokenAmount
+from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, JobId, Role, TokenAmount
 from core.dispute import Action, midpoint
 from proofs.merkle import hex32
 
@@ -58,6 +64,45 @@ class GameMove:
     action: Action
 
 
+class Staking(Structural):
+    """What :func:`stake` sends: the token's approval and the stake."""
+
+    @property
+    def token(self) -> TokenCalls: ...
+
+    @property
+    def stakes(self) -> StakeCalls: ...
+
+
+class GameCalls(Structural):
+    """What :class:`GameMoves` reads and sends: a game, and the moves every party makes alike."""
+
+    def get_game(self, game_id: GameId) -> Game: ...
+
+    def post_midpoint(self, game_id: GameId, state_hash: bytes, cid: bytes) -> Receipt: ...
+
+    def answer_midpoint(self, game_id: GameId, agree: bool) -> Receipt: ...
+
+    def timeout_clock(self, game_id: GameId) -> Receipt: ...
+
+    def draw_committee(self, game_id: GameId) -> Receipt: ...
+
+    def settle(self, game_id: GameId) -> Receipt: ...
+
+
+class OpeningCalls(GameCalls, Located, Structural):
+    """A challenger's: the game's bond (``params``, approved to ``address``) and its openings of a
+    trace game, on a segment or on the manifest."""
+
+    def params(self) -> GameParams: ...
+
+    def open(
+        self, job_id: JobId, segment: int, steps: int, start_hash: bytes, start_proof: Sequence[bytes], end_hash: bytes, end_proof: Sequence[bytes]
+    ) -> tuple[GameId, Receipt]: ...
+
+    def open_on_manifest(self, job_id: JobId) -> tuple[GameId, Receipt]: ...
+
+
 class _Records(Structural):
     def forget(self, job_id: JobId) -> None: ...
 
@@ -81,8 +126,8 @@ class Defender(Structural):
 class Upkeep:
     """Carries out :class:`Stake` and :class:`Forget` for one role, logging on the role's logger."""
 
-    def __init__(self, protocol: Protocol, role: Role, me: Address, records: _Records, logger: logging.Logger) -> None:
-        self.protocol = protocol
+    def __init__(self, staking: Staking, role: Role, me: Address, records: _Records, logger: logging.Logger) -> None:
+        self.staking = staking
         self.role = role
         self.me = me
         self.records = records
@@ -91,7 +136,7 @@ class Upkeep:
     def perform(self, action: Stake | Forget) -> None:
         match action:
             case Stake(amount):
-                stake(self.protocol, self.me, self.role, amount)
+                stake(self.staking, self.me, self.role, amount)
             case Forget(job_id):
                 self.records.forget(job_id)
                 self.records.forget_sent(job_id)
@@ -105,33 +150,31 @@ class GameMoves:
     ``settle``. A party that never plays a side has none for it. The referees' votes, which hold a
     secret salt, stay with the verifier's responder."""
 
-    def __init__(
-        self, protocol: Protocol, me: Address, logger: logging.Logger, *, challenger: Challenger | None = None, defender: Defender | None = None
-    ) -> None:
-        self.protocol = protocol
+    def __init__(self, game: GameCalls, me: Address, logger: logging.Logger, *, challenger: Challenger | None = None, defender: Defender | None = None) -> None:
+        self.game = game
         self.me = me
         self.challenger = challenger
         self.defender = defender
         self.log = logger
 
     def perform(self, move: GameMove) -> None:
-        p = self.protocol
+        calls = self.game
         match move:
             case GameMove(game_id, Action.POST_MIDPOINT):
-                game = p.game.get_game(game_id)
+                game = calls.get_game(game_id)
                 if game.status is GameStatus.SOLVER_TO_MOVE and game.defender == self.me and self.defender is not None:
                     state_hash, cid = self.defender.midpoint(game)
-                    receipt = p.game.post_midpoint(game_id, state_hash, cid_to_digest(cid))
+                    receipt = calls.post_midpoint(game_id, state_hash, cid_to_digest(cid))
                     log_mined(
                         self.log, "postMidpoint", receipt, job=game.job_id, game=game_id, step=midpoint(game.lo, game.hi), state_hash=hex32(state_hash), cid=cid
                     )
             case GameMove(game_id, Action.ANSWER_MIDPOINT):
-                game = p.game.get_game(game_id)
+                game = calls.get_game(game_id)
                 if game.status is GameStatus.CHALLENGER_TO_MOVE and game.challenger == self.me and self.challenger is not None:
                     agree = self.challenger.answer(game_id, game)
-                    log_mined(self.log, "answerMidpoint", p.game.answer_midpoint(game_id, agree), game=game_id, step=midpoint(game.lo, game.hi), agree=agree)
+                    log_mined(self.log, "answerMidpoint", calls.answer_midpoint(game_id, agree), game=game_id, step=midpoint(game.lo, game.hi), agree=agree)
             case GameMove(game_id, what):
-                call = {Action.TIMEOUT_CLOCK: p.game.timeout_clock, Action.DRAW_COMMITTEE: p.game.draw_committee, Action.SETTLE: p.game.settle}[what]
+                call = {Action.TIMEOUT_CLOCK: calls.timeout_clock, Action.DRAW_COMMITTEE: calls.draw_committee, Action.SETTLE: calls.settle}[what]
                 log_mined(self.log, what.value, call(game_id), game=game_id)
 
 
@@ -146,8 +189,8 @@ def stake_needed(target: int, min_stake: int, staked: int, balance: int) -> Toke
     return TokenAmount(amount)
 
 
-def stake(protocol: Protocol, me: Address, role: Role, amount: int) -> None:
+def stake(staking: Staking, me: Address, role: Role, amount: int) -> None:
     """Approve (if needed) and stake ``amount`` in ``role``, logging each mined call."""
-    if protocol.token.allowance(me, protocol.stakes.address) < amount:
-        log_mined(log, "approve", protocol.token.approve(protocol.stakes.address, amount))
-    log_mined(log, "stake", protocol.stakes.stake(role, amount), amount=amount)
+    if staking.token.allowance(me, staking.stakes.address) < amount:
+        log_mined(log, "approve", staking.token.approve(staking.stakes.address, amount))
+    log_mined(log, "stake", staking.stakes.stake(role, amount), amount=amount)

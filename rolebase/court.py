@@ -19,12 +19,14 @@ import enum
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
+from typing import Protocol as Structural
 
 from eth_utils import keccak
 
 from core.agent import log_mined
-from core.chain import Address
-from core.contracts import MANIFEST_ITEM, Ballot, Case, CaseStatus, CourtParams, JobId, Protocol, court_commitment, lacking_items
+from core.chain import Address, Receipt
+from core.contracts import MANIFEST_ITEM, Ballot, Case, CaseStatus, CourtParams, Event, JobId, Protocol, court_commitment, lacking_items
 from core.dispute import derive_salt
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
@@ -117,20 +119,41 @@ def court_moves(now: int, block: int, me: Address, cases: Sequence[LiveCase], pa
     return moves
 
 
+class CourtCalls(Structural):
+    """What :class:`CourtDuty` reads and sends: the court's cases, its ballots and its moves."""
+
+    def get_case(self, case_id: int) -> Case: ...
+
+    def ballot_of(self, case_id: int, member: str) -> tuple[Ballot, Bytes32]: ...
+
+    def events(self, name: str, from_block: int, to_block: int | None = None, **filters: Any) -> list[Event]: ...
+
+    def draw_committee(self, case_id: int) -> Receipt: ...
+
+    def commit_vote(self, case_id: int, commitment: bytes) -> Receipt: ...
+
+    def reveal_vote(self, case_id: int, served: bool, salt: bytes) -> Receipt: ...
+
+    def settle(self, case_id: int) -> Receipt: ...
+
+
 class CourtDuty:
     """Carries out :class:`CourtMove` for one account. ``salt_secret``: at least 32 secret bytes kept
     in the role's records; a vote's salt is derived from it, and its reveal matches the commitment
-    on chain, so nothing about a vote is stored."""
+    on chain, so nothing about a vote is stored. ``deploy_block``: where the court's logs begin."""
 
-    def __init__(self, protocol: Protocol, store: ContentStore, me: Address, salt_secret: Callable[[], bytes], watcher: MarketWatcher) -> None:
-        self.protocol = protocol
+    def __init__(
+        self, court: CourtCalls, deploy_block: int, store: ContentStore, me: Address, salt_secret: Callable[[], bytes], watcher: MarketWatcher
+    ) -> None:
+        self.court = court
+        self.deploy_block = deploy_block
         self.store = store
         self.watcher = watcher  # the trace commitment a case names
         self.me = me
         self._salt_secret = salt_secret
 
     def perform(self, move: CourtMove) -> None:
-        court = self.protocol.court
+        court = self.court
         case = court.get_case(move.case_id)
         match move.action:
             case CourtAction.DRAW if case.status is CaseStatus.DRAWING:
@@ -150,8 +173,7 @@ class CourtDuty:
     def served(self, case_id: int, case: Case) -> bool:
         """Whether every item the case names is served: fetched by its CID (and a checkpoint checked
         against the committed trace). What was fetched stays in our store, which we serve from."""
-        p = self.protocol
-        opened = p.court.events("CaseOpened", p.book.deploy_block, caseId=case_id)
+        opened = self.court.events("CaseOpened", self.deploy_block, caseId=case_id)
         committed = self.watcher.commitment(JobId(case.job_id), case.trace_root)  # not in our node's logs yet: no vote this tick
         if not opened:
             log.warning("case not found in the logs", extra={"case": case_id, "job": case.job_id})
@@ -192,12 +214,12 @@ class CourtDuty:
         return derive_salt(keccak(b"veritrain availability court" + self._salt_secret()), case_id)
 
     def _reveal(self, case_id: int) -> None:
-        ballot, commitment = self.protocol.court.ballot_of(case_id, self.me)
+        ballot, commitment = self.court.ballot_of(case_id, self.me)
         if ballot is not Ballot.COMMITTED:
             return
         salt = self._salt(case_id)
         for served in (True, False):
             if court_commitment(case_id, served, salt, self.me) == bytes(commitment):
-                log_mined(log, "court revealVote", self.protocol.court.reveal_vote(case_id, served, salt), case=case_id, served=served)
+                log_mined(log, "court revealVote", self.court.reveal_vote(case_id, served, salt), case=case_id, served=served)
                 return
         log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"case": case_id})

@@ -4,19 +4,24 @@ Every action is idempotent. A transaction whose precondition no longer holds rev
 at gas estimation (nothing is sent) and the agent loop drops it; local records are
 written only after the fact they record (a mined receipt, a file fsynced), so a kill
 at any point leaves records that are true, if behind, and the next tick catches up.
+
+The responder is handed only the calls it sends (:class:`SolverCalls`), not the chain client.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Protocol as Structural
 
 from core.agent import log_mined
-from core.chain import Address
+from core.calls import StakeCalls, TokenCalls
+from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
-from core.contracts import Bytes32, Game, Protocol, Role
+from core.contracts import Bytes32, Device, Game, JobId, Role
 from core.dispute import midpoint
 from proofs.merkle import hex32
-from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
+from rolebase.actions import Forget, GameCalls, GameMove, GameMoves, Stake, Upkeep
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
 from solver.policy import (
@@ -40,6 +45,45 @@ from solver.work import JobTrainer
 log = logging.getLogger(__name__)
 
 
+class _Market(Structural):
+    def claim(self, job_id: JobId) -> Receipt: ...
+
+    def commit(self, job_id: JobId, trace_root: bytes, checkpoint_count: int, final_model_cid: bytes, manifest_cid: bytes) -> Receipt: ...
+
+    def assign_verifier(self, job_id: JobId) -> Receipt: ...
+
+    def timeout_verifier(self, job_id: JobId) -> Receipt: ...
+
+    def finalize(self, job_id: JobId) -> Receipt: ...
+
+    def answer_availability(self, job_id: JobId, content: bytes, proof: Sequence[bytes] = ()) -> Receipt: ...
+
+
+class _Game(GameCalls, Structural):
+    def forfeit_unopened(self, job_id: JobId) -> Receipt: ...
+
+
+class _Stakes(StakeCalls, Structural):
+    def advertise(self, max_params: int, max_dataset_bytes: int, max_steps: int, flops: int, device: Device) -> Receipt: ...
+
+
+class SolverCalls(Structural):
+    """What the solver sends (``core.contracts.Protocol`` has them all): its market moves, its game
+    moves, its stake and its advert."""
+
+    @property
+    def market(self) -> _Market: ...
+
+    @property
+    def game(self) -> _Game: ...
+
+    @property
+    def token(self) -> TokenCalls: ...
+
+    @property
+    def stakes(self) -> _Stakes: ...
+
+
 class _Defense:
     """The solver's side of its games: its state at the midpoint, recomputed from the segment's checkpoint."""
 
@@ -51,17 +95,17 @@ class _Defense:
 
 
 class SolverResponder:
-    def __init__(self, protocol: Protocol, db: SolverDb, job_trainer: JobTrainer, watcher: MarketWatcher, me: Address) -> None:
-        self.protocol = protocol
+    def __init__(self, calls: SolverCalls, db: SolverDb, job_trainer: JobTrainer, watcher: MarketWatcher, me: Address) -> None:
+        self.calls = calls
         self.watcher = watcher
         self.db = db
         self.job_trainer = job_trainer
         self.me = me
-        self.upkeep = Upkeep(protocol, Role.SOLVER, me, db, log)
-        self.moves = GameMoves(protocol, me, log, defender=_Defense(job_trainer))
+        self.upkeep = Upkeep(calls, Role.SOLVER, me, db, log)
+        self.moves = GameMoves(calls.game, me, log, defender=_Defense(job_trainer))
 
     def perform(self, action: SolverAction) -> None:
-        p = self.protocol
+        p = self.calls
         match action:
             case Stake():
                 self.upkeep.perform(action)

@@ -8,20 +8,26 @@ restart by matching the commitment on chain, so nothing about a vote needs to be
 Forced secrets leave the records only as the argument of ``concedeForced``; a new one is
 recorded before its commitment is sent, so a crash in between leaves a secret that the next
 tick commits (``seed_moves``: never committed yet), not a commitment without its secret.
+
+The responder is handed only the calls it makes (:class:`VerifierCalls`), not the chain client.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Protocol as Structural
 
 from core.agent import log_mined
-from core.availability import ContentUnavailable, challenge
-from core.chain import Address
+from core.availability import ChallengeCalls, ChallengeCourt, ChallengeMarket, ChallengeStakes, ContentUnavailable, challenge
+from core.calls import StakeCalls
+from core.chain import Address, Receipt
 from core.cid import cid_to_digest
-from core.contracts import MANIFEST_ITEM, Ballot, GameId, JobId, Protocol, Role
+from core.contracts import MANIFEST_ITEM, Ballot, Bytes32, GameId, JobId, ReportSeal, Role
 from core.dispute import Action, derive_salt, vote_commitment
-from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
-from rolebase.court import CourtDuty, CourtMove
+from core.probe import Probe
+from rolebase.actions import Forget, GameMove, GameMoves, OpeningCalls, Stake, Upkeep
+from rolebase.court import CourtCalls, CourtDuty, CourtMove
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import REPLAY_DONE
 from verifier.policy import (
@@ -45,18 +51,74 @@ from verifier.work import TraceVerifier
 log = logging.getLogger(__name__)
 
 
+class _Market(ChallengeMarket, Structural):
+    def commit_forced_seed(self, commitment: bytes) -> Receipt: ...
+
+    def report(self, job_id: JobId, passed: bool, report_cid: bytes, assign_seed: bytes, forced_commitment: bytes, probes: Sequence[Probe]) -> Receipt: ...
+
+    def assign_verifier(self, job_id: JobId) -> Receipt: ...
+
+    def finalize(self, job_id: JobId) -> Receipt: ...
+
+    def expire(self, job_id: JobId) -> Receipt: ...
+
+    def timeout_solver(self, job_id: JobId) -> Receipt: ...
+
+    def timeout_verifier(self, job_id: JobId) -> Receipt: ...
+
+    def timeout_dispute(self, job_id: JobId) -> Receipt: ...
+
+    def timeout_availability(self, job_id: JobId) -> Receipt: ...
+
+
+class _Game(OpeningCalls, Structural):
+    def active_game(self, job_id: JobId) -> GameId: ...
+
+    def ballot_of(self, game_id: GameId, referee: str) -> tuple[Ballot, Bytes32]: ...
+
+    def commit_vote(self, game_id: GameId, commitment: bytes) -> Receipt: ...
+
+    def reveal_vote(self, game_id: GameId, solver_right: bool, salt: bytes) -> Receipt: ...
+
+    def concede_forced(self, game_id: GameId, secret: bytes, seal: ReportSeal) -> Receipt: ...
+
+
+class _Court(ChallengeCourt, CourtCalls, Structural): ...
+
+
+class _Stakes(ChallengeStakes, StakeCalls, Structural): ...
+
+
+class VerifierCalls(ChallengeCalls, Structural):
+    """What the verifier sends (``core.contracts.Protocol`` has it all): its draws, reports,
+    timeouts and finalizations, its games (opened, defended, judged, conceded), its court duties and
+    availability challenges, its forced seed and its stake."""
+
+    @property
+    def market(self) -> _Market: ...
+
+    @property
+    def game(self) -> _Game: ...
+
+    @property
+    def court(self) -> _Court: ...
+
+    @property
+    def stakes(self) -> _Stakes: ...
+
+
 class VerifierResponder:
-    def __init__(self, protocol: Protocol, db: VerifierDb, trace_verifier: TraceVerifier, replayer: DisputeReplayer, me: Address) -> None:
-        self.protocol = protocol
+    def __init__(self, calls: VerifierCalls, db: VerifierDb, trace_verifier: TraceVerifier, replayer: DisputeReplayer, me: Address) -> None:
+        self.calls = calls
         self.db = db
         self.trace_verifier = trace_verifier
         self.replayer = replayer
         self.me = me
-        self.upkeep = Upkeep(protocol, Role.VERIFIER, me, db, log)
-        self.moves = GameMoves(protocol, me, log, challenger=replayer, defender=replayer)
+        self.upkeep = Upkeep(calls, Role.VERIFIER, me, db, log)
+        self.moves = GameMoves(calls.game, me, log, challenger=replayer, defender=replayer)
 
     def perform(self, action: VerifierAction) -> None:
-        p = self.protocol
+        p = self.calls
         match action:
             case Stake() | Forget():
                 self.upkeep.perform(action)
@@ -144,12 +206,12 @@ class VerifierResponder:
             case GameMove():  # a midpoint posted (a report game's defender) or answered (a challenger), the permissionless moves
                 self.moves.perform(action)
             case CourtMove():  # a member fetches into the store it replays from, and serves from
-                CourtDuty(p, self.trace_verifier.store, self.me, self.db.salt_secret, self.trace_verifier.watcher).perform(action)
+                CourtDuty(p.court, p.book.deploy_block, self.trace_verifier.store, self.me, self.db.salt_secret, self.trace_verifier.watcher).perform(action)
 
     def _concede(self, game_id: GameId, job_id: JobId) -> None:
         """Reveal the secret that forced the job's probe 0 (the report game's whistleblower is paid
         from the jackpot, we keep bond and fee); the market then clears our seed if it was this one."""
-        p = self.protocol
+        p = self.calls
         if p.game.get_game(game_id).status not in CONCEDABLE:
             return
         seal = self.trace_verifier.watcher.seal(job_id)
@@ -164,12 +226,12 @@ class VerifierResponder:
 
     def _reveal(self, game_id: GameId) -> None:
         """Reveal the vote whose commitment is on chain: the salt is re-derived, the vote is the one that matches."""
-        ballot, commitment = self.protocol.game.ballot_of(game_id, self.me)
+        ballot, commitment = self.calls.game.ballot_of(game_id, self.me)
         if ballot is not Ballot.COMMITTED:
             return
         salt = self._salt(game_id)
         for right in (True, False):
             if vote_commitment(game_id, right, salt, self.me) == bytes(commitment):
-                log_mined(log, "revealVote", self.protocol.game.reveal_vote(game_id, right, salt), game=game_id, solver_right=right)
+                log_mined(log, "revealVote", self.calls.game.reveal_vote(game_id, right, salt), game=game_id, solver_right=right)
                 return
         log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"game": game_id})

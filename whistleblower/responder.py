@@ -5,20 +5,24 @@ game, and the fault not yet challenged by us (``DisputeOpened`` events, as the l
 so a stale view or a restart never sends a second challenge. A game move re-reads its game and
 is skipped if the chain no longer waits for it. An audit that finds an item unavailable (not served,
 not published, past the grace: ``core.availability``) challenges its availability; a held challenge
-is logged once per report; ``timeoutAvailability`` re-reads the job first.
+is logged once per report; ``timeoutAvailability`` re-reads the job first. The responder is handed
+only the calls it makes (:class:`WhistleblowerCalls`), not the chain client.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from typing import Protocol as Structural
 
 from core.agent import log_mined
-from core.availability import ContentUnavailable, challenge
-from core.chain import Address
+from core.availability import ChallengeCalls, ChallengeMarket, ChallengeStakes, ContentUnavailable, challenge
+from core.calls import StakeCalls
+from core.chain import Address, Receipt
 from core.cid import digest_to_cid
-from core.contracts import GameId, JobId, JobState, Protocol, Role
+from core.contracts import GameId, JobId, JobState, ReportSeal, Role
 from core.dispute import opening_on_report
-from rolebase.actions import Forget, GameMove, GameMoves, Stake, Upkeep
+from rolebase.actions import Forget, GameMove, GameMoves, OpeningCalls, Stake, Upkeep
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import AUDIT_RECORDED, CHALLENGE_HELD
 from whistleblower.audit import Auditor
@@ -37,20 +41,58 @@ from whistleblower.state import ChallengeRecord, WhistleblowerDb
 log = logging.getLogger(__name__)
 
 
+class _Market(ChallengeMarket, Structural):
+    def timeout_availability(self, job_id: JobId) -> Receipt: ...
+
+
+class _Game(OpeningCalls, Structural):
+    def open_on_report(
+        self,
+        job_id: JobId,
+        seal: ReportSeal,
+        index: int,
+        segment: int,
+        step: int,
+        state_hash: bytes,
+        proof: Sequence[bytes],
+        start_hash: bytes,
+        start_proof: Sequence[bytes],
+    ) -> tuple[GameId, Receipt]: ...
+
+
+class _Stakes(ChallengeStakes, StakeCalls, Structural): ...
+
+
+class WhistleblowerCalls(ChallengeCalls, Structural):
+    """What the whistleblower sends (``core.contracts.Protocol`` has it all): its challenges of
+    reports and of availability, its game moves, its stake."""
+
+    @property
+    def market(self) -> _Market: ...
+
+    @property
+    def game(self) -> _Game: ...
+
+    @property
+    def stakes(self) -> _Stakes: ...
+
+
 class WhistleblowerResponder:
-    def __init__(self, protocol: Protocol, db: WhistleblowerDb, auditor: Auditor, replayer: DisputeReplayer, loader: WhistleblowerLoader, me: Address) -> None:
-        self.protocol = protocol
+    def __init__(
+        self, calls: WhistleblowerCalls, db: WhistleblowerDb, auditor: Auditor, replayer: DisputeReplayer, loader: WhistleblowerLoader, me: Address
+    ) -> None:
+        self.calls = calls
         self.db = db
         self.auditor = auditor
         self.replayer = replayer
         self.loader = loader
         self.me = me
         self._held: set[tuple[JobId, str]] = set()  # reports whose held challenge was logged
-        self.upkeep = Upkeep(protocol, Role.WHISTLEBLOWER, me, db, log)
-        self.moves = GameMoves(protocol, me, log, challenger=replayer)
+        self.upkeep = Upkeep(calls, Role.WHISTLEBLOWER, me, db, log)
+        self.moves = GameMoves(calls.game, me, log, challenger=replayer)
 
     def perform(self, action: WhistleblowerAction) -> None:
-        p = self.protocol
+        p = self.calls
         match action:
             case Stake() | Forget():
                 self.upkeep.perform(action)
@@ -76,7 +118,7 @@ class WhistleblowerResponder:
                     log_mined(log, "timeoutAvailability", p.market.timeout_availability(job_id), job=job_id)
 
     def _challenge(self, job_id: JobId, report_cid: str, finding: Finding) -> None:
-        p = self.protocol
+        p = self.calls
         job = p.market.get_job(job_id)
         report = self.loader.current_report(job_id, job)
         if job.state is not JobState.VERIFIED or report is None or digest_to_cid(bytes(report.args["reportCid"])) != report_cid:
