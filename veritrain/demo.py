@@ -183,12 +183,14 @@ class _Stage:
     parties: list[_Party]
     cheat: str | None
     pids: list[int]
+    max_commit_window: int
     daemons: dict[str, RoleProcess] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, stack: ExitStack, workdir: Path, cast: list[_DemoDaemon], cheat: str | None, lazy_verifier: bool) -> _Stage:
-        """Anvil deployed with the demo's windows (a block a second), one funded account per party."""
-        params = local_params({**DEMO_MARKET, **(LAZY_MARKET if lazy_verifier else {})})
+    def open(cls, stack: ExitStack, workdir: Path, cast: list[_DemoDaemon], cheat: str | None, lazy_verifier: bool, market: Mapping[str, int]) -> _Stage:
+        """Anvil deployed with the demo's windows (a block a second; ``market`` over them), one funded account per party."""
+        windows = {**DEMO_MARKET, **(LAZY_MARKET if lazy_verifier else {}), **market}
+        params = local_params(windows)
         local = stack.enter_context(start_local_net(workdir, accounts=1 + len(cast), params=params))
         net = local.net
         console.print(f"devnet at {net.rpc_url} (chain {net.client.chain_id}, blocks of {net.client.block_gas_limit():,} gas), contracts deployed")
@@ -196,7 +198,7 @@ class _Stage:
         protocol = net.protocol(submitter)
         console.print(f"jackpot {show_tokens(protocol.market.jackpot())} VERI (seeded by the deployer)")
         parties = [_Party("submitter", submitter.address), *(_Party(member.label, net.accounts[member.account].address, ROLES[member.role]) for member in cast)]
-        return cls(local, protocol, cast, parties, cheat, [net.anvil.process.pid])  # type: ignore[union-attr]
+        return cls(local, protocol, cast, parties, cheat, [net.anvil.process.pid], windows["maxCommitWindow"])  # type: ignore[union-attr]
 
     @property
     def names(self) -> dict[str, str]:
@@ -262,7 +264,7 @@ def _follow(stage: _Stage, job: DemoJob, posted: service.Posted, t_post: float, 
         if state.final:
             break
         if state is JobState.OPEN:
-            window = _tell_refusals(stage.daemons, posted.job_id, told, DEMO_MARKET["maxCommitWindow"])
+            window = _tell_refusals(stage.daemons, posted.job_id, told, stage.max_commit_window)
             if window is not None and window > job.commit_window:  # the solver is slower than the window: post again, roomier
                 service.cancel_job(protocol, posted.job_id)
                 job = replace(job, commit_window=window)
@@ -306,6 +308,7 @@ def run_demo(
     curve_png: Path | None = None,
     *,
     steps: int | None = None,
+    market: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The whole demo in ``workdir``; returns the figures it printed (for ``--json`` and the e2e test).
 
@@ -313,7 +316,8 @@ def run_demo(
 
     ``cheat``: a cheating solver claims the job first and is caught; ``lazy_verifier``: a lazy
     verifier is drawn first, caught by a whistleblower and slashed (see the module docstring);
-    ``steps``: the job's steps instead of its default (``bench.gpt2_small``)."""
+    ``steps``: the job's steps instead of its default; ``market``: JobMarket parameters over the
+    demo's (``bench.gpt2_small``: windows for hours of CPU training and replay)."""
     from submitter.demo_job import build_demo_job, sample_text  # here, not above: `veritrain --help` and every other command start without torch
 
     if cheat is not None and cheat not in ALL_STRATEGIES:
@@ -328,7 +332,7 @@ def run_demo(
         job: DemoJob = build_demo_job(job_name, workdir / "job", steps=steps)  # first: a bad name fails before anything starts
         if cheat is not None and (misfit := inapplicable(cheat, _posted_spec(job))) is not None:
             raise VeritrainError(f"--cheat {cheat} on --job {job_name}: {misfit}")
-        stage = _Stage.open(stack, workdir, _cast(cheat, lazy_verifier), cheat, lazy_verifier)
+        stage = _Stage.open(stack, workdir, _cast(cheat, lazy_verifier), cheat, lazy_verifier, market or {})
         protocol, store, names = stage.protocol, stage.local.store, stage.names
         before = _balances(protocol, stage.parties)
         figures["pids"] = stage.pids
