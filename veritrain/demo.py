@@ -204,6 +204,11 @@ class _Stage:
     def names(self) -> dict[str, str]:
         return {p.address: p.label for p in self.parties}
 
+    def post(self, job: DemoJob) -> service.Posted:
+        """Post ``job`` as the submitter; the gpt jobs name torch numerics (docs/demo.md): posted as a
+        weaker guarantee, and said so."""
+        return service.post_job(self.protocol, self.local.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window, allow_tolerance=True)
+
     def start(self, member: _DemoDaemon) -> None:
         process = self.local.daemon(member.role, member.account, member.label, *member.extra)
         self.daemons[member.label] = process
@@ -268,7 +273,7 @@ def _follow(stage: _Stage, job: DemoJob, posted: service.Posted, t_post: float, 
             if window is not None and window > job.commit_window:  # the solver is slower than the window: post again, roomier
                 service.cancel_job(protocol, posted.job_id)
                 job = replace(job, commit_window=window)
-                posted = service.post_job(protocol, stage.local.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window)
+                posted = stage.post(job)
                 console.print(f"posted again as job [bold]{posted.job_id}[/] with a commit window of {window} s, sized from the solver's measured speed")
         stage.local.check_running()
         if time.monotonic() - moved > timeout_s:  # a slow machine's long training or replay still ends in an event
@@ -339,8 +344,7 @@ def run_demo(
         stage.start_first()
 
         t_post = time.monotonic()
-        # gpt-mini names torch numerics (docs/demo.md): posted as a weaker guarantee, and said so
-        posted = service.post_job(protocol, store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window, allow_tolerance=True)
+        posted = stage.post(job)
         console.print(f"posted job [bold]{posted.job_id}[/]: {job.description}; spec {posted.spec_cid}, dataset {posted.dataset_cid}")
         if posted.weaker is not None:
             console.print(posted.weaker, highlight=False)
