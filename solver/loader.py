@@ -9,7 +9,8 @@ does not fit the availability window (``solver.retention.fits_budget``), is refu
 ours comes with its active game (``activeGame(job)``, ``getGame``), re-read every tick:
 a restart mid-game loses nothing. Under a disk budget, a verifying job comes with the dropped
 checkpoints its verifier's draw needs and those someone asked our gateway for. Our advert of capabilities is read each tick until it says
-what we offer (the policy re-advertises while they differ), then no more.
+what we offer (the policy re-advertises while they differ), then no more. While a runnable job is
+open, the other staked solvers' adverts (from the logs) and free stakes: the claim's turn.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, J
 from rolebase.events import JOB_REFUSED
 from rolebase.watchers import MarketWatcher
 from solver.judge import SpecJudge
-from solver.policy import HeldJob, OpenJob, Phase, SolverConfig, SolverView, SpecCheck, fits_flag, fits_window, same_offer
+from solver.policy import HeldJob, OpenJob, Phase, Rival, SolverConfig, SolverView, SpecCheck, fits_flag, fits_window, same_offer
 from solver.retention import draw_checkpoints, fits_budget
 from solver.state import SolverDb
 
 log = logging.getLogger(__name__)
+
+#: Rival solvers (the latest to advertise) whose stake a claim's turn reads each tick a job is open.
+MAX_RIVALS = 16
 
 _HELD_STATES = frozenset(
     {JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.DATA_VOTE, JobState.VERIFIED, JobState.DISPUTED}
@@ -64,6 +68,8 @@ class SolverLoader:
         self._game_params: GameParams | None = None
         self._market_params: MarketParams | None = None
         self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
+        self._adverts: dict[Address, tuple[int, int]] = {}  # solver -> (max steps, flops) of its latest advert, oldest first
+        self._adverts_from = protocol.book.deploy_block  # the next block of CapabilitiesAdvertised logs to read
 
     def load(self) -> SolverView:
         p = self.protocol
@@ -85,7 +91,8 @@ class SolverLoader:
             if job.state is JobState.OPEN and now <= job.deadline:  # OPEN: deadline = claim by
                 spec = self._judge(job_id, job)
                 bond = p.market.solver_bond(job.reward)
-                open_jobs.append(OpenJob(job_id, job.reward, bond, job.deadline, job.commit_window, spec))
+                opened_at = job.deadline - self._market_params.open_window
+                open_jobs.append(OpenJob(job_id, job.reward, bond, job.deadline, job.commit_window, spec, opened_at))
             elif job.state in _HELD_STATES and job.solver == self.me:
                 record = records.get(job_id)
                 if job.state is JobState.CLAIMED:
@@ -132,7 +139,26 @@ class SolverLoader:
             claims_made=len(claimed),
             advertised=self._advertised_now(),
             offer=self.offer,
+            rivals=self._rivals(moment.block) if any(j.spec.runnable for j in open_jobs) else (),
         )
+
+    def _rivals(self, block: int) -> tuple[Rival, ...]:
+        """The other solvers that advertised (the latest ``MAX_RIVALS``) and hold the minimum stake: what
+        a claim's turn needs (``solver.policy.claim_turn``). Adverts are read from the logs incrementally."""
+        p = self.protocol
+        if block >= self._adverts_from:
+            for e in p.stakes.events("CapabilitiesAdvertised", self._adverts_from, block):
+                solver = Address(e.args["solver"])
+                self._adverts.pop(solver, None)  # re-inserted last: the latest advertisers are the last
+                self._adverts[solver] = (int(e.args["maxSteps"]), int(e.args["flops"]))
+            self._adverts_from = block + 1
+        rivals: list[Rival] = []
+        for solver in [a for a in self._adverts if a != self.me][-MAX_RIVALS:]:
+            stake = p.stakes.stake_of(solver, Role.SOLVER)
+            if self._min_stake is not None and stake.staked >= self._min_stake:
+                max_steps, flops = self._adverts[solver]
+                rivals.append(Rival(solver, max_steps, flops, stake.free))
+        return tuple(rivals)
 
     def _advertised_now(self) -> Capabilities | None:
         """Our advert on chain: read until it says what we offer, then kept (only our key changes it)."""

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from core.chain import Address
 from core.contracts import Capabilities, Device, JobId, JobState, TokenAmount
 from solver.policy import (
+    CLAIM_TURN_S,
+    MAX_CLAIM_TURN,
     Advertise,
     AssignVerifier,
     Claim,
@@ -21,6 +23,7 @@ from solver.policy import (
     OpenJob,
     Phase,
     Regenerate,
+    Rival,
     SolverConfig,
     SolverPolicy,
     SolverView,
@@ -29,6 +32,7 @@ from solver.policy import (
     TimeoutVerifier,
     Train,
     Upload,
+    claim_turn,
     fits_window,
     peak_memory,
 )
@@ -130,6 +134,36 @@ def test_solvers_seeing_the_same_equally_paid_jobs_claim_different_ones_first() 
     mine, theirs = (POLICY.next_actions(view(me=me, open_jobs=jobs)) for me in (ME, other))
     assert mine == [Claim(JobId(6))] and theirs == [Claim(JobId(5))]  # no collision, so no reverted claim
     assert POLICY.next_actions(view(open_jobs=(*jobs, open_job(9, reward=11)))) == [Claim(JobId(9))]  # pay first
+
+
+def test_competing_solvers_claim_one_job_in_turns_and_wait_for_no_rival_that_cannot_take_it() -> None:
+    """Two staked solvers see job 4 open at once: only the first in its claim order claims at once, the
+    other one turn later, when the first's claim is mined and the job is no longer open: no claim of
+    the two reverts. A rival without the free stake, the steps or the speed for the job has no turn."""
+    other = Address("0x000000000000000000000000000000000000dEaD")
+    job = replace(open_job(4, spec=replace(OK, train_s=100.0)), opened_at=1_000)
+    rival_of = {ME: Rival(other, 10**6, 10**9, T(100)), other: Rival(ME, 10**6, 10**9, T(100))}
+    offer = Capabilities(10**6, 10**9, 10**6, 10**9, Device.CPU, 0)
+
+    def claims(me: Address, now: int, rival: Rival) -> list[Any]:
+        return [a for a in POLICY.next_actions(view(me=me, now=now, open_jobs=(job,), rivals=(rival,), offer=offer)) if isinstance(a, Claim)]
+
+    first, second = sorted((ME, other), key=lambda me: claim_turn(me, job, (rival_of[me],), offer.flops))
+    assert claims(first, 1_000, rival_of[first]) == [Claim(JobId(4))] and claims(second, 1_000, rival_of[second]) == []
+    assert claims(second, 1_000 + CLAIM_TURN_S - 1, rival_of[second]) == []
+    assert claims(second, 1_000 + CLAIM_TURN_S, rival_of[second]) == [Claim(JobId(4))]  # the first did not claim: its turn passed
+    for unable in (replace(rival_of[second], free_stake=T(19)), replace(rival_of[second], max_steps=99), replace(rival_of[second], flops=10**9 // 7)):
+        assert claims(second, 1_000, unable) == [Claim(JobId(4))]  # bond 20, 100 steps, 700 s > the 600 s window
+
+
+@given(st.lists(st.integers(1, 2**160 - 1), min_size=1, max_size=MAX_CLAIM_TURN + 1, unique=True), st.integers(1, 10**6))
+def test_every_competing_solver_has_its_own_turn_on_a_job(accounts: list[int], job_id: int) -> None:
+    """However many solvers (up to the last turn) and whatever the job, their turns on it are 0, 1, 2...:
+    two honest solvers never claim one job in the same turn."""
+    solvers = [Address(f"0x{a:040x}") for a in accounts]
+    job = open_job(job_id)
+    rivals = {s: tuple(Rival(r, 10**6, 10**9, T(100)) for r in solvers if r != s) for s in solvers}
+    assert sorted(claim_turn(s, job, rivals[s], 10**9) for s in solvers) == list(range(len(solvers)))
 
 
 def test_a_claimed_job_moves_one_stage_per_tick() -> None:
