@@ -145,7 +145,8 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
             commits: 0,
             votesServed: 0,
             votesWithheld: 0,
-            deadline: anchor,
+            deadline: 0,
+            anchorBlock: anchor,
             openedAt: _now(),
             // items <= checkpointCount + 1 <= 2**24; deposit checked by SafeCast
             // forge-lint: disable-next-line(unsafe-typecast)
@@ -164,7 +165,7 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
         Case storage c = _caseIn(caseId, CaseStatus.Drawing);
         uint256 drawDeadline = uint256(c.openedAt) + _drawWindow;
         if (block.timestamp > drawDeadline) revert DrawWindowPassed(caseId, drawDeadline);
-        uint256 anchor = c.deadline;
+        uint256 anchor = c.anchorBlock;
         // INVARIANT: the committee is drawn from a block hash that did not exist when the case opened.
         if (block.number <= anchor + 1) revert RandomnessNotReady(caseId, anchor + 2);
         bytes32 entropy = blockhash(anchor + 1);
@@ -193,7 +194,7 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
                 if (member == address(0)) {
                     _settle(caseId, c, CaseStatus.Undecided);
                 } else {
-                    c.deadline = SafeCast.toUint32(block.number);
+                    c.anchorBlock = SafeCast.toUint32(block.number);
                     emit CaseReanchored(caseId, block.number);
                 }
                 return;
@@ -240,10 +241,10 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
             revert CommitmentMismatch(caseId, msg.sender);
         }
         if (served) {
-            _ballots[caseId][msg.sender] = Ballot.RevealedSolverRight;
+            _ballots[caseId][msg.sender] = Ballot.RevealedDefenderRight;
             ++c.votesServed;
         } else {
-            _ballots[caseId][msg.sender] = Ballot.RevealedSolverWrong;
+            _ballots[caseId][msg.sender] = Ballot.RevealedDefenderWrong;
             ++c.votesWithheld;
         }
         emit VoteRevealed(caseId, msg.sender, served);
@@ -329,8 +330,8 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
         uint256 jobId = c.jobId;
         delete activeCase[jobId];
         Ballot majority = outcome == CaseStatus.Served
-            ? Ballot.RevealedSolverRight
-            : outcome == CaseStatus.Withheld ? Ballot.RevealedSolverWrong : Ballot.Vacant;
+            ? Ballot.RevealedDefenderRight
+            : outcome == CaseStatus.Withheld ? Ballot.RevealedDefenderWrong : Ballot.Vacant;
         (address[] memory earners, uint256 slashed) = _closeCommittee(caseId, majority);
         Job memory job = market.getJob(jobId);
         address solver = job.solver;
@@ -375,7 +376,7 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
         for (uint256 i; i < size; ++i) {
             address member = seats[i];
             Ballot ballot = _ballots[caseId][member];
-            if (ballot == Ballot.RevealedSolverRight || ballot == Ballot.RevealedSolverWrong) {
+            if (ballot == Ballot.RevealedDefenderRight || ballot == Ballot.RevealedDefenderWrong) {
                 stakeManager.unlock(member, Role.Verifier, _refereeBond);
                 if (ballot == majority) earners[count++] = member;
             } else {

@@ -164,12 +164,23 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc IDisputeGame
-    function clocks(uint256 gameId) external view returns (uint256 solverLeft, uint256 challengerLeft) {
+    function verifyCheckpoint(uint256 jobId, uint256 index, bytes32 stateHash, bytes32[] calldata proof)
+        external
+        view
+        returns (bool)
+    {
+        Job memory job = market.getJob(jobId);
+        if (index >= job.checkpointCount) return false;
+        return TraceLib.verify(job.traceRoot, index, stateHash, proof);
+    }
+
+    /// @inheritdoc IDisputeGame
+    function clocks(uint256 gameId) external view returns (uint256 defenderLeft, uint256 challengerLeft) {
         Game storage g = _game(gameId);
-        solverLeft = g.solverClock;
+        defenderLeft = g.defenderClock;
         challengerLeft = g.challengerClock;
         uint256 elapsed = block.timestamp - g.lastMoveAt;
-        if (g.status == GameStatus.SolverToMove) solverLeft = elapsed >= solverLeft ? 0 : solverLeft - elapsed;
+        if (g.status == GameStatus.DefenderToMove) defenderLeft = elapsed >= defenderLeft ? 0 : defenderLeft - elapsed;
         if (g.status == GameStatus.ChallengerToMove) {
             challengerLeft = elapsed >= challengerLeft ? 0 : challengerLeft - elapsed;
         }
@@ -179,8 +190,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     function nextMidpoint(uint256 gameId) external view returns (uint256) {
         Game storage g = _game(gameId);
         GameStatus s = g.status;
-        if (s != GameStatus.SolverToMove && s != GameStatus.ChallengerToMove) {
-            revert WrongStatus(gameId, s, GameStatus.SolverToMove);
+        if (s != GameStatus.DefenderToMove && s != GameStatus.ChallengerToMove) {
+            revert WrongStatus(gameId, s, GameStatus.DefenderToMove);
         }
         return LibPosition.midpoint(g.lo, g.hi);
     }
@@ -249,7 +260,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         // INVARIANT: a forced error is conceded before the committee is drawn (no referee does work on it).
         if (
             !g.onReport
-                || (s != GameStatus.SolverToMove && s != GameStatus.ChallengerToMove && s != GameStatus.Isolated)
+                || (s != GameStatus.DefenderToMove && s != GameStatus.ChallengerToMove && s != GameStatus.Isolated)
         ) revert NotConcedable(gameId);
         uint256 jobId = g.jobId;
         bytes32 sealKey = keccak256(abi.encode(seal));
@@ -266,12 +277,12 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
 
     /// @inheritdoc IDisputeGame
     function postMidpoint(uint256 gameId, bytes32 stateHash, bytes32 cid) external {
-        Game storage g = _gameIn(gameId, GameStatus.SolverToMove);
+        Game storage g = _gameIn(gameId, GameStatus.DefenderToMove);
         if (msg.sender != g.defender) revert NotAuthorized(msg.sender);
         if (stateHash == bytes32(0)) revert ZeroHash();
-        uint32 left = _spend(gameId, g.lastMoveAt, g.solverClock);
+        uint32 left = _spend(gameId, g.lastMoveAt, g.defenderClock);
         g.status = GameStatus.ChallengerToMove;
-        g.solverClock = left;
+        g.defenderClock = left;
         g.lastMoveAt = _now();
         g.midHash = stateHash;
         g.midCid = cid;
@@ -303,20 +314,20 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         g.lastMoveAt = _now();
         emit MidpointAnswered(gameId, mid, agree, lo, hi, left);
         if (LibPosition.isIsolated(lo, hi)) _isolate(gameId, g);
-        else g.status = GameStatus.SolverToMove;
+        else g.status = GameStatus.DefenderToMove;
     }
 
     /// @inheritdoc IDisputeGame
     function timeoutClock(uint256 gameId) external nonReentrant {
         Game storage g = _game(gameId);
         GameStatus s = g.status;
-        bool solverToMove = s == GameStatus.SolverToMove;
-        if (!solverToMove && s != GameStatus.ChallengerToMove) revert WrongStatus(gameId, s, GameStatus.SolverToMove);
-        uint256 expiresAt = uint256(g.lastMoveAt) + (solverToMove ? g.solverClock : g.challengerClock);
+        bool defenderToMove = s == GameStatus.DefenderToMove;
+        if (!defenderToMove && s != GameStatus.ChallengerToMove) revert WrongStatus(gameId, s, GameStatus.DefenderToMove);
+        uint256 expiresAt = uint256(g.lastMoveAt) + (defenderToMove ? g.defenderClock : g.challengerClock);
         if (block.timestamp <= expiresAt) revert ClockNotExpired(gameId, expiresAt);
-        emit ClockExpired(gameId, solverToMove ? g.defender : g.challenger, solverToMove);
-        if (solverToMove) _settle(gameId, g, GameStatus.ChallengerWon, SettleReason.SolverClock);
-        else _settle(gameId, g, GameStatus.SolverWon, SettleReason.ChallengerClock);
+        emit ClockExpired(gameId, defenderToMove ? g.defender : g.challenger, defenderToMove);
+        if (defenderToMove) _settle(gameId, g, GameStatus.ChallengerWon, SettleReason.DefenderClock);
+        else _settle(gameId, g, GameStatus.DefenderWon, SettleReason.ChallengerClock);
     }
 
     /// @inheritdoc IDisputeGame
@@ -324,7 +335,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         Game storage g = _gameIn(gameId, GameStatus.Isolated);
         uint256 drawDeadline = uint256(g.lastMoveAt) + _drawWindow;
         if (block.timestamp > drawDeadline) revert DrawWindowPassed(gameId, drawDeadline);
-        uint256 anchor = g.deadline; // Isolated: the anchor block
+        uint256 anchor = g.anchorBlock;
         // INVARIANT: the committee is drawn from a block hash that did not exist when the step was isolated.
         if (block.number <= anchor + 1) revert RandomnessNotReady(gameId, anchor + 2);
         bytes32 entropy = blockhash(anchor + 1);
@@ -359,7 +370,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
                 } else {
                     // Other draws locked a drawn referee's stake since the anchor: the whole
                     // committee is drawn again from a block hash nobody knows yet.
-                    g.deadline = _blockNumber();
+                    g.anchorBlock = _blockNumber();
                     emit DrawReanchored(gameId, block.number);
                 }
                 return;
@@ -393,7 +404,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc IDisputeGame
-    function revealVote(uint256 gameId, bool solverRight, bytes32 salt) external {
+    function revealVote(uint256 gameId, bool defenderRight, bytes32 salt) external {
         Game storage g = _gameIn(gameId, GameStatus.Arbitrating);
         uint256 commitEnd = g.deadline;
         // INVARIANT: no vote is revealed while another referee may still commit.
@@ -402,17 +413,17 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         if (block.timestamp > revealEnd) revert PhaseClosed(gameId, revealEnd);
         Seat storage seat = _seats[gameId][msg.sender];
         if (seat.ballot != Ballot.Committed) revert WrongBallot(gameId, msg.sender, seat.ballot, Ballot.Committed);
-        if (keccak256(abi.encode(gameId, solverRight, salt, msg.sender)) != seat.commitment) {
+        if (keccak256(abi.encode(gameId, defenderRight, salt, msg.sender)) != seat.commitment) {
             revert CommitmentMismatch(gameId, msg.sender);
         }
-        if (solverRight) {
-            seat.ballot = Ballot.RevealedSolverRight;
-            ++g.votesSolverRight;
+        if (defenderRight) {
+            seat.ballot = Ballot.RevealedDefenderRight;
+            ++g.votesDefenderRight;
         } else {
-            seat.ballot = Ballot.RevealedSolverWrong;
-            ++g.votesSolverWrong;
+            seat.ballot = Ballot.RevealedDefenderWrong;
+            ++g.votesDefenderWrong;
         }
-        emit VoteRevealed(gameId, msg.sender, solverRight);
+        emit VoteRevealed(gameId, msg.sender, defenderRight);
     }
 
     /// @inheritdoc IDisputeGame
@@ -427,15 +438,15 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         }
         if (s != GameStatus.Arbitrating) revert WrongStatus(gameId, s, GameStatus.Arbitrating);
         uint256 revealEnd = uint256(g.deadline) + _revealWindow;
-        uint256 right = g.votesSolverRight;
-        uint256 wrong = g.votesSolverWrong;
+        uint256 right = g.votesDefenderRight;
+        uint256 wrong = g.votesDefenderWrong;
         if (block.timestamp <= revealEnd && right + wrong < _committeeSize) {
             revert NotSettleable(gameId, revealEnd + 1);
         }
         if (right == wrong) {
             _settle(gameId, g, GameStatus.Undecided, SettleReason.NoMajority);
         } else {
-            _settle(gameId, g, right > wrong ? GameStatus.SolverWon : GameStatus.ChallengerWon, SettleReason.Verdict);
+            _settle(gameId, g, right > wrong ? GameStatus.DefenderWon : GameStatus.ChallengerWon, SettleReason.Verdict);
         }
     }
 
@@ -564,7 +575,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         g.steps = uint32(steps);
         // forge-lint: disable-next-line(unsafe-typecast)
         g.hi = uint32(steps);
-        g.solverClock = _clockTime;
+        g.defenderClock = _clockTime;
         g.challengerClock = _clockTime;
         g.lastMoveAt = _now();
         g.agreedHash = startHash;
@@ -572,7 +583,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         emit DisputeOpened(gameId, jobId, msg.sender, defender, segment, steps, startHash, endHash, byVerifier);
         // One step (or none: a manifest game) has nothing to bisect.
         if (steps <= 1) _isolate(gameId, g);
-        else g.status = GameStatus.SolverToMove;
+        else g.status = GameStatus.DefenderToMove;
     }
 
     function _game(uint256 gameId) private view returns (Game storage g) {
@@ -608,7 +619,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     function _isolate(uint256 gameId, Game storage g) private {
         uint32 anchor = _blockNumber();
         g.status = GameStatus.Isolated;
-        g.deadline = anchor;
+        g.anchorBlock = anchor;
         g.lastMoveAt = _now();
         emit StepIsolated(gameId, g.segment, g.lo, g.agreedHash, g.agreedCid, g.disputedHash, anchor);
     }
@@ -632,7 +643,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
 
         Ballot majority = reason != SettleReason.Verdict
             ? Ballot.Vacant
-            : outcome == GameStatus.SolverWon ? Ballot.RevealedSolverRight : Ballot.RevealedSolverWrong;
+            : outcome == GameStatus.DefenderWon ? Ballot.RevealedDefenderRight : Ballot.RevealedDefenderWrong;
         (address[] memory earners, uint256 refereesSlashed) = _closeCommittee(gameId, majority);
         // Slashed referee bonds and job bonds that came in during this settlement.
         uint256 incoming = refereesSlashed + _resolveJob(g, jobId, outcome, reason, live);
@@ -646,7 +657,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         if (outcome == GameStatus.Undecided) {
             payout = _payUndecided(g, incoming);
         } else {
-            winner = outcome == GameStatus.SolverWon ? g.defender : g.challenger;
+            winner = outcome == GameStatus.DefenderWon ? g.defender : g.challenger;
             // fees <= committeeSize * refereeFee <= challengeBond (constructor)
             payout = _challengeBond + incoming - fees;
             token.safeTransfer(winner, payout);
@@ -678,9 +689,9 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     function _payUndecided(Game storage g, uint256 incoming) private returns (uint256 payout) {
         // INVARIANT: a challenge nobody decided still costs the challenger its bond, and pays it to
         // no party (neither side gains by making a game undecidable).
-        uint256 toSolver = incoming / 2;
-        payout = incoming - toSolver;
-        if (toSolver != 0) token.safeTransfer(g.defender, toSolver);
+        uint256 toDefender = incoming / 2;
+        payout = incoming - toDefender;
+        if (toDefender != 0) token.safeTransfer(g.defender, toDefender);
         if (payout != 0) token.safeTransfer(g.challenger, payout);
         token.forceApprove(address(market), _challengeBond);
         market.fundJackpot(_challengeBond);
@@ -700,7 +711,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         for (uint256 i; i < size; ++i) {
             address referee = seats[i];
             Ballot ballot = _seats[gameId][referee].ballot;
-            if (ballot == Ballot.RevealedSolverRight || ballot == Ballot.RevealedSolverWrong) {
+            if (ballot == Ballot.RevealedDefenderRight || ballot == Ballot.RevealedDefenderWrong) {
                 stakeManager.unlock(referee, Role.Verifier, _refereeBond);
                 if (ballot == majority) earners[count++] = referee;
             } else {

@@ -268,17 +268,6 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     }
 
     /// @inheritdoc IJobMarket
-    function verifyCheckpoint(uint256 jobId, uint256 index, bytes32 stateHash, bytes32[] calldata proof)
-        external
-        view
-        returns (bool)
-    {
-        Job storage job = _job(jobId);
-        if (index >= job.checkpointCount) return false;
-        return TraceLib.verify(job.traceRoot, index, stateHash, proof);
-    }
-
-    /// @inheritdoc IJobMarket
     function manifestOf(uint256 jobId) external view returns (bytes32) {
         _job(jobId);
         return _manifestCids[jobId];
@@ -354,7 +343,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
             revert InvalidTrace(traceRoot, checkpointCount);
         }
         job.state = JobState.Committed;
-        job.deadline = _blockNumber(); // Committed: the draw anchor block
+        job.deadline = 0; // Committed has no deadline: anyone may draw once the anchor's successor is mined
+        job.anchorBlock = _blockNumber();
         // checkpointCount < 2**24, checked above: fits
         // forge-lint: disable-next-line(unsafe-typecast)
         job.checkpointCount = uint24(checkpointCount);
@@ -366,7 +356,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
     /// @inheritdoc IJobMarket
     function assignVerifier(uint256 jobId) external nonReentrant {
         Job storage job = _jobIn(jobId, JobState.Committed);
-        uint256 anchor = job.deadline; // Committed: the draw anchor block
+        uint256 anchor = job.anchorBlock;
         // INVARIANT: the draw uses a block hash that did not exist when the trace was committed.
         if (block.number <= anchor + 1) revert RandomnessNotReady(jobId, anchor + 2);
         bytes32 entropy = blockhash(anchor + 1);
@@ -397,7 +387,7 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
             // block hash nobody knows yet (no caller can pick a known second candidate). The
             // full-replay coin of this entropy still counts: a re-anchor cannot undo a full replay.
             _drawFullReplay(jobId, drawSeed);
-            job.deadline = _blockNumber();
+            job.anchorBlock = _blockNumber();
             emit DrawReanchored(jobId, block.number);
             return;
         }
@@ -849,7 +839,8 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
             _refund(jobId, job, RefundReason.VerifierDrawsExhausted);
             return;
         }
-        job.deadline = _blockNumber();
+        job.deadline = 0;
+        job.anchorBlock = _blockNumber();
         emit DrawReanchored(jobId, block.number);
     }
 

@@ -74,8 +74,8 @@ struct StakeInfo {
     uint96 unbonding;
 }
 
-/// @notice A job, packed into 4 storage slots (5 once disputed). postJob creates slots 0-2, commit
-///         slot 3; every other write updates a slot that is already non-zero.
+/// @notice A job, packed into 5 storage slots. postJob creates slots 0-2, commit slots 3 and 4;
+///         every other write updates a slot that is already non-zero.
 /// @dev specCid, finalModelCid, manifestCid and reportCid are not stored: they are in the JobPosted,
 ///      TraceCommitted and ReportSubmitted events (jobId is indexed). Bonds are not stored: they are
 ///      a pure function of `reward` and the immutable parameters (JobMarket.solverBond / verifierBond).
@@ -94,21 +94,22 @@ struct Job {
     JobState state;
     /// Deadline (unix seconds) of the current phase: Open: claim by; Claimed: commit by;
     /// Verifying: report by; Verified: end of the challenge window; Disputed: resolve by;
-    /// DataChallenged: publish the challenged item by.
-    /// Committed has no deadline: there it holds the anchor BLOCK NUMBER of the verifier draw,
-    /// which is seeded by blockhash(deadline + 1).
+    /// DataChallenged: publish the challenged item by. Committed has none (0): see anchorBlock.
     uint32 deadline;
     uint8 draws; // verifier draws made since the last commit
     uint24 commitWindow; // seconds a solver has from its claim to its commit
     uint24 checkpointCount; // leaves in the trace tree (checkpoint 0 is the initial state)
     // slot 3: written by commit
     bytes32 traceRoot;
-    // slot 4: written only when a dispute opens
+    // slot 4: anchorBlock written by commit (and each re-anchor), the rest when a dispute opens
     address challenger;
     /// Seconds of the challenge window that were left when a whistleblower's dispute opened
     /// (JobMarket.openDispute): the window is paused while the game runs and, if the solver wins
     /// without a verdict against the verifier, resumes with this much time (resolveDispute).
     uint32 challengeLeft;
+    /// The block of the latest commit or re-anchor: the verifier draw is seeded by
+    /// blockhash(anchorBlock + 1), a hash that did not exist when the trace was committed.
+    uint32 anchorBlock;
 }
 
 /// @notice JobMarket deployment parameters, all immutable. Amounts in token base units,

@@ -128,21 +128,21 @@ class GameStatus(IntEnum):
     """Where a dispute game stands (IDisputeGame.sol ``GameStatus``; docs/dispute.md)."""
 
     NONE = 0
-    SOLVER_TO_MOVE = 1
+    DEFENDER_TO_MOVE = 1
     CHALLENGER_TO_MOVE = 2
     ISOLATED = 3
     ARBITRATING = 4
-    SOLVER_WON = 5
+    DEFENDER_WON = 5
     CHALLENGER_WON = 6
     UNDECIDED = 7
 
     @property
     def final(self) -> bool:
-        return self in (GameStatus.SOLVER_WON, GameStatus.CHALLENGER_WON, GameStatus.UNDECIDED)
+        return self in (GameStatus.DEFENDER_WON, GameStatus.CHALLENGER_WON, GameStatus.UNDECIDED)
 
     @property
     def bisecting(self) -> bool:
-        return self in (GameStatus.SOLVER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE)
+        return self in (GameStatus.DEFENDER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE)
 
 
 class CaseStatus(IntEnum):
@@ -166,15 +166,15 @@ class Ballot(IntEnum):
     VACANT = 0
     SEATED = 1
     COMMITTED = 2
-    REVEALED_SOLVER_RIGHT = 3
-    REVEALED_SOLVER_WRONG = 4
+    REVEALED_DEFENDER_RIGHT = 3
+    REVEALED_DEFENDER_WRONG = 4
 
 
 class SettleReason(IntEnum):
     """How a game ended (``DisputeSettled.reason``)."""
 
     VERDICT = 0
-    SOLVER_CLOCK = 1
+    DEFENDER_CLOCK = 1
     CHALLENGER_CLOCK = 2
     NO_COMMITTEE = 3
     NO_MAJORITY = 4
@@ -206,7 +206,7 @@ class Job:
     submitter: Address
     state: JobState
     deadline: int
-    """Unix deadline of the current phase; in Committed, the anchor block of the verifier draw."""
+    """Unix deadline of the current phase (none, 0, in Committed)."""
     draws: int
     commit_window: int
     checkpoint_count: int
@@ -214,6 +214,8 @@ class Job:
     challenger: Address
     challenge_left: int
     """Seconds of the challenge window left when a whistleblower's dispute paused it (0 otherwise)."""
+    anchor_block: int
+    """The block of the latest commit or re-anchor: the verifier draw needs blockhash(anchor_block + 1)."""
 
 
 @dataclass(frozen=True)
@@ -346,8 +348,8 @@ class Game:
     """DisputeGame's stored game (IDisputeGame.sol ``Game``): position ``(lo, hi)`` inside the segment's
     ``steps`` steps, both chess clocks, the agreed / disputed / last posted state hashes.
 
-    ``deadline`` is the draw anchor BLOCK while Isolated and the end of the commit phase while
-    Arbitrating; ``commits`` and the vote counters count the committee's ballots.
+    ``deadline`` is the end of the commit phase while Arbitrating; ``anchor_block`` the committee
+    draw's anchor block while Isolated; ``commits`` and the vote counters count the committee's ballots.
     """
 
     defender: Address
@@ -358,19 +360,20 @@ class Game:
     challenger: Address
     steps: int
     commits: int
-    votes_solver_right: int
-    votes_solver_wrong: int
+    votes_defender_right: int
+    votes_defender_wrong: int
     on_report: bool
     """A report game: the challenger disputes probe state ``disputed_hash`` of the job's verifier at
     step ``steps`` of ``segment``, from checkpoint ``segment`` (``DisputeGame.openOnReport``)."""
     status: GameStatus
     lo: int
     hi: int
-    solver_clock: int
+    defender_clock: int
     challenger_clock: int
     last_move_at: int
     deadline: int
     moves: int
+    anchor_block: int
     agreed_hash: Bytes32
     agreed_cid: Bytes32
     disputed_hash: Bytes32
@@ -402,8 +405,8 @@ class GameParams:
 @dataclass(frozen=True)
 class Case:
     """AvailabilityCourt's stored case: ``items`` items of ``job_id`` (the bitmap is in ``CaseOpened``)
-    that ``challenger`` could not fetch for the trace ``trace_root``. ``deadline`` is the draw anchor
-    BLOCK while Drawing and the end of the commit phase while Voting."""
+    that ``challenger`` could not fetch for the trace ``trace_root``. ``anchor_block`` is the
+    committee draw's anchor block while Drawing; ``deadline`` the end of the commit phase while Voting."""
 
     job_id: JobId
     challenger: Address
@@ -412,6 +415,7 @@ class Case:
     votes_served: int
     votes_withheld: int
     deadline: int
+    anchor_block: int
     opened_at: int
     items: int
     deposit: TokenAmount
@@ -727,9 +731,6 @@ class JobMarket(_Wrapper):
     def verifier_bond(self, reward: int) -> TokenAmount:
         return TokenAmount(self._call("verifierBond", reward))
 
-    def verify_checkpoint(self, job_id: JobId, index: int, state_hash: bytes, proof: Sequence[bytes]) -> bool:
-        return bool(self._call("verifyCheckpoint", job_id, index, state_hash, list(proof)))
-
     def manifest_item(self) -> int:
         """The item number of the manifest in availability challenges (checkpoints are their index)."""
         return int(self._call("MANIFEST_ITEM"))
@@ -981,10 +982,14 @@ class DisputeGame(_Wrapper):
         ballot, commitment = self._call("ballotOf", game_id, referee)
         return Ballot(ballot), Bytes32(bytes(commitment))
 
+    def verify_checkpoint(self, job_id: JobId, index: int, state_hash: bytes, proof: Sequence[bytes]) -> bool:
+        """Whether ``(index, state_hash)`` is a leaf of the job's committed trace (what an opening proves)."""
+        return bool(self._call("verifyCheckpoint", job_id, index, state_hash, list(proof)))
+
     def clocks(self, game_id: GameId) -> tuple[int, int]:
         """Seconds left now (solver, challenger); the running clock ticks."""
-        solver_left, challenger_left = self._call("clocks", game_id)
-        return int(solver_left), int(challenger_left)
+        defender_left, challenger_left = self._call("clocks", game_id)
+        return int(defender_left), int(challenger_left)
 
     def next_midpoint(self, game_id: GameId) -> int:
         return int(self._call("nextMidpoint", game_id))
@@ -1067,8 +1072,8 @@ class DisputeGame(_Wrapper):
         """:func:`core.dispute.vote_commitment` computes ``commitment`` as the contract checks it."""
         return self._send("commitVote", game_id, commitment)
 
-    def reveal_vote(self, game_id: GameId, solver_right: bool, salt: bytes) -> Receipt:
-        return self._send("revealVote", game_id, solver_right, salt)
+    def reveal_vote(self, game_id: GameId, defender_right: bool, salt: bytes) -> Receipt:
+        return self._send("revealVote", game_id, defender_right, salt)
 
     def settle(self, game_id: GameId) -> Receipt:
         return self._send("settle", game_id)

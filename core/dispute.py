@@ -23,10 +23,10 @@ come from the proofs engine; these functions turn one into the other's arguments
     # referee: the isolated step and its vote
     task = isolated_step(game, spec.checkpoint_interval, manifest.checkpoint_cids)
     salt = derive_salt(my_secret, game_id)            # re-derivable after a restart
-    proto.game.commit_vote(game_id, vote_commitment(game_id, solver_right, salt, me.address))
-    proto.game.reveal_vote(game_id, solver_right, salt)
+    proto.game.commit_vote(game_id, vote_commitment(game_id, defender_right, salt, me.address))
+    proto.game.reveal_vote(game_id, defender_right, salt)
 
-In a REPORT game (``Game.on_report``) the job's verifier defends its probe state (``Game.defender``), so ``Actor.SOLVER`` and a ``SOLVER_WON`` status name the verifier there. The game
+In a REPORT game (``Game.on_report``) the job's verifier defends its probe state (``Game.defender``), so ``Actor.SOLVER`` and a ``DEFENDER_WON`` status name the verifier there. The game
 bisects from checkpoint ``segment`` (agreed) to the probe's step ``steps`` (disputed), so the
 global step of a position is ``segment * k + step`` as in any game.
 
@@ -261,8 +261,8 @@ def next_turn(game: Game, params: GameParams, now: int, block: int | None = None
     if s.final or s is GameStatus.NONE:
         return Turn(Action.NONE, Actor.NOBODY, ready_at=now)
     if s.bisecting:
-        solver = s is GameStatus.SOLVER_TO_MOVE
-        expires_at = game.last_move_at + (game.solver_clock if solver else game.challenger_clock)
+        solver = s is GameStatus.DEFENDER_TO_MOVE
+        expires_at = game.last_move_at + (game.defender_clock if solver else game.challenger_clock)
         if now > expires_at:  # timeoutClock: block.timestamp > expiresAt
             return Turn(Action.TIMEOUT_CLOCK, Actor.ANYONE, ready_at=now)
         return Turn(
@@ -276,14 +276,14 @@ def next_turn(game: Game, params: GameParams, now: int, block: int | None = None
         draw_deadline = game.last_move_at + params.draw_window
         if now > draw_deadline:
             return Turn(Action.SETTLE, Actor.ANYONE, ready_at=now)
-        ready_block = game.deadline + 2  # seed blockhash(anchor + 1) must exist
+        ready_block = game.anchor_block + 2  # seed blockhash(anchor + 1) must exist
         return Turn(Action.DRAW_COMMITTEE, Actor.ANYONE, ready_at=now, deadline=draw_deadline, ready_block=ready_block)
     # Arbitrating: game.deadline is the end of the commit phase
     commit_end = game.deadline
     reveal_end = commit_end + params.reveal_window
     size = params.committee_size
     all_committed = game.commits >= size
-    all_revealed = game.votes_solver_right + game.votes_solver_wrong >= size
+    all_revealed = game.votes_defender_right + game.votes_defender_wrong >= size
     if now <= commit_end and not all_committed:
         return Turn(Action.COMMIT_VOTE, Actor.REFEREES, ready_at=now, deadline=commit_end)
     if now <= reveal_end and not all_revealed:
@@ -301,7 +301,7 @@ def party_move(game: Game, params: GameParams, now: int, block: int, party: Acto
         case Action.POST_MIDPOINT | Action.ANSWER_MIDPOINT:
             return turn.action if turn.actor is party else None
         case Action.TIMEOUT_CLOCK:
-            out_of_time = Actor.SOLVER if game.status is GameStatus.SOLVER_TO_MOVE else Actor.CHALLENGER
+            out_of_time = Actor.SOLVER if game.status is GameStatus.DEFENDER_TO_MOVE else Actor.CHALLENGER
             return turn.action if out_of_time is not party else None
         case Action.DRAW_COMMITTEE:
             assert turn.ready_block is not None
@@ -333,7 +333,7 @@ def isolated_step(game: Game, checkpoint_interval: int, checkpoint_cids: Sequenc
     """The isolated step of a game in Isolated or Arbitrating. A zero pre-state CID on chain means
     the pre-state is checkpoint j itself, whose CID is in the manifest (``checkpoint_cids``): in a
     report game too, which starts from the solver's checkpoint j (the defender's ``post_hash`` is
-    then the verifier's state, and ``solver_right`` in the vote means "the defender is right")."""
+    then the verifier's state, and ``defender_right`` in the vote means "the defender is right")."""
     if game.status not in (GameStatus.ISOLATED, GameStatus.ARBITRATING) and not (game.status.final and game.hi - game.lo == 1):
         raise DisputeError(f"game is {game.status.name}: no step isolated yet")
     if bytes(game.agreed_cid) == ZERO32:
@@ -352,11 +352,11 @@ def isolated_step(game: Game, checkpoint_interval: int, checkpoint_cids: Sequenc
     )
 
 
-def vote_commitment(game_id: GameId | int, solver_right: bool, salt: bytes | str, referee: str) -> Bytes32:
-    """``keccak256(abi.encode(gameId, solverRight, salt, referee))``, what ``revealVote`` checks."""
+def vote_commitment(game_id: GameId | int, defender_right: bool, salt: bytes | str, referee: str) -> Bytes32:
+    """``keccak256(abi.encode(gameId, defenderRight, salt, referee))``, what ``revealVote`` checks."""
     encoded = abi_encode(
         ["uint256", "bool", "bytes32", "address"],
-        [int(game_id), bool(solver_right), _bytes32(salt, "salt"), to_checksum_address(referee)],
+        [int(game_id), bool(defender_right), _bytes32(salt, "salt"), to_checksum_address(referee)],
     )
     return Bytes32(keccak(encoded))
 
@@ -372,7 +372,7 @@ def derive_salt(secret: bytes, game_id: GameId | int) -> Bytes32:
 
 def winner(game: Game) -> Address | None:
     """The winner of a settled game (None while it runs or if Undecided)."""
-    if game.status is GameStatus.SOLVER_WON:
+    if game.status is GameStatus.DEFENDER_WON:
         return game.defender
     if game.status is GameStatus.CHALLENGER_WON:
         return game.challenger

@@ -162,7 +162,7 @@ class GameMoves:
         match move:
             case GameMove(game_id, Action.POST_MIDPOINT):
                 game = calls.get_game(game_id)
-                if game.status is GameStatus.SOLVER_TO_MOVE and game.defender == self.me and self.defender is not None:
+                if game.status is GameStatus.DEFENDER_TO_MOVE and game.defender == self.me and self.defender is not None:
                     state_hash, cid = self.defender.midpoint(game)
                     receipt = calls.post_midpoint(game_id, state_hash, cid_to_digest(cid))
                     log_mined(

@@ -105,7 +105,7 @@ def court_moves(now: int, block: int, me: Address, cases: Sequence[LiveCase], pa
             draw_end = c.opened_at + params.draw_window
             if now > draw_end + late:
                 moves.append(CourtMove(live.case_id, CourtAction.SETTLE))
-            elif block >= c.deadline + 2 and now <= draw_end and now >= c.opened_at + late:
+            elif block >= c.anchor_block + 2 and now <= draw_end and now >= c.opened_at + late:
                 moves.append(CourtMove(live.case_id, CourtAction.DRAW))
             continue
         reveal_end = c.deadline + params.reveal_window

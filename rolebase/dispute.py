@@ -146,7 +146,7 @@ class DisputeReplayer:
         if data is None:
             raise DisputeWorkError(f"game {game_id}: the committed manifest is not published on chain")
         verdict = check_committed_manifest(spec, data, root, committed.checkpoint_count, committed.final_model_cid, self._page)
-        log.info("manifest judged", extra={"game": game_id, "detail": verdict.detail, "solver_right": verdict.passed})
+        log.info("manifest judged", extra={"game": game_id, "detail": verdict.detail, "defender_right": verdict.passed})
         return verdict.passed
 
     def opening(self, job_id: JobId, segment: int) -> Opening:
@@ -249,10 +249,10 @@ class DisputeReplayer:
         k = m.spec.checkpoint_interval
         shaped = vote_from_shape(game, k, self._probe_step(game_id, k) if game.on_report else None)
         if shaped is not None:
-            log.info("vote decided by the game's steps", extra={"game": game_id, "steps": game.steps, "solver_right": shaped})
+            log.info("vote decided by the game's steps", extra={"game": game_id, "steps": game.steps, "defender_right": shaped})
             return shaped
         if not game.on_report and (fault := self.commitment_fault(game.job_id, game.segment)) is not None:
-            log.info("vote decided by the solver's commitments", extra={"game": game_id, "fault": fault, "solver_right": False})
+            log.info("vote decided by the solver's commitments", extra={"game": game_id, "fault": fault, "defender_right": False})
             return False
         task = isolated_step(game, k, m.manifest.checkpoint_cids)
         try:
@@ -263,8 +263,8 @@ class DisputeReplayer:
             raise DisputeWorkError(f"game {game_id}: the agreed state at {task.pre_cid} is not the one on chain")
         after, idle = referee_step(m.spec, m.dataset, pre, self.rt)
         right = state_hash(after) == task.post_hash and idle is None
-        log.info("isolated step re-executed", extra={"game": game_id, "step": task.global_step, "idle_tensor": idle, "solver_right": right})
+        log.info("isolated step re-executed", extra={"game": game_id, "step": task.global_step, "idle_tensor": idle, "defender_right": right})
         if right and not game.on_report and (fault := self.loss_fault(game.job_id, game.segment)) is not None:
-            log.info("vote decided by the solver's loss", extra={"game": game_id, "fault": fault, "solver_right": False})
+            log.info("vote decided by the solver's loss", extra={"game": game_id, "fault": fault, "defender_right": False})
             return False
         return right

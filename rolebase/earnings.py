@@ -74,13 +74,13 @@ def earnings_of(protocol: Protocol, me: Address) -> list[Earning]:
         add(e, int(e.args["jobId"]), None, "verifier bond (dispute not opened)", int(e.args["amount"]))
     for e in game.events("DisputeOpened", start, challenger=me):
         add(e, None, int(e.args["gameId"]), "challenge bond posted", -bond)
-    votes = {int(e.args["gameId"]): bool(e.args["solverRight"]) for e in game.events("VoteRevealed", start, referee=me)}
+    votes = {int(e.args["gameId"]): bool(e.args["defenderRight"]) for e in game.events("VoteRevealed", start, referee=me)}
     for e in game.events("DisputeSettled", start):
         game_id, job_id = int(e.args["gameId"]), int(e.args["jobId"])
         if e.args["winner"] == me:
             add(e, job_id, game_id, "game won (bond back included)", int(e.args["payout"]))
         verdict = SettleReason(int(e.args["reason"])) is SettleReason.VERDICT
-        if game_id in votes and verdict and votes[game_id] == (GameStatus(int(e.args["status"])) is GameStatus.SOLVER_WON):
+        if game_id in votes and verdict and votes[game_id] == (GameStatus(int(e.args["status"])) is GameStatus.DEFENDER_WON):
             add(e, job_id, game_id, "referee fee (voted with the majority)", fee)
     deposit = market.params().availability_deposit
     for e in market.events("AvailabilityChallenged", start, challenger=me):

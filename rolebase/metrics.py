@@ -86,7 +86,7 @@ def render(role: str, report: Mapping[str, object]) -> str:
     for job in _jobs(report):
         state = str(job.get("chain_state", job.get("state", "unknown")))
         states[state] = states.get(state, 0) + 1
-        if isinstance(job.get("deadline"), int) and job.get("job_id") is not None:
+        if isinstance(job.get("deadline"), int) and job["deadline"] > 0 and job.get("job_id") is not None:  # a Committed job has none (0)
             labels = {**me, "job": job["job_id"], "state": state}
             samples["veritrain_job_deadline_timestamp_seconds"].append(_sample("veritrain_job_deadline_timestamp_seconds", labels, float(job["deadline"])))  # type: ignore[arg-type]
     for state, count in sorted(states.items()):

@@ -99,8 +99,7 @@ class SolverLoader:
                     phase = record.phase if record is not None else Phase.CLAIMED
                 else:
                     phase = Phase.COMMITTED
-                # COMMITTED: deadline holds the draw's anchor block; the draw needs blockhash(anchor + 1)
-                ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0
+                ready = job.anchor_block + 2 if job.state is JobState.COMMITTED else 0  # the draw needs blockhash(anchor + 1)
                 check = self.judge.check(self.watcher.spec_cid(job_id))  # from the records: judged before the claim
                 train_s = check.train_s if job.state is JobState.CLAIMED else 0.0
                 challenged = p.market.availability_challenge(job_id).item if job.state is JobState.DATA_CHALLENGED else None

@@ -153,7 +153,7 @@ class VerifierLoader:
     def _job(self, job_id: JobId, job: Job, records: Mapping[JobId, AssignmentRecord], rate_bps: int, ours: _Ours) -> MarketJob:
         """A live job as the view lists it; one of ours also goes into ``ours``: its assignment while it
         waits for our report, the game to open while our failing report disputes it without one."""
-        ready = job.deadline + 2 if job.state is JobState.COMMITTED else 0  # COMMITTED: deadline = anchor block
+        ready = job.anchor_block + 2 if job.state is JobState.COMMITTED else 0  # the draw needs blockhash(anchor + 1)
         listed = MarketJob(job_id, job.state, job.deadline, ready, job.solver, job.verifier, job.submitter)
         if job.verifier != self.me:
             return listed

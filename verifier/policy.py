@@ -233,7 +233,7 @@ VerifierAction = (
 )  # fmt: skip
 
 #: Where ``concedeForced`` is accepted (else the contract reverts ``NotConcedable``).
-CONCEDABLE = frozenset({GameStatus.SOLVER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE, GameStatus.ISOLATED})
+CONCEDABLE = frozenset({GameStatus.DEFENDER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE, GameStatus.ISOLATED})
 
 _TIMEOUTS = {
     JobState.OPEN: TimeoutKind.EXPIRE,
@@ -312,7 +312,7 @@ class VerifierPolicy:
             return None
         match turn.action:
             case Action.TIMEOUT_CLOCK:
-                clock = game.solver_clock if game.status is GameStatus.SOLVER_TO_MOVE else game.challenger_clock
+                clock = game.defender_clock if game.status is GameStatus.DEFENDER_TO_MOVE else game.challenger_clock
                 due, wait = game.last_move_at + clock, self.config.duty_grace_s
             case Action.DRAW_COMMITTEE:
                 assert turn.ready_block is not None

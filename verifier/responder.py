@@ -78,7 +78,7 @@ class _Game(OpeningCalls, Structural):
 
     def commit_vote(self, game_id: GameId, commitment: bytes) -> Receipt: ...
 
-    def reveal_vote(self, game_id: GameId, solver_right: bool, salt: bytes) -> Receipt: ...
+    def reveal_vote(self, game_id: GameId, defender_right: bool, salt: bytes) -> Receipt: ...
 
     def concede_forced(self, game_id: GameId, secret: bytes, seal: ReportSeal) -> Receipt: ...
 
@@ -232,6 +232,6 @@ class VerifierResponder:
         salt = self._salt(game_id)
         for right in (True, False):
             if vote_commitment(game_id, right, salt, self.me) == bytes(commitment):
-                log_mined(log, "revealVote", self.calls.game.reveal_vote(game_id, right, salt), game=game_id, solver_right=right)
+                log_mined(log, "revealVote", self.calls.game.reveal_vote(game_id, right, salt), game=game_id, defender_right=right)
                 return
         log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"game": game_id})

@@ -38,7 +38,8 @@ struct Case {
     uint8 commits;
     uint8 votesServed;
     uint8 votesWithheld;
-    uint32 deadline;
+    uint32 deadline; // Voting: end of the commit phase
+    uint32 anchorBlock; // Drawing: the block whose successor's hash seeds the committee draw
     // slot 2
     uint32 openedAt;
     uint32 items;

@@ -7,18 +7,18 @@ import {IStakeManager} from "./IStakeManager.sol";
 import {ReportSeal} from "../Types.sol";
 
 /// @notice Where a dispute game stands (docs/dispute.md has the state machine).
-/// @dev None: unknown id. SolverToMove / ChallengerToMove: bisection, the named side's clock runs.
+/// @dev None: unknown id. DefenderToMove / ChallengerToMove: bisection, the named side's clock runs.
 ///      Isolated: one step left, the committee draw is pending. Arbitrating: referees commit and reveal.
-///      Final: SolverWon, ChallengerWon, Undecided (no verdict: the challenge bond goes to the
+///      Final: DefenderWon, ChallengerWon, Undecided (no verdict: the challenge bond goes to the
 ///      jackpot; a whistleblower's challenge counts as lost, a failed report's job times out in the
 ///      JobMarket).
 enum GameStatus {
     None,
-    SolverToMove,
+    DefenderToMove,
     ChallengerToMove,
     Isolated,
     Arbitrating,
-    SolverWon,
+    DefenderWon,
     ChallengerWon,
     Undecided
 }
@@ -28,14 +28,14 @@ enum Ballot {
     Vacant,
     Seated,
     Committed,
-    RevealedSolverRight,
-    RevealedSolverWrong
+    RevealedDefenderRight,
+    RevealedDefenderWrong
 }
 
 /// @notice How a game ended.
 enum SettleReason {
     Verdict, // the committee's majority decided
-    SolverClock, // the solver's clock ran out
+    DefenderClock, // the defender's clock ran out
     ChallengerClock, // the challenger's clock ran out
     NoCommittee, // a committee could not be drawn (or was not drawn in time)
     NoMajority, // the revealed votes tied (zero reveals included)
@@ -60,23 +60,24 @@ struct Game {
     address challenger;
     uint32 steps; // steps in the segment (the spec's checkpoint interval k, or the last segment's rest); 0: a manifest game
     uint8 commits; // referees that committed
-    uint8 votesSolverRight;
-    uint8 votesSolverWrong;
+    uint8 votesDefenderRight;
+    uint8 votesDefenderWrong;
     bool onReport; // a report game: a whistleblower disputes a probe of the verifier's passing report
     // slot 2: every move
     GameStatus status;
     uint32 lo; // the agreed step
     uint32 hi; // the disputed step
-    uint32 solverClock; // seconds left to the solver when its turn began
+    uint32 defenderClock; // seconds left to the defender when its turn began
     uint32 challengerClock; // seconds left to the challenger when its turn began
     uint32 lastMoveAt; // when the running clock started (Isolated: when the step was isolated)
-    uint32 deadline; // Isolated: anchor block; Arbitrating: end of the commit phase
+    uint32 deadline; // Arbitrating: end of the commit phase
     uint8 moves; // midpoints answered so far
+    uint32 anchorBlock; // Isolated: the block whose successor's hash seeds the committee draw
     // slots 3-7
     bytes32 agreedHash; // state hash at lo
     bytes32 agreedCid; // CID of the state at lo (0 at lo == 0: checkpoint j's CID from the manifest)
-    bytes32 disputedHash; // the solver's state hash at hi
-    bytes32 midHash; // the solver's last posted midpoint state hash
+    bytes32 disputedHash; // the defender's state hash at hi
+    bytes32 midHash; // the defender's last posted midpoint state hash
     bytes32 midCid; // ... and its CID
 }
 
@@ -118,14 +119,14 @@ interface IDisputeGame {
         uint256 indexed gameId,
         uint256 indexed jobId,
         address indexed challenger,
-        address solver,
+        address defender,
         uint256 segment,
         uint256 steps,
         bytes32 startHash,
         bytes32 endHash,
         bool byVerifier
     );
-    /// @notice The solver posted its state at `step` of the segment; `clockLeft` is its time left.
+    /// @notice The defender posted its state at `step` of the segment; `clockLeft` is its time left.
     event MidpointPosted(uint256 indexed gameId, uint256 step, bytes32 stateHash, bytes32 cid, uint256 clockLeft);
     /// @notice The challenger answered the midpoint at `step`; the position is now (lo, hi).
     event MidpointAnswered(
@@ -133,7 +134,7 @@ interface IDisputeGame {
     );
     /// @notice Bisection ended at the single step `step` -> `step + 1` of segment `segment`: from the
     ///         agreed state (`preHash`, `preCid`; preCid 0 = checkpoint j's CID in the manifest) the
-    ///         solver claims `postHash`. The committee draw is seeded by blockhash(anchorBlock + 1).
+    ///         defender claims `postHash`. The committee draw is seeded by blockhash(anchorBlock + 1).
     event StepIsolated(
         uint256 indexed gameId,
         uint256 segment,
@@ -148,15 +149,15 @@ interface IDisputeGame {
     /// @notice The committee was drawn (each referee's bond locked); commits until `commitDeadline`,
     ///         reveals until `revealDeadline` (earlier once every referee committed).
     event RefereesDrawn(uint256 indexed gameId, address[] referees, uint256 commitDeadline, uint256 revealDeadline);
-    /// @notice A referee committed keccak256(abi.encode(gameId, solverRight, salt, referee)).
+    /// @notice A referee committed keccak256(abi.encode(gameId, defenderRight, salt, referee)).
     event VoteCommitted(uint256 indexed gameId, address indexed referee, bytes32 commitment);
-    /// @notice A referee revealed: `solverRight` = the solver's post-state is what the step gives.
-    event VoteRevealed(uint256 indexed gameId, address indexed referee, bool solverRight);
+    /// @notice A referee revealed: `defenderRight` = the defender's post-state is what the step gives.
+    event VoteRevealed(uint256 indexed gameId, address indexed referee, bool defenderRight);
     /// @notice A referee that did not reveal lost its bond `amount` to the game's payout.
     event RefereeSlashed(uint256 indexed gameId, address indexed referee, uint256 amount);
     /// @notice The side to move let its clock run out and lost.
-    event ClockExpired(uint256 indexed gameId, address indexed loser, bool solverLost);
-    /// @notice The game ended: `status` (SolverWon / ChallengerWon / Undecided) for `reason`;
+    event ClockExpired(uint256 indexed gameId, address indexed loser, bool defenderLost);
+    /// @notice The game ended: `status` (DefenderWon / ChallengerWon / Undecided) for `reason`;
     ///         `winner` (address(0) if Undecided) was paid `payout`; `refereeFees` went to the majority.
     event DisputeSettled(
         uint256 indexed gameId,
@@ -168,7 +169,7 @@ interface IDisputeGame {
         uint256 refereeFees
     );
     /// @notice A whistleblower opened report game `gameId` on probe slot `probeIndex` of the job's
-    ///         passing report (emitted with DisputeOpened, whose `solver` is the defending verifier,
+    ///         passing report (emitted with DisputeOpened, whose `defender` is the defending verifier,
     ///         `endHash` the disputed probe state and `steps` the probe's step).
     event ReportDisputeOpened(uint256 indexed gameId, uint256 indexed jobId, uint256 probeIndex, bytes32 assignSeed);
     /// @notice Game `gameId` disputes the job's committed manifest itself (emitted with DisputeOpened,
@@ -259,9 +260,16 @@ interface IDisputeGame {
     function committee(uint256 gameId) external view returns (address[] memory);
     /// @notice A referee's ballot and commitment.
     function ballotOf(uint256 gameId, address referee) external view returns (Ballot ballot, bytes32 commitment);
-    /// @notice Seconds left now on the solver's and the challenger's clocks (the running one ticks).
-    function clocks(uint256 gameId) external view returns (uint256 solverLeft, uint256 challengerLeft);
-    /// @notice The step whose state the solver must post next (reverts unless SolverToMove / ChallengerToMove).
+    /// @notice True when (index, stateHash) is a leaf of the job's committed trace tree (TraceLib leaf
+    ///         encoding, OpenZeppelin MerkleProof) and index < checkpointCount: what an opening proves of
+    ///         both ends of its segment (reverts UnknownJob).
+    function verifyCheckpoint(uint256 jobId, uint256 index, bytes32 stateHash, bytes32[] calldata proof)
+        external
+        view
+        returns (bool);
+    /// @notice Seconds left now on the defender's and the challenger's clocks (the running one ticks).
+    function clocks(uint256 gameId) external view returns (uint256 defenderLeft, uint256 challengerLeft);
+    /// @notice The step whose state the defender must post next (reverts unless DefenderToMove / ChallengerToMove).
     function nextMidpoint(uint256 gameId) external view returns (uint256);
     /// @notice ceil(log2(steps)): the most moves a segment of `steps` steps takes.
     function maxMoves(uint256 steps) external pure returns (uint256);
@@ -310,12 +318,12 @@ interface IDisputeGame {
     ///         committed trace of the spec, and the payouts are those of a trace game on segment 0.
     function openOnManifest(uint256 jobId) external returns (uint256 gameId);
     /// @notice The defender of a report game concedes a forced error by revealing its `secret`, before
-    ///         the committee draw (SolverToMove, ChallengerToMove or Isolated; else NotConcedable):
+    ///         the committee draw (DefenderToMove, ChallengerToMove or Isolated; else NotConcedable):
     ///         JobMarket.payForcedError pays the whistleblower jackpot * jackpotShareBps / 1e4, the game
     ///         returns its challenge bond, and the job's challenge window resumes (the verifier keeps
     ///         its bond and fee). Settles ChallengerWon / ForcedError. One concession per seal.
     function concedeForced(uint256 gameId, bytes32 secret, ReportSeal calldata seal) external;
-    /// @notice The solver posts its state hash (and checkpoint CID) at nextMidpoint, on its clock.
+    /// @notice The defender posts its state hash (and checkpoint CID) at nextMidpoint, on its clock.
     function postMidpoint(uint256 gameId, bytes32 stateHash, bytes32 cid) external;
     /// @notice The challenger agrees (its state at the midpoint is the same) or disagrees, on its clock.
     function answerMidpoint(uint256 gameId, bool agree) external;
@@ -330,10 +338,10 @@ interface IDisputeGame {
     ///         cannot be filled releases the seats drawn and settles Undecided (NoCommittee); a drawn
     ///         referee whose stake other draws locked since the anchor releases them and re-anchors.
     function drawCommittee(uint256 gameId) external;
-    /// @notice A seated referee commits keccak256(abi.encode(gameId, solverRight, salt, referee)).
+    /// @notice A seated referee commits keccak256(abi.encode(gameId, defenderRight, salt, referee)).
     function commitVote(uint256 gameId, bytes32 commitment) external;
     /// @notice A referee reveals its vote once the commit phase ended (or everyone committed).
-    function revealVote(uint256 gameId, bool solverRight, bytes32 salt) external;
+    function revealVote(uint256 gameId, bool defenderRight, bytes32 salt) external;
     /// @notice Anyone: end an arbitration (after the reveal phase, or once every referee revealed),
     ///         or a game whose committee was not drawn within drawWindow. A report game resolves through
     ///         JobMarket.resolveReportDispute, any other through JobMarket.resolveDispute.

@@ -259,12 +259,6 @@ interface IJobMarket {
     /// @notice True once `item` of the job's current trace was published on chain (AvailabilityAnswered):
     ///         keyed by content (the trace root for a checkpoint, the manifest CID for the manifest).
     function isPublished(uint256 jobId, uint256 item) external view returns (bool);
-    /// @notice True when (index, stateHash) is a leaf of the job's committed trace tree
-    ///         (TraceLib leaf encoding, OpenZeppelin MerkleProof) and index < checkpointCount.
-    function verifyCheckpoint(uint256 jobId, uint256 index, bytes32 stateHash, bytes32[] calldata proof)
-        external
-        view
-        returns (bool);
 
     // ------------------------------------------------------------------ lifecycle
 

@@ -107,7 +107,11 @@ class Court:
             own = LocalStore(tmp / f"member-{i}")
             self.gateways.append(stack.enter_context(GatewayServer(own)).url)
             watcher = MarketWatcher(proto.market, proto.book.deploy_block)
-            self.duties.append(CourtDuty(proto.with_signer(m).court, proto.book.deploy_block, FetchingStore(own, [solver_gateway.url]), m.address, _kept(os.urandom(32)), watcher))
+            self.duties.append(
+                CourtDuty(
+                    proto.with_signer(m).court, proto.book.deploy_block, FetchingStore(own, [solver_gateway.url]), m.address, _kept(os.urandom(32)), watcher
+                )
+            )
 
     def wanted(self) -> list[Wanted]:
         return [Wanted(i, self.cids[i], Limits.CHECKPOINT_BYTES, f"checkpoint {i}", self.hashes[i]) for i in (1, 2)]

@@ -36,7 +36,7 @@ def _committed(proto: Protocol, parties: Parties) -> JobId:
 def test_moves_after_the_entropy_change_neither_the_verifier_nor_the_seed(devnet: Devnet, parties: Parties) -> None:
     proto = devnet.protocol()
     job_id = _committed(proto, parties)
-    anchor = proto.market.get_job(job_id).deadline
+    anchor = proto.market.get_job(job_id).anchor_block
     devnet.chain.mine(2)  # blockhash(anchor + 1) exists: everyone can compute the draw now
     accomplice = proto.with_signer(parties.verifier2)
     minimum = proto.stakes.min_stake(Role.VERIFIER)

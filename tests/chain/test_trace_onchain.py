@@ -1,5 +1,5 @@
 """The proofs engine's trace tree, committed through JobMarket and checked by OpenZeppelin's
-MerkleProof on a real anvil (``JobMarket.verifyCheckpoint``).
+MerkleProof on a real anvil (``DisputeGame.verifyCheckpoint``, what a game's opening proves).
 
 The state hashes come from a real (tiny) training run, so this ties the three together: what the
 solver trains, what it commits, and what a contract accepts as a leaf of that commitment.
@@ -49,21 +49,21 @@ def test_every_checkpoint_of_a_real_trace_verifies_on_chain(devnet: Devnet, part
     leaves = len(trace.state_hashes)
     assert leaves == 9  # 40 steps, k = 5: checkpoints 0..8
     job_id = _commit_trace(devnet, parties, tree.root, leaves)
-    market = devnet.protocol().market
+    game = devnet.protocol().game
     for index, state_hash in enumerate(trace.state_hashes):
-        assert market.verify_checkpoint(job_id, index, state_hash, tree.proof(index)), index
+        assert game.verify_checkpoint(job_id, index, state_hash, tree.proof(index)), index
 
 
 def test_wrong_hash_wrong_index_and_wrong_proof_are_rejected_on_chain(devnet: Devnet, parties: Parties, trace: Trace) -> None:
     tree = trace.tree
     job_id = _commit_trace(devnet, parties, tree.root, len(trace.state_hashes))
-    market = devnet.protocol().market
+    game = devnet.protocol().game
     hashes = trace.state_hashes
     proof3 = tree.proof(3)
-    assert market.verify_checkpoint(job_id, 3, hashes[3], proof3)
-    assert not market.verify_checkpoint(job_id, 3, hashes[4], proof3)  # another checkpoint's hash
-    assert not market.verify_checkpoint(job_id, 4, hashes[3], proof3)  # the hash at another index
-    assert not market.verify_checkpoint(job_id, 3, hashes[3], proof3[:-1])  # a truncated proof
+    assert game.verify_checkpoint(job_id, 3, hashes[3], proof3)
+    assert not game.verify_checkpoint(job_id, 3, hashes[4], proof3)  # another checkpoint's hash
+    assert not game.verify_checkpoint(job_id, 4, hashes[3], proof3)  # the hash at another index
+    assert not game.verify_checkpoint(job_id, 3, hashes[3], proof3[:-1])  # a truncated proof
     tampered = bytearray(hashes[3])
     tampered[0] ^= 1
-    assert not market.verify_checkpoint(job_id, 3, bytes(tampered), proof3)
+    assert not game.verify_checkpoint(job_id, 3, bytes(tampered), proof3)

@@ -220,8 +220,8 @@ class Arena:
             self.net.chain.increase_time(int(side_left * fraction))
 
     def _run_out(self, game_id: GameId, challenger_side: bool) -> None:
-        solver_left, challenger_left = self.base.game.clocks(game_id)
-        self.net.chain.increase_time((challenger_left if challenger_side else solver_left) + 1)
+        defender_left, challenger_left = self.base.game.clocks(game_id)
+        self.net.chain.increase_time((challenger_left if challenger_side else defender_left) + 1)
 
     def bisect(
         self,
@@ -247,7 +247,7 @@ class Arena:
                 return played
             assert turn.step is not None
             step = base_step + turn.step
-            if game.status is GameStatus.SOLVER_TO_MOVE:
+            if game.status is GameStatus.DEFENDER_TO_MOVE:
                 how = solver_moves(move)
                 if how == "slow":
                     self._spend_then(game_api.clocks(played.game_id)[0], 1 / 3)
@@ -310,15 +310,15 @@ class Arena:
             assert state_hash(pre) == task.pre_hash, "the agreed state is what the CID holds"
             assert decode_checkpoint(pre).step == task.global_step
             after = execute_step(self.trained.spec, self.trained.dataset, pre)
-            solver_right = state_hash(after) == task.post_hash
+            defender_right = state_hash(after) == task.post_hash
             salt = derive_salt(self.salt_secret + referee.encode(), played.game_id)
-            votes[referee] = (solver_right, salt)
-            commitment = vote_commitment(played.game_id, solver_right, salt, referee)
+            votes[referee] = (defender_right, salt)
+            commitment = vote_commitment(played.game_id, defender_right, salt, referee)
             self._record(played, "commitVote", self.proto(self.by_address[referee]).game.commit_vote(played.game_id, commitment))
         if len(votes) < len(committee):
             self.net.chain.increase_time(self.params.commit_window + 1)
-        for referee, (solver_right, salt) in votes.items():
-            self._record(played, "revealVote", self.proto(self.by_address[referee]).game.reveal_vote(played.game_id, solver_right, salt))
+        for referee, (defender_right, salt) in votes.items():
+            self._record(played, "revealVote", self.proto(self.by_address[referee]).game.reveal_vote(played.game_id, defender_right, salt))
         if len(votes) < len(committee):
             self.net.chain.increase_time(self.params.reveal_window + 1)
         self._record(played, "settle", self.proto(self.outsider).game.settle(played.game_id))
@@ -347,7 +347,7 @@ class Arena:
         assert played.game is not None
         p, market = self.params, self.base.market
         s_bond, v_bond = market.solver_bond(REWARD), market.verifier_bond(REWARD)
-        solver_won = played.game.status is GameStatus.SOLVER_WON
+        solver_won = played.game.status is GameStatus.DEFENDER_WON
         fees = p.referee_fee * played.majority_referees if verdict else 0
         referee_slashes = p.referee_bond * played.silent_referees
         if played.by_verifier:

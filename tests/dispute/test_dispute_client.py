@@ -117,4 +117,4 @@ def test_committee_turns_and_commitments_agree_with_the_contract(arena: Arena) -
     with pytest.raises(revert_class("CommitmentMismatch")):
         first.reveal_vote(gid, True, salt)
     first.reveal_vote(gid, False, salt)
-    assert game_api.ballot_of(gid, referees[0])[0] is Ballot.REVEALED_SOLVER_WRONG
+    assert game_api.ballot_of(gid, referees[0])[0] is Ballot.REVEALED_DEFENDER_WRONG

@@ -70,7 +70,7 @@ def test_a_false_accusation_costs_the_accuser_its_bond(arena: Arena, by_verifier
     arena.bisect(played, honest, lambda i: "trace", lambda i: "disagree")
     arena.arbitrate(played, cids)
     arena.finish(played)
-    assert played.game is not None and played.game.status is GameStatus.SOLVER_WON
+    assert played.game is not None and played.game.status is GameStatus.DEFENDER_WON
     assert arena.base.market.get_job(job_id).state is JobState.FINALIZED, "the honest solver is paid"
     _check_payouts(arena, before, played, challenger.address, verifier, verdict=True)
     accuser_loss = before[challenger.address] - arena.wealth()[challenger.address]
@@ -91,7 +91,7 @@ def test_a_lost_whistleblower_challenge_resumes_the_challenge_window(arena: Aren
     p.token.approve(arena.base.game.address, 100 * 10**18)
     played = arena.open(job_id, accomplice, cheat)
     arena.bisect(played, cheat, lambda i: "trace", lambda i: "silent")
-    assert arena.base.game.get_game(played.game_id).status is GameStatus.SOLVER_WON
+    assert arena.base.game.get_game(played.game_id).status is GameStatus.DEFENDER_WON
     job = arena.base.market.get_job(job_id)
     assert job.state is JobState.VERIFIED, "window resumed, not finalized"
     assert job.deadline - arena.net.client.timestamp() >= window_left - 2, "with the time it had left"

@@ -48,8 +48,8 @@ H3 = Bytes32(b"\x03" * 32)  # a probe's state hash
 def _game(**changes: Any) -> Game:
     base = Game(
         defender=SOLVER, job_id=JobId(1), segment=2, by_verifier=False, challenger=CHALLENGER, steps=50, on_report=False, commits=0,
-        votes_solver_right=0, votes_solver_wrong=0, status=GameStatus.SOLVER_TO_MOVE, lo=0, hi=50, solver_clock=30,
-        challenger_clock=30, last_move_at=1_000, deadline=0, moves=0, agreed_hash=Bytes32(b"\x11" * 32),
+        votes_defender_right=0, votes_defender_wrong=0, status=GameStatus.DEFENDER_TO_MOVE, lo=0, hi=50, defender_clock=30,
+        challenger_clock=30, last_move_at=1_000, deadline=0, moves=0, anchor_block=0, agreed_hash=Bytes32(b"\x11" * 32),
         agreed_cid=ZERO32, disputed_hash=Bytes32(b"\x22" * 32), mid_hash=ZERO32, mid_cid=ZERO32,
     )  # fmt: skip
     return dataclasses.replace(base, **changes)
@@ -128,7 +128,7 @@ def test_max_moves_refuses_an_empty_segment() -> None:
 
 
 def test_turns_while_bisecting() -> None:
-    game = _game(lo=12, hi=25, solver_clock=20, last_move_at=1_000)
+    game = _game(lo=12, hi=25, defender_clock=20, last_move_at=1_000)
     turn = next_turn(game, PARAMS, now=1_020)
     assert (turn.action, turn.actor, turn.deadline, turn.step) == (Action.POST_MIDPOINT, Actor.SOLVER, 1_020, 18)
     assert next_turn(game, PARAMS, now=1_021).action is Action.TIMEOUT_CLOCK
@@ -139,7 +139,7 @@ def test_turns_while_bisecting() -> None:
 
 
 def test_turns_after_isolation() -> None:
-    game = _game(status=GameStatus.ISOLATED, lo=7, hi=8, last_move_at=2_000, deadline=77)
+    game = _game(status=GameStatus.ISOLATED, lo=7, hi=8, last_move_at=2_000, anchor_block=77)
     turn = next_turn(game, PARAMS, now=2_010, block=78)
     assert (turn.action, turn.ready_block, turn.deadline) == (Action.DRAW_COMMITTEE, 79, 2_010)
     assert next_turn(game, PARAMS, now=2_011).action is Action.SETTLE
@@ -149,26 +149,26 @@ def test_turns_after_isolation() -> None:
     turn = next_turn(dataclasses.replace(arb, commits=2), PARAMS, now=3_001)
     assert (turn.action, turn.deadline) == (Action.REVEAL_VOTE, 3_015)
     assert next_turn(dataclasses.replace(arb, commits=2), PARAMS, now=3_016).action is Action.SETTLE
-    done = dataclasses.replace(arb, commits=3, votes_solver_right=2, votes_solver_wrong=1)
+    done = dataclasses.replace(arb, commits=3, votes_defender_right=2, votes_defender_wrong=1)
     assert next_turn(done, PARAMS, now=2_990).action is Action.SETTLE
-    for status in (GameStatus.SOLVER_WON, GameStatus.CHALLENGER_WON, GameStatus.UNDECIDED):
+    for status in (GameStatus.DEFENDER_WON, GameStatus.CHALLENGER_WON, GameStatus.UNDECIDED):
         assert next_turn(_game(status=status), PARAMS, now=0).actor is Actor.NOBODY
 
 
 def test_a_party_makes_its_own_moves_and_the_calls_that_pay_it_at_once() -> None:
     S, C = Actor.SOLVER, Actor.CHALLENGER
-    bisecting = _game(solver_clock=20, last_move_at=1_000)
+    bisecting = _game(defender_clock=20, last_move_at=1_000)
     assert (party_move(bisecting, PARAMS, 1_020, 0, S), party_move(bisecting, PARAMS, 1_020, 0, C)) == (Action.POST_MIDPOINT, None)
     assert (party_move(bisecting, PARAMS, 1_021, 0, S), party_move(bisecting, PARAMS, 1_021, 0, C)) == (None, Action.TIMEOUT_CLOCK)  # never its own clock
     answering = _game(status=GameStatus.CHALLENGER_TO_MOVE, challenger_clock=7, last_move_at=500)
     assert (party_move(answering, PARAMS, 501, 0, S), party_move(answering, PARAMS, 501, 0, C)) == (None, Action.ANSWER_MIDPOINT)
     assert (party_move(answering, PARAMS, 508, 0, S), party_move(answering, PARAMS, 508, 0, C)) == (Action.TIMEOUT_CLOCK, None)
-    isolated = _game(status=GameStatus.ISOLATED, lo=7, hi=8, last_move_at=2_000, deadline=77)
+    isolated = _game(status=GameStatus.ISOLATED, lo=7, hi=8, last_move_at=2_000, anchor_block=77)
     assert [party_move(isolated, PARAMS, 2_010, b, C) for b in (78, 79)] == [None, Action.DRAW_COMMITTEE]
     assert party_move(isolated, PARAMS, 2_011, 0, S) is Action.SETTLE
     arb = _game(status=GameStatus.ARBITRATING, lo=7, hi=8, deadline=3_000)
     assert party_move(arb, PARAMS, 3_000, 0, C) is None  # the referees vote, not the parties
-    assert party_move(dataclasses.replace(arb, commits=3, votes_solver_right=3), PARAMS, 2_990, 0, C) is Action.SETTLE  # early
+    assert party_move(dataclasses.replace(arb, commits=3, votes_defender_right=3), PARAMS, 2_990, 0, C) is Action.SETTLE  # early
 
 
 def test_isolated_step_names_the_pre_state_by_cid() -> None:
@@ -204,6 +204,6 @@ def test_salts_are_rederivable_per_game_and_need_a_real_secret() -> None:
 
 
 def test_winner() -> None:
-    assert winner(_game(status=GameStatus.SOLVER_WON)) == SOLVER
+    assert winner(_game(status=GameStatus.DEFENDER_WON)) == SOLVER
     assert winner(_game(status=GameStatus.CHALLENGER_WON)) == CHALLENGER
     assert winner(_game(status=GameStatus.UNDECIDED)) is None and winner(_game()) is None

@@ -61,7 +61,7 @@ def _play(arena: Arena, states, solver_moves, challenger_moves, by_verifier: boo
 )
 def test_an_honest_solver_never_loses(arena: Arena, challenger_moves, solver_pace, by_verifier, silent) -> None:
     game, job, locked = _play(arena, arena.trained.honest, solver_pace, challenger_moves, by_verifier, silent)
-    assert game.status is GameStatus.SOLVER_WON
+    assert game.status is GameStatus.DEFENDER_WON
     assert job.state is JobState.FINALIZED, "and is paid"
     assert locked == 0, "its bond released, never slashed"
 

@@ -77,7 +77,7 @@ def test_a_lazy_verifier_loses_its_bond_and_the_job_gets_a_new_verifier(arena: A
 
     job = market.get_job(job_id)
     assert job.state is JobState.COMMITTED
-    arena.net.chain.mine(max(0, job.deadline + 2 - arena.net.client.block_number()))
+    arena.net.chain.mine(max(0, job.anchor_block + 2 - arena.net.client.block_number()))
     arena.proto(arena.outsider).market.assign_verifier(job_id)
     assert market.get_job(job_id).verifier not in (verifier, arena.solver.address)
     assert market.seal_of(job_id, arena.net.book.deploy_block) is None, "the new verifier has not reported"
@@ -101,7 +101,7 @@ def test_an_honest_verifier_defends_its_probe_through_the_referees(arena: Arena)
     assert task.global_step == game.segment * K and task.post_hash == game.disputed_hash
     arena.arbitrate(played, cids)
     game = arena.base.game.get_game(played.game_id)
-    assert game.status is GameStatus.SOLVER_WON, "the referees side with the verifier's true state"
+    assert game.status is GameStatus.DEFENDER_WON, "the referees side with the verifier's true state"
 
     after = arena.wealth()
     fees = arena.params.referee_fee * played.majority_referees

@@ -52,7 +52,7 @@ def test_every_adversary_strategy_is_caught_and_slashed(market: Market, tmp_path
         assert game.status is GameStatus.CHALLENGER_WON, strategy
         assert game.by_verifier and event.args["winner"] == game.challenger
         silent = strategy in SILENT_CHEATS
-        assert SettleReason(event.args["reason"]) is (SettleReason.SOLVER_CLOCK if silent else SettleReason.VERDICT), strategy
+        assert SettleReason(event.args["reason"]) is (SettleReason.DEFENDER_CLOCK if silent else SettleReason.VERDICT), strategy
         if not silent:
             assert game.hi - game.lo == 1 and game.moves == 5  # ceil(log2 20) bisection moves to one step
             assert event.args["refereeFees"] == params.committee_size * params.referee_fee

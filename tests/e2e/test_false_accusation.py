@@ -71,9 +71,9 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
         r["msg"] != "training finished" or r.get("job") != long_id for r in restarted_solver.log_records()
     ), "the long job's training still ran when the game settled"
     game = protocol.game.get_game(game_id)
-    assert game.status is GameStatus.SOLVER_WON and SettleReason(event.args["reason"]) is SettleReason.VERDICT
+    assert game.status is GameStatus.DEFENDER_WON and SettleReason(event.args["reason"]) is SettleReason.VERDICT
     assert game.hi - game.lo == 1 and game.lo == 0, "answered wrong every time: isolated at the segment's first step"
-    assert protocol.game.ballot_of(game_id, referee_addr)[0] is Ballot.REVEALED_SOLVER_RIGHT
+    assert protocol.game.ballot_of(game_id, referee_addr)[0] is Ballot.REVEALED_DEFENDER_RIGHT
     if ballot_at_kill is Ballot.COMMITTED:  # killed before its reveal: the restarted daemon revealed
         assert any(r["msg"] == mined("revealVote") for r in restarted.log_records())
     assert any(r["msg"] == mined("postMidpoint") for p in market.processes if p.name == "solver#2" for r in p.log_records()), "the restarted solver moved"

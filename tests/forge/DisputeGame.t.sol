@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
-import {DisputeFixture, TraceTree} from "./handlers/DisputeFixture.sol";
+import {DisputeFixture, MANIFEST_CID, TraceTree} from "./handlers/DisputeFixture.sol";
 import {DisputeGame} from "../../contracts/DisputeGame.sol";
 import {
     Ballot,
@@ -15,6 +15,7 @@ import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
 import {Job, JobState, MarketParams, Probe, ReportSeal, Role} from "../../contracts/Types.sol";
 import {JobMarket} from "../../contracts/JobMarket.sol";
 import {LibPosition} from "../../contracts/libraries/LibPosition.sol";
+import {TraceLib} from "../../contracts/libraries/TraceLib.sol";
 
 /// @notice Every move of the dispute game and its access control, the clocks, the committee, the
 ///         fallbacks and the money, on the real JobMarket and StakeManager.
@@ -133,14 +134,14 @@ contract DisputeGameTest is DisputeFixture {
 
     // ------------------------------------------------------------------ opening
 
-    function test_failing_verifier_opens_with_bond_and_solver_clock_runs() public {
+    function test_failing_verifier_opens_with_bond_and_defender_clock_runs() public {
         (uint256 jobId, address verifier) = _failed();
         uint256 before = _bal(verifier);
         uint256 gameId = _open(verifier, jobId, SEGMENT, K);
         assertEq(before - _bal(verifier), CHALLENGE_BOND, "bond paid");
         _assertGameHoldsLiveBonds(1);
         Game memory g = game.getGame(gameId);
-        assertTrue(g.status == GameStatus.SolverToMove, "solver to move");
+        assertTrue(g.status == GameStatus.DefenderToMove, "solver to move");
         assertTrue(g.byVerifier, "by verifier");
         assertEq(g.defender, solver, "solver");
         assertEq(g.challenger, verifier, "challenger");
@@ -271,7 +272,7 @@ contract DisputeGameTest is DisputeFixture {
         uint256 gameId = _open(verifier, jobId, SEGMENT, 1);
         Game memory g = game.getGame(gameId);
         assertTrue(g.status == GameStatus.Isolated, "isolated");
-        assertEq(g.deadline, block.number, "anchor block");
+        assertEq(g.anchorBlock, block.number, "anchor block");
         assertEq(g.moves, 0, "no moves");
     }
 
@@ -299,12 +300,12 @@ contract DisputeGameTest is DisputeFixture {
     function test_moves_out_of_turn_revert() public {
         (uint256 jobId, address verifier) = _failed();
         uint256 gameId = _open(verifier, jobId, SEGMENT, K);
-        vm.expectRevert(_wrongStatus(gameId, GameStatus.SolverToMove, GameStatus.ChallengerToMove));
+        vm.expectRevert(_wrongStatus(gameId, GameStatus.DefenderToMove, GameStatus.ChallengerToMove));
         vm.prank(verifier);
         game.answerMidpoint(gameId, true);
         vm.prank(solver);
         game.postMidpoint(gameId, _claim(25), _cid(25));
-        vm.expectRevert(_wrongStatus(gameId, GameStatus.ChallengerToMove, GameStatus.SolverToMove));
+        vm.expectRevert(_wrongStatus(gameId, GameStatus.ChallengerToMove, GameStatus.DefenderToMove));
         vm.prank(solver);
         game.postMidpoint(gameId, _claim(25), _cid(25));
     }
@@ -332,7 +333,7 @@ contract DisputeGameTest is DisputeFixture {
         assertEq(g.agreedHash, _claim(25), "agreed hash");
         assertEq(g.agreedCid, _cid(25), "agreed cid");
         assertEq(g.moves, 1, "moves");
-        assertTrue(g.status == GameStatus.SolverToMove, "solver to move");
+        assertTrue(g.status == GameStatus.DefenderToMove, "solver to move");
         assertEq(game.nextMidpoint(gameId), 37, "next midpoint");
     }
 
@@ -425,7 +426,7 @@ contract DisputeGameTest is DisputeFixture {
         vm.warp(block.timestamp + 1 hours + 1);
         game.timeoutClock(gameId);
 
-        assertTrue(_status(gameId) == GameStatus.SolverWon, "solver won");
+        assertTrue(_status(gameId) == GameStatus.DefenderWon, "solver won");
         assertEq(_bal(solver) - solverBefore, CHALLENGE_BOND, "whistleblower bond");
         // JobMarket patch 1: the challenge window, paused while the game ran, resumes
         assertTrue(_jobState(jobId) == JobState.Verified, "job Verified again");
@@ -439,7 +440,7 @@ contract DisputeGameTest is DisputeFixture {
         _assertGameHoldsLiveBonds(0);
     }
 
-    function test_whistleblower_winning_on_the_solver_clock_does_not_slash_the_verifier() public {
+    function test_whistleblower_winning_on_the_defender_clock_does_not_slash_the_verifier() public {
         (uint256 jobId, address verifier) = _passed();
         uint256 gameId = _open(whistleblower, jobId, SEGMENT, K);
         uint256 wbBefore = _bal(whistleblower);
@@ -484,7 +485,7 @@ contract DisputeGameTest is DisputeFixture {
 
     function test_timeout_clock_outside_bisection_reverts() public {
         (,, uint256 gameId) = _isolatedByVerifier();
-        vm.expectRevert(_wrongStatus(gameId, GameStatus.Isolated, GameStatus.SolverToMove));
+        vm.expectRevert(_wrongStatus(gameId, GameStatus.Isolated, GameStatus.DefenderToMove));
         game.timeoutClock(gameId);
     }
 
@@ -492,7 +493,7 @@ contract DisputeGameTest is DisputeFixture {
 
     function test_draw_before_the_seed_block_reverts() public {
         (,, uint256 gameId) = _isolatedByVerifier();
-        uint256 anchor = game.getGame(gameId).deadline;
+        uint256 anchor = game.getGame(gameId).anchorBlock;
         vm.expectRevert(_err(IDisputeGame.RandomnessNotReady.selector, gameId, anchor + 2));
         game.drawCommittee(gameId);
     }
@@ -572,7 +573,7 @@ contract DisputeGameTest is DisputeFixture {
         game.drawCommittee(gameId);
         Game memory g = game.getGame(gameId);
         assertTrue(g.status == GameStatus.Isolated, "still isolated");
-        assertEq(g.deadline, block.number, "re-anchored");
+        assertEq(g.anchorBlock, block.number, "re-anchored");
         assertEq(game.committee(gameId).length, 0, "nobody seated");
     }
 
@@ -714,7 +715,7 @@ contract DisputeGameTest is DisputeFixture {
             _reveal(gameId, referees[i], true);
         }
         game.settle(gameId); // all revealed: no need to wait for the reveal deadline
-        assertTrue(_status(gameId) == GameStatus.SolverWon, "settled early");
+        assertTrue(_status(gameId) == GameStatus.DefenderWon, "settled early");
     }
 
     function test_settle_before_the_reveal_phase_ends_reverts() public {
@@ -742,7 +743,7 @@ contract DisputeGameTest is DisputeFixture {
             _reveal(gameId, referees[i], true);
         }
         game.settle(gameId);
-        assertTrue(_status(gameId) == GameStatus.SolverWon, "solver won");
+        assertTrue(_status(gameId) == GameStatus.DefenderWon, "solver won");
         assertEq(
             _bal(solver) - solverBefore,
             REWARD + CHALLENGE_BOND + VERIFIER_BOND - 3 * REFEREE_FEE,
@@ -795,7 +796,7 @@ contract DisputeGameTest is DisputeFixture {
         _reveal(gameId, referees[1], true);
         _reveal(gameId, referees[2], false);
         game.settle(gameId);
-        assertTrue(_status(gameId) == GameStatus.SolverWon, "majority decides");
+        assertTrue(_status(gameId) == GameStatus.DefenderWon, "majority decides");
         assertEq(_bal(referees[2]), minorityBefore, "no fee for the minority");
         assertEq(_locked(referees[2], Role.Verifier), 0, "minority bond released");
     }
@@ -897,7 +898,7 @@ contract DisputeGameTest is DisputeFixture {
             _reveal(gameId, referees[i], true);
         }
         game.settle(gameId);
-        vm.expectRevert(_wrongStatus(gameId, GameStatus.SolverWon, GameStatus.Arbitrating));
+        vm.expectRevert(_wrongStatus(gameId, GameStatus.DefenderWon, GameStatus.Arbitrating));
         game.settle(gameId);
     }
 
@@ -958,5 +959,56 @@ contract DisputeGameTest is DisputeFixture {
         vm.expectRevert(abi.encodeWithSelector(IJobMarket.NotAuthorized.selector, stranger));
         vm.prank(stranger);
         market.resolveDispute(jobId, false, true, stranger);
+    }
+
+    // ------------------------------------------------------------------ verifyCheckpoint
+
+    // Root and proofs from the npm package openzeppelin/merkle-tree 1.0.8, StandardMerkleTree.of(leaves,
+    // ["uint256","bytes32"]) with leaves (i, sha256("state" + i)) for i = 0..4.
+    bytes32 internal constant OZ_ROOT = 0x2015887ea9a89b241898f031b2458de3b9aaa60eb7ace03e55f9d2bb417bce10;
+
+    function _committed(bytes32 traceRoot, uint32 count) internal returns (uint256 jobId) {
+        vm.prank(submitter);
+        jobId = market.postJob(keccak256("spec"), REWARD, FEE, COMMIT_WINDOW, false);
+        vm.prank(solver);
+        market.claim(jobId);
+        vm.prank(solver);
+        market.commit(jobId, traceRoot, count, keccak256("model"), MANIFEST_CID);
+    }
+
+    function test_verify_checkpoint_accepts_openzeppelin_tree() public {
+        uint256 jobId = _committed(OZ_ROOT, 5);
+        bytes32[] memory proof = new bytes32[](2);
+        proof[0] = 0xb476b1ddb2ee2486c12d1c96ed19ae2359c98024630725d7445774e3759da192;
+        proof[1] = 0xbecfeeb193a93f3dfb317b4a7efccace4b73dffe3f2318bbe34105b019d116e4;
+        bytes32 state2 = 0x0c7e4bc57ad2b7d41133091f979ebe92b79db0df7baf8c5c69e589ea2b80f726;
+        assertTrue(game.verifyCheckpoint(jobId, 2, state2, proof), "leaf 2");
+        assertTrue(!game.verifyCheckpoint(jobId, 2, keccak256("other"), proof), "wrong state hash");
+        assertTrue(!game.verifyCheckpoint(jobId, 3, state2, proof), "wrong index");
+
+        bytes32[] memory proof0 = new bytes32[](3);
+        proof0[0] = 0x3c02e3a3c6adda377669f32c5541de93859e0f43c0da2936048eb175769239d8;
+        proof0[1] = 0xdc1dbac2dad5a232eecd4b7293b295189f725009c1b3615eaa31a8c341b10bde;
+        proof0[2] = 0x3e175f54a4a66184601706d82d6b800ad3f6156420c90bebf925e8aae5adbeb2;
+        bytes32 state0 = 0x290a11a975fd3c956331c2cc4e1becd682c611435af44d336d9260d205166b52;
+        assertTrue(game.verifyCheckpoint(jobId, 0, state0, proof0), "leaf 0");
+    }
+
+    function test_verify_checkpoint_rejects_index_beyond_count() public {
+        // A two-leaf tree whose leaf 4 is genuine, committed with a count of 3.
+        bytes32 a = TraceLib.leaf(4, keccak256("s4"));
+        bytes32 b = TraceLib.leaf(0, keccak256("s0"));
+        bytes32 root = a < b ? keccak256(abi.encode(a, b)) : keccak256(abi.encode(b, a));
+        uint256 jobId = _committed(root, 3);
+        bytes32[] memory proof = new bytes32[](1);
+        proof[0] = a;
+        assertTrue(game.verifyCheckpoint(jobId, 0, keccak256("s0"), proof), "leaf 0 inside count");
+        proof[0] = b;
+        assertTrue(!game.verifyCheckpoint(jobId, 4, keccak256("s4"), proof), "leaf 4 beyond count");
+    }
+
+    function test_verify_checkpoint_of_an_unknown_job_reverts() public {
+        vm.expectRevert(abi.encodeWithSelector(IJobMarket.UnknownJob.selector, 99));
+        game.verifyCheckpoint(99, 0, bytes32(0), new bytes32[](0));
     }
 }

@@ -26,7 +26,7 @@ contract DisputeGameFuzzTest is DisputeFixture {
         bytes32 agreedCid;
         bytes32 disputed = TraceTree.stateHash(TRACE, SEGMENT + 1);
         uint256 moves;
-        while (_status(gameId) == GameStatus.SolverToMove) {
+        while (_status(gameId) == GameStatus.DefenderToMove) {
             uint256 mid = game.nextMidpoint(gameId);
             vm.prank(solver);
             game.postMidpoint(gameId, _claim(mid), _cid(mid));

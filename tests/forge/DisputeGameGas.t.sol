@@ -103,7 +103,7 @@ contract DisputeGameGasTest is DisputeFixture, IsolatedGas {
     {
         uint256 divergence = 2 * k / 3;
         address challenger = game.getGame(gameId).challenger;
-        while (_status(gameId) == GameStatus.SolverToMove) {
+        while (_status(gameId) == GameStatus.DefenderToMove) {
             uint256 mid = game.nextMidpoint(gameId);
             vm.prank(solver);
             game.postMidpoint(gameId, _claim(mid), _cid(mid));

@@ -81,7 +81,7 @@ contract DisputeGameInvariantTest is DisputeFixture, RandomWalks {
     }
 
     function _live(GameStatus s) internal pure returns (bool) {
-        return s >= GameStatus.SolverToMove && s <= GameStatus.Arbitrating;
+        return s >= GameStatus.DefenderToMove && s <= GameStatus.Arbitrating;
     }
 
     function _isFinal(JobState s) internal pure returns (bool) {

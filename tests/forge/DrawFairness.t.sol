@@ -73,7 +73,7 @@ contract DrawFairnessTest is Fixture {
     /// coalition was drawn.
     function _play(Strategy strategy, uint256 i) internal returns (bool) {
         uint256 jobId = _committed();
-        uint256 anchor = market.getJob(jobId).deadline;
+        uint256 anchor = market.getJob(jobId).anchorBlock;
         vm.roll(anchor + 2);
         vm.setBlockhash(anchor + 1, keccak256(abi.encode("entropy", i)));
         // The outcome and the sampling seed of calling now, doing nothing.

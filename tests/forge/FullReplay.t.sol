@@ -33,7 +33,7 @@ contract FullReplayTest is Fixture {
     /// A committed job whose draw entropy is `entropy`, ready to draw.
     function _committedWith(bytes32 entropy) internal returns (uint256 jobId) {
         jobId = _committed();
-        uint256 anchor = market.getJob(jobId).deadline;
+        uint256 anchor = market.getJob(jobId).anchorBlock;
         vm.roll(anchor + 2);
         vm.setBlockhash(anchor + 1, entropy);
     }
@@ -73,7 +73,7 @@ contract FullReplayTest is Fixture {
         for (uint256 i; i < 40; ++i) {
             vm.revertToState(_base);
             uint256 jobId = _committedWith(_entropy(i));
-            uint256 anchor = market.getJob(jobId).deadline;
+            uint256 anchor = market.getJob(jobId).anchorBlock;
             uint256 snap = vm.snapshotState();
             market.assignVerifier(jobId);
             bool first = market.isFullReplay(jobId);
@@ -133,8 +133,8 @@ contract FullReplayTest is Fixture {
         vm.warp(block.timestamp + 1 hours + COMMIT_WINDOW + 1);
         market.timeoutVerifier(jobId);
         Job memory job = market.getJob(jobId);
-        vm.roll(job.deadline + 2);
-        vm.setBlockhash(job.deadline + 1, keccak256("another entropy"));
+        vm.roll(job.anchorBlock + 2);
+        vm.setBlockhash(job.anchorBlock + 1, keccak256("another entropy"));
         market.assignVerifier(jobId);
         assertTrue(market.isFullReplay(jobId), "sticky for the commit");
         assertEq(market.getJob(jobId).deadline, block.timestamp + 1 hours + COMMIT_WINDOW, "the longer window again");
@@ -164,7 +164,7 @@ contract FullReplayTest is Fixture {
         }
         vm.revertToState(_base);
         uint256 jobId = _committed();
-        uint256 anchor = market.getJob(jobId).deadline;
+        uint256 anchor = market.getJob(jobId).anchorBlock;
         vm.roll(anchor + 1);
         vm.startPrank(game); // other draws take every verifier's stake after the anchor
         stakes.lock(verifier1, Role.Verifier, 100 ether);
@@ -180,12 +180,12 @@ contract FullReplayTest is Fixture {
         stakes.unlock(verifier3, Role.Verifier, 300 ether);
         vm.stopPrank();
         Job memory job = market.getJob(jobId);
-        vm.roll(job.deadline + 2);
+        vm.roll(job.anchorBlock + 2);
         // A fresh entropy whose own coin is tails.
         for (uint256 j;; ++j) {
             bytes32 e = keccak256(abi.encode("tails", j));
             if (!market.isFullReplayDraw(keccak256(abi.encode(keccak256(abi.encode(e, jobId, job.draws)))))) {
-                vm.setBlockhash(job.deadline + 1, e);
+                vm.setBlockhash(job.anchorBlock + 1, e);
                 break;
             }
         }
@@ -222,11 +222,11 @@ contract FullReplayTest is Fixture {
     /// Draws the committed job's verifier from an entropy whose own coin is tails (heads when `heads`).
     function _drawWithCoin(uint256 jobId, bool heads) internal returns (address verifier) {
         Job memory job = market.getJob(jobId);
-        vm.roll(job.deadline + 2);
+        vm.roll(job.anchorBlock + 2);
         for (uint256 j;; ++j) {
             bytes32 e = keccak256(abi.encode("coin", heads, j));
             if (market.isFullReplayDraw(keccak256(abi.encode(keccak256(abi.encode(e, jobId, job.draws))))) == heads) {
-                vm.setBlockhash(job.deadline + 1, e);
+                vm.setBlockhash(job.anchorBlock + 1, e);
                 break;
             }
         }
@@ -251,7 +251,7 @@ contract FullReplayTest is Fixture {
             vm.prank(submitter);
             uint256 jobId = market.postJob(SPEC, REWARD, FEE, COMMIT_WINDOW, true);
             _claimAndCommit(jobId, solver);
-            uint256 anchor = market.getJob(jobId).deadline;
+            uint256 anchor = market.getJob(jobId).anchorBlock;
             vm.roll(anchor + 2);
             vm.setBlockhash(anchor + 1, _entropy(i));
             _assign(jobId);

@@ -18,7 +18,6 @@ import {
     Role
 } from "../../contracts/Types.sol";
 import {ProbeLib} from "../../contracts/libraries/ProbeLib.sol";
-import {TraceLib} from "../../contracts/libraries/TraceLib.sol";
 import {ProbeClaim} from "../../contracts/interfaces/IDisputeGame.sol";
 import {ProbeTree} from "./handlers/DisputeFixture.sol";
 import {StandardTree} from "./utils/StandardTree.sol";
@@ -215,8 +214,6 @@ contract JobMarketTest is Fixture {
         market.timeoutVerifier(jobId);
         vm.expectRevert(err);
         market.timeoutDispute(jobId);
-        vm.expectRevert(err);
-        market.verifyCheckpoint(jobId, 0, bytes32(0), new bytes32[](0));
     }
 
     // ------------------------------------------------------------------ claim
@@ -294,7 +291,8 @@ contract JobMarketTest is Fixture {
         assertEq(uint8(job.state), uint8(JobState.Committed), "committed");
         assertEq(job.traceRoot, ROOT, "root");
         assertEq(job.checkpointCount, 11, "count");
-        assertEq(job.deadline, block.number, "Committed: deadline holds the draw anchor block");
+        assertEq(job.anchorBlock, block.number, "Committed: the draw anchor block");
+        assertEq(job.deadline, 0, "Committed has no deadline");
     }
 
     function test_commit_access_deadline_and_input_checks() public {
@@ -347,7 +345,7 @@ contract JobMarketTest is Fixture {
         _stake(submitter, Role.Verifier, 5000 ether);
         uint256 jobId = _committed();
         vm.roll(block.number + 2);
-        vm.setBlockhash(uint256(market.getJob(jobId).deadline) + 1, entropy);
+        vm.setBlockhash(uint256(market.getJob(jobId).anchorBlock) + 1, entropy);
         market.assignVerifier(jobId);
         address verifier = market.getJob(jobId).verifier;
         assertTrue(verifier != solver && verifier != submitter && verifier != address(0), "excluded");
@@ -384,7 +382,7 @@ contract JobMarketTest is Fixture {
         emit IJobMarket.DrawReanchored(jobId, block.number);
         market.assignVerifier(jobId);
         assertEq(uint8(_state(jobId)), uint8(JobState.Committed), "still committed");
-        assertEq(market.getJob(jobId).deadline, block.number, "re-anchored");
+        assertEq(market.getJob(jobId).anchorBlock, block.number, "re-anchored");
         // Anchored after the locks, nobody has free stake: the job is refunded.
         vm.roll(block.number + 2);
         vm.expectEmit(true, false, false, true, address(market));
@@ -823,7 +821,6 @@ contract JobMarketTest is Fixture {
         assertEq(uint8(job.state), uint8(JobState.Open), "reopened");
         assertEq(job.traceRoot, bytes32(0), "trace cleared");
         assertEq(job.challenger, address(0), "dispute cleared");
-        assertTrue(!market.verifyCheckpoint(jobId, 0, bytes32(0), new bytes32[](0)), "no trace to verify");
         assertEq(_bal(address(market)), ESCROW, "escrow kept");
         vm.prank(solver2);
         market.claim(jobId);
@@ -851,51 +848,6 @@ contract JobMarketTest is Fixture {
             abi.encodeWithSelector(IJobMarket.WrongState.selector, jobId, JobState.Verified, JobState.Disputed)
         );
         market.resolveDispute(jobId, true, false, game);
-    }
-
-    // ------------------------------------------------------------------ verifyCheckpoint
-
-    // Root and proofs from the npm package openzeppelin/merkle-tree 1.0.8, StandardMerkleTree.of(leaves,
-    // ["uint256","bytes32"]) with leaves (i, sha256("state" + i)) for i = 0..4.
-    bytes32 internal constant OZ_ROOT = 0x2015887ea9a89b241898f031b2458de3b9aaa60eb7ace03e55f9d2bb417bce10;
-
-    function _ozCheckpoint() internal returns (uint256 jobId) {
-        jobId = _claimed();
-        vm.prank(solver);
-        market.commit(jobId, OZ_ROOT, 5, MODEL, MANIFEST);
-    }
-
-    function test_verify_checkpoint_accepts_openzeppelin_tree() public {
-        uint256 jobId = _ozCheckpoint();
-        bytes32[] memory proof = new bytes32[](2);
-        proof[0] = 0xb476b1ddb2ee2486c12d1c96ed19ae2359c98024630725d7445774e3759da192;
-        proof[1] = 0xbecfeeb193a93f3dfb317b4a7efccace4b73dffe3f2318bbe34105b019d116e4;
-        bytes32 state2 = 0x0c7e4bc57ad2b7d41133091f979ebe92b79db0df7baf8c5c69e589ea2b80f726;
-        assertTrue(market.verifyCheckpoint(jobId, 2, state2, proof), "leaf 2");
-        assertTrue(!market.verifyCheckpoint(jobId, 2, keccak256("other"), proof), "wrong state hash");
-        assertTrue(!market.verifyCheckpoint(jobId, 3, state2, proof), "wrong index");
-
-        bytes32[] memory proof0 = new bytes32[](3);
-        proof0[0] = 0x3c02e3a3c6adda377669f32c5541de93859e0f43c0da2936048eb175769239d8;
-        proof0[1] = 0xdc1dbac2dad5a232eecd4b7293b295189f725009c1b3615eaa31a8c341b10bde;
-        proof0[2] = 0x3e175f54a4a66184601706d82d6b800ad3f6156420c90bebf925e8aae5adbeb2;
-        bytes32 state0 = 0x290a11a975fd3c956331c2cc4e1becd682c611435af44d336d9260d205166b52;
-        assertTrue(market.verifyCheckpoint(jobId, 0, state0, proof0), "leaf 0");
-    }
-
-    function test_verify_checkpoint_rejects_index_beyond_count() public {
-        // A two-leaf tree whose leaf 4 is genuine, committed with a count of 3.
-        bytes32 a = TraceLib.leaf(4, keccak256("s4"));
-        bytes32 b = TraceLib.leaf(0, keccak256("s0"));
-        bytes32 root = a < b ? keccak256(abi.encode(a, b)) : keccak256(abi.encode(b, a));
-        uint256 jobId = _claimed();
-        vm.prank(solver);
-        market.commit(jobId, root, 3, MODEL, MANIFEST);
-        bytes32[] memory proof = new bytes32[](1);
-        proof[0] = a;
-        assertTrue(market.verifyCheckpoint(jobId, 0, keccak256("s0"), proof), "leaf 0 inside count");
-        proof[0] = b;
-        assertTrue(!market.verifyCheckpoint(jobId, 4, keccak256("s4"), proof), "leaf 4 beyond count");
     }
 
     // ------------------------------------------------------------------ patch 1: a lost whistleblower challenge
@@ -1232,7 +1184,7 @@ contract JobMarketTest is Fixture {
         assertEq(_bal(game), gameBefore + VERIFIER_BOND, "to the recipient");
         Job memory job = market.getJob(jobId);
         assertEq(uint8(job.state), uint8(JobState.Committed), "Committed");
-        assertEq(job.deadline, block.number, "re-anchored");
+        assertEq(job.anchorBlock, block.number, "re-anchored");
         assertEq(_locked(solver, Role.Solver), SOLVER_BOND, "solver bond kept");
         for (uint256 i; i < 2; ++i) {
             // every later draw excludes the verifier that just lost, the solver and the submitter

@@ -49,14 +49,14 @@ abstract contract ManifestGameFixture is DisputeFixture {
         gameId = game.openOnManifest(jobId);
     }
 
-    /// Draws the committee and every referee votes `solverRight`.
-    function _vote(uint256 gameId, bool solverRight) internal {
+    /// Draws the committee and every referee votes `defenderRight`.
+    function _vote(uint256 gameId, bool defenderRight) internal {
         address[] memory referees = _draw(gameId);
         for (uint256 i; i < referees.length; ++i) {
-            _commit(gameId, referees[i], solverRight);
+            _commit(gameId, referees[i], defenderRight);
         }
         for (uint256 i; i < referees.length; ++i) {
-            _reveal(gameId, referees[i], solverRight);
+            _reveal(gameId, referees[i], defenderRight);
         }
     }
 }
@@ -106,7 +106,7 @@ contract ManifestGameTest is ManifestGameFixture {
         uint256 gameId = _openOnManifest(verifier, jobId);
         _vote(gameId, true);
         game.settle(gameId);
-        assertTrue(_status(gameId) == GameStatus.SolverWon, "solver won");
+        assertTrue(_status(gameId) == GameStatus.DefenderWon, "solver won");
         // the reward, the game's payout (challenge bond + verifier bond - fees)
         assertEq(_bal(solver) - solverBefore, REWARD + CHALLENGE_BOND + VERIFIER_BOND - FEES, "solver paid");
         assertEq(verifierStake - _staked(verifier, Role.Verifier), VERIFIER_BOND, "the verifier loses its bond");

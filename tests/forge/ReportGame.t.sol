@@ -61,7 +61,7 @@ contract ReportGameTest is DisputeFixture {
         assertEq(g.hi, probe.step, "disputed: the probe step");
         assertEq(g.agreedHash, TraceTree.stateHash(TRACE, probe.segment), "agreed: the checkpoint");
         assertEq(g.disputedHash, probe.stateHash, "disputed: the verifier's probe state");
-        assertEq(uint8(g.status), uint8(GameStatus.SolverToMove), "the defender moves first");
+        assertEq(uint8(g.status), uint8(GameStatus.DefenderToMove), "the defender moves first");
         Job memory job = market.getJob(jobId);
         assertEq(uint8(job.state), uint8(JobState.Disputed), "job disputed");
         assertEq(job.challenger, whistleblower, "job challenger");
@@ -211,7 +211,7 @@ contract ReportGameTest is DisputeFixture {
         vm.expectEmit(true, false, false, true, address(market));
         emit IJobMarket.ChallengeWindowResumed(jobId, SafeCast.toUint32(block.timestamp + left));
         game.timeoutClock(gameId);
-        assertEq(uint8(_status(gameId)), uint8(GameStatus.SolverWon), "defender won");
+        assertEq(uint8(_status(gameId)), uint8(GameStatus.DefenderWon), "defender won");
         assertEq(_bal(verifier), vBefore + CHALLENGE_BOND, "the challenge bond to the verifier");
         Job memory job = market.getJob(jobId);
         assertEq(uint8(job.state), uint8(JobState.Verified), "Verified again");

@@ -16,8 +16,8 @@ PARAMS = CourtParams(TokenAmount(10), TokenAmount(2), TokenAmount(1), draw_windo
 OPENED = 1_000
 
 
-def _case(status: CaseStatus, *, deadline: int, challenger: Address = OTHER, commits: int = 0, served: int = 0, withheld: int = 0) -> Case:
-    return Case(JobId(1), challenger, status, commits, served, withheld, deadline, OPENED, 2, TokenAmount(8), Bytes32(b"\x01" * 32))
+def _case(status: CaseStatus, *, deadline: int = 0, anchor: int = 0, challenger: Address = OTHER, commits: int = 0, served: int = 0, withheld: int = 0) -> Case:
+    return Case(JobId(1), challenger, status, commits, served, withheld, deadline, anchor, OPENED, 2, TokenAmount(8), Bytes32(b"\x01" * 32))
 
 
 def _moves(now: int, block: int, live: LiveCase, grace: int = 30) -> list[CourtMove]:
@@ -25,11 +25,11 @@ def _moves(now: int, block: int, live: LiveCase, grace: int = 30) -> list[CourtM
 
 
 def test_the_draw_waits_for_its_entropy_block_and_the_challenger_goes_first() -> None:
-    drawing = LiveCase(7, _case(CaseStatus.DRAWING, deadline=50))  # anchor block 50
+    drawing = LiveCase(7, _case(CaseStatus.DRAWING, anchor=50))
     assert _moves(OPENED + 1, 51, drawing) == [], "blockhash(anchor + 1) does not exist yet"
     assert _moves(OPENED + 1, 52, drawing) == [], "anyone else waits its grace"
     assert _moves(OPENED + 1, 52, drawing, grace=0) == [CourtMove(7, CourtAction.DRAW)]
-    own = LiveCase(7, _case(CaseStatus.DRAWING, deadline=50, challenger=ME))
+    own = LiveCase(7, _case(CaseStatus.DRAWING, anchor=50, challenger=ME))
     assert _moves(OPENED + 1, 52, own) == [CourtMove(7, CourtAction.DRAW)], "our own case: at once"
     assert _moves(OPENED + PARAMS.draw_window + 1, 60, own) == [CourtMove(7, CourtAction.SETTLE)], "no committee in time: undecided"
 
@@ -44,7 +44,7 @@ def test_a_seated_member_commits_in_the_fetch_window_then_reveals_then_anyone_se
     assert _moves(end + 1, 0, committed) == [CourtMove(3, CourtAction.REVEAL)]
     everyone = LiveCase(3, _case(CaseStatus.VOTING, deadline=end, commits=3), Ballot.COMMITTED)
     assert _moves(end - 10, 0, everyone) == [CourtMove(3, CourtAction.REVEAL)], "all committed: reveal at once"
-    revealed = LiveCase(3, _case(CaseStatus.VOTING, deadline=end, commits=3, served=2, withheld=1), Ballot.REVEALED_SOLVER_RIGHT)
+    revealed = LiveCase(3, _case(CaseStatus.VOTING, deadline=end, commits=3, served=2, withheld=1), Ballot.REVEALED_DEFENDER_RIGHT)
     assert _moves(end - 10, 0, revealed) == [CourtMove(3, CourtAction.SETTLE)], "all revealed: settle"
     bystander = LiveCase(3, _case(CaseStatus.VOTING, deadline=end, commits=1))
     assert _moves(end + PARAMS.reveal_window + 1, 0, bystander) == [], "within its grace, a bystander waits"

@@ -46,14 +46,15 @@ def game(
     hi: int = 20,
     last_move_at: int = 1_000,
     deadline: int = 0,
+    anchor_block: int = 0,
     commits: int = 0,
     votes: int = 0,
     on_report: bool = False,
 ) -> Game:
     return Game(
         defender=defender, job_id=JobId(7), segment=3, by_verifier=True, challenger=challenger, steps=20, on_report=on_report, commits=commits,
-        votes_solver_right=votes, votes_solver_wrong=0, status=status, lo=lo, hi=hi, solver_clock=60, challenger_clock=60,
-        last_move_at=last_move_at, deadline=deadline, moves=0, agreed_hash=Z, agreed_cid=Z, disputed_hash=Z, mid_hash=Z, mid_cid=Z,
+        votes_defender_right=votes, votes_defender_wrong=0, status=status, lo=lo, hi=hi, defender_clock=60, challenger_clock=60,
+        last_move_at=last_move_at, deadline=deadline, moves=0, anchor_block=anchor_block, agreed_hash=Z, agreed_cid=Z, disputed_hash=Z, mid_hash=Z, mid_cid=Z,
     )  # fmt: skip
 
 
@@ -71,7 +72,7 @@ SOLVER = SolverPolicy(SolverConfig(stake_target=T(0)))
 
 
 def test_solver_posts_the_midpoint_while_its_clock_runs_then_not_at_all() -> None:
-    g = game(GameStatus.SOLVER_TO_MOVE, lo=8, hi=12)
+    g = game(GameStatus.DEFENDER_TO_MOVE, lo=8, hi=12)
     assert SOLVER.next_actions(solver_view(1_030, disputed(g))) == [GameMove(GID, Action.POST_MIDPOINT)]
     assert SOLVER.next_actions(solver_view(1_060, disputed(g))) == [GameMove(GID, Action.POST_MIDPOINT)]  # last second
     assert SOLVER.next_actions(solver_view(1_061, disputed(g))) == []  # clock out: the challenger times us out
@@ -87,13 +88,13 @@ def test_the_solvers_defense_recomputes_the_games_midpoint_step_of_its_segment()
             asked.append((job_id, segment, step))
             return Z, "cid"
 
-    assert _Defense(Trainer()).midpoint(game(GameStatus.SOLVER_TO_MOVE, lo=8, hi=12)) == (Z, "cid")  # type: ignore[arg-type]
+    assert _Defense(Trainer()).midpoint(game(GameStatus.DEFENDER_TO_MOVE, lo=8, hi=12)) == (Z, "cid")  # type: ignore[arg-type]
     assert asked == [(7, 3, 10)]
 
 
 def test_a_silent_adversary_does_not_defend() -> None:
     silent = SolverPolicy(SolverConfig(stake_target=T(0), defend=False))
-    assert silent.next_actions(solver_view(1_010, disputed(game(GameStatus.SOLVER_TO_MOVE)))) == []
+    assert silent.next_actions(solver_view(1_010, disputed(game(GameStatus.DEFENDER_TO_MOVE)))) == []
 
 
 def test_solver_times_out_a_challenger_out_of_clock_and_forfeits_an_unopened_game() -> None:
@@ -104,7 +105,7 @@ def test_solver_times_out_a_challenger_out_of_clock_and_forfeits_an_unopened_gam
 
 
 def test_the_solver_leaves_a_report_game_on_its_job_to_the_verifier() -> None:
-    report_game = game(GameStatus.SOLVER_TO_MOVE, defender=OTHER, on_report=True)  # the verifier defends its probe
+    report_game = game(GameStatus.DEFENDER_TO_MOVE, defender=OTHER, on_report=True)  # the verifier defends its probe
     assert SOLVER.next_actions(solver_view(1_010, disputed(report_game))) == []
     assert SOLVER.next_actions(solver_view(1_061, disputed(replace(report_game, status=GameStatus.CHALLENGER_TO_MOVE)))) == []
 
@@ -150,12 +151,12 @@ def test_referee_commits_then_reveals(ballot: Ballot, commits: int, now: int, wa
 
 
 def test_permissionless_game_calls_the_challenger_first_others_after_grace() -> None:
-    isolated = game(GameStatus.ISOLATED, defender=OTHER, challenger=ME, deadline=90, last_move_at=1_000)
+    isolated = game(GameStatus.ISOLATED, defender=OTHER, challenger=ME, anchor_block=90, last_move_at=1_000)
     assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, isolated), block=92)) == [GameMove(GID, Action.DRAW_COMMITTEE)]
     bystander = replace(isolated, challenger=OTHER)
     assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, bystander), block=92)) == []
     assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, bystander), block=97)) == [GameMove(GID, Action.DRAW_COMMITTEE)]
-    silent_solver = game(GameStatus.SOLVER_TO_MOVE, defender=OTHER, challenger=ME)
+    silent_solver = game(GameStatus.DEFENDER_TO_MOVE, defender=OTHER, challenger=ME)
     assert VERIFIER.next_actions(verifier_view(1_061, LiveGame(GID, silent_solver))) == [GameMove(GID, Action.TIMEOUT_CLOCK)]
     my_clock_out = game(GameStatus.CHALLENGER_TO_MOVE, defender=OTHER, challenger=ME)
     assert VERIFIER.next_actions(verifier_view(1_200, LiveGame(GID, my_clock_out))) == []  # never times itself out
@@ -171,7 +172,7 @@ def test_permissionless_game_calls_the_challenger_first_others_after_grace() -> 
 # ------------------------------------------------------------------ report games (the verifier defends its probe)
 
 
-@pytest.mark.parametrize("status", [GameStatus.SOLVER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE, GameStatus.ISOLATED])
+@pytest.mark.parametrize("status", [GameStatus.DEFENDER_TO_MOVE, GameStatus.CHALLENGER_TO_MOVE, GameStatus.ISOLATED])
 def test_a_forced_verifier_concedes_its_report_game_at_once(status: GameStatus) -> None:
     forced = LiveGame(GID, game(status, on_report=True, deadline=90), forced=True)
     assert VERIFIER.next_actions(verifier_view(1_001, forced)) == [ConcedeForced(GID, JobId(7))]
@@ -179,14 +180,14 @@ def test_a_forced_verifier_concedes_its_report_game_at_once(status: GameStatus) 
 
 
 def test_a_forced_flag_means_nothing_outside_our_own_report_games() -> None:
-    theirs = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE, defender=OTHER, on_report=True), forced=True)
+    theirs = LiveGame(GID, game(GameStatus.DEFENDER_TO_MOVE, defender=OTHER, on_report=True), forced=True)
     assert VERIFIER.next_actions(verifier_view(1_010, theirs)) == []
     arbitrating = LiveGame(GID, game(GameStatus.ARBITRATING, on_report=True, deadline=1_120), forced=True)
     assert VERIFIER.next_actions(verifier_view(1_100, arbitrating)) == []  # too late to concede: the referees decide
 
 
 def test_an_unforced_verifier_defends_its_probe_while_its_clock_runs() -> None:
-    defended = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE, on_report=True, lo=8, hi=12))
+    defended = LiveGame(GID, game(GameStatus.DEFENDER_TO_MOVE, on_report=True, lo=8, hi=12))
     assert VERIFIER.next_actions(verifier_view(1_060, defended)) == [GameMove(GID, Action.POST_MIDPOINT)]
     assert VERIFIER.next_actions(verifier_view(1_061, defended)) == []  # clock out: never times itself out
     waiting = LiveGame(GID, game(GameStatus.CHALLENGER_TO_MOVE, on_report=True))
@@ -195,13 +196,13 @@ def test_an_unforced_verifier_defends_its_probe_while_its_clock_runs() -> None:
 
 
 def test_the_verifier_posts_midpoints_only_in_its_own_report_games() -> None:
-    trace_game = LiveGame(GID, game(GameStatus.SOLVER_TO_MOVE))  # the solver's to defend, from its checkpoints
-    other_defender = LiveGame(GameId(5), game(GameStatus.SOLVER_TO_MOVE, defender=OTHER, on_report=True))
+    trace_game = LiveGame(GID, game(GameStatus.DEFENDER_TO_MOVE))  # the solver's to defend, from its checkpoints
+    other_defender = LiveGame(GameId(5), game(GameStatus.DEFENDER_TO_MOVE, defender=OTHER, on_report=True))
     assert VERIFIER.next_actions(verifier_view(1_010, trace_game, other_defender)) == []
 
 
 def test_the_defender_makes_the_permissionless_calls_of_its_game_at_once() -> None:
-    isolated = game(GameStatus.ISOLATED, on_report=True, deadline=90, last_move_at=1_000)
+    isolated = game(GameStatus.ISOLATED, on_report=True, anchor_block=90, last_move_at=1_000)
     assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, isolated), block=92)) == [GameMove(GID, Action.DRAW_COMMITTEE)]
     done = game(GameStatus.ARBITRATING, on_report=True, deadline=1_120, commits=3, votes=3)
     assert VERIFIER.next_actions(verifier_view(1_130, LiveGame(GID, done))) == [GameMove(GID, Action.SETTLE)]

@@ -25,7 +25,7 @@ RECEIPT = SimpleNamespace(gas_used=50_000, tx_hash="0x" + "ab" * 32)
 class _Chain:
     """Records the calls the responder makes; the game is in ``status``."""
 
-    def __init__(self, seal: ReportSeal | None = None, status: GameStatus = GameStatus.SOLVER_TO_MOVE) -> None:
+    def __init__(self, seal: ReportSeal | None = None, status: GameStatus = GameStatus.DEFENDER_TO_MOVE) -> None:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.market = SimpleNamespace(commit_forced_seed=self._call("commitForcedSeed"))
         self.watcher = SimpleNamespace(seal=lambda job_id: seal)  # what the logs say
@@ -80,9 +80,9 @@ def test_a_concession_reveals_the_secret_behind_the_job_s_seal(db: VerifierDb, c
 
 
 @pytest.mark.parametrize(("seal", "status"), [
-    (ReportSeal(Bytes32(b"\x01" * 32), ZERO32, Bytes32(b"\x02" * 32)), GameStatus.SOLVER_TO_MOVE),  # no seed snapshotted
-    (ReportSeal(Bytes32(b"\x01" * 32), Bytes32(b"\x03" * 32), Bytes32(b"\x02" * 32)), GameStatus.SOLVER_TO_MOVE),  # not ours
-    (None, GameStatus.SOLVER_TO_MOVE),  # no report
+    (ReportSeal(Bytes32(b"\x01" * 32), ZERO32, Bytes32(b"\x02" * 32)), GameStatus.DEFENDER_TO_MOVE),  # no seed snapshotted
+    (ReportSeal(Bytes32(b"\x01" * 32), Bytes32(b"\x03" * 32), Bytes32(b"\x02" * 32)), GameStatus.DEFENDER_TO_MOVE),  # not ours
+    (None, GameStatus.DEFENDER_TO_MOVE),  # no report
     (None, GameStatus.ARBITRATING),  # too late: not sent to revert
 ])  # fmt: skip
 def test_no_concession_without_a_secret_of_ours_or_past_isolation(db: VerifierDb, seal: ReportSeal | None, status: GameStatus) -> None:

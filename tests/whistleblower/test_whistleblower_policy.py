@@ -64,14 +64,17 @@ def report(
 
 class GameFields(TypedDict, total=False):
     deadline: int
+    anchor_block: int
     hi: int
 
 
-def game(status: GameStatus, *, challenger: Address = ME, lo: int = 0, hi: int = 7, last_move_at: int = 1_000, deadline: int = 0) -> Game:
+def game(
+    status: GameStatus, *, challenger: Address = ME, lo: int = 0, hi: int = 7, last_move_at: int = 1_000, deadline: int = 0, anchor_block: int = 0
+) -> Game:
     return Game(
         defender=OTHER, job_id=JobId(7), segment=4, by_verifier=False, challenger=challenger, steps=7, on_report=True, commits=0,
-        votes_solver_right=0, votes_solver_wrong=0, status=status, lo=lo, hi=hi, solver_clock=60, challenger_clock=60,
-        last_move_at=last_move_at, deadline=deadline, moves=0, agreed_hash=Z, agreed_cid=Z, disputed_hash=Z, mid_hash=Z, mid_cid=Z,
+        votes_defender_right=0, votes_defender_wrong=0, status=status, lo=lo, hi=hi, defender_clock=60, challenger_clock=60,
+        last_move_at=last_move_at, deadline=deadline, moves=0, anchor_block=anchor_block, agreed_hash=Z, agreed_cid=Z, disputed_hash=Z, mid_hash=Z, mid_cid=Z,
     )  # fmt: skip
 
 
@@ -123,12 +126,12 @@ def test_challenges_probes_before_segments_and_each_fault_once() -> None:
     ("status", "now", "block", "kwargs", "want"),
     [
         (GameStatus.CHALLENGER_TO_MOVE, 1_030, 100, {}, Action.ANSWER_MIDPOINT),
-        (GameStatus.SOLVER_TO_MOVE, 1_030, 100, {}, None),  # the defender's turn
-        (GameStatus.SOLVER_TO_MOVE, 1_061, 100, {}, Action.TIMEOUT_CLOCK),  # its clock ran out: at once
+        (GameStatus.DEFENDER_TO_MOVE, 1_030, 100, {}, None),  # the defender's turn
+        (GameStatus.DEFENDER_TO_MOVE, 1_061, 100, {}, Action.TIMEOUT_CLOCK),  # its clock ran out: at once
         (GameStatus.CHALLENGER_TO_MOVE, 1_061, 100, {}, None),  # our own clock: not ours to call
-        (GameStatus.ISOLATED, 1_005, 91, {"deadline": 90, "hi": 1}, None),  # seed block not mined yet
-        (GameStatus.ISOLATED, 1_005, 92, {"deadline": 90, "hi": 1}, Action.DRAW_COMMITTEE),
-        (GameStatus.ISOLATED, 1_021, 92, {"deadline": 90, "hi": 1}, Action.SETTLE),  # draw window over
+        (GameStatus.ISOLATED, 1_005, 91, {"anchor_block": 90, "hi": 1}, None),  # seed block not mined yet
+        (GameStatus.ISOLATED, 1_005, 92, {"anchor_block": 90, "hi": 1}, Action.DRAW_COMMITTEE),
+        (GameStatus.ISOLATED, 1_021, 92, {"anchor_block": 90, "hi": 1}, Action.SETTLE),  # draw window over
         (GameStatus.ARBITRATING, 1_031, 100, {"deadline": 1_030, "hi": 1}, None),  # reveals running
         (GameStatus.ARBITRATING, 1_061, 100, {"deadline": 1_030, "hi": 1}, Action.SETTLE),
         (GameStatus.CHALLENGER_WON, 1_061, 100, {}, None),

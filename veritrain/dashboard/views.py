@@ -161,7 +161,7 @@ class Views:
 
     def _game(self, row: GameRow) -> dict[str, Any]:
         game = self.protocol.game.get_game(row.game_id)
-        solver_left, challenger_left = self.protocol.game.clocks(row.game_id) if not game.status.final else (game.solver_clock, game.challenger_clock)
+        defender_left, challenger_left = self.protocol.game.clocks(row.game_id) if not game.status.final else (game.defender_clock, game.challenger_clock)
         moves = self._cached(
             ("moves", row.job_id, len(row.events)),
             lambda: [_entry(e) for e in game_timeline(self.protocol, row.job_id) if e.args.get("gameId") == row.game_id],
@@ -179,7 +179,7 @@ class Views:
             "defender": game.defender,
             "challenger": game.challenger,
             "referees": list(row.referees),
-            "clocks": {"defender": solver_left, "challenger": challenger_left},
+            "clocks": {"defender": defender_left, "challenger": challenger_left},
             "payout": show_tokens(int(settled["payout"])) if settled else None,
             "winner": settled["winner"] if settled else None,
             "moves": moves,

@@ -243,7 +243,7 @@ abstract contract DisputeFixture is Test {
     /// Draws the job's verifier (waiting for the seed block) and records the seal of the draw,
     /// computed the way the market specifies it.
     function _assign(uint256 jobId) internal returns (address verifier) {
-        uint256 anchor = market.getJob(jobId).deadline;
+        uint256 anchor = market.getJob(jobId).anchorBlock;
         uint256 draws = market.getJob(jobId).draws;
         if (block.number < anchor + 2) vm.roll(anchor + 2);
         market.assignVerifier(jobId);
@@ -350,7 +350,7 @@ abstract contract DisputeFixture is Test {
     /// first diverging state is `divergence` agrees exactly with the midpoints below it.
     function _bisect(uint256 gameId, uint256 divergence) internal returns (uint256 moves) {
         Game memory g = game.getGame(gameId);
-        while (g.status == GameStatus.SolverToMove) {
+        while (g.status == GameStatus.DefenderToMove) {
             uint256 mid = game.nextMidpoint(gameId);
             vm.prank(g.defender);
             game.postMidpoint(gameId, _claim(mid), _cid(mid));
@@ -367,8 +367,8 @@ abstract contract DisputeFixture is Test {
         return keccak256(abi.encode("salt", referee));
     }
 
-    function _commitment(uint256 gameId, bool solverRight, address referee) internal pure returns (bytes32) {
-        return keccak256(abi.encode(gameId, solverRight, _salt(referee), referee));
+    function _commitment(uint256 gameId, bool defenderRight, address referee) internal pure returns (bytes32) {
+        return keccak256(abi.encode(gameId, defenderRight, _salt(referee), referee));
     }
 
     /// Draws the committee (waiting for the seed block) and returns it.
@@ -378,14 +378,14 @@ abstract contract DisputeFixture is Test {
         referees = game.committee(gameId);
     }
 
-    function _commit(uint256 gameId, address referee, bool solverRight) internal {
+    function _commit(uint256 gameId, address referee, bool defenderRight) internal {
         vm.prank(referee);
-        game.commitVote(gameId, _commitment(gameId, solverRight, referee));
+        game.commitVote(gameId, _commitment(gameId, defenderRight, referee));
     }
 
-    function _reveal(uint256 gameId, address referee, bool solverRight) internal {
+    function _reveal(uint256 gameId, address referee, bool defenderRight) internal {
         vm.prank(referee);
-        game.revealVote(gameId, solverRight, _salt(referee));
+        game.revealVote(gameId, defenderRight, _salt(referee));
     }
 
     // ------------------------------------------------------------------ reading

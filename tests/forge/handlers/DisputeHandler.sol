@@ -122,7 +122,7 @@ contract DisputeHandler is Test {
     }
 
     function _final(GameStatus s) internal pure returns (bool) {
-        return s == GameStatus.SolverWon || s == GameStatus.ChallengerWon || s == GameStatus.Undecided;
+        return s == GameStatus.DefenderWon || s == GameStatus.ChallengerWon || s == GameStatus.Undecided;
     }
 
     /// Runs a game call and records a final game that changed status.
@@ -199,7 +199,7 @@ contract DisputeHandler is Test {
     function _sealDraw(uint256 jobId, Job memory before) internal {
         Job memory job = market.getJob(jobId);
         if (job.state != JobState.Verifying) return; // re-anchored or refunded: no draw
-        uint256 anchor = before.deadline;
+        uint256 anchor = before.anchorBlock;
         bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
         ForcedSeed memory seed = market.forcedSeedOf(job.verifier);
         _seals[jobId] = ReportSeal(
@@ -342,7 +342,7 @@ contract DisputeHandler is Test {
 
     /// The defender of a report game concedes with its secret (one time in eight a stranger or a guess).
     function concedeForced(uint256 gameSeed) external {
-        uint256 id = _pickGame(gameSeed, GameStatus(1 + gameSeed % 3)); // SolverToMove .. Isolated
+        uint256 id = _pickGame(gameSeed, GameStatus(1 + gameSeed % 3)); // DefenderToMove .. Isolated
         if (id == 0) return;
         Game memory g = game.getGame(id);
         ReportSeal memory seal = _seals[g.jobId];
@@ -360,7 +360,7 @@ contract DisputeHandler is Test {
     }
 
     function postMidpoint(uint256 gameSeed, bytes32 stateHash) external {
-        uint256 id = _pickGame(gameSeed, GameStatus.SolverToMove);
+        uint256 id = _pickGame(gameSeed, GameStatus.DefenderToMove);
         if (id == 0) return;
         address who = gameSeed % 8 == 1 ? _actor(gameSeed >> 8) : game.getGame(id).defender;
         _gameCall(id, who, abi.encodeCall(game.postMidpoint, (id, stateHash, keccak256(abi.encode(stateHash)))));
@@ -374,7 +374,7 @@ contract DisputeHandler is Test {
     }
 
     function timeoutClock(uint256 gameSeed) external {
-        uint256 id = _pickGame(gameSeed, gameSeed % 2 == 0 ? GameStatus.SolverToMove : GameStatus.ChallengerToMove);
+        uint256 id = _pickGame(gameSeed, gameSeed % 2 == 0 ? GameStatus.DefenderToMove : GameStatus.ChallengerToMove);
         if (id != 0) _gameCall(id, address(this), abi.encodeCall(game.timeoutClock, (id)));
     }
 
@@ -385,13 +385,13 @@ contract DisputeHandler is Test {
         _gameCall(id, address(this), abi.encodeCall(game.drawCommittee, (id)));
     }
 
-    function commitVote(uint256 gameSeed, uint256 seat, bool solverRight) external {
+    function commitVote(uint256 gameSeed, uint256 seat, bool defenderRight) external {
         uint256 id = _pickGame(gameSeed, GameStatus.Arbitrating);
         if (id == 0) return;
         address[] memory referees = game.committee(id);
         address who = referees.length == 0 || seat % 8 == 7 ? _actor(seat) : referees[seat % referees.length];
-        _vote[id][who] = solverRight;
-        bytes32 commitment = keccak256(abi.encode(id, solverRight, keccak256(abi.encode(id, who)), who));
+        _vote[id][who] = defenderRight;
+        bytes32 commitment = keccak256(abi.encode(id, defenderRight, keccak256(abi.encode(id, who)), who));
         _gameCall(id, who, abi.encodeCall(game.commitVote, (id, commitment)));
     }
 
@@ -444,7 +444,7 @@ contract DisputeHandler is Test {
             Game memory g = game.getGame(id);
             if (_final(g.status)) continue;
             open = true;
-            if (g.status == GameStatus.SolverToMove || g.status == GameStatus.ChallengerToMove) {
+            if (g.status == GameStatus.DefenderToMove || g.status == GameStatus.ChallengerToMove) {
                 vm.warp(uint256(g.lastMoveAt) + game.params().clockTime + 1);
                 game.timeoutClock(id);
             } else if (g.status == GameStatus.Isolated) {
@@ -465,7 +465,7 @@ contract DisputeHandler is Test {
             if (s == JobState.Finalized || s == JobState.Cancelled || s == JobState.Refunded) continue;
             open = true;
             if (s == JobState.Committed) {
-                if (block.number <= uint256(job.deadline) + 1) vm.roll(uint256(job.deadline) + 2);
+                if (block.number <= uint256(job.anchorBlock) + 1) vm.roll(uint256(job.anchorBlock) + 2);
                 market.assignVerifier(id);
                 _sealDraw(id, job);
                 continue;

@@ -253,7 +253,7 @@ contract ProtocolHandler is Test {
     function _sealDraw(uint256 jobId, Job memory before) internal {
         Job memory job = market.getJob(jobId);
         if (job.state != JobState.Verifying) return; // re-anchored or refunded: no draw
-        uint256 anchor = before.deadline;
+        uint256 anchor = before.anchorBlock;
         bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
         ForcedSeed memory seed = market.forcedSeedOf(job.verifier);
         _seals[jobId] = ReportSeal(
@@ -531,7 +531,7 @@ contract ProtocolHandler is Test {
                 if (_final(job.state)) continue;
                 open = true;
                 if (job.state == JobState.Committed) {
-                    if (block.number <= uint256(job.deadline) + 1) vm.roll(uint256(job.deadline) + 2);
+                    if (block.number <= uint256(job.anchorBlock) + 1) vm.roll(uint256(job.anchorBlock) + 2);
                     uint256 unbonding = _verifierUnbonding();
                     market.assignVerifier(id);
                     _drew(id, job, unbonding);

@@ -134,14 +134,14 @@ abstract contract Fixture is Test {
     /// the verifier), the forced commitment only if set at or before the anchor block.
     function _assign(uint256 jobId) internal returns (address verifier) {
         Job memory job = market.getJob(jobId);
-        if (block.number < job.deadline + 2) vm.roll(job.deadline + 2);
+        if (block.number < job.anchorBlock + 2) vm.roll(job.anchorBlock + 2);
         market.assignVerifier(jobId);
         verifier = _recordSeal(jobId, job);
     }
 
     /// Records the seal of the draw that just made `before` (the job before assignVerifier) Verifying.
     function _recordSeal(uint256 jobId, Job memory before) internal returns (address verifier) {
-        uint256 anchor = before.deadline;
+        uint256 anchor = before.anchorBlock;
         verifier = market.getJob(jobId).verifier;
         bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
         ForcedSeed memory seed = market.forcedSeedOf(verifier);
