@@ -86,9 +86,10 @@ def render(role: str, report: Mapping[str, object]) -> str:
     for job in _jobs(report):
         state = str(job.get("chain_state", job.get("state", "unknown")))
         states[state] = states.get(state, 0) + 1
-        if isinstance(job.get("deadline"), int) and job["deadline"] > 0 and job.get("job_id") is not None:  # a Committed job has none (0)
+        deadline = job.get("deadline")
+        if isinstance(deadline, int) and deadline > 0 and job.get("job_id") is not None:  # a Committed job has none (0)
             labels = {**me, "job": job["job_id"], "state": state}
-            samples["veritrain_job_deadline_timestamp_seconds"].append(_sample("veritrain_job_deadline_timestamp_seconds", labels, float(job["deadline"])))  # type: ignore[arg-type]
+            samples["veritrain_job_deadline_timestamp_seconds"].append(_sample("veritrain_job_deadline_timestamp_seconds", labels, float(deadline)))
     for state, count in sorted(states.items()):
         samples["veritrain_jobs_in_hand"].append(_sample("veritrain_jobs_in_hand", {**me, "state": state}, count))
     return "".join(_family(name, lines) for name, lines in samples.items())
