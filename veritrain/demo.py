@@ -283,14 +283,22 @@ def _follow(stage: _Stage, job: DemoJob, posted: service.Posted, t_post: float, 
 
 
 def _model_figures(
-    protocol: Protocol, store: ContentStore, job: DemoJob, posted: service.Posted, workdir: Path, before_text: str | None, curve_png: Path | None
+    protocol: Protocol,
+    store: ContentStore,
+    job: DemoJob,
+    posted: service.Posted,
+    workdir: Path,
+    before_text: str | None,
+    curve_png: Path | None,
+    score: bool,
 ) -> dict[str, Any]:
-    """The finalized job's model, fetched and checked against its CID, its test metric (and text), and its committed training curve, drawn."""
+    """The finalized job's model, fetched and checked against its CID, its test metric and text (when
+    ``score``), and its committed training curve, drawn."""
     from submitter.demo_job import evaluate_model, sample_text  # here, as in run_demo: the training stack loads in seconds
 
     model_path = workdir / "model.safetensors"
     cid, size = service.fetch_model(protocol, store, posted.job_id, model_path)
-    figures: dict[str, Any] = {"model": {"cid": cid, "bytes": size, **evaluate_model(job, model_path, posted.dataset_cid)}}
+    figures: dict[str, Any] = {"model": {"cid": cid, "bytes": size, **(evaluate_model(job, model_path, posted.dataset_cid) if score else {})}}
     if before_text is not None:
         figures["text"] = {"before": before_text, "after": sample_text(job, posted.dataset_cid, model_path.read_bytes())}
     curve = job_curve(protocol, store, posted.job_id)
@@ -314,6 +322,7 @@ def run_demo(
     *,
     steps: int | None = None,
     market: Mapping[str, int] | None = None,
+    score: bool = True,
 ) -> dict[str, Any]:
     """The whole demo in ``workdir``; returns the figures it printed (for ``--json`` and the e2e test).
 
@@ -322,7 +331,9 @@ def run_demo(
     ``cheat``: a cheating solver claims the job first and is caught; ``lazy_verifier``: a lazy
     verifier is drawn first, caught by a whistleblower and slashed (see the module docstring);
     ``steps``: the job's steps instead of its default; ``market``: JobMarket parameters over the
-    demo's (``bench.gpt2_small``: windows for hours of CPU training and replay)."""
+    demo's (``bench.gpt2_small``: windows for hours of CPU training and replay); ``score``: the
+    model's test metric and its text before and after (False for the 124M bench: a CPU scores 256
+    batches of 1,024 tokens at 124M for longer than the whole job took)."""
     from submitter.demo_job import build_demo_job, sample_text  # here, not above: `veritrain --help` and every other command start without torch
 
     if cheat is not None and cheat not in ALL_STRATEGIES:
@@ -348,7 +359,7 @@ def run_demo(
         console.print(f"posted job [bold]{posted.job_id}[/]: {job.description}; spec {posted.spec_cid}, dataset {posted.dataset_cid}")
         if posted.weaker is not None:
             console.print(posted.weaker, highlight=False)
-        before_text = sample_text(job, posted.dataset_cid)
+        before_text = sample_text(job, posted.dataset_cid) if score else None
         if before_text is not None:
             console.print(f"the model before training writes: [italic]{escape(repr(before_text))}[/]")
 
@@ -368,7 +379,7 @@ def run_demo(
             figures["economics"] = jackpot_economics(protocol)
         if state is not JobState.FINALIZED:
             raise VeritrainError(f"job {posted.job_id} ended {state.name}, not FINALIZED")
-        figures.update(_model_figures(protocol, store, job, posted, workdir, before_text, curve_png))
+        figures.update(_model_figures(protocol, store, job, posted, workdir, before_text, curve_png, score))
         figures["timing"] = _timing(list(stage.daemons.values()), t_start, t_post, t_final)
         _report(figures, timeline, before, after, names)
     figures["timing"]["wall_s"] = round(time.monotonic() - t_start, 1)
