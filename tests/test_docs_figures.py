@@ -69,7 +69,7 @@ CHECKS: list[tuple[tuple[str, str], str, str, tuple[str, ...], int]] = [
     *(
         (_GAME, call, "DisputeGameGas", tuple(f"k{k}_{key}" for k in (50, 1000) for key in keys), 2)
         for call, keys in [
-            ("open (failing verifier; a whistleblower's adds `openDispute` + `isEligible` and the job's fresh slot 4: 280k, below)", ("open",)),
+            ("open (failing verifier; a whistleblower's adds `openDispute` + `isEligible`: below)", ("open",)),
             ("postMidpoint (max)", ("postMidpointMax",)),
             ("answerMidpoint (max)", ("answerMidpointMax",)),
             ("bisection moves (solver posts = challenger answers)", ("moves",)),
