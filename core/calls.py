@@ -30,7 +30,7 @@ class Located(Structural):
     def address(self) -> Address: ...
 
 
-class Logs(Located, Structural):
+class Logs(Structural):
     """A contract's logs."""
 
     def events(self, name: str, from_block: int, to_block: int | None = None, **filters: Any) -> list[Event]: ...

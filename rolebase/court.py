@@ -19,14 +19,14 @@ import enum
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from typing import Protocol as Structural
 
 from eth_utils import keccak
 
 from core.agent import log_mined
+from core.calls import Logs
 from core.chain import Address, Receipt
-from core.contracts import MANIFEST_ITEM, Ballot, Case, CaseStatus, CourtParams, Event, JobId, Protocol, court_commitment, lacking_items
+from core.contracts import MANIFEST_ITEM, Ballot, Case, CaseStatus, CourtParams, JobId, Protocol, court_commitment, lacking_items
 from core.dispute import derive_salt
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
@@ -119,14 +119,12 @@ def court_moves(now: int, block: int, me: Address, cases: Sequence[LiveCase], pa
     return moves
 
 
-class CourtCalls(Structural):
-    """What :class:`CourtDuty` reads and sends: the court's cases, its ballots and its moves."""
+class CourtCalls(Logs, Structural):
+    """What :class:`CourtDuty` reads and sends: the court's cases and logs, its ballots and its moves."""
 
     def get_case(self, case_id: int) -> Case: ...
 
     def ballot_of(self, case_id: int, member: str) -> tuple[Ballot, Bytes32]: ...
-
-    def events(self, name: str, from_block: int, to_block: int | None = None, **filters: Any) -> list[Event]: ...
 
     def draw_committee(self, case_id: int) -> Receipt: ...
 

@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from typing import Protocol as Structural
 
 from core.agent import log_mined
-from core.calls import StakeCalls, TokenCalls
+from core.calls import StakeCalls
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Bytes32, Device, Game, JobId, Role
 from core.dispute import midpoint
 from proofs.merkle import hex32
-from rolebase.actions import Forget, GameCalls, GameMove, GameMoves, Stake, Upkeep
+from rolebase.actions import Forget, GameCalls, GameMove, GameMoves, Stake, Staking, Upkeep
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
 from solver.policy import (
@@ -67,18 +67,15 @@ class _Stakes(StakeCalls, Structural):
     def advertise(self, max_params: int, max_dataset_bytes: int, max_steps: int, flops: int, device: Device) -> Receipt: ...
 
 
-class SolverCalls(Structural):
+class SolverCalls(Staking, Structural):
     """What the solver sends (``core.contracts.Protocol`` has them all): its market moves, its game
-    moves, its stake and its advert."""
+    moves, its stake (:class:`rolebase.actions.Staking`) and its advert."""
 
     @property
     def market(self) -> _Market: ...
 
     @property
     def game(self) -> _Game: ...
-
-    @property
-    def token(self) -> TokenCalls: ...
 
     @property
     def stakes(self) -> _Stakes: ...

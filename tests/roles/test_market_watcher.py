@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from core.cid import digest_to_cid
-from core.contracts import Bytes32, Role, TraceCommitment
+from core.contracts import Bytes32, JobMarket, Role, TraceCommitment
 from core.probe import Probe
 from deploy.devnet import Devnet
 from rolebase.watchers import MarketWatcher, NotInLogs
@@ -23,6 +23,19 @@ if TYPE_CHECKING:
 OTHER_ROOT = Bytes32(b"\x55" * 32)
 
 
+def _counting_logs(market: JobMarket, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the logs ``market`` is asked for from now on, in order."""
+    reads: list[str] = []
+    logs = market.events
+
+    def counted(name: str, *args: Any, **filters: Any) -> Any:
+        reads.append(name)
+        return logs(name, *args, **filters)
+
+    monkeypatch.setattr(market, "events", counted)
+    return reads
+
+
 def test_a_jobs_commitment_is_read_once_by_root_and_again_after_the_chain_went_back(devnet: Devnet, parties: Parties, monkeypatch: pytest.MonkeyPatch) -> None:
     proto = devnet.protocol(parties.submitter)
     stake(proto, parties.solver, Role.SOLVER)
@@ -33,14 +46,7 @@ def test_a_jobs_commitment_is_read_once_by_root_and_again_after_the_chain_went_b
     solver.commit(job_id, ROOT, 9, MODEL, MANIFEST)
 
     watcher = MarketWatcher(proto.market, proto.book.deploy_block)
-    reads: list[str] = []
-    logs = proto.market.events
-
-    def counted(name: str, *args: Any, **filters: Any) -> Any:
-        reads.append(name)
-        return logs(name, *args, **filters)
-
-    monkeypatch.setattr(proto.market, "events", counted)
+    reads = _counting_logs(proto.market, monkeypatch)
     assert watcher.commitment(job_id, Bytes32(ROOT)) == TraceCommitment(parties.solver.address, Bytes32(ROOT), 9, digest_to_cid(MODEL), digest_to_cid(MANIFEST))
     assert watcher.spec_cid(job_id) == SPEC and not watcher.posted_full_replay(job_id)
     assert reads == ["JobPosted", "TraceCommitted", "VerifierAssigned", "ReportSubmitted"]  # each log once, for the posting and the commitment
@@ -74,14 +80,7 @@ def test_the_current_report_is_the_latest_draws_and_read_again_after_the_chain_w
     before_report = devnet.chain.snapshot()
     verifier = devnet.protocol(parties.verifier).market
     verifier.report(job_id, True, REPORT, seed, ZERO, _entries(tree))
-    reads: list[str] = []
-    logs = proto.market.events
-
-    def counted(name: str, *args: Any, **filters: Any) -> Any:
-        reads.append(name)
-        return logs(name, *args, **filters)
-
-    monkeypatch.setattr(proto.market, "events", counted)
+    reads = _counting_logs(proto.market, monkeypatch)
     sealed = watcher.sealed_report(job_id)
     assert sealed == proto.market.sealed_report(job_id, proto.book.deploy_block) and sealed is not None  # the index and a scan agree
     assert sealed[0].probe_root == tree.root and sealed[1] == _entries(tree)
