@@ -4,7 +4,7 @@ pragma solidity ^0.8.28;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
+import {Credits} from "./Credits.sol";
 import {Case, CaseStatus, CourtParams, IAvailabilityCourt} from "./interfaces/IAvailabilityCourt.sol";
 import {Ballot} from "./interfaces/IDisputeGame.sol";
 import {IJobMarket} from "./interfaces/IJobMarket.sol";
@@ -17,9 +17,10 @@ import {Job, JobState, Role} from "./Types.sol";
 /// @title AvailabilityCourt
 /// @notice The second path of the data-availability game, for content of any size (IAvailabilityCourt
 ///         has the rules; docs/protocol.md "Availability court" the trust assumption and the prices).
-/// @dev Token balance of this contract == sum of `deposit` over cases not yet settled: a settlement pays
-///      out, in the same transaction, its deposit plus every member bond it slashed to this contract.
-contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
+/// @dev Token balance of this contract == sum of `deposit` over cases not yet settled + totalCredit: a
+///      settlement credits (Credits), in the same transaction, its deposit plus every member bond it
+///      slashed to this contract, and the parties claim their credit.
+contract AvailabilityCourt is IAvailabilityCourt, Credits {
     using SafeERC20 for IERC20;
 
     uint256 private constant MAX_WINDOW = 365 days;
@@ -319,8 +320,8 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
         }
     }
 
-    /// Ends a case: closes the committee, releases the job (slashing the solver on Withheld), and pays
-    /// out the deposit plus the member bonds slashed to this contract. The majority's members get
+    /// Ends a case: closes the committee, releases the job (slashing the solver on Withheld), and credits
+    /// the deposit plus the member bonds slashed to this contract. The majority's members get
     /// refereeFee each; on Served the solver gets itemFee per item (its uploads to the committee);
     /// everything else goes to the challenger. A member that did not reveal loses its bond to the
     /// winner (the solver on Served, else the challenger).
@@ -347,7 +348,7 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
         market.releaseFromCourt(jobId, outcome == CaseStatus.Withheld);
         uint256 fees = earners.length * _refereeFee;
         for (uint256 i; i < earners.length; ++i) {
-            token.safeTransfer(earners[i], _refereeFee);
+            _credit(earners[i], _refereeFee);
         }
         // INVARIANT: the solver gets from a deposit only the price of its uploads to the committee.
         uint256 toSolver = outcome == CaseStatus.Served ? uint256(c.items) * _itemFee : 0;
@@ -358,8 +359,8 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
         address[] memory custodians = outcome == CaseStatus.Served ? earners : new address[](0);
         uint32 resumed = outcome == CaseStatus.Withheld ? 0 : market.getJob(jobId).deadline;
         emit CaseSettled(caseId, jobId, c.challenger, outcome, resumed, custodians, toSolver, toChallenger, fees);
-        if (toSolver != 0) token.safeTransfer(solver, toSolver);
-        if (toChallenger != 0) token.safeTransfer(c.challenger, toChallenger);
+        _credit(solver, toSolver);
+        _credit(c.challenger, toChallenger);
     }
 
     /// Releases the bond of every member that revealed and slashes (to this contract) every one that
@@ -390,6 +391,10 @@ contract AvailabilityCourt is IAvailabilityCourt, ReentrancyGuardTransient {
             // shrink the array to the members actually collected (count <= size)
             mstore(earners, count)
         }
+    }
+
+    function _creditToken() internal view override returns (IERC20) {
+        return token;
     }
 
     function _now() private view returns (uint32) {

@@ -4,7 +4,6 @@ pragma solidity ^0.8.28;
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
-import {ReentrancyGuardTransient} from "@openzeppelin/contracts/utils/ReentrancyGuardTransient.sol";
 import {
     Ballot,
     Game,
@@ -14,6 +13,7 @@ import {
     ProbeClaim,
     SettleReason
 } from "./interfaces/IDisputeGame.sol";
+import {Credits} from "./Credits.sol";
 import {IJobMarket} from "./interfaces/IJobMarket.sol";
 import {IStakeManager} from "./interfaces/IStakeManager.sol";
 import {Job, JobState, MarketParams, ReportSeal, Role} from "./Types.sol";
@@ -29,10 +29,11 @@ import {TraceLib} from "./libraries/TraceLib.sol";
 ///         commit-reveal; the settlement resolves the job in the JobMarket and pays the winner.
 ///         A report game runs the same machinery with the job's verifier defending one probe of its
 ///         passing report; a forced verifier concedes it instead (the jackpot pays the whistleblower).
-/// @dev Token balance of this contract == challengeBond x (games not yet settled): every settlement
-///      pays out, in the same transaction, the bond it held plus everything slashed to it.
+/// @dev Token balance of this contract == challengeBond x (games not yet settled) + totalCredit: every
+///      settlement credits (Credits), in the same transaction, the bond it held plus everything
+///      slashed to it, and the parties claim their credit.
 ///      docs/dispute.md has the state machine, the payouts and the fallback rules.
-contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
+contract DisputeGame is IDisputeGame, Credits {
     using SafeERC20 for IERC20;
 
     uint256 private constant MAX_WINDOW = 365 days;
@@ -272,7 +273,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         address challenger = g.challenger;
         uint256 payout = market.payForcedError(jobId, seal, secret, challenger) + _challengeBond;
         emit DisputeSettled(gameId, jobId, GameStatus.ChallengerWon, SettleReason.ForcedError, challenger, payout, 0);
-        token.safeTransfer(challenger, _challengeBond);
+        _credit(challenger, _challengeBond);
     }
 
     /// @inheritdoc IDisputeGame
@@ -458,7 +459,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         if (block.timestamp <= deadline) revert OpenWindowNotPassed(jobId, deadline);
         uint256 amount = market.resolveDispute(jobId, true, true, address(this));
         emit UnopenedDisputeForfeited(jobId, job.verifier, job.solver, amount);
-        token.safeTransfer(job.solver, amount);
+        _credit(job.solver, amount);
     }
 
     // ------------------------------------------------------------------ internals
@@ -624,8 +625,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         emit StepIsolated(gameId, g.segment, g.lo, g.agreedHash, g.agreedCid, g.disputedHash, anchor);
     }
 
-    /// Ends a game: releases or slashes the committee, resolves the job in the JobMarket, and pays
-    /// out the challenge bond plus everything slashed to this contract: refereeFee to each referee
+    /// Ends a game: releases or slashes the committee, resolves the job in the JobMarket, and credits
+    /// the challenge bond plus everything slashed to this contract: refereeFee to each referee
     /// of the majority (verdicts only), the rest to the winner. If Undecided, the challenge bond goes
     /// to the JobMarket's jackpot, referee slashes are split between the parties, and a
     /// whistleblower's challenge counts as lost (the challenge window resumes); a failed report's
@@ -650,7 +651,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
 
         uint256 fees = earners.length * _refereeFee;
         for (uint256 i; i < earners.length; ++i) {
-            token.safeTransfer(earners[i], _refereeFee);
+            _credit(earners[i], _refereeFee);
         }
         address winner;
         uint256 payout;
@@ -660,7 +661,7 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
             winner = outcome == GameStatus.DefenderWon ? g.defender : g.challenger;
             // fees <= committeeSize * refereeFee <= challengeBond (constructor)
             payout = _challengeBond + incoming - fees;
-            token.safeTransfer(winner, payout);
+            _credit(winner, payout);
         }
         emit DisputeSettled(gameId, jobId, outcome, reason, winner, payout, fees);
     }
@@ -691,8 +692,8 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
         // no party (neither side gains by making a game undecidable).
         uint256 toDefender = incoming / 2;
         payout = incoming - toDefender;
-        if (toDefender != 0) token.safeTransfer(g.defender, toDefender);
-        if (payout != 0) token.safeTransfer(g.challenger, payout);
+        _credit(g.defender, toDefender);
+        _credit(g.challenger, payout);
         token.forceApprove(address(market), _challengeBond);
         market.fundJackpot(_challengeBond);
     }
@@ -735,6 +736,10 @@ contract DisputeGame is IDisputeGame, ReentrancyGuardTransient {
     function _verifierSlashed(Game storage g, bool solverWon, SettleReason reason) private view returns (bool) {
         if (g.byVerifier) return solverWon;
         return !solverWon && reason == SettleReason.Verdict;
+    }
+
+    function _creditToken() internal view override returns (IERC20) {
+        return token;
     }
 
     function _now() private view returns (uint32) {

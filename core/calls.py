@@ -47,3 +47,11 @@ class StakeCalls(Located, Structural):
     """Staking in a role (``StakeManager.stake``), after approving its ``address``."""
 
     def stake(self, role: Role, amount: int) -> Receipt: ...
+
+
+class CreditCalls(Structural):
+    """A contract that pays by credit (``contracts/Credits.sol``): what it owes us, and the claim."""
+
+    def credit(self, account: str) -> TokenAmount: ...
+
+    def claim_credit(self, to: str) -> Receipt: ...

@@ -940,7 +940,23 @@ class JobMarket(_Wrapper):
         return self._send("setDisputeGame", game)
 
 
-class DisputeGame(_Wrapper):
+class _Crediting(_Wrapper):
+    """A contract that pays by credit (contracts/Credits.sol): its settlements credit each payee, who
+    claims the sum with ``claimCredit``."""
+
+    def credit(self, account: str) -> TokenAmount:
+        """What ``account`` may claim here now."""
+        return TokenAmount(self._call("credit", account))
+
+    def total_credit(self) -> TokenAmount:
+        return TokenAmount(self._call("totalCredit"))
+
+    def claim_credit(self, to: str) -> Receipt:
+        """Transfer all the credit of ``to`` to it (anyone may send this)."""
+        return self._send("claimCredit", to)
+
+
+class DisputeGame(_Crediting):
     """The dispute game: opening, bisection moves, clocks, the referee committee, settlement.
 
     Pure helpers for its clients (opening arguments, vote commitments, who moves next) are in
@@ -1082,7 +1098,7 @@ class DisputeGame(_Wrapper):
         return self._send("forfeitUnopened", job_id)
 
 
-class AvailabilityCourt(_Wrapper):
+class AvailabilityCourt(_Crediting):
     """The availability court: one case names every item its challenger lacks; a committee drawn by
     verifier stake fetches them by CID and votes (docs/protocol.md, "Availability court")."""
 

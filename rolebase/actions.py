@@ -1,5 +1,5 @@
-"""The actions the roles share, and how they are carried out: staking, forgetting a final job's
-records, and the game moves every party makes alike.
+"""The actions the roles share, and how they are carried out: staking, claiming what settlements
+credited us, forgetting a final job's records, and the game moves every party makes alike.
 
 A role's policy returns these among its own actions; its responder hands them to :class:`Upkeep`
 and :class:`GameMoves`. Every party plays every game move as one :class:`GameMove`, through
@@ -7,6 +7,10 @@ and :class:`GameMoves`. Every party plays every game move as one :class:`GameMov
 (:class:`Defender`, :class:`Challenger`). A game move re-reads its game and is skipped if the chain
 no longer waits for it. An action that must never be sent twice (one contract call) says so on its
 type: it is :class:`Journaled` (rolebase.sent).
+
+The DisputeGame and the AvailabilityCourt pay by credit (pull payments, ``contracts/Credits.sol``):
+every role's view carries what each owes it (:func:`credits_of`), and its policy claims it
+(:func:`credit_claims`) after its own duties.
 
 Each carrier is handed only the calls it makes (:class:`GameCalls`, :class:`Staking`), not the
 chain client: a narrow, structural type that the deployed contracts' wrappers satisfy and a
@@ -18,10 +22,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 from typing import Protocol as Structural
 
 from core.agent import log_mined
-from core.calls import Located, StakeCalls, TokenCalls
+from core.calls import CreditCalls, Located, StakeCalls, TokenCalls
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest
 from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, JobId, Role, TokenAmount
@@ -45,6 +50,18 @@ class Stake(Journaled):
     """Approve and stake ``amount`` more in the role."""
 
     amount: TokenAmount
+
+
+#: The contracts that pay by credit, by the name of the ``Protocol`` attribute that holds each.
+CreditSource = Literal["game", "court"]
+CREDIT_SOURCES: tuple[CreditSource, ...] = ("game", "court")
+
+
+@dataclass(frozen=True)
+class ClaimCredit(Journaled):
+    """Claim all our credit in ``source``: what its settlements owe us (``claimCredit``)."""
+
+    source: CreditSource
 
 
 @dataclass(frozen=True)
@@ -72,6 +89,20 @@ class Staking(Structural):
 
     @property
     def stakes(self) -> StakeCalls: ...
+
+
+class Crediting(Structural):
+    """The contracts that pay by credit: what :func:`credits_of` reads and :class:`ClaimCredit` claims."""
+
+    @property
+    def game(self) -> CreditCalls: ...
+
+    @property
+    def court(self) -> CreditCalls: ...
+
+
+class UpkeepCalls(Staking, Crediting, Structural):
+    """What :class:`Upkeep` sends."""
 
 
 class GameCalls(Structural):
@@ -124,19 +155,22 @@ class Defender(Structural):
 
 
 class Upkeep:
-    """Carries out :class:`Stake` and :class:`Forget` for one role, logging on the role's logger."""
+    """Carries out :class:`Stake`, :class:`ClaimCredit` and :class:`Forget` for one role, logging on the
+    role's logger."""
 
-    def __init__(self, staking: Staking, role: Role, me: Address, records: _Records, logger: logging.Logger) -> None:
-        self.staking = staking
+    def __init__(self, calls: UpkeepCalls, role: Role, me: Address, records: _Records, logger: logging.Logger) -> None:
+        self.calls = calls
         self.role = role
         self.me = me
         self.records = records
         self.log = logger
 
-    def perform(self, action: Stake | Forget) -> None:
+    def perform(self, action: Stake | ClaimCredit | Forget) -> None:
         match action:
             case Stake(amount):
-                stake(self.staking, self.me, self.role, amount)
+                stake(self.calls, self.me, self.role, amount)
+            case ClaimCredit(source):
+                log_mined(self.log, "claimCredit", creditor(self.calls, source).claim_credit(self.me), source=source)
             case Forget(job_id):
                 self.records.forget(job_id)
                 self.records.forget_sent(job_id)
@@ -176,6 +210,21 @@ class GameMoves:
             case GameMove(game_id, what):
                 call = {Action.TIMEOUT_CLOCK: calls.timeout_clock, Action.DRAW_COMMITTEE: calls.draw_committee, Action.SETTLE: calls.settle}[what]
                 log_mined(self.log, what.value, call(game_id), game=game_id)
+
+
+def creditor(calls: Crediting, source: CreditSource) -> CreditCalls:
+    """The contract that pays by credit named ``source``."""
+    return calls.game if source == "game" else calls.court
+
+
+def credits_of(calls: Crediting, me: Address) -> dict[CreditSource, TokenAmount]:
+    """What each contract that pays by credit owes ``me`` (a loader's read: one call each)."""
+    return {source: creditor(calls, source).credit(me) for source in CREDIT_SOURCES}
+
+
+def credit_claims(credits: dict[CreditSource, TokenAmount]) -> list[ClaimCredit]:
+    """A claim of every credit owed: a policy's last duty, after its moves and answers."""
+    return [ClaimCredit(source) for source in CREDIT_SOURCES if credits.get(source, 0) > 0]
 
 
 def stake_needed(target: int, min_stake: int, staked: int, balance: int) -> TokenAmount | None:

@@ -11,6 +11,7 @@ from typing import Any, TypedDict, cast
 
 from core.chain import Address
 from core.contracts import Event, GameStatus, Protocol, Role, SettleReason
+from rolebase.actions import credits_of
 
 
 class StakeReport(TypedDict):
@@ -25,6 +26,7 @@ class BalanceReport(TypedDict):
     veri: str
     gas: str
     stakes: dict[str, StakeReport]
+    credits: dict[str, str]  # what the game and the court owe (claimable: ``veritrain claim``)
 
 
 class GasReport(TypedDict):
@@ -42,12 +44,14 @@ class Earning(TypedDict):
 
 
 def balances(protocol: Protocol, me: Address) -> BalanceReport:
-    """VERI and gas balances and the stake of every role, in base units (decimal strings)."""
+    """VERI and gas balances, the stake of every role and the credits the game and the court owe, in
+    base units (decimal strings)."""
     stakes: dict[str, StakeReport] = {}
     for r in Role:
         info = protocol.stakes.stake_of(me, r)
         stakes[r.name.lower()] = {"staked": str(info.staked), "locked": str(info.locked), "unbonding": str(info.unbonding), "release_at": info.release_at}
-    return {"address": me, "veri": str(protocol.token.balance_of(me)), "gas": str(protocol.client.balance(me)), "stakes": stakes}
+    credits: dict[str, str] = {source: str(amount) for source, amount in credits_of(protocol, me).items()}
+    return {"address": me, "veri": str(protocol.token.balance_of(me)), "gas": str(protocol.client.balance(me)), "stakes": stakes, "credits": credits}
 
 
 def earnings_of(protocol: Protocol, me: Address) -> list[Earning]:

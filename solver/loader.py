@@ -21,6 +21,7 @@ from collections.abc import Callable
 from core.chain import Address
 from core.cid import Cid, digest_to_cid
 from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
+from rolebase.actions import credits_of
 from rolebase.events import JOB_REFUSED
 from rolebase.watchers import MarketWatcher
 from solver.judge import SpecJudge
@@ -128,6 +129,7 @@ class SolverLoader:
             block=moment.block,
             me=self.me,
             token_balance=p.token.balance_of(self.me),
+            credits=credits_of(p, self.me),
             staked=stake.staked,
             free_stake=stake.free,
             min_stake=self._min_stake,

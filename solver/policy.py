@@ -27,14 +27,14 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.agent import Work
 from core.chain import Address
 from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action, next_turn
 from proofs.spec import Limits as SpecLimits
-from rolebase.actions import Forget, GameMove, Journaled, Stake, stake_needed
+from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 
 
 class Phase(enum.Enum):
@@ -162,6 +162,7 @@ class SolverView:
     advertised: Capabilities | None = None  # our advert on chain (advertised_at 0: none yet)
     offer: Capabilities | None = None  # what we advertise: our limits, device and measured speed (None: nothing)
     rivals: tuple[Rival, ...] = ()  # the other staked advertisers (read while jobs are open)
+    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game and the court owe us (claimable)
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,7 @@ class AnswerAvailability:
 
 SolverAction = (
     Stake
+    | ClaimCredit
     | Advertise
     | Claim
     | Train
@@ -329,6 +331,7 @@ class SolverPolicy:
                 actions.append(step)
         if stake is None:
             actions.extend(self._claims(view))
+        actions.extend(credit_claims(view.credits))
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
         return actions
 

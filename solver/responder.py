@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from typing import Protocol as Structural
 
 from core.agent import log_mined
-from core.calls import StakeCalls
+from core.calls import CreditCalls, StakeCalls
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Bytes32, Device, Game, JobId, Role
 from core.dispute import midpoint
 from proofs.merkle import hex32
-from rolebase.actions import Forget, GameCalls, GameMove, GameMoves, Stake, Staking, Upkeep
+from rolebase.actions import ClaimCredit, Forget, GameCalls, GameMove, GameMoves, Stake, Upkeep, UpkeepCalls
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
 from solver.policy import (
@@ -59,7 +59,7 @@ class _Market(Structural):
     def answer_availability(self, job_id: JobId, content: bytes, proof: Sequence[bytes] = ()) -> Receipt: ...
 
 
-class _Game(GameCalls, Structural):
+class _Game(GameCalls, CreditCalls, Structural):
     def forfeit_unopened(self, job_id: JobId) -> Receipt: ...
 
 
@@ -67,9 +67,9 @@ class _Stakes(StakeCalls, Structural):
     def advertise(self, max_params: int, max_dataset_bytes: int, max_steps: int, flops: int, device: Device) -> Receipt: ...
 
 
-class SolverCalls(Staking, Structural):
+class SolverCalls(UpkeepCalls, Structural):
     """What the solver sends (``core.contracts.Protocol`` has them all): its market moves, its game
-    moves, its stake (:class:`rolebase.actions.Staking`) and its advert."""
+    moves, its stake and credit claims (:class:`rolebase.actions.UpkeepCalls`) and its advert."""
 
     @property
     def market(self) -> _Market: ...
@@ -104,7 +104,7 @@ class SolverResponder:
     def perform(self, action: SolverAction) -> None:
         p = self.calls
         match action:
-            case Stake():
+            case Stake() | ClaimCredit():
                 self.upkeep.perform(action)
             case Advertise(offer):
                 receipt = p.stakes.advertise(offer.max_params, offer.max_dataset_bytes, offer.max_steps, offer.flops, offer.device)

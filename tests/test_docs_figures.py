@@ -77,6 +77,7 @@ CHECKS: list[tuple[tuple[str, str], str, str, tuple[str, ...], int]] = [
             ("commitVote (max)", ("commitVoteMax",)),
             ("revealVote (max)", ("revealVoteMax",)),
             ("settle (verdict, JobMarket reopen + 3 referees)", ("settleVerdict",)),
+            ("claimCredit (the winner's payout)", ("claimCredit",)),
             ("transactions: challenger (open + answers + draw + settle) / solver", ("txChallenger", "txSolver")),
             ("whole dispute, upper bound (every move at its max)", ("wholeDisputeUpperBound",)),
         ]

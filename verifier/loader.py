@@ -35,6 +35,7 @@ from core.contracts import (
     TokenAmount,
 )
 from proofs.probes import is_forced
+from rolebase.actions import credits_of
 from rolebase.court import CourtWatcher
 from rolebase.watchers import GameWatcher, MarketWatcher
 from verifier.policy import Assignment, Draw, LiveGame, MarketJob, PendingOpen, Phase, SeedView, VerifierView
@@ -137,6 +138,7 @@ class VerifierLoader:
             block=moment.block,
             me=self.me,
             token_balance=p.token.balance_of(self.me),
+            credits=credits_of(p, self.me),
             staked=p.stakes.stake_of(self.me, Role.VERIFIER).staked,
             min_stake=self._min_stake,
             assignments=tuple(ours.assignments),

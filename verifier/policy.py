@@ -31,14 +31,14 @@ from __future__ import annotations
 import enum
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from core.agent import Work
 from core.availability import FETCH_DEADLINE_MARGIN_S, FETCH_STALL_S, Fetching
 from core.chain import Address
 from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
-from rolebase.actions import Forget, GameMove, Journaled, Stake, stake_needed
+from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
 
 
@@ -139,6 +139,7 @@ class VerifierView:
     seed: SeedView | None = None  # None: forced errors left alone (not loaded)
     cases: tuple[LiveCase, ...] = ()  # the availability court's live cases
     court_params: CourtParams | None = None
+    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game and the court owe us (claimable)
 
 
 @dataclass(frozen=True)
@@ -228,7 +229,8 @@ class ForgetForcedSecret:
 
 
 VerifierAction = (
-    Stake | CommitForcedSeed | ForgetForcedSecret | Replay | Report | ChallengeStalled | AssignVerifier | Finalize | Timeout | Forget
+    Stake | ClaimCredit | CommitForcedSeed | ForgetForcedSecret | Replay | Report | ChallengeStalled | AssignVerifier | Finalize | Timeout
+    | Forget
     | OpenGame | GameMove | ConcedeForced | CourtMove
 )  # fmt: skip
 
@@ -280,6 +282,7 @@ class VerifierPolicy:
                 duty = self._duty(view, job)
                 if duty is not None:
                     actions.append(duty)
+        actions.extend(credit_claims(view.credits))
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
         return actions
 

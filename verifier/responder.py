@@ -20,13 +20,13 @@ from typing import Protocol as Structural
 
 from core.agent import log_mined
 from core.availability import ChallengeCalls, ChallengeCourt, ChallengeMarket, ChallengeStakes, ContentUnavailable, challenge
-from core.calls import StakeCalls
+from core.calls import CreditCalls, StakeCalls
 from core.chain import Address, Receipt
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Ballot, Bytes32, GameId, JobId, ReportSeal, Role
 from core.dispute import Action, derive_salt, vote_commitment
 from core.probe import Probe
-from rolebase.actions import Forget, GameMove, GameMoves, OpeningCalls, Stake, Upkeep
+from rolebase.actions import ClaimCredit, Forget, GameMove, GameMoves, OpeningCalls, Stake, Upkeep, UpkeepCalls
 from rolebase.court import CourtCalls, CourtDuty, CourtMove
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import REPLAY_DONE
@@ -71,7 +71,7 @@ class _Market(ChallengeMarket, Structural):
     def timeout_availability(self, job_id: JobId) -> Receipt: ...
 
 
-class _Game(OpeningCalls, Structural):
+class _Game(OpeningCalls, CreditCalls, Structural):
     def active_game(self, job_id: JobId) -> GameId: ...
 
     def ballot_of(self, game_id: GameId, referee: str) -> tuple[Ballot, Bytes32]: ...
@@ -83,13 +83,13 @@ class _Game(OpeningCalls, Structural):
     def concede_forced(self, game_id: GameId, secret: bytes, seal: ReportSeal) -> Receipt: ...
 
 
-class _Court(ChallengeCourt, CourtCalls, Structural): ...
+class _Court(ChallengeCourt, CourtCalls, CreditCalls, Structural): ...
 
 
 class _Stakes(ChallengeStakes, StakeCalls, Structural): ...
 
 
-class VerifierCalls(ChallengeCalls, Structural):
+class VerifierCalls(ChallengeCalls, UpkeepCalls, Structural):
     """What the verifier sends (``core.contracts.Protocol`` has it all): its draws, reports,
     timeouts and finalizations, its games (opened, defended, judged, conceded), its court duties and
     availability challenges, its forced seed and its stake."""
@@ -120,7 +120,7 @@ class VerifierResponder:
     def perform(self, action: VerifierAction) -> None:
         p = self.calls
         match action:
-            case Stake() | Forget():
+            case Stake() | ClaimCredit() | Forget():
                 self.upkeep.perform(action)
             case CommitForcedSeed(fresh):
                 kept = self.db.forced_commitments()

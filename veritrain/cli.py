@@ -100,7 +100,7 @@ app.command(name="devnet", no_args_is_help=False)(devnet_cmd.devnet)
 app.command(name="deploy")(deploy_cmd.deploy)
 app.command(name="up", no_args_is_help=False)(up_cmd.up)
 
-for command in (money.balance, money.stake, money.unstake, money.withdraw, money.transfer, money.fund, money.earnings):
+for command in (money.balance, money.stake, money.unstake, money.withdraw, money.claim, money.transfer, money.fund, money.earnings):
     app.command()(command)
 app.add_typer(wallet.app, name="wallet")
 app.add_typer(model_cmd.app, name="model")

@@ -1,4 +1,4 @@
-"""Money commands: `veritrain stake|unstake|withdraw|balance|transfer|earnings`, and `fund` on a devnet.
+"""Money commands: `veritrain stake|unstake|withdraw|claim|balance|transfer|earnings`, and `fund` on a devnet.
 
 Amounts are typed and shown in VERI (``--json``: base units as decimal strings, times as unix
 seconds). A refusal by the chain is estimated before anything is sent and ends in one line: the
@@ -23,6 +23,7 @@ from core.errors import ConfigError
 from core.reverts import ContractRevert
 from deploy.anvil import dev_signers
 from rolebase import cli as options
+from rolebase.actions import creditor, credits_of
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.cli import console, show_time, who
 from rolebase.earnings import GasReport, balances, earnings_of, gas_spent
@@ -124,6 +125,33 @@ def withdraw(
 
 
 @options.with_settings(*options.CHAIN, *options.KEY)
+def claim(
+    settings: Settings,
+    json_out: options.Json = False,
+) -> None:
+    """Claim what the dispute game and the availability court owe the key (their settlements credit
+    payouts; a running role daemon claims them itself).
+
+    Examples:
+
+      veritrain claim --key-env VERIFIER_KEY
+    """
+    protocol = options.protocol(settings, signing=True)
+    me = options.signer(settings).address
+    claimed: dict[str, str] = {}
+    for source, amount in credits_of(protocol, me).items():
+        if amount:
+            receipt = creditor(protocol, source).claim_credit(me)
+            claimed[source] = str(amount)
+            _done(json_out, receipt, f"claimed {show_tokens(amount)} VERI from the {source}", source=source, claimed=str(amount))
+    if not claimed:
+        if json_out:
+            print(json.dumps({"claimed": {}}))
+        else:
+            console.print("nothing to claim", highlight=False)
+
+
+@options.with_settings(*options.CHAIN, *options.KEY)
 def transfer(
     settings: Settings,
     to: Annotated[str, typer.Argument(help="recipient address", show_default=False)],
@@ -172,7 +200,8 @@ def balance(
     address: AddressArg = None,
     json_out: options.Json = False,
 ) -> None:
-    """Show an account's VERI, its gas balance and its stake in each role (locked, unbonding and when it is released).
+    """Show an account's VERI, its gas balance, its stake in each role (locked, unbonding and when it is
+    released) and what the game and the court owe it (claimed by its daemon, or by `veritrain claim`).
 
     Examples:
 
@@ -192,6 +221,10 @@ def balance(
         release = show_time(s["release_at"]) if int(s["unbonding"]) else "-"
         table.add_row(name, show_tokens(int(s["staked"])), show_tokens(int(s["locked"])), show_tokens(int(s["unbonding"])), release)
     console.print(table)
+    owed = {source: int(amount) for source, amount in report["credits"].items() if int(amount)}
+    if owed:
+        where = ", ".join(f"{show_tokens(amount)} VERI from the {source}" for source, amount in owed.items())
+        console.print(f"claimable: {where} (veritrain claim)", highlight=False)
 
 
 @options.with_settings(*options.CHAIN, *options.KEY)

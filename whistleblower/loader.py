@@ -19,6 +19,7 @@ from __future__ import annotations
 from core.chain import Address
 from core.cid import digest_to_cid
 from core.contracts import Event, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
+from rolebase.actions import credits_of
 from rolebase.earnings import expected_jackpot_per_audit
 from rolebase.watchers import GameWatcher, MarketWatcher
 from whistleblower.policy import FindingKind, OpenReport, OwnGame, WhistleblowerView
@@ -74,6 +75,7 @@ class WhistleblowerLoader:
             block=moment.block,
             me=self.me,
             token_balance=p.token.balance_of(self.me),
+            credits=credits_of(p, self.me),
             staked=p.stakes.stake_of(self.me, Role.WHISTLEBLOWER).staked,
             min_stake=self._min_stake,
             secret=self.secret,

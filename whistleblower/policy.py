@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from eth_utils import keccak
 
@@ -45,7 +45,7 @@ from core.contracts import Game, GameId, GameParams, JobId, ReportSeal, TokenAmo
 from core.dispute import Action, Actor, party_move
 from core.probe import Bytes32, Probe
 from proofs.merkle import hex32, to_bytes32
-from rolebase.actions import Forget, GameMove, Stake, stake_needed
+from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Stake, credit_claims, stake_needed
 
 _DRAW_DOMAIN = b"veritrain/whistleblower-audit-draw/v1"
 _PICK_DOMAIN = b"veritrain/whistleblower-own-picks/v1"
@@ -231,6 +231,7 @@ class WhistleblowerView:
     game_params: GameParams | None = None
     forgettable: tuple[JobId, ...] = ()  # audited jobs that are final
     data_challenges: tuple[tuple[JobId, int], ...] = ()  # (job, answer deadline): our availability challenges not answered
+    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game and the court owe us (claimable)
 
 
 @dataclass(frozen=True)
@@ -279,7 +280,7 @@ class TimeoutAvailability:
     job_id: JobId
 
 
-WhistleblowerAction = Stake | Audit | Challenge | HoldChallenge | TimeoutAvailability | GameMove | Forget
+WhistleblowerAction = Stake | ClaimCredit | Audit | Challenge | HoldChallenge | TimeoutAvailability | GameMove | Forget
 
 
 class WhistleblowerPolicy:
@@ -302,6 +303,7 @@ class WhistleblowerPolicy:
                 if move is not None:
                     actions.append(GameMove(own.game_id, move))
         actions.extend(TimeoutAvailability(job_id) for job_id, deadline in sorted(view.data_challenges) if view.now > deadline)
+        actions.extend(credit_claims(view.credits))
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
         return actions
 

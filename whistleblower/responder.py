@@ -16,13 +16,13 @@ from collections.abc import Sequence
 from typing import Protocol as Structural
 
 from core.agent import log_mined
-from core.availability import ChallengeCalls, ChallengeMarket, ChallengeStakes, ContentUnavailable, challenge
-from core.calls import StakeCalls
+from core.availability import ChallengeCalls, ChallengeCourt, ChallengeMarket, ChallengeStakes, ContentUnavailable, challenge
+from core.calls import CreditCalls, StakeCalls
 from core.chain import Address, Receipt
 from core.cid import digest_to_cid
 from core.contracts import GameId, JobId, JobState, ReportSeal, Role
 from core.dispute import opening_on_report
-from rolebase.actions import Forget, GameMove, GameMoves, OpeningCalls, Stake, Upkeep
+from rolebase.actions import ClaimCredit, Forget, GameMove, GameMoves, OpeningCalls, Stake, Upkeep, UpkeepCalls
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import AUDIT_RECORDED, CHALLENGE_HELD
 from whistleblower.audit import Auditor
@@ -45,7 +45,7 @@ class _Market(ChallengeMarket, Structural):
     def timeout_availability(self, job_id: JobId) -> Receipt: ...
 
 
-class _Game(OpeningCalls, Structural):
+class _Game(OpeningCalls, CreditCalls, Structural):
     def open_on_report(
         self,
         job_id: JobId,
@@ -60,10 +60,13 @@ class _Game(OpeningCalls, Structural):
     ) -> tuple[GameId, Receipt]: ...
 
 
+class _Court(ChallengeCourt, CreditCalls, Structural): ...
+
+
 class _Stakes(ChallengeStakes, StakeCalls, Structural): ...
 
 
-class WhistleblowerCalls(ChallengeCalls, Structural):
+class WhistleblowerCalls(ChallengeCalls, UpkeepCalls, Structural):
     """What the whistleblower sends (``core.contracts.Protocol`` has it all): its challenges of
     reports and of availability, its game moves, its stake."""
 
@@ -72,6 +75,9 @@ class WhistleblowerCalls(ChallengeCalls, Structural):
 
     @property
     def game(self) -> _Game: ...
+
+    @property
+    def court(self) -> _Court: ...
 
     @property
     def stakes(self) -> _Stakes: ...
@@ -94,7 +100,7 @@ class WhistleblowerResponder:
     def perform(self, action: WhistleblowerAction) -> None:
         p = self.calls
         match action:
-            case Stake() | Forget():
+            case Stake() | ClaimCredit() | Forget():
                 self.upkeep.perform(action)
             case GameMove():
                 self.moves.perform(action)

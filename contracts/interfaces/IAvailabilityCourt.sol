@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
+import {ICredits} from "./ICredits.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IJobMarket} from "./IJobMarket.sol";
 import {IStakeManager} from "./IStakeManager.sol";
@@ -56,7 +57,7 @@ struct Case {
 ///         resumes and every member that voted so owes the items to anyone for the rest of the game
 ///         (the challenger fetches from them). Withheld: the solver loses its whole bond to the
 ///         challenger and the job reopens. The chain's cost does not depend on the items' sizes.
-interface IAvailabilityCourt {
+interface IAvailabilityCourt is ICredits {
     /// @notice `challenger` named `items` items of `jobId` (`lacking`: bit i checkpoint i, bit count the
     ///         manifest) and escrowed `deposit`; the committee is drawn from blockhash(anchorBlock + 1).
     event CaseOpened(

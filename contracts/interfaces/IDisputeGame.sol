@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 pragma solidity ^0.8.28;
 
+import {ICredits} from "./ICredits.sol";
 import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {IJobMarket} from "./IJobMarket.sol";
 import {IStakeManager} from "./IStakeManager.sol";
@@ -111,7 +112,7 @@ struct ProbeClaim {
 ///         posts midpoint states and the challenger agrees or disagrees, each on a chess clock, until
 ///         a single step is isolated; a stake-drawn committee of verifiers re-executes it and votes by
 ///         commit-reveal; the settlement resolves the job in the JobMarket and pays the winner.
-interface IDisputeGame {
+interface IDisputeGame is ICredits {
     // ------------------------------------------------------------------ events
 
     /// @notice A game opened on segment `segment` (states `startHash` -> `endHash`, `steps` steps).

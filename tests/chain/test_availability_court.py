@@ -171,8 +171,11 @@ def test_a_large_checkpoint_served_to_the_committee_only_reaches_the_verifier_th
     assert job.state is JobState.VERIFYING
     assert job.deadline - devnet.client.timestamp() >= left - 2, "the verifier's report window is whole"
     params = c.proto.court.params()
-    assert c.proto.token.balance_of(c.solver.address) - solver_before == 2 * params.item_fee, "the solver: its uploads only"
-    assert c.proto.token.balance_of(c.proto.court.address) == 0
+    assert c.proto.court.credit(c.solver.address) == 2 * params.item_fee, "the solver: its uploads only, credited"
+    assert c.proto.token.balance_of(c.proto.court.address) == c.proto.court.total_credit(), "the court holds only its credits"
+    c.proto.with_signer(c.solver).court.claim_credit(c.solver.address)
+    assert c.proto.token.balance_of(c.solver.address) - solver_before == 2 * params.item_fee, "claimed: the solver paid"
+    assert c.proto.court.credit(c.solver.address) == 0
     assert deposit == 3 * params.referee_fee + 2 * params.item_fee
     (settled,) = c.proto.court.events("CaseSettled", c.proto.book.deploy_block, caseId=case_id)
     assert sorted(settled.args["custodians"]) == sorted(m.address for m in c.members)
@@ -196,5 +199,6 @@ def test_a_solver_that_serves_nothing_loses_its_bond_and_gains_no_deposit(devnet
     assert c.proto.stakes.stake_of(c.solver.address, Role.SOLVER).staked == staked - bond
     assert c.proto.token.balance_of(c.solver.address) == before[c.solver.address], "no deposit reached the solver"
     fees = 3 * c.proto.court.params().referee_fee
-    assert c.proto.token.balance_of(c.verifier.address) == before[c.verifier.address] - fees + bond, "the bond, less the committee's fees"
+    wallet = c.proto.token.balance_of(c.verifier.address) + c.proto.court.credit(c.verifier.address)
+    assert wallet == before[c.verifier.address] - fees + bond, "the bond, less the committee's fees"
     assert c.proto.stakes.stake_of(c.verifier.address, Role.VERIFIER).locked == 0, "the verifier's bond released"

@@ -147,15 +147,18 @@ class Arena:
         self.proto(self.submitter).token.approve(self.base.market.address, 10**6 * VERI)
 
     def wealth(self) -> dict[str, int]:
-        """Tokens + stakes of every account, and the escrow the market and the game hold (the
-        StakeManager's tokens are the stakes: checked equal to their sum, counted once)."""
-        token, stakes = self.base.token, self.base.stakes
+        """Tokens + stakes + credits in the game of every account, and the escrow the market and the
+        game hold (the StakeManager's tokens are the stakes: checked equal to their sum, counted once;
+        the game's credits are its payees': checked equal to their sum, counted once)."""
+        token, stakes, game = self.base.token, self.base.stakes, self.base.game
         accounts = [self.net.deployer, *self.net.accounts]
         staked = {s.address: sum(stakes.stake_of(s.address, r).staked for r in Role) for s in accounts}
         assert token.balance_of(stakes.address) == sum(staked.values()), "StakeManager holds exactly the stakes"
-        out: dict[str, int] = {s.address: token.balance_of(s.address) + staked[s.address] for s in accounts}
-        for name in ("JobMarket", "DisputeGame"):
-            out[name] = token.balance_of(self.net.book.address(name))
+        credits = {s.address: game.credit(s.address) for s in accounts}
+        assert game.total_credit() == sum(credits.values()), "the game's credits are the accounts'"
+        out: dict[str, int] = {s.address: token.balance_of(s.address) + staked[s.address] + credits[s.address] for s in accounts}
+        out["JobMarket"] = token.balance_of(self.base.market.address)
+        out["DisputeGame"] = token.balance_of(game.address) - game.total_credit()
         return out
 
     def commit_job(

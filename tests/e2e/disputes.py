@@ -29,14 +29,18 @@ def settled(protocol: Protocol, job_id: JobId) -> Event | None:
 
 
 def wealth(protocol: Protocol, address: str) -> int:
-    """Wallet tokens plus stakes in every role."""
-    return protocol.token.balance_of(address) + sum(protocol.stakes.stake_of(address, r).staked for r in Role)
+    """Wallet tokens plus stakes in every role plus what the game and the court owe (their credits,
+    which the daemons claim)."""
+    credits = protocol.game.credit(address) + protocol.court.credit(address)
+    return protocol.token.balance_of(address) + sum(protocol.stakes.stake_of(address, r).staked for r in Role) + credits
 
 
 def total_wealth(protocol: Protocol, market: Market, accounts: range) -> int:
-    """The accounts' wealth plus what the market and the game hold: conserved by every call."""
-    held = protocol.token.balance_of(protocol.market.address) + protocol.token.balance_of(protocol.game.address)
-    return held + sum(wealth(protocol, market.account(i).address) for i in accounts)
+    """The accounts' wealth plus what the market, the game and the court hold besides the credits
+    (counted in the payees' wealth): conserved by every call."""
+    held = sum(protocol.token.balance_of(c.address) for c in (protocol.market, protocol.game, protocol.court))
+    owed = protocol.game.total_credit() + protocol.court.total_credit()
+    return held - owed + sum(wealth(protocol, market.account(i).address) for i in accounts)
 
 
 @dataclass(frozen=True)

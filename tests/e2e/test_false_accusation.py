@@ -15,10 +15,11 @@ each of the solver's moves took (docs/performance.md, "Duties while busy").
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 
 from core.agent import mined
-from core.contracts import Ballot, GameId, GameStatus, JobId, JobState, Role, SettleReason
+from core.contracts import Ballot, GameId, GameStatus, JobId, JobState, Protocol, Role, SettleReason
 from rolebase.earnings import earnings_of
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from submitter import service
@@ -94,6 +95,15 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
     assert [(e["game"], int(e["amount"])) for e in earnings_of(protocol, referee_addr) if e["what"].startswith("referee fee")] == [
         (game_id, params.referee_fee)
     ]
+    # the game pays by credit: the winner's and the referee's daemons claim theirs as their last duty
+    for payee in (solver_addr, referee_addr):
+        wait_for("the credit claimed", partial(_claimed, protocol, payee), 60, market)
+    assert any(r["msg"] == mined("claimCredit") for r in restarted_solver.log_records()), "the solver claimed its payout"
+    assert total_wealth(protocol, market, range(0, 6)) == before_total
+
+
+def _claimed(protocol: Protocol, payee: str) -> bool:
+    return protocol.game.credit(payee) == 0
 
 
 def _training_since(solver: RoleProcess, job_id: JobId) -> float:

@@ -9,6 +9,7 @@ import {VeriToken} from "../../contracts/VeriToken.sol";
 import {AvailabilityCourt} from "../../contracts/AvailabilityCourt.sol";
 import {Case, CaseStatus, CourtParams, IAvailabilityCourt} from "../../contracts/interfaces/IAvailabilityCourt.sol";
 import {Ballot} from "../../contracts/interfaces/IDisputeGame.sol";
+import {ICredits} from "../../contracts/interfaces/ICredits.sol";
 import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
 import {Job, JobState, Role} from "../../contracts/Types.sol";
 
@@ -191,8 +192,28 @@ contract AvailabilityCourtTest is CourtFixture {
         assertEq(_locked(solver, Role.Solver), 0, "_locked(solver");
         assertEq(_locked(verifier, Role.Verifier), 0, "verifier bond released, not slashed");
         assertEq(_bal(verifier), vBefore - 2 * MEMBER_FEE + sBond, "bond in, two fees out");
-        assertEq(_bal(address(court)), 0, "_bal(address(court))");
+        assertEq(court.totalCredit(), 2 * MEMBER_FEE, "the majority's fees wait to be claimed");
+        assertEq(_bal(address(court)), court.totalCredit(), "the court holds only the members' credits");
         assertEq(uint8(court.getCase(caseId).status), uint8(CaseStatus.Withheld), "uint8(court.getCase(caseId).status)");
+    }
+
+    /// Pull payments: a settled case credits the majority's fees and the rest; each payee claims once.
+    function test_settle_creditsEveryPayee_eachClaimsOnce() public {
+        (uint256 jobId, address verifier) = _drawn();
+        uint256 caseId = _open(jobId, verifier);
+        address[] memory members = _seat(caseId);
+        _vote(caseId, members, [true, true, true]);
+        uint256 wallet = token.balanceOf(members[0]);
+        court.settle(caseId);
+        assertEq(token.balanceOf(members[0]), wallet, "nothing transferred by the settlement");
+        assertEq(court.credit(members[0]), MEMBER_FEE, "the member's fee, credited");
+        assertEq(court.credit(solver), 3 * ITEM_FEE, "the solver's uploads, credited");
+        assertEq(court.totalCredit(), token.balanceOf(address(court)), "the court holds only the credits");
+        vm.prank(stranger);
+        assertEq(court.claimCredit(members[0]), MEMBER_FEE, "claimed for the member");
+        assertEq(token.balanceOf(members[0]), wallet + MEMBER_FEE, "paid to the member");
+        vm.expectRevert(abi.encodeWithSelector(ICredits.NoCredit.selector, members[0]));
+        court.claimCredit(members[0]);
     }
 
     function test_silentMember_slashedToWinner() public {
@@ -212,7 +233,9 @@ contract AvailabilityCourtTest is CourtFixture {
         court.settle(caseId);
         assertEq(_staked(members[2], Role.Verifier), staked - MEMBER_BOND, "silent member slashed");
         assertEq(_bal(solver), sBefore + 3 * ITEM_FEE + MEMBER_BOND, "to the winner");
-        assertEq(_bal(address(court)), 0, "_bal(address(court))");
+        assertEq(court.credit(verifier), MEMBER_FEE, "the silent member's fee back to the challenger");
+        assertEq(court.totalCredit(), 3 * MEMBER_FEE, "it and the majority's fees wait to be claimed");
+        assertEq(_bal(address(court)), court.totalCredit(), "the court holds only the members' credits");
     }
 
     function test_noCommittee_undecided_depositBack_clockResumes() public {
@@ -349,6 +372,12 @@ contract AvailabilityCourtTest is CourtFixture {
 
     /// Member i serves (0), withholds (1) or stays silent (2) by the base-3 digit i of `pattern`; the
     /// phases run out; returns (served, withheld, silent).
+    /// The account's tokens once it has claimed what the court owes it (the court pays by credit).
+    function _bal(address account) internal override returns (uint256) {
+        if (court.credit(account) != 0) court.claimCredit(account);
+        return token.balanceOf(account);
+    }
+
     function _ballots(uint256 caseId, address[] memory members, uint8 pattern) internal returns (uint256[3] memory tally) {
         uint256[3] memory choice = [uint256(pattern % 3), uint256(pattern / 3 % 3), uint256(pattern / 9 % 3)];
         for (uint256 i; i < 3; ++i) {
@@ -362,7 +391,7 @@ contract AvailabilityCourtTest is CourtFixture {
         vm.warp(block.timestamp + REVEAL + 1);
     }
 
-    function _sum(address[] memory accounts) internal view returns (uint256 total) {
+    function _sum(address[] memory accounts) internal returns (uint256 total) {
         for (uint256 i; i < accounts.length; ++i) {
             total += _bal(accounts[i]);
         }
@@ -374,8 +403,15 @@ contract AvailabilityCourtTest is CourtFixture {
 contract AvailabilityCourtGasTest is CourtFixture, IsolatedGas {
     string internal constant GROUP = "AvailabilityCourtGas";
 
+    /// Steady state: every actor was paid by the court and claimed before.
     function setUp() public override {
         super.setUp();
+        address[9] memory named = [submitter, solver, solver2, verifier1, verifier2, verifier3, verifier4, verifier5, whistleblower];
+        address[] memory actors = new address[](named.length);
+        for (uint256 i; i < named.length; ++i) {
+            actors[i] = named[i];
+        }
+        _paidBefore(court, actors);
     }
 
     function _case(uint32 checkpoints, uint256 named) internal returns (uint256[6] memory used) {

@@ -11,6 +11,7 @@ import {
     IDisputeGame,
     SettleReason
 } from "../../contracts/interfaces/IDisputeGame.sol";
+import {ICredits} from "../../contracts/interfaces/ICredits.sol";
 import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
 import {Job, JobState, MarketParams, Probe, ReportSeal, Role} from "../../contracts/Types.sol";
 import {JobMarket} from "../../contracts/JobMarket.sol";
@@ -48,9 +49,9 @@ contract DisputeGameTest is DisputeFixture {
         return abi.encodeWithSelector(IDisputeGame.WrongStatus.selector, gameId, have, want);
     }
 
-    /// The game holds exactly the challenge bonds of its unsettled games.
+    /// The game holds exactly the challenge bonds of its unsettled games and the credits not claimed.
     function _assertGameHoldsLiveBonds(uint256 live) internal view {
-        assertEq(_bal(address(game)), live * CHALLENGE_BOND, "game balance == live bonds");
+        assertEq(token.balanceOf(address(game)), live * CHALLENGE_BOND + game.totalCredit(), "game balance == live bonds + credits");
     }
 
     /// A failed job with a game opened by its verifier, bisected to an isolated step.
@@ -410,6 +411,32 @@ contract DisputeGameTest is DisputeFixture {
         assertTrue(_jobState(jobId) == JobState.Open, "job reopened for another solver");
         assertEq(_bal(address(market)), escrow, "escrow kept for the submitter");
         assertEq(game.activeGame(jobId), 0, "no active game");
+        _assertGameHoldsLiveBonds(0);
+    }
+
+    /// Pull payments: the settlement credits the winner instead of transferring; anyone may claim for
+    /// it and the tokens go only to it; a second claim has nothing to take.
+    function test_a_settlement_credits_the_winner_who_claims_it_once() public {
+        (uint256 jobId, address verifier) = _failed();
+        uint256 gameId = _open(verifier, jobId, SEGMENT, K);
+        uint256 wallet = token.balanceOf(verifier);
+        vm.warp(block.timestamp + 1 hours + 1);
+        vm.expectEmit(true, false, false, true, address(game));
+        emit ICredits.Credited(verifier, CHALLENGE_BOND + SOLVER_BOND);
+        game.timeoutClock(gameId);
+        assertEq(token.balanceOf(verifier), wallet, "nothing transferred by the settlement");
+        assertEq(game.credit(verifier), CHALLENGE_BOND + SOLVER_BOND, "bond back + solver bond, credited");
+        assertEq(game.totalCredit(), CHALLENGE_BOND + SOLVER_BOND, "the only credit");
+        uint256 strangerWallet = token.balanceOf(stranger);
+        vm.expectEmit(true, false, false, true, address(game));
+        emit ICredits.CreditClaimed(verifier, CHALLENGE_BOND + SOLVER_BOND);
+        vm.prank(stranger);
+        assertEq(game.claimCredit(verifier), CHALLENGE_BOND + SOLVER_BOND, "claimed for the verifier");
+        assertEq(token.balanceOf(verifier), wallet + CHALLENGE_BOND + SOLVER_BOND, "paid to the verifier");
+        assertEq(token.balanceOf(stranger), strangerWallet, "the claimer gets nothing");
+        assertEq(game.totalCredit(), 0, "no credit left");
+        vm.expectRevert(abi.encodeWithSelector(ICredits.NoCredit.selector, verifier));
+        game.claimCredit(verifier);
         _assertGameHoldsLiveBonds(0);
     }
 

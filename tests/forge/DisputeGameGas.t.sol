@@ -11,15 +11,18 @@ import {IsolatedGas} from "./utils/IsolatedGas.sol";
 ///             node_modules/.bin/forge test --offline --isolate --match-contract DisputeGameGasTest
 /// @dev `--isolate` runs each call as its own transaction (intrinsic 21k + calldata, cold storage,
 ///      refunds); without it the figures mean nothing and the tests skip themselves.
-///      Steady state: another game is open (the game holds a bond, gameCount is non-zero).
+///      Steady state: another game is open (the game holds a bond, gameCount is non-zero), and every
+///      actor was paid by the game and claimed before (its credit slot is written).
 ///      The dispute: a failing verifier opens segment 3, the solver defends, the first diverging
-///      state is at 2k/3 (both agree and disagree answers), a committee of 3 votes for the challenger.
+///      state is at 2k/3 (both agree and disagree answers), a committee of 3 votes for the challenger,
+///      who then claims its credit.
 contract DisputeGameGasTest is DisputeFixture, IsolatedGas {
     uint256 internal constant MOVE_GOAL = 150_000;
     string internal constant GROUP = "DisputeGameGas";
 
     function setUp() public {
         _setUpProtocol();
+        _paidBefore(game, _actors());
         (uint256 warm, address v) = _failed();
         _open(v, warm, 1, 8); // stays open
     }
@@ -43,6 +46,7 @@ contract DisputeGameGasTest is DisputeFixture, IsolatedGas {
         uint256 commitMax;
         uint256 revealMax;
         uint256 settle;
+        uint256 claim;
     }
 
     function _dispute(uint256 k, string memory prefix) internal {
@@ -67,6 +71,7 @@ contract DisputeGameGasTest is DisputeFixture, IsolatedGas {
         vm.snapshotValue(GROUP, string.concat(prefix, "commitVoteMax"), f.commitMax);
         vm.snapshotValue(GROUP, string.concat(prefix, "revealVoteMax"), f.revealMax);
         vm.snapshotValue(GROUP, string.concat(prefix, "settleVerdict"), f.settle);
+        vm.snapshotValue(GROUP, string.concat(prefix, "claimCredit"), f.claim);
         vm.snapshotValue(GROUP, string.concat(prefix, "txChallenger"), challengerTx);
         vm.snapshotValue(GROUP, string.concat(prefix, "txSolver"), f.moves);
         uint256 total = f.open + f.bisectTotal + f.draw + f.settle + 3 * (f.commitMax + f.revealMax);
@@ -90,6 +95,9 @@ contract DisputeGameGasTest is DisputeFixture, IsolatedGas {
         }
         game.settle(gameId);
         f.settle = _gas();
+        address winner = game.getGame(gameId).challenger;
+        game.claimCredit(winner);
+        f.claim = _gas();
     }
 
     function _measureOpen(address verifier, uint256 jobId, uint256 k) internal returns (uint256) {

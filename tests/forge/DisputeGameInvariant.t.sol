@@ -88,7 +88,7 @@ contract DisputeGameInvariantTest is DisputeFixture, RandomWalks {
         return s == JobState.Finalized || s == JobState.Cancelled || s == JobState.Refunded;
     }
 
-    /// @notice Token balance of the protocol == stakes + escrows + jackpot + game bonds, each summed
+    /// @notice Token balance of the protocol == stakes + escrows + jackpot + game bonds + credits, each summed
     ///         from the records (an escrow is reward + fee + tax of a non-final job), and no token leaves
     ///         the actors + protocol (no payout to a stranger, none stuck).
     function invariant_tokens_are_conserved() public view {
@@ -116,7 +116,14 @@ contract DisputeGameInvariantTest is DisputeFixture, RandomWalks {
         for (uint256 id = 1; id <= game.gameCount(); ++id) {
             if (_live(game.getGame(id).status)) ++live;
         }
-        assertEq(token.balanceOf(address(game)), live * game.params().challengeBond, "game == live bonds");
+        assertEq(
+            token.balanceOf(address(game)), live * game.params().challengeBond + game.totalCredit(), "game == live bonds + credits"
+        );
+        uint256 credits;
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            credits += game.credit(handler.actor(i));
+        }
+        assertEq(credits, game.totalCredit(), "the credits are the actors'");
         uint256 protocol =
             token.balanceOf(address(stakes)) + token.balanceOf(address(market)) + token.balanceOf(address(game));
         assertEq(wallets + protocol, handler.ACTORS() * FUND, "no token leaves actors + protocol");
@@ -225,13 +232,18 @@ contract DisputeGameInvariantTest is DisputeFixture, RandomWalks {
     }
 
     /// @notice Liveness: with everyone silent, permissionless calls end every game and every job;
-    ///         then the game and the market hold nothing and no stake is locked.
+    ///         then, once every credit is claimed, the game and the market hold nothing and no stake is locked.
     function afterInvariant() public {
         handler.driveAllToFinal(4 * uint256(market.params().maxVerifierDraws) + 12);
         invariant_tokens_are_conserved();
         invariant_locks_are_the_bonds_in_flight();
         invariant_games_are_consistent();
-        assertEq(token.balanceOf(address(game)), 0, "game empty");
+        for (uint256 i; i < handler.ACTORS(); ++i) {
+            address a = handler.actor(i);
+            if (game.credit(a) != 0) game.claimCredit(a);
+        }
+        invariant_tokens_are_conserved();
+        assertEq(token.balanceOf(address(game)), 0, "every credit claimed: the game holds nothing");
         assertEq(token.balanceOf(address(market)), market.jackpot(), "market holds only the jackpot");
     }
 }

@@ -120,6 +120,7 @@ contract ReportGameGasSnapshotTest is DisputeFixture, IsolatedGas {
 
     function setUp() public {
         _setUpProtocol();
+        _paidBefore(game, _actors());
         vm.prank(stranger);
         market.fundJackpot(1000 ether);
         (uint256 warm, address v) = _failed();

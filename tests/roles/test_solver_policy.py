@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from core.chain import Address
 from core.contracts import Capabilities, Device, JobId, JobState, TokenAmount
+from rolebase.actions import ClaimCredit
 from solver.policy import (
     CLAIM_TURN_S,
     MAX_CLAIM_TURN,
@@ -203,6 +204,13 @@ def test_silent_verifier_is_timed_out_and_pay_is_collected_after_the_window() ->
 
 def test_final_jobs_are_forgotten() -> None:
     assert POLICY.next_actions(view(forgettable=(JobId(3), JobId(1)), free_stake=T(0))) == [Forget(JobId(1)), Forget(JobId(3))]
+
+
+def test_claims_what_the_game_and_the_court_owe_after_its_duties() -> None:
+    actions = POLICY.next_actions(view(forgettable=(JobId(2),), free_stake=T(0), credits={"game": T(7), "court": T(0)}))
+    assert actions == [ClaimCredit("game"), Forget(JobId(2))]
+    both = POLICY.next_actions(view(free_stake=T(0), credits={"game": T(1), "court": T(3)}))
+    assert both == [ClaimCredit("game"), ClaimCredit("court")]
 
 
 @given(

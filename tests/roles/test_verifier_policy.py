@@ -12,6 +12,7 @@ from core.availability import FETCH_DEADLINE_MARGIN_S, FETCH_STALL_S, Fetching
 from core.chain import Address
 from core.contracts import Bytes32, JobId, JobState, TokenAmount
 from core.dispute import ZERO32
+from rolebase.actions import ClaimCredit
 from verifier.policy import (
     LANES,
     Assignment,
@@ -162,6 +163,13 @@ def test_duties_can_be_turned_off() -> None:
 
 def test_final_jobs_are_forgotten() -> None:
     assert POLICY.next_actions(view(forgettable=(JobId(2),))) == [Forget(JobId(2))]
+
+
+def test_claims_what_the_game_and_the_court_owe_after_its_duties() -> None:
+    actions = POLICY.next_actions(view(forgettable=(JobId(2),), credits={"game": T(7), "court": T(0)}))
+    assert actions == [ClaimCredit("game"), Forget(JobId(2))]
+    both = POLICY.next_actions(view(credits={"game": T(1), "court": T(3)}))
+    assert both == [ClaimCredit("game"), ClaimCredit("court")]
 
 
 def test_a_stalled_fetch_is_challenged_by_the_loop_in_time() -> None:

@@ -11,6 +11,7 @@ import pytest
 from core.chain import Address
 from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, JobId, TokenAmount
 from core.dispute import Action
+from rolebase.actions import ClaimCredit
 from rolebase.earnings import expected_jackpot_per_audit
 from whistleblower.policy import (
     Audit,
@@ -144,6 +145,13 @@ def test_plays_its_own_games_at_once(status: GameStatus, now: int, block: int, k
 
 def test_forgets_final_jobs() -> None:
     assert POLICY.next_actions(view(forgettable=(JobId(3), JobId(1)))) == [Forget(JobId(1)), Forget(JobId(3))]
+
+
+def test_claims_what_the_game_and_the_court_owe_after_its_duties() -> None:
+    actions = POLICY.next_actions(view(forgettable=(JobId(2),), credits={"game": T(7), "court": T(0)}))
+    assert actions == [ClaimCredit("game"), Forget(JobId(2))]
+    both = POLICY.next_actions(view(credits={"game": T(1), "court": T(3)}))
+    assert both == [ClaimCredit("game"), ClaimCredit("court")]
 
 
 def test_budget_takes_probes_then_the_verifiers_segments_then_own_picks() -> None:

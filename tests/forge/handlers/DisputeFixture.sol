@@ -226,6 +226,15 @@ abstract contract DisputeFixture is Test {
         traceLeaves = TraceTree.leaves(TRACE, CHECKPOINTS);
     }
 
+    /// Every account the fixture funds.
+    function _actors() internal view returns (address[] memory all) {
+        all = new address[](4 + VERIFIERS);
+        (all[0], all[1], all[2], all[3]) = (submitter, solver, whistleblower, stranger);
+        for (uint256 i; i < VERIFIERS; ++i) {
+            all[4 + i] = verifiers[i];
+        }
+    }
+
     // ------------------------------------------------------------------ jobs
 
     function _verifying() internal returns (uint256 jobId, address verifier) {
@@ -390,7 +399,10 @@ abstract contract DisputeFixture is Test {
 
     // ------------------------------------------------------------------ reading
 
-    function _bal(address account) internal view returns (uint256) {
+    /// The account's tokens once it has claimed what the game owes it (the game pays by credit:
+    /// every test that reads a payout also claims it).
+    function _bal(address account) internal returns (uint256) {
+        if (game.credit(account) != 0) game.claimCredit(account);
         return token.balanceOf(account);
     }
 

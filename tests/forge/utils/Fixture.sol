@@ -199,7 +199,8 @@ abstract contract Fixture is Test {
         return stakes.stakeOf(account, role).staked;
     }
 
-    function _bal(address account) internal view returns (uint256) {
+    /// The account's tokens (a fixture with a contract that pays by credit claims it first).
+    function _bal(address account) internal virtual returns (uint256) {
         return token.balanceOf(account);
     }
 }

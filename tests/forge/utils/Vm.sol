@@ -38,4 +38,7 @@ interface Vm {
     function recordLogs() external;
     function getRecordedLogs() external returns (Log[] memory logs);
     function toString(uint256 value) external pure returns (string memory);
+    function record() external;
+    function accesses(address target) external returns (bytes32[] memory readSlots, bytes32[] memory writeSlots);
+    function store(address target, bytes32 slot, bytes32 value) external;
 }
