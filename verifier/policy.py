@@ -4,8 +4,9 @@ Its own work first: stake, then for each job it was drawn for, replay and report
 before the deadline. Then the calls anyone may make (draw a verifier, finalize,
 time out a silent party). The job's solver makes the draw and the finalize its own
 business at once (its pay depends on them); a verifier that profits too (a draw it
-may win, its own fee) follows ``own_grace_s`` later, so the two do not race and
-waste gas on a reverted duplicate, and any other call waits ``duty_grace_s`` past
+may win, its own fee) follows ``own_grace_s`` later, and only in the turns that are
+not the solver's (:mod:`rolebase.turns`), so the two never send one in the same second
+and waste gas on a reverted duplicate; any other call waits ``duty_grace_s`` past
 due, so the interested parties go first, yet no job stays stuck when they are silent.
 
 Disputes: a verifier whose replay failed opens the game on its first failing segment
@@ -40,6 +41,7 @@ from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParam
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
+from rolebase.turns import in_turn
 
 
 class Phase(enum.Enum):
@@ -336,12 +338,14 @@ class VerifierPolicy:
             # a draw we may win (not as the job's solver or submitter: they are excluded)
             pays = view.staked >= view.min_stake and view.me not in (job.solver, job.submitter)
             wait = self.config.own_grace_s if pays else grace
-            if _overdue_blocks(view.block, job.ready_block, wait + turn):
+            elapsed = view.block - job.ready_block  # blocks stand in for seconds (at most one block a second)
+            if elapsed >= wait + turn and in_turn(elapsed, solver=False):  # the solver's turns are not ours
                 return AssignVerifier(job.job_id)
             return None
         if job.state is JobState.VERIFIED:
             wait = self.config.own_grace_s if job.verifier == view.me else grace + turn
-            if view.now > job.deadline + wait:  # the contract wants now > deadline
+            elapsed = view.now - job.deadline - 1  # the contract wants now > deadline
+            if elapsed >= wait and in_turn(elapsed, solver=False):
                 return Finalize(job.job_id)
             return None
         kind = _TIMEOUTS.get(job.state)
@@ -393,11 +397,6 @@ def stagger(me: Address, job_id: JobId, spread_s: int) -> int:
     seconds apart, and the later one's gas estimate, against the pending block, sees the first and
     sends nothing (two in one block: one reverted)."""
     return int.from_bytes(hashlib.sha256(f"{me.lower()}:{job_id}".encode()).digest()[:4], "big") % max(1, 2 * spread_s)
-
-
-def _overdue_blocks(block: int, ready_block: int, grace_s: int) -> bool:
-    """Blocks stand in for seconds here (at most one block per second on the chains we target)."""
-    return block >= ready_block + grace_s
 
 
 #: Workers per lane (core.agent.Workers): one replay at a time, and two workers for the dispute moves

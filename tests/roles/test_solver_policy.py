@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from core.chain import Address
 from core.contracts import Capabilities, Device, JobId, JobState, TokenAmount
 from rolebase.actions import ClaimCredit
+from rolebase.turns import TURN_S
 from solver.policy import (
     CLAIM_TURN_S,
     MAX_CLAIM_TURN,
@@ -190,6 +191,9 @@ def test_after_commit_the_solver_asks_for_a_verifier_once_randomness_exists() ->
     job = held(1, JobState.COMMITTED, Phase.COMMITTED, ready_block=52)
     assert POLICY.next_actions(view(block=51, held_jobs=(job,), free_stake=T(0))) == []
     assert POLICY.next_actions(view(block=52, held_jobs=(job,), free_stake=T(0))) == [AssignVerifier(JobId(1))]
+    # the verifier's turns (rolebase.turns) are left to it: two parties never send the draw in one second
+    assert POLICY.next_actions(view(block=52 + TURN_S, held_jobs=(job,), free_stake=T(0))) == []
+    assert POLICY.next_actions(view(block=52 + 2 * TURN_S, held_jobs=(job,), free_stake=T(0))) == [AssignVerifier(JobId(1))]
 
 
 def test_silent_verifier_is_timed_out_and_pay_is_collected_after_the_window() -> None:

@@ -13,6 +13,7 @@ from core.chain import Address
 from core.contracts import Bytes32, JobId, JobState, TokenAmount
 from core.dispute import ZERO32
 from rolebase.actions import ClaimCredit
+from rolebase.turns import TURN_S, in_turn
 from verifier.policy import (
     LANES,
     Assignment,
@@ -108,11 +109,17 @@ def test_the_seed_is_committed_before_the_replays_so_the_next_draws_snapshot_it(
     assert POLICY.next_actions(v) == [CommitForcedSeed(fresh=True), Report(JobId(1))]
 
 
+def _first_turn(earliest: int) -> int:
+    """The first elapsed time at or after ``earliest`` in a turn that is not the solver's (rolebase.turns)."""
+    return next(e for e in range(earliest, earliest + 4 * TURN_S) if in_turn(e, solver=False))
+
+
 def test_draws_a_verifier_soon_when_it_could_be_drawn_itself() -> None:
     committed = job(1, JobState.COMMITTED, ready_block=100)
-    turn = stagger(ME, JobId(1), 5)
-    assert POLICY.next_actions(view(block=104 + turn, jobs=(committed,))) == []  # the solver goes first
-    assert POLICY.next_actions(view(block=105 + turn, jobs=(committed,))) == [AssignVerifier(JobId(1))]
+    due = _first_turn(5 + stagger(ME, JobId(1), 5))  # the solver goes first, in its own turns
+    assert all(POLICY.next_actions(view(block=100 + e, jobs=(committed,))) == [] for e in range(due))
+    assert POLICY.next_actions(view(block=100 + due, jobs=(committed,))) == [AssignVerifier(JobId(1))]
+    assert due <= 5 + stagger(ME, JobId(1), 5) + TURN_S
 
 
 def test_verifiers_that_may_make_the_same_call_take_turns_seconds_apart() -> None:
@@ -124,9 +131,9 @@ def test_verifiers_that_may_make_the_same_call_take_turns_seconds_apart() -> Non
 
 def test_draw_for_a_job_it_cannot_win_waits_for_the_grace() -> None:
     own = replace(job(1, JobState.COMMITTED, ready_block=100), solver=ME)
-    turn = stagger(ME, JobId(1), 5)
-    assert POLICY.next_actions(view(block=129 + turn, jobs=(own,))) == []
-    assert POLICY.next_actions(view(block=130 + turn, jobs=(own,))) == [AssignVerifier(JobId(1))]
+    due = _first_turn(30 + stagger(ME, JobId(1), 5))
+    assert all(POLICY.next_actions(view(block=100 + e, jobs=(own,))) == [] for e in range(due))
+    assert POLICY.next_actions(view(block=100 + due, jobs=(own,))) == [AssignVerifier(JobId(1))]
     unstaked = view(block=105, staked=T(0), token_balance=T(0), jobs=(job(2, JobState.COMMITTED, ready_block=100),))
     assert POLICY.next_actions(unstaked) == []
 
@@ -134,11 +141,12 @@ def test_draw_for_a_job_it_cannot_win_waits_for_the_grace() -> None:
 def test_finalizes_its_own_job_soon_and_others_after_the_grace() -> None:
     mine = job(1, JobState.VERIFIED, deadline=1_000, verifier=ME)
     theirs = job(2, JobState.VERIFIED, deadline=1_000)
-    assert POLICY.next_actions(view(now=1_005, jobs=(mine, theirs))) == []
-    assert POLICY.next_actions(view(now=1_006, jobs=(mine, theirs))) == [Finalize(JobId(1))]
-    theirs_due = 1_031 + stagger(ME, JobId(2), 5)
-    assert POLICY.next_actions(view(now=theirs_due - 1, jobs=(mine, theirs))) == [Finalize(JobId(1))]
-    assert POLICY.next_actions(view(now=theirs_due, jobs=(mine, theirs))) == [Finalize(JobId(1)), Finalize(JobId(2))]
+    own_due = 1_001 + _first_turn(5)  # the contract wants now > deadline; the solver's turns are not ours
+    assert all(POLICY.next_actions(view(now=t, jobs=(mine,))) == [] for t in range(990, own_due))
+    assert POLICY.next_actions(view(now=own_due, jobs=(mine, theirs))) == [Finalize(JobId(1))]
+    theirs_due = 1_001 + _first_turn(30 + stagger(ME, JobId(2), 5))
+    assert all(Finalize(JobId(2)) not in POLICY.next_actions(view(now=t, jobs=(theirs,))) for t in range(990, theirs_due))
+    assert POLICY.next_actions(view(now=theirs_due, jobs=(theirs,))) == [Finalize(JobId(2))]
 
 
 def test_timeouts_after_the_grace() -> None:
