@@ -134,8 +134,10 @@ class Rig:
         return name.rstrip("0123456789")
 
     def reverted(self, first: int, last: int) -> Counter[str]:
-        """Transactions mined reverted in blocks ``first..last``, by the protocol function they called."""
+        """Transactions mined reverted in blocks ``first..last``, by the protocol function they called
+        and the daemon that sent it (``assignVerifier by verifier``)."""
         client = self.protocol.client
+        senders = {p.address.lower(): self.role_of(p.name) for p in self.local.processes if p.address is not None}
         contracts = {w.address.lower(): w.contract for w in (self.protocol.market, self.protocol.game, self.protocol.stakes, self.protocol.token)}
         found: Counter[str] = Counter()
         for number in range(first, last + 1):
@@ -144,7 +146,8 @@ class Rig:
                 if int(client.w3.eth.get_transaction_receipt(tx["hash"])["status"]) == 1:
                     continue
                 contract = contracts.get(str(tx.get("to") or "").lower())
-                found[contract.decode_function_input(tx["input"])[0].fn_name if contract is not None else "other"] += 1
+                called = contract.decode_function_input(tx["input"])[0].fn_name if contract is not None else "other"
+                found[f"{called} by {senders.get(str(tx['from']).lower(), 'another account')}"] += 1
         return found
 
     def run_batch(self, n: int, timeout_s: float) -> Batch:

@@ -9,9 +9,22 @@ at a block): the solver sends only in the even turns, everyone else only in the 
 in the last :data:`TURN_MARGIN_S` of a turn, so a call sent in one turn is in the pool before the next
 turn begins and the other side's estimate sees it. A party that misses its turn (busy, slow) gets the
 next one of its own; the other side goes meanwhile, so the call is never held up more than a turn.
+
+A policy decides :class:`AssignVerifier` or :class:`Finalize` in its turn on the view's block;
+:class:`TurnTaker` sends it only if the chain's head is still in that turn (a tick that sent other
+calls first may reach it seconds later), and otherwise leaves it to the next tick.
 """
 
 from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol as Structural
+
+from core.agent import log_mined
+from core.chain import BlockNumber, Receipt
+from core.contracts import JobId
+from rolebase.actions import Journaled
 
 #: Seconds (or blocks) per turn.
 TURN_S = 6
@@ -27,3 +40,68 @@ def in_turn(elapsed: int, *, solver: bool) -> bool:
         return False
     turn, into = divmod(elapsed, TURN_S)
     return turn % 2 == (0 if solver else 1) and into < TURN_S - TURN_MARGIN_S
+
+
+@dataclass(frozen=True)
+class AssignVerifier(Journaled):
+    """Draw the job's verifier (``assignVerifier``), due at block ``ready_block``."""
+
+    job_id: JobId
+    ready_block: int
+
+
+@dataclass(frozen=True)
+class Finalize(Journaled):
+    """Finalize the job (``finalize``), due once the block time is past ``deadline``."""
+
+    job_id: JobId
+    deadline: int
+
+
+class _Market(Structural):
+    def assign_verifier(self, job_id: JobId) -> Receipt: ...
+
+    def finalize(self, job_id: JobId) -> Receipt: ...
+
+
+class _Head(Structural):
+    def head(self) -> BlockNumber: ...
+
+    def timestamp(self, block: int) -> int: ...
+
+
+class TurnCalls(Structural):
+    """What :class:`TurnTaker` reads and sends: the chain's head and time, and the two calls."""
+
+    @property
+    def market(self) -> _Market: ...
+
+    @property
+    def client(self) -> _Head: ...
+
+
+class TurnTaker:
+    """Sends :class:`AssignVerifier` and :class:`Finalize` for the job's solver (``solver``) or anyone
+    else, each only while the chain's head is in that party's turn."""
+
+    def __init__(self, calls: TurnCalls, *, solver: bool, logger: logging.Logger) -> None:
+        self.calls = calls
+        self.solver = solver
+        self.log = logger
+
+    def perform(self, action: AssignVerifier | Finalize) -> None:
+        calls = self.calls
+        head = calls.client.head()
+        match action:
+            case AssignVerifier(job_id, ready_block):
+                if self._ours(head - ready_block, job_id, "assignVerifier"):
+                    log_mined(self.log, "assignVerifier", calls.market.assign_verifier(job_id), job=job_id)
+            case Finalize(job_id, deadline):
+                if self._ours(calls.client.timestamp(head) - deadline - 1, job_id, "finalize"):  # the contract wants now > deadline
+                    log_mined(self.log, "finalize", calls.market.finalize(job_id), job=job_id)
+
+    def _ours(self, elapsed: int, job_id: JobId, what: str) -> bool:
+        if in_turn(elapsed, solver=self.solver):
+            return True
+        self.log.debug("not our turn any more: left to the next tick", extra={"job": job_id, "call": what, "elapsed": elapsed})
+        return False

@@ -35,7 +35,7 @@ from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, J
 from core.dispute import Action, next_turn
 from proofs.spec import Limits as SpecLimits
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
-from rolebase.turns import in_turn
+from rolebase.turns import AssignVerifier, Finalize, in_turn
 
 
 class Phase(enum.Enum):
@@ -225,17 +225,7 @@ class Commit(Journaled):
 
 
 @dataclass(frozen=True)
-class AssignVerifier(Journaled):
-    job_id: JobId
-
-
-@dataclass(frozen=True)
 class TimeoutVerifier(Journaled):
-    job_id: JobId
-
-
-@dataclass(frozen=True)
-class Finalize(Journaled):
     job_id: JobId
 
 
@@ -359,11 +349,11 @@ class SolverPolicy:
             # or reorged out; if it is only pending, or mined past the view's block, the journal waits for it)
             return Commit(job.job_id)
         if job.state is JobState.COMMITTED and in_turn(view.block - job.ready_block, solver=True):
-            return AssignVerifier(job.job_id)  # we want a verifier: it is how we get paid (in our turns: rolebase.turns)
+            return AssignVerifier(job.job_id, job.ready_block)  # we want a verifier: it is how we get paid (in our turns: rolebase.turns)
         if job.state is JobState.VERIFYING and view.now > job.deadline:  # the contract wants now > deadline
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
         if job.state is JobState.VERIFIED and in_turn(view.now - job.deadline - 1, solver=True):  # the contract wants now > deadline
-            return Finalize(job.job_id)
+            return Finalize(job.job_id, job.deadline)
         if job.state in (JobState.VERIFYING, JobState.DATA_VOTE, JobState.VERIFIED) and job.requested:
             return Regenerate(job.job_id, job.requested[0], held=job.requested[0] in job.regenerate)  # someone is waiting for it
         if job.state in (JobState.VERIFYING, JobState.DATA_VOTE, JobState.VERIFIED) and job.regenerate:

@@ -22,6 +22,7 @@ from core.contracts import Bytes32, Device, Game, JobId, Role
 from core.dispute import midpoint
 from proofs.merkle import hex32
 from rolebase.actions import ClaimCredit, Forget, GameCalls, GameMove, GameMoves, Stake, Upkeep, UpkeepCalls
+from rolebase.turns import TurnCalls, TurnTaker
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
 from solver.policy import (
@@ -67,7 +68,7 @@ class _Stakes(StakeCalls, Structural):
     def advertise(self, max_params: int, max_dataset_bytes: int, max_steps: int, flops: int, device: Device) -> Receipt: ...
 
 
-class SolverCalls(UpkeepCalls, Structural):
+class SolverCalls(UpkeepCalls, TurnCalls, Structural):
     """What the solver sends (``core.contracts.Protocol`` has them all): its market moves, its game
     moves, its stake and credit claims (:class:`rolebase.actions.UpkeepCalls`) and its advert."""
 
@@ -99,6 +100,7 @@ class SolverResponder:
         self.job_trainer = job_trainer
         self.me = me
         self.upkeep = Upkeep(calls, Role.SOLVER, me, db, log)
+        self.turns = TurnTaker(calls, solver=True, logger=log)
         self.moves = GameMoves(calls.game, me, log, defender=_Defense(job_trainer))
 
     def perform(self, action: SolverAction) -> None:
@@ -142,12 +144,10 @@ class SolverResponder:
                 )
                 self.db.set_phase(job_id, Phase.COMMITTED)
                 log_mined(log, "commit", receipt, job=job_id, root=hex32(record.trace_root))
-            case AssignVerifier(job_id):
-                log_mined(log, "assignVerifier", p.market.assign_verifier(job_id), job=job_id)
+            case AssignVerifier() | Finalize():
+                self.turns.perform(action)
             case TimeoutVerifier(job_id):
                 log_mined(log, "timeoutVerifier", p.market.timeout_verifier(job_id), job=job_id)
-            case Finalize(job_id):
-                log_mined(log, "finalize", p.market.finalize(job_id), job=job_id)
             case GameMove():
                 self.moves.perform(action)
             case AnswerAvailability(job_id, item):

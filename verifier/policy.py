@@ -41,7 +41,7 @@ from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParam
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
-from rolebase.turns import in_turn
+from rolebase.turns import AssignVerifier, Finalize, in_turn
 
 
 class Phase(enum.Enum):
@@ -174,16 +174,6 @@ class ChallengeStalled(Journaled):
 
     job_id: JobId
     item: int
-
-
-@dataclass(frozen=True)
-class AssignVerifier(Journaled):
-    job_id: JobId
-
-
-@dataclass(frozen=True)
-class Finalize(Journaled):
-    job_id: JobId
 
 
 class TimeoutKind(enum.Enum):
@@ -340,13 +330,13 @@ class VerifierPolicy:
             wait = self.config.own_grace_s if pays else grace
             elapsed = view.block - job.ready_block  # blocks stand in for seconds (at most one block a second)
             if elapsed >= wait + turn and in_turn(elapsed, solver=False):  # the solver's turns are not ours
-                return AssignVerifier(job.job_id)
+                return AssignVerifier(job.job_id, job.ready_block)
             return None
         if job.state is JobState.VERIFIED:
             wait = self.config.own_grace_s if job.verifier == view.me else grace + turn
             elapsed = view.now - job.deadline - 1  # the contract wants now > deadline
             if elapsed >= wait and in_turn(elapsed, solver=False):
-                return Finalize(job.job_id)
+                return Finalize(job.job_id, job.deadline)
             return None
         kind = _TIMEOUTS.get(job.state)
         if kind is None:

@@ -30,6 +30,7 @@ from rolebase.actions import ClaimCredit, Forget, GameMove, GameMoves, OpeningCa
 from rolebase.court import CourtCalls, CourtDuty, CourtMove
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import REPLAY_DONE
+from rolebase.turns import TurnCalls, TurnTaker
 from verifier.policy import (
     CONCEDABLE,
     AssignVerifier,
@@ -89,7 +90,7 @@ class _Court(ChallengeCourt, CourtCalls, CreditCalls, Structural): ...
 class _Stakes(ChallengeStakes, StakeCalls, Structural): ...
 
 
-class VerifierCalls(ChallengeCalls, UpkeepCalls, Structural):
+class VerifierCalls(ChallengeCalls, UpkeepCalls, TurnCalls, Structural):
     """What the verifier sends (``core.contracts.Protocol`` has it all): its draws, reports,
     timeouts and finalizations, its games (opened, defended, judged, conceded), its court duties and
     availability challenges, its forced seed and its stake."""
@@ -115,6 +116,7 @@ class VerifierResponder:
         self.replayer = replayer
         self.me = me
         self.upkeep = Upkeep(calls, Role.VERIFIER, me, db, log)
+        self.turns = TurnTaker(calls, solver=False, logger=log)
         self.moves = GameMoves(calls.game, me, log, challenger=replayer, defender=replayer)
 
     def perform(self, action: VerifierAction) -> None:
@@ -169,10 +171,8 @@ class VerifierResponder:
                 )
                 self.db.set_reported(job_id)
                 log_mined(log, "report", receipt, job=job_id, passed=record.passed)
-            case AssignVerifier(job_id):
-                log_mined(log, "assignVerifier", p.market.assign_verifier(job_id), job=job_id)
-            case Finalize(job_id):
-                log_mined(log, "finalize", p.market.finalize(job_id), job=job_id)
+            case AssignVerifier() | Finalize():
+                self.turns.perform(action)
             case Timeout(job_id, kind):
                 call = {
                     TimeoutKind.EXPIRE: p.market.expire,

@@ -3,10 +3,14 @@ second, a margin between, and each side's turn comes back."""
 
 from __future__ import annotations
 
+import logging
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rolebase.turns import TURN_MARGIN_S, TURN_S, in_turn
+from core.chain import BlockNumber, Receipt, TxHash, Wei
+from core.contracts import JobId
+from rolebase.turns import TURN_MARGIN_S, TURN_S, AssignVerifier, Finalize, TurnTaker, in_turn
 
 
 @given(st.integers(min_value=0, max_value=10**6))
@@ -26,3 +30,55 @@ def test_the_solver_goes_first_and_nobody_before_the_call_is_due() -> None:
     assert in_turn(0, solver=True) and not in_turn(0, solver=False)
     assert not in_turn(-1, solver=True) and not in_turn(-1, solver=False)
     assert [e for e in range(2 * TURN_S) if in_turn(e, solver=False)] == list(range(TURN_S, 2 * TURN_S - TURN_MARGIN_S))
+
+
+def _receipt(block: int) -> Receipt:
+    return Receipt(TxHash("0x" + "ab" * 32), BlockNumber(block), 50_000, Wei(1), 1, ())
+
+
+class _Chain:
+    """A fake of what TurnTaker reads and sends: a head that the test moves, and the calls sent."""
+
+    def __init__(self, block: int, time: int) -> None:
+        self.block, self.time = block, time
+        self.sent: list[tuple[str, JobId]] = []
+
+    @property
+    def market(self) -> _Chain:
+        return self
+
+    @property
+    def client(self) -> _Chain:
+        return self
+
+    def head(self) -> BlockNumber:
+        return BlockNumber(self.block)
+
+    def timestamp(self, block: int) -> int:
+        return self.time
+
+    def assign_verifier(self, job_id: JobId) -> Receipt:
+        self.sent.append(("assignVerifier", job_id))
+        return _receipt(self.block)
+
+    def finalize(self, job_id: JobId) -> Receipt:
+        self.sent.append(("finalize", job_id))
+        return _receipt(self.block)
+
+
+def test_a_call_decided_in_our_turn_is_not_sent_once_the_head_left_it() -> None:
+    chain = _Chain(block=103, time=1_003)  # 3 blocks after the draw came due, 2 s after the deadline
+    solver, other = TurnTaker(chain, solver=True, logger=logging.getLogger("t")), TurnTaker(chain, solver=False, logger=logging.getLogger("t"))
+    solver.perform(AssignVerifier(JobId(1), 100))
+    solver.perform(Finalize(JobId(2), 1_000))
+    other.perform(AssignVerifier(JobId(1), 100))
+    assert chain.sent == [("assignVerifier", JobId(1)), ("finalize", JobId(2))], "the solver's turn: only the solver sends"
+    chain.sent.clear()
+    chain.block, chain.time = 100 + TURN_S - 1, 1_000 + TURN_S  # a slow tick reached them at the end of the turn
+    solver.perform(AssignVerifier(JobId(1), 100))
+    solver.perform(Finalize(JobId(2), 1_000))
+    assert chain.sent == [], "left to the next tick: the other side's turn is about to begin"
+    chain.block, chain.time = 100 + TURN_S, 1_001 + TURN_S
+    other.perform(AssignVerifier(JobId(1), 100))
+    other.perform(Finalize(JobId(2), 1_000))
+    assert chain.sent == [("assignVerifier", JobId(1)), ("finalize", JobId(2))]

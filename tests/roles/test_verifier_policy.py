@@ -118,7 +118,7 @@ def test_draws_a_verifier_soon_when_it_could_be_drawn_itself() -> None:
     committed = job(1, JobState.COMMITTED, ready_block=100)
     due = _first_turn(5 + stagger(ME, JobId(1), 5))  # the solver goes first, in its own turns
     assert all(POLICY.next_actions(view(block=100 + e, jobs=(committed,))) == [] for e in range(due))
-    assert POLICY.next_actions(view(block=100 + due, jobs=(committed,))) == [AssignVerifier(JobId(1))]
+    assert POLICY.next_actions(view(block=100 + due, jobs=(committed,))) == [AssignVerifier(JobId(1), 100)]
     assert due <= 5 + stagger(ME, JobId(1), 5) + TURN_S
 
 
@@ -133,7 +133,7 @@ def test_draw_for_a_job_it_cannot_win_waits_for_the_grace() -> None:
     own = replace(job(1, JobState.COMMITTED, ready_block=100), solver=ME)
     due = _first_turn(30 + stagger(ME, JobId(1), 5))
     assert all(POLICY.next_actions(view(block=100 + e, jobs=(own,))) == [] for e in range(due))
-    assert POLICY.next_actions(view(block=100 + due, jobs=(own,))) == [AssignVerifier(JobId(1))]
+    assert POLICY.next_actions(view(block=100 + due, jobs=(own,))) == [AssignVerifier(JobId(1), 100)]
     unstaked = view(block=105, staked=T(0), token_balance=T(0), jobs=(job(2, JobState.COMMITTED, ready_block=100),))
     assert POLICY.next_actions(unstaked) == []
 
@@ -143,10 +143,10 @@ def test_finalizes_its_own_job_soon_and_others_after_the_grace() -> None:
     theirs = job(2, JobState.VERIFIED, deadline=1_000)
     own_due = 1_001 + _first_turn(5)  # the contract wants now > deadline; the solver's turns are not ours
     assert all(POLICY.next_actions(view(now=t, jobs=(mine,))) == [] for t in range(990, own_due))
-    assert POLICY.next_actions(view(now=own_due, jobs=(mine, theirs))) == [Finalize(JobId(1))]
+    assert POLICY.next_actions(view(now=own_due, jobs=(mine, theirs))) == [Finalize(JobId(1), 1_000)]
     theirs_due = 1_001 + _first_turn(30 + stagger(ME, JobId(2), 5))
-    assert all(Finalize(JobId(2)) not in POLICY.next_actions(view(now=t, jobs=(theirs,))) for t in range(990, theirs_due))
-    assert POLICY.next_actions(view(now=theirs_due, jobs=(theirs,))) == [Finalize(JobId(2))]
+    assert all(Finalize(JobId(2), 1_000) not in POLICY.next_actions(view(now=t, jobs=(theirs,))) for t in range(990, theirs_due))
+    assert POLICY.next_actions(view(now=theirs_due, jobs=(theirs,))) == [Finalize(JobId(2), 1_000)]
 
 
 def test_timeouts_after_the_grace() -> None:
