@@ -30,6 +30,9 @@ from rolebase.actions import Journaled
 TURN_S = 6
 #: The end of each turn nobody sends in: the time a call takes from the view that decided it to the pool.
 TURN_MARGIN_S = 2
+#: The turns not the solver's are shared by everyone else (several verifiers may each want a draw):
+#: each starts in one of this many of them, by a hash of itself and the job (:func:`lag`).
+OTHER_SLOTS = 3
 
 
 def in_turn(elapsed: int, *, solver: bool) -> bool:
@@ -40,6 +43,13 @@ def in_turn(elapsed: int, *, solver: bool) -> bool:
         return False
     turn, into = divmod(elapsed, TURN_S)
     return turn % 2 == (0 if solver else 1) and into < TURN_S - TURN_MARGIN_S
+
+
+def lag(spread: int) -> int:
+    """How much later than the others a party that is not the solver starts, from ``spread`` (a hash
+    of the party and the job): 0, 2 or 4 turns, so that two such parties that come due together
+    start in different turns of their own two times in three."""
+    return (spread % OTHER_SLOTS) * 2 * TURN_S
 
 
 @dataclass(frozen=True)

@@ -41,7 +41,7 @@ from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParam
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
-from rolebase.turns import AssignVerifier, Finalize, in_turn
+from rolebase.turns import AssignVerifier, Finalize, in_turn, lag
 
 
 class Phase(enum.Enum):
@@ -323,13 +323,13 @@ class VerifierPolicy:
 
     def _duty(self, view: VerifierView, job: MarketJob) -> AssignVerifier | Finalize | Timeout | None:
         grace = self.config.duty_grace_s
-        turn = stagger(view.me, job.job_id, self.config.own_grace_s)  # verifiers that wait alike do not send alike
+        turn = lag(stagger(view.me, job.job_id, self.config.own_grace_s))  # verifiers that wait alike start in different turns
         if job.state is JobState.COMMITTED:
             # a draw we may win (not as the job's solver or submitter: they are excluded)
             pays = view.staked >= view.min_stake and view.me not in (job.solver, job.submitter)
-            wait = self.config.own_grace_s if pays else grace
+            wait = (self.config.own_grace_s if pays else grace) + turn
             elapsed = view.block - job.ready_block  # blocks stand in for seconds (at most one block a second)
-            if elapsed >= wait + turn and in_turn(elapsed, solver=False):  # the solver's turns are not ours
+            if elapsed >= wait and in_turn(elapsed, solver=False):  # the solver's turns are not ours
                 return AssignVerifier(job.job_id, job.ready_block)
             return None
         if job.state is JobState.VERIFIED:
