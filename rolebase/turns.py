@@ -31,7 +31,8 @@ TURN_S = 6
 #: The end of each turn nobody sends in: the time a call takes from the view that decided it to the pool.
 TURN_MARGIN_S = 2
 #: The turns not the solver's are shared by everyone else (several verifiers may each want a draw):
-#: each starts in one of this many of them, by a hash of itself and the job (:func:`lag`).
+#: each starts in one of this many of them, at one of two seconds apart, by a hash of itself and the
+#: job (:func:`first_moment`).
 OTHER_SLOTS = 3
 
 
@@ -45,11 +46,15 @@ def in_turn(elapsed: int, *, solver: bool) -> bool:
     return turn % 2 == (0 if solver else 1) and into < TURN_S - TURN_MARGIN_S
 
 
-def lag(spread: int) -> int:
-    """How much later than the others a party that is not the solver starts, from ``spread`` (a hash
-    of the party and the job): 0, 2 or 4 turns, so that two such parties that come due together
-    start in different turns of their own two times in three."""
-    return (spread % OTHER_SLOTS) * 2 * TURN_S
+def first_moment(wait: int, spread: int) -> int:
+    """When a party that is not the solver first sends a call it waits ``wait`` for: the start of its
+    first turn at or after ``wait``, then 0, 2 or 4 turns later and :data:`TURN_MARGIN_S` into it or
+    not, by ``spread`` (a hash of the party and the job). Parties that come due together start at
+    one of six moments, each :data:`TURN_MARGIN_S` or more from the others, so the later one's
+    estimate sees the earlier call in the pool."""
+    turn = -(-max(0, wait) // TURN_S)
+    turn += 1 - turn % 2  # the solver's turns are the even ones
+    return (turn + spread % OTHER_SLOTS * 2) * TURN_S + (spread // OTHER_SLOTS) % 2 * TURN_MARGIN_S
 
 
 @dataclass(frozen=True)

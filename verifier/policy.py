@@ -41,7 +41,7 @@ from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParam
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
-from rolebase.turns import AssignVerifier, Finalize, in_turn, lag
+from rolebase.turns import AssignVerifier, Finalize, first_moment, in_turn
 
 
 class Phase(enum.Enum):
@@ -323,19 +323,19 @@ class VerifierPolicy:
 
     def _duty(self, view: VerifierView, job: MarketJob) -> AssignVerifier | Finalize | Timeout | None:
         grace = self.config.duty_grace_s
-        turn = lag(stagger(view.me, job.job_id, self.config.own_grace_s))  # verifiers that wait alike start in different turns
+        spread = stagger(view.me, job.job_id, self.config.own_grace_s)  # verifiers that wait alike start apart
         if job.state is JobState.COMMITTED:
             # a draw we may win (not as the job's solver or submitter: they are excluded)
             pays = view.staked >= view.min_stake and view.me not in (job.solver, job.submitter)
-            wait = (self.config.own_grace_s if pays else grace) + turn
+            start = first_moment(self.config.own_grace_s if pays else grace, spread)
             elapsed = view.block - job.ready_block  # blocks stand in for seconds (at most one block a second)
-            if elapsed >= wait and in_turn(elapsed, solver=False):  # the solver's turns are not ours
+            if elapsed >= start and in_turn(elapsed, solver=False):  # the solver's turns are not ours
                 return AssignVerifier(job.job_id, job.ready_block)
             return None
         if job.state is JobState.VERIFIED:
-            wait = self.config.own_grace_s if job.verifier == view.me else grace + turn
+            start = self.config.own_grace_s if job.verifier == view.me else first_moment(grace, spread)
             elapsed = view.now - job.deadline - 1  # the contract wants now > deadline
-            if elapsed >= wait and in_turn(elapsed, solver=False):
+            if elapsed >= start and in_turn(elapsed, solver=False):
                 return Finalize(job.job_id, job.deadline)
             return None
         kind = _TIMEOUTS.get(job.state)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from core.chain import BlockNumber, Receipt, TxHash, Wei
 from core.contracts import JobId
-from rolebase.turns import TURN_MARGIN_S, TURN_S, AssignVerifier, Finalize, TurnTaker, in_turn
+from rolebase.turns import OTHER_SLOTS, TURN_MARGIN_S, TURN_S, AssignVerifier, Finalize, TurnTaker, first_moment, in_turn
 
 
 @given(st.integers(min_value=0, max_value=10**6))
@@ -82,3 +82,10 @@ def test_a_call_decided_in_our_turn_is_not_sent_once_the_head_left_it() -> None:
     other.perform(AssignVerifier(JobId(1), 100))
     other.perform(Finalize(JobId(2), 1_000))
     assert chain.sent == [("assignVerifier", JobId(1)), ("finalize", JobId(2))]
+
+
+@given(st.integers(min_value=0, max_value=10_000), st.integers(min_value=0, max_value=2**32))
+def test_another_partys_first_moment_is_in_its_turn_after_its_wait(wait: int, spread: int) -> None:
+    start = first_moment(wait, spread)
+    assert start >= wait and in_turn(start, solver=False)
+    assert start < wait + (2 * OTHER_SLOTS + 1) * TURN_S

@@ -13,7 +13,7 @@ from core.chain import Address
 from core.contracts import Bytes32, JobId, JobState, TokenAmount
 from core.dispute import ZERO32
 from rolebase.actions import ClaimCredit
-from rolebase.turns import TURN_S, in_turn, lag
+from rolebase.turns import TURN_MARGIN_S, TURN_S, first_moment, in_turn
 from verifier.policy import (
     LANES,
     Assignment,
@@ -116,19 +116,21 @@ def _first_turn(earliest: int) -> int:
 
 def test_draws_a_verifier_soon_when_it_could_be_drawn_itself() -> None:
     committed = job(1, JobState.COMMITTED, ready_block=100)
-    due = _first_turn(5 + lag(stagger(ME, JobId(1), 5)))  # the solver goes first, in its own turns
+    due = first_moment(5, stagger(ME, JobId(1), 5))  # the solver goes first, in its own turns
     assert all(POLICY.next_actions(view(block=100 + e, jobs=(committed,))) == [] for e in range(due))
     assert POLICY.next_actions(view(block=100 + due, jobs=(committed,))) == [AssignVerifier(JobId(1), 100)]
-    assert due <= 5 + lag(stagger(ME, JobId(1), 5)) + TURN_S
+    assert due <= 6 * TURN_S
 
 
 def test_verifiers_that_may_draw_alike_start_in_different_turns_two_times_in_three() -> None:
-    """20 verifiers on each of 30 jobs: each one's first turn of its own is one of three, chosen by a
-    hash of it and the job; a pair shares one in about a third of the cases (bounds for 5,700 pairs)."""
-    first = {(i, j): _first_turn(5 + lag(stagger(Address(f"0x{i:040x}"), JobId(j), 5))) for i in range(1, 21) for j in range(30)}
-    assert set(first.values()) == {TURN_S, 3 * TURN_S, 5 * TURN_S}
+    """20 verifiers on each of 30 jobs: each one's first moment is one of six (three turns of its own,
+    two seconds apart in each), chosen by a hash of it and the job; a pair shares one in about a sixth
+    of the cases (bounds for 5,700 pairs), and two that differ are two seconds apart or more."""
+    first = {(i, j): first_moment(5, stagger(Address(f"0x{i:040x}"), JobId(j), 5)) for i in range(1, 21) for j in range(30)}
+    starts = {t * TURN_S + d for t in (1, 3, 5) for d in (0, TURN_MARGIN_S)}
+    assert set(first.values()) == starts and min(abs(a - b) for a in starts for b in starts if a != b) >= TURN_MARGIN_S
     shared = sum(first[i, j] == first[k, j] for j in range(30) for i in range(1, 21) for k in range(i + 1, 21))
-    assert 0.25 < shared / (30 * 190) < 0.42
+    assert 0.10 < shared / (30 * 190) < 0.24
 
 
 def test_verifiers_that_may_make_the_same_call_take_turns_seconds_apart() -> None:
@@ -140,7 +142,7 @@ def test_verifiers_that_may_make_the_same_call_take_turns_seconds_apart() -> Non
 
 def test_draw_for_a_job_it_cannot_win_waits_for_the_grace() -> None:
     own = replace(job(1, JobState.COMMITTED, ready_block=100), solver=ME)
-    due = _first_turn(30 + lag(stagger(ME, JobId(1), 5)))
+    due = first_moment(30, stagger(ME, JobId(1), 5))
     assert all(POLICY.next_actions(view(block=100 + e, jobs=(own,))) == [] for e in range(due))
     assert POLICY.next_actions(view(block=100 + due, jobs=(own,))) == [AssignVerifier(JobId(1), 100)]
     unstaked = view(block=105, staked=T(0), token_balance=T(0), jobs=(job(2, JobState.COMMITTED, ready_block=100),))
@@ -153,7 +155,7 @@ def test_finalizes_its_own_job_soon_and_others_after_the_grace() -> None:
     own_due = 1_001 + _first_turn(5)  # the contract wants now > deadline; the solver's turns are not ours
     assert all(POLICY.next_actions(view(now=t, jobs=(mine,))) == [] for t in range(990, own_due))
     assert POLICY.next_actions(view(now=own_due, jobs=(mine, theirs))) == [Finalize(JobId(1), 1_000)]
-    theirs_due = 1_001 + _first_turn(30 + lag(stagger(ME, JobId(2), 5)))
+    theirs_due = 1_001 + first_moment(30, stagger(ME, JobId(2), 5))
     assert all(Finalize(JobId(2), 1_000) not in POLICY.next_actions(view(now=t, jobs=(theirs,))) for t in range(990, theirs_due))
     assert POLICY.next_actions(view(now=theirs_due, jobs=(theirs,))) == [Finalize(JobId(2), 1_000)]
 
