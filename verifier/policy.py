@@ -382,10 +382,11 @@ def _own(view: VerifierView, move: CourtMove) -> bool:
 
 
 def stagger(me: Address, job_id: JobId, spread_s: int) -> int:
-    """This verifier's own extra wait, 0 to ``2 * spread_s - 1`` seconds, for a call any verifier may make on
-    ``job_id`` (a hash of its address and the job): verifiers that see a call come due at once make it
-    seconds apart, and the later one's gas estimate, against the pending block, sees the first and
-    sends nothing (two in one block: one reverted)."""
+    """This verifier's own number, 0 to ``2 * spread_s - 1``, for a call any verifier may make on ``job_id``
+    (a hash of its address and the job): it picks the moment the verifier starts at
+    (:func:`rolebase.turns.first_moment`), so verifiers that see a call come due at once make it apart,
+    and the later one's gas estimate, against the pending block, sees the first and sends nothing (two in
+    one block: one reverted)."""
     return int.from_bytes(hashlib.sha256(f"{me.lower()}:{job_id}".encode()).digest()[:4], "big") % max(1, 2 * spread_s)
 
 
