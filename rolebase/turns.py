@@ -9,6 +9,10 @@ at a block): the solver sends only in the even turns, everyone else only in the 
 in the last :data:`TURN_MARGIN_S` of a turn, so a call sent in one turn is in the pool before the next
 turn begins and the other side's estimate sees it. A party that misses its turn (busy, slow) gets the
 next one of its own; the other side goes meanwhile, so the call is never held up more than a turn.
+From :data:`FREE_AFTER_TURNS` turns on, anyone sends at any time: on a chain whose blocks come
+:data:`TURN_S` seconds apart or more, a party may see its turns only between blocks (12 s blocks land
+in every other turn, the same side's each time), and a call that pays must never wait on a turn that
+no block reaches.
 
 A policy decides :class:`AssignVerifier` or :class:`Finalize` in its turn on the view's block;
 :class:`TurnTaker` sends it only if the chain's head is still in that turn (a tick that sent other
@@ -30,6 +34,8 @@ from rolebase.actions import Journaled
 TURN_S = 6
 #: The end of each turn nobody sends in: the time a call takes from the view that decided it to the pool.
 TURN_MARGIN_S = 2
+#: Turns after which anyone sends at any time (liveness on a chain of slow blocks).
+FREE_AFTER_TURNS = 8
 #: The turns not the solver's are shared by everyone else (several verifiers may each want a draw):
 #: each starts in one of this many of them, at one of two seconds apart, by a hash of itself and the
 #: job (:func:`first_moment`).
@@ -39,10 +45,12 @@ OTHER_SLOTS = 3
 def in_turn(elapsed: int, *, solver: bool) -> bool:
     """Whether a party may send a call that came due ``elapsed`` seconds (or blocks) ago: the job's
     solver in the even turns, any other party in the odd ones, neither in a turn's last
-    :data:`TURN_MARGIN_S`."""
+    :data:`TURN_MARGIN_S`; anyone from turn :data:`FREE_AFTER_TURNS` on."""
     if elapsed < 0:
         return False
     turn, into = divmod(elapsed, TURN_S)
+    if turn >= FREE_AFTER_TURNS:
+        return True
     return turn % 2 == (0 if solver else 1) and into < TURN_S - TURN_MARGIN_S
 
 

@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 
 from core.chain import BlockNumber, Receipt, TxHash, Wei
 from core.contracts import JobId
-from rolebase.turns import OTHER_SLOTS, TURN_MARGIN_S, TURN_S, AssignVerifier, Finalize, TurnTaker, first_moment, in_turn
+from rolebase.turns import FREE_AFTER_TURNS, OTHER_SLOTS, TURN_MARGIN_S, TURN_S, AssignVerifier, Finalize, TurnTaker, first_moment, in_turn
 
 
-@given(st.integers(min_value=0, max_value=10**6))
+@given(st.integers(min_value=0, max_value=FREE_AFTER_TURNS * TURN_S - TURN_MARGIN_S - 1))
 def test_a_call_sent_in_one_sides_turn_is_in_the_pool_before_the_other_sides_turn(elapsed: int) -> None:
     for solver in (True, False):
         if in_turn(elapsed, solver=solver):
@@ -24,6 +24,15 @@ def test_a_call_sent_in_one_sides_turn_is_in_the_pool_before_the_other_sides_tur
 def test_each_side_gets_a_turn_within_two_turns_of_any_moment(start: int) -> None:
     for solver in (True, False):
         assert any(in_turn(start + d, solver=solver) for d in range(2 * TURN_S))
+
+
+@given(st.integers(min_value=1, max_value=60), st.integers(min_value=0, max_value=59))
+def test_on_any_block_time_each_side_sees_a_block_in_its_turn(block_s: int, first: int) -> None:
+    """Blocks every ``block_s`` seconds, the first ``first`` seconds after the call came due: each side
+    reads some block in its turn within the free turns and one block (no call waits forever)."""
+    seen = range(first, FREE_AFTER_TURNS * TURN_S + 2 * block_s, block_s)
+    for solver in (True, False):
+        assert any(in_turn(e, solver=solver) for e in seen)
 
 
 def test_the_solver_goes_first_and_nobody_before_the_call_is_due() -> None:
