@@ -138,13 +138,11 @@ def claim(
     """
     protocol = options.protocol(settings, signing=True)
     me = options.signer(settings).address
-    claimed: dict[str, str] = {}
-    for source, amount in credits_of(protocol, me).items():
-        if amount:
-            receipt = creditor(protocol, source).claim_credit(me)
-            claimed[source] = str(amount)
-            _done(json_out, receipt, f"claimed {show_tokens(amount)} VERI from the {source}", source=source, claimed=str(amount))
-    if not claimed:
+    owed = {source: amount for source, amount in credits_of(protocol, me).items() if amount}
+    for source, amount in owed.items():
+        receipt = creditor(protocol, source).claim_credit(me)
+        _done(json_out, receipt, f"claimed {show_tokens(amount)} VERI from the {source}", source=source, claimed=str(amount))
+    if not owed:
         if json_out:
             print(json.dumps({"claimed": {}}))
         else:
