@@ -134,20 +134,32 @@ class Rig:
         return name.rstrip("0123456789")
 
     def reverted(self, first: int, last: int) -> Counter[str]:
-        """Transactions mined reverted in blocks ``first..last``, by the protocol function they called
-        and the daemon that sent it (``assignVerifier by verifier``)."""
+        """Transactions mined reverted in blocks ``first..last``, by the protocol function they called, the
+        daemon that sent it and, for a call on a job, the daemon whose same call went through and how many
+        blocks before (``assignVerifier by verifier (verifier2's 0 blocks before)``): which race it lost."""
         client = self.protocol.client
-        senders = {p.address.lower(): self.role_of(p.name) for p in self.local.processes if p.address is not None}
+        senders = {p.address.lower(): p.name for p in self.local.processes if p.address is not None}
         contracts = {w.address.lower(): w.contract for w in (self.protocol.market, self.protocol.game, self.protocol.stakes, self.protocol.token)}
-        found: Counter[str] = Counter()
+        mined: dict[tuple[str, int], tuple[str, int]] = {}  # (function, job) -> (sender, block) of the call that went through
+        lost: list[tuple[str, str, int | None, int]] = []  # (function, sender, job, block) of each reverted call
         for number in range(first, last + 1):
             for tx in client.w3.eth.get_block(number, full_transactions=True)["transactions"]:
                 assert not isinstance(tx, bytes)
-                if int(client.w3.eth.get_transaction_receipt(tx["hash"])["status"]) == 1:
-                    continue
                 contract = contracts.get(str(tx.get("to") or "").lower())
-                called = contract.decode_function_input(tx["input"])[0].fn_name if contract is not None else "other"
-                found[f"{called} by {senders.get(str(tx['from']).lower(), 'another account')}"] += 1
+                called, args = contract.decode_function_input(tx["input"]) if contract is not None else (None, {})
+                name = called.fn_name if called is not None else "other"
+                job = int(args["jobId"]) if "jobId" in args else None
+                sender = senders.get(str(tx["from"]).lower(), "another account")
+                if int(client.w3.eth.get_transaction_receipt(tx["hash"])["status"]) == 1:
+                    if job is not None:
+                        mined.setdefault((name, job), (sender, number))
+                else:
+                    lost.append((name, sender, job, number))
+        found: Counter[str] = Counter()
+        for name, sender, job, number in lost:
+            winner = mined.get((name, job)) if job is not None else None
+            against = f" ({winner[0]}'s {number - winner[1]} blocks before)" if winner is not None else ""
+            found[f"{name} by {self.role_of(sender)}{against}"] += 1
         return found
 
     def run_batch(self, n: int, timeout_s: float) -> Batch:

@@ -7,7 +7,24 @@ import threading
 from dataclasses import dataclass
 from typing import TypeVar
 
-from core.contracts import Bytes32, DisputeGame, Event, Game, GameId, Job, JobId, JobMarket, ReportSeal, TraceCommitment, reports_draw
+from core.chain import Address
+from core.contracts import (
+    Bytes32,
+    DisputeGame,
+    Event,
+    Game,
+    GameId,
+    Job,
+    JobId,
+    JobMarket,
+    ReportSeal,
+    Role,
+    StakeInfo,
+    StakeManager,
+    TokenAmount,
+    TraceCommitment,
+    reports_draw,
+)
 from core.errors import VeritrainError
 from core.probe import Probe
 from proofs.merkle import hex32
@@ -197,3 +214,43 @@ class GameWatcher:
             else:
                 out.append((GameId(raw_id), game))
         return out
+
+
+#: The most rivals a role weighs for a turn: the latest to stake or advertise (older ones that still
+#: hold their stake wait their turn without being counted, and go at worst at the same moment as one).
+MAX_RIVALS = 16
+
+
+class LatestLogs:
+    """Each account's latest ``event`` log (``account`` names its argument; ``filters`` the indexed
+    arguments), the latest accounts last: read incrementally, up to the block each read asks for. A
+    chain that went back keeps accounts that staked on the abandoned branch: :func:`staked_rivals`
+    checks each one's stake."""
+
+    def __init__(self, contract: StakeManager, event: str, account: str, from_block: int, **filters: int) -> None:
+        self.contract = contract
+        self.event = event
+        self.account = account
+        self.filters = filters
+        self._next_block = from_block
+        self._latest: dict[Address, Event] = {}
+
+    def read(self, block: int) -> dict[Address, Event]:
+        if block >= self._next_block:
+            for e in self.contract.events(self.event, self._next_block, block, **self.filters):
+                who = Address(e.args[self.account])
+                self._latest.pop(who, None)  # re-inserted last
+                self._latest[who] = e
+            self._next_block = block + 1
+        return dict(self._latest)
+
+
+def staked_rivals(logs: LatestLogs, me: Address, role: Role, min_stake: TokenAmount, block: int) -> list[tuple[Address, Event, StakeInfo]]:
+    """The latest :data:`MAX_RIVALS` accounts other than ``me`` in ``logs`` that hold ``min_stake`` in
+    ``role`` now, each with its latest log and its stake (one read each)."""
+    rivals = []
+    for who, event in [(a, e) for a, e in logs.read(block).items() if a != me][-MAX_RIVALS:]:
+        stake = logs.contract.stake_of(who, role)
+        if stake.staked >= min_stake:
+            rivals.append((who, event, stake))
+    return rivals

@@ -23,16 +23,13 @@ from core.cid import Cid, digest_to_cid
 from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
 from rolebase.actions import credits_of
 from rolebase.events import JOB_REFUSED
-from rolebase.watchers import MarketWatcher
+from rolebase.watchers import LatestLogs, MarketWatcher, staked_rivals
 from solver.judge import SpecJudge
 from solver.policy import HeldJob, OpenJob, Phase, Rival, SolverConfig, SolverView, SpecCheck, fits_flag, fits_window, same_offer
 from solver.retention import draw_checkpoints, fits_budget
 from solver.state import SolverDb
 
 log = logging.getLogger(__name__)
-
-#: Rival solvers (the latest to advertise) whose stake a claim's turn reads each tick a job is open.
-MAX_RIVALS = 16
 
 _HELD_STATES = frozenset(
     {JobState.CLAIMED, JobState.COMMITTED, JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.DATA_VOTE, JobState.VERIFIED, JobState.DISPUTED}
@@ -69,8 +66,7 @@ class SolverLoader:
         self._game_params: GameParams | None = None
         self._market_params: MarketParams | None = None
         self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
-        self._adverts: dict[Address, tuple[int, int]] = {}  # solver -> (max steps, flops) of its latest advert, oldest first
-        self._adverts_from = protocol.book.deploy_block  # the next block of CapabilitiesAdvertised logs to read
+        self._adverts = LatestLogs(protocol.stakes, "CapabilitiesAdvertised", "solver", protocol.book.deploy_block)
 
     def load(self) -> SolverView:
         p = self.protocol
@@ -144,22 +140,12 @@ class SolverLoader:
         )
 
     def _rivals(self, block: int) -> tuple[Rival, ...]:
-        """The other solvers that advertised (the latest ``MAX_RIVALS``) and hold the minimum stake: what
-        a claim's turn needs (``solver.policy.claim_turn``). Adverts are read from the logs incrementally."""
-        p = self.protocol
-        if block >= self._adverts_from:
-            for e in p.stakes.events("CapabilitiesAdvertised", self._adverts_from, block):
-                solver = Address(e.args["solver"])
-                self._adverts.pop(solver, None)  # re-inserted last: the latest advertisers are the last
-                self._adverts[solver] = (int(e.args["maxSteps"]), int(e.args["flops"]))
-            self._adverts_from = block + 1
-        rivals: list[Rival] = []
-        for solver in [a for a in self._adverts if a != self.me][-MAX_RIVALS:]:
-            stake = p.stakes.stake_of(solver, Role.SOLVER)
-            if self._min_stake is not None and stake.staked >= self._min_stake:
-                max_steps, flops = self._adverts[solver]
-                rivals.append(Rival(solver, max_steps, flops, stake.free))
-        return tuple(rivals)
+        """The other solvers that advertised (the latest :data:`~rolebase.watchers.MAX_RIVALS`) and hold
+        the minimum stake: what a claim's turn needs (``solver.policy.claim_turn``)."""
+        if self._min_stake is None:
+            return ()
+        rivals = staked_rivals(self._adverts, self.me, Role.SOLVER, self._min_stake, block)
+        return tuple(Rival(solver, int(advert.args["maxSteps"]), int(advert.args["flops"]), stake.free) for solver, advert, stake in rivals)
 
     def _advertised_now(self) -> Capabilities | None:
         """Our advert on chain: read until it says what we offer, then kept (only our key changes it)."""

@@ -25,7 +25,6 @@ verifier's probe) is the verifier's to defend: we only wait for the job to come 
 from __future__ import annotations
 
 import enum
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -35,7 +34,7 @@ from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, J
 from core.dispute import Action, next_turn
 from proofs.spec import Limits as SpecLimits
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
-from rolebase.turns import AssignVerifier, Finalize, in_turn
+from rolebase.turns import SOLVER_TURN, AssignVerifier, Finalize, party_order, rank
 
 
 class Phase(enum.Enum):
@@ -271,13 +270,6 @@ SolverAction = (
 )
 
 
-def claim_order(me: Address, job_id: JobId) -> bytes:
-    """Among open jobs that pay the same, this solver's own order (a hash of its address and the job id):
-    solvers that see the same jobs at once claim different ones first, instead of all the lowest id,
-    where all but one claim would revert."""
-    return hashlib.sha256(f"{me.lower()}:{job_id}".encode()).digest()
-
-
 #: Seconds between two claim turns on one job: a block for the earlier solver's claim to be mined and
 #: a tick to read it, so the later solver sees the job taken and sends nothing that would revert.
 CLAIM_TURN_S = 4
@@ -289,19 +281,18 @@ MAX_CLAIM_TURN = 3
 def claim_turn(me: Address, job: OpenJob, rivals: Sequence[Rival], my_flops: int | None) -> int:
     """How many turns ``job`` waits before we claim it: the rivals that could claim it (free stake for
     its bond, its steps, its training within the commit window at their advertised speed, our
-    estimate scaled by the two speeds) and come before us in the job's :func:`claim_order`, at most
+    estimate scaled by the two speeds) and come before us in the job's order (:func:`rolebase.turns.rank`), at most
     :data:`MAX_CLAIM_TURN`. Each solver computes the same order, so competing honest solvers claim a
     job one after another, never at once (issue 25: 7 of 50 claims reverted with two solvers). A
     courtesy, not a rule: a solver that claims out of turn wins the job or loses only its gas."""
-    mine = claim_order(me, job.job_id)
-    ahead = 0
-    for rival in rivals:
-        if rival.address == me or rival.free_stake < job.bond or rival.max_steps < job.spec.steps:
-            continue
-        if my_flops and rival.flops and job.spec.train_s * my_flops / rival.flops > job.commit_window:
-            continue
-        ahead += claim_order(rival.address, job.job_id) < mine
-    return min(ahead, MAX_CLAIM_TURN)
+    able = [
+        rival.address
+        for rival in rivals
+        if rival.free_stake >= job.bond
+        and rival.max_steps >= job.spec.steps
+        and not (my_flops and rival.flops and job.spec.train_s * my_flops / rival.flops > job.commit_window)
+    ]
+    return min(rank(me, able, job.job_id), MAX_CLAIM_TURN)
 
 
 class SolverPolicy:
@@ -348,12 +339,12 @@ class SolverPolicy:
             # COMMITTED in our records yet CLAIMED on chain: the chain rules (our commit was rolled back
             # or reorged out; if it is only pending, or mined past the view's block, the journal waits for it)
             return Commit(job.job_id)
-        if job.state is JobState.COMMITTED and in_turn(view.block - job.ready_block, solver=True):
-            return AssignVerifier(job.job_id, job.ready_block)  # we want a verifier: it is how we get paid (in our turns: rolebase.turns)
+        if job.state is JobState.COMMITTED and SOLVER_TURN.allows(view.block - job.ready_block, blocks=True):
+            return AssignVerifier(job.job_id, job.ready_block, SOLVER_TURN)  # we want a verifier: it is how we get paid (in our turns: rolebase.turns)
         if job.state is JobState.VERIFYING and view.now > job.deadline:  # the contract wants now > deadline
             return TimeoutVerifier(job.job_id)  # its slashed bond comes to us
-        if job.state is JobState.VERIFIED and in_turn(view.now - job.deadline - 1, solver=True):  # the contract wants now > deadline
-            return Finalize(job.job_id, job.deadline)
+        if job.state is JobState.VERIFIED and SOLVER_TURN.allows(view.now - job.deadline - 1):  # the contract wants now > deadline
+            return Finalize(job.job_id, job.deadline, SOLVER_TURN)
         if job.state in (JobState.VERIFYING, JobState.DATA_VOTE, JobState.VERIFIED) and job.requested:
             return Regenerate(job.job_id, job.requested[0], held=job.requested[0] in job.regenerate)  # someone is waiting for it
         if job.state in (JobState.VERIFYING, JobState.DATA_VOTE, JobState.VERIFIED) and job.regenerate:
@@ -391,7 +382,7 @@ class SolverPolicy:
         training = [j.memory_bytes for j in view.held_jobs if j.state is JobState.CLAIMED]
         held = [j.memory_bytes for j in view.held_jobs]
         claims: list[Claim] = []
-        candidates = sorted((j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, claim_order(view.me, j.job_id)))
+        candidates = sorted((j for j in view.open_jobs if self._claimable(view, j)), key=lambda j: (-j.reward, party_order(view.me, j.job_id)))
         for job in candidates:
             if len(claims) == room:
                 break

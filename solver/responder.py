@@ -100,7 +100,7 @@ class SolverResponder:
         self.job_trainer = job_trainer
         self.me = me
         self.upkeep = Upkeep(calls, Role.SOLVER, me, db, log)
-        self.turns = TurnTaker(calls, solver=True, logger=log)
+        self.turns = TurnTaker(calls, logger=log)
         self.moves = GameMoves(calls.game, me, log, defender=_Defense(job_trainer))
 
     def perform(self, action: SolverAction) -> None:

@@ -14,7 +14,7 @@ decided here, with the secret from the records, and travels in the view only as 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from core.availability import Fetching
@@ -37,7 +37,7 @@ from core.contracts import (
 from proofs.probes import is_forced
 from rolebase.actions import credits_of
 from rolebase.court import CourtWatcher
-from rolebase.watchers import GameWatcher, MarketWatcher
+from rolebase.watchers import GameWatcher, LatestLogs, MarketWatcher, staked_rivals
 from verifier.policy import Assignment, Draw, LiveGame, MarketJob, PendingOpen, Phase, SeedView, VerifierView
 from verifier.state import AssignmentRecord, VerifierDb
 
@@ -120,6 +120,7 @@ class VerifierLoader:
         self._min_stake: TokenAmount | None = None
         self._game_params: GameParams | None = None
         self._market_params: MarketParams | None = None
+        self._stakers = LatestLogs(protocol.stakes, "Staked", "account", protocol.book.deploy_block, role=int(Role.VERIFIER))
 
     def load(self) -> VerifierView:
         p = self.protocol
@@ -150,7 +151,15 @@ class VerifierLoader:
             seed=self._seed(frozenset(ours.snapshotted)),
             cases=self.court.live(),
             court_params=self.court.params,
+            rivals=self._rivals(moment.block, jobs),
         )
+
+    def _rivals(self, block: int, jobs: Sequence[MarketJob]) -> tuple[Address, ...]:
+        """The other verifiers that hold the minimum stake (the latest :data:`~rolebase.watchers.MAX_RIVALS`
+        to stake), read only while a job waits for a call that several verifiers may make."""
+        if self._min_stake is None or not any(j.state in (JobState.COMMITTED, JobState.VERIFIED) for j in jobs):
+            return ()
+        return tuple(who for who, _, _ in staked_rivals(self._stakers, self.me, Role.VERIFIER, self._min_stake, block))
 
     def _job(self, job_id: JobId, job: Job, records: Mapping[JobId, AssignmentRecord], rate_bps: int, ours: _Ours) -> MarketJob:
         """A live job as the view lists it; one of ours also goes into ``ours``: its assignment while it

@@ -30,7 +30,6 @@ purpose), and defended otherwise: each midpoint is the true state, as the solver
 from __future__ import annotations
 
 import enum
-import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -41,7 +40,7 @@ from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParam
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
-from rolebase.turns import AssignVerifier, Finalize, first_moment, in_turn
+from rolebase.turns import AssignVerifier, Finalize, Turn, rank
 
 
 class Phase(enum.Enum):
@@ -142,6 +141,7 @@ class VerifierView:
     cases: tuple[LiveCase, ...] = ()  # the availability court's live cases
     court_params: CourtParams | None = None
     credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game and the court owe us (claimable)
+    rivals: tuple[Address, ...] = ()  # the other staked verifiers, while a job waits for a draw or a finalize (rolebase.turns.rank)
 
 
 @dataclass(frozen=True)
@@ -322,21 +322,22 @@ class VerifierPolicy:
         return GameMove(live.game_id, turn.action) if view.now > due + wait else None
 
     def _duty(self, view: VerifierView, job: MarketJob) -> AssignVerifier | Finalize | Timeout | None:
-        grace = self.config.duty_grace_s
-        spread = stagger(view.me, job.job_id, self.config.own_grace_s)  # verifiers that wait alike start apart
+        grace, own = self.config.duty_grace_s, self.config.own_grace_s
+        # verifiers that may make the same call send in turns of their own, by their rank in the job's order (rolebase.turns)
         if job.state is JobState.COMMITTED:
             # a draw we may win (not as the job's solver or submitter: they are excluded)
             pays = view.staked >= view.min_stake and view.me not in (job.solver, job.submitter)
-            start = first_moment(self.config.own_grace_s if pays else grace, spread)
-            elapsed = view.block - job.ready_block  # blocks stand in for seconds (at most one block a second)
-            if elapsed >= start and in_turn(elapsed, solver=False):  # the solver's turns are not ours
-                return AssignVerifier(job.job_id, job.ready_block)
+            spread = rank(view.me, (r for r in view.rivals if r not in (job.solver, job.submitter, job.verifier)), job.job_id)
+            turn = Turn(solver=False, wait=own if pays else grace, spread=spread)
+            if turn.allows(view.block - job.ready_block, blocks=True):  # blocks stand in for seconds (at most one block a second)
+                return AssignVerifier(job.job_id, job.ready_block, turn)
             return None
         if job.state is JobState.VERIFIED:
-            start = self.config.own_grace_s if job.verifier == view.me else first_moment(grace, spread)
-            elapsed = view.now - job.deadline - 1  # the contract wants now > deadline
-            if elapsed >= start and in_turn(elapsed, solver=False):
-                return Finalize(job.job_id, job.deadline)
+            # the job's verifier (its fee) ranks first; the others after it, after the grace
+            ahead = rank(view.me, (r for r in view.rivals if r not in (job.solver, job.submitter, job.verifier)), job.job_id)
+            turn = Turn(solver=False, wait=own, spread=0) if job.verifier == view.me else Turn(solver=False, wait=grace, spread=1 + ahead)
+            if turn.allows(view.now - job.deadline - 1):  # the contract wants now > deadline
+                return Finalize(job.job_id, job.deadline, turn)
             return None
         kind = _TIMEOUTS.get(job.state)
         if kind is None:
@@ -379,15 +380,6 @@ def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
 def _own(view: VerifierView, move: CourtMove) -> bool:
     """A court move on a case we opened (our deposit and our report clock wait on it)."""
     return any(c.case_id == move.case_id and c.case.challenger == view.me for c in view.cases)
-
-
-def stagger(me: Address, job_id: JobId, spread_s: int) -> int:
-    """This verifier's own number, 0 to ``2 * spread_s - 1``, for a call any verifier may make on ``job_id``
-    (a hash of its address and the job): it picks the moment the verifier starts at
-    (:func:`rolebase.turns.first_moment`), so verifiers that see a call come due at once make it apart,
-    and the later one's gas estimate, against the pending block, sees the first and sends nothing (two in
-    one block: one reverted)."""
-    return int.from_bytes(hashlib.sha256(f"{me.lower()}:{job_id}".encode()).digest()[:4], "big") % max(1, 2 * spread_s)
 
 
 #: Workers per lane (core.agent.Workers): one replay at a time, and two workers for the dispute moves

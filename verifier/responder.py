@@ -116,7 +116,7 @@ class VerifierResponder:
         self.replayer = replayer
         self.me = me
         self.upkeep = Upkeep(calls, Role.VERIFIER, me, db, log)
-        self.turns = TurnTaker(calls, solver=False, logger=log)
+        self.turns = TurnTaker(calls, logger=log)
         self.moves = GameMoves(calls.game, me, log, challenger=replayer, defender=replayer)
 
     def perform(self, action: VerifierAction) -> None:

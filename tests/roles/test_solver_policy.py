@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from core.chain import Address
 from core.contracts import Capabilities, Device, JobId, JobState, TokenAmount
 from rolebase.actions import ClaimCredit
-from rolebase.turns import TURN_S
+from rolebase.turns import SOLVER_TURN, TURN_S
 from solver.policy import (
     CLAIM_TURN_S,
     MAX_CLAIM_TURN,
@@ -99,7 +99,7 @@ def test_regenerates_what_the_verifiers_draw_needs_one_a_tick_in_order() -> None
         assert POLICY.next_actions(view(held_jobs=(asked,))) == [Regenerate(JobId(9), 3, held=False)]
         assert POLICY.next_actions(view(held_jobs=(replace(asked, requested=(40,)),))) == [Regenerate(JobId(9), 40, held=True)]
     ended = replace(held(9, JobState.VERIFIED, Phase.COMMITTED, deadline=999), regenerate=(7,))
-    assert POLICY.next_actions(view(held_jobs=(ended,))) == [Finalize(JobId(9), 999)]  # the window is over: paid first
+    assert POLICY.next_actions(view(held_jobs=(ended,))) == [Finalize(JobId(9), 999, SOLVER_TURN)]  # the window is over: paid first
 
 
 def test_a_claim_keeps_memory_for_the_duties_of_the_jobs_held() -> None:
@@ -125,7 +125,7 @@ def test_claims_only_up_to_capacity() -> None:
     assert POLICY.next_actions(busy) == [Train(JobId(9), 2_000)]
     roomy = SolverPolicy(SolverConfig(stake_target=T(0), max_active=3))
     assert roomy.next_actions(view(free_stake=T(45), open_jobs=(open_job(1), open_job(2), open_job(3)))) == [
-        Claim(JobId(2)),  # equal pay: in this solver's own order (claim_order)
+        Claim(JobId(2)),  # equal pay: in this solver's own order (rolebase.turns.party_order)
         Claim(JobId(3)),
     ]
 
@@ -190,10 +190,10 @@ def test_no_work_on_a_job_past_its_commit_deadline() -> None:
 def test_after_commit_the_solver_asks_for_a_verifier_once_randomness_exists() -> None:
     job = held(1, JobState.COMMITTED, Phase.COMMITTED, ready_block=52)
     assert POLICY.next_actions(view(block=51, held_jobs=(job,), free_stake=T(0))) == []
-    assert POLICY.next_actions(view(block=52, held_jobs=(job,), free_stake=T(0))) == [AssignVerifier(JobId(1), 52)]
+    assert POLICY.next_actions(view(block=52, held_jobs=(job,), free_stake=T(0))) == [AssignVerifier(JobId(1), 52, SOLVER_TURN)]
     # the verifier's turns (rolebase.turns) are left to it: two parties never send the draw in one second
     assert POLICY.next_actions(view(block=52 + TURN_S, held_jobs=(job,), free_stake=T(0))) == []
-    assert POLICY.next_actions(view(block=52 + 2 * TURN_S, held_jobs=(job,), free_stake=T(0))) == [AssignVerifier(JobId(1), 52)]
+    assert POLICY.next_actions(view(block=52 + 2 * TURN_S, held_jobs=(job,), free_stake=T(0))) == [AssignVerifier(JobId(1), 52, SOLVER_TURN)]
 
 
 def test_silent_verifier_is_timed_out_and_pay_is_collected_after_the_window() -> None:
@@ -202,7 +202,7 @@ def test_silent_verifier_is_timed_out_and_pay_is_collected_after_the_window() ->
     assert POLICY.next_actions(view(now=1_500, held_jobs=(verifying, verified), free_stake=T(0))) == []
     assert POLICY.next_actions(view(now=1_501, held_jobs=(verifying, verified), free_stake=T(0))) == [
         TimeoutVerifier(JobId(1)),
-        Finalize(JobId(2), 1_500),
+        Finalize(JobId(2), 1_500, SOLVER_TURN),
     ]
 
 

@@ -62,3 +62,23 @@ def test_the_seed_is_committed_rotated_and_snapshotted_by_a_draw(devnet: Devnet,
     proto.market.commit_forced_seed(Bytes32(b"\x09" * 32))  # the seed on chain is not ours any more (as after a concession)
     rotated = settle_seed()
     assert rotated.kept[0] == first.kept[0] and rotated.on_chain == rotated.current != first.current  # the old one kept: job live
+
+
+def test_the_rivals_are_the_other_staked_verifiers_read_while_a_job_waits_for_its_draw(devnet: Devnet, parties: Parties, tmp_path: Path) -> None:
+    proto = devnet.protocol(parties.verifier)
+    me = parties.verifier.address
+    loader = VerifierLoader(proto, MarketWatcher(proto.market, proto.book.deploy_block), VerifierDb(tmp_path / "state.sqlite"), me)
+    stake(proto, parties.solver, Role.SOLVER)  # another role: no rival
+    stake(proto, parties.verifier, Role.VERIFIER)
+    stake(proto, parties.verifier2, Role.VERIFIER)
+    job_id, _ = post(proto, parties.submitter)
+    assert loader.load().rivals == ()  # no job waits for a draw: nothing read
+    solver = proto.with_signer(parties.solver).market
+    solver.claim(job_id)
+    solver.commit(job_id, ROOT, 9, MODEL, MANIFEST)
+    assert loader.load().rivals == (parties.verifier2.address,)
+    stake(proto, parties.verifier2, Role.VERIFIER)  # staked again: still one rival
+    assert loader.load().rivals == (parties.verifier2.address,)
+    devnet.chain.mine(2)
+    solver.assign_verifier(job_id)
+    assert loader.load().rivals == ()  # drawn: nobody waits

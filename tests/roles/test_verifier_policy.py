@@ -13,7 +13,7 @@ from core.chain import Address
 from core.contracts import Bytes32, JobId, JobState, TokenAmount
 from core.dispute import ZERO32
 from rolebase.actions import ClaimCredit
-from rolebase.turns import TURN_MARGIN_S, TURN_S, first_moment, in_turn
+from rolebase.turns import TURN_MARGIN_S, TURN_S, Turn, in_turn, rank
 from verifier.policy import (
     LANES,
     Assignment,
@@ -35,7 +35,6 @@ from verifier.policy import (
     VerifierConfig,
     VerifierPolicy,
     VerifierView,
-    stagger,
     work,
 )
 
@@ -109,42 +108,57 @@ def test_the_seed_is_committed_before_the_replays_so_the_next_draws_snapshot_it(
     assert POLICY.next_actions(v) == [CommitForcedSeed(fresh=True), Report(JobId(1))]
 
 
-def _first_turn(earliest: int) -> int:
-    """The first elapsed time at or after ``earliest`` in a turn that is not the solver's (rolebase.turns)."""
-    return next(e for e in range(earliest, earliest + 4 * TURN_S) if in_turn(e, solver=False))
-
-
 def test_draws_a_verifier_soon_when_it_could_be_drawn_itself() -> None:
     committed = job(1, JobState.COMMITTED, ready_block=100)
-    due = first_moment(5, stagger(ME, JobId(1), 5))  # the solver goes first, in its own turns
+    turn = Turn(solver=False, wait=5, spread=0)  # no rival verifier: the first rank
+    due = turn.first(blocks=True)  # the solver goes first, in its own turns
     assert all(POLICY.next_actions(view(block=100 + e, jobs=(committed,))) == [] for e in range(due))
-    assert POLICY.next_actions(view(block=100 + due, jobs=(committed,))) == [AssignVerifier(JobId(1), 100)]
+    assert POLICY.next_actions(view(block=100 + due, jobs=(committed,))) == [AssignVerifier(JobId(1), 100, turn)]
     assert due <= 6 * TURN_S
 
 
-def test_verifiers_that_may_draw_alike_start_in_different_turns_two_times_in_three() -> None:
-    """20 verifiers on each of 30 jobs: each one's first moment is one of six (three turns of its own,
-    two seconds apart in each), chosen by a hash of it and the job; a pair shares one in about a sixth
-    of the cases (bounds for 5,700 pairs), and two that differ are two seconds apart or more."""
-    first = {(i, j): first_moment(5, stagger(Address(f"0x{i:040x}"), JobId(j), 5)) for i in range(1, 21) for j in range(30)}
-    starts = {t * TURN_S + d for t in (1, 3, 5) for d in (0, TURN_MARGIN_S)}
-    assert set(first.values()) == starts and min(abs(a - b) for a in starts for b in starts if a != b) >= TURN_MARGIN_S
-    shared = sum(first[i, j] == first[k, j] for j in range(30) for i in range(1, 21) for k in range(i + 1, 21))
-    assert 0.10 < shared / (30 * 190) < 0.24
+def _first_draw(me: Address, rivals: tuple[Address, ...], committed: MarketJob) -> int:
+    """The first block after ``committed``'s ready block at which verifier ``me``, knowing ``rivals``, draws."""
+    return next(e for e in range(20 * TURN_S) if POLICY.next_actions(view(me=me, rivals=rivals, block=100 + e, jobs=(committed,))))
 
 
-def test_verifiers_that_may_make_the_same_call_take_turns_seconds_apart() -> None:
-    """The offsets of 20 verifiers on one job spread over 0..9 s: most pairs never send in the same block."""
-    turns = [stagger(Address(f"0x{i:040x}"), JobId(7), 5) for i in range(1, 21)]
-    assert all(0 <= t < 10 for t in turns) and len(set(turns)) >= 6
-    assert stagger(ME, JobId(7), 5) == stagger(ME, JobId(7), 5)  # a restart keeps its turn
+def test_verifiers_that_may_draw_alike_each_start_at_a_moment_of_their_own() -> None:
+    """Six staked verifiers on each of 60 jobs, each knowing the other five: their first moments are six
+    different ones, each two seconds or more from the others (the later one's estimate sees the
+    earlier call in the pool), and each verifier is first on some jobs and last on others."""
+    verifiers = tuple(Address(f"0x{i:040x}") for i in range(1, 7))
+    firsts: dict[Address, set[int]] = {v: set() for v in verifiers}
+    for j in range(1, 61):
+        committed = job(j, JobState.COMMITTED, ready_block=100)
+        moments = {v: _first_draw(v, tuple(r for r in verifiers if r != v), committed) for v in verifiers}
+        ordered = sorted(moments.values())
+        assert len(set(ordered)) == 6 and min(b - a for a, b in zip(ordered, ordered[1:], strict=False)) >= TURN_MARGIN_S
+        assert all(in_turn(m, solver=False) for m in ordered)
+        for v in verifiers:
+            firsts[v].add(moments[v])
+    ends = (Turn(solver=False, wait=5, spread=0).first(blocks=True), Turn(solver=False, wait=5, spread=5).first(blocks=True))
+    assert all((min(seen), max(seen)) == ends for seen in firsts.values())
+
+
+def test_a_verifiers_rank_counts_only_its_rivals_and_a_restart_keeps_it() -> None:
+    """The job's solver, submitter and drawn verifier are no rivals on its draw or its finalize; a verifier
+    knowing no rival starts first; the same rivals give the same moment after a restart."""
+    others = tuple(Address(f"0x{i:040x}") for i in range(1, 6))
+    committed = job(7, JobState.COMMITTED, ready_block=100)
+    alone = _first_draw(ME, (), committed)
+    assert alone == _first_draw(ME, (SOLVER, SUBMITTER, OTHER), committed) == Turn(solver=False, wait=5, spread=0).first(blocks=True)
+    assert _first_draw(ME, others, committed) == _first_draw(ME, tuple(reversed(others)), committed)
+    ahead = rank(ME, others, JobId(7))
+    assert _first_draw(ME, others, committed) == Turn(solver=False, wait=5, spread=ahead).first(blocks=True)
+    assert sorted(rank(v, (*others, ME), JobId(7)) for v in (*others, ME)) == list(range(6))  # each knows the others: a permutation
 
 
 def test_draw_for_a_job_it_cannot_win_waits_for_the_grace() -> None:
     own = replace(job(1, JobState.COMMITTED, ready_block=100), solver=ME)
-    due = first_moment(30, stagger(ME, JobId(1), 5))
+    turn = Turn(solver=False, wait=30, spread=0)
+    due = turn.first(blocks=True)
     assert all(POLICY.next_actions(view(block=100 + e, jobs=(own,))) == [] for e in range(due))
-    assert POLICY.next_actions(view(block=100 + due, jobs=(own,))) == [AssignVerifier(JobId(1), 100)]
+    assert POLICY.next_actions(view(block=100 + due, jobs=(own,))) == [AssignVerifier(JobId(1), 100, turn)]
     unstaked = view(block=105, staked=T(0), token_balance=T(0), jobs=(job(2, JobState.COMMITTED, ready_block=100),))
     assert POLICY.next_actions(unstaked) == []
 
@@ -152,12 +166,13 @@ def test_draw_for_a_job_it_cannot_win_waits_for_the_grace() -> None:
 def test_finalizes_its_own_job_soon_and_others_after_the_grace() -> None:
     mine = job(1, JobState.VERIFIED, deadline=1_000, verifier=ME)
     theirs = job(2, JobState.VERIFIED, deadline=1_000)
-    own_due = 1_001 + _first_turn(5)  # the contract wants now > deadline; the solver's turns are not ours
+    own, others = Turn(solver=False, wait=5, spread=0), Turn(solver=False, wait=30, spread=1)  # the job's verifier ranks first
+    own_due = 1_001 + own.first()  # the contract wants now > deadline; the solver's turns are not ours
     assert all(POLICY.next_actions(view(now=t, jobs=(mine,))) == [] for t in range(990, own_due))
-    assert POLICY.next_actions(view(now=own_due, jobs=(mine, theirs))) == [Finalize(JobId(1), 1_000)]
-    theirs_due = 1_001 + first_moment(30, stagger(ME, JobId(2), 5))
-    assert all(Finalize(JobId(2), 1_000) not in POLICY.next_actions(view(now=t, jobs=(theirs,))) for t in range(990, theirs_due))
-    assert POLICY.next_actions(view(now=theirs_due, jobs=(theirs,))) == [Finalize(JobId(2), 1_000)]
+    assert POLICY.next_actions(view(now=own_due, jobs=(mine, theirs))) == [Finalize(JobId(1), 1_000, own)]
+    theirs_due = 1_001 + others.first()
+    assert all(Finalize(JobId(2), 1_000, others) not in POLICY.next_actions(view(now=t, jobs=(theirs,))) for t in range(990, theirs_due))
+    assert POLICY.next_actions(view(now=theirs_due, jobs=(theirs,))) == [Finalize(JobId(2), 1_000, others)]
 
 
 def test_timeouts_after_the_grace() -> None:
