@@ -223,19 +223,24 @@ MAX_RIVALS = 16
 
 class LatestLogs:
     """Each account's latest ``event`` log (``account`` names its argument; ``filters`` the indexed
-    arguments), the latest accounts last: read incrementally, up to the block each read asks for. A
-    chain that went back keeps accounts that staked on the abandoned branch: :func:`staked_rivals`
-    checks each one's stake."""
+    arguments), the latest accounts last: read incrementally, up to the block each read asks for, and
+    again from ``from_block`` once the chain went back (a head below what was read). A reorg at the same
+    height may leave an account that logged on the abandoned branch: :func:`staked_rivals` checks each
+    one's stake."""
 
     def __init__(self, contract: StakeManager, event: str, account: str, from_block: int, **filters: int) -> None:
         self.contract = contract
         self.event = event
         self.account = account
         self.filters = filters
+        self.from_block = from_block
         self._next_block = from_block
         self._latest: dict[Address, Event] = {}
 
     def read(self, block: int) -> dict[Address, Event]:
+        if block < self._next_block - 1:  # the chain went back (a snapshot reverted, a restart from a dump)
+            self._next_block = self.from_block
+            self._latest.clear()
         if block >= self._next_block:
             for e in self.contract.events(self.event, self._next_block, block, **self.filters):
                 who = Address(e.args[self.account])

@@ -23,9 +23,14 @@ from deploy.devnet import Devnet
 from veritrain.localnet import LocalNet as Market  # the tests' name: a devnet with a store, daemons started on it
 from veritrain.localnet import local_params, start_local_net
 
-__all__ = ["DripGateway", "Market", "wait_for", "gone"]
+__all__ = ["LONG_JOB_WINDOW", "DripGateway", "Market", "wait_for", "gone"]
 
 T = TypeVar("T")
+
+#: The commit window of a test's long job (and the market's ``maxCommitWindow`` where it is posted): a
+#: day. A solver refuses a job whose window its training estimate passes, and on a loaded machine it
+#: estimated 200,000 tiny steps (under 10 minutes idle) at 7,612 s, past the 7,200 s used before.
+LONG_JOB_WINDOW = 86_400
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float, market: Market | None = None) -> T:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,19 +29,38 @@ def settled(protocol: Protocol, job_id: JobId) -> Event | None:
     return done[0] if done else None
 
 
+def _in_one_block(protocol: Protocol, read: Callable[[], int]) -> int:
+    """``read()`` with every call in it made in one block: read again while a block came meanwhile (the
+    daemons run on: a credit claimed between reading a contract's balance and its credits counted
+    twice)."""
+    while True:
+        block = protocol.client.block_number()
+        value = read()
+        if protocol.client.block_number() == block:
+            return value
+
+
 def wealth(protocol: Protocol, address: str) -> int:
     """Wallet tokens plus stakes in every role plus what the game and the court owe (their credits,
-    which the daemons claim)."""
-    credits = protocol.game.credit(address) + protocol.court.credit(address)
-    return protocol.token.balance_of(address) + sum(protocol.stakes.stake_of(address, r).staked for r in Role) + credits
+    which the daemons claim), read in one block."""
+
+    def read() -> int:
+        credits = protocol.game.credit(address) + protocol.court.credit(address)
+        return protocol.token.balance_of(address) + sum(protocol.stakes.stake_of(address, r).staked for r in Role) + credits
+
+    return _in_one_block(protocol, read)
 
 
 def total_wealth(protocol: Protocol, market: Market, accounts: range) -> int:
     """The accounts' wealth plus what the market, the game and the court hold besides the credits
-    (counted in the payees' wealth): conserved by every call."""
-    held = sum(protocol.token.balance_of(c.address) for c in (protocol.market, protocol.game, protocol.court))
-    owed = protocol.game.total_credit() + protocol.court.total_credit()
-    return held - owed + sum(wealth(protocol, market.account(i).address) for i in accounts)
+    (counted in the payees' wealth), read in one block: conserved by every call."""
+
+    def read() -> int:
+        held = sum(protocol.token.balance_of(c.address) for c in (protocol.market, protocol.game, protocol.court))
+        owed = protocol.game.total_credit() + protocol.court.total_credit()
+        return held - owed + sum(wealth(protocol, market.account(i).address) for i in accounts)
+
+    return _in_one_block(protocol, read)
 
 
 @dataclass(frozen=True)

@@ -23,11 +23,11 @@ from core.storage import LocalStore
 from rolebase.events import TRAINING_STARTED
 from submitter import service
 from submitter.demo_job import build_demo_job
-from tests.e2e.conftest import DripGateway, Market, wait_for
+from tests.e2e.conftest import LONG_JOB_WINDOW, DripGateway, Market, wait_for
 
 E2E_ACCOUNTS = 4
 #: The solver has 15 s to publish what its verifier challenged; a long job may take hours.
-E2E_MARKET = {"availabilityWindow": 15, "maxCommitWindow": 7_200}
+E2E_MARKET = {"availabilityWindow": 15, "maxCommitWindow": LONG_JOB_WINDOW}
 SUBMITTER, SOLVER, VERIFIER, OTHER_SOLVER = 0, 1, 2, 3
 
 
@@ -61,8 +61,8 @@ def test_a_solver_training_a_long_job_answers_an_availability_challenge_in_time(
     solver = market.daemon("solver", SOLVER, "solver", "--store-dir", str(own), "--poll", "0.5")
     wait_for("the first claim", lambda: protocol.market.events("JobClaimed", deploy, jobId=first), 300, market)
     # long (many minutes on any machine: the test ends long before it does), claimed once the first is
-    # committed; a window of hours, as a busy machine estimates high
-    second = _post(market, tmp_path / "second", 7_200, steps=200_000, checkpoint_interval=20_000)
+    # committed; a window of a day, as a busy machine estimates high
+    second = _post(market, tmp_path / "second", LONG_JOB_WINDOW, steps=200_000, checkpoint_interval=20_000)
     for blob in (market.store_dir / "blobs").iterdir():
         if not (own / "blobs" / blob.name).exists():
             shutil.copy2(blob, own / "blobs")

@@ -24,13 +24,13 @@ from rolebase.earnings import earnings_of
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
 from submitter import service
 from submitter.demo_job import build_demo_job
-from tests.e2e.conftest import Market, wait_for
+from tests.e2e.conftest import LONG_JOB_WINDOW, Market, wait_for
 from tests.e2e.disputes import post_tiny, settled, total_wealth, wealth
 from veritrain.localnet import RoleProcess
 
 SOLVER, LIAR, REFEREES = 1, 2, (3, 4, 5)
-#: The long job's window: hours, as a busy machine estimates it.
-E2E_MARKET = {"maxCommitWindow": 7_200}
+#: The long job's window: a day, as a busy machine estimates it.
+E2E_MARKET = {"maxCommitWindow": LONG_JOB_WINDOW}
 
 
 def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver(market: Market, tmp_path: Path) -> None:
@@ -47,7 +47,7 @@ def test_false_accusation_costs_the_accuser_its_bonds_and_pays_the_honest_solver
     wait_for("the tiny job committed", lambda: protocol.market.events("TraceCommitted", deploy, jobId=job_id), 240, market)
     # many minutes of training on any machine (the test ends long before), claimed while the game runs
     long = build_demo_job("tiny", tmp_path / "long", steps=200_000, checkpoint_interval=20_000)
-    long_id = service.post_job(market.protocol(market.account(0)), market.store, long.spec_path, long.data_path, long.reward, long.fee, 7_200).job_id
+    long_id = service.post_job(market.protocol(market.account(0)), market.store, long.spec_path, long.data_path, long.reward, long.fee, LONG_JOB_WINDOW).job_id
     wait_for("the liar drawn as the job's verifier", lambda: protocol.market.get_job(job_id).verifier == liar_addr, 120, market)
     referees = {i: market.daemon("verifier", i, f"referee{i}", "--duty-grace", "5") for i in REFEREES}
 

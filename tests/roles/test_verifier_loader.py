@@ -70,6 +70,7 @@ def test_the_rivals_are_the_other_staked_verifiers_read_while_a_job_waits_for_it
     loader = VerifierLoader(proto, MarketWatcher(proto.market, proto.book.deploy_block), VerifierDb(tmp_path / "state.sqlite"), me)
     stake(proto, parties.solver, Role.SOLVER)  # another role: no rival
     stake(proto, parties.verifier, Role.VERIFIER)
+    before = devnet.chain.snapshot()
     stake(proto, parties.verifier2, Role.VERIFIER)
     job_id, _ = post(proto, parties.submitter)
     assert loader.load().rivals == ()  # no job waits for a draw: nothing read
@@ -82,3 +83,10 @@ def test_the_rivals_are_the_other_staked_verifiers_read_while_a_job_waits_for_it
     devnet.chain.mine(2)
     solver.assign_verifier(job_id)
     assert loader.load().rivals == ()  # drawn: nobody waits
+
+    devnet.chain.revert(before)  # the chain went back: read again, the stake on the abandoned branch gone
+    stake(proto, parties.solver2, Role.VERIFIER)  # a block the first read had passed
+    job_id, _ = post(proto, parties.submitter)
+    solver.claim(job_id)
+    solver.commit(job_id, ROOT, 9, MODEL, MANIFEST)
+    assert loader.load().rivals == (parties.solver2.address,)
