@@ -79,12 +79,13 @@ def rank(me: Address, rivals: Iterable[Address], job_id: JobId) -> int:
 class Turn:
     """When a party may send a call it wants: the job's solver in its side's turns
     (:func:`in_turn`); any other party only from ``wait`` on, and before the free turns only in the odd
-    turns of its slot (``spread``, its :func:`rank`, modulo :data:`OTHER_SLOTS`), from
-    :data:`TURN_MARGIN_S` into them for ranks 3 to 5, in the turns that begin at or after ``wait``. The first three ranks never share a turn, so a
-    party that missed its own (busy, slow) does not meet the next rank in the next one; ranks 3 to 5
-    share the first three's turns two seconds behind them, so the later one's estimate sees the
-    earlier call in the pool. Slots count from the call's due time, not from each party's wait, so
-    parties that wait differently (the job's own verifier, others after a grace) keep them apart."""
+    turns of its slot (``spread``, its :func:`rank`, modulo :data:`OTHER_SLOTS`) that begin at or after
+    ``wait``, from :data:`TURN_MARGIN_S` into them for ranks 3 to 5. The first three ranks never share
+    a turn, so a party that missed its own (busy, slow) does not meet the next rank in the next one;
+    ranks 3 to 5 share the first three's turns two seconds behind them, so the later one's estimate
+    sees the earlier call in the pool. Slots count from the call's due time, not from each party's
+    wait, so parties that wait differently (the job's own verifier, others after a grace) keep them
+    apart."""
 
     solver: bool
     wait: int = 0
@@ -165,7 +166,8 @@ class TurnTaker:
         head = calls.client.head()
         match action:
             case AssignVerifier(job_id, ready_block, turn):
-                if self._ours(turn.allows(head - ready_block, blocks=True), head - ready_block, job_id, "assignVerifier"):
+                elapsed = head - ready_block
+                if self._ours(turn.allows(elapsed, blocks=True), elapsed, job_id, "assignVerifier"):
                     log_mined(self.log, "assignVerifier", calls.market.assign_verifier(job_id), job=job_id)
             case Finalize(job_id, deadline, turn):
                 elapsed = calls.client.timestamp(head) - deadline - 1  # the contract wants now > deadline

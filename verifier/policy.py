@@ -323,19 +323,16 @@ class VerifierPolicy:
 
     def _duty(self, view: VerifierView, job: MarketJob) -> AssignVerifier | Finalize | Timeout | None:
         grace, own = self.config.duty_grace_s, self.config.own_grace_s
-        # verifiers that may make the same call send in turns of their own, by their rank in the job's order (rolebase.turns)
         if job.state is JobState.COMMITTED:
             # a draw we may win (not as the job's solver or submitter: they are excluded)
             pays = view.staked >= view.min_stake and view.me not in (job.solver, job.submitter)
-            spread = rank(view.me, (r for r in view.rivals if r not in (job.solver, job.submitter, job.verifier)), job.job_id)
-            turn = Turn(solver=False, wait=own if pays else grace, spread=spread)
-            if turn.allows(view.block - job.ready_block, blocks=True):  # blocks stand in for seconds (at most one block a second)
+            turn = Turn(solver=False, wait=own if pays else grace, spread=_rank(view, job))
+            if turn.allows(view.block - job.ready_block, blocks=True):  # due at a block: its turns count blocks
                 return AssignVerifier(job.job_id, job.ready_block, turn)
             return None
         if job.state is JobState.VERIFIED:
             # the job's verifier (its fee) ranks first; the others after it, after the grace
-            ahead = rank(view.me, (r for r in view.rivals if r not in (job.solver, job.submitter, job.verifier)), job.job_id)
-            turn = Turn(solver=False, wait=own, spread=0) if job.verifier == view.me else Turn(solver=False, wait=grace, spread=1 + ahead)
+            turn = Turn(solver=False, wait=own, spread=0) if job.verifier == view.me else Turn(solver=False, wait=grace, spread=1 + _rank(view, job))
             if turn.allows(view.now - job.deadline - 1):  # the contract wants now > deadline
                 return Finalize(job.job_id, job.deadline, turn)
             return None
@@ -375,6 +372,12 @@ def seed_moves(seed: SeedView) -> list[CommitForcedSeed | ForgetForcedSecret]:
         moves.append(CommitForcedSeed(fresh=seed.current_committed))
     moves.extend(ForgetForcedSecret(c) for c in seed.kept[:-1] if c not in seed.snapshotted)
     return moves
+
+
+def _rank(view: VerifierView, job: MarketJob) -> int:
+    """Our rank among the staked verifiers that may make the same call on ``job`` (the job's own parties
+    are none of them): verifiers that may make it send in turns of their own (rolebase.turns)."""
+    return rank(view.me, (r for r in view.rivals if r not in (job.solver, job.submitter, job.verifier)), job.job_id)
 
 
 def _own(view: VerifierView, move: CourtMove) -> bool:
