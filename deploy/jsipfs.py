@@ -41,9 +41,12 @@ _LOOPBACK_ANY_PORT = "/ip4/127.0.0.1/tcp/0"
 
 
 class JsIpfsNode:
-    """An offline js-ipfs daemon on 127.0.0.1. Use as a context manager; ``api_url`` once started."""
+    """An offline js-ipfs daemon on 127.0.0.1. Use as a context manager; ``api_url`` once started.
 
-    def __init__(self, *, binary: Path = JSIPFS_BIN, startup_timeout: float = 60.0) -> None:
+    ``startup_timeout`` bounds ``jsipfs init`` and the wait for the API: a liveness bound (a few
+    seconds idle), not a speed target; ``init`` once took more than 60 s on a loaded 2-core machine."""
+
+    def __init__(self, *, binary: Path = JSIPFS_BIN, startup_timeout: float = 300.0) -> None:
         self.binary = binary
         self.startup_timeout = startup_timeout
         self.api_url = ""

@@ -42,6 +42,11 @@ def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:
 
 
 ROOT = Path(__file__).resolve().parents[2]
+#: How long a proofs test waits for a child process that replays or recompiles kernels before it
+#: calls the child hung: a liveness bound, not a timing target. On a fresh clone a child compiles
+#: numba's kernels for its own CPU setting (``NUMBA_CPU_NAME``), about two minutes of a core, beside
+#: the daemons' tests at a lower priority; CI once took more than 600 s for one pair of children.
+CHILD_LIVENESS_S = 3_600
 OZ_TREE = Path(__file__).with_name("oz_tree.js")
 
 OpenZeppelin = Callable[[Sequence[str], Sequence[Sequence[Sequence[Any]]]], list[dict[str, Any]]]

@@ -43,7 +43,7 @@ from proofs.diloco import (
 )
 from proofs.errors import ProofError
 from proofs.train import Trainer
-from tests.proofs.conftest import make_spec
+from tests.proofs.conftest import CHILD_LIVENESS_S, make_spec
 
 CHILD = Path(__file__).with_name("diloco_child.py")
 ROOT = Path(__file__).resolve().parents[2]  # the child imports this checkout's engine
@@ -333,7 +333,11 @@ def test_aggregate_and_compression_are_bit_identical_under_other_kernel_settings
     ]
     for env in settings_:
         proc = subprocess.run(
-            [sys.executable, str(CHILD), str(tmp_path)], env={**os.environ, **env, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300
+            [sys.executable, str(CHILD), str(tmp_path)],
+            env={**os.environ, **env, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=CHILD_LIVENESS_S,
         )
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert json.loads(proc.stdout.strip().splitlines()[-1]) == here, env

@@ -40,6 +40,7 @@ from proofs.spec import load_spec
 from proofs.steps import execute_step
 from proofs.tokenizer import VOCAB_SIZE
 from proofs.train import Runtime, train_trace
+from tests.proofs.conftest import CHILD_LIVENESS_S
 
 CHILD = Path(__file__).with_name("repro_child.py")
 FMA_CHILD = Path(__file__).with_name("fma_child.py")
@@ -307,7 +308,9 @@ def test_col2im_gives_the_reference_bits() -> None:
 def test_compiled_kernels_hold_no_fused_multiply_add(tmp_path: Path) -> None:
     """Every kernel the ops use, compiled afresh for this machine (AVX-512 and FMA here): no FMA
     instruction in its native code, so no multiply-add was contracted."""
-    proc = subprocess.run([sys.executable, str(FMA_CHILD)], env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(FMA_CHILD)], env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=CHILD_LIVENESS_S
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout)
     assert got["fused"] == [] and got["compiled"] >= 15, got
@@ -495,7 +498,7 @@ def _replay_everywhere(folder: Path, jobs: dict[str, Any], expected: Mapping[str
     for i in range(0, len(SETTINGS), 2):  # two children at a time (two cores)
         running = [(label, start(env, threads)) for label, env, threads in SETTINGS[i : i + 2]]
         for label, proc in running:
-            out, err = proc.communicate(timeout=600)
+            out, err = proc.communicate(timeout=CHILD_LIVENESS_S)
             assert proc.returncode == 0, f"{label}: {err[-2000:]}"
             results[label] = json.loads(out)
     for label, got in results.items():

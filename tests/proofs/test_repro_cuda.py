@@ -15,6 +15,7 @@ import pytest
 
 from proofs import repro_cuda
 from proofs.numerics import profile
+from tests.proofs.conftest import CHILD_LIVENESS_S
 
 ROOT = Path(__file__).resolve().parents[2]
 CHILD = Path(__file__).with_name("cuda_sim_child.py")
@@ -22,7 +23,7 @@ CHILD = Path(__file__).with_name("cuda_sim_child.py")
 
 def _sim(*args: str) -> dict[str, Any]:
     env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=900)
+    done = subprocess.run([sys.executable, str(CHILD), *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=CHILD_LIVENESS_S)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import logging
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -391,6 +392,9 @@ def test_a_step_too_long_to_dry_run_is_extrapolated_from_one_example(monkeypatch
             return super().run(steps, *args, **kwargs)
 
     monkeypatch.setattr(judge, "Trainer", Recording)
+    # each branch forced by the cap, not by this machine's speed (a loaded machine's one-example step,
+    # times the batch, once passed the 10 s cap and skipped the full steps)
+    monkeypatch.setattr(judge, "DRY_RUN_STEP_CAP_S", math.inf)
     assert judge._estimate(spec, dataset).train_s > 0 and spec.batch_size in ran
     ran.clear()
     monkeypatch.setattr(judge, "DRY_RUN_STEP_CAP_S", 0.0)
