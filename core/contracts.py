@@ -1,4 +1,4 @@
-"""Typed wrappers over the deployed VeriToken, StakeManager, JobMarket and DisputeGame.
+"""Typed wrappers over the deployed VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt and KeyRegistry.
 
 Each wrapper method is one line over the compiled ABI (read from
 build/contracts): argument encoding, return decoding, revert decoding and
@@ -60,6 +60,8 @@ __all__ = [
     "JobMarket",
     "DisputeGame",
     "AvailabilityCourt",
+    "KeyRegistry",
+    "RegisteredKey",
     "Case",
     "CaseStatus",
     "CourtParams",
@@ -1150,6 +1152,39 @@ class AvailabilityCourt(_Crediting):
         return self._send("settle", case_id)
 
 
+@dataclass(frozen=True)
+class RegisteredKey:
+    """An account's encryption key as the KeyRegistry holds it: the 32-byte X25519 public key and its
+    version (how many times the account registered one; 0 with a zero key: none)."""
+
+    key: Bytes32
+    version: int
+
+    @property
+    def registered(self) -> bool:
+        return self.version > 0
+
+
+class KeyRegistry(_Wrapper):
+    """Staked accounts' encryption keys, apart from their signing keys (docs/sealing.md)."""
+
+    ARTIFACT = "KeyRegistry"
+
+    # views
+    def stake_manager(self) -> Address:
+        return Address(self._call("stakeManager"))
+
+    def key_of(self, account: str) -> RegisteredKey:
+        key, version = self._call("keyOf", account)
+        return RegisteredKey(Bytes32(bytes(key)), int(version))
+
+    # anyone staked
+    def register_key(self, key: bytes) -> Receipt:
+        """Register ``key`` (a 32-byte X25519 public key) as the signer's encryption key; the signer
+        must have stake in some role. Registering again rotates it (the version goes up by one)."""
+        return self._send("registerKey", key)
+
+
 def court_commitment(case_id: int, served: bool, salt: bytes, member: str) -> Bytes32:
     """keccak256(abi.encode(caseId, served, salt, member)): what ``AvailabilityCourt.revealVote`` checks."""
     return Bytes32(keccak(abi_encode(["uint256", "bool", "bytes32", "address"], [case_id, served, salt, member])))
@@ -1165,6 +1200,7 @@ class Protocol:
     book: AddressBook
     game: DisputeGame
     court: AvailabilityCourt
+    keys: KeyRegistry
 
     @classmethod
     def connect(cls, client: ChainClient, book: AddressBook, signer: Signer | None = None) -> Protocol:
@@ -1177,6 +1213,7 @@ class Protocol:
             book=book,
             game=DisputeGame(client, book.address("DisputeGame"), signer),
             court=AvailabilityCourt(client, book.address("AvailabilityCourt"), signer),
+            keys=KeyRegistry(client, book.address("KeyRegistry"), signer),
         )
 
     def with_signer(self, signer: Signer) -> Protocol:
@@ -1187,6 +1224,7 @@ class Protocol:
             self.book,
             self.game.with_signer(signer),
             self.court.with_signer(signer),
+            self.keys.with_signer(signer),
         )
 
     @property

@@ -19,6 +19,7 @@ __all__ = [
     "TransientRPCError",
     "TransactionFailed",
     "NoGas",
+    "SealingError",
 ]
 
 
@@ -53,6 +54,13 @@ class SignerError(VeritrainError):
     """A signing key could not be loaded (missing env var, bad keystore, bad password)."""
 
     exit_code = 2
+
+
+class SealingError(VeritrainError):
+    """Sealed content or a wrapped data key did not open: altered, truncated, extended, malformed, or
+    sealed to another key (core/sealing.py). Nothing of it is to be trusted."""
+
+    exit_code = 6
 
 
 class ChainError(VeritrainError):

@@ -1,4 +1,4 @@
-"""Deploy VeriToken, StakeManager, JobMarket, DisputeGame and AvailabilityCourt, wire them, and write the chain's address book.
+"""Deploy VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt and KeyRegistry, wire them, and write the chain's address book.
 
 Idempotent: when ``<book_dir>/<chainId>.json`` exists and every address in it
 has code on the chain, nothing is sent and that book is returned. A book
@@ -11,7 +11,8 @@ field added to a struct is a key added to the file, not a code change here.
 
 Wiring (both one-shot on chain): ``StakeManager.authorize([JobMarket,
 DisputeGame, AvailabilityCourt])`` and ``JobMarket.setDisputeGame(DisputeGame)`` (the JobMarket
-admits the court's hold and release as a protocol contract of the StakeManager's wiring). Then the
+admits the court's hold and release as a protocol contract of the StakeManager's wiring). The
+KeyRegistry, deployed last, needs no wiring: it only reads the StakeManager's stakes. Then the
 jackpot is seeded with ``jackpotSeed`` tokens (``approve`` + ``fundJackpot``,
 topping up to the seed, so nothing is sent when it already holds that much):
 forced errors start paying a whistleblower more than an audit costs from the
@@ -169,6 +170,7 @@ def _plan(params: DeployParams) -> list[tuple[str, list[Any]]]:
         ("JobMarket", [_address_of("VeriToken"), _address_of("StakeManager"), params.market]),
         ("DisputeGame", [_address_of("JobMarket"), params.game]),
         ("AvailabilityCourt", [_address_of("JobMarket"), params.court]),
+        ("KeyRegistry", [_address_of("StakeManager")]),
     ]
 
 

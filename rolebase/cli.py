@@ -89,6 +89,7 @@ __all__ = [
     "who",
     "show_time",
     "keystore_dir",
+    "encryption_keys_dir",
     "password",
 ]
 
@@ -382,6 +383,12 @@ def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., 
 def keystore_dir(s: Settings) -> Path:
     """Where ``--account NAME`` keys live: ``<data-dir>/keystores/NAME`` (encrypted JSON, 0600)."""
     return s.data_dir / "keystores"
+
+
+def encryption_keys_dir(s: Settings) -> Path:
+    """Where ``veritrain keys new NAME`` keeps encryption keys: ``<data-dir>/encryption-keys/NAME``
+    (the 32 private bytes of an X25519 key, 0600; core/sealing.py)."""
+    return s.data_dir / "encryption-keys"
 
 
 def password(s: Settings, *, confirm: bool = False) -> str:

@@ -28,7 +28,7 @@ from rolebase.cli import err_console
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
-from veritrain import data_cmd, demo, deploy_cmd, devnet_cmd, model_cmd, money, spec_cmd, up_cmd, wallet
+from veritrain import data_cmd, demo, deploy_cmd, devnet_cmd, keys_cmd, model_cmd, money, spec_cmd, up_cmd, wallet
 from veritrain.dashboard.server import dashboard
 from whistleblower.cli import app as whistleblower_app
 
@@ -103,6 +103,7 @@ app.command(name="up", no_args_is_help=False)(up_cmd.up)
 for command in (money.balance, money.stake, money.unstake, money.withdraw, money.claim, money.transfer, money.fund, money.earnings):
     app.command()(command)
 app.add_typer(wallet.app, name="wallet")
+app.add_typer(keys_cmd.app, name="keys")
 app.add_typer(model_cmd.app, name="model")
 app.add_typer(spec_cmd.app, name="spec")
 app.add_typer(data_cmd.app, name="data")
