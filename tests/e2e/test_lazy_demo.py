@@ -36,5 +36,6 @@ def test_lazy_demo_slashes_the_lazy_verifier_and_an_honest_one_finishes_the_job(
     assert change("whistleblower") == game["payout"] - 20 * VERI + forced  # the pot, less its 20 VERI bond
     assert sum(change(label) for label in balances) == 0
     econ = figures["economics"]
+    assert econ["forced_error_rate_bps"] == 0  # the lazy verifier's story, never a forced draw's (LAZY_MARKET)
     assert econ["jackpot"] > 0 and econ["expected_per_audit"] == econ["jackpot"] * econ["jackpot_share_bps"] * econ["forced_error_rate_bps"] // 10_000**2
     assert all(gone(pid) for pid in figures["pids"])
