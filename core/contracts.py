@@ -1,4 +1,4 @@
-"""Typed wrappers over the deployed VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt and KeyRegistry.
+"""Typed wrappers over the deployed VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt, KeyRegistry and SealedJobs.
 
 Each wrapper method is one line over the compiled ABI (read from
 build/contracts): argument encoding, return decoding, revert decoding and
@@ -62,6 +62,11 @@ __all__ = [
     "AvailabilityCourt",
     "KeyRegistry",
     "RegisteredKey",
+    "SealedJobs",
+    "Sealing",
+    "SealingStatus",
+    "KeyDemand",
+    "PublishedWrap",
     "Case",
     "CaseStatus",
     "CourtParams",
@@ -162,6 +167,18 @@ class CaseStatus(IntEnum):
         return self in (CaseStatus.SERVED, CaseStatus.WITHHELD, CaseStatus.UNDECIDED)
 
 
+class SealingStatus(IntEnum):
+    """What became of a sealed job's key bond (ISealedJobs.sol ``SealingStatus``; docs/sealing.md)."""
+
+    NONE = 0
+    ACTIVE = 1
+    REVEALED = 2
+    """A demand was answered with the data key itself: the job's data is sealed to nobody any more."""
+    FORFEITED = 3
+    """A demand went unanswered: the demander was credited the verifier fee, the rest went to the jackpot."""
+    RETURNED = 4
+
+
 class Ballot(IntEnum):
     """A referee's ballot in one game (VACANT: not on the committee)."""
 
@@ -192,6 +209,7 @@ _ENUMS: Mapping[str, type[IntEnum]] = {
     "RefundReason": RefundReason,
     "GameStatus": GameStatus,
     "CaseStatus": CaseStatus,
+    "SealingStatus": SealingStatus,
     "Ballot": Ballot,
     "SettleReason": SettleReason,
 }
@@ -1185,6 +1203,132 @@ class KeyRegistry(_Wrapper):
         return self._send("registerKey", key)
 
 
+@dataclass(frozen=True)
+class Sealing:
+    """A sealed job's commitment to its data key and the key bond its submitter escrowed
+    (ISealedJobs.sol ``Sealing``; status NONE: the job is not sealed)."""
+
+    key_hash: Bytes32
+    """keccak256 of the 32-byte data key (:func:`core.sealing.key_hash`)."""
+    submitter: Address
+    bond: TokenAmount
+    status: SealingStatus
+
+
+@dataclass(frozen=True)
+class KeyDemand:
+    """The open demand for a sealed job's data key (ISealedJobs.sol ``KeyDemand``; party zero: none)."""
+
+    party: Address
+    deadline: int
+    """Answer by (unix seconds)."""
+    key_only: bool
+    """Not the party's first demand on the job: only the key itself answers it, not a wrap."""
+    verifying: bool
+    """The job was Verifying (the party is its verifier) when held, else Verified (a whistleblower)."""
+
+    @property
+    def open(self) -> bool:
+        return self.party != ZERO_ADDRESS
+
+
+@dataclass(frozen=True)
+class PublishedWrap:
+    """A wrap of a sealed job's data key to one recipient, from its ``WrapPublished`` event: the
+    80-byte SealedBox (:func:`core.sealing.unwrap`), the version of the recipient's registered key it
+    was made for, and who published it (the submitter, or the job's solver)."""
+
+    wrap: bytes
+    key_version: int
+    publisher: Address
+    block_number: BlockNumber
+
+
+class SealedJobs(_Crediting):
+    """Sealed jobs: a job's data-key commitment and key bond, the wraps of its key to the entitled
+    parties, and the key game (ISealedJobs.sol has the rules, docs/sealing.md the design). Pays by
+    credit: forfeited and returned key bonds are claimed with ``claim_credit``."""
+
+    ARTIFACT = "SealedJobs"
+
+    # views
+    def market(self) -> Address:
+        return Address(self._call("market"))
+
+    def stake_manager(self) -> Address:
+        return Address(self._call("stakeManager"))
+
+    def keys(self) -> Address:
+        """The KeyRegistry whose keys wraps are made to."""
+        return Address(self._call("keys"))
+
+    def token(self) -> Address:
+        return Address(self._call("token"))
+
+    def key_window(self) -> int:
+        """Seconds a demand for the key may stay unanswered."""
+        return int(self._call("keyWindow"))
+
+    def sealing_of(self, job_id: JobId) -> Sealing:
+        return self._struct(Sealing, "sealingOf", job_id)
+
+    def demand_of(self, job_id: JobId) -> KeyDemand:
+        return self._struct(KeyDemand, "demandOf", job_id)
+
+    def demands_by(self, job_id: JobId, party: str) -> int:
+        """How many times ``party`` demanded the key of the job (a wrap answers only the first)."""
+        return int(self._call("demandsBy", job_id, party))
+
+    def wraps_to(self, job_id: JobId, recipient: str, from_block: int = 0) -> list[PublishedWrap]:
+        """The wraps of the job's data key published to ``recipient``, oldest first (scanning from
+        ``from_block``: pass the address book's ``deploy_block``). The chain cannot open them: the
+        recipient takes one made for its current key version that opens (:func:`core.sealing.unwrap`)."""
+        return [
+            PublishedWrap(bytes(e.args["wrap"]), int(e.args["keyVersion"]), Address(e.args["from"]), e.block_number)
+            for e in self.events("WrapPublished", from_block, jobId=job_id, recipient=to_checksum_address(recipient))
+        ]
+
+    # the submitter
+    def seal(self, job_id: JobId, key_hash: bytes) -> Receipt:
+        """Seal the signer's Open job: commit to its data key (``key_hash``: :func:`core.sealing.key_hash`)
+        and escrow the key bond, the job's reward + verifier fee (approve this contract first)."""
+        return self._send("seal", job_id, key_hash)
+
+    def return_bond(self, job_id: JobId) -> Receipt:
+        """Credit the key bond back to the submitter once the job settled without a forfeit (anyone)."""
+        return self._send("returnBond", job_id)
+
+    # wraps
+    def request_wrap(self, job_id: JobId) -> Receipt:
+        """With a registered key, ask for a wrap of the job's key (an event): as an eligible solver while
+        it is Open (before claiming), or as an eligible whistleblower, neither its solver nor its
+        verifier, while it is Verified (before demanding)."""
+        return self._send("requestWrap", job_id)
+
+    def publish_wraps(self, job_id: JobId, recipients: Sequence[str], wraps: Sequence[bytes]) -> Receipt:
+        """As the submitter, or the job's solver once claimed, publish ``wraps[i]`` (80 bytes:
+        :func:`core.sealing.wrap` to the registered key of ``recipients[i]``). A wrap to the party of
+        an open first demand answers it."""
+        return self._send("publishWraps", job_id, list(recipients), [bytes(w) for w in wraps])
+
+    # the key game
+    def demand_key(self, job_id: JobId) -> Receipt:
+        """As the job's verifier (Verifying) or an eligible whistleblower (Verified) with no wrap that
+        opens, demand the key: the job is held and the signer's clock paused for ``key_window``."""
+        return self._send("demandKey", job_id)
+
+    def reveal_key(self, job_id: JobId, data_key: bytes) -> Receipt:
+        """Answer the open demand with the data key itself (checked against the commitment). The key
+        is then public, in ``KeyRevealed``: anyone may open the job's sealed data."""
+        return self._send("revealKey", job_id, data_key)
+
+    def timeout_demand(self, job_id: JobId) -> Receipt:
+        """After an unanswered demand's deadline, forfeit the key bond (anyone): the demander is credited
+        the verifier fee and the rest goes to the jackpot; a verifier's demand also releases both bonds
+        and reopens the job, a whistleblower's resumes the challenge window."""
+        return self._send("timeoutDemand", job_id)
+
+
 def court_commitment(case_id: int, served: bool, salt: bytes, member: str) -> Bytes32:
     """keccak256(abi.encode(caseId, served, salt, member)): what ``AvailabilityCourt.revealVote`` checks."""
     return Bytes32(keccak(abi_encode(["uint256", "bool", "bytes32", "address"], [case_id, served, salt, member])))
@@ -1201,6 +1345,7 @@ class Protocol:
     game: DisputeGame
     court: AvailabilityCourt
     keys: KeyRegistry
+    sealed_jobs: SealedJobs
 
     @classmethod
     def connect(cls, client: ChainClient, book: AddressBook, signer: Signer | None = None) -> Protocol:
@@ -1214,6 +1359,7 @@ class Protocol:
             game=DisputeGame(client, book.address("DisputeGame"), signer),
             court=AvailabilityCourt(client, book.address("AvailabilityCourt"), signer),
             keys=KeyRegistry(client, book.address("KeyRegistry"), signer),
+            sealed_jobs=SealedJobs(client, book.address("SealedJobs"), signer),
         )
 
     def with_signer(self, signer: Signer) -> Protocol:
@@ -1225,6 +1371,7 @@ class Protocol:
             self.game.with_signer(signer),
             self.court.with_signer(signer),
             self.keys.with_signer(signer),
+            self.sealed_jobs.with_signer(signer),
         )
 
     @property

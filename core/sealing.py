@@ -4,7 +4,9 @@ Every primitive is PyNaCl's (libsodium); nothing here is hand-written cryptograp
 
 * an :class:`EncryptionKey` is an X25519 key pair (``nacl.public.PrivateKey``), apart from the
   account's signing key; its public half is what ``KeyRegistry.registerKey`` publishes;
-* a data key (:func:`new_data_key`) is 32 random bytes, one per job;
+* a data key (:func:`new_data_key`) is 32 random bytes, one per job; a sealed job commits to it on
+  chain by its keccak256 (:func:`key_hash`, pycryptodome's, as ``SealedJobs`` computes it: a hash,
+  not a cipher);
 * :func:`wrap` encrypts a data key to one recipient's public key with ``nacl.public.SealedBox``
   (an ephemeral X25519 key, XSalsa20-Poly1305): 80 bytes that only that recipient opens (:func:`unwrap`);
 * :func:`seal` / :func:`open_sealed` encrypt and authenticate content of any size under a data key
@@ -51,6 +53,7 @@ import nacl.bindings
 import nacl.exceptions
 import nacl.public
 import nacl.utils
+from Crypto.Hash import keccak as _keccak
 
 from core.errors import ConfigError, SealingError
 from core.probe import Bytes32
@@ -67,6 +70,7 @@ __all__ = [
     "MAX_CHUNK_BYTES",
     "EncryptionKey",
     "new_data_key",
+    "key_hash",
     "wrap",
     "unwrap",
     "sealed_size",
@@ -166,6 +170,13 @@ class EncryptionKey:
 def new_data_key() -> bytes:
     """A fresh random data key (32 bytes): one per job, never reused across jobs."""
     return nacl.utils.random(DATA_KEY_BYTES)
+
+
+def key_hash(data_key: bytes) -> Bytes32:
+    """keccak256 (Ethereum's, not NIST SHA3-256) of the 32-byte ``data_key``: the commitment
+    ``SealedJobs.seal`` takes and ``revealKey`` checks a revealed key against."""
+    _check_data_key(data_key)
+    return Bytes32(_keccak.new(digest_bits=256, data=data_key).digest())
 
 
 def wrap(data_key: bytes, recipient_public: bytes) -> bytes:

@@ -1,18 +1,21 @@
-"""Deploy VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt and KeyRegistry, wire them, and write the chain's address book.
+"""Deploy VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt, KeyRegistry and SealedJobs, wire them, and write the chain's address book.
 
 Idempotent: when ``<book_dir>/<chainId>.json`` exists and every address in it
 has code on the chain, nothing is sent and that book is returned. A book
 whose addresses have no code (a fresh devnet, a reset chain) is replaced.
 
 Parameters come from a JSON file (``deploy/params/devnet.json`` is the
-devnet default) whose keys are the Solidity names; the MarketParams and
-GameParams structs are encoded by the field names of the compiled ABI, so a
-field added to a struct is a key added to the file, not a code change here.
+devnet default) whose keys are the Solidity names; the MarketParams,
+GameParams and CourtParams structs are encoded by the field names of the
+compiled ABI, so a field added to a struct is a key added to the file, not a
+code change here.
 
 Wiring (both one-shot on chain): ``StakeManager.authorize([JobMarket,
-DisputeGame, AvailabilityCourt])`` and ``JobMarket.setDisputeGame(DisputeGame)`` (the JobMarket
-admits the court's hold and release as a protocol contract of the StakeManager's wiring). The
-KeyRegistry, deployed last, needs no wiring: it only reads the StakeManager's stakes. Then the
+DisputeGame, AvailabilityCourt, SealedJobs])`` and ``JobMarket.setDisputeGame(DisputeGame)`` (the JobMarket
+admits the court's and the sealed jobs' hold and release as protocol contracts of the StakeManager's
+wiring). The KeyRegistry needs no wiring: it only reads the StakeManager's stakes. SealedJobs, deployed
+last (it takes the JobMarket and the KeyRegistry), holds a job while its data key is demanded and releases
+bonds when a demand goes unanswered, hence its authorization. Then the
 jackpot is seeded with ``jackpotSeed`` tokens (``approve`` + ``fundJackpot``,
 topping up to the seed, so nothing is sent when it already holds that much):
 forced errors start paying a whistleblower more than an audit costs from the
@@ -46,6 +49,7 @@ log = logging.getLogger(__name__)
 DEVNET_PARAMS = Path(__file__).resolve().parent / "params" / "devnet.json"
 _MAX_PARAMS_BYTES = 64 * 1024
 _UINT96_MAX = 2**96 - 1
+_MAX_WINDOW = 365 * 86_400  # the contracts' bound on a window (SealedJobs.MAX_WINDOW)
 
 
 class RoleAmounts(BaseModel):
@@ -67,6 +71,7 @@ class DeployParams(BaseModel):
     market: dict[str, int] = Field(description="JobMarket MarketParams by Solidity field name")
     game: dict[str, int] = Field(description="DisputeGame GameParams by Solidity field name")
     court: dict[str, int] = Field(description="AvailabilityCourt CourtParams by Solidity field name")
+    key_window: int = Field(alias="keyWindow", gt=0, le=_MAX_WINDOW, description="SealedJobs: seconds a demand for a sealed job's data key may stay unanswered")
     jackpot_seed: int = Field(alias="jackpotSeed", default=0, ge=0, description="tokens the deployer puts into the jackpot after wiring")
 
     @model_validator(mode="after")
@@ -171,6 +176,7 @@ def _plan(params: DeployParams) -> list[tuple[str, list[Any]]]:
         ("DisputeGame", [_address_of("JobMarket"), params.game]),
         ("AvailabilityCourt", [_address_of("JobMarket"), params.court]),
         ("KeyRegistry", [_address_of("StakeManager")]),
+        ("SealedJobs", [_address_of("JobMarket"), _address_of("KeyRegistry"), params.key_window]),
     ]
 
 
@@ -221,10 +227,10 @@ def deploy_protocol(
     for name, args in plan:
         values = [a(deployed) if callable(a) else a for a in args]
         record(name, *_deploy(client, signer, name, values))
-    stakes, market, game, court = (deployed[n].address for n in ("StakeManager", "JobMarket", "DisputeGame", "AvailabilityCourt"))
-    StakeManager(client, stakes, signer).authorize([market, game, court])
+    stakes, market, game, court, sealed = (deployed[n].address for n in ("StakeManager", "JobMarket", "DisputeGame", "AvailabilityCourt", "SealedJobs"))
+    StakeManager(client, stakes, signer).authorize([market, game, court, sealed])
     JobMarket(client, market, signer).set_dispute_game(game)
-    log.info("wired: StakeManager authorized JobMarket, DisputeGame and AvailabilityCourt; JobMarket's dispute game set")
+    log.info("wired: StakeManager authorized JobMarket, DisputeGame, AvailabilityCourt and SealedJobs; JobMarket's dispute game set")
     _seed_jackpot(client, signer, deployed["VeriToken"].address, market, params.jackpot_seed)
 
     book = AddressBook(

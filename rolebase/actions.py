@@ -53,8 +53,8 @@ class Stake(Journaled):
 
 
 #: The contracts that pay by credit, by the name of the ``Protocol`` attribute that holds each.
-CreditSource = Literal["game", "court"]
-CREDIT_SOURCES: tuple[CreditSource, ...] = ("game", "court")
+CreditSource = Literal["game", "court", "sealed_jobs"]
+CREDIT_SOURCES: tuple[CreditSource, ...] = ("game", "court", "sealed_jobs")
 
 
 @dataclass(frozen=True)
@@ -99,6 +99,9 @@ class Crediting(Structural):
 
     @property
     def court(self) -> CreditCalls: ...
+
+    @property
+    def sealed_jobs(self) -> CreditCalls: ...
 
 
 class UpkeepCalls(Staking, Crediting, Structural):
@@ -214,7 +217,7 @@ class GameMoves:
 
 def creditor(calls: Crediting, source: CreditSource) -> CreditCalls:
     """The contract that pays by credit named ``source``."""
-    return calls.game if source == "game" else calls.court
+    return {"game": calls.game, "court": calls.court, "sealed_jobs": calls.sealed_jobs}[source]
 
 
 def credits_of(calls: Crediting, me: Address) -> dict[CreditSource, TokenAmount]:

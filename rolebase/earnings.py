@@ -26,7 +26,7 @@ class BalanceReport(TypedDict):
     veri: str
     gas: str
     stakes: dict[str, StakeReport]
-    credits: dict[str, str]  # what the game and the court owe (claimable: ``veritrain claim``)
+    credits: dict[str, str]  # what the game, the court and the sealed jobs' contract owe (claimable: ``veritrain claim``)
 
 
 class GasReport(TypedDict):
@@ -44,7 +44,7 @@ class Earning(TypedDict):
 
 
 def balances(protocol: Protocol, me: Address) -> BalanceReport:
-    """VERI and gas balances, the stake of every role and the credits the game and the court owe, in
+    """VERI and gas balances, the stake of every role and the credits the game, the court and the sealed jobs' contract owe, in
     base units (decimal strings)."""
     stakes: dict[str, StakeReport] = {}
     for r in Role:

@@ -162,7 +162,7 @@ class SolverView:
     advertised: Capabilities | None = None  # our advert on chain (advertised_at 0: none yet)
     offer: Capabilities | None = None  # what we advertise: our limits, device and measured speed (None: nothing)
     rivals: tuple[Rival, ...] = ()  # the other staked advertisers (read while jobs are open)
-    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game and the court owe us (claimable)
+    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
 
 
 @dataclass(frozen=True)

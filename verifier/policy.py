@@ -140,7 +140,7 @@ class VerifierView:
     seed: SeedView | None = None  # None: forced errors left alone (not loaded)
     cases: tuple[LiveCase, ...] = ()  # the availability court's live cases
     court_params: CourtParams | None = None
-    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game and the court owe us (claimable)
+    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
     rivals: tuple[Address, ...] = ()  # the other staked verifiers, while a job waits for a draw or a finalize (rolebase.turns.rank)
 
 

@@ -129,8 +129,9 @@ def claim(
     settings: Settings,
     json_out: options.Json = False,
 ) -> None:
-    """Claim what the dispute game and the availability court owe the key (their settlements credit
-    payouts; a running role daemon claims them itself).
+    """Claim what the dispute game, the availability court and the sealed jobs' contract owe the key
+    (their settlements, forfeits and returned key bonds credit payouts; a running role daemon claims
+    them itself).
 
     Examples:
 
@@ -199,7 +200,7 @@ def balance(
     json_out: options.Json = False,
 ) -> None:
     """Show an account's VERI, its gas balance, its stake in each role (locked, unbonding and when it is
-    released) and what the game and the court owe it (claimed by its daemon, or by `veritrain claim`).
+    released) and what the game, the court and the sealed jobs' contract owe it (claimed by its daemon, or by `veritrain claim`).
 
     Examples:
 

@@ -231,7 +231,7 @@ class WhistleblowerView:
     game_params: GameParams | None = None
     forgettable: tuple[JobId, ...] = ()  # audited jobs that are final
     data_challenges: tuple[tuple[JobId, int], ...] = ()  # (job, answer deadline): our availability challenges not answered
-    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game and the court owe us (claimable)
+    credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
 
 
 @dataclass(frozen=True)

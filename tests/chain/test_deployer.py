@@ -19,6 +19,9 @@ def test_deployed_protocol_is_wired_and_reads_its_parameters_from_chain(devnet: 
     proto = devnet.protocol()
     params = DeployParams.devnet()
     assert proto.stakes.is_protocol(proto.market.address) and proto.stakes.wired()
+    assert all(proto.stakes.is_protocol(c.address) for c in (proto.game, proto.court, proto.sealed_jobs))
+    assert not proto.stakes.is_protocol(proto.keys.address)  # it only reads stakes
+    assert proto.sealed_jobs.key_window() == params.key_window
     assert proto.market.token() == proto.token.address == proto.stakes.token()
     assert proto.market.stake_manager() == proto.stakes.address
     assert proto.stakes.min_stake(Role.SOLVER) == params.min_stakes.solver
@@ -101,6 +104,12 @@ def test_parameter_file_errors(tmp_path: Path) -> None:
     (tmp_path / "p.json").write_text(json.dumps(raw))
     with pytest.raises(ConfigError, match="minStakes.solver"):
         DeployParams.load(tmp_path / "p.json")
+    for window in (0, 365 * 86_400 + 1):
+        raw = DeployParams.devnet().to_json()
+        raw["keyWindow"] = window
+        (tmp_path / "p.json").write_text(json.dumps(raw))
+        with pytest.raises(ConfigError, match="keyWindow"):
+            DeployParams.load(tmp_path / "p.json")
     for seed, message in ((-1, "jackpotSeed"), (DeployParams.devnet().token_supply + 1, "exceeds tokenSupply")):
         raw = DeployParams.devnet().to_json()
         raw["jackpotSeed"] = seed

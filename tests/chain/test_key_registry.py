@@ -31,7 +31,7 @@ def test_deployed_registry_reads_the_protocols_stakes(devnet: Devnet) -> None:
     proto = devnet.protocol()
     assert proto.keys.stake_manager() == proto.stakes.address
     assert proto.keys.address == devnet.book.address("KeyRegistry")
-    assert devnet.book.contracts["KeyRegistry"].block >= devnet.book.contracts["AvailabilityCourt"].block  # deployed last
+    assert devnet.book.contracts["KeyRegistry"].block >= devnet.book.contracts["AvailabilityCourt"].block  # deployed after the court
 
 
 def test_unstaked_account_is_refused_and_a_staked_one_registers_and_rotates(devnet: Devnet, parties: Parties) -> None:

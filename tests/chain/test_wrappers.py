@@ -9,7 +9,22 @@ import pytest
 
 from core import artifacts
 from core.config import Settings
-from core.contracts import Capabilities, ForcedSeed, Job, JobMarket, KeyRegistry, MarketParams, ReportSeal, StakeInfo, StakeManager, VeriToken, snake_case
+from core.contracts import (
+    Capabilities,
+    ForcedSeed,
+    Job,
+    JobMarket,
+    KeyDemand,
+    KeyRegistry,
+    MarketParams,
+    ReportSeal,
+    SealedJobs,
+    Sealing,
+    StakeInfo,
+    StakeManager,
+    VeriToken,
+    snake_case,
+)
 from core.errors import ArtifactsMissing, ConfigError
 from deploy.build import build
 
@@ -19,8 +34,8 @@ def built() -> None:
     build()
 
 
-@pytest.mark.parametrize("wrapper", [VeriToken, StakeManager, JobMarket, KeyRegistry], ids=lambda w: w.__name__)
-def test_every_abi_function_has_a_wrapper_method(wrapper: type[VeriToken | StakeManager | JobMarket | KeyRegistry]) -> None:
+@pytest.mark.parametrize("wrapper", [VeriToken, StakeManager, JobMarket, KeyRegistry, SealedJobs], ids=lambda w: w.__name__)
+def test_every_abi_function_has_a_wrapper_method(wrapper: type[VeriToken | StakeManager | JobMarket | KeyRegistry | SealedJobs]) -> None:
     abi = artifacts.load(wrapper.ARTIFACT).abi
     names = {snake_case(e["name"]) for e in abi if e["type"] == "function"}
     missing = sorted(n for n in names if not callable(getattr(wrapper, n, None)))
@@ -35,6 +50,8 @@ def test_every_abi_function_has_a_wrapper_method(wrapper: type[VeriToken | Stake
         (ForcedSeed, "JobMarket", "forcedSeedOf"),
         (StakeInfo, "StakeManager", "stakeOf"),
         (Capabilities, "StakeManager", "capabilitiesOf"),
+        (Sealing, "SealedJobs", "sealingOf"),
+        (KeyDemand, "SealedJobs", "demandOf"),
     ],
 )
 def test_result_dataclasses_match_the_abi_structs(cls: type, artifact: str, function: str) -> None:

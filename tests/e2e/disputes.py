@@ -6,7 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.chain import Address
 from core.contracts import Event, GameId, JobId, JobState, Protocol, Role
+from rolebase.actions import credits_of
 from submitter import service
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
@@ -39,23 +41,24 @@ def _in_one_block(protocol: Protocol, read: Callable[[], int]) -> int:
 
 
 def wealth(protocol: Protocol, address: str) -> int:
-    """Wallet tokens plus stakes in every role plus what the game and the court owe (their credits,
-    which the daemons claim), read in one block."""
+    """Wallet tokens plus stakes in every role plus what every contract that pays by credit owes
+    (the game, the court, the sealed jobs' contract: the daemons claim them), read in one block."""
 
     def read() -> int:
-        credits = protocol.game.credit(address) + protocol.court.credit(address)
+        credits = sum(credits_of(protocol, Address(address)).values())
         return protocol.token.balance_of(address) + sum(protocol.stakes.stake_of(address, r).staked for r in Role) + credits
 
     return _in_one_block(protocol, read)
 
 
 def total_wealth(protocol: Protocol, market: Market, accounts: range) -> int:
-    """The accounts' wealth plus what the market, the game and the court hold besides the credits
-    (counted in the payees' wealth), read in one block: conserved by every call."""
+    """The accounts' wealth plus what the market and the contracts that pay by credit hold besides the
+    credits (counted in the payees' wealth), read in one block: conserved by every call."""
 
     def read() -> int:
-        held = sum(protocol.token.balance_of(c.address) for c in (protocol.market, protocol.game, protocol.court))
-        owed = protocol.game.total_credit() + protocol.court.total_credit()
+        crediting = (protocol.game, protocol.court, protocol.sealed_jobs)
+        held = sum(protocol.token.balance_of(c.address) for c in (protocol.market, *crediting))
+        owed = sum(c.total_credit() for c in crediting)
         return held - owed + sum(wealth(protocol, market.account(i).address) for i in accounts)
 
     return _in_one_block(protocol, read)

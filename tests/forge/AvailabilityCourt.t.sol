@@ -3,9 +3,6 @@ pragma solidity ^0.8.28;
 
 import {Fixture} from "./utils/Fixture.sol";
 import {IsolatedGas} from "./utils/IsolatedGas.sol";
-import {StakeManager} from "../../contracts/StakeManager.sol";
-import {JobMarket} from "../../contracts/JobMarket.sol";
-import {VeriToken} from "../../contracts/VeriToken.sol";
 import {AvailabilityCourt} from "../../contracts/AvailabilityCourt.sol";
 import {Case, CaseStatus, CourtParams, IAvailabilityCourt} from "../../contracts/interfaces/IAvailabilityCourt.sol";
 import {Ballot} from "../../contracts/interfaces/IDisputeGame.sol";
@@ -41,19 +38,10 @@ abstract contract CourtFixture is Fixture {
         });
     }
 
-    function _deploy() internal override {
-        vm.warp(1_700_000_000);
-        vm.roll(100);
-        token = new VeriToken(SUPPLY);
-        stakes = new StakeManager(token, [MIN_SOLVER_STAKE, MIN_VERIFIER_STAKE, MIN_WHISTLEBLOWER_STAKE], UNBONDING);
-        market = new JobMarket(token, stakes, _params());
+    function _moreProtocols() internal override returns (address[] memory more) {
         court = new AvailabilityCourt(market, _courtParams());
-        address[] memory protocols = new address[](3);
-        protocols[0] = address(market);
-        protocols[1] = game;
-        protocols[2] = address(court);
-        stakes.authorize(protocols);
-        market.setDisputeGame(game);
+        more = new address[](1);
+        more[0] = address(court);
     }
 
     function setUp() public virtual {

@@ -90,7 +90,7 @@ def test_the_wheel_deploys_and_runs_a_solver_that_stakes_with_no_node_modules(wh
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
     assert "core/compiled/manifest.json" in names and "core/compiled/JobMarket.json" in names and "deploy/params/devnet.json" in names
-    assert "core/compiled/KeyRegistry.json" in names  # every contract of the build, the newest included
+    assert "core/compiled/SealedJobs.json" in names  # every contract of the build, the newest included
     assert not any(n.startswith(("contracts/", "node_modules/", "build/", "tests/")) for n in names)
     print(f"wheel {wheel.name}: {wheel.stat().st_size:,} bytes")
 

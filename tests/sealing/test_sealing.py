@@ -1,8 +1,9 @@
 """core.sealing without a chain: round trips at every size around a chunk, every tamper class refused,
-wraps to the right key only, and key files kept private."""
+wraps to the right key only, the data key's commitment keccak256, and key files kept private."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import stat
@@ -212,6 +213,15 @@ def test_wrap_refuses_bad_keys() -> None:
         wrap(new_data_key(), bytes(31))
     with pytest.raises(SealingError, match="data key is 32 bytes"):
         wrap(bytes(16), EncryptionKey.generate().public_key)
+
+
+def test_key_hash_is_keccak256_not_sha3() -> None:
+    """The commitment SealedJobs checks: Ethereum's keccak256 of the 32 bytes (NIST SHA3-256 differs)."""
+    zero = bytes(32)
+    assert sealing.key_hash(zero).hex() == "290decd9548b62a8d60345a988386fc84ba6bc95484008f6362f93160ef3e563"
+    assert sealing.key_hash(zero) != hashlib.sha3_256(zero).digest()
+    with pytest.raises(SealingError, match="data key is 32 bytes"):
+        sealing.key_hash(bytes(31))
 
 
 @settings(max_examples=20, deadline=None)

@@ -67,17 +67,26 @@ abstract contract Fixture is Test {
         });
     }
 
-    function _deploy() internal virtual {
+    function _deploy() internal {
         vm.warp(1_700_000_000);
         vm.roll(100);
         token = new VeriToken(SUPPLY);
         stakes = new StakeManager(token, [MIN_SOLVER_STAKE, MIN_VERIFIER_STAKE, MIN_WHISTLEBLOWER_STAKE], UNBONDING);
         market = new JobMarket(token, stakes, _params());
-        address[] memory protocols = new address[](2);
+        address[] memory more = _moreProtocols();
+        address[] memory protocols = new address[](2 + more.length);
         protocols[0] = address(market);
         protocols[1] = game;
+        for (uint256 i; i < more.length; ++i) {
+            protocols[2 + i] = more[i];
+        }
         stakes.authorize(protocols);
         market.setDisputeGame(game);
+    }
+
+    /// Protocol contracts a fixture deploys once the market exists, authorized with it (none here).
+    function _moreProtocols() internal virtual returns (address[] memory) {
+        return new address[](0);
     }
 
     function _fund(address account) internal {
@@ -145,9 +154,8 @@ abstract contract Fixture is Test {
         verifier = market.getJob(jobId).verifier;
         bytes32 drawSeed = keccak256(abi.encode(blockhash(anchor + 1), jobId, before.draws));
         ForcedSeed memory seed = market.forcedSeedOf(verifier);
-        seals[jobId] = ReportSeal(
-            keccak256(abi.encode(drawSeed)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0
-        );
+        seals[jobId] =
+            ReportSeal(keccak256(abi.encode(drawSeed)), seed.setAtBlock <= anchor ? seed.commitment : bytes32(0), 0);
     }
 
     /// The probes a passing report of job `jobId` publishes under its last draw's seal: probeCount
