@@ -424,8 +424,19 @@ def address_book(s: Settings, c: ChainClient) -> AddressBook:
 
 def protocol(s: Settings, *, signing: bool) -> Protocol:
     """The deployed protocol the settings point at, signing with their key if ``signing``."""
+    return signing_protocol(s)[0] if signing else _connect(s, None)
+
+
+def signing_protocol(s: Settings) -> tuple[Protocol, Signer]:
+    """The deployed protocol signing with the settings' key, and that key: a command that needs both
+    opens the keystore (and asks its password) once."""
+    key = signer(s)
+    return _connect(s, key), key
+
+
+def _connect(s: Settings, key: Signer | None) -> Protocol:
     c = client(s)
-    return Protocol.connect(c, address_book(s, c), signer(s) if signing else None)
+    return Protocol.connect(c, address_book(s, c), key)
 
 
 def show_time(unix_s: int) -> str:

@@ -312,8 +312,8 @@ def serve(
     gateway = serve_store(open_store(store_dir=store_dir, ipfs_api=None, data_dir=settings.data_dir), address)
     try:
         if keyed:
-            key = options.signer(settings)
-            announce_gateway(options.protocol(settings, signing=True), key.address, gateway.address, announce)
+            protocol, key = options.signing_protocol(settings)
+            announce_gateway(protocol, key.address, gateway.address, announce)
         console.print(f"serving {gateway.index.store.root} at {gateway.url}/ipfs/<cid>?format=raw (Ctrl-C stops)", highlight=False)
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -69,8 +69,8 @@ def register(
       veritrain keys register gpu1 --key-env SOLVER_KEY --json
     """
     key = EncryptionKey.load(options.encryption_keys_dir(settings) / _checked(name))
-    protocol = options.protocol(settings, signing=True)
-    me = options.signer(settings).address
+    protocol, signing = options.signing_protocol(settings)
+    me = signing.address
     public = "0x" + key.public_key.hex()
     current = protocol.keys.key_of(me)
     if current.registered and current.key == key.public_key:

@@ -67,8 +67,8 @@ def stake(
       veritrain stake solver 150 --key-env SOLVER_KEY
     """
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
-    protocol = options.protocol(settings, signing=True)
-    me = options.signer(settings).address
+    protocol, key = options.signing_protocol(settings)
+    me = key.address
     try:  # the stake's own refusal (below the minimum...) before an approval is sent for it
         protocol.client.call(protocol.stakes.contract.functions.stake(int(r), units), sender=me)
     except ContractRevert as exc:
@@ -96,9 +96,9 @@ def unstake(
       veritrain unstake verifier 50 --key-env VERIFIER_KEY
     """
     units, r = parse_tokens(amount, "AMOUNT"), _role(role)
-    protocol = options.protocol(settings, signing=True)
+    protocol, key = options.signing_protocol(settings)
     receipt = protocol.stakes.request_unstake(r, units)
-    info = protocol.stakes.stake_of(options.signer(settings).address, r)
+    info = protocol.stakes.stake_of(key.address, r)
     _done(json_out, receipt, f"unbonding {show_tokens(info.unbonding)} VERI as {r.name.lower()}, withdrawable from {show_time(info.release_at)}",
           role=r.name.lower(), unbonding=str(info.unbonding), release_at=info.release_at)  # fmt: skip
 
@@ -116,8 +116,8 @@ def withdraw(
       veritrain withdraw verifier --key-env VERIFIER_KEY
     """
     r = _role(role)
-    protocol = options.protocol(settings, signing=True)
-    me = options.signer(settings).address
+    protocol, key = options.signing_protocol(settings)
+    me = key.address
     before = protocol.token.balance_of(me)
     receipt = protocol.stakes.withdraw(r)
     got = protocol.token.balance_of(me) - before
@@ -137,8 +137,8 @@ def claim(
 
       veritrain claim --key-env VERIFIER_KEY
     """
-    protocol = options.protocol(settings, signing=True)
-    me = options.signer(settings).address
+    protocol, key = options.signing_protocol(settings)
+    me = key.address
     owed = {source: amount for source, amount in credits_of(protocol, me).items() if amount}
     for source, amount in owed.items():
         receipt = creditor(protocol, source).claim_credit(me)

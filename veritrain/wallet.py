@@ -181,9 +181,8 @@ def init(
     if not (options.keystore_dir(base) / account).exists():
         new(account, data_dir=data_dir, password_file=password_file, json_out=False)
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir, password_file=password_file, account=account)
-    signer = options.signer(settings)
-    client = options.client(settings)
-    protocol = Protocol.connect(client, options.address_book(settings, client), signer)
+    protocol, signer = options.signing_protocol(settings)
+    client = protocol.client
     me = signer.address
     already = protocol.stakes.stake_of(me, r).staked
     amount = parse_tokens(stake, "--stake") if stake is not None else protocol.stakes.min_stake(r)

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import pty
+import select
 import subprocess
 import sys
 from pathlib import Path
 
 from eth_utils import to_checksum_address
 
+from core.chain import Signer
 from core.contracts import Protocol
 from deploy.anvil import dev_private_key
 from deploy.devnet import Devnet
@@ -76,3 +79,35 @@ def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Pat
     # the wallet reconciles: its native balance fell by exactly the gas earnings counts (VERI moves cost only gas)
     assert earned["gas_spent"]["transactions"] >= 4 and eth_before - devnet.client.balance(me) == int(earned["gas_spent"]["wei"]) - gas_before > 0
     assert "ETH over" in veritrain("earnings", me).stdout
+
+
+def test_a_keystore_password_is_asked_once_on_a_terminal(devnet: Devnet, tmp_path: Path) -> None:
+    """A command that signs and reads its own address (``claim``) opens the keystore once: one prompt
+    on its terminal (a pseudo-terminal it controls, as a shell's)."""
+    devnet.book.save(tmp_path / f"{devnet.client.chain_id}.json")
+    keystore = tmp_path / "key.json"
+    keystore.write_text(json.dumps(Signer.from_env("K", env={"K": dev_private_key(2)}).encrypt("correct horse")))
+    env = {k: v for k, v in os.environ.items() if k != "VERITRAIN_KEYSTORE_PASSWORD"} | {"VERITRAIN_RPC_URL": devnet.rpc_url}
+    argv = [*CLI, "claim", "--keystore", str(keystore), "--address-book-dir", str(tmp_path)]
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the command, on the pseudo-terminal
+        os.execve(sys.executable, argv, env)
+    # click writes "keystore password:", then getpass flushes what was typed and writes " ": answer after it
+    seen, prompts = b"", 0
+    while True:
+        ready, _, _ = select.select([terminal], [], [], 600)
+        assert ready, f"no output for 600 s: {seen!r}"
+        try:
+            chunk = os.read(terminal, 4096)
+        except OSError:  # the terminal closed: the command exited
+            break
+        if not chunk:
+            break
+        seen += chunk
+        if seen.count(b"keystore password: ") > prompts:
+            prompts += 1
+            os.write(terminal, b"correct horse\n")
+    os.close(terminal)
+    assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0, seen
+    assert prompts == 1, seen
+    assert b"nothing to claim" in seen, seen
