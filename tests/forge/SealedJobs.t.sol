@@ -66,11 +66,16 @@ contract SealedJobsTest is Fixture {
         _report(jobId, verifier, true);
     }
 
-    function _wrap(address from, uint256 jobId, address to) internal {
-        address[] memory recipients = new address[](1);
+    /// publishWraps' arguments for one 80-byte wrap to `to` (the chain cannot open a wrap: zeros do).
+    function _oneWrap(address to) internal pure returns (address[] memory recipients, bytes[] memory wraps) {
+        recipients = new address[](1);
         recipients[0] = to;
-        bytes[] memory wraps = new bytes[](1);
+        wraps = new bytes[](1);
         wraps[0] = new bytes(80);
+    }
+
+    function _wrap(address from, uint256 jobId, address to) internal {
+        (address[] memory recipients, bytes[] memory wraps) = _oneWrap(to);
         vm.prank(from);
         sj.publishWraps(jobId, recipients, wraps);
     }
@@ -202,10 +207,7 @@ contract SealedJobsTest is Fixture {
         emit ISealedJobs.WrapPublished(jobId, solver, submitter, 1, new bytes(80));
         _wrap(submitter, jobId, solver);
         // Before its claim the solver holds no key of this job: it may not wrap.
-        address[] memory recipients = new address[](1);
-        recipients[0] = verifier1;
-        bytes[] memory wraps = new bytes[](1);
-        wraps[0] = new bytes(80);
+        (address[] memory recipients, bytes[] memory wraps) = _oneWrap(verifier1);
         vm.prank(solver);
         vm.expectRevert(abi.encodeWithSelector(ISealedJobs.NotAuthorized.selector, solver));
         sj.publishWraps(jobId, recipients, wraps);
@@ -272,10 +274,7 @@ contract SealedJobsTest is Fixture {
         vm.prank(verifier);
         vm.expectRevert(abi.encodeWithSelector(ISealedJobs.KeyPublic.selector, jobId));
         sj.demandKey(jobId);
-        address[] memory recipients = new address[](1);
-        recipients[0] = verifier;
-        bytes[] memory wraps = new bytes[](1);
-        wraps[0] = new bytes(80);
+        (address[] memory recipients, bytes[] memory wraps) = _oneWrap(verifier);
         vm.prank(submitter);
         vm.expectRevert(abi.encodeWithSelector(ISealedJobs.NotSealed.selector, jobId, SealingStatus.Revealed));
         sj.publishWraps(jobId, recipients, wraps);
@@ -319,10 +318,7 @@ contract SealedJobsTest is Fixture {
         vm.expectRevert(abi.encodeWithSelector(ISealedJobs.DeadlineNotReached.selector, jobId, deadline));
         sj.timeoutDemand(jobId);
         vm.warp(deadline + 1);
-        address[] memory recipients = new address[](1);
-        recipients[0] = verifier;
-        bytes[] memory wraps = new bytes[](1);
-        wraps[0] = new bytes(80);
+        (address[] memory recipients, bytes[] memory wraps) = _oneWrap(verifier);
         vm.prank(submitter);
         vm.expectRevert(abi.encodeWithSelector(ISealedJobs.DeadlinePassed.selector, jobId, deadline));
         sj.publishWraps(jobId, recipients, wraps);
