@@ -1288,6 +1288,12 @@ class SealedJobs(_Crediting):
             for e in self.events("WrapPublished", from_block, jobId=job_id, recipient=to_checksum_address(recipient))
         ]
 
+    def revealed_key(self, job_id: JobId, from_block: int = 0) -> bytes | None:
+        """The job's data key if a demand was answered with it (``KeyRevealed``: public from then on),
+        else None. The contract checked it against the commitment."""
+        revealed = self.events("KeyRevealed", from_block, jobId=job_id)
+        return bytes(revealed[0].args["dataKey"]) if revealed else None
+
     # the submitter
     def seal(self, job_id: JobId, key_hash: bytes) -> Receipt:
         """Seal the signer's Open job: commit to its data key (``key_hash``: :func:`core.sealing.key_hash`)

@@ -142,6 +142,8 @@ class _Records(Structural):
 
     def forget_sent(self, job_id: int) -> None: ...
 
+    def forget_data_key(self, job_id: int) -> None: ...
+
 
 class Challenger(Structural):
     """Our answer at a game's midpoint (:meth:`rolebase.dispute.DisputeReplayer.answer`)."""
@@ -177,6 +179,7 @@ class Upkeep:
             case Forget(job_id):
                 self.records.forget(job_id)
                 self.records.forget_sent(job_id)
+                self.records.forget_data_key(job_id)
                 self.log.info("job forgotten", extra={"job": job_id})
 
 

@@ -22,12 +22,22 @@ CREATE TABLE sent_txs (
 """
 
 
+#: Sealed jobs' data keys (``rolebase.keyring``): found once in a wrap or a revealed key, kept with
+#: the job's other records (in this 0600 file) and forgotten with them.
+DATA_KEYS_MIGRATION = """
+CREATE TABLE data_keys (
+    job_id INTEGER PRIMARY KEY,
+    data_key BLOB NOT NULL
+);
+"""
+
+
 class RoleDb:
-    """A role's SQLite records (its ``migrations`` must create ``final_jobs``, ``sent_txs`` and the heartbeat).
+    """A role's SQLite records (its ``migrations`` must create ``final_jobs``, ``sent_txs``, ``data_keys`` and the heartbeat).
 
     The state directory is the owner's only (0700) and the database file 0600, created so before
     SQLite opens it (its WAL and shared-memory files take the database file's mode): a role's
-    records hold secrets (salts, forced-error secrets, the auditor's secret) and its work.
+    records hold secrets (salts, forced-error secrets, the auditor's secret, sealed jobs' data keys) and its work.
     """
 
     def __init__(self, path: Path, migrations: Sequence[str]) -> None:
@@ -62,6 +72,17 @@ class RoleDb:
 
     def forget_sent(self, job_id: int) -> None:
         self.db.execute("DELETE FROM sent_txs WHERE job_id = ?", (job_id,))
+
+    def data_key(self, job_id: int) -> bytes | None:
+        """The sealed job's data key, once found (``rolebase.keyring``); None before."""
+        row = self.db.query_one("SELECT data_key FROM data_keys WHERE job_id = ?", (job_id,))
+        return None if row is None else bytes(row["data_key"])
+
+    def keep_data_key(self, job_id: int, data_key: bytes) -> None:
+        self.db.execute("INSERT OR REPLACE INTO data_keys (job_id, data_key) VALUES (?, ?)", (job_id, data_key))
+
+    def forget_data_key(self, job_id: int) -> None:
+        self.db.execute("DELETE FROM data_keys WHERE job_id = ?", (job_id,))
 
     def once_secret(self, table: str, column: str) -> bytes:
         """A secret of 32 random bytes made on first use in the one-row ``table`` (``id = 1``), the same

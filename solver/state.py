@@ -42,7 +42,7 @@ from core.contracts import JobId
 from core.localdb import HEARTBEAT_MIGRATION
 from core.probe import Bytes32
 from proofs.merkle import hex32, to_bytes32
-from rolebase.records import SENT_MIGRATION, RoleDb
+from rolebase.records import DATA_KEYS_MIGRATION, SENT_MIGRATION, RoleDb
 from solver.policy import Phase, SpecCheck
 
 MIGRATIONS: Sequence[str] = (
@@ -126,6 +126,7 @@ MIGRATIONS: Sequence[str] = (
     DELETE FROM spec_verdicts;
     ALTER TABLE spec_verdicts ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0;
     """,
+    DATA_KEYS_MIGRATION,
 )
 
 

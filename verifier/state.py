@@ -37,7 +37,7 @@ from core.localdb import HEARTBEAT_MIGRATION
 from core.probe import Probe
 from proofs.merkle import hex32, to_bytes32
 from proofs.probes import forced_commitment
-from rolebase.records import SENT_MIGRATION, RoleDb
+from rolebase.records import DATA_KEYS_MIGRATION, SENT_MIGRATION, RoleDb
 from verifier.policy import Draw, Phase
 
 MIGRATIONS: Sequence[str] = (
@@ -75,6 +75,7 @@ MIGRATIONS: Sequence[str] = (
     UPDATE assignments SET phase = 'assigned' WHERE phase = 'replayed';
     """,
     SENT_MIGRATION,
+    DATA_KEYS_MIGRATION,
 )
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from core.contracts import GameId, JobId
 from core.localdb import HEARTBEAT_MIGRATION
-from rolebase.records import SENT_MIGRATION, RoleDb
+from rolebase.records import DATA_KEYS_MIGRATION, SENT_MIGRATION, RoleDb
 from whistleblower.policy import Finding, FindingKind
 
 MIGRATIONS: Sequence[str] = (
@@ -54,6 +54,7 @@ MIGRATIONS: Sequence[str] = (
     """,
     HEARTBEAT_MIGRATION,
     SENT_MIGRATION,
+    DATA_KEYS_MIGRATION,
 )
 
 

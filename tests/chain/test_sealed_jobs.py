@@ -11,6 +11,7 @@ and the crypto end to end.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -21,6 +22,8 @@ from core.errors import SealingError
 from core.reverts import revert_class
 from core.sealing import EncryptionKey, key_hash, new_data_key, unwrap, wrap
 from deploy.devnet import Devnet
+from rolebase import keyring
+from rolebase.records import DATA_KEYS_MIGRATION, RoleDb
 from tests.chain.test_lifecycle import FEE, MANIFEST, MODEL, REWARD, ROOT, past, post, report_pass, stake
 
 if TYPE_CHECKING:
@@ -50,6 +53,11 @@ def _wrap_to(proto: Protocol, publisher: Signer, job_id: JobId, data_key: bytes,
     """``publisher`` (the submitter or the solver: it holds the key) wraps it to ``recipient``'s registered key."""
     registered = proto.keys.key_of(recipient)
     return proto.with_signer(publisher).sealed_jobs.publish_wraps(job_id, [recipient], [wrap(data_key, registered.key)])
+
+
+def _records(folder: Path) -> RoleDb:
+    """A role's records with only the data keys' table (what rolebase.keyring keeps)."""
+    return RoleDb(folder / "records.db", [DATA_KEYS_MIGRATION])
 
 
 def _unwrapped(proto: Protocol, job_id: JobId, me: str, key: EncryptionKey) -> bytes:
@@ -90,7 +98,7 @@ def _verifying(devnet: Devnet, parties: Parties) -> Verifying:
     return Verifying(proto, job_id, data_key, sol, ver)
 
 
-def test_a_sealed_jobs_key_reaches_the_solver_in_a_wrap_that_only_it_opens(devnet: Devnet, parties: Parties) -> None:
+def test_a_sealed_jobs_key_reaches_the_solver_in_a_wrap_that_only_it_opens(devnet: Devnet, parties: Parties, tmp_path: Path) -> None:
     proto = devnet.protocol()
     sealed = proto.sealed_jobs
     assert (sealed.market(), sealed.keys(), sealed.token(), sealed.stake_manager()) == (
@@ -134,8 +142,17 @@ def test_a_sealed_jobs_key_reaches_the_solver_in_a_wrap_that_only_it_opens(devne
     with pytest.raises(SealingError, match="does not open"):
         unwrap(published.wrap, other_key)  # a staked party with a key, but no wrap of its own
 
+    # what a role reads (rolebase.keyring): the key found once, then kept in its records; nothing for the other
+    solver_records, other_records = _records(tmp_path / "solver"), _records(tmp_path / "other")
+    assert keyring.data_key(sealed, solver_records, job_id, sol.address, solver_key, proto.book.deploy_block) == data_key
+    assert solver_records.data_key(job_id) == data_key
+    assert keyring.data_key(sealed, other_records, job_id, other.address, other_key, proto.book.deploy_block) is None
+    assert other_records.data_key(job_id) is None
 
-def test_the_verifiers_demands_are_answered_by_a_wrap_then_only_by_the_key_and_the_bond_returns_at_settlement(devnet: Devnet, parties: Parties) -> None:
+
+def test_the_verifiers_demands_are_answered_by_a_wrap_then_only_by_the_key_and_the_bond_returns_at_settlement(
+    devnet: Devnet, parties: Parties, tmp_path: Path
+) -> None:
     v = _verifying(devnet, parties)
     proto, job_id, ver = v.proto, v.job_id, v.verifier
     sealed, as_verifier = proto.sealed_jobs, proto.with_signer(ver).sealed_jobs
@@ -170,6 +187,9 @@ def test_the_verifiers_demands_are_answered_by_a_wrap_then_only_by_the_key_and_t
     (public,) = sealed.decode_events(revealed, "KeyRevealed")
     assert public.args["dataKey"] == v.data_key, "the key is public now"
     assert sealed.sealing_of(job_id).status is SealingStatus.REVEALED and not sealed.demand_of(job_id).open
+    assert sealed.revealed_key(job_id, proto.book.deploy_block) == v.data_key
+    anyone_key = EncryptionKey.generate()  # no wrap to it: the revealed key is anyone's now
+    assert keyring.data_key(sealed, _records(tmp_path), job_id, parties.outsider.address, anyone_key, proto.book.deploy_block) == v.data_key
     assert proto.market.get_job(job_id).state is JobState.VERIFYING
     with pytest.raises(revert_class("KeyPublic")):
         as_verifier.demand_key(job_id)
