@@ -67,6 +67,7 @@ __all__ = [
     "SealingStatus",
     "KeyDemand",
     "PublishedWrap",
+    "WrapRequest",
     "Case",
     "CaseStatus",
     "CourtParams",
@@ -1244,6 +1245,17 @@ class PublishedWrap:
     block_number: BlockNumber
 
 
+@dataclass(frozen=True)
+class WrapRequest:
+    """A party's ask for a wrap of a sealed job's key, from its ``WrapRequested`` event (an eligible
+    solver while the job is Open, an eligible whistleblower while it is Verified), and the version of
+    the key it had registered then."""
+
+    party: Address
+    key_version: int
+    block_number: BlockNumber
+
+
 class SealedJobs(_Crediting):
     """Sealed jobs: a job's data-key commitment and key bond, the wraps of its key to the entitled
     parties, and the key game (ISealedJobs.sol has the rules, docs/sealing.md the design). Pays by
@@ -1286,6 +1298,21 @@ class SealedJobs(_Crediting):
         return [
             PublishedWrap(bytes(e.args["wrap"]), int(e.args["keyVersion"]), Address(e.args["from"]), e.block_number)
             for e in self.events("WrapPublished", from_block, jobId=job_id, recipient=to_checksum_address(recipient))
+        ]
+
+    def wrapped(self, job_id: JobId, from_block: int = 0) -> dict[Address, int]:
+        """Every recipient a wrap of the job's key was published to, with the newest key version a wrap
+        was made for (whether it opens, only the recipient can tell)."""
+        newest: dict[Address, int] = {}
+        for e in self.events("WrapPublished", from_block, jobId=job_id):
+            recipient = Address(e.args["recipient"])
+            newest[recipient] = max(newest.get(recipient, 0), int(e.args["keyVersion"]))
+        return newest
+
+    def wrap_requests(self, job_id: JobId, from_block: int = 0) -> list[WrapRequest]:
+        """The asks for a wrap of the job's key, oldest first."""
+        return [
+            WrapRequest(Address(e.args["party"]), int(e.args["keyVersion"]), e.block_number) for e in self.events("WrapRequested", from_block, jobId=job_id)
         ]
 
     def revealed_key(self, job_id: JobId, from_block: int = 0) -> bytes | None:

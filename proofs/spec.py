@@ -21,7 +21,7 @@ import json
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer, model_validator
 
 from core.bounded import InputRejected, load_json
 from proofs.errors import LimitExceeded, SpecError
@@ -276,7 +276,9 @@ class DatasetSpec(_Frozen):
     ``format`` ``u16`` is a flat token file (little-endian uint16, no header: nanoGPT's
     ``train.bin``), the whole file one token stream, so ``targets`` is null there.
     ``size_bytes`` is the exact length of the dataset file: a downloader stops
-    past it and the loader refuses anything else.
+    past it and the loader refuses anything else. ``sealed``: the file is sealed under the job's
+    data key (docs/sealing.md), so ``cid`` and ``size_bytes`` are the sealed bytes'; the parties the
+    chain entitles open it with the key before loading it.
     """
 
     cid: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z0-9]+$")]
@@ -284,12 +286,21 @@ class DatasetSpec(_Frozen):
     size_bytes: Annotated[int, Field(ge=1, le=Limits.DATASET_BYTES)]
     inputs: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] = "x"
     targets: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.\-]+$")] | None = "y"
+    sealed: bool = False
 
     @model_validator(mode="after")
     def _one_stream(self) -> DatasetSpec:
         if self.format == "u16" and self.targets is not None:
             raise ValueError("a u16 file is one token stream: dataset.targets must be null")
         return self
+
+    @model_serializer(mode="wrap")
+    def _sealed_only_when_sealed(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """``sealed`` is written only when true, so every earlier spec keeps its bytes, hash and CID."""
+        dumped: dict[str, Any] = handler(self)
+        if not self.sealed:
+            dumped.pop("sealed", None)
+        return dumped
 
 
 class InitSpec(_Frozen):

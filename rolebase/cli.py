@@ -38,6 +38,7 @@ from core.chain import Address, ChainClient, Signer
 from core.config import Settings
 from core.contracts import Protocol, Role
 from core.errors import ConfigError, SignerError
+from core.sealing import EncryptionKey
 from core.storage import ContentStore, IpfsStore, LocalStore
 from core.storage.gateway import GatewayServer
 from core.storage.peers import FetchingStore
@@ -131,6 +132,15 @@ PasswordFile = Annotated[
     ),
 ]
 KeyEnv = Annotated[str | None, typer.Option("--key-env", help="name of the env var that holds the private key (env VERITRAIN_KEY_ENV)", show_default=False)]
+EncryptionKeyName = Annotated[
+    str | None,
+    typer.Option(
+        "--encryption-key",
+        help="take part in sealed jobs (docs/sealing.md) with encryption key NAME of <data-dir>/encryption-keys (veritrain keys new NAME);"
+        " the daemon registers it on chain once it has stake",
+        show_default=False,
+    ),
+]
 Json = Annotated[bool, typer.Option("--json", help="print machine-readable JSON (amounts in base units, times in unix seconds)")]
 StoreDir = Annotated[
     Path | None,
@@ -389,6 +399,18 @@ def encryption_keys_dir(s: Settings) -> Path:
     """Where ``veritrain keys new NAME`` keeps encryption keys: ``<data-dir>/encryption-keys/NAME``
     (the 32 private bytes of an X25519 key, 0600; core/sealing.py)."""
     return s.data_dir / "encryption-keys"
+
+
+def encryption_key_path(s: Settings, name: str) -> Path:
+    """The file of encryption key ``name`` (letters, digits, - and _; refused otherwise, in one line)."""
+    if not name.replace("-", "_").isidentifier():
+        raise typer.BadParameter(f"{name!r}: use letters, digits, - and _", param_hint="NAME")
+    return encryption_keys_dir(s) / name
+
+
+def encryption_key(s: Settings, name: str | None) -> EncryptionKey | None:
+    """A daemon's ``--encryption-key NAME``, loaded (None without it: the daemon takes no sealed job)."""
+    return None if name is None else EncryptionKey.load(encryption_key_path(s, name))
 
 
 def password(s: Settings, *, confirm: bool = False) -> str:

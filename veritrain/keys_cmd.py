@@ -40,7 +40,7 @@ def new(
       veritrain keys new solver1 --data-dir /srv/veritrain --json
     """
     settings = options.settings(data_dir=data_dir)
-    path = options.encryption_keys_dir(settings) / _checked(name)
+    path = options.encryption_key_path(settings, name)
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     key = EncryptionKey.generate()
     key.save(path)
@@ -68,7 +68,7 @@ def register(
 
       veritrain keys register gpu1 --key-env SOLVER_KEY --json
     """
-    key = EncryptionKey.load(options.encryption_keys_dir(settings) / _checked(name))
+    key = EncryptionKey.load(options.encryption_key_path(settings, name))
     protocol, signing = options.signing_protocol(settings)
     me = signing.address
     public = "0x" + key.public_key.hex()
@@ -113,12 +113,6 @@ def show(
         console.print(f"{account} has no encryption key registered", highlight=False)
     else:
         console.print(f"{account}: {public}  version {registered.version}", highlight=False)
-
-
-def _checked(name: str) -> str:
-    if not name.replace("-", "_").isidentifier():
-        raise typer.BadParameter(f"{name!r}: use letters, digits, - and _", param_hint="NAME")
-    return name
 
 
 app.command()(register)
