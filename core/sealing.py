@@ -69,6 +69,8 @@ __all__ = [
     "MIN_CHUNK_BYTES",
     "MAX_CHUNK_BYTES",
     "EncryptionKey",
+    "write_secret",
+    "read_secret",
     "new_data_key",
     "key_hash",
     "wrap",
@@ -132,39 +134,54 @@ class EncryptionKey:
 
     def save(self, path: Path) -> None:
         """Write the private key to a new file ``path`` (mode 0600; an existing file is refused)."""
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-        except FileExistsError:
-            raise ConfigError(f"encryption key file {path} exists already: not overwritten") from None
-        except OSError as exc:
-            raise ConfigError(f"encryption key file {path}: {exc.strerror}") from None
-        with os.fdopen(fd, "wb") as out:
-            out.write(bytes(self._private))
+        write_secret(path, bytes(self._private), "encryption key file")
 
     @classmethod
     def load(cls, path: Path) -> EncryptionKey:
         """Read a key file written by :meth:`save`, refusing one that is not a regular file of 32
         bytes, or that anyone but its owner may read or write."""
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-        except FileNotFoundError:
-            raise ConfigError(f"no encryption key file at {path} (veritrain keys new)") from None
-        except OSError as exc:
-            raise ConfigError(f"encryption key file {path}: {exc.strerror}") from None
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise ConfigError(f"encryption key file {path} is not a regular file")
-            if info.st_mode & 0o077:
-                raise ConfigError(f"encryption key file {path} is open to group or others (mode {stat.S_IMODE(info.st_mode):04o}): chmod 600 {path}")
-            if info.st_size != _KEY_FILE_BYTES:
-                raise ConfigError(f"encryption key file {path} is {info.st_size} bytes, not {_KEY_FILE_BYTES}: not a key file")
-            raw = os.read(fd, _KEY_FILE_BYTES + 1)
-        finally:
-            os.close(fd)
-        if len(raw) != _KEY_FILE_BYTES:
-            raise ConfigError(f"encryption key file {path} changed while read")
-        return cls(nacl.public.PrivateKey(raw))
+        return cls(nacl.public.PrivateKey(read_secret(path, _KEY_FILE_BYTES, "encryption key file", "veritrain keys new")))
+
+
+def write_secret(path: Path, secret: bytes, what: str) -> None:
+    """Write ``secret`` to a new file ``path``, mode 0600, synced before it returns; an existing file
+    (or a link) is refused: a key file is never overwritten."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        raise ConfigError(f"{what} {path} exists already: not overwritten") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: {exc.strerror}") from None
+    with os.fdopen(fd, "wb") as out:
+        out.write(secret)
+        out.flush()
+        os.fsync(out.fileno())
+
+
+def read_secret(path: Path, size: int, what: str, made_by: str) -> bytes:
+    """The ``size`` bytes of the key file ``path``, refusing (in one line) one that is missing, not a
+    regular file (a link included), not ``size`` bytes, or open to anyone but its owner; ``made_by``
+    says what makes one."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        raise ConfigError(f"no {what} at {path} ({made_by})") from None
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{what} {path} is not a regular file")
+        if info.st_mode & 0o077:
+            raise ConfigError(f"{what} {path} is open to group or others (mode {stat.S_IMODE(info.st_mode):04o}): chmod 600 {path}")
+        if info.st_size != size:
+            raise ConfigError(f"{what} {path} is {info.st_size} bytes, not {size}: not a key file")
+        raw = os.read(fd, size + 1)
+    finally:
+        os.close(fd)
+    if len(raw) != size:
+        raise ConfigError(f"{what} {path} changed while read")
+    return raw
 
 
 def new_data_key() -> bytes:

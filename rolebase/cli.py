@@ -136,8 +136,8 @@ EncryptionKeyName = Annotated[
     str | None,
     typer.Option(
         "--encryption-key",
-        help="take part in sealed jobs (docs/sealing.md) with encryption key NAME of <data-dir>/encryption-keys (veritrain keys new NAME);"
-        " the daemon registers it on chain once it has stake",
+        help="the encryption key that reads sealed jobs (docs/sealing.md): NAME of <data-dir>/encryption-keys (veritrain keys new NAME);"
+        " default: one named after the role, made on the first start. The daemon registers it on chain once it has stake",
         show_default=False,
     ),
 ]
@@ -408,9 +408,17 @@ def encryption_key_path(s: Settings, name: str) -> Path:
     return encryption_keys_dir(s) / name
 
 
-def encryption_key(s: Settings, name: str | None) -> EncryptionKey | None:
-    """A daemon's ``--encryption-key NAME``, loaded (None without it: the daemon takes no sealed job)."""
-    return None if name is None else EncryptionKey.load(encryption_key_path(s, name))
+def encryption_key(s: Settings, name: str | None, role: str) -> EncryptionKey:
+    """A daemon's ``--encryption-key NAME``, loaded; without it, the key named after its ``role``,
+    made on the first start (as ``veritrain keys new`` makes one). Every daemon holds one: a verifier
+    cannot decline the draw of a sealed job, and one it cannot read would cost it its bond."""
+    if name is not None:
+        return EncryptionKey.load(encryption_key_path(s, name))
+    path = encryption_key_path(s, role)
+    if not path.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        EncryptionKey.generate().save(path)
+    return EncryptionKey.load(path)
 
 
 def password(s: Settings, *, confirm: bool = False) -> str:

@@ -31,18 +31,21 @@ holds, a referee of a trace game on ``j`` replays the segment's ``k`` steps from
 (``proofs.check_loss``, cached per segment) and a false loss makes the solver wrong. It is checked
 last, so that a game any cheaper rule decides costs no replay (docs/dispute.md, "The loss").
 The material of a job is cached in memory per committed root (a reopened job gets a new one).
+A sealed job's dataset (docs/sealing.md) is opened with the data key its ``key_of`` finds for us (a
+verifier's: a wrap to it that opened, or the revealed key); without one, only unsealed jobs are played.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.availability import Availability
 from core.cid import Cid, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Game, GameId, JobId, Protocol
 from core.dispute import Opening, global_step, isolated_step, midpoint, opening
-from core.errors import VeritrainError
+from core.errors import SealingError, VeritrainError
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
 from proofs.checkpoint import decode_checkpoint, state_hash
@@ -93,11 +96,21 @@ class DisputeReplayer:
     own midpoints, and a referee's vote (a lying TEST adversary overrides :meth:`answer`:
     ``verifier.adversary``)."""
 
-    def __init__(self, protocol: Protocol, store: ContentStore, watcher: MarketWatcher, *, rt: Runtime = Runtime()) -> None:
+    def __init__(
+        self,
+        protocol: Protocol,
+        store: ContentStore,
+        watcher: MarketWatcher,
+        *,
+        rt: Runtime = Runtime(),
+        key_of: Callable[[JobId], bytes | None] | None = None,
+    ) -> None:
+        """``key_of``: a sealed job's data key as we hold it (None: we take part in no sealed job)."""
         self.protocol = protocol
         self.store = store
         self.watcher = watcher
         self.rt = rt  # where steps are replayed (--device)
+        self.key_of = key_of
         self._material: dict[tuple[int, bytes], JobMaterial] = {}
         self._starts: dict[tuple[int, bytes, int], bytes] = {}
         self._idle_steps: dict[tuple[int, bytes, int, int], int | None] = {}
@@ -111,9 +124,10 @@ class DisputeReplayer:
             try:
                 committed = self.watcher.commitment(job_id, job.trace_root)
                 spec = self._spec(job_id)
-                dataset = fetch_dataset(self.store, spec)
+                data_key = self.key_of(job_id) if spec.dataset.sealed and self.key_of is not None else None
+                dataset = fetch_dataset(self.store, spec, data_key)
                 manifest = load_manifest(self.store.get(committed.manifest_cid, MANIFEST_BLOCK), self._page)
-            except (ProofError, StorageError, NotInLogs) as exc:
+            except (ProofError, StorageError, SealingError, NotInLogs) as exc:
                 raise DisputeWorkError(f"job {job_id}: {exc}") from exc
             fault = job_fault(job_id, spec, self.rt)
             if fault is not None:  # not the solver's fault: nothing is replayed, nothing voted

@@ -63,6 +63,7 @@ def run(
         ),
     ] = None,
     device: DeviceOption = "cpu",
+    encryption_key: options.EncryptionKeyName = None,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     cheat: Annotated[
         str | None,
@@ -83,6 +84,8 @@ def run(
       veritrain solver run --config solver.toml --device cuda   # a TOML file of options
 
       veritrain solver run --account alice --disk-budget 50GB   # keep at most 50 GB of checkpoints per job
+
+      veritrain solver run --account alice --encryption-key alice   # read sealed jobs with key alice (veritrain keys new alice)
     """
     from solver import daemon  # here, not above: the daemon's training stack loads in seconds, and only `run` needs it
     from solver.retention import BudgetError, parse_size
@@ -101,6 +104,7 @@ def run(
         min_reward=parse_tokens(min_reward, "--min-reward"),
         disk_budget=budget,
         memory_bytes=memory,  # also what training a job and the duties of the jobs held may hold at once
+        encryption_key=options.encryption_key(settings, encryption_key, "solver"),
     )
     limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20, max_memory_bytes=memory)
     rt = runtime_on(device)

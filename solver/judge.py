@@ -5,9 +5,12 @@ against this solver's :class:`Limits`, fetches the dataset and loads it against 
 shapes, dtypes, vocabulary; never a pickle), dry-runs a few steps and writes a checkpoint to measure
 its own speed, and estimates the training time (``fits_window`` then compares it with the job's
 commit window). The verdict is kept per spec CID in the records: a bad spec costs one fetch, across
-restarts too. A hostile submitter's job that cannot be run is never claimed, so never slashed
-(docs/roles.md, "A solver that cannot be drained"). :func:`measure_flops` is the speed a solver
-advertises. The training itself is :mod:`solver.work`'s.
+restarts too. A sealed dataset (docs/sealing.md) is judged with the job's data key, the verdict kept
+per spec CID and key (a spec reposted under another key commitment is judged again: its dataset may
+not open with that key); without a key its verdict says so, not final, and the solver asks for one.
+A hostile submitter's job that cannot be run is never claimed, so never slashed (docs/roles.md, "A
+solver that cannot be drained"). :func:`measure_flops` is the speed a solver advertises. The training
+itself is :mod:`solver.work`'s.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import torch
 
 from core.cid import Cid, digest_to_cid
 from core.errors import VeritrainError
+from core.sealing import key_hash
 from core.storage import ContentNotFound, ContentStore, StoreUnavailable, file_cid
 from proofs import optim
 from proofs.checkpoint import state_hash
@@ -94,42 +98,43 @@ class SpecJudge:
         """A new tick: ``new_specs_per_tick`` more specs may be judged."""
         self._budget = self.limits.new_specs_per_tick
 
-    def check(self, spec_digest: bytes) -> SpecCheck:
-        """The verdict on a spec: from the records, else judged now (within this tick's budget)."""
+    def check(self, spec_digest: bytes, data_key: bytes | None = None) -> SpecCheck:
+        """The verdict on a spec: from the records, else judged now (within this tick's budget).
+        ``data_key``: the job's, when we hold one (what opens a sealed dataset)."""
         cid = digest_to_cid(spec_digest)
-        cached = self.db.spec_verdict(self.deployment, cid)
+        cached = self.db.spec_verdict(self.deployment, _verdict_key(cid, data_key))
         if cached is not None and (cached.check.final or self.clock() < cached.retry_at):
             return cached.check
         if self._budget <= 0 or (self._judging is not None and self._judging.is_alive()):
             return SpecCheck(False, "not judged yet", final=False)  # next tick
         self._budget -= 1
         if self.background:
-            self._judging = threading.Thread(target=self._verdict_logged, args=(cid, cached), name=f"judge {cid}", daemon=True)
+            self._judging = threading.Thread(target=self._verdict_logged, args=(cid, cached, data_key), name=f"judge {cid}", daemon=True)
             self._judging.start()
             return SpecCheck(False, "being judged", final=False)
-        return self._verdict(cid, cached)
+        return self._verdict(cid, cached, data_key)
 
-    def _verdict_logged(self, cid: Cid, cached: SpecVerdict | None) -> None:
+    def _verdict_logged(self, cid: Cid, cached: SpecVerdict | None, data_key: bytes | None) -> None:
         try:
-            self._verdict(cid, cached)
+            self._verdict(cid, cached, data_key)
         except Exception as exc:  # noqa: BLE001 - a transient RPC error, say: judged again at a later tick
             log.warning("spec judgement failed, judged again later", extra={"spec": cid, "error": f"{type(exc).__name__}: {exc}"})
         finally:
             self.judged()
 
-    def _verdict(self, cid: Cid, cached: SpecVerdict | None) -> SpecCheck:
+    def _verdict(self, cid: Cid, cached: SpecVerdict | None, data_key: bytes | None) -> SpecCheck:
         """Judge the spec now and record the verdict (not our store's trouble: that says nothing of it)."""
         try:
-            check = self._judge(cid)
+            check = self._judge(cid, data_key)
         except StoreUnavailable as exc:  # our store's trouble says nothing about the spec: not recorded
             return SpecCheck(False, f"{type(exc).__name__}: {exc}", final=False)
         retry_s = 0.0 if check.final else min(RETRY_MAX_S, 2 * cached.retry_s if cached is not None and cached.retry_s else RETRY_FIRST_S)
-        self.db.set_spec_verdict(self.deployment, cid, SpecVerdict(check, retry_s, self.clock() + retry_s))
+        self.db.set_spec_verdict(self.deployment, _verdict_key(cid, data_key), SpecVerdict(check, retry_s, self.clock() + retry_s))
         if cached is None or cached.check.reason != check.reason:  # once per spec (and when the reason changes)
             log.info(SPEC_JUDGED, extra={"spec": cid, "runnable": check.runnable, "reason": check.reason, "train_s": round(check.train_s, 1)})
         return check
 
-    def _judge(self, cid: Cid) -> SpecCheck:
+    def _judge(self, cid: Cid, data_key: bytes | None) -> SpecCheck:
         try:
             spec = load_spec(self.store.get(cid, SpecLimits.SPEC_BYTES))
         except StoreUnavailable:
@@ -141,8 +146,10 @@ class SpecJudge:
         over = self._over_limits(spec) or profile(spec.numerics).fault(self.rt.device)
         if over:
             return SpecCheck(False, over, spec.steps)
+        if spec.dataset.sealed and data_key is None:  # judged again with the key once a wrap to us opens
+            return SpecCheck(False, "the dataset is sealed and we hold no data key for it yet", spec.steps, final=False, sealed=True)
         try:
-            data, init = fetch_inputs(self.store, spec)  # each verified against its CID
+            data, init = fetch_inputs(self.store, spec, data_key)  # each verified against its CID, a sealed dataset opened
         except StoreUnavailable:
             raise
         except ContentNotFound as exc:
@@ -168,6 +175,7 @@ class SpecJudge:
             segment_s=dry.segment_s,
             full_replay=needs_full_replay(spec),
             memory_bytes=training_memory_bytes(spec),
+            sealed=spec.dataset.sealed,
         )
 
     def _over_limits(self, spec: JobSpec) -> str:
@@ -181,6 +189,12 @@ class SpecJudge:
             max_steps=lim.max_steps,
             max_memory_bytes=lim.max_memory_bytes,
         )
+
+
+def _verdict_key(cid: Cid, data_key: bytes | None) -> str:
+    """What a verdict is kept under: the spec's CID, and with a data key that key's hash too (a sealed
+    dataset judged with one key says nothing of another)."""
+    return cid if data_key is None else f"{cid}#0x{key_hash(data_key).hex()}"
 
 
 class IdleTraining(ProofError):

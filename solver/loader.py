@@ -11,6 +11,14 @@ a restart mid-game loses nothing. Under a disk budget, a verifying job comes wit
 checkpoints its verifier's draw needs and those someone asked our gateway for. Our advert of capabilities is read each tick until it says
 what we offer (the policy re-advertises while they differ), then no more. While a runnable job is
 open, the other staked solvers' adverts (from the logs) and free stakes: the claim's turn.
+
+Sealed jobs (docs/sealing.md), with an encryption key only (without one a sealed job is skipped, logged
+once): our key in the KeyRegistry, read until it is ours; an Open sealed job's sealing, our data key
+(``rolebase.keyring``: the records, else a wrap to us that opens to the committed hash) and, while we
+hold none, whether our wrap request is on chain; a held one's entitled parties (its drawn verifier
+while it verifies, the seated referees of a game on it), what was wrapped to them, their keys, and
+its verifier's open demand. The judge is handed the data key we hold: a sealed dataset is judged
+with it.
 """
 
 from __future__ import annotations
@@ -20,12 +28,41 @@ from collections.abc import Callable
 
 from core.chain import Address
 from core.cid import Cid, digest_to_cid
-from core.contracts import Capabilities, Game, GameId, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
+from core.contracts import (
+    Capabilities,
+    Game,
+    GameId,
+    GameParams,
+    GameStatus,
+    Job,
+    JobId,
+    JobState,
+    MarketParams,
+    Protocol,
+    RegisteredKey,
+    Role,
+    SealingStatus,
+    TokenAmount,
+)
 from rolebase.actions import credits_of
 from rolebase.events import JOB_REFUSED
+from rolebase.keyring import data_key
 from rolebase.watchers import LatestLogs, MarketWatcher, staked_rivals
 from solver.judge import SpecJudge
-from solver.policy import HeldJob, OpenJob, Phase, Rival, SolverConfig, SolverView, SpecCheck, fits_flag, fits_window, same_offer
+from solver.policy import (
+    HeldJob,
+    OpenJob,
+    Phase,
+    Rival,
+    SealedHeld,
+    SealedOpen,
+    SolverConfig,
+    SolverView,
+    SpecCheck,
+    fits_flag,
+    fits_window,
+    same_offer,
+)
 from solver.retention import draw_checkpoints, fits_budget
 from solver.state import SolverDb
 
@@ -36,6 +73,8 @@ _HELD_STATES = frozenset(
 )
 #: Where readers fetch our checkpoints off chain: a verifier, a whistleblower, an availability court's committee.
 _SERVING = frozenset({JobState.VERIFYING, JobState.DATA_VOTE, JobState.VERIFIED})
+#: Where the job's verifier replays it, so needs its data key: from its draw until its report.
+_VERIFYING = frozenset({JobState.VERIFYING, JobState.DATA_CHALLENGED, JobState.DATA_VOTE})
 
 
 class SolverLoader:
@@ -67,6 +106,8 @@ class SolverLoader:
         self._market_params: MarketParams | None = None
         self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
         self._adverts = LatestLogs(protocol.stakes, "CapabilitiesAdvertised", "solver", protocol.book.deploy_block)
+        self._registered: RegisteredKey | None = None  # our key in the KeyRegistry, once it is ours
+        self._unsealable: set[JobId] = set()  # sealed jobs skipped for want of an encryption key (logged once each)
 
     def load(self) -> SolverView:
         p = self.protocol
@@ -81,15 +122,19 @@ class SolverLoader:
         wanted = set(self.wanted())
         claimed = self.db.claimed()
 
+        registered = self._registered_now()
         open_jobs: list[OpenJob] = []
         held: list[HeldJob] = []
         self.judge.new_tick()
         for job_id, job in sorted(scan.jobs, key=lambda j: (-j[1].reward, j[0])):  # the budget of new judgements goes to the best paid
             if job.state is JobState.OPEN and now <= job.deadline:  # OPEN: deadline = claim by
                 spec = self._judge(job_id, job)
+                sealing = self._sealed_open(job_id, registered) if spec.sealed else None
+                if spec.sealed and sealing is None:
+                    continue  # no encryption key: no sealed job
                 bond = p.market.solver_bond(job.reward)
                 opened_at = job.deadline - self._market_params.open_window
-                open_jobs.append(OpenJob(job_id, job.reward, bond, job.deadline, job.commit_window, spec, opened_at))
+                open_jobs.append(OpenJob(job_id, job.reward, bond, job.deadline, job.commit_window, spec, opened_at, sealing))
             elif job.state in _HELD_STATES and job.solver == self.me:
                 record = records.get(job_id)
                 if job.state is JobState.CLAIMED:
@@ -97,9 +142,10 @@ class SolverLoader:
                 else:
                     phase = Phase.COMMITTED
                 ready = job.anchor_block + 2 if job.state is JobState.COMMITTED else 0  # the draw needs blockhash(anchor + 1)
-                check = self.judge.check(self.watcher.spec_cid(job_id))  # from the records: judged before the claim
+                check = self.judge.check(self.watcher.spec_cid(job_id), self.db.data_key(job_id))  # from the records: judged before the claim
                 train_s = check.train_s if job.state is JobState.CLAIMED else 0.0
                 challenged = p.market.availability_challenge(job_id).item if job.state is JobState.DATA_CHALLENGED else None
+                game_id, game, open_deadline = self._dispute(job_id, job)
                 held.append(
                     HeldJob(
                         job_id,
@@ -107,12 +153,15 @@ class SolverLoader:
                         job.deadline,
                         ready,
                         phase,
-                        *self._dispute(job_id, job),
+                        game_id,
+                        game,
+                        open_deadline,
                         train_s=train_s,
                         challenged_item=challenged,
                         regenerate=self._regenerate(job_id, job),
                         requested=self._asked(job_id, job, wanted),
                         memory_bytes=check.memory_bytes,
+                        sealing=self._sealed_held(job_id, job, game_id, game) if check.sealed else None,
                     )
                 )
         held_ids = {h.job_id for h in held}
@@ -137,7 +186,58 @@ class SolverLoader:
             advertised=self._advertised_now(),
             offer=self.offer,
             rivals=self._rivals(moment.block) if any(j.spec.runnable for j in open_jobs) else (),
+            registered_key=registered,
         )
+
+    def _registered_now(self) -> RegisteredKey | None:
+        """Our key in the KeyRegistry (None: we have no encryption key): read until it is ours, then kept
+        (only our own registration changes it)."""
+        key = self.config.encryption_key
+        if key is None:
+            return None
+        if self._registered is None or self._registered.key != key.public_key:
+            self._registered = self.protocol.keys.key_of(self.me)
+        return self._registered
+
+    def _sealed_open(self, job_id: JobId, registered: RegisteredKey | None) -> SealedOpen | None:
+        """An Open sealed job's key game for us; None without an encryption key (the job is skipped)."""
+        key = self.config.encryption_key
+        if key is None or registered is None:
+            if job_id not in self._unsealable:
+                self._unsealable.add(job_id)
+                log.info("sealed job skipped: no --encryption-key to read its data with", extra={"job": job_id})
+            return None
+        sealed = self.protocol.sealed_jobs
+        from_block = self.protocol.book.deploy_block
+        active = sealed.sealing_of(job_id).status is SealingStatus.ACTIVE
+        ours = registered.registered and registered.key == key.public_key
+        if not (active and ours):
+            return SealedOpen(active, ours, key_held=False, asked=False)
+        if data_key(sealed, self.db, job_id, self.me, key, from_block) is not None:
+            return SealedOpen(active, ours, key_held=True, asked=False)
+        asked = any(r.party == self.me and r.key_version == registered.version for r in sealed.wrap_requests(job_id, from_block))
+        return SealedOpen(active, ours, key_held=False, asked=asked)
+
+    def _sealed_held(self, job_id: JobId, job: Job, game_id: GameId, game: Game | None) -> SealedHeld | None:
+        """A held sealed job's key game, read only while someone is entitled to a wrap from us (its
+        verifier while it verifies, the referees seated on a game on it) or its verifier demands the
+        key; None otherwise, or without an encryption key."""
+        key = self.config.encryption_key
+        if key is None:
+            return None
+        p = self.protocol
+        entitled = [job.verifier] if job.state in _VERIFYING else []
+        if game is not None and game.status is GameStatus.ARBITRATING:  # the committee is drawn: its referees replay a step
+            entitled += p.game.committee(game_id)
+        demand = p.sealed_jobs.demand_of(job_id) if job.state is JobState.DATA_VOTE else None  # a demand holds the job there
+        if demand is not None and not (demand.open and demand.verifying and demand.party == job.verifier):
+            demand = None  # a whistleblower's demand is the submitter's to answer
+        if not entitled and demand is None:
+            return None
+        from_block = p.book.deploy_block
+        held = data_key(p.sealed_jobs, self.db, job_id, self.me, key, from_block) is not None
+        registered = {party: p.keys.key_of(party) for party in dict.fromkeys(entitled)}
+        return SealedHeld(held, tuple(entitled), p.sealed_jobs.wrapped(job_id, from_block), registered, demand)
 
     def _rivals(self, block: int) -> tuple[Rival, ...]:
         """The other solvers that advertised (the latest :data:`~rolebase.watchers.MAX_RIVALS`) and hold
@@ -162,7 +262,7 @@ class SolverLoader:
         refused = self.db.refusal(self.judge.deployment, job_id, spec_cid)
         if refused is not None:
             return SpecCheck(False, refused)
-        check = fits_flag(self.judge.check(digest), self.watcher.posted_full_replay(job_id))
+        check = fits_flag(self.judge.check(digest, self.db.data_key(job_id)), self.watcher.posted_full_replay(job_id))  # a sealed dataset: with our key
         check = fits_window(check, job.commit_window, self.config.commit_margin_s)
         params = self._market_params
         if params is not None:

@@ -20,6 +20,15 @@ at the game's midpoint (recomputed from our checkpoint), as long as our clock ru
 challenger whose clock ran out is timed out, and a failing verifier that never opened its
 game forfeits after the open window. A report game on our job (a whistleblower disputing the
 verifier's probe) is the verifier's to defend: we only wait for the job to come back.
+
+Sealed jobs (docs/sealing.md): with an encryption key (``--encryption-key``) the solver registers it
+once staked, asks for a wrap of an Open sealed job's data key (once per key version) and claims only
+once a wrap to it opened to the committed key hash and the dataset opened with that key: the
+JobMarket cannot pause a Claimed job, so a claim before that could be run out of time by a submitter
+that withholds. From the claim on it holds the key, and wraps it to whoever the chain entitles on its
+job (the drawn verifier, the seated referees of a game), once per key version, and answers the
+verifier's first demand with a fresh wrap; a second demand only the key itself answers, which would
+make the job's data public: that is the submitter's to decide, never the solver's.
 """
 
 from __future__ import annotations
@@ -30,10 +39,12 @@ from dataclasses import dataclass, field
 
 from core.agent import Work
 from core.chain import Address
-from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, KeyDemand, RegisteredKey, TokenAmount
 from core.dispute import Action, next_turn
+from core.sealing import EncryptionKey
 from proofs.spec import Limits as SpecLimits
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
+from rolebase.keygame import AnswerDemand, PublishWraps, RegisterKey, RequestWrap, key_to_register, to_wrap
 from rolebase.turns import SOLVER_TURN, AssignVerifier, Finalize, party_order, rank
 
 
@@ -64,6 +75,7 @@ class SpecCheck:
     memory_bytes: int = (
         0  # training memory estimated from the spec (proofs.spec.training_memory_bytes): what training it, or a duty that recomputes a state of it, holds
     )
+    sealed: bool = False  # the spec's dataset is sealed: runnable only as judged with the job's data key, else "no data key yet" (not final)
 
 
 def fits_flag(check: SpecCheck, posted_full_replay: bool) -> SpecCheck:
@@ -106,6 +118,16 @@ def same_offer(advertised: Capabilities, offer: Capabilities) -> bool:
 
 
 @dataclass(frozen=True)
+class SealedOpen:
+    """Where an Open sealed job's key game stands for us (read only with an encryption key)."""
+
+    active: bool  # its sealing is Active: sealed by its submitter, key bond escrowed, not spent by a forfeit
+    key_registered: bool  # the KeyRegistry holds our encryption key for us (a wrap can be made to it)
+    key_held: bool  # a wrap to us opened to the committed key hash: the data key is in our records
+    asked: bool  # our wrap request at our current key version is on chain
+
+
+@dataclass(frozen=True)
 class OpenJob:
     job_id: JobId
     reward: TokenAmount
@@ -114,6 +136,7 @@ class OpenJob:
     commit_window: int
     spec: SpecCheck
     opened_at: int = 0  # when it was posted or reopened (its claim deadline less the market's open window)
+    sealing: SealedOpen | None = None  # a sealed spec's key game (None: not sealed, or we have no encryption key)
 
 
 @dataclass(frozen=True)
@@ -124,6 +147,18 @@ class Rival:
     max_steps: int
     flops: int
     free_stake: TokenAmount
+
+
+@dataclass(frozen=True)
+class SealedHeld:
+    """A held sealed job's key game: whom the chain entitles to its data now, what was wrapped to them,
+    and the open demand of its verifier."""
+
+    key_held: bool  # its data key is in our records (without it we can neither wrap nor answer)
+    entitled: tuple[Address, ...] = ()  # the drawn verifier while it verifies, the seated referees of a game on the job
+    wrapped: dict[Address, int] = field(default_factory=dict)  # recipient -> newest key version wrapped to (SealedJobs.wrapped)
+    registered: dict[Address, RegisteredKey] = field(default_factory=dict)  # the entitled parties' registered keys
+    demand: KeyDemand | None = None  # the job's verifier's open demand for the key while it verifies (None: none open)
 
 
 @dataclass(frozen=True)
@@ -143,6 +178,7 @@ class HeldJob:
     regenerate: tuple[int, ...] = ()  # VERIFYING, VERIFIED: checkpoints the verifier's draw needs that the disk budget dropped, ascending
     requested: tuple[int, ...] = ()  # VERIFYING, VERIFIED: dropped checkpoints someone asked our gateway for, ascending
     memory_bytes: int = 0  # its spec's training memory (SpecCheck.memory_bytes): what training it or recomputing a state of it holds
+    sealing: SealedHeld | None = None  # a sealed job's key game (None: not sealed, no encryption key, or nobody to wrap to now)
 
 
 @dataclass(frozen=True)
@@ -163,6 +199,7 @@ class SolverView:
     offer: Capabilities | None = None  # what we advertise: our limits, device and measured speed (None: nothing)
     rivals: tuple[Rival, ...] = ()  # the other staked advertisers (read while jobs are open)
     credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
+    registered_key: RegisteredKey | None = None  # our encryption key in the KeyRegistry (None: we have none to register)
 
 
 @dataclass(frozen=True)
@@ -190,6 +227,7 @@ class SolverConfig:
     max_claims: int | None = None  # claims in this solver's lifetime (1: a test adversary that cheats once)
     disk_budget: int | None = None  # bytes of checkpoints kept per job (None: every checkpoint, solver.retention)
     memory_bytes: int | None = None  # memory this solver's work may hold at once (None: not reserved; the CLI gives its --max-memory-gib)
+    encryption_key: EncryptionKey | None = None  # --encryption-key: what opens wraps to us (None: no sealed job is taken)
 
 
 # --------------------------------------------------------------------- actions
@@ -267,6 +305,10 @@ SolverAction = (
     | AnswerAvailability
     | Regenerate
     | Forget
+    | RegisterKey
+    | RequestWrap
+    | PublishWraps
+    | AnswerDemand
 )
 
 
@@ -307,11 +349,18 @@ class SolverPolicy:
         advertise = self._advertise(view)
         if advertise is not None:
             actions.append(advertise)
+        mine = self.config.encryption_key.public_key if self.config.encryption_key is not None else None
+        register = key_to_register(mine, view.registered_key, view.staked > 0)
+        if register is not None:
+            actions.append(register)
         for job in sorted(view.held_jobs, key=lambda j: j.job_id):
             step = self._advance(view, job)
             if step is not None:
                 actions.append(step)
+            if job.sealing is not None:  # beside the job's stage: a verifier or referee without the key cannot start
+                actions.extend(_key_moves(job.job_id, job.sealing))
         if stake is None:
+            actions.extend(self._requests(view))
             actions.extend(self._claims(view))
         actions.extend(credit_claims(view.credits))
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
@@ -397,11 +446,44 @@ class SolverPolicy:
                 held.append(job.spec.memory_bytes)
         return claims
 
+    def _requests(self, view: SolverView) -> list[RequestWrap]:
+        """Ask for the data key of each Open sealed job we would take, once per key version: the
+        judge could check its spec against our limits but not its dataset, which opens only with it."""
+        return [
+            RequestWrap(job.job_id)
+            for job in sorted(view.open_jobs, key=lambda j: j.job_id)
+            if job.sealing is not None
+            and job.sealing.active
+            and job.sealing.key_registered
+            and not job.sealing.key_held
+            and not job.sealing.asked
+            and job.reward >= self.config.min_reward
+            and job.bond <= view.free_stake
+            and view.now + self.config.commit_margin_s < job.expires_at
+        ]
+
     def _claimable(self, view: SolverView, job: OpenJob) -> bool:
         if not (job.spec.runnable and job.reward >= self.config.min_reward and view.now + self.config.commit_margin_s < job.expires_at):
             return False
+        if job.spec.sealed and not (job.sealing is not None and job.sealing.active and job.sealing.key_held):
+            return False  # a claim starts a clock nothing pauses: only with the key in hand, on a sealing not spent
         my_flops = view.offer.flops if view.offer is not None else None
         return view.now >= job.opened_at + claim_turn(view.me, job, view.rivals, my_flops) * CLAIM_TURN_S
+
+
+def _key_moves(job_id: JobId, sealing: SealedHeld) -> list[SolverAction]:
+    """Our key-game moves on a sealed job of ours: the verifier's first demand answered with a fresh
+    wrap (never its second: only the key answers that, the submitter's to give), and a wrap to each
+    entitled party not wrapped to at its current key version (the demander's comes with its answer)."""
+    if not sealing.key_held:
+        return []
+    demand = sealing.demand
+    answer = demand.party if demand is not None and not demand.key_only else None
+    moves: list[SolverAction] = [] if answer is None else [AnswerDemand(job_id, answer)]
+    recipients = to_wrap([party for party in sealing.entitled if party != answer], sealing.wrapped, sealing.registered)
+    if recipients:
+        moves.append(PublishWraps(job_id, recipients))
+    return moves
 
 
 def peak_memory(training: Sequence[int], held: Sequence[int]) -> int:

@@ -22,6 +22,7 @@ from core.contracts import Bytes32, Device, Game, JobId, Role
 from core.dispute import midpoint
 from proofs.merkle import hex32
 from rolebase.actions import ClaimCredit, Forget, GameCalls, GameMove, GameMoves, Stake, Upkeep, UpkeepCalls
+from rolebase.keygame import AnswerDemand, KeyCalls, KeyGame, PublishWraps, RegisterKey, RequestWrap, SealedCalls
 from rolebase.turns import TurnCalls, TurnTaker
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
@@ -68,9 +69,14 @@ class _Stakes(StakeCalls, Structural):
     def advertise(self, max_params: int, max_dataset_bytes: int, max_steps: int, flops: int, device: Device) -> Receipt: ...
 
 
+class _Sealed(SealedCalls, CreditCalls, Structural):
+    """``SealedJobs``: its key game's moves, and the credits it pays."""
+
+
 class SolverCalls(UpkeepCalls, TurnCalls, Structural):
     """What the solver sends (``core.contracts.Protocol`` has them all): its market moves, its game
-    moves, its stake and credit claims (:class:`rolebase.actions.UpkeepCalls`) and its advert."""
+    moves, its stake and credit claims (:class:`rolebase.actions.UpkeepCalls`), its advert and its
+    moves in sealed jobs' key game (what :class:`rolebase.keygame.KeyGame` is handed)."""
 
     @property
     def market(self) -> _Market: ...
@@ -80,6 +86,12 @@ class SolverCalls(UpkeepCalls, TurnCalls, Structural):
 
     @property
     def stakes(self) -> _Stakes: ...
+
+    @property
+    def keys(self) -> KeyCalls: ...
+
+    @property
+    def sealed_jobs(self) -> _Sealed: ...
 
 
 class _Defense:
@@ -102,6 +114,7 @@ class SolverResponder:
         self.upkeep = Upkeep(calls, Role.SOLVER, me, db, log)
         self.turns = TurnTaker(calls, logger=log)
         self.moves = GameMoves(calls.game, me, log, defender=_Defense(job_trainer))
+        self.keys = KeyGame(calls, me, db.data_key, log)
 
     def perform(self, action: SolverAction) -> None:
         p = self.calls
@@ -161,3 +174,10 @@ class SolverResponder:
             case Forget(job_id):
                 self.job_trainer.release(job_id)
                 self.upkeep.perform(action)
+            case AnswerDemand(job_id, party):
+                if p.sealed_jobs.demand_of(job_id).key_only:  # became its second since the view: the key answers it, not ours to give
+                    log.info("a second demand is the submitter's to answer", extra={"job": job_id, "party": party})
+                    return
+                self.keys.perform(action)
+            case RegisterKey() | RequestWrap() | PublishWraps():
+                self.keys.perform(action)

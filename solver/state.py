@@ -13,7 +13,9 @@
   and norm stay) and whether it is ``held`` (regenerated for the verifier's draw).
 * ``spec_verdicts``: the verdict on each spec CID seen (runnable with its estimated training
   time, checkpoint size and segment time, or why not), so a spec and its dataset are fetched, loaded and dry-run once, not every
-  tick; content not in storage yet is looked for again at a backoff (``retry_at``).
+  tick; content not in storage yet is looked for again at a backoff (``retry_at``). A sealed
+  dataset's verdict with the job's data key is kept under ``<spec CID>#<key hash>``
+  (:mod:`solver.judge`), the data key itself in ``data_keys`` (``rolebase.keyring``).
 * ``refused_jobs``: each job refused for good (spec or dataset unusable, commit window too short
   for this solver), logged once: a refused job is never claimed, after a reopen or a restart either.
   Both are keyed by the deployment (chain id and market address) too, though the whole file is
@@ -127,6 +129,13 @@ MIGRATIONS: Sequence[str] = (
     ALTER TABLE spec_verdicts ADD COLUMN memory_bytes INTEGER NOT NULL DEFAULT 0;
     """,
     DATA_KEYS_MIGRATION,
+    # a spec's verdict says whether its dataset is sealed (docs/sealing.md); one judged with a job's data
+    # key is kept under the spec CID and that key's hash. No earlier verdict judged a sealed dataset as
+    # anything but unopenable: judged again
+    """
+    DELETE FROM spec_verdicts;
+    ALTER TABLE spec_verdicts ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
+    """,
 )
 
 
@@ -264,6 +273,7 @@ class SolverDb(RoleDb):
             row["segment_s"],
             bool(row["full_replay"]),
             row["memory_bytes"],
+            bool(row["sealed"]),
         )
         return SpecVerdict(check, row["retry_s"], row["retry_at"])
 
@@ -271,7 +281,7 @@ class SolverDb(RoleDb):
         c = verdict.check
         self.db.execute(
             "INSERT OR REPLACE INTO spec_verdicts (deployment, spec_cid, runnable, final, reason, steps, train_s, retry_s, retry_at,"
-            " checkpoints, checkpoint_bytes, segment_s, full_replay, memory_bytes) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " checkpoints, checkpoint_bytes, segment_s, full_replay, memory_bytes, sealed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 deployment,
                 spec_cid,
@@ -287,6 +297,7 @@ class SolverDb(RoleDb):
                 c.segment_s,
                 int(c.full_replay),
                 c.memory_bytes,
+                int(c.sealed),
             ),
         )
 

@@ -43,7 +43,7 @@ from proofs.spec import Limits as SpecLimits
 from proofs.steps import state_at
 from proofs.train import Committed, Committer, Runtime, Trace, Trainer, held_out_loss, model_held_out_loss, segment_loss
 from rolebase.events import TRAINING_RESUMED, TRAINING_STARTED
-from rolebase.inputs import fetch_dataset, input_names
+from rolebase.inputs import fetch_dataset, fetch_inputs, input_names
 from rolebase.watchers import MarketWatcher
 from solver.files import read_bounded, write_durable
 from solver.policy import Phase
@@ -107,15 +107,20 @@ class JobTrainer:
 
     def keep_inputs(self, job_id: JobId) -> None:
         """Pin the job's spec and inputs in our store before claiming it: the judge fetched them, and
-        what the submitter stops serving after our claim cannot then stop our training."""
+        what the submitter stops serving after our claim cannot then stop our training. A sealed
+        dataset is opened with this job's data key first (``SealingError`` without one, or with
+        another): nothing pauses a claimed job's clock, so no claim is sent on data we cannot read."""
         spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
         spec = load_spec(self.store.get(spec_cid, SpecLimits.SPEC_BYTES))
+        if spec.dataset.sealed:
+            fetch_inputs(self.store, spec, self.db.data_key(job_id))
         self.store.pin(spec_cid)
         for _, cid in input_names(spec):
             self.store.pin(cid)
 
-    def _dataset(self, spec: JobSpec) -> Dataset:
-        return fetch_dataset(self.store, spec)  # verified against its CID
+    def _dataset(self, spec: JobSpec, job_id: JobId) -> Dataset:
+        """The job's dataset, verified against its CID; a sealed one opened with the job's data key."""
+        return fetch_dataset(self.store, spec, self.db.data_key(job_id))
 
     def _dir(self, job_id: JobId) -> Path:
         return self.jobs_dir / str(int(job_id))
@@ -150,7 +155,7 @@ class JobTrainer:
         started = time.monotonic()
         _, spec = self._spec(job_id)
         try:
-            hashes = self._build_trace(job_id, spec, self._dataset(spec), deadline)
+            hashes = self._build_trace(job_id, spec, self._dataset(spec, job_id), deadline)
         except ProofError as exc:
             raise JobWorkError(f"job {job_id}: {exc}") from exc
         root = TraceTree(hashes).root
@@ -251,7 +256,9 @@ class JobTrainer:
             losses=tuple(c.loss for c in checkpoints[1:] if c.loss is not None),
             tree=TraceTree(hashes),
             cids=tuple(c.cid for c in checkpoints if c.cid is not None),
-            held_out_loss=None if spec.eval is None else model_held_out_loss(spec, self._dataset(spec), self.checkpoint(job_id, spec.segments), self.rt),
+            held_out_loss=None
+            if spec.eval is None
+            else model_held_out_loss(spec, self._dataset(spec, job_id), self.checkpoint(job_id, spec.segments), self.rt),
         )
         if trace.root != record.trace_root:
             raise JobWorkError(f"job {job_id}: trace root {hex32(trace.root)} differs from the recorded {hex32(record.trace_root)}")
@@ -273,7 +280,7 @@ class JobTrainer:
         """Checkpoint ``index`` of the job: from disk, or regenerated if the disk budget dropped it
         (``held``: for the verifier's draw, kept until the job is final)."""
         _, spec = self._spec(job_id)
-        return self.retention.checkpoint(job_id, spec, self._dataset(spec), index, held=held)
+        return self.retention.checkpoint(job_id, spec, self._dataset(spec, job_id), index, held=held)
 
     def midpoint(self, job_id: JobId, segment: int, step: int) -> tuple[Bytes32, Cid]:
         """Our state ``step`` steps into ``segment``, recomputed from checkpoint ``segment`` (on
@@ -282,7 +289,7 @@ class JobTrainer:
         records = self.db.checkpoints(job_id)
         if not 0 <= segment < len(records) or records[segment].index != segment:
             raise JobWorkError(f"job {job_id}: no checkpoint {segment} on record to defend segment {segment}")
-        dataset = self._dataset(spec)  # fetched and checked against its CID once, for both
+        dataset = self._dataset(spec, job_id)  # fetched and checked against its CID once, for both
         start = self.retention.checkpoint(job_id, spec, dataset, segment)
         if state_hash(start) != records[segment].state_hash:
             raise JobWorkError(f"job {job_id}: checkpoint {segment} on disk does not match its recorded hash")

@@ -9,16 +9,20 @@ transaction is sent.
 from __future__ import annotations
 
 import json
+import logging
 import threading
+import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.table import Table
 
+from core.agent import configure_logging
 from core.config import Settings
-from core.contracts import JobId
+from core.contracts import JobId, TokenAmount
 from core.errors import AddressBookError, ChainError
+from core.sealing import new_data_key
 from core.storage import StorageError
 from proofs.errors import ProofError
 from proofs.spec import JobSpec, load_spec
@@ -30,7 +34,9 @@ from rolebase.gateways import AnnouncedGateways, announce_gateway, gateway_url
 from rolebase.guarantee import guarantee, weaker_guarantee
 from submitter import service
 from submitter.curve import committed_curve, draw_curve, replay_checked
+from submitter.datakeys import DataKeys
 from submitter.errors import SubmitError
+from submitter.sealed import MAX_READERS, Watch, seal_posted
 from submitter.specfile import read_job
 from submitter.timeline import job_timeline, readable_args
 
@@ -69,6 +75,14 @@ def post(
             "or within windows a cheater may use), always fully replayed; refused without this flag",
         ),
     ] = False,
+    sealed: Annotated[
+        bool,
+        typer.Option(
+            "--sealed",
+            help="seal the dataset (needs --data) under a new data key kept in <data-dir>/data-keys, upload only the sealed bytes, "
+            "and seal the job with a key bond of reward + fee (docs/sealing.md); then run `veritrain submit watch JOB`",
+        ),
+    ] = False,
     json_out: options.Json = False,
 ) -> None:
     """Upload the dataset and the spec, escrow reward + fee + the jackpot tax, post the job; prints the job id.
@@ -77,6 +91,12 @@ def post(
     fit the job, or warns in one line that none does (the job is posted all the same). A spec with
     torch numerics or tolerance mode is a weaker guarantee (docs/proofs.md): it is posted only with
     --allow-tolerance, and says so.
+
+    With --sealed the job's data is sealed (docs/sealing.md): the dataset is encrypted under a new data
+    key, written to <data-dir>/data-keys/<sealed dataset CID> (0600) before anything is sent, only the
+    sealed bytes are uploaded, and the job is sealed on chain straight after its post (a key bond of
+    reward + fee, returned once the job settles). `veritrain submit watch JOB` then hands the key to the
+    parties the chain entitles; if the seal fails after the post, `veritrain submit seal JOB` finishes it.
 
     Examples:
 
@@ -89,9 +109,11 @@ def post(
       veritrain submit post job.json --data dataset.safetensors --init model3/weights.safetensors --key-env SUBMITTER_KEY
 
       veritrain submit post torch-job.json --data dataset.safetensors --allow-tolerance --key-env SUBMITTER_KEY
+
+      veritrain submit post job.json --data private.safetensors --sealed --key-env SUBMITTER_KEY
     """
     if dry_run:
-        draft = read_job(spec, data, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir), init)
+        draft = read_job(spec, data, open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir), init, new_data_key() if sealed else None)
         size = job_size(draft.spec)
         fit = _solver_fit(settings, draft.spec, commit_window)
         if json_out:
@@ -109,7 +131,8 @@ def post(
     amounts = parse_tokens(reward, "--reward"), parse_tokens(fee, "--fee")
     protocol = options.protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
-    posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window, init, allow_tolerance=allow_tolerance)
+    keys = DataKeys.of(settings.data_dir) if sealed else None
+    posted = service.post_job(protocol, store, spec, data, amounts[0], amounts[1], commit_window, init, allow_tolerance=allow_tolerance, data_keys=keys)
     err_console.print(posted.solvers.line(), highlight=False, soft_wrap=True)
     if posted.weaker is not None:
         err_console.print(posted.weaker, highlight=False, soft_wrap=True)
@@ -124,12 +147,19 @@ def post(
                     "solvers": posted.solvers.to_json(),
                     "guarantee": posted.weaker or "exact",
                     "full_replay": posted.full_replay,
+                    "sealed": posted.sealed,
                     "gas": {k: r.gas_used for k, r in posted.receipts.items()},
                 }
             )
         )
         return
     console.print(f"posted job [bold]{posted.job_id}[/]  spec {posted.spec_cid}  dataset {posted.dataset_cid}  jackpot tax {show_tokens(posted.tax)} VERI")
+    if posted.sealed:
+        console.print(
+            f"sealed: only the sealed dataset was uploaded, key bond {show_tokens(TokenAmount(amounts[0] + amounts[1]))} VERI; "
+            f"hand its key to the parties the chain entitles with `veritrain submit watch {posted.job_id}`",
+            highlight=False,
+        )
     print(posted.job_id)
 
 
@@ -333,6 +363,73 @@ def cancel(settings: Settings, job: Annotated[int, typer.Argument(help="job id",
     """
     receipt = service.cancel_job(options.protocol(settings, signing=True), job)
     console.print(f"job {job} cancelled (gas {receipt.gas_used:,})")
+
+
+@app.command("seal")
+@options.with_settings()
+def seal_(
+    settings: Settings, job: Annotated[int, typer.Argument(help="job id", show_default=False)], store_dir: StoreDir = None, ipfs_api: IpfsApi = None
+) -> None:
+    """Seal an OPEN job you posted with --sealed whose seal did not go through (the post succeeded, the
+    seal failed): its data key is read from <data-dir>/data-keys by the spec's dataset CID, and the key
+    bond (reward + fee) approved and escrowed. No honest solver claims a sealed spec's job before this.
+
+    Examples:
+
+      veritrain submit seal 3 --key-env SUBMITTER_KEY
+    """
+    protocol = options.protocol(settings, signing=True)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    receipts = seal_posted(protocol, store, DataKeys.of(settings.data_dir), job)
+    console.print(f"job {job} sealed (gas {sum(r.gas_used for r in receipts.values()):,}); now `veritrain submit watch {job}`", highlight=False)
+
+
+@app.command()
+@options.with_settings()
+def watch(
+    settings: Settings,
+    jobs: Annotated[list[int], typer.Argument(help="ids of sealed jobs you posted", show_default=False)],
+    poll: options.Poll = 5.0,
+    max_readers: Annotated[
+        int,
+        typer.Option("--max-readers", help="most solvers that asked to read a job before its claim to wrap its key to (each may read and not claim)", min=1),
+    ] = MAX_READERS,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
+    log_json: options.LogJson = False,
+) -> None:
+    """Hand the data key of your sealed jobs to the parties the chain entitles, until each job settled
+    and its key bond came back (docs/sealing.md); logs one line per transaction, Ctrl-C stops.
+
+    Every --poll seconds, for each job: wraps its key (once per registered key version) to the solvers
+    that asked while it is OPEN (at most --max-readers before a claim: each reader may read the data and
+    not claim), to its solver once claimed, to its drawn verifier, to whistleblowers that asked once it
+    was VERIFIED and to the referees seated in its dispute games; answers an open demand for the key (a
+    first one with a wrap, a second with the key itself, which makes the data public: unanswered, it
+    forfeits the key bond). Once the job is FINALIZED, REFUNDED or CANCELLED it returns the key bond and
+    claims it. Every decision is read from the chain, so a restart repeats nothing; keep it running while
+    the jobs are live.
+
+    Examples:
+
+      veritrain submit watch 3 --key-env SUBMITTER_KEY
+
+      veritrain submit watch 3 4 --poll 10 --max-readers 1 --key-env SUBMITTER_KEY --log-json
+    """
+    configure_logging(json_lines=log_json)
+    protocol = options.protocol(settings, signing=True)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    watcher = Watch(protocol, store, DataKeys.of(settings.data_dir), jobs, max_readers)
+    logging.getLogger(__name__).info("watching sealed jobs", extra={"jobs": watcher.jobs})
+    try:
+        while watcher.jobs:
+            watcher.tick()
+            if watcher.jobs:
+                time.sleep(poll)
+    except KeyboardInterrupt:
+        err_console.print(f"stopped; still live: jobs {', '.join(map(str, watcher.jobs))} (run watch again to go on)", highlight=False)
+        return
+    console.print("every watched job settled and its key bond came back", highlight=False)
 
 
 def _solver_fit(settings: Settings, spec: JobSpec, commit_window: int | None) -> service.SolverFit | None:

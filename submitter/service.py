@@ -9,6 +9,10 @@ the escrow approved and the job posted.
 Before posting (and in ``--dry-run``) the staked solvers' adverts of capabilities are read
 (:func:`solver_fit`): a job that no staked solver says it can run is posted all the same, with
 a warning.
+
+A sealed job (``--sealed``, docs/sealing.md) draws its data key first, keeps it on disk before the
+post (``submitter.datakeys``), uploads only the sealed dataset, and is sealed straight after its post:
+the balance covers the key bond (reward + fee) besides the escrow.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from pathlib import Path
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount, TraceCommitment
+from core.errors import ChainError
+from core.sealing import new_data_key
 from core.storage import ContentStore
 from proofs.merkle import hex32
 from proofs.sampling import needs_full_replay
@@ -29,6 +35,7 @@ from proofs.spec import JobSpec, Limits
 from rolebase.amounts import show_tokens
 from rolebase.capabilities import misfit
 from rolebase.guarantee import weaker_guarantee
+from submitter.datakeys import DataKeys, seal_job
 from submitter.errors import SubmitError
 from submitter.specfile import publish, read_job
 
@@ -110,6 +117,8 @@ class Posted:
     """The spec's weaker-guarantee line (``rolebase.guarantee``), None for a bit-exact job."""
     full_replay: bool = False
     """Posted with the market's full-replay flag (every draw a full replay): exactly a weaker-guarantee spec."""
+    sealed: bool = False
+    """Posted with a sealed dataset and sealed on chain straight after (``seal`` in ``receipts``)."""
 
 
 def post_job(
@@ -123,6 +132,7 @@ def post_job(
     init_path: Path | None = None,
     *,
     allow_tolerance: bool = False,
+    data_keys: DataKeys | None = None,
 ) -> Posted:
     """Validate everything, read how the staked solvers' adverts fit the job, upload dataset (and
     pretrained weights) and spec,
@@ -130,27 +140,34 @@ def post_job(
     A spec that is a weaker guarantee (``rolebase.guarantee``: torch numerics or tolerance mode) is
     posted only with ``allow_tolerance``, and exactly such a spec is posted with the market's full-replay
     flag (``proofs.sampling.needs_full_replay``): every draw of it is a full replay, which solvers
-    require of such a job."""
+    require of such a job. With ``data_keys`` the job is sealed: a new data key, kept there before
+    anything is sent, seals the dataset, and the job is sealed on chain right after its post; a seal
+    that fails then says, in one line, how to finish it."""
     if reward <= 0:
         raise SubmitError("--reward must be above 0")
     if verifier_fee <= 0:
         raise SubmitError("--fee must be above 0")
     market, token = protocol.market, protocol.token
     commit_window = commit_window_of(protocol, commit_window)
-    draft = read_job(spec_path, data_path, store, init_path)  # parse and validate spec and inputs, upload nothing
+    data_key = None if data_keys is None else new_data_key()
+    draft = read_job(spec_path, data_path, store, init_path, data_key)  # parse and validate spec and inputs, upload nothing
     if (weaker := weaker_guarantee(draft.spec)) is not None and not allow_tolerance:
         raise SubmitError(f"{spec_path}: {weaker}; pass --allow-tolerance to post it all the same")
     me = _me(protocol)
     tax = market.jackpot_tax(reward, verifier_fee)
     replay_fee = market.replay_fee(reward)  # back at finalize unless the job was fully replayed
     need = reward + verifier_fee + tax + replay_fee
+    bond = 0 if data_key is None else reward + verifier_fee  # the key bond, escrowed by the seal
     have = token.balance_of(me)
-    if have < need:
+    if have < need + bond:
         raise SubmitError(
             f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(need)}"
             f" (reward + fee + {show_tokens(tax)} jackpot tax + {show_tokens(replay_fee)} replay fee)"
+            + (f" and the key bond {show_tokens(TokenAmount(bond))}" if bond else "")
         )
     solvers = solver_fit(protocol, draft.spec, commit_window)
+    if data_keys is not None and data_key is not None:
+        data_keys.keep(draft.dataset_cid, data_key)  # before the post: a crash from here on loses no key
     spec_cid = publish(draft, store)
     receipts: dict[str, Receipt] = {}
     if token.allowance(me, market.address) < need:
@@ -158,7 +175,14 @@ def post_job(
     full_replay = needs_full_replay(draft.spec)
     job_id, receipts["postJob"] = market.post_job(cid_to_digest(spec_cid), reward, verifier_fee, commit_window, full_replay=full_replay)
     log.info("job posted", extra={"job": job_id, "spec": spec_cid, "dataset": draft.dataset_cid})
-    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers, weaker, full_replay)
+    if data_key is not None:
+        try:
+            receipts |= seal_job(protocol, me, job_id, data_key)
+        except ChainError as exc:
+            raise SubmitError(
+                f"job {job_id} was posted but not sealed ({exc}); no honest solver claims it until it is: finish with `veritrain submit seal {job_id}`"
+            ) from None
+    return Posted(job_id, spec_cid, draft.dataset_cid, tax, receipts, solvers, weaker, full_replay, data_key is not None)
 
 
 def get_job(protocol: Protocol, job_id: int) -> Job:

@@ -7,6 +7,10 @@ from the file (the CID is the one ``ipfs add`` would give it); ``--init`` fills 
 spec must name a dataset CID that the store already holds, with that exact size. A spec
 that fine-tunes (``init``) without ``--init`` names weights the store must hold likewise.
 Everything is checked locally first (:func:`read_job`); :func:`publish` uploads.
+
+A sealed job (``--sealed``, docs/sealing.md) gives :func:`read_job` its data key: the dataset file is
+checked against the spec as plaintext, then sealed, and the spec names the sealed bytes (their CID
+and size, ``sealed: true``): the draft holds only the sealed bytes, so nothing uploads the plaintext.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from pathlib import Path
 
 from core.bounded import InputRejected, load_json, read_regular_file
 from core.cid import Cid, validate_cid
+from core.sealing import seal
 from core.storage import ContentStore, file_cid
 from proofs.errors import ProofError
 from proofs.spec import JobSpec, Limits, load_spec
@@ -27,7 +32,8 @@ MAX_SPEC_FILE_BYTES = 64 * 1024
 
 @dataclass(frozen=True)
 class JobDraft:
-    """A validated spec, its canonical bytes, and the dataset (and pretrained weights) it names (bytes, if given on disk)."""
+    """A validated spec, its canonical bytes, and the dataset (and pretrained weights) it names (bytes, if given
+    on disk; a sealed job's dataset as its sealed bytes)."""
 
     spec: JobSpec
     spec_bytes: bytes
@@ -43,8 +49,11 @@ def _read(path: Path, what: str, limit: int) -> bytes:
         raise SubmitError(str(exc)) from None
 
 
-def read_job(spec_path: Path, data_path: Path | None, store: ContentStore, init_path: Path | None = None) -> JobDraft:
-    """Parse and validate the spec (and the dataset and pretrained weights against it); nothing is uploaded yet."""
+def read_job(spec_path: Path, data_path: Path | None, store: ContentStore, init_path: Path | None = None, data_key: bytes | None = None) -> JobDraft:
+    """Parse and validate the spec (and the dataset and pretrained weights against it); nothing is uploaded yet.
+    With ``data_key`` the dataset file is sealed under it, and the spec names the sealed bytes."""
+    if data_key is not None and data_path is None:
+        raise SubmitError("--sealed needs --data: the dataset is sealed from its file")
     raw = _read(spec_path, "spec file", MAX_SPEC_FILE_BYTES)
     try:
         decoded = load_json(raw, max_bytes=MAX_SPEC_FILE_BYTES, what=f"spec file {spec_path}")
@@ -53,9 +62,12 @@ def read_job(spec_path: Path, data_path: Path | None, store: ContentStore, init_
     if not isinstance(decoded, dict) or not isinstance(decoded.get("dataset", {}), dict):
         raise SubmitError(f"spec file {spec_path}: a job spec is a JSON object with a 'dataset' object")
     dataset: bytes | None = None
+    stored: bytes | None = None  # what the store gets: the dataset, or its sealed bytes
     if data_path is not None:
         dataset = _read(data_path, "dataset file", Limits.DATASET_BYTES)
-        decoded["dataset"] = {**decoded.get("dataset", {}), "cid": file_cid(dataset), "size_bytes": len(dataset)}
+        stored = dataset if data_key is None else seal(data_key, dataset)
+        named = {"cid": file_cid(stored), "size_bytes": len(stored)} | ({} if data_key is None else {"sealed": True})
+        decoded["dataset"] = {**decoded.get("dataset", {}), **named}
     weights: bytes | None = None
     if init_path is not None:
         weights = _read(init_path, "pretrained model file", Limits.WEIGHTS_BYTES)
@@ -64,14 +76,16 @@ def read_job(spec_path: Path, data_path: Path | None, store: ContentStore, init_
         spec = load_spec(decoded)
     except ProofError as exc:
         raise SubmitError(f"spec file {spec_path}: {exc}") from None
+    if spec.dataset.sealed and data_key is None:
+        raise SubmitError(f"spec file {spec_path}: dataset.sealed is true; post a sealed job with --sealed --data FILE (the plaintext), which seals it")
     init = weights if weights is not None else _pretrained(spec, spec_path, store)
     cid = validate_cid(spec.dataset.cid)
     if dataset is None:
         if not store.has(cid):
             raise SubmitError(f"dataset {cid} named by {spec_path} is not in the store: give the file with --data")
-        stored = store.stat(cid).size
-        if stored != spec.dataset.size_bytes:
-            raise SubmitError(f"dataset {cid} is {stored:,} bytes, the spec says {spec.dataset.size_bytes:,}")
+        size = store.stat(cid).size
+        if size != spec.dataset.size_bytes:
+            raise SubmitError(f"dataset {cid} is {size:,} bytes, the spec says {spec.dataset.size_bytes:,}")
     else:
         from proofs.data import load_dataset  # here, not above: torch loads in seconds, and only a dataset on disk needs it
         from proofs.replay import initial_state
@@ -87,7 +101,7 @@ def read_job(spec_path: Path, data_path: Path | None, store: ContentStore, init_
             raise SubmitError(
                 f"dataset file {data_path} does not fit the spec: {exc}; expected a {ds.format} file with tensors {names} (docs/formats.md)"
             ) from None
-    return JobDraft(spec, spec.canonical_bytes(), cid, dataset, weights)
+    return JobDraft(spec, spec.canonical_bytes(), cid, stored, weights)
 
 
 def _pretrained(spec: JobSpec, spec_path: Path, store: ContentStore) -> bytes | None:

@@ -39,6 +39,10 @@ def run(
     duties: Annotated[bool, typer.Option("--duties/--no-duties", help="also draw verifiers, finalize and time out silent parties")] = True,
     duty_grace: Annotated[int, typer.Option(help="seconds past due before a duty that does not pay this verifier", min=0)] = 30,
     device: DeviceOption = "cpu",
+    encryption_key: options.EncryptionKeyName = None,
+    key_grace: Annotated[
+        int, typer.Option(help="seconds past a sealed job's draw before demanding its key when no wrap to us opens (sooner at half the report window)", min=0)
+    ] = 20,
     lie: Annotated[bool, typer.Option("--lie", hidden=True, help="TEST ADVERSARY: fail honest traces and answer every midpoint wrong")] = False,
     lazy: Annotated[bool, typer.Option("--lazy", hidden=True, help="TEST ADVERSARY: pass every trace without replaying, guessing the probes")] = False,
 ) -> None:
@@ -55,12 +59,20 @@ def run(
       veritrain verifier run --keystore verifier.json --no-duties --log-json
 
       veritrain verifier run --config verifier.toml --device cuda   # a TOML file of options
+
+      veritrain verifier run --account bob --encryption-key bob   # read sealed jobs with key bob (veritrain keys new bob)
     """
     from verifier import daemon  # here, not above: the daemon's training stack loads in seconds, and only `run` needs it
 
     if lie and lazy:
         raise typer.BadParameter("--lie fails every trace, --lazy passes every one: pick one", param_hint="--lazy")
-    config = VerifierConfig(stake_target=parse_tokens(stake, "--stake"), duties=duties, duty_grace_s=duty_grace)
+    config = VerifierConfig(
+        stake_target=parse_tokens(stake, "--stake"),
+        duties=duties,
+        duty_grace_s=duty_grace,
+        encryption_key=options.encryption_key(settings, encryption_key, "verifier"),
+        key_grace_s=key_grace,
+    )
     rt = runtime_on(device)
     flags.run(
         settings,

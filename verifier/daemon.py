@@ -5,10 +5,12 @@ from __future__ import annotations
 from core.agent import LoopSettings
 from core.chain import Signer
 from core.config import Settings
+from core.contracts import JobId
 from core.storage import ContentStore
 from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
+from rolebase.keyring import data_key
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
 from verifier.policy import (
@@ -41,9 +43,18 @@ def build(
 
     def parts(w: Wiring, db: VerifierDb) -> tuple[VerifierLoader, VerifierPolicy, VerifierResponder]:
         db.salt_secret()  # made on first start, kept for good
-        replayer = replayer_class(w.protocol, store, w.watcher, rt=rt)
-        trace_verifier = trace_verifier_class(w.protocol, store, w.watcher, w.stop, rt=rt)
+        key = config.encryption_key
+
+        def key_of(job_id: JobId) -> bytes | None:
+            """A sealed job's data key: kept in the records, else found now (a referee's wrap, from the game's parties)."""
+            if key is None:
+                return db.data_key(job_id)
+            return data_key(w.protocol.sealed_jobs, db, job_id, w.me, key, w.protocol.book.deploy_block)
+
+        replayer = replayer_class(w.protocol, store, w.watcher, rt=rt, key_of=key_of)
+        trace_verifier = trace_verifier_class(w.protocol, store, w.watcher, w.stop, rt=rt, key_of=key_of)
         responder = VerifierResponder(w.protocol, db, trace_verifier, replayer, w.me)
-        return VerifierLoader(w.protocol, w.watcher, db, w.me, trace_verifier.availability.fetching), VerifierPolicy(config), responder
+        loader = VerifierLoader(w.protocol, w.watcher, db, w.me, trace_verifier.availability.fetching, key)
+        return loader, VerifierPolicy(config), responder
 
     return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, work=work, lanes=LANES)

@@ -6,6 +6,10 @@ not final, its own ballot in the games it sits on, the availability court's live
 ballot where it sits), and its forced seed (on chain and kept).
 All of it from the chain each tick, so a restart mid-game resumes where the chain stands.
 
+A sealed job drawn to it carries its key game as it stands for us (:class:`~verifier.policy.SealedDraw`):
+whether we hold its data key (found by ``rolebase.keyring`` and kept in the records), our demands so far;
+a job our demand holds is listed with the demand's deadline.
+
 Its draws (``VerifierAssigned``: the assign seed and the forced commitment snapshotted) and its
 seed commitments (``ForcedSeedCommitted``) are read from logs filtered by its address,
 incrementally from the deployment block (:class:`DrawIndex`). Whether a job is forced on it is
@@ -14,6 +18,7 @@ decided here, with the secret from the records, and travels in the view only as 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -32,33 +37,45 @@ from core.contracts import (
     MarketParams,
     Protocol,
     Role,
+    SealedJobs,
+    SealingStatus,
     TokenAmount,
 )
+from core.sealing import EncryptionKey
 from proofs.probes import is_forced
 from rolebase.actions import credits_of
 from rolebase.court import CourtWatcher
+from rolebase.keyring import data_key
 from rolebase.watchers import GameWatcher, LatestLogs, MarketWatcher, staked_rivals
-from verifier.policy import Assignment, Draw, LiveGame, MarketJob, PendingOpen, Phase, SeedView, VerifierView
+from verifier.policy import Assignment, Draw, LiveGame, MarketJob, OpenDemand, PendingOpen, Phase, SealedDraw, SeedView, VerifierView
 from verifier.state import AssignmentRecord, VerifierDb
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class Drawn:
     """One ``VerifierAssigned`` event of ours: ``deadline`` tells which draw of the job it is (moved by
     each ``AvailabilityAnswered`` and court ``CaseSettled`` of ours: the report deadline resumed after a
-    challenge)."""
+    challenge). A demand of ours for a sealed job's key answered since (``DemandAnswered``) resumed the
+    deadline too, but no event says to when: ``resumed`` then lets the job's own deadline stand."""
 
     deadline: int
     assign_seed: Bytes32
     forced_commitment: Bytes32
+    block: int = 0  # of the draw
+    drawn_at: int = 0  # the draw's block time: the report clock started
+    window: int = 0  # the report window the draw gave (its deadline less ``drawn_at``)
+    resumed: bool = False
 
 
 class DrawIndex:
     """Our latest draw per job and every seed commitment we made, from the logs up to a block."""
 
-    def __init__(self, market: JobMarket, court: AvailabilityCourt, deploy_block: int, me: Address) -> None:
+    def __init__(self, market: JobMarket, court: AvailabilityCourt, sealed: SealedJobs, deploy_block: int, me: Address) -> None:
         self.market = market
         self.court = court
+        self.sealed = sealed
         self.me = me
         self.deploy_block = deploy_block
         self._next_block = deploy_block
@@ -74,7 +91,9 @@ class DrawIndex:
             return
         for e in self.market.events("VerifierAssigned", self._next_block, block, verifier=self.me):
             a = e.args
-            self.draws[int(a["jobId"])] = Drawn(int(a["deadline"]), Bytes32(bytes(a["assignSeed"])), Bytes32(bytes(a["forcedCommitment"])))
+            deadline, at = int(a["deadline"]), self.market.client.timestamp(e.block_number)
+            seal = Bytes32(bytes(a["assignSeed"])), Bytes32(bytes(a["forcedCommitment"]))
+            self.draws[int(a["jobId"])] = Drawn(deadline, *seal, block=e.block_number, drawn_at=at, window=deadline - at)
         for e in self.market.events("AvailabilityAnswered", self._next_block, block, challenger=self.me):
             # an item we challenged was published: the report clock resumed with a new deadline
             job_id = int(e.args["jobId"])
@@ -85,6 +104,11 @@ class DrawIndex:
             job_id, resumed = int(e.args["jobId"]), int(e.args["resumedDeadline"])
             if job_id in self.draws and resumed:
                 self.draws[job_id] = replace(self.draws[job_id], deadline=resumed)
+        for e in self.sealed.events("DemandAnswered", self._next_block, block, party=self.me):
+            # our demand for the key was answered: the report clock resumed with the time it had left
+            job_id = int(e.args["jobId"])
+            if job_id in self.draws and e.block_number >= self.draws[job_id].block:
+                self.draws[job_id] = replace(self.draws[job_id], resumed=True)
         for e in self.market.events("ForcedSeedCommitted", self._next_block, block, verifier=self.me):
             self.committed.add(Bytes32(bytes(e.args["commitment"])))
         self._next_block = block + 1
@@ -102,18 +126,28 @@ class _Ours:
     assignments: list[Assignment] = field(default_factory=list)
     openings: list[PendingOpen] = field(default_factory=list)
     snapshotted: set[Bytes32] = field(default_factory=set)
+    demands: list[OpenDemand] = field(default_factory=list)
 
 
 class VerifierLoader:
     def __init__(
-        self, protocol: Protocol, watcher: MarketWatcher, db: VerifierDb, me: Address, fetching: Callable[[JobId], Fetching | None] = lambda _: None
+        self,
+        protocol: Protocol,
+        watcher: MarketWatcher,
+        db: VerifierDb,
+        me: Address,
+        fetching: Callable[[JobId], Fetching | None] = lambda _: None,
+        key: EncryptionKey | None = None,
     ) -> None:
-        """``fetching``: what the replay worker is fetching for a job (``core.availability.Availability.fetching``)."""
+        """``fetching``: what the replay worker is fetching for a job (``core.availability.Availability.fetching``);
+        ``key``: our encryption key (``--encryption-key``), which opens the wraps of sealed jobs' keys to us."""
         self.fetching = fetching
+        self.key = key
+        self._keyless: set[JobId] = set()  # sealed jobs drawn to us without an encryption key, told once
         self.protocol = protocol
         self.watcher = watcher
         self.games = GameWatcher(protocol.game)
-        self.index = DrawIndex(protocol.market, protocol.court, protocol.book.deploy_block, me)
+        self.index = DrawIndex(protocol.market, protocol.court, protocol.sealed_jobs, protocol.book.deploy_block, me)
         self.court = CourtWatcher(protocol, me)
         self.db = db
         self.me = me
@@ -152,6 +186,8 @@ class VerifierLoader:
             cases=self.court.live(),
             court_params=self.court.params,
             rivals=self._rivals(moment.block, jobs),
+            demands=tuple(ours.demands),
+            registered_key=None if self.key is None else p.keys.key_of(self.me),
         )
 
     def _rivals(self, block: int, jobs: Sequence[MarketJob]) -> tuple[Address, ...]:
@@ -176,7 +212,7 @@ class VerifierLoader:
         ours.jobs.add(job_id)
         record = records.get(job_id)
         if job.state is JobState.VERIFYING:
-            if drawn is None or drawn.deadline != job.deadline:
+            if drawn is None or (drawn.deadline != job.deadline and not drawn.resumed):
                 return listed  # drawn after the block the logs were read to: next tick
             draw = Draw(drawn.assign_seed, drawn.forced_commitment, self._forced(drawn, rate_bps))
             # a verdict for another draw (the one it was made for was rolled back or reorged out) is replayed again
@@ -186,11 +222,32 @@ class VerifierLoader:
                 and (record.draw.assign_seed, record.draw.forced_commitment) == (draw.assign_seed, draw.forced_commitment)
             )
             phase = record.phase if record is not None and same else Phase.ASSIGNED
-            ours.assignments.append(Assignment(job_id, job.deadline, phase, draw, self.fetching(job_id)))
+            ours.assignments.append(Assignment(job_id, job.deadline, phase, draw, self.fetching(job_id), self._sealed(job_id, drawn)))
+        elif job.state is JobState.DATA_VOTE and job.challenger == self.me:  # held for our court case, or for our demand
+            demand = self.protocol.sealed_jobs.demand_of(job_id)
+            if demand.party == self.me:
+                ours.demands.append(OpenDemand(job_id, demand.deadline))
         elif job.state is JobState.DISPUTED and job.challenger == self.me and record is not None and record.failed_segment is not None:
             if not self.protocol.game.active_game(job_id):
                 ours.openings.append(PendingOpen(job_id, record.failed_segment, self.protocol.game.open_deadline(job_id)))
         return listed
+
+    def _sealed(self, job_id: JobId, drawn: Drawn) -> SealedDraw | None:
+        """The key game of a job drawn to us, None if its data is not sealed. A data key in the records
+        settles it without a read; else the keyring looks for a revealed key or a wrap to us that opens."""
+        if self.db.data_key(job_id) is not None:
+            return SealedDraw(True, drawn.drawn_at, drawn.window)
+        sealed = self.protocol.sealed_jobs
+        if sealed.sealing_of(job_id).status is SealingStatus.NONE:
+            return None
+        if self.key is None:
+            if job_id not in self._keyless:
+                self._keyless.add(job_id)
+                log.warning("sealed job drawn to us and no --encryption-key: it cannot be replayed", extra={"job": job_id})
+            return SealedDraw(False, drawn.drawn_at, drawn.window)
+        if data_key(sealed, self.db, job_id, self.me, self.key, self.protocol.book.deploy_block) is not None:
+            return SealedDraw(True, drawn.drawn_at, drawn.window)
+        return SealedDraw(False, drawn.drawn_at, drawn.window, sealed.demands_by(job_id, self.me), sealed.demand_of(job_id).open)
 
     def _games(self, rate_bps: int) -> tuple[LiveGame, ...]:
         """Every game not final, with our ballot where we sit, and whether a report game against us is a forced error."""

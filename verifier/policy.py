@@ -20,6 +20,14 @@ Forced errors (docs/incentives.md): the verifier keeps a forced seed committed o
 (:func:`seed_moves`: a first one, and a fresh one once a concession revealed the last), and
 forgets an old secret once no live job snapshotted it.
 
+Sealed jobs (docs/sealing.md): drawn for a sealed job, the verifier replays it once a wrap to it opens to
+the committed key hash (or the key was revealed). The job's solver, and the submitter's watcher, wrap to
+it a block or two after the draw, so it demands the key only ``key_grace_s`` after the draw (sooner when
+half its report window is gone): a first demand is answered by a wrap, a second only by the key itself,
+so it makes two at most. A demand holds the job with our clock paused: nothing to do for it until it is
+answered, or its deadline passes unanswered and we time it out (the forfeit pays us the verifier fee).
+With an encryption key it registers the key once staked; without one it demands nothing.
+
 Availability court (docs/protocol.md): seated on a case's committee, it fetches every named item and
 commits whether all were served, then reveals (:mod:`rolebase.court`); a case it opened it draws and
 settles at once, anyone else's ``duty_grace_s`` past due. A whistleblower's report game on one
@@ -36,10 +44,12 @@ from dataclasses import dataclass, field
 from core.agent import Work
 from core.availability import FETCH_DEADLINE_MARGIN_S, FETCH_STALL_S, Fetching
 from core.chain import Address
-from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
+from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParams, GameStatus, JobId, JobState, RegisteredKey, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
+from core.sealing import EncryptionKey
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
+from rolebase.keygame import DemandKey, RegisterKey, TimeoutDemand, key_to_register
 from rolebase.turns import AssignVerifier, Finalize, Turn, rank
 
 
@@ -75,6 +85,21 @@ class Draw:
     forced: bool = False
 
 
+#: Demands a party may make on a job: a wrap answers the first, only the key itself the second.
+MAX_DEMANDS = 2
+
+
+@dataclass(frozen=True)
+class SealedDraw:
+    """The key game of a sealed job drawn to us, as it stands for us (docs/sealing.md)."""
+
+    held: bool  # we hold its data key: a wrap to us opened to the committed key hash, or the key was revealed
+    drawn_at: int  # when we were drawn: the solver and the submitter wrap to us then
+    window: int  # the report window the draw gave us (its deadline less ``drawn_at``)
+    demands: int = 0  # our demands for its key so far (``demandsBy``)
+    demand_open: bool = False  # a demand holds the job (``demandOf(job).party`` set): one at a time
+
+
 @dataclass(frozen=True)
 class Assignment:
     """A VERIFYING job whose drawn verifier is this account."""
@@ -84,6 +109,15 @@ class Assignment:
     phase: Phase
     draw: Draw = Draw(ZERO32)
     fetching: Fetching | None = None  # what our replay worker is fetching for it, and for how long
+    sealed: SealedDraw | None = None  # None: its data is not sealed
+
+
+@dataclass(frozen=True)
+class OpenDemand:
+    """Our demand for a sealed job's key, holding the job (DataVote, our report clock paused) until ``deadline``."""
+
+    job_id: JobId
+    deadline: int
 
 
 @dataclass(frozen=True)
@@ -142,6 +176,8 @@ class VerifierView:
     court_params: CourtParams | None = None
     credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
     rivals: tuple[Address, ...] = ()  # the other staked verifiers, while a job waits for a draw or a finalize (rolebase.turns.rank)
+    demands: tuple[OpenDemand, ...] = ()  # our open demands for sealed jobs' keys
+    registered_key: RegisteredKey | None = None  # our encryption key in the KeyRegistry (None: not read, we have none)
 
 
 @dataclass(frozen=True)
@@ -150,6 +186,8 @@ class VerifierConfig:
     duties: bool = True  # make the anyone-may calls at all
     own_grace_s: int = 5  # past due before a call that pays us (the solver usually makes it first)
     duty_grace_s: int = 30  # past due before a call that does not pay us
+    encryption_key: EncryptionKey | None = None  # --encryption-key: what opens wraps to us (None: sealed jobs drawn to us are not replayed)
+    key_grace_s: int = 20  # past a sealed job's draw before we demand its key (its solver and submitter wrap to us at the draw)
 
 
 # --------------------------------------------------------------------- actions
@@ -224,6 +262,7 @@ VerifierAction = (
     Stake | ClaimCredit | CommitForcedSeed | ForgetForcedSecret | Replay | Report | ChallengeStalled | AssignVerifier | Finalize | Timeout
     | Forget
     | OpenGame | GameMove | ConcedeForced | CourtMove
+    | RegisterKey | DemandKey | TimeoutDemand
 )  # fmt: skip
 
 #: Where ``concedeForced`` is accepted (else the contract reverts ``NotConcedable``).
@@ -247,17 +286,27 @@ class VerifierPolicy:
         stake = self._stake(view)
         if stake is not None:
             actions.append(stake)
+        mine = self.config.encryption_key.public_key if self.config.encryption_key is not None else None
+        register = key_to_register(mine, view.registered_key, view.staked > 0)
+        if register is not None:
+            actions.append(register)
         if view.seed is not None:
             actions.extend(seed_moves(view.seed))
         for a in sorted(view.assignments, key=lambda a: a.deadline):  # nearest deadline first
             if view.now >= a.deadline:
                 continue  # missed; our bond pays for it
-            if a.phase is Phase.ASSIGNED and a.fetching is not None and stalled(a.fetching, a.deadline - view.now):
+            if a.sealed is not None and not a.sealed.held:  # nothing to replay before its data key opens
+                demand = self._demand(view, a, a.sealed)
+                if demand is not None:
+                    actions.append(demand)
+            elif a.phase is Phase.ASSIGNED and a.fetching is not None and stalled(a.fetching, a.deadline - view.now):
                 actions.append(ChallengeStalled(a.job_id, a.fetching.item))
             elif a.phase is Phase.ASSIGNED:
                 actions.append(Replay(a.job_id, a.deadline, a.draw))
             else:  # REPLAYED, or REPORTED in our records while the chain still says VERIFYING: it rules
                 actions.append(Report(a.job_id))
+        # unanswered past its deadline: the forfeit credits us the fee and reopens the job (the contract wants now > deadline)
+        actions.extend(TimeoutDemand(d.job_id) for d in sorted(view.demands, key=lambda d: d.job_id) if view.now > d.deadline)
         for pending in view.openings:
             if view.now <= pending.open_deadline:
                 actions.append(OpenGame(pending.job_id, pending.segment))
@@ -281,6 +330,16 @@ class VerifierPolicy:
     def _stake(self, view: VerifierView) -> Stake | None:
         amount = stake_needed(self.config.stake_target, view.min_stake, view.staked, view.token_balance)
         return None if amount is None else Stake(amount)
+
+    def _demand(self, view: VerifierView, a: Assignment, sealed: SealedDraw) -> DemandKey | None:
+        """Demand the key of a sealed job drawn to us whose data key we do not hold: the first demand
+        ``key_grace_s`` after the draw (the wraps made at the draw land first), or once half the report
+        window is gone, whichever comes first; a second at once (the wrap that answered the first did not
+        open); none without an encryption key, while a demand holds the job, or after two."""
+        if self.config.encryption_key is None or sealed.demand_open or sealed.demands >= MAX_DEMANDS:
+            return None
+        due = min(sealed.drawn_at + self.config.key_grace_s, a.deadline - sealed.window // 2)
+        return DemandKey(a.job_id) if sealed.demands > 0 or view.now >= due else None
 
     def _game(self, view: VerifierView, params: GameParams, live: LiveGame) -> VerifierAction | None:
         game = live.game

@@ -9,6 +9,9 @@ Forced secrets leave the records only as the argument of ``concedeForced``; a ne
 recorded before its commitment is sent, so a crash in between leaves a secret that the next
 tick commits (``seed_moves``: never committed yet), not a commitment without its secret.
 
+A sealed job's key game (registering our encryption key, demanding a key, timing out a demand left
+unanswered) is carried out by :class:`rolebase.keygame.KeyGame`.
+
 The responder is handed only the calls it makes (:class:`VerifierCalls`), not the chain client.
 """
 
@@ -30,6 +33,7 @@ from rolebase.actions import ClaimCredit, Forget, GameMove, GameMoves, OpeningCa
 from rolebase.court import CourtCalls, CourtDuty, CourtMove
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import REPLAY_DONE
+from rolebase.keygame import DemandKey, KeyCalls, KeyGame, RegisterKey, SealedCalls, TimeoutDemand
 from rolebase.turns import TurnCalls, TurnTaker
 from verifier.policy import (
     CONCEDABLE,
@@ -90,10 +94,14 @@ class _Court(ChallengeCourt, CourtCalls, CreditCalls, Structural): ...
 class _Stakes(ChallengeStakes, StakeCalls, Structural): ...
 
 
+class _Sealed(SealedCalls, CreditCalls, Structural):
+    """``SealedJobs``: its key game's moves, and the credits it pays (a forfeited demand's fee)."""
+
+
 class VerifierCalls(ChallengeCalls, UpkeepCalls, TurnCalls, Structural):
     """What the verifier sends (``core.contracts.Protocol`` has it all): its draws, reports,
     timeouts and finalizations, its games (opened, defended, judged, conceded), its court duties and
-    availability challenges, its forced seed and its stake."""
+    availability challenges, its forced seed, its stake and its moves in sealed jobs' key game."""
 
     @property
     def market(self) -> _Market: ...
@@ -107,6 +115,12 @@ class VerifierCalls(ChallengeCalls, UpkeepCalls, TurnCalls, Structural):
     @property
     def stakes(self) -> _Stakes: ...
 
+    @property
+    def keys(self) -> KeyCalls: ...
+
+    @property
+    def sealed_jobs(self) -> _Sealed: ...
+
 
 class VerifierResponder:
     def __init__(self, calls: VerifierCalls, db: VerifierDb, trace_verifier: TraceVerifier, replayer: DisputeReplayer, me: Address) -> None:
@@ -118,6 +132,7 @@ class VerifierResponder:
         self.upkeep = Upkeep(calls, Role.VERIFIER, me, db, log)
         self.turns = TurnTaker(calls, logger=log)
         self.moves = GameMoves(calls.game, me, log, challenger=replayer, defender=replayer)
+        self.keys = KeyGame(calls, me, db.data_key, log)
 
     def perform(self, action: VerifierAction) -> None:
         p = self.calls
@@ -207,6 +222,8 @@ class VerifierResponder:
                 self.moves.perform(action)
             case CourtMove():  # a member fetches into the store it replays from, and serves from
                 CourtDuty(p.court, p.book.deploy_block, self.trace_verifier.store, self.me, self.db.salt_secret, self.trace_verifier.watcher).perform(action)
+            case RegisterKey() | DemandKey() | TimeoutDemand():
+                self.keys.perform(action)
 
     def _concede(self, game_id: GameId, job_id: JobId) -> None:
         """Reveal the secret that forced the job's probe 0 (the report game's whistleblower is paid

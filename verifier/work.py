@@ -22,6 +22,10 @@ never committed those states: they prove the replay. On a job forced on this ver
 (:class:`verifier.policy.Draw`) probe 0 is published as ``forced_hash`` of the true one
 (:func:`published_probes`); the verdict is always the true one and the report says nothing of it.
 
+A sealed job's dataset (``spec.dataset.sealed``: docs/sealing.md) is opened with the data key the
+loader found for us (``key_of``: a wrap to us that opened, or the revealed key, kept in the records);
+the policy replays such a job only once it holds one.
+
 A trace the solver does not serve (manifest or checkpoint missing from the store, or bytes
 that are not the committed ones) is taken from the chain if the solver published it there, else
 retried for a few seconds, then challenged (:mod:`core.availability`): every checkpoint the replay
@@ -34,7 +38,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from core.agent import StopFlag, Stopped
@@ -42,7 +46,7 @@ from core.availability import Availability, ContentPending, ContentUnavailable, 
 from core.cid import Cid, digest_to_cid
 from core.contracts import MANIFEST_ITEM, Bytes32, JobId, Protocol, TraceCommitment
 from core.dispute import ZERO32
-from core.errors import VeritrainError
+from core.errors import SealingError, VeritrainError
 from core.storage import ContentStore, StorageError
 from proofs.checkpoint import state_hash
 from proofs.data import Dataset
@@ -116,11 +120,14 @@ class TraceVerifier:
         q: int = DEFAULT_Q,
         r: int = DEFAULT_R,
         rt: Runtime = Runtime(),
+        key_of: Callable[[JobId], bytes | None] = lambda _: None,
     ) -> None:
+        """``key_of``: a sealed job's data key as we hold it (None: none, its dataset cannot be opened)."""
         self.protocol = protocol
         self.store = store
         self.watcher = watcher  # what a job was posted with and committed to
         self.stop = stop
+        self.key_of = key_of
         self.rt = rt  # where segments are replayed (--device)
         self.q = q
         self.r = r
@@ -157,8 +164,8 @@ class TraceVerifier:
         report: dict[str, object] = {"job": int(job_id), "manifest": committed.manifest_cid, "assign_seed": hex32(seed), "q": self.q, "r": self.r}
         try:
             spec = load_spec(self.store.get(digest_to_cid(self.watcher.spec_cid(job_id)), Limits.SPEC_BYTES))
-            dataset = fetch_dataset(self.store, spec)
-        except (ProofError, StorageError) as exc:  # the submitter's spec or data: not the solver's fault
+            dataset = fetch_dataset(self.store, spec, self.key_of(job_id) if spec.dataset.sealed else None)
+        except (ProofError, StorageError, SealingError) as exc:  # the submitter's spec or data (or its key): not the solver's fault
             raise VeritrainError(f"job {job_id}: cannot load spec or dataset: {exc}") from exc
         fault = job_fault(job_id, spec, self.rt)
         if fault is not None:  # our device, not the solver's trace: no report rather than a false fail

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import Event, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, TokenAmount
+from core.contracts import Event, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, SealingStatus, TokenAmount
 from rolebase.actions import credits_of
 from rolebase.earnings import expected_jackpot_per_audit
 from rolebase.watchers import GameWatcher, MarketWatcher
@@ -41,6 +41,13 @@ class WhistleblowerLoader:
         self._reports: dict[tuple[int, bytes, int], Event] = {}  # (job, trace root, draws) -> its passing report
         self._verifiers: set[Address] = set()  # every account that staked as a verifier
         self._staked_scanned = protocol.book.deploy_block  # the next block to read Staked events from
+        self._sealing: dict[JobId, bool] = {}  # job -> sealed, for the jobs seen Verified
+
+    def _sealed(self, job_id: JobId) -> bool:
+        """Whether the job was sealed (docs/sealing.md): fixed once it left Open, so read once per job."""
+        if job_id not in self._sealing:
+            self._sealing[job_id] = self.protocol.sealed_jobs.sealing_of(job_id).status is not SealingStatus.NONE
+        return self._sealing[job_id]
 
     def load(self) -> WhistleblowerView:
         p = self.protocol
@@ -58,6 +65,8 @@ class WhistleblowerLoader:
                 data_challenges.append((job_id, job.deadline))
             if job.state is not JobState.VERIFIED or moment.now >= job.deadline or self.me in (job.solver, job.verifier):
                 continue  # a job's own solver and verifier may not challenge it
+            if self._sealed(job_id):
+                continue  # its data opens only with a wrap, and the whistleblower's side of the key game is not built yet (docs/sealing.md)
             event = self.current_report(job_id, job)
             if event is None:
                 continue

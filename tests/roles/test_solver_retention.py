@@ -202,7 +202,7 @@ def test_a_job_trained_under_a_budget_stays_within_it_and_commits_the_same_trace
     # a dispute's midpoint in a dropped segment is recomputed from the regenerated start
     segment = next(i for i in range(spec.segments) if db.checkpoints(JOB)[i].dropped)
     state, cid = workshop.midpoint(JOB, segment, 1)
-    assert state == state_hash(state_at(spec, workshop._dataset(spec), full.checkpoints[segment], segment * 2 + 1))
+    assert state == state_hash(state_at(spec, workshop._dataset(spec, JOB), full.checkpoints[segment], segment * 2 + 1))
     assert store.has(cid)
 
 

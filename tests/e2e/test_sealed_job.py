@@ -1,0 +1,106 @@
+"""A sealed job end to end on anvil (issue 30, docs/sealing.md): `submit post --sealed` and `submit
+watch` against real solver and verifier daemons; the job is finalized, its key went only where the
+chain entitles, and no store holds a byte of its dataset in the clear."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.contracts import JobState, Role, SealingStatus
+from core.errors import SealingError
+from core.sealing import EncryptionKey
+from deploy.anvil import dev_private_key
+from proofs.spec import load_spec
+from rolebase.inputs import fetch_inputs
+from rolebase.keyring import data_key
+from submitter import service
+from submitter.datakeys import DataKeys
+from submitter.demo_job import build_demo_job
+from tests.e2e.conftest import Market, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class _Kept:
+    """Records of a reader that keeps nothing (the keyring's records for a party with no daemon)."""
+
+    def data_key(self, job_id: int) -> bytes | None:
+        return None
+
+    def keep_data_key(self, job_id: int, key: bytes) -> None:
+        raise AssertionError("a party without a wrap found a key to keep")
+
+
+def _windows(plaintext: bytes, width: int = 32) -> list[bytes]:
+    """The ``width``-byte pieces of ``plaintext`` at a stride of ``width`` that only it would hold: 16
+    distinct byte values at least (a run of zeros, which any checkpoint holds, is no leak)."""
+    pieces = (plaintext[i : i + width] for i in range(0, len(plaintext) - width + 1, width))
+    return [piece for piece in pieces if len(set(piece)) >= 16]
+
+
+def test_a_sealed_job_is_finalized_by_daemons_and_no_store_holds_its_dataset_in_the_clear(market: Market, tmp_path: Path) -> None:
+    market.daemon("verifier", 2, "verifier", "--duty-grace", "5")
+    market.daemon("solver", 1, "solver")
+    job = build_demo_job("tiny", tmp_path / "job")
+    submitter = market.protocol(market.account(0))
+    data_dir = tmp_path / "submitter"
+    posted = service.post_job(submitter, market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window, data_keys=DataKeys.of(data_dir))
+    assert posted.sealed
+    job_id = posted.job_id
+    log = (market.root / "watch.log").open("w")
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "veritrain", "submit", "watch", str(job_id), "--rpc", market.net.rpc_url, "--address-book-dir", str(market.book_dir),
+         "--data-dir", str(data_dir), "--store-dir", str(market.store_dir), "--key-env", "VT_SUBMITTER_KEY", "--poll", "0.5"],
+        cwd=REPO, env={**os.environ, "VT_SUBMITTER_KEY": dev_private_key(1)}, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        protocol = market.protocol()
+        wait_for("the sealed job finalized", lambda: protocol.market.get_job(job_id).state is JobState.FINALIZED, 300, market)
+        watch.wait(timeout=120)  # it stops once the key bond is back and claimed
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+        log.close()
+    assert watch.returncode == 0, (market.root / "watch.log").read_text()[-3000:]
+
+    deploy = protocol.book.deploy_block
+    solver, verifier = market.account(1).address, market.account(2).address
+    sealed = protocol.sealed_jobs
+    # the solver asked for the key, read the dataset and only then claimed; its verifier was given the key too
+    (asked,) = [r for r in sealed.wrap_requests(job_id, deploy) if r.party == solver]
+    (claimed,) = protocol.market.events("JobClaimed", deploy, jobId=job_id)
+    assert asked.block_number < claimed.block_number
+    assert sealed.wraps_to(job_id, solver, deploy) and sealed.wraps_to(job_id, verifier, deploy)
+    assert set(sealed.wrapped(job_id, deploy)) == {solver, verifier}, "the key went to the entitled parties only"
+    assert sealed.revealed_key(job_id, deploy) is None
+    sealing = sealed.sealing_of(job_id)
+    assert sealing.status is SealingStatus.RETURNED and sealed.credit(market.account(0).address) == 0
+
+    # no object in the store holds a 32-byte piece of the plaintext dataset
+    plaintext = job.data_path.read_bytes()
+    pieces = _windows(plaintext)
+    assert len(pieces) >= len(plaintext) // 64, "the dataset is not mostly zeros: its pieces test something"
+    stored = [path for path in market.store_dir.rglob("*") if path.is_file()]
+    assert stored
+    for path in stored:
+        content = path.read_bytes()
+        assert not any(piece in content for piece in pieces), f"{path} holds plaintext of the sealed dataset"
+
+    # a staked party the chain never entitled has no wrap that opens, and cannot read the dataset
+    outsider = market.protocol(market.account(3))
+    minimum = outsider.stakes.min_stake(Role.WHISTLEBLOWER)
+    outsider.token.approve(outsider.stakes.address, minimum)
+    outsider.stakes.stake(Role.WHISTLEBLOWER, minimum)
+    key = EncryptionKey.generate()
+    outsider.keys.register_key(key.public_key)
+    found = data_key(protocol.sealed_jobs, _Kept(), job_id, market.account(3).address, key, deploy)
+    assert found is None
+    spec = load_spec(market.store.get(posted.spec_cid, 1 << 20))
+    assert spec.dataset.sealed and spec.dataset.cid == posted.dataset_cid
+    with pytest.raises(SealingError):
+        fetch_inputs(market.store, spec)
