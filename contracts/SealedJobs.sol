@@ -5,6 +5,7 @@ import {IERC20} from "@openzeppelin/contracts/token/ERC20/IERC20.sol";
 import {SafeERC20} from "@openzeppelin/contracts/token/ERC20/utils/SafeERC20.sol";
 import {SafeCast} from "@openzeppelin/contracts/utils/math/SafeCast.sol";
 import {Credits} from "./Credits.sol";
+import {Game, IDisputeGame} from "./interfaces/IDisputeGame.sol";
 import {IJobMarket} from "./interfaces/IJobMarket.sol";
 import {IKeyRegistry} from "./interfaces/IKeyRegistry.sol";
 import {ISealedJobs, KeyDemand, Sealing, SealingStatus} from "./interfaces/ISealedJobs.sol";
@@ -152,6 +153,31 @@ contract SealedJobs is ISealedJobs, Credits {
         // INVARIANT: a wrap answers only a first demand (the chain cannot open it): a party whose wrap
         // still does not open demands again, and only the key answers that.
         if (answers) _answer(jobId, d, false);
+    }
+
+    /// @inheritdoc ISealedJobs
+    function wrapForReferees(uint256 gameId, address[] calldata referees, bytes[] calldata wraps) external {
+        IDisputeGame game = IDisputeGame(market.disputeGame());
+        Game memory g = game.getGame(gameId);
+        uint256 jobId = g.jobId;
+        _live(jobId);
+        if (referees.length == 0 || referees.length != wraps.length) {
+            revert LengthMismatch(referees.length, wraps.length);
+        }
+        // INVARIANT: only a party of the game wraps for it, and only to the referees it seated: each
+        // party replayed the job's data to play, so a referee's key never hangs on one party alone.
+        if (msg.sender != g.defender && msg.sender != g.challenger) revert NotAuthorized(msg.sender);
+        address[] memory seats = game.committee(gameId);
+        for (uint256 i; i < referees.length; ++i) {
+            if (wraps[i].length != WRAP_BYTES) revert InvalidWrap(wraps[i].length);
+            address referee = referees[i];
+            bool seated;
+            for (uint256 j; j < seats.length && !seated; ++j) {
+                seated = seats[j] == referee;
+            }
+            if (!seated) revert NotSeated(gameId, referee);
+            emit WrapPublished(jobId, referee, msg.sender, _keyVersion(referee), wraps[i]);
+        }
     }
 
     // ------------------------------------------------------------------ the key game

@@ -1344,6 +1344,11 @@ class SealedJobs(_Crediting):
         an open first demand answers it."""
         return self._send("publishWraps", job_id, list(recipients), [bytes(w) for w in wraps])
 
+    def wrap_for_referees(self, game_id: GameId, referees: Sequence[str], wraps: Sequence[bytes]) -> Receipt:
+        """As a party of dispute game ``game_id`` (its defender or challenger), publish ``wraps[i]`` of its
+        job's key to ``referees[i]``, each seated in the game's committee."""
+        return self._send("wrapForReferees", game_id, list(referees), [bytes(w) for w in wraps])
+
     # the key game
     def demand_key(self, job_id: JobId) -> Receipt:
         """As the job's verifier (Verifying) or an eligible whistleblower (Verified) with no wrap that

@@ -17,7 +17,7 @@ from typing import Protocol as Structural
 
 from core.agent import log_mined
 from core.chain import Address, Receipt
-from core.contracts import Bytes32, JobId, KeyDemand, RegisteredKey
+from core.contracts import Bytes32, GameId, JobId, KeyDemand, RegisteredKey
 from core.sealing import wrap
 from rolebase.actions import Journaled
 
@@ -25,15 +25,21 @@ __all__ = [
     "RegisterKey",
     "RequestWrap",
     "PublishWraps",
+    "WrapReferees",
     "DemandKey",
     "AnswerDemand",
     "TimeoutDemand",
     "ReturnBond",
     "KeyGameAction",
     "KeyGame",
+    "MAX_DEMANDS",
     "key_to_register",
     "to_wrap",
 ]
+
+
+#: Demands a party may make on a job (``SealedJobs``): a wrap answers the first, only the key itself the second.
+MAX_DEMANDS = 2
 
 
 @dataclass(frozen=True)
@@ -57,6 +63,17 @@ class PublishWraps(Journaled):
 
     job_id: JobId
     recipients: tuple[Address, ...]
+
+
+@dataclass(frozen=True)
+class WrapReferees(Journaled):
+    """As a party of dispute game ``game_id`` on ``job_id`` (its defender or challenger), wrap the job's
+    data key to ``referees`` seated in it: a referee re-executes the step on the job's data, and no
+    party that withholds may leave it unable to (a seated referee that does not vote is slashed)."""
+
+    job_id: JobId
+    game_id: GameId
+    referees: tuple[Address, ...]
 
 
 @dataclass(frozen=True)
@@ -89,7 +106,7 @@ class ReturnBond(Journaled):
     job_id: JobId
 
 
-KeyGameAction = RegisterKey | RequestWrap | PublishWraps | DemandKey | AnswerDemand | TimeoutDemand | ReturnBond
+KeyGameAction = RegisterKey | RequestWrap | PublishWraps | WrapReferees | DemandKey | AnswerDemand | TimeoutDemand | ReturnBond
 
 
 class KeyCalls(Structural):
@@ -108,6 +125,8 @@ class SealedCalls(Structural):
     def request_wrap(self, job_id: JobId) -> Receipt: ...
 
     def publish_wraps(self, job_id: JobId, recipients: Sequence[str], wraps: Sequence[bytes]) -> Receipt: ...
+
+    def wrap_for_referees(self, game_id: GameId, referees: Sequence[str], wraps: Sequence[bytes]) -> Receipt: ...
 
     def demand_key(self, job_id: JobId) -> Receipt: ...
 
@@ -174,6 +193,8 @@ class KeyGame:
                 log_mined(self.log, "requestWrap", sealed.request_wrap(job_id), job=job_id)
             case PublishWraps(job_id, recipients):
                 self._publish(job_id, recipients)
+            case WrapReferees(job_id, game_id, referees):
+                self._publish(job_id, referees, game_id)
             case DemandKey(job_id):
                 log_mined(self.log, "demandKey", sealed.demand_key(job_id), job=job_id)
             case AnswerDemand(job_id, party):
@@ -189,12 +210,18 @@ class KeyGame:
             case ReturnBond(job_id):
                 log_mined(self.log, "returnBond", sealed.return_bond(job_id), job=job_id)
 
-    def _publish(self, job_id: JobId, recipients: Sequence[Address]) -> None:
+    def _publish(self, job_id: JobId, recipients: Sequence[Address], game_id: GameId | None = None) -> None:
+        """Wrap the job's key to each recipient's registered key and publish: as a key holder of the job
+        (``publishWraps``), or as a party of game ``game_id`` to its referees (``wrapForReferees``)."""
         data_key = self._data_key(job_id)
         keys = {party: self.calls.keys.key_of(party) for party in recipients}
         to = [party for party in recipients if keys[party].registered]
         if not to:
             self.log.info("no wrap published: no recipient has a registered key", extra={"job": job_id, "recipients": list(recipients)})
             return
-        receipt = self.calls.sealed_jobs.publish_wraps(job_id, to, [wrap(data_key, keys[party].key) for party in to])
-        log_mined(self.log, "publishWraps", receipt, job=job_id, recipients=to)
+        wraps = [wrap(data_key, keys[party].key) for party in to]
+        sealed = self.calls.sealed_jobs
+        if game_id is None:
+            log_mined(self.log, "publishWraps", sealed.publish_wraps(job_id, to, wraps), job=job_id, recipients=to)
+        else:
+            log_mined(self.log, "wrapForReferees", sealed.wrap_for_referees(game_id, to, wraps), job=job_id, game=game_id, referees=to)

@@ -9,14 +9,16 @@ A key revealed on chain was checked by the contract; it is checked here again al
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol as Structural
 
-from core.contracts import JobId, PublishedWrap, Sealing
+from core.chain import Address
+from core.contracts import Game, GameId, JobId, Protocol, PublishedWrap, Sealing
 from core.errors import SealingError
 from core.sealing import EncryptionKey, key_hash, unwrap
+from rolebase.keygame import to_wrap
 
-__all__ = ["open_wraps", "data_key"]
+__all__ = ["open_wraps", "data_key", "key_finder", "referees_to_wrap"]
 
 
 def open_wraps(wraps: Sequence[PublishedWrap], key: EncryptionKey, committed: bytes) -> bytes | None:
@@ -64,3 +66,23 @@ def data_key(sealed: SealedReads, records: DataKeyRecords, job_id: JobId, me: st
     if found is not None:
         records.keep_data_key(job_id, found)
     return found
+
+
+def referees_to_wrap(protocol: Protocol, game_id: GameId, game: Game) -> tuple[Address, ...]:
+    """The referees seated in ``game`` (Arbitrating) that no wrap of its job's key was published to
+    for their current key version: a party of the game that holds the key wraps to them."""
+    seats = protocol.game.committee(game_id)
+    registered = {referee: protocol.keys.key_of(referee) for referee in seats}
+    return to_wrap(seats, protocol.sealed_jobs.wrapped(game.job_id, protocol.book.deploy_block), registered)
+
+
+def key_finder(protocol: Protocol, records: DataKeyRecords, me: Address, key: EncryptionKey | None) -> Callable[[JobId], bytes | None]:
+    """A daemon's ``key_of(job)``: a sealed job's data key, from its records, else found now (a wrap to
+    ``me`` that opens with ``key``, or the key revealed); without a key, the records alone."""
+
+    def key_of(job_id: JobId) -> bytes | None:
+        if key is None:
+            return records.data_key(job_id)
+        return data_key(protocol.sealed_jobs, records, job_id, me, key, protocol.book.deploy_block)
+
+    return key_of

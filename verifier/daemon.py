@@ -5,12 +5,11 @@ from __future__ import annotations
 from core.agent import LoopSettings
 from core.chain import Signer
 from core.config import Settings
-from core.contracts import JobId
 from core.storage import ContentStore
 from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
-from rolebase.keyring import data_key
+from rolebase.keyring import key_finder
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
 from verifier.policy import (
@@ -44,13 +43,7 @@ def build(
     def parts(w: Wiring, db: VerifierDb) -> tuple[VerifierLoader, VerifierPolicy, VerifierResponder]:
         db.salt_secret()  # made on first start, kept for good
         key = config.encryption_key
-
-        def key_of(job_id: JobId) -> bytes | None:
-            """A sealed job's data key: kept in the records, else found now (a referee's wrap, from the game's parties)."""
-            if key is None:
-                return db.data_key(job_id)
-            return data_key(w.protocol.sealed_jobs, db, job_id, w.me, key, w.protocol.book.deploy_block)
-
+        key_of = key_finder(w.protocol, db, w.me, key)  # a sealed job's data key, as a wrap to us opens it
         replayer = replayer_class(w.protocol, store, w.watcher, rt=rt, key_of=key_of)
         trace_verifier = trace_verifier_class(w.protocol, store, w.watcher, w.stop, rt=rt, key_of=key_of)
         responder = VerifierResponder(w.protocol, db, trace_verifier, replayer, w.me)

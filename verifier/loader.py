@@ -28,6 +28,8 @@ from core.contracts import (
     AvailabilityCourt,
     Ballot,
     Bytes32,
+    Game,
+    GameId,
     GameParams,
     GameStatus,
     Job,
@@ -45,7 +47,7 @@ from core.sealing import EncryptionKey
 from proofs.probes import is_forced
 from rolebase.actions import credits_of
 from rolebase.court import CourtWatcher
-from rolebase.keyring import data_key
+from rolebase.keyring import data_key, referees_to_wrap
 from rolebase.watchers import GameWatcher, LatestLogs, MarketWatcher, staked_rivals
 from verifier.policy import Assignment, Draw, LiveGame, MarketJob, OpenDemand, PendingOpen, Phase, SealedDraw, SeedView, VerifierView
 from verifier.state import AssignmentRecord, VerifierDb
@@ -249,6 +251,13 @@ class VerifierLoader:
             return SealedDraw(True, drawn.drawn_at, drawn.window)
         return SealedDraw(False, drawn.drawn_at, drawn.window, sealed.demands_by(job_id, self.me), sealed.demand_of(job_id).open)
 
+    def _unwrapped(self, game_id: GameId, game: Game) -> tuple[Address, ...]:
+        """The seated referees of a game we are a party to, on a sealed job whose key we hold (only a
+        sealed job's key is in our records), that no wrap was published to for their current key."""
+        if self.me not in (game.defender, game.challenger) or self.db.data_key(game.job_id) is None:
+            return ()
+        return referees_to_wrap(self.protocol, game_id, game)
+
     def _games(self, rate_bps: int) -> tuple[LiveGame, ...]:
         """Every game not final, with our ballot where we sit, and whether a report game against us is a forced error."""
         games = []
@@ -256,7 +265,8 @@ class VerifierLoader:
             seated = game.status is GameStatus.ARBITRATING
             ballot = self.protocol.game.ballot_of(game_id, self.me)[0] if seated else Ballot.VACANT
             drawn = self.index.draws.get(game.job_id) if game.on_report and game.defender == self.me else None
-            games.append(LiveGame(game_id, game, ballot, forced=drawn is not None and self._forced(drawn, rate_bps)))
+            forced = drawn is not None and self._forced(drawn, rate_bps)
+            games.append(LiveGame(game_id, game, ballot, forced=forced, unwrapped=self._unwrapped(game_id, game) if seated else ()))
         return tuple(games)
 
     def _seed(self, snapshotted: frozenset[Bytes32]) -> SeedView:

@@ -49,7 +49,7 @@ from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from core.sealing import EncryptionKey
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
-from rolebase.keygame import DemandKey, RegisterKey, TimeoutDemand, key_to_register
+from rolebase.keygame import MAX_DEMANDS, DemandKey, RegisterKey, TimeoutDemand, WrapReferees, key_to_register
 from rolebase.turns import AssignVerifier, Finalize, Turn, rank
 
 
@@ -83,10 +83,6 @@ class Draw:
     assign_seed: Bytes32  # seeds the sampling and fixes the probes
     forced_commitment: Bytes32 = ZERO32  # our forced seed snapshotted at the draw (zero: none)
     forced: bool = False
-
-
-#: Demands a party may make on a job: a wrap answers the first, only the key itself the second.
-MAX_DEMANDS = 2
 
 
 @dataclass(frozen=True)
@@ -138,6 +134,7 @@ class LiveGame:
     game: Game
     ballot: Ballot = Ballot.VACANT
     forced: bool = False
+    unwrapped: tuple[Address, ...] = ()  # a sealed job's game we are a party to, holding its key: seated referees with no wrap for their key
 
 
 @dataclass(frozen=True)
@@ -262,7 +259,7 @@ VerifierAction = (
     Stake | ClaimCredit | CommitForcedSeed | ForgetForcedSecret | Replay | Report | ChallengeStalled | AssignVerifier | Finalize | Timeout
     | Forget
     | OpenGame | GameMove | ConcedeForced | CourtMove
-    | RegisterKey | DemandKey | TimeoutDemand
+    | RegisterKey | DemandKey | TimeoutDemand | WrapReferees
 )  # fmt: skip
 
 #: Where ``concedeForced`` is accepted (else the contract reverts ``NotConcedable``).
@@ -312,6 +309,8 @@ class VerifierPolicy:
                 actions.append(OpenGame(pending.job_id, pending.segment))
         if view.game_params is not None:
             for live in sorted(view.games, key=lambda g: g.game_id):
+                if live.unwrapped:  # whoever else withholds, our referees can re-execute the step
+                    actions.append(WrapReferees(live.game.job_id, live.game_id, live.unwrapped))
                 move = self._game(view, view.game_params, live)
                 if move is not None:
                     actions.append(move)

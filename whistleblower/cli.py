@@ -47,6 +47,10 @@ def run(
         str, typer.Option(help="what one audit costs you, in VERI: audit only while the jackpot income it expects (p_f s J, from the chain) covers it")
     ] = "0",
     device: DeviceOption = "cpu",
+    encryption_key: options.EncryptionKeyName = None,
+    key_grace: Annotated[
+        int, typer.Option(help="seconds past our wrap request before demanding a sealed job's key when no wrap to us opens (sooner at half the window)", min=0)
+    ] = 20,
 ) -> None:
     """Run the whistleblower until SIGTERM or Ctrl-C. Safe to kill -9 and restart: an audit cut short is done again, a fault is never challenged twice.
 
@@ -55,17 +59,26 @@ def run(
     segments of the bot's own choosing, up to --budget training steps. A wrong probe opens a
     report game (the verifier defends), a bad segment a trace game (the solver defends); the
     bot then answers midpoints, times out a silent defender, draws the committee and settles.
+    A sealed job's report is audited once a wrap of its key to us opens: the bot asks for one,
+    and demands the key --key-grace seconds later if none opened.
 
     Examples:
 
       WB_KEY=0x... veritrain whistleblower run --key-env WB_KEY --stake 50
 
       veritrain whistleblower run --keystore wb.json --audit-rate 0.5 --budget 500 --audit-cost 1.5 --log-json
+
+      veritrain whistleblower run --account carol --encryption-key carol   # read sealed jobs with key carol (veritrain keys new carol)
     """
     from whistleblower import daemon  # here, not above: the daemon's training stack loads in seconds, and only `run` needs it
 
     config = WhistleblowerConfig(
-        stake_target=parse_tokens(stake, "--stake"), audit_rate=audit_rate, budget_steps=budget, audit_cost=parse_tokens(audit_cost, "--audit-cost")
+        stake_target=parse_tokens(stake, "--stake"),
+        audit_rate=audit_rate,
+        budget_steps=budget,
+        audit_cost=parse_tokens(audit_cost, "--audit-cost"),
+        encryption_key=options.encryption_key(settings, encryption_key, "whistleblower"),
+        key_grace_s=key_grace,
     )
     rt = runtime_on(device)
     flags.run(

@@ -14,6 +14,7 @@ from rolebase.daemon import build as build_daemon
 from rolebase.dispute import DisputeReplayer
 from rolebase.earnings import jackpot_economics
 from rolebase.events import JACKPOT_INCOME
+from rolebase.keyring import key_finder
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
 from whistleblower.policy import LANES, WhistleblowerAction, WhistleblowerConfig, WhistleblowerPolicy, WhistleblowerView, work
@@ -31,8 +32,10 @@ def build(
     """``rt``: where audits and game moves replay (``--device``)."""
 
     def parts(w: Wiring, db: WhistleblowerDb) -> tuple[WhistleblowerLoader, WhistleblowerPolicy, WhistleblowerResponder]:
-        replayer = DisputeReplayer(w.protocol, store, w.watcher, rt=rt)
-        loader = WhistleblowerLoader(w.protocol, w.watcher, db, w.me)
+        key = config.encryption_key
+        key_of = key_finder(w.protocol, db, w.me, key)  # a sealed job's data key, as a wrap to us opens it
+        replayer = DisputeReplayer(w.protocol, store, w.watcher, rt=rt, key_of=key_of)
+        loader = WhistleblowerLoader(w.protocol, w.watcher, db, w.me, key)
         log.info(
             JACKPOT_INCOME,
             extra={**jackpot_economics(w.protocol), "audit_rate": config.audit_rate, "budget_steps": config.budget_steps, "audit_cost": config.audit_cost},

@@ -12,22 +12,47 @@ For each report with a fault left to challenge, the referees a committee could s
 free stake covers the referee bond, less the job's solver, verifier and submitter and this bot,
 the accounts ``DisputeGame.drawCommittee`` excludes. The draw itself reads the stakes at its
 anchor block, later: the count is today's, the policy decides again every tick.
+
+A report of a sealed job not audited yet carries its key game as it stands for us
+(:class:`~whistleblower.policy.SealedReport`): whether we hold its data key (found by
+``rolebase.keyring`` and kept in the records), when our wrap request at our current key version was
+mined, our demands so far; a job our demand holds (DataVote, our challenge window paused) is listed
+with the demand's deadline instead.
 """
 
 from __future__ import annotations
 
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import Event, GameParams, Job, JobId, JobState, MarketParams, Protocol, Role, SealingStatus, TokenAmount
+from core.contracts import (
+    Event,
+    Game,
+    GameId,
+    GameParams,
+    GameStatus,
+    Job,
+    JobId,
+    JobState,
+    MarketParams,
+    Protocol,
+    RegisteredKey,
+    Role,
+    SealingStatus,
+    TokenAmount,
+)
+from core.sealing import EncryptionKey
 from rolebase.actions import credits_of
 from rolebase.earnings import expected_jackpot_per_audit
+from rolebase.keyring import data_key, referees_to_wrap
 from rolebase.watchers import GameWatcher, MarketWatcher
-from whistleblower.policy import FindingKind, OpenReport, OwnGame, WhistleblowerView
+from whistleblower.policy import FindingKind, OpenDemand, OpenReport, OwnGame, SealedReport, WhistleblowerView
 from whistleblower.state import WhistleblowerDb
 
 
 class WhistleblowerLoader:
-    def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: WhistleblowerDb, me: Address) -> None:
+    def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: WhistleblowerDb, me: Address, key: EncryptionKey | None = None) -> None:
+        """``key``: our encryption key (``--encryption-key``), which opens the wraps of sealed jobs' keys to us."""
+        self.key = key
         self.protocol = protocol
         self.watcher = watcher
         self.games = GameWatcher(protocol.game)
@@ -41,13 +66,15 @@ class WhistleblowerLoader:
         self._reports: dict[tuple[int, bytes, int], Event] = {}  # (job, trace root, draws) -> its passing report
         self._verifiers: set[Address] = set()  # every account that staked as a verifier
         self._staked_scanned = protocol.book.deploy_block  # the next block to read Staked events from
-        self._sealing: dict[JobId, bool] = {}  # job -> sealed, for the jobs seen Verified
+        self._unsealed: set[JobId] = set()  # jobs seen Verified that are not sealed (fixed once a job left Open)
+        self._asked: dict[tuple[JobId, int], int] = {}  # (job, our key version) -> when our first wrap request for it was mined
 
-    def _sealed(self, job_id: JobId) -> bool:
-        """Whether the job was sealed (docs/sealing.md): fixed once it left Open, so read once per job."""
-        if job_id not in self._sealing:
-            self._sealing[job_id] = self.protocol.sealed_jobs.sealing_of(job_id).status is not SealingStatus.NONE
-        return self._sealing[job_id]
+    def _unwrapped(self, game_id: GameId, game: Game) -> tuple[Address, ...]:
+        """The seated referees of our game on a sealed job whose key we hold (only a sealed job's key is in
+        our records) that no wrap was published to for their current key."""
+        if game.status is not GameStatus.ARBITRATING or self.db.data_key(game.job_id) is None:
+            return ()
+        return referees_to_wrap(self.protocol, game_id, game)
 
     def load(self) -> WhistleblowerView:
         p = self.protocol
@@ -59,14 +86,18 @@ class WhistleblowerLoader:
             self._verifier_min = p.stakes.min_stake(Role.VERIFIER)
         reports = []
         data_challenges = []
+        demands = []
         referees: frozenset[Address] | None = None  # read once a tick, when a fault is left to challenge
+        registered = None if self.key is None else p.keys.key_of(self.me)
         for job_id, job in scan.jobs:
             if job.state is JobState.DATA_CHALLENGED and p.market.availability_challenge(job_id).challenger == self.me:
                 data_challenges.append((job_id, job.deadline))
+            if job.state is JobState.DATA_VOTE and job.challenger == self.me:  # held for our court case, or for our demand
+                demand = p.sealed_jobs.demand_of(job_id)
+                if demand.party == self.me:
+                    demands.append(OpenDemand(job_id, demand.deadline))
             if job.state is not JobState.VERIFIED or moment.now >= job.deadline or self.me in (job.solver, job.verifier):
-                continue  # a job's own solver and verifier may not challenge it
-            if self._sealed(job_id):
-                continue  # its data opens only with a wrap, and the whistleblower's side of the key game is not built yet (docs/sealing.md)
+                continue  # a job's own solver and verifier may not challenge it (nor ask for its key: they hold it)
             event = self.current_report(job_id, job)
             if event is None:
                 continue
@@ -77,7 +108,9 @@ class WhistleblowerLoader:
             if record is not None and any(f.key not in challenged for f in record.findings):
                 referees = self.referees(moment.block, self._game_params.referee_bond) if referees is None else referees
                 seats = len(referees - {job.solver, job.verifier, job.submitter, self.me})
-            reports.append(OpenReport(job_id, cid, job.deadline, job.trace_root, None if record is None else record.findings, challenged, seats))
+            sealed = self._sealed(job_id, registered) if record is None else None  # audited: the key game is behind us
+            findings = None if record is None else record.findings
+            reports.append(OpenReport(job_id, cid, job.deadline, job.trace_root, findings, challenged, seats, sealed))
         final = self.db.final_jobs()
         return WhistleblowerView(
             now=moment.now,
@@ -92,11 +125,49 @@ class WhistleblowerLoader:
             expected_per_audit=TokenAmount(
                 expected_jackpot_per_audit(p.market.jackpot(), self._market_params.jackpot_share_bps, self._market_params.forced_error_rate_bps)
             ),
-            games=tuple(OwnGame(gid, game) for gid, game in self.games.live() if game.challenger == self.me),
+            games=tuple(OwnGame(gid, game, self._unwrapped(gid, game)) for gid, game in self.games.live() if game.challenger == self.me),
             game_params=self._game_params,
-            forgettable=tuple(sorted(JobId(j) for j in self.db.audited_jobs() & final)),
+            forgettable=tuple(sorted(JobId(j) for j in (self.db.audited_jobs() | self.db.keyed_jobs()) & final)),
             data_challenges=tuple(data_challenges),
+            demands=tuple(demands),
+            registered_key=registered,
         )
+
+    def _sealed(self, job_id: JobId, registered: RegisteredKey | None) -> SealedReport | None:
+        """The key game of a Verified job's report, None if its data is not sealed. A data key in the records
+        settles it without a read; else the keyring looks for a revealed key or a wrap to us that opens."""
+        if job_id in self._unsealed:
+            return None
+        if self.db.data_key(job_id) is not None:
+            return SealedReport(held=True)
+        sealed = self.protocol.sealed_jobs
+        status = sealed.sealing_of(job_id).status
+        if status is SealingStatus.NONE:
+            self._unsealed.add(job_id)
+            return None
+        deploy_block = self.protocol.book.deploy_block
+        if self.key is not None and data_key(sealed, self.db, job_id, self.me, self.key, deploy_block) is not None:
+            return SealedReport(held=True)
+        assert self._market_params is not None  # read before the first report
+        live = status is SealingStatus.ACTIVE
+        return SealedReport(
+            held=False,
+            live=live,
+            asked_at=None if registered is None or not registered.registered or not live else self._asked_at(job_id, registered.version),
+            window=self._market_params.challenge_window,
+            demands=sealed.demands_by(job_id, self.me),
+            demand_open=sealed.demand_of(job_id).open,
+        )
+
+    def _asked_at(self, job_id: JobId, version: int) -> int | None:
+        """The block time of our first wrap request for the job at our key ``version`` (None: none on chain)."""
+        if (job_id, version) not in self._asked:
+            requests = self.protocol.sealed_jobs.wrap_requests(job_id, self.protocol.book.deploy_block)
+            ours = [r for r in requests if r.party == self.me and r.key_version == version]
+            if not ours:
+                return None
+            self._asked[(job_id, version)] = self.protocol.client.timestamp(ours[0].block_number)
+        return self._asked[(job_id, version)]
 
     def referees(self, block: int, bond: TokenAmount) -> frozenset[Address]:
         """The verifiers that could take a committee seat now: eligible stake, the referee ``bond`` free."""

@@ -24,6 +24,20 @@ forced errors are what make auditing pay when everyone is honest). For each such
    (the audit challenges what it cannot fetch: ``core.availability``): ``timeoutAvailability``
    once the answer deadline passed, which pays the solver's bond to us.
 
+Sealed jobs (docs/sealing.md): a report whose data is sealed is audited once we hold its data key (a
+wrap to us that opens to the committed key hash, or the key revealed). The key game is played only for
+a report the audit decision above says we audit, since a demand holds the job and stops its challenge
+window: a whistleblower that demanded on jobs it never meant to audit would delay every sealed job's
+payout at no cost to itself. So, for such a report: ask for a wrap once per key version of ours
+(``requestWrap``: the submitter's watch wraps to asking whistleblowers); demand the key ``key_grace_s``
+after our request was mined, or once half the challenge window is left, whichever comes first (the
+watch answers in a block or two, and a demand holds the job); demand again at once if the wrap that
+answered did not open; two demands at most (a second is answered only by the key itself); nothing
+while a demand holds the job, and time out one left unanswered past its deadline (the forfeit credits
+us the verifier fee and resumes the window). A sealed report we cannot read any more (no encryption
+key, the key bond forfeited, our two demands spent) is not audited (:class:`Unreadable`, logged
+once): no move of the key game can lose us stake. With an encryption key we register it once staked.
+
 Audit budget: ``budget_steps`` training steps replayed per report (:func:`plan_audit`): a probe
 at step m of its segment costs m steps, a segment its k steps. Probes go first (they catch a
 report that was never replayed, on any trace), then the segments the verifier says it replayed
@@ -41,11 +55,13 @@ from eth_utils import keccak
 
 from core.agent import Work
 from core.chain import Address
-from core.contracts import Game, GameId, GameParams, JobId, ReportSeal, TokenAmount
+from core.contracts import Game, GameId, GameParams, JobId, RegisteredKey, ReportSeal, TokenAmount
 from core.dispute import Action, Actor, party_move
 from core.probe import Bytes32, Probe
+from core.sealing import EncryptionKey
 from proofs.merkle import hex32, to_bytes32
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Stake, credit_claims, stake_needed
+from rolebase.keygame import MAX_DEMANDS, DemandKey, RegisterKey, RequestWrap, TimeoutDemand, WrapReferees, key_to_register
 
 _DRAW_DOMAIN = b"veritrain/whistleblower-audit-draw/v1"
 _PICK_DOMAIN = b"veritrain/whistleblower-own-picks/v1"
@@ -195,6 +211,18 @@ def committee_seatable(referees: int, committee_size: int) -> bool:
 
 
 @dataclass(frozen=True)
+class SealedReport:
+    """The key game of a sealed job's report, as it stands for us (docs/sealing.md)."""
+
+    held: bool  # we hold its data key: a wrap to us opened to the committed key hash, or the key was revealed
+    live: bool = True  # its sealing is Active: a wrap may still be asked for and the key demanded (Forfeited: never again)
+    asked_at: int | None = None  # block time of our first wrap request at our current key version (None: none on chain)
+    window: int = 0  # the challenge window's length (``MarketParams.challenge_window``)
+    demands: int = 0  # our demands for its key so far (``demandsBy``)
+    demand_open: bool = False  # a demand holds the job (``demandOf(job).party`` set): one at a time
+
+
+@dataclass(frozen=True)
 class OpenReport:
     """A Verified job's passing report, its challenge window open until ``window_end``, on the trace
     committed under ``trace_root``."""
@@ -206,14 +234,25 @@ class OpenReport:
     findings: tuple[Finding, ...] | None  # None: not audited yet
     challenged: frozenset[tuple[FindingKind, int]] = frozenset()  # faults of this report we opened a game on (chain)
     referees: int = 0  # verifiers a committee could seat now: eligible, bond free, none of the job's parties nor us
+    sealed: SealedReport | None = None  # None: its data is not sealed, or it was audited already
+
+
+@dataclass(frozen=True)
+class OpenDemand:
+    """Our demand for a sealed job's key, holding the job (DataVote, its challenge window paused) until ``deadline``."""
+
+    job_id: JobId
+    deadline: int
 
 
 @dataclass(frozen=True)
 class OwnGame:
-    """A game this bot opened that is not final."""
+    """A game this bot opened that is not final; ``unwrapped``: on a sealed job whose key we hold, its
+    seated referees with no wrap for their key."""
 
     game_id: GameId
     game: Game
+    unwrapped: tuple[Address, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -232,6 +271,8 @@ class WhistleblowerView:
     forgettable: tuple[JobId, ...] = ()  # audited jobs that are final
     data_challenges: tuple[tuple[JobId, int], ...] = ()  # (job, answer deadline): our availability challenges not answered
     credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
+    demands: tuple[OpenDemand, ...] = ()  # our open demands for sealed jobs' keys
+    registered_key: RegisteredKey | None = None  # our encryption key in the KeyRegistry (None: not read, we have none)
 
 
 @dataclass(frozen=True)
@@ -240,6 +281,8 @@ class WhistleblowerConfig:
     audit_rate: float = 1.0  # probability of auditing a report
     budget_steps: int = DEFAULT_BUDGET_STEPS  # training steps replayed per report at most
     audit_cost: TokenAmount = TokenAmount(0)  # audit only while p_f s J >= this
+    encryption_key: EncryptionKey | None = None  # --encryption-key: what opens wraps to us (None: sealed reports are not audited)
+    key_grace_s: int = 20  # past our wrap request before we demand a sealed job's key (the submitter's watch wraps to us in a block or two)
 
 
 # --------------------------------------------------------------------- actions
@@ -280,7 +323,19 @@ class TimeoutAvailability:
     job_id: JobId
 
 
-WhistleblowerAction = Stake | ClaimCredit | Audit | Challenge | HoldChallenge | TimeoutAvailability | GameMove | Forget
+@dataclass(frozen=True)
+class Unreadable:
+    """A sealed report we would audit and cannot read any more (``reason``): it is not audited."""
+
+    job_id: JobId
+    report_cid: str
+    reason: str
+
+
+WhistleblowerAction = (
+    Stake | ClaimCredit | Audit | Challenge | HoldChallenge | TimeoutAvailability | GameMove | Forget
+    | RegisterKey | RequestWrap | DemandKey | TimeoutDemand | WrapReferees | Unreadable
+)  # fmt: skip
 
 
 class WhistleblowerPolicy:
@@ -292,6 +347,10 @@ class WhistleblowerPolicy:
         amount = stake_needed(self.config.stake_target, view.min_stake, view.staked, view.token_balance)
         if amount is not None:
             actions.append(Stake(amount))
+        mine = self.config.encryption_key.public_key if self.config.encryption_key is not None else None
+        register = key_to_register(mine, view.registered_key, view.staked > 0)
+        if register is not None:
+            actions.append(register)
         if view.staked >= view.min_stake:  # a challenge needs an eligible stake: no audit without one
             for report in sorted(view.reports, key=lambda r: (r.window_end, r.job_id)):  # nearest window end first
                 action = self._report(view, report)
@@ -299,22 +358,28 @@ class WhistleblowerPolicy:
                     actions.append(action)
         if view.game_params is not None:
             for own in sorted(view.games, key=lambda g: g.game_id):
+                if own.unwrapped:  # whoever else withholds, our referees can re-execute the step
+                    actions.append(WrapReferees(own.game.job_id, own.game_id, own.unwrapped))
                 move = party_move(own.game, view.game_params, view.now, view.block, Actor.CHALLENGER)
                 if move is not None:
                     actions.append(GameMove(own.game_id, move))
         actions.extend(TimeoutAvailability(job_id) for job_id, deadline in sorted(view.data_challenges) if view.now > deadline)
+        # unanswered past its deadline: the forfeit credits us the fee and resumes the window (the contract wants now > deadline)
+        actions.extend(TimeoutDemand(d.job_id) for d in sorted(view.demands, key=lambda d: d.job_id) if view.now > d.deadline)
         actions.extend(credit_claims(view.credits))
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
         return actions
 
-    def _report(self, view: WhistleblowerView, report: OpenReport) -> Audit | Challenge | HoldChallenge | None:
+    def _report(self, view: WhistleblowerView, report: OpenReport) -> Audit | Challenge | HoldChallenge | RequestWrap | DemandKey | Unreadable | None:
         if view.now >= report.window_end:
             return None  # closed: nothing to challenge any more
         if report.findings is None:
             pays = view.expected_per_audit >= self.config.audit_cost
-            if pays and audit_draw(view.secret, report.job_id, report.report_cid) < self.config.audit_rate:
-                return Audit(report.job_id, report.report_cid, report.window_end, report.trace_root)
-            return None
+            if not pays or audit_draw(view.secret, report.job_id, report.report_cid) >= self.config.audit_rate:
+                return None  # not audited: nor is its key asked for or demanded (a demand holds the job)
+            if report.sealed is not None and not report.sealed.held:
+                return self._key(view, report, report.sealed)
+            return Audit(report.job_id, report.report_cid, report.window_end, report.trace_root)
         pending = [f for f in challenge_order(report.findings) if f.key not in report.challenged]
         if not pending:
             return None
@@ -322,6 +387,28 @@ class WhistleblowerPolicy:
         if not committee_seatable(report.referees, needed):
             return HoldChallenge(report.job_id, report.report_cid, report.referees, needed)
         return Challenge(report.job_id, report.report_cid, pending[0])
+
+    def _key(self, view: WhistleblowerView, report: OpenReport, sealed: SealedReport) -> RequestWrap | DemandKey | Unreadable | None:
+        """The key game of a sealed report we audit and cannot read yet: ask for a wrap once per key
+        version of ours; demand the key ``key_grace_s`` after our request was mined (the watch's wrap lands
+        first), or once half the challenge window is left, whichever comes first; a second demand at once
+        (the wrap that answered the first did not open). Nothing before our key is registered (the contract
+        wants one, and a wrap to another key is not ours to open) and nothing while a demand holds the job."""
+        mine = self.config.encryption_key
+        if mine is None:
+            return Unreadable(report.job_id, report.report_cid, "no --encryption-key to open a wrap with")
+        if sealed.demand_open or view.registered_key is None or view.registered_key.key != mine.public_key:
+            return None
+        if not sealed.live:
+            return Unreadable(report.job_id, report.report_cid, "its key bond was forfeited: no wrap may be asked for, nor the key demanded")
+        if sealed.demands >= MAX_DEMANDS:
+            return Unreadable(report.job_id, report.report_cid, f"no wrap opened after our {sealed.demands} demands")
+        if sealed.demands > 0:
+            return DemandKey(report.job_id)
+        if sealed.asked_at is None:
+            return RequestWrap(report.job_id)
+        due = min(sealed.asked_at + self.config.key_grace_s, report.window_end - sealed.window // 2)
+        return DemandKey(report.job_id) if view.now >= due else None
 
 
 #: Workers per lane (core.agent.Workers): one audit at a time, and two workers for the challenges and

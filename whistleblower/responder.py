@@ -5,8 +5,11 @@ game, and the fault not yet challenged by us (``DisputeOpened`` events, as the l
 so a stale view or a restart never sends a second challenge. A game move re-reads its game and
 is skipped if the chain no longer waits for it. An audit that finds an item unavailable (not served,
 not published, past the grace: ``core.availability``) challenges its availability; a held challenge
-is logged once per report; ``timeoutAvailability`` re-reads the job first. The responder is handed
-only the calls it makes (:class:`WhistleblowerCalls`), not the chain client.
+is logged once per report; ``timeoutAvailability`` re-reads the job first. A sealed job's key game
+(registering our encryption key, asking for a wrap, demanding the key, timing out a demand left
+unanswered, wrapping the key to the referees of our games) is carried out by :class:`rolebase.keygame.KeyGame`; a sealed report we cannot read is
+logged once. The responder is handed only the calls it makes (:class:`WhistleblowerCalls`), not the
+chain client.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from core.dispute import opening_on_report
 from rolebase.actions import ClaimCredit, Forget, GameMove, GameMoves, OpeningCalls, Stake, Upkeep, UpkeepCalls
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import AUDIT_RECORDED, CHALLENGE_HELD
+from rolebase.keygame import DemandKey, KeyCalls, KeyGame, RegisterKey, RequestWrap, SealedCalls, TimeoutDemand, WrapReferees
 from whistleblower.audit import Auditor
 from whistleblower.loader import WhistleblowerLoader
 from whistleblower.policy import (
@@ -34,6 +38,7 @@ from whistleblower.policy import (
     FindingKind,
     HoldChallenge,
     TimeoutAvailability,
+    Unreadable,
     WhistleblowerAction,
 )
 from whistleblower.state import ChallengeRecord, WhistleblowerDb
@@ -66,9 +71,13 @@ class _Court(ChallengeCourt, CreditCalls, Structural): ...
 class _Stakes(ChallengeStakes, StakeCalls, Structural): ...
 
 
+class _Sealed(SealedCalls, CreditCalls, Structural):
+    """``SealedJobs``: its key game's moves, and the credits it pays (a forfeited demand's fee)."""
+
+
 class WhistleblowerCalls(ChallengeCalls, UpkeepCalls, Structural):
     """What the whistleblower sends (``core.contracts.Protocol`` has it all): its challenges of
-    reports and of availability, its game moves, its stake."""
+    reports and of availability, its game moves, its stake and its moves in sealed jobs' key game."""
 
     @property
     def market(self) -> _Market: ...
@@ -82,6 +91,12 @@ class WhistleblowerCalls(ChallengeCalls, UpkeepCalls, Structural):
     @property
     def stakes(self) -> _Stakes: ...
 
+    @property
+    def keys(self) -> KeyCalls: ...
+
+    @property
+    def sealed_jobs(self) -> _Sealed: ...
+
 
 class WhistleblowerResponder:
     def __init__(
@@ -94,8 +109,10 @@ class WhistleblowerResponder:
         self.loader = loader
         self.me = me
         self._held: set[tuple[JobId, str]] = set()  # reports whose held challenge was logged
+        self._unreadable: set[JobId] = set()  # sealed jobs logged as not audited
         self.upkeep = Upkeep(calls, Role.WHISTLEBLOWER, me, db, log)
         self.moves = GameMoves(calls.game, me, log, challenger=replayer)
+        self.keys = KeyGame(calls, me, db.data_key, log)  # we wrap only to our games' referees, never reveal
 
     def perform(self, action: WhistleblowerAction) -> None:
         p = self.calls
@@ -122,6 +139,12 @@ class WhistleblowerResponder:
             case TimeoutAvailability(job_id):
                 if p.market.get_job(job_id).state is JobState.DATA_CHALLENGED:
                     log_mined(log, "timeoutAvailability", p.market.timeout_availability(job_id), job=job_id)
+            case RegisterKey() | RequestWrap() | DemandKey() | TimeoutDemand() | WrapReferees():
+                self.keys.perform(action)
+            case Unreadable(job_id, report_cid, reason):
+                if job_id not in self._unreadable:
+                    self._unreadable.add(job_id)
+                    log.warning("sealed job not audited: we cannot read it", extra={"job": job_id, "report": report_cid, "reason": reason})
 
     def _challenge(self, job_id: JobId, report_cid: str, finding: Finding) -> None:
         p = self.calls

@@ -63,7 +63,7 @@ interface ISealedJobs {
     ///         solver while the job is Open (to claim it), or a staked whistleblower while it is Verified
     ///         (to audit it).
     event WrapRequested(uint256 indexed jobId, address indexed party, uint64 keyVersion);
-    /// @notice `from` (the submitter or the job's solver) wrapped the job's data key to `recipient`'s
+    /// @notice `from` (the submitter, the job's solver, or a party of a game on it) wrapped the job's data key to `recipient`'s
     ///         encryption key of version `keyVersion`: `wrap` is the 80-byte SealedBox.
     event WrapPublished(
         uint256 indexed jobId, address indexed recipient, address indexed from, uint64 keyVersion, bytes wrap
@@ -118,6 +118,8 @@ interface ISealedJobs {
     error WrongKey(uint256 jobId);
     /// @notice The key of `jobId` is public already (KeyRevealed): nothing to demand.
     error KeyPublic(uint256 jobId);
+    /// @notice `account` holds no seat in the committee of game `gameId`.
+    error NotSeated(uint256 gameId, address account);
     /// @notice The job has not settled (Finalized, Refunded or Cancelled) yet.
     error NotSettled(uint256 jobId, uint8 state);
 
@@ -161,6 +163,12 @@ interface ISealedJobs {
     ///         `recipients` (each with a registered key; each wrap 80 bytes). A wrap to the party of an
     ///         open first demand answers it.
     function publishWraps(uint256 jobId, address[] calldata recipients, bytes[] calldata wraps) external;
+
+    /// @notice A party of dispute game `gameId` (its defender or challenger: each read the job's data to
+    ///         play it) publishes wraps of the job's key to `referees` seated in the game's committee
+    ///         (each with a registered key; each wrap 80 bytes), so a referee can re-execute the step
+    ///         whichever party withholds.
+    function wrapForReferees(uint256 gameId, address[] calldata referees, bytes[] calldata wraps) external;
 
     // ------------------------------------------------------------------ the key game
 

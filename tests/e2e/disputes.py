@@ -74,9 +74,19 @@ class CaughtCheat:
     before_total: int
 
 
-def catch_cheat(market: Market, folder: Path, cheat: str, *, solver: int, verifier: int, referees: tuple[int, ...], accounts: range) -> CaughtCheat:
+def catch_cheat(
+    market: Market,
+    folder: Path,
+    cheat: str,
+    *,
+    solver: int,
+    verifier: int,
+    referees: tuple[int, ...],
+    accounts: range,
+    post: Callable[[Market, Path], JobId] = post_tiny,
+) -> CaughtCheat:
     """A verifier daemon (account ``verifier``), then a solver daemon playing ``cheat`` (account ``solver``),
-    the tiny job posted; once the verifier is drawn, referee daemons join; returns once the game settled."""
+    the tiny job posted (by ``post``); once the verifier is drawn, referee daemons join; returns once the game settled."""
     protocol = market.protocol()
     before_total = total_wealth(protocol, market, accounts)
     before = {i: wealth(protocol, market.account(i).address) for i in accounts}
@@ -84,7 +94,7 @@ def catch_cheat(market: Market, folder: Path, cheat: str, *, solver: int, verifi
     market.daemon("verifier", verifier, "verifier", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")
     wait_for("the verifier staked", lambda: protocol.stakes.stake_of(me, Role.VERIFIER).staked > 0, 60, market)
     market.daemon("solver", solver, "cheater", "--cheat", cheat, "--poll", "0.5")
-    job_id = post_tiny(market, folder)
+    job_id = post(market, folder)
     wait_for("the verifier drawn", lambda: protocol.market.get_job(job_id).verifier == me, 240, market)
     for i in referees:
         market.daemon("verifier", i, f"referee{i}", "--stake", "200", "--duty-grace", "5", "--poll", "0.5")

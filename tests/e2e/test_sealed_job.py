@@ -7,23 +7,28 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
-from core.contracts import JobState, Role, SealingStatus
+from core.cid import digest_to_cid
+from core.contracts import GameId, JobId, JobState, Role, SealingStatus
 from core.errors import SealingError
 from core.sealing import EncryptionKey
 from deploy.anvil import dev_private_key
 from proofs.spec import load_spec
 from rolebase.inputs import fetch_inputs
-from rolebase.keyring import data_key
+from rolebase.keyring import data_key, open_wraps
 from submitter import service
 from submitter.datakeys import DataKeys
 from submitter.demo_job import build_demo_job
 from tests.e2e.conftest import Market, wait_for
+from tests.e2e.disputes import assert_cheater_slashed, catch_cheat
 
 REPO = Path(__file__).resolve().parents[2]
+REFEREES = (3, 4, 5)
 
 
 class _Kept:
@@ -43,30 +48,44 @@ def _windows(plaintext: bytes, width: int = 32) -> list[bytes]:
     return [piece for piece in pieces if len(set(piece)) >= 16]
 
 
+@contextmanager
+def _watching(market: Market, data_dir: Path) -> Iterator[tuple[Callable[[Market, Path], JobId], list[subprocess.Popen[bytes]]]]:
+    """A poster of the tiny job, sealed from ``data_dir``, that starts `submit watch` on it, and the
+    watches it started; each is stopped when the block ends (one that exited keeps its exit code)."""
+    watches: list[subprocess.Popen[bytes]] = []
+
+    def post(m: Market, folder: Path) -> JobId:
+        job = build_demo_job("tiny", folder)
+        submitter = m.protocol(m.account(0))
+        posted = service.post_job(submitter, m.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window, data_keys=DataKeys.of(data_dir))
+        assert posted.sealed
+        with (m.root / f"watch-{posted.job_id}.log").open("w") as log:
+            watches.append(subprocess.Popen(
+                [sys.executable, "-m", "veritrain", "submit", "watch", str(posted.job_id), "--rpc", m.net.rpc_url, "--address-book-dir", str(m.book_dir),
+                 "--data-dir", str(data_dir), "--store-dir", str(m.store_dir), "--key-env", "VT_SUBMITTER_KEY", "--poll", "0.5"],
+                cwd=REPO, env={**os.environ, "VT_SUBMITTER_KEY": dev_private_key(1)}, stdout=log, stderr=subprocess.STDOUT,
+            ))  # fmt: skip
+        return posted.job_id
+
+    try:
+        yield post, watches
+    finally:
+        for watch in watches:
+            if watch.poll() is None:
+                watch.kill()
+                watch.wait()
+
+
 def test_a_sealed_job_is_finalized_by_daemons_and_no_store_holds_its_dataset_in_the_clear(market: Market, tmp_path: Path) -> None:
     market.daemon("verifier", 2, "verifier", "--duty-grace", "5")
     market.daemon("solver", 1, "solver")
-    job = build_demo_job("tiny", tmp_path / "job")
-    submitter = market.protocol(market.account(0))
-    data_dir = tmp_path / "submitter"
-    posted = service.post_job(submitter, market.store, job.spec_path, job.data_path, job.reward, job.fee, job.commit_window, data_keys=DataKeys.of(data_dir))
-    assert posted.sealed
-    job_id = posted.job_id
-    log = (market.root / "watch.log").open("w")
-    watch = subprocess.Popen(
-        [sys.executable, "-m", "veritrain", "submit", "watch", str(job_id), "--rpc", market.net.rpc_url, "--address-book-dir", str(market.book_dir),
-         "--data-dir", str(data_dir), "--store-dir", str(market.store_dir), "--key-env", "VT_SUBMITTER_KEY", "--poll", "0.5"],
-        cwd=REPO, env={**os.environ, "VT_SUBMITTER_KEY": dev_private_key(1)}, stdout=log, stderr=subprocess.STDOUT,
-    )  # fmt: skip
-    try:
-        protocol = market.protocol()
+    protocol = market.protocol()
+    with _watching(market, tmp_path / "submitter") as (post, watches):
+        job_id = post(market, tmp_path / "job")
         wait_for("the sealed job finalized", lambda: protocol.market.get_job(job_id).state is JobState.FINALIZED, 300, market)
+        (watch,) = watches
         watch.wait(timeout=120)  # it stops once the key bond is back and claimed
-    finally:
-        if watch.poll() is None:
-            watch.kill()
-        log.close()
-    assert watch.returncode == 0, (market.root / "watch.log").read_text()[-3000:]
+    assert watch.returncode == 0, (market.root / f"watch-{job_id}.log").read_text()[-3000:]
 
     deploy = protocol.book.deploy_block
     solver, verifier = market.account(1).address, market.account(2).address
@@ -82,7 +101,7 @@ def test_a_sealed_job_is_finalized_by_daemons_and_no_store_holds_its_dataset_in_
     assert sealing.status is SealingStatus.RETURNED and sealed.credit(market.account(0).address) == 0
 
     # no object in the store holds a 32-byte piece of the plaintext dataset
-    plaintext = job.data_path.read_bytes()
+    plaintext = (tmp_path / "job" / "dataset.safetensors").read_bytes()
     pieces = _windows(plaintext)
     assert len(pieces) >= len(plaintext) // 64, "the dataset is not mostly zeros: its pieces test something"
     stored = [path for path in market.store_dir.rglob("*") if path.is_file()]
@@ -100,7 +119,24 @@ def test_a_sealed_job_is_finalized_by_daemons_and_no_store_holds_its_dataset_in_
     outsider.keys.register_key(key.public_key)
     found = data_key(protocol.sealed_jobs, _Kept(), job_id, market.account(3).address, key, deploy)
     assert found is None
-    spec = load_spec(market.store.get(posted.spec_cid, 1 << 20))
-    assert spec.dataset.sealed and spec.dataset.cid == posted.dataset_cid
+    (posted,) = protocol.market.events("JobPosted", deploy, jobId=job_id)
+    spec = load_spec(market.store.get(digest_to_cid(bytes(posted.args["specCid"])), 1 << 20))
+    assert spec.dataset.sealed
     with pytest.raises(SealingError):
         fetch_inputs(market.store, spec)
+
+
+def test_a_cheating_solver_of_a_sealed_job_is_caught_by_referees_that_read_it_and_slashed(market: Market, tmp_path: Path) -> None:
+    with _watching(market, tmp_path / "submitter") as (post, _):
+        caught = catch_cheat(market, tmp_path / "job", "wrong-lr", solver=1, verifier=2, referees=REFEREES, accounts=range(0, 6), post=post)
+    assert_cheater_slashed(market, caught, solver=1, accounts=range(0, 6))
+    protocol = market.protocol()
+    (opened,) = protocol.game.events("DisputeOpened", protocol.book.deploy_block, jobId=caught.job_id)
+    seated = protocol.game.committee(GameId(int(opened.args["gameId"])))
+    assert len(seated) == 3
+    committed = protocol.sealed_jobs.sealing_of(caught.job_id).key_hash
+    for i in REFEREES:  # each referee re-executed the step on the sealed data: a wrap to it opened to the key
+        referee = market.account(i).address
+        assert referee in seated
+        key = EncryptionKey.load(market.root / f"referee{i}" / "encryption-keys" / "verifier")
+        assert open_wraps(protocol.sealed_jobs.wraps_to(caught.job_id, referee, protocol.book.deploy_block), key, committed) is not None

@@ -4,6 +4,7 @@ pragma solidity ^0.8.28;
 import {Fixture} from "./utils/Fixture.sol";
 import {KeyRegistry} from "../../contracts/KeyRegistry.sol";
 import {SealedJobs} from "../../contracts/SealedJobs.sol";
+import {Game, IDisputeGame} from "../../contracts/interfaces/IDisputeGame.sol";
 import {IJobMarket} from "../../contracts/interfaces/IJobMarket.sol";
 import {IKeyRegistry} from "../../contracts/interfaces/IKeyRegistry.sol";
 import {ISealedJobs, KeyDemand, Sealing, SealingStatus} from "../../contracts/interfaces/ISealedJobs.sol";
@@ -227,6 +228,59 @@ contract SealedJobsTest is Fixture {
         vm.prank(submitter);
         vm.expectRevert(abi.encodeWithSelector(ISealedJobs.LengthMismatch.selector, 1, 0));
         sj.publishWraps(jobId, recipients, new bytes[](0));
+    }
+
+    /// The market's dispute game (an account in this fixture) answers that game `gameId` on `jobId` is
+    /// between `defender` and `challenger` and seats `seats`.
+    function _gameOn(uint256 jobId, uint256 gameId, address defender, address challenger, address[] memory seats)
+        internal
+    {
+        Game memory g;
+        g.defender = defender;
+        g.jobId = uint64(jobId);
+        g.challenger = challenger;
+        vm.etch(game, hex"00");
+        vm.mockCall(game, abi.encodeWithSelector(IDisputeGame.getGame.selector, gameId), abi.encode(g));
+        vm.mockCall(game, abi.encodeWithSelector(IDisputeGame.committee.selector, gameId), abi.encode(seats));
+    }
+
+    function _refereeWrap(address from, uint256 gameId, address to) internal {
+        (address[] memory referees, bytes[] memory wraps) = _oneWrap(to);
+        vm.prank(from);
+        sj.wrapForReferees(gameId, referees, wraps);
+    }
+
+    function test_wrapForReferees_byTheGamesParties_toItsSeatedReferees_only() public {
+        (uint256 jobId, address verifier) = _sealedVerifying();
+        address[] memory seats = new address[](2);
+        seats[0] = solver2;
+        seats[1] = whistleblower2;
+        _gameOn(jobId, 7, solver, verifier, seats);
+        // the challenger and the defender each wrap to a seated referee
+        vm.expectEmit(true, true, true, true, address(sj));
+        emit ISealedJobs.WrapPublished(jobId, solver2, verifier, 1, new bytes(80));
+        _refereeWrap(verifier, 7, solver2);
+        vm.expectEmit(true, true, true, true, address(sj));
+        emit ISealedJobs.WrapPublished(jobId, whistleblower2, solver, 1, new bytes(80));
+        _refereeWrap(solver, 7, whistleblower2);
+        // nobody else wraps for the game (the submitter wraps with publishWraps), and only to its seats
+        vm.expectRevert(abi.encodeWithSelector(ISealedJobs.NotAuthorized.selector, submitter));
+        _refereeWrap(submitter, 7, solver2);
+        vm.expectRevert(abi.encodeWithSelector(ISealedJobs.NotSeated.selector, 7, whistleblower));
+        _refereeWrap(verifier, 7, whistleblower);
+        (address[] memory referees, bytes[] memory wraps) = _oneWrap(solver2);
+        wraps[0] = new bytes(81);
+        vm.prank(verifier);
+        vm.expectRevert(abi.encodeWithSelector(ISealedJobs.InvalidWrap.selector, 81));
+        sj.wrapForReferees(7, referees, wraps);
+        vm.prank(verifier);
+        vm.expectRevert(abi.encodeWithSelector(ISealedJobs.LengthMismatch.selector, 1, 0));
+        sj.wrapForReferees(7, referees, new bytes[](0));
+        // a game on a job that is not sealed
+        uint256 plain = _post();
+        _gameOn(plain, 8, solver, verifier, seats);
+        vm.expectRevert(abi.encodeWithSelector(ISealedJobs.NotSealed.selector, plain, SealingStatus.None));
+        _refereeWrap(verifier, 8, solver2);
     }
 
     // ------------------------------------------------------------------ the verifier's demand

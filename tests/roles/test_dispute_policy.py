@@ -14,6 +14,7 @@ from core.chain import Address
 from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action
 from rolebase.dispute import vote_from_shape
+from rolebase.keygame import WrapReferees
 from solver.policy import ForfeitUnopened, HeldJob, OpenJob, Phase, SolverConfig, SolverPolicy, SolverView, SpecCheck
 from solver.responder import _Defense
 from verifier.policy import (
@@ -217,3 +218,11 @@ def test_the_defender_makes_the_permissionless_calls_of_its_game_at_once() -> No
 def test_the_referee_rule_by_the_game_s_steps(on_report: bool, steps: int, probe_step: int | None, want: bool | None) -> None:
     g = replace(game(GameStatus.ARBITRATING, on_report=on_report), steps=steps)
     assert vote_from_shape(g, 20, probe_step) is want
+
+
+def test_a_party_of_a_sealed_jobs_game_wraps_the_key_to_its_unwrapped_referees_beside_its_move() -> None:
+    referees = (Address("0x" + "a1" * 20), Address("0x" + "a2" * 20))
+    arbitrating = game(GameStatus.ARBITRATING, defender=OTHER, challenger=ME, deadline=1_100)
+    actions = VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, arbitrating, unwrapped=referees)))
+    assert WrapReferees(JobId(7), GID, referees) in actions
+    assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, arbitrating))) == [a for a in actions if not isinstance(a, WrapReferees)]

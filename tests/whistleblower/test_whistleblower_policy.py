@@ -13,6 +13,7 @@ from core.contracts import Bytes32, Game, GameId, GameParams, GameStatus, JobId,
 from core.dispute import Action
 from rolebase.actions import ClaimCredit
 from rolebase.earnings import expected_jackpot_per_audit
+from rolebase.keygame import WrapReferees
 from whistleblower.policy import (
     Audit,
     Challenge,
@@ -184,3 +185,11 @@ def test_a_solver_silent_on_our_availability_challenge_is_timed_out_after_its_de
     assert POLICY.next_actions(view(data_challenges=challenges, now=999)) == []
     assert POLICY.next_actions(view(data_challenges=challenges, now=1_000)) == [TimeoutAvailability(JobId(3))], "the contract wants now > deadline"
     assert POLICY.next_actions(view(data_challenges=challenges, now=1_001)) == [TimeoutAvailability(JobId(3)), TimeoutAvailability(JobId(4))]
+
+
+def test_wraps_the_key_of_a_sealed_job_to_its_games_unwrapped_referees_beside_its_move() -> None:
+    referees = (Address("0x" + "a1" * 20), Address("0x" + "a2" * 20))
+    arbitrating = game(GameStatus.ARBITRATING, deadline=1_030, hi=1)
+    got = POLICY.next_actions(view(now=1_061, games=(OwnGame(GameId(4), arbitrating, referees),)))
+    assert got == [WrapReferees(arbitrating.job_id, GameId(4), referees), GameMove(GameId(4), Action.SETTLE)]
+    assert POLICY.next_actions(view(now=1_061, games=(OwnGame(GameId(4), arbitrating),))) == [GameMove(GameId(4), Action.SETTLE)]

@@ -41,4 +41,6 @@ interface Vm {
     function record() external;
     function accesses(address target) external returns (bytes32[] memory readSlots, bytes32[] memory writeSlots);
     function store(address target, bytes32 slot, bytes32 value) external;
+    function etch(address target, bytes calldata newRuntimeBytecode) external;
+    function mockCall(address callee, bytes calldata data, bytes calldata returnData) external;
 }
