@@ -405,6 +405,20 @@ contract DisputeGame is IDisputeGame, Credits {
     }
 
     /// @inheritdoc IDisputeGame
+    function releaseSeat(uint256 gameId, address referee) external nonReentrant {
+        if (!stakeManager.isProtocol(msg.sender)) revert NotAuthorized(msg.sender);
+        Game storage g = _gameIn(gameId, GameStatus.Arbitrating);
+        if (block.timestamp > g.deadline) revert PhaseClosed(gameId, g.deadline);
+        Seat storage seat = _seats[gameId][referee];
+        // INVARIANT: only a seat not yet committed is released; its bond comes back whole, unslashed,
+        // and it earns nothing (a referee that committed had what it needed to vote).
+        if (seat.ballot != Ballot.Seated) revert WrongBallot(gameId, referee, seat.ballot, Ballot.Seated);
+        seat.ballot = Ballot.Declined;
+        stakeManager.unlock(referee, Role.Verifier, _refereeBond);
+        emit SeatReleased(gameId, referee, msg.sender);
+    }
+
+    /// @inheritdoc IDisputeGame
     function revealVote(uint256 gameId, bool defenderRight, bytes32 salt) external {
         Game storage g = _gameIn(gameId, GameStatus.Arbitrating);
         uint256 commitEnd = g.deadline;
@@ -699,8 +713,8 @@ contract DisputeGame is IDisputeGame, Credits {
     }
 
     /// Releases the bond of every referee that revealed and slashes (to this contract) every one
-    /// that did not; returns the referees whose revealed ballot is `majority` (none for Vacant) and
-    /// the referee bonds slashed.
+    /// that did not (a released seat's bond came back at its release); returns the referees whose
+    /// revealed ballot is `majority` (none for Vacant) and the referee bonds slashed.
     function _closeCommittee(uint256 gameId, Ballot majority)
         private
         returns (address[] memory earners, uint256 slashed)
@@ -715,7 +729,7 @@ contract DisputeGame is IDisputeGame, Credits {
             if (ballot == Ballot.RevealedDefenderRight || ballot == Ballot.RevealedDefenderWrong) {
                 stakeManager.unlock(referee, Role.Verifier, _refereeBond);
                 if (ballot == majority) earners[count++] = referee;
-            } else {
+            } else if (ballot != Ballot.Declined) {
                 // INVARIANT: a seated referee that did not reveal loses its bond.
                 emit RefereeSlashed(gameId, referee, _refereeBond);
                 slashed += _refereeBond;

@@ -180,6 +180,15 @@ contract SealedJobs is ISealedJobs, Credits {
         }
     }
 
+    /// @inheritdoc ISealedJobs
+    function declineSeat(uint256 gameId) external nonReentrant {
+        IDisputeGame game = IDisputeGame(market.disputeGame());
+        // INVARIANT: a seat is released here only on a sealed job whose key is not public: a referee of
+        // any other job was given everything it needs to vote.
+        _live(game.getGame(gameId).jobId);
+        game.releaseSeat(gameId, msg.sender);
+    }
+
     // ------------------------------------------------------------------ the key game
 
     /// @inheritdoc ISealedJobs

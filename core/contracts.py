@@ -188,6 +188,8 @@ class Ballot(IntEnum):
     COMMITTED = 2
     REVEALED_DEFENDER_RIGHT = 3
     REVEALED_DEFENDER_WRONG = 4
+    DECLINED = 5
+    """Released before committing (``SealedJobs.declineSeat``: a sealed job's referee given no key that opens)."""
 
 
 class SettleReason(IntEnum):
@@ -1348,6 +1350,11 @@ class SealedJobs(_Crediting):
         """As a party of dispute game ``game_id`` (its defender or challenger), publish ``wraps[i]`` of its
         job's key to ``referees[i]``, each seated in the game's committee."""
         return self._send("wrapForReferees", game_id, list(referees), [bytes(w) for w in wraps])
+
+    def decline_seat(self, game_id: GameId) -> Receipt:
+        """As a referee seated in ``game_id`` on a sealed job whose key is not public, before committing,
+        give the seat up: the bond comes back whole, unslashed, and the seat earns nothing."""
+        return self._send("declineSeat", game_id)
 
     # the key game
     def demand_key(self, job_id: JobId) -> Receipt:

@@ -26,6 +26,7 @@ __all__ = [
     "RequestWrap",
     "PublishWraps",
     "WrapReferees",
+    "DeclineSeat",
     "DemandKey",
     "AnswerDemand",
     "TimeoutDemand",
@@ -77,6 +78,14 @@ class WrapReferees(Journaled):
 
 
 @dataclass(frozen=True)
+class DeclineSeat(Journaled):
+    """Give up our seat in dispute game ``game_id`` on a sealed job whose key no wrap to us opens: a
+    referee that cannot re-execute the step cannot vote, and a seat that does not vote is slashed."""
+
+    game_id: GameId
+
+
+@dataclass(frozen=True)
 class DemandKey(Journaled):
     """Demand the key of a sealed job we are entitled to and hold no wrap of that opens."""
 
@@ -106,7 +115,7 @@ class ReturnBond(Journaled):
     job_id: JobId
 
 
-KeyGameAction = RegisterKey | RequestWrap | PublishWraps | WrapReferees | DemandKey | AnswerDemand | TimeoutDemand | ReturnBond
+KeyGameAction = RegisterKey | RequestWrap | PublishWraps | WrapReferees | DeclineSeat | DemandKey | AnswerDemand | TimeoutDemand | ReturnBond
 
 
 class KeyCalls(Structural):
@@ -127,6 +136,8 @@ class SealedCalls(Structural):
     def publish_wraps(self, job_id: JobId, recipients: Sequence[str], wraps: Sequence[bytes]) -> Receipt: ...
 
     def wrap_for_referees(self, game_id: GameId, referees: Sequence[str], wraps: Sequence[bytes]) -> Receipt: ...
+
+    def decline_seat(self, game_id: GameId) -> Receipt: ...
 
     def demand_key(self, job_id: JobId) -> Receipt: ...
 
@@ -195,6 +206,8 @@ class KeyGame:
                 self._publish(job_id, recipients)
             case WrapReferees(job_id, game_id, referees):
                 self._publish(job_id, referees, game_id)
+            case DeclineSeat(game_id):
+                log_mined(self.log, "declineSeat", sealed.decline_seat(game_id), game=game_id)
             case DemandKey(job_id):
                 log_mined(self.log, "demandKey", sealed.demand_key(job_id), job=job_id)
             case AnswerDemand(job_id, party):

@@ -258,6 +258,16 @@ class VerifierLoader:
             return ()
         return referees_to_wrap(self.protocol, game_id, game)
 
+    def _unreadable(self, game: Game) -> bool:
+        """Whether the job of a game we are seated in is sealed, its key not public, and no wrap to us
+        opens (a key found is kept, so a later tick reads the records only)."""
+        if self.db.data_key(game.job_id) is not None:
+            return False
+        sealed = self.protocol.sealed_jobs
+        if sealed.sealing_of(game.job_id).status is not SealingStatus.ACTIVE:
+            return False  # not sealed, or its key revealed (the keyring finds it when the step is replayed)
+        return self.key is None or data_key(sealed, self.db, game.job_id, self.me, self.key, self.protocol.book.deploy_block) is None
+
     def _games(self, rate_bps: int) -> tuple[LiveGame, ...]:
         """Every game not final, with our ballot where we sit, and whether a report game against us is a forced error."""
         games = []
@@ -266,7 +276,9 @@ class VerifierLoader:
             ballot = self.protocol.game.ballot_of(game_id, self.me)[0] if seated else Ballot.VACANT
             drawn = self.index.draws.get(game.job_id) if game.on_report and game.defender == self.me else None
             forced = drawn is not None and self._forced(drawn, rate_bps)
-            games.append(LiveGame(game_id, game, ballot, forced=forced, unwrapped=self._unwrapped(game_id, game) if seated else ()))
+            unwrapped = self._unwrapped(game_id, game) if seated else ()
+            unreadable = ballot is Ballot.SEATED and self._unreadable(game)
+            games.append(LiveGame(game_id, game, ballot, forced=forced, unwrapped=unwrapped, unreadable=unreadable))
         return tuple(games)
 
     def _seed(self, snapshotted: frozenset[Bytes32]) -> SeedView:

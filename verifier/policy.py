@@ -49,7 +49,7 @@ from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from core.sealing import EncryptionKey
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
-from rolebase.keygame import MAX_DEMANDS, DemandKey, RegisterKey, TimeoutDemand, WrapReferees, key_to_register
+from rolebase.keygame import MAX_DEMANDS, DeclineSeat, DemandKey, RegisterKey, TimeoutDemand, WrapReferees, key_to_register
 from rolebase.turns import AssignVerifier, Finalize, Turn, rank
 
 
@@ -135,6 +135,7 @@ class LiveGame:
     ballot: Ballot = Ballot.VACANT
     forced: bool = False
     unwrapped: tuple[Address, ...] = ()  # a sealed job's game we are a party to, holding its key: seated referees with no wrap for their key
+    unreadable: bool = False  # seated on a sealed job's game whose key is not public and that no wrap to us opens
 
 
 @dataclass(frozen=True)
@@ -259,7 +260,7 @@ VerifierAction = (
     Stake | ClaimCredit | CommitForcedSeed | ForgetForcedSecret | Replay | Report | ChallengeStalled | AssignVerifier | Finalize | Timeout
     | Forget
     | OpenGame | GameMove | ConcedeForced | CourtMove
-    | RegisterKey | DemandKey | TimeoutDemand | WrapReferees
+    | RegisterKey | DemandKey | TimeoutDemand | WrapReferees | DeclineSeat
 )  # fmt: skip
 
 #: Where ``concedeForced`` is accepted (else the contract reverts ``NotConcedable``).
@@ -351,12 +352,16 @@ class VerifierPolicy:
             return None if move is None else GameMove(live.game_id, move)
         return self._bystander(view, params, live)
 
-    def _bystander(self, view: VerifierView, params: GameParams, live: LiveGame) -> GameMove | None:
+    def _bystander(self, view: VerifierView, params: GameParams, live: LiveGame) -> GameMove | DeclineSeat | None:
         """A game we are no party to: our votes when seated; the permissionless calls only with
         duties on, after a grace, so the parties (paid by them) go first."""
         game = live.game
         turn = next_turn(game, params, view.now, view.block)
         match turn.action:
+            case Action.COMMIT_VOTE if live.ballot is Ballot.SEATED and live.unreadable:
+                # no key to re-execute with: wait for a wrap (the parties and the submitter wrap at the
+                # draw) until half the commit window is left, then give the seat up rather than be slashed
+                return DeclineSeat(live.game_id) if view.now >= game.deadline - params.commit_window // 2 else None
             case Action.COMMIT_VOTE:
                 return GameMove(live.game_id, turn.action) if live.ballot is Ballot.SEATED else None
             case Action.REVEAL_VOTE:

@@ -33,7 +33,7 @@ from rolebase.actions import ClaimCredit, Forget, GameMove, GameMoves, OpeningCa
 from rolebase.court import CourtCalls, CourtDuty, CourtMove
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import REPLAY_DONE
-from rolebase.keygame import DemandKey, KeyCalls, KeyGame, RegisterKey, SealedCalls, TimeoutDemand, WrapReferees
+from rolebase.keygame import DeclineSeat, DemandKey, KeyCalls, KeyGame, RegisterKey, SealedCalls, TimeoutDemand, WrapReferees
 from rolebase.turns import TurnCalls, TurnTaker
 from verifier.policy import (
     CONCEDABLE,
@@ -222,7 +222,7 @@ class VerifierResponder:
                 self.moves.perform(action)
             case CourtMove():  # a member fetches into the store it replays from, and serves from
                 CourtDuty(p.court, p.book.deploy_block, self.trace_verifier.store, self.me, self.db.salt_secret, self.trace_verifier.watcher).perform(action)
-            case RegisterKey() | DemandKey() | TimeoutDemand() | WrapReferees():
+            case RegisterKey() | DemandKey() | TimeoutDemand() | WrapReferees() | DeclineSeat():
                 self.keys.perform(action)
 
     def _concede(self, game_id: GameId, job_id: JobId) -> None:

@@ -30,7 +30,8 @@ enum Ballot {
     Seated,
     Committed,
     RevealedDefenderRight,
-    RevealedDefenderWrong
+    RevealedDefenderWrong,
+    Declined // released before committing by a protocol contract (a sealed job's referee that cannot read it)
 }
 
 /// @notice How a game ended.
@@ -156,6 +157,9 @@ interface IDisputeGame is ICredits {
     event VoteRevealed(uint256 indexed gameId, address indexed referee, bool defenderRight);
     /// @notice A referee that did not reveal lost its bond `amount` to the game's payout.
     event RefereeSlashed(uint256 indexed gameId, address indexed referee, uint256 amount);
+    /// @notice `referee` gave up its seat before committing (released by `by`, a protocol contract): its
+    ///         bond came back whole and it earns nothing; the committee votes without it.
+    event SeatReleased(uint256 indexed gameId, address indexed referee, address indexed by);
     /// @notice The side to move let its clock run out and lost.
     event ClockExpired(uint256 indexed gameId, address indexed loser, bool defenderLost);
     /// @notice The game ended: `status` (DefenderWon / ChallengerWon / Undecided) for `reason`;
@@ -341,6 +345,10 @@ interface IDisputeGame is ICredits {
     function drawCommittee(uint256 gameId) external;
     /// @notice A seated referee commits keccak256(abi.encode(gameId, defenderRight, salt, referee)).
     function commitVote(uint256 gameId, bytes32 commitment) external;
+    /// @notice A protocol contract of the StakeManager's wiring releases `referee`'s seat while the
+    ///         commit phase runs and before it committed (SealedJobs, for a sealed job's referee that
+    ///         was given no key that opens): its bond is unlocked, it is not slashed and earns nothing.
+    function releaseSeat(uint256 gameId, address referee) external;
     /// @notice A referee reveals its vote once the commit phase ended (or everyone committed).
     function revealVote(uint256 gameId, bool defenderRight, bytes32 salt) external;
     /// @notice Anyone: end an arbitration (after the reveal phase, or once every referee revealed),

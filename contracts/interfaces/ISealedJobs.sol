@@ -170,6 +170,12 @@ interface ISealedJobs {
     ///         whichever party withholds.
     function wrapForReferees(uint256 gameId, address[] calldata referees, bytes[] calldata wraps) external;
 
+    /// @notice A referee seated in dispute game `gameId` on a sealed job whose key is not public gives up
+    ///         its seat before committing (`DisputeGame.releaseSeat`): its bond comes back whole and it
+    ///         earns nothing. For the referee that no wrap that opens reached: it cannot re-execute the
+    ///         step, and a seat that does not vote is slashed.
+    function declineSeat(uint256 gameId) external;
+
     // ------------------------------------------------------------------ the key game
 
     /// @notice The caller, entitled and without a wrap that opens to the committed key, demands it: the

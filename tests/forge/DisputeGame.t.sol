@@ -851,6 +851,47 @@ contract DisputeGameTest is DisputeFixture {
         _assertGameHoldsLiveBonds(0);
     }
 
+    function test_a_protocol_releases_a_seat_not_committed_unslashed_and_the_rest_decide() public {
+        (,, uint256 gameId) = _isolatedByWhistleblower();
+        address[] memory referees = _draw(gameId);
+        address released = referees[2];
+        uint256 releasedStake = _staked(released, Role.Verifier);
+        // only a protocol contract of the StakeManager's wiring releases a seat (SealedJobs, for a sealed job)
+        vm.prank(stranger);
+        vm.expectRevert(_notAuthorized(stranger));
+        game.releaseSeat(gameId, released);
+        _commit(gameId, referees[0], false);
+        vm.prank(address(market));
+        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.WrongBallot.selector, gameId, referees[0], Ballot.Committed, Ballot.Seated));
+        game.releaseSeat(gameId, referees[0]);
+        vm.expectEmit(true, true, true, true, address(game));
+        emit IDisputeGame.SeatReleased(gameId, released, address(market));
+        vm.prank(address(market));
+        game.releaseSeat(gameId, released);
+        (Ballot ballot,) = game.ballotOf(gameId, released);
+        assertTrue(ballot == Ballot.Declined, "declined");
+        assertEq(_locked(released, Role.Verifier), 0, "its bond unlocked at once");
+        vm.prank(released);
+        vm.expectRevert(abi.encodeWithSelector(IDisputeGame.WrongBallot.selector, gameId, released, Ballot.Declined, Ballot.Seated));
+        game.commitVote(gameId, _commitment(gameId, false, released));
+        _commit(gameId, referees[1], false);
+        uint256 deadline = game.getGame(gameId).deadline;
+        vm.warp(deadline + 1);
+        vm.prank(address(market));
+        vm.expectRevert(_err(IDisputeGame.PhaseClosed.selector, gameId, deadline));
+        game.releaseSeat(gameId, referees[1]);
+        uint256 wbBefore = _bal(whistleblower);
+        _reveal(gameId, referees[0], false);
+        _reveal(gameId, referees[1], false);
+        vm.warp(deadline + 1 hours + 1);
+        game.settle(gameId);
+        assertTrue(_status(gameId) == GameStatus.ChallengerWon, "the two that voted decided");
+        assertEq(_staked(released, Role.Verifier), releasedStake, "the released referee is not slashed");
+        assertEq(game.credit(released), 0, "and earns nothing");
+        assertEq(_bal(whistleblower) - wbBefore, CHALLENGE_BOND + SOLVER_BOND + VERIFIER_BOND - 2 * REFEREE_FEE, "two fees paid, no slash to share");
+        _assertGameHoldsLiveBonds(0);
+    }
+
     function test_tie_is_undecided_and_the_job_times_out_refunded() public {
         (uint256 jobId, address verifier, uint256 gameId) = _isolatedByVerifier();
         address[] memory referees = _draw(gameId);

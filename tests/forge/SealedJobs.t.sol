@@ -283,6 +283,24 @@ contract SealedJobsTest is Fixture {
         _refereeWrap(verifier, 8, solver2);
     }
 
+    function test_declineSeat_releasesTheSeatInTheGame_onASealedJobOnly() public {
+        (uint256 jobId, address verifier) = _sealedVerifying();
+        address[] memory seats = new address[](1);
+        seats[0] = solver2;
+        _gameOn(jobId, 7, solver, verifier, seats);
+        bytes memory release = abi.encodeWithSelector(IDisputeGame.releaseSeat.selector, 7, solver2);
+        vm.mockCall(game, release, "");
+        vm.expectCall(game, release);
+        vm.prank(solver2);
+        sj.declineSeat(7);
+        // a game on a job that is not sealed, or whose key is public: the referee has what it needs
+        uint256 plain = _post();
+        _gameOn(plain, 8, solver, verifier, seats);
+        vm.prank(solver2);
+        vm.expectRevert(abi.encodeWithSelector(ISealedJobs.NotSealed.selector, plain, SealingStatus.None));
+        sj.declineSeat(8);
+    }
+
     // ------------------------------------------------------------------ the verifier's demand
 
     function test_verifierDemand_pausesItsClock_aWrapAnswers_theClockResumes() public {

@@ -14,7 +14,7 @@ from core.chain import Address
 from core.contracts import Ballot, Bytes32, Game, GameId, GameParams, GameStatus, JobId, JobState, TokenAmount
 from core.dispute import Action
 from rolebase.dispute import vote_from_shape
-from rolebase.keygame import WrapReferees
+from rolebase.keygame import DeclineSeat, WrapReferees
 from solver.policy import ForfeitUnopened, HeldJob, OpenJob, Phase, SolverConfig, SolverPolicy, SolverView, SpecCheck
 from solver.responder import _Defense
 from verifier.policy import (
@@ -226,3 +226,13 @@ def test_a_party_of_a_sealed_jobs_game_wraps_the_key_to_its_unwrapped_referees_b
     actions = VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, arbitrating, unwrapped=referees)))
     assert WrapReferees(JobId(7), GID, referees) in actions
     assert VERIFIER.next_actions(verifier_view(1_005, LiveGame(GID, arbitrating))) == [a for a in actions if not isinstance(a, WrapReferees)]
+
+
+def test_a_referee_that_cannot_read_a_sealed_job_waits_for_a_wrap_then_declines_its_seat_in_time() -> None:
+    # the commit phase ends at 1_100 and lasts 30 s: the referee waits for a wrap until 15 s are left
+    seated = game(GameStatus.ARBITRATING, defender=OTHER, challenger=OTHER, deadline=1_100)
+    unreadable = LiveGame(GID, seated, Ballot.SEATED, unreadable=True)
+    assert VERIFIER.next_actions(verifier_view(1_084, unreadable)) == []
+    assert VERIFIER.next_actions(verifier_view(1_085, unreadable)) == [DeclineSeat(GID)]
+    assert VERIFIER.next_actions(verifier_view(1_085, LiveGame(GID, seated, Ballot.SEATED))) == [GameMove(GID, Action.COMMIT_VOTE)]
+    assert VERIFIER.next_actions(verifier_view(1_085, LiveGame(GID, seated, Ballot.COMMITTED, unreadable=True))) == []

@@ -43,4 +43,5 @@ interface Vm {
     function store(address target, bytes32 slot, bytes32 value) external;
     function etch(address target, bytes calldata newRuntimeBytecode) external;
     function mockCall(address callee, bytes calldata data, bytes calldata returnData) external;
+    function expectCall(address callee, bytes calldata data) external;
 }
