@@ -169,6 +169,7 @@ GAME_EVENTS = (
     "VoteCommitted",
     "VoteRevealed",
     "RefereeSlashed",
+    "SeatReleased",
     "ClockExpired",
     "DisputeSettled",
 )
