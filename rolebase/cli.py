@@ -19,6 +19,7 @@ import gc
 import inspect
 import json
 import os
+import ssl
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from core.sealing import EncryptionKey
 from core.storage import ContentStore, IpfsStore, LocalStore
 from core.storage.gateway import GatewayServer
 from core.storage.peers import FetchingStore
+from core.storage.tls import client_context, server_context
 from rolebase.amounts import show_tokens
 from rolebase.config_file import ConfigFile
 from rolebase.daemon import RoleDaemon, connect, state_dir
@@ -66,7 +68,10 @@ __all__ = [
     "IpfsApi",
     "Serve",
     "Announce",
+    "TlsCert",
+    "TlsKey",
     "Peers",
+    "PeerCa",
     "LogJson",
     "LogLevel",
     "Poll",
@@ -80,6 +85,7 @@ __all__ = [
     "status_command",
     "open_store",
     "serve_store",
+    "serve_tls",
     "client",
     "signer",
     "address_book",
@@ -170,8 +176,30 @@ Announce = Annotated[
     str | None,
     typer.Option(
         "--announce",
-        help="the URL other hosts reach --serve at, announced on chain (behind NAT, in a container: the forwarded address), e.g. http://203.0.113.7:8088; default http://HOST:PORT of --serve, refused if that is 0.0.0.0 or, on a public chain, loopback or private",
+        help="the URL other hosts reach --serve at, announced on chain (behind NAT, in a container: the forwarded address), e.g. http://203.0.113.7:8088; default http://HOST:PORT of --serve (https:// with --tls-cert), refused if that is 0.0.0.0 or, on a public chain, loopback or private",
         envvar="VERITRAIN_ANNOUNCE",
+        show_default=False,
+    ),
+]
+TlsCert = Annotated[
+    Path | None,
+    typer.Option(
+        "--tls-cert",
+        help="serve --serve over HTTPS with this certificate (PEM, then any intermediates; with --tls-key); announced as https://HOST:PORT (docs/storage.md)",
+        envvar="VERITRAIN_TLS_CERT",
+        show_default=False,
+    ),
+]
+TlsKey = Annotated[
+    Path | None,
+    typer.Option("--tls-key", help="the private key of --tls-cert (PEM, unencrypted)", envvar="VERITRAIN_TLS_KEY", show_default=False),
+]
+PeerCa = Annotated[
+    Path | None,
+    typer.Option(
+        "--peer-ca",
+        help="a PEM bundle of CAs (or self-signed gateway certificates) https gateways are also verified with, besides the system's trust store",
+        envvar="VERITRAIN_PEER_CA",
         show_default=False,
     ),
 ]
@@ -233,23 +261,45 @@ def settings(account: str | None = None, **flags: Any) -> Settings:
 
 
 def open_store(
-    *, store_dir: Path | None, ipfs_api: str | None, data_dir: Path, peers: list[str] | None = None, discover: AnnouncedGateways | None = None
+    *,
+    store_dir: Path | None,
+    ipfs_api: str | None,
+    data_dir: Path,
+    peers: list[str] | None = None,
+    discover: AnnouncedGateways | None = None,
+    peer_ca: Path | None = None,
 ) -> ContentStore:
     """The content store of ``--store-dir`` or ``--ipfs-api``: an IPFS node's RPC API if given, else a
     local directory store; with ``--peer`` gateways or ``discover`` (the gateways announced on chain),
-    what it lacks is fetched from them (verified) and kept.
+    what it lacks is fetched from them (verified) and kept, https ones verified with the system's trust
+    store and ``--peer-ca`` (loaded first: a bundle that does not load is one line).
 
     Processes on one machine may instead share one ``store_dir`` (the demo's daemons); the default is
     ``<data_dir>/store``.
     """
     if ipfs_api is not None and store_dir is not None:
         raise ConfigError("give either --store-dir or --ipfs-api, not both")
+    tls = client_context(peer_ca)
     own: ContentStore = IpfsStore(ipfs_api) if ipfs_api is not None else LocalStore(store_dir if store_dir is not None else data_dir / "store")
-    return FetchingStore(own, peers or [], discover=discover) if peers or discover else own
+    return FetchingStore(own, peers or [], discover=discover, tls=tls) if peers or discover else own
 
 
-def serve_store(store: ContentStore, address: str) -> GatewayServer:
-    """A started gateway serving ``store`` (a local store, maybe behind peers) on ``HOST:PORT``."""
+def serve_tls(serve: str | None, cert: Path | None, key: Path | None) -> ssl.SSLContext | None:
+    """The TLS context of ``--tls-cert`` and ``--tls-key`` (:func:`core.storage.tls.server_context`), None
+    without them; one line (exit 2), before anything starts, for one without the other, either without
+    ``--serve``, or a file that does not load."""
+    if cert is None and key is None:
+        return None
+    if cert is None or key is None:
+        raise ConfigError("--tls-cert and --tls-key go together: give both (PEM files) or neither")
+    if serve is None:
+        raise ConfigError("--tls-cert and --tls-key are the certificate of --serve: give --serve HOST:PORT too")
+    return server_context(cert, key)
+
+
+def serve_store(store: ContentStore, address: str, tls: ssl.SSLContext | None = None) -> GatewayServer:
+    """A started gateway serving ``store`` (a local store, maybe behind peers) on ``HOST:PORT``, over
+    HTTPS with ``tls`` (:func:`serve_tls`)."""
     own = store.own if isinstance(store, FetchingStore) else store
     if not isinstance(own, LocalStore):
         raise ConfigError("--serve serves the local store; an IPFS node (--ipfs-api) serves its own content")
@@ -257,7 +307,7 @@ def serve_store(store: ContentStore, address: str) -> GatewayServer:
     if not sep or not host or not port.isdigit() or int(port) > 65535:
         raise ConfigError(f"--serve takes HOST:PORT, e.g. 127.0.0.1:8080, not {address!r}")
     try:
-        return GatewayServer(own, host.strip("[]"), int(port)).start()
+        return GatewayServer(own, host.strip("[]"), int(port), tls).start()
     except OSError as exc:
         raise ConfigError(f"--serve {address}: cannot listen there: {exc.strerror or exc}") from None
 
@@ -285,7 +335,10 @@ class DaemonFlags:
     ipfs_api: str | None = None
     serve: str | None = None
     announce: str | None = None
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
     peer: list[str] | None = None
+    peer_ca: Path | None = None
     poll: float = 2.0
     confirmations: int = DEFAULT_CONFIRMATIONS
     log_json: bool = False
@@ -298,22 +351,24 @@ class DaemonFlags:
 
     def run(self, settings: Settings, build: Callable[[Settings, Signer, ContentStore], RoleDaemon[Any, Any]], status: StatusSource | None = None) -> None:
         """The body of every role's ``run``: logs configured, the key loaded, the store opened (served with
-        ``--serve``, announced on chain; fetching what it lacks from ``--peer`` and the announced gateways:
+        ``--serve``, over HTTPS with ``--tls-cert``/``--tls-key``, announced on chain; fetching what it lacks
+        from ``--peer`` and the announced gateways, https ones verified with ``--peer-ca`` too:
         :mod:`rolebase.gateways`), then the daemon ``build(settings, signer, store)`` run over the current
         deployment's records (built again when the deployment changes: :func:`rolebase.deployment.run_following`).
         With ``--metrics HOST:PORT``, ``status`` (the role's name, state directory and report, as its
         ``status`` command has them) is served as Prometheus text (:mod:`rolebase.metrics`)."""
         configure_logging(level=self.log_level, json_lines=self.log_json)
+        tls, peer_tls = serve_tls(self.serve, self.tls_cert, self.tls_key), client_context(self.peer_ca)  # before the key's password
         key = signer(settings)
         own = open_store(store_dir=self.store_dir, ipfs_api=self.ipfs_api, data_dir=settings.data_dir)
         if self.serve is None and self.announce is not None:
             raise ConfigError("--announce names where --serve is reached: give --serve HOST:PORT too")
         if self.serve is not None:
-            gateway_url(self.serve, self.announce, settings.chain_id)  # refused before anything starts
-        gateway = serve_store(own, self.serve) if self.serve is not None else None
+            gateway_url(self.serve, self.announce, settings.chain_id, tls=tls is not None)  # refused before anything starts
+        gateway = serve_store(own, self.serve, tls) if self.serve is not None else None
         own_url = (self.announce or gateway.url) if gateway is not None else None
         discover = AnnouncedGateways(lambda: protocol(settings, signing=False), own=own_url)
-        store = FetchingStore(own, self.peer or [], discover=discover)
+        store = FetchingStore(own, self.peer or [], discover=discover, tls=peer_tls)
         metrics = None
         if self.metrics is not None and status is not None:
             role, report_of = status
@@ -321,7 +376,7 @@ class DaemonFlags:
 
         def announced_and_built(s: Settings) -> RoleDaemon[Any, Any]:
             if gateway is not None:
-                announce_gateway(connect(s, key), key.address, gateway.address, self.announce)
+                announce_gateway(connect(s, key), key.address, gateway.address, self.announce, tls=tls is not None)
             return build(s, key, store)
 
         try:
@@ -341,7 +396,10 @@ _DAEMON_OPTIONS: dict[str, Any] = {
     "ipfs_api": IpfsApi,
     "serve": Serve,
     "announce": Announce,
+    "tls_cert": TlsCert,
+    "tls_key": TlsKey,
     "peer": Peers,
+    "peer_ca": PeerCa,
     "poll": Poll,
     "confirmations": Confirmations,
     "log_json": LogJson,
@@ -354,7 +412,7 @@ def with_settings(*names: str) -> Callable[[Callable[..., None]], Callable[..., 
     """Give a command the shared options ``names`` (all eight by default) in place of its ``settings:
     Settings`` parameter, which it then receives built from them by :func:`settings`; and, if it has a
     ``flags: DaemonFlags`` parameter, the daemon options (``--store-dir``, ``--ipfs-api``, ``--serve``,
-    ``--announce``, ``--peer``, ``--poll``, ``--confirmations``, ``--log-json``, ``--log-level``) in its place, and
+    ``--announce``, ``--tls-cert``, ``--tls-key``, ``--peer``, ``--peer-ca``, ``--poll``, ``--confirmations``, ``--log-json``, ``--log-level``) in its place, and
     ``--config FILE`` (:mod:`rolebase.config_file`: any of its options from a TOML file). They follow
     the command's own options (typer reads the signature)::
 

@@ -1,7 +1,7 @@
 """Where a party's content is served from: gateways announced on chain (``StakeManager.announce``).
 
 A daemon run with ``--serve HOST:PORT`` (and ``veritrain submit serve`` with a key) announces
-``--announce URL``, or ``http://HOST:PORT``, once per deployment, when the chain holds another URL
+``--announce URL``, or ``http://HOST:PORT`` (``https://`` when it serves with ``--tls-cert``), once per deployment, when the chain holds another URL
 (:func:`announce_gateway`); a URL no other party can reach is refused at start (:func:`gateway_url`).
 A daemon's store asks, for content it lacks, its ``--peer`` gateways and then the announced ones
 (:class:`AnnouncedGateways`, the ``discover`` of a :class:`core.storage.peers.FetchingStore`): those of
@@ -38,19 +38,24 @@ log = logging.getLogger(__name__)
 REFRESH_S = 15.0
 
 
-def gateway_url(bind: str, announce: str | None, chain_id: int | None = None) -> str:
-    """The URL to announce for a gateway listening on ``bind`` (HOST:PORT): ``announce`` if given (the
-    address other hosts reach: behind NAT, in a container), else ``http://bind``. ConfigError (one line,
-    exit 2) when it can reach no other party: a wildcard (0.0.0.0, ::); on a chain not in
-    :data:`core.chain.LOCAL_CHAIN_IDS` (``chain_id``; None: not known yet, checked again when announcing) a
-    loopback address, or a private one that ``--announce`` did not name."""
-    url = announce if announce is not None else f"http://{bind}"
+def gateway_url(bind: str, announce: str | None, chain_id: int | None = None, *, tls: bool = False) -> str:
+    """The URL to announce for a gateway listening on ``bind`` (HOST:PORT), over HTTPS if ``tls``:
+    ``announce`` if given (the address other hosts reach: behind NAT, in a container), else
+    ``http(s)://bind``. ConfigError (one line, exit 2) when it can reach no other party: a wildcard
+    (0.0.0.0, ::); on a chain not in :data:`core.chain.LOCAL_CHAIN_IDS` (``chain_id``; None: not known
+    yet, checked again when announcing) a loopback address, or a private one that ``--announce`` did not
+    name; and an ``http://`` announcement of an HTTPS gateway (a fetcher's plain request gets nothing
+    there; the reverse, https announced for a plain gateway, is a TLS proxy in front of it)."""
+    scheme = "https" if tls else "http"
+    url = announce if announce is not None else f"{scheme}://{bind}"
     given = f"--announce {announce}" if announce is not None else f"--serve {bind}"
     try:
         host = (urlsplit(parse_peer(url)).hostname or "").lower()
     except StoreUnavailable:
         raise ConfigError(f"{given}: the announced URL must be http(s)://HOST:PORT") from None
-    fix = "give --announce http://ADDRESS:PORT, the address other hosts reach (behind NAT or in a container: the forwarded one)"
+    if tls and urlsplit(url).scheme != "https":
+        raise ConfigError(f"{given}: --serve speaks HTTPS (--tls-cert), so announce https://, not http://")
+    fix = f"give --announce {scheme}://ADDRESS:PORT, the address other hosts reach (behind NAT or in a container: the forwarded one)"
     address: ipaddress.IPv4Address | ipaddress.IPv6Address | None
     try:
         address = ipaddress.ip_address(host)
@@ -67,13 +72,13 @@ def gateway_url(bind: str, announce: str | None, chain_id: int | None = None) ->
     return url
 
 
-def announce_gateway(protocol: Protocol, me: Address, bind: str, announce: str | None) -> str | None:
-    """Announce the URL of ``me``'s gateway on ``bind`` (:func:`gateway_url` of ``bind`` and ``announce``,
-    checked against the chain's id: ConfigError if no other party can reach it) unless the chain holds it
-    already (idempotent), and return it; a chain error is logged, not raised (None): the gateway serves
-    all the same, to ``--peer`` fetchers."""
+def announce_gateway(protocol: Protocol, me: Address, bind: str, announce: str | None, *, tls: bool = False) -> str | None:
+    """Announce the URL of ``me``'s gateway on ``bind`` (:func:`gateway_url` of ``bind``, ``announce``
+    and ``tls``, checked against the chain's id: ConfigError if no other party can reach it) unless the
+    chain holds it already (idempotent), and return it; a chain error is logged, not raised (None): the
+    gateway serves all the same, to ``--peer`` fetchers."""
     try:
-        url = gateway_url(bind, announce, protocol.stakes.client.chain_id)
+        url = gateway_url(bind, announce, protocol.stakes.client.chain_id, tls=tls)
         if protocol.stakes.gateway_of(me) != url:
             log_mined(log, "announce", protocol.stakes.announce(url), url=url)
         return url

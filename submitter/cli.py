@@ -29,7 +29,7 @@ from proofs.spec import JobSpec, load_spec
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens, show_tokens
 from rolebase.capabilities import job_size
-from rolebase.cli import Announce, IpfsApi, Peers, StoreDir, console, err_console, open_store, serve_store, show_time
+from rolebase.cli import Announce, IpfsApi, PeerCa, Peers, StoreDir, TlsCert, TlsKey, console, err_console, open_store, serve_store, serve_tls, show_time
 from rolebase.gateways import AnnouncedGateways, announce_gateway, gateway_url
 from rolebase.guarantee import guarantee, weaker_guarantee
 from submitter import service
@@ -287,6 +287,7 @@ def fetch(
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
     peers: Peers = None,
+    peer_ca: PeerCa = None,
 ) -> None:
     """Download a finalized job's model (--out) or any job's spec (--spec); every byte is checked against its CID on chain.
 
@@ -297,11 +298,15 @@ def fetch(
       veritrain submit fetch 3 --spec spec.json
 
       veritrain submit fetch 3 --out model.safetensors --peer http://10.0.0.3:8080   # a gateway besides those announced
+
+      veritrain submit fetch 3 --out model.safetensors --peer-ca ca.pem   # https gateways certified by a private CA
     """
     if out is None and spec is None:
         raise typer.BadParameter("give --out FILE, --spec FILE, or both", param_hint="--out")
     protocol = options.protocol(settings, signing=False)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, peers=peers, discover=AnnouncedGateways(lambda: protocol))
+    store = open_store(
+        store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, peers=peers, discover=AnnouncedGateways(lambda: protocol), peer_ca=peer_ca
+    )
     if spec is not None:
         spec.write_bytes(service.fetch_spec(protocol, store, job))
         console.print(f"wrote {spec} (the spec job {job} was posted with, CID verified)")
@@ -317,10 +322,13 @@ def serve(
     address: Annotated[str, typer.Argument(help="HOST:PORT to listen on, e.g. 10.0.0.2:8080", show_default=False)],
     store_dir: StoreDir = None,
     announce: Announce = None,
+    tls_cert: TlsCert = None,
+    tls_key: TlsKey = None,
 ) -> None:
     """Serve this submitter's store (its specs and datasets) to solvers on other hosts until stopped (Ctrl-C):
-    an IPFS trustless gateway of raw blocks, checked by the fetchers against the CIDs on chain. With a key
-    it also announces http://HOST:PORT on chain (StakeManager.announce), where solvers look for it, or
+    an IPFS trustless gateway of raw blocks, checked by the fetchers against the CIDs on chain; over HTTPS
+    with --tls-cert and --tls-key. With a key
+    it also announces http(s)://HOST:PORT on chain (StakeManager.announce), where solvers look for it, or
     --announce URL, the address other hosts reach it at (behind NAT, in a container); an address nobody
     else can reach (0.0.0.0 without --announce; loopback, or private without --announce, on a public
     chain) is refused.
@@ -335,15 +343,18 @@ def serve(
       veritrain submit serve 0.0.0.0:8080 --announce http://203.0.113.7:8080 --key-env SUBMITTER_KEY   # behind NAT
 
       veritrain submit serve 127.0.0.1:8080 --store-dir ./store
+
+      veritrain submit serve 10.0.0.2:8443 --tls-cert cert.pem --tls-key key.pem --key-env SUBMITTER_KEY   # HTTPS
     """
+    tls = serve_tls(address, tls_cert, tls_key)
     keyed = settings.keystore is not None or settings.key_env is not None
     if keyed:
-        gateway_url(address, announce, settings.chain_id)  # refused before anything starts
-    gateway = serve_store(open_store(store_dir=store_dir, ipfs_api=None, data_dir=settings.data_dir), address)
+        gateway_url(address, announce, settings.chain_id, tls=tls is not None)  # refused before anything starts
+    gateway = serve_store(open_store(store_dir=store_dir, ipfs_api=None, data_dir=settings.data_dir), address, tls)
     try:
         if keyed:
             protocol, key = options.signing_protocol(settings)
-            announce_gateway(protocol, key.address, gateway.address, announce)
+            announce_gateway(protocol, key.address, gateway.address, announce, tls=tls is not None)
         console.print(f"serving {gateway.index.store.root} at {gateway.url}/ipfs/<cid>?format=raw (Ctrl-C stops)", highlight=False)
         threading.Event().wait()
     except KeyboardInterrupt:

@@ -64,6 +64,7 @@ def export(
     data_dir: options.DataDir = None,
     store_dir: StoreDir = None,
     ipfs_api: IpfsApi = None,
+    peer_ca: options.PeerCa = None,
     json_out: options.Json = False,
 ) -> None:
     """Export a finalized job's model as plain PyTorch; load it with: torch.export.load("OUT/model.pt2").module()
@@ -80,7 +81,7 @@ def export(
 
     settings = options.settings(rpc_url=rpc, chain_id=chain_id, address_book_dir=book_dir, data_dir=data_dir)
     protocol = options.protocol(settings, signing=False)
-    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, discover=AnnouncedGateways(lambda: protocol))
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, discover=AnnouncedGateways(lambda: protocol), peer_ca=peer_ca)
     spec_bytes = service.fetch_spec(protocol, store, job)
     spec = load_spec(spec_bytes)
     architecture = export_model(spec_bytes, spec, final_checkpoint(protocol, store, job), out)

@@ -3,7 +3,8 @@
 Every daemon started with ``--serve HOST:PORT`` runs one (docs/storage.md, "Across hosts"), so that
 parties on other hosts can fetch what it must keep available (a solver's manifest, checkpoints and
 model, a verifier's report, a submitter's spec and data) and check every byte against its CID
-(:mod:`core.storage.peers`). The protocol is the IPFS trustless gateway's block request::
+(:mod:`core.storage.peers`); over HTTPS when given a certificate (:mod:`core.storage.tls`), and then
+only HTTPS: a plain request to its port gets no block. The protocol is the IPFS trustless gateway's block request::
 
     GET /ipfs/{cid}?format=raw          (or Accept: application/vnd.ipld.raw)
     200 application/vnd.ipld.raw        the dag-pb block whose sha2-256 the CID names
@@ -22,6 +23,7 @@ import asyncio
 import hashlib
 import logging
 import socket
+import ssl
 import threading
 from dataclasses import dataclass
 
@@ -143,19 +145,21 @@ def make_app(index: BlockIndex) -> web.Application:
 
 
 class GatewayServer:
-    """The gateway on ``host:port`` (port 0: any free one), in a thread of its own; ``stop()`` ends it."""
+    """The gateway on ``host:port`` (port 0: any free one), in a thread of its own; ``stop()`` ends it.
+    With ``tls`` (:func:`core.storage.tls.server_context`) it speaks HTTPS only."""
 
-    def __init__(self, store: LocalStore, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, store: LocalStore, host: str = "127.0.0.1", port: int = 0, tls: ssl.SSLContext | None = None) -> None:
         self.index = BlockIndex(store)
         self.host = host
         self.port = port
+        self.tls = tls
         self._loop = asyncio.new_event_loop()
         self._runner: web.AppRunner | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="gateway", daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://{self.address}"
+        return f"{'https' if self.tls is not None else 'http'}://{self.address}"
 
     @property
     def address(self) -> str:
@@ -178,7 +182,7 @@ class GatewayServer:
         self.port = int(sock.getsockname()[1])  # the one chosen for port 0
         self._runner = web.AppRunner(make_app(self.index), access_log=None)
         await self._runner.setup()
-        await web.SockSite(self._runner, sock).start()
+        await web.SockSite(self._runner, sock, ssl_context=self.tls).start()
 
     def stop(self) -> None:
         if self._runner is not None:

@@ -8,7 +8,10 @@ and, should it fail, from the others in turn. Every block is checked against the
 names before it is parsed, and against what its parent declares: the DAG must be the one ``ipfs add``
 builds for the size its verified root declares (:func:`core.storage.unixfs.canonical_children`), so a
 gateway cannot make a fetch ask for more blocks or hold more bytes than that size, whatever its links
-repeat or fan out. No redirect is followed off the gateway's origin. Every fetch has an overall
+repeat or fan out. No redirect is followed off the gateway's origin. An https gateway is verified
+against the system's trust store, plus the ``tls`` context's CAs if given (``--peer-ca``:
+:func:`core.storage.tls.client_context`); one whose certificate does not verify is a failing source
+like any other (logged once per store), never asked again over plain HTTP. Every fetch has an overall
 deadline (``timeout`` plus the declared size at ``min_rate``) and each block one of ``timeout``: a
 gateway that stalls or drips is abandoned in time to use another source, or to challenge. What it
 fetches it keeps (pinned) in its own store, so this party serves it on in turn. Content that no
@@ -20,6 +23,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import ssl
+import threading
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -35,10 +40,12 @@ from core.storage.errors import CidMismatch, ContentNotFound, ContentTooLarge, S
 from core.storage.gateway import RAW_BLOCK
 from core.storage.unixfs import MAX_BLOCK, FileNode, canonical_children, dag_height, read_block
 
-__all__ = ["GatewayFetcher", "FetchingStore", "MAX_PEERS", "FETCHED_FROM_PEER", "MIN_RATE", "parse_peer"]
+__all__ = ["GatewayFetcher", "FetchingStore", "MAX_PEERS", "FETCHED_FROM_PEER", "UNVERIFIED_GATEWAY", "MIN_RATE", "parse_peer"]
 
 #: Logged for each item fetched from a peer gateway (``cid``, ``peer``, ``bytes``).
 FETCHED_FROM_PEER = "fetched from a peer"
+#: Logged once per store for each https gateway whose certificate does not verify (``peer``, ``error``).
+UNVERIFIED_GATEWAY = "gateway certificate not verified: not fetched from it"
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +98,7 @@ class _Fetch:
         self.timeout = timeout
         self.min_rate = min_rate
         self.failures: dict[str, str] = {}  # gateway shown -> why it was dropped
+        self.unverified: dict[str, str] = {}  # gateway shown -> why its certificate did not verify
         self.requests = 0
 
     async def block(self, source: _Source, digest: bytes, limit: int) -> bytes:
@@ -124,6 +132,11 @@ class _Fetch:
                     raise _Gave(StoreUnavailable(source.shown, f"block {cid}: more than {_MAX_REDIRECTS} redirects"))
         except TimeoutError:
             raise _Gave(StoreUnavailable(source.shown, f"block {cid}: not received within {self.timeout:g} s")) from None
+        except aiohttp.ClientConnectorCertificateError as e:
+            cert = e.certificate_error
+            why = cert.verify_message if isinstance(cert, ssl.SSLCertVerificationError) and cert.verify_message else type(cert).__name__
+            self.unverified[source.shown] = why
+            raise _Gave(StoreUnavailable(source.shown, f"block {cid}: TLS certificate not verified ({why})")) from None
         except aiohttp.ClientError as e:
             kind = "ConnectionError" if isinstance(e, aiohttp.ClientConnectionError) else type(e).__name__
             raise _Gave(StoreUnavailable(source.shown, f"block {cid}: {kind}")) from None
@@ -240,11 +253,12 @@ class _Fetch:
         return bytes(out)
 
 
-def _run(sources: list[_Source], timeout: float, min_rate: float, work: Callable[[_Fetch], Awaitable[T]]) -> T:
-    """Run ``work`` (a coroutine function of a :class:`_Fetch`) in a loop of this thread's own."""
+def _run(sources: list[_Source], timeout: float, min_rate: float, tls: ssl.SSLContext | None, work: Callable[[_Fetch], Awaitable[T]]) -> T:
+    """Run ``work`` (a coroutine function of a :class:`_Fetch`) in a loop of this thread's own; https
+    verified with ``tls``, else aiohttp's default (the system's trust store)."""
 
     async def main() -> T:
-        connector = aiohttp.TCPConnector(limit=_PARALLEL * 2, force_close=False)
+        connector = aiohttp.TCPConnector(limit=_PARALLEL * 2, force_close=False, ssl=tls if tls is not None else True)
         conn_timeout = aiohttp.ClientTimeout(total=None, sock_connect=min(5.0, timeout))
         async with aiohttp.ClientSession(connector=connector, timeout=conn_timeout, auto_decompress=False) as session:
             return await work(_Fetch(session, sources, timeout, min_rate))
@@ -260,13 +274,15 @@ def _run(sources: list[_Source], timeout: float, min_rate: float, work: Callable
 
 
 class GatewayFetcher:
-    """Fetches a file by CID from one trustless gateway, block by block, every block verified."""
+    """Fetches a file by CID from one trustless gateway, block by block, every block verified; an https
+    one verified with ``tls`` (:func:`core.storage.tls.client_context`; None: the system's trust store)."""
 
-    def __init__(self, url: str, *, timeout: float = 30.0, min_rate: float = MIN_RATE) -> None:
+    def __init__(self, url: str, *, timeout: float = 30.0, min_rate: float = MIN_RATE, tls: ssl.SSLContext | None = None) -> None:
         self.url = parse_peer(url)
         self.shown = redact_url(self.url)
         self.timeout = timeout
         self.min_rate = min_rate
+        self.tls = tls
 
     def __repr__(self) -> str:
         return f"GatewayFetcher({self.shown!r})"
@@ -278,7 +294,7 @@ class GatewayFetcher:
             return await fetch.block(fetch.sources[0], digest, MAX_BLOCK)
 
         try:
-            return _run([_Source(self.url, self.shown)], self.timeout, self.min_rate, work)
+            return _run([_Source(self.url, self.shown)], self.timeout, self.min_rate, self.tls, work)
         except _Gave as gave:
             raise gave.error from None
 
@@ -291,7 +307,7 @@ class GatewayFetcher:
             return (await fetch.file(v0, max_size))[0]
 
         try:
-            return _run([_Source(self.url, self.shown)], self.timeout, self.min_rate, work)
+            return _run([_Source(self.url, self.shown)], self.timeout, self.min_rate, self.tls, work)
         except _Gave as gave:
             raise gave.error from None
 
@@ -301,20 +317,31 @@ class FetchingStore:
     ``discover()`` names now (those announced on chain, ranked: :mod:`rolebase.gateways`), all asked at
     once, and kept in ``own``. ``timeout``: seconds for any one block (and the root); ``min_rate``: the
     slowest average, in bytes a second, a whole fetch may take (its deadline: ``timeout`` plus its
-    declared size at that rate)."""
+    declared size at that rate); ``tls``: what https gateways are verified with (None: the system's
+    trust store)."""
 
     def __init__(
-        self, own: ContentStore, peers: Sequence[str], *, discover: Callable[[], Sequence[str]] | None = None, timeout: float = 30.0, min_rate: float = MIN_RATE
+        self,
+        own: ContentStore,
+        peers: Sequence[str],
+        *,
+        discover: Callable[[], Sequence[str]] | None = None,
+        timeout: float = 30.0,
+        min_rate: float = MIN_RATE,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         if len(peers) > MAX_PEERS:
             raise StoreUnavailable(f"{len(peers)} peers", f"at most {MAX_PEERS} peer gateways")
         if timeout <= 0 or min_rate <= 0:
             raise ValueError(f"timeout and min_rate must be positive, got {timeout!r} and {min_rate!r}")
         self.own = own
-        self.peers = [GatewayFetcher(url, timeout=timeout, min_rate=min_rate) for url in peers]
+        self.peers = [GatewayFetcher(url, timeout=timeout, min_rate=min_rate, tls=tls) for url in peers]
         self._discover = discover
         self._timeout = timeout
         self._min_rate = min_rate
+        self._tls = tls
+        self._unverified: set[str] = set()  # gateways whose certificate failure was logged (by any thread)
+        self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"FetchingStore({self.own!r}, {[p.shown for p in self.peers]})"
@@ -348,18 +375,25 @@ class FetchingStore:
             raise ContentNotFound(v0, " or ".join(places))
 
         failures: dict[str, str] = {}
+        unverified: dict[str, str] = {}
 
         async def work(fetch: _Fetch) -> tuple[bytes, _Source]:
-            fetch.failures = failures  # read below, whatever happens
+            fetch.failures, fetch.unverified = failures, unverified  # read below, whatever happens
             return await fetch.file(v0, max_size)
 
         try:
-            data, source = _run(sources, self._timeout, self._min_rate, work)
+            data, source = _run(sources, self._timeout, self._min_rate, self._tls, work)
         except _Gave as gave:
             failures.setdefault("", str(gave.error))
             why = "; ".join(sorted(set(failures.values())))[:500]
             log.warning("no peer gateway gave the content", extra={"cid": v0, "error": why})
             raise ContentNotFound(v0, " or ".join(places) + (f" ({why})" if not isinstance(gave.error, ContentNotFound) or len(failures) > 1 else "")) from None
+        finally:
+            with self._lock:
+                first = {shown: reason for shown, reason in unverified.items() if shown not in self._unverified}
+                self._unverified.update(first)
+            for shown, reason in first.items():
+                log.warning(UNVERIFIED_GATEWAY, extra={"peer": shown, "error": reason})
         self.own.put(data)  # verified already; kept so that this party serves it on
         log.info(FETCHED_FROM_PEER, extra={"cid": v0, "peer": source.shown, "bytes": len(data)})
         return data
