@@ -1111,6 +1111,12 @@ class DisputeGame(_Crediting):
         """:func:`core.dispute.vote_commitment` computes ``commitment`` as the contract checks it."""
         return self._send("commitVote", game_id, commitment)
 
+    def release_seat(self, game_id: GameId, referee: str) -> Receipt:
+        """Release ``referee``'s seat, not yet committed, unslashed: only a protocol contract of the
+        StakeManager's wiring may (``SealedJobs.declineSeat`` does, for a sealed job's referee); an
+        account's call is refused (``NotAuthorized``)."""
+        return self._send("releaseSeat", game_id, referee)
+
     def reveal_vote(self, game_id: GameId, defender_right: bool, salt: bytes) -> Receipt:
         return self._send("revealVote", game_id, defender_right, salt)
 

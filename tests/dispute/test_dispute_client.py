@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core import artifacts
-from core.contracts import Ballot, Bytes32, DisputeGame, Game, GameParams, GameStatus, snake_case
+from core.contracts import Ballot, Bytes32, DisputeGame, Game, GameId, GameParams, GameStatus, snake_case
 from core.dispute import Action, isolated_step, next_turn, opening, vote_commitment
 from core.errors import ConfigError
 from core.reverts import revert_class
@@ -118,3 +118,10 @@ def test_committee_turns_and_commitments_agree_with_the_contract(arena: Arena) -
         first.reveal_vote(gid, True, salt)
     first.reveal_vote(gid, False, salt)
     assert game_api.ballot_of(gid, referees[0])[0] is Ballot.REVEALED_DEFENDER_WRONG
+
+
+def test_an_account_cannot_release_a_referee_seat(arena: Arena) -> None:
+    """Only a protocol contract of the wiring releases a seat (SealedJobs.declineSeat, forge-tested);
+    an account that tries, a game's party included, is refused before any game is read."""
+    with pytest.raises(revert_class("NotAuthorized")):
+        arena.proto(arena.outsider).game.release_seat(GameId(1), arena.verifiers[0].address)
