@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from typing import Protocol as Structural
 
 from core.chain import Address
-from core.contracts import Game, GameId, JobId, Protocol, PublishedWrap, Sealing
+from core.contracts import Game, GameId, JobId, Protocol, PublishedWrap, RegisteredKey, Sealing
 from core.errors import SealingError
 from core.sealing import EncryptionKey, key_hash, unwrap
 from rolebase.keygame import to_wrap
 
-__all__ = ["open_wraps", "data_key", "key_finder", "referees_to_wrap"]
+__all__ = ["open_wraps", "data_key", "key_finder", "referees_to_wrap", "OwnKey"]
 
 
 def open_wraps(wraps: Sequence[PublishedWrap], key: EncryptionKey, committed: bytes) -> bytes | None:
@@ -86,3 +86,27 @@ def key_finder(protocol: Protocol, records: DataKeyRecords, me: Address, key: En
         return data_key(protocol.sealed_jobs, records, job_id, me, key, protocol.book.deploy_block)
 
     return key_of
+
+
+class KeyReads(Structural):
+    """What :class:`OwnKey` reads of the KeyRegistry."""
+
+    def key_of(self, account: str) -> RegisteredKey: ...
+
+
+class OwnKey:
+    """Our encryption key as the KeyRegistry holds it, for a daemon's view: read each tick until it is
+    ``key``, then kept, since only our own ``registerKey`` changes it (None: we hold no key, nothing read)."""
+
+    def __init__(self, keys: KeyReads, me: Address, key: EncryptionKey | None) -> None:
+        self.keys = keys
+        self.me = me
+        self.key = key
+        self._registered: RegisteredKey | None = None
+
+    def registered(self) -> RegisteredKey | None:
+        if self.key is None:
+            return None
+        if self._registered is None or self._registered.key != self.key.public_key:
+            self._registered = self.keys.key_of(self.me)
+        return self._registered

@@ -46,7 +46,7 @@ from core.contracts import (
 )
 from rolebase.actions import credits_of
 from rolebase.events import JOB_REFUSED
-from rolebase.keyring import data_key
+from rolebase.keyring import OwnKey, data_key
 from rolebase.watchers import LatestLogs, MarketWatcher, staked_rivals
 from solver.judge import SpecJudge
 from solver.policy import (
@@ -106,7 +106,7 @@ class SolverLoader:
         self._market_params: MarketParams | None = None
         self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
         self._adverts = LatestLogs(protocol.stakes, "CapabilitiesAdvertised", "solver", protocol.book.deploy_block)
-        self._registered: RegisteredKey | None = None  # our key in the KeyRegistry, once it is ours
+        self._own_key = OwnKey(protocol.keys, me, config.encryption_key)
         self._unsealable: set[JobId] = set()  # sealed jobs skipped for want of an encryption key (logged once each)
 
     def load(self) -> SolverView:
@@ -122,7 +122,7 @@ class SolverLoader:
         wanted = set(self.wanted())
         claimed = self.db.claimed()
 
-        registered = self._registered_now()
+        registered = self._own_key.registered()
         open_jobs: list[OpenJob] = []
         held: list[HeldJob] = []
         self.judge.new_tick()
@@ -188,16 +188,6 @@ class SolverLoader:
             rivals=self._rivals(moment.block) if any(j.spec.runnable for j in open_jobs) else (),
             registered_key=registered,
         )
-
-    def _registered_now(self) -> RegisteredKey | None:
-        """Our key in the KeyRegistry (None: we have no encryption key): read until it is ours, then kept
-        (only our own registration changes it)."""
-        key = self.config.encryption_key
-        if key is None:
-            return None
-        if self._registered is None or self._registered.key != key.public_key:
-            self._registered = self.protocol.keys.key_of(self.me)
-        return self._registered
 
     def _sealed_open(self, job_id: JobId, registered: RegisteredKey | None) -> SealedOpen | None:
         """An Open sealed job's key game for us; None without an encryption key (the job is skipped)."""

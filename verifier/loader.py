@@ -47,7 +47,7 @@ from core.sealing import EncryptionKey
 from proofs.probes import is_forced
 from rolebase.actions import credits_of
 from rolebase.court import CourtWatcher
-from rolebase.keyring import data_key, referees_to_wrap
+from rolebase.keyring import OwnKey, data_key, referees_to_wrap
 from rolebase.watchers import GameWatcher, LatestLogs, MarketWatcher, staked_rivals
 from verifier.policy import Assignment, Draw, LiveGame, MarketJob, OpenDemand, PendingOpen, Phase, SealedDraw, SeedView, VerifierView
 from verifier.state import AssignmentRecord, VerifierDb
@@ -145,6 +145,7 @@ class VerifierLoader:
         ``key``: our encryption key (``--encryption-key``), which opens the wraps of sealed jobs' keys to us."""
         self.fetching = fetching
         self.key = key
+        self._own_key = OwnKey(protocol.keys, me, key)
         self._keyless: set[JobId] = set()  # sealed jobs drawn to us without an encryption key, told once
         self.protocol = protocol
         self.watcher = watcher
@@ -189,7 +190,7 @@ class VerifierLoader:
             court_params=self.court.params,
             rivals=self._rivals(moment.block, jobs),
             demands=tuple(ours.demands),
-            registered_key=None if self.key is None else p.keys.key_of(self.me),
+            registered_key=self._own_key.registered(),
         )
 
     def _rivals(self, block: int, jobs: Sequence[MarketJob]) -> tuple[Address, ...]:

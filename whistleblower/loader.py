@@ -43,7 +43,7 @@ from core.contracts import (
 from core.sealing import EncryptionKey
 from rolebase.actions import credits_of
 from rolebase.earnings import expected_jackpot_per_audit
-from rolebase.keyring import data_key, referees_to_wrap
+from rolebase.keyring import OwnKey, data_key, referees_to_wrap
 from rolebase.watchers import GameWatcher, MarketWatcher
 from whistleblower.policy import FindingKind, OpenDemand, OpenReport, OwnGame, SealedReport, WhistleblowerView
 from whistleblower.state import WhistleblowerDb
@@ -53,6 +53,7 @@ class WhistleblowerLoader:
     def __init__(self, protocol: Protocol, watcher: MarketWatcher, db: WhistleblowerDb, me: Address, key: EncryptionKey | None = None) -> None:
         """``key``: our encryption key (``--encryption-key``), which opens the wraps of sealed jobs' keys to us."""
         self.key = key
+        self._own_key = OwnKey(protocol.keys, me, key)
         self.protocol = protocol
         self.watcher = watcher
         self.games = GameWatcher(protocol.game)
@@ -88,7 +89,7 @@ class WhistleblowerLoader:
         data_challenges = []
         demands = []
         referees: frozenset[Address] | None = None  # read once a tick, when a fault is left to challenge
-        registered = None if self.key is None else p.keys.key_of(self.me)
+        registered = self._own_key.registered()
         for job_id, job in scan.jobs:
             if job.state is JobState.DATA_CHALLENGED and p.market.availability_challenge(job_id).challenger == self.me:
                 data_challenges.append((job_id, job.deadline))
