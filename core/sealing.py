@@ -12,7 +12,12 @@ Every primitive is PyNaCl's (libsodium); nothing here is hand-written cryptograp
 * :func:`seal` / :func:`open_sealed` encrypt and authenticate content of any size under a data key
   in fixed-size chunks with XChaCha20-Poly1305 (``crypto_aead_xchacha20poly1305_ietf``);
   :func:`seal_chunks` / :func:`open_chunks` and :func:`seal_file` / :func:`open_sealed_file` do the
-  same a chunk at a time, so a 10 GB checkpoint needs one chunk of memory.
+  same a chunk at a time, so a 10 GB checkpoint needs one chunk of memory;
+* :func:`seal_canonical` / :func:`open_canonical`: the one sealing of a plaintext under a data key
+  that everyone holding the key computes alike (a sealed job's checkpoints: their keccak256 is a
+  trace's leaf). Its nonce prefix is not random but synthetic (the SIV construction): a keyed
+  BLAKE2b of the plaintext (Python's ``hashlib``), so two sealings share a prefix only when their
+  plaintexts are equal, and then their bytes are equal too; what it shows is only that equality.
 
 Sealed content, byte by byte (docs/sealing.md has the same table)::
 
@@ -20,7 +25,8 @@ Sealed content, byte by byte (docs/sealing.md has the same table)::
       0  4  magic    b"VTSL"
       4  1  version  1
       5  4  chunk    plaintext bytes per chunk, big-endian uint32, MIN_CHUNK_BYTES..MAX_CHUNK_BYTES
-      9 16  prefix   random nonce prefix, fresh for every sealing
+      9 16  prefix   random nonce prefix, fresh for every sealing; canonical sealing:
+                     BLAKE2b-128(plaintext, key = data key, person = b"veritrain-siv/1")
     records (one per chunk, at least one)
       chunk i (0-based): XChaCha20-Poly1305 of plaintext[i * chunk : (i + 1) * chunk]
         key    the data key (32 bytes)
@@ -41,6 +47,7 @@ only then).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import stat
@@ -82,6 +89,8 @@ __all__ = [
     "open_chunks",
     "seal_file",
     "open_sealed_file",
+    "seal_canonical",
+    "open_canonical",
 ]
 
 DATA_KEY_BYTES = 32
@@ -96,6 +105,7 @@ DEFAULT_CHUNK_BYTES = 1 << 20
 MIN_CHUNK_BYTES = 1 << 6
 MAX_CHUNK_BYTES = 1 << 24
 _PREFIX_BYTES = 16
+_SIV_PERSON = b"veritrain-siv/1"  # BLAKE2b's personalization: this prefix's own domain
 _INDEX = struct.Struct(">Q")
 _KEY_FILE_BYTES = nacl.public.PrivateKey.SIZE
 
@@ -247,10 +257,11 @@ def _read_upto(source: BinaryIO, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _header(chunk_size: int) -> tuple[bytes, bytes]:
+def _header(chunk_size: int, prefix: bytes | None = None) -> tuple[bytes, bytes]:
+    """The header of a sealing in chunks of ``chunk_size`` with nonce ``prefix`` (random when None)."""
     if not MIN_CHUNK_BYTES <= chunk_size <= MAX_CHUNK_BYTES:
         raise SealingError(f"chunk size {chunk_size} is outside {MIN_CHUNK_BYTES}..{MAX_CHUNK_BYTES} bytes")
-    prefix = nacl.utils.random(_PREFIX_BYTES)
+    prefix = nacl.utils.random(_PREFIX_BYTES) if prefix is None else prefix
     return _HEADER.pack(MAGIC, VERSION, chunk_size, prefix), prefix
 
 
@@ -267,11 +278,12 @@ def _parse_header(header: bytes) -> tuple[int, bytes]:
     return chunk_size, prefix
 
 
-def seal_chunks(data_key: bytes, source: BinaryIO, chunk_size: int = DEFAULT_CHUNK_BYTES) -> Iterator[bytes]:
+def seal_chunks(data_key: bytes, source: BinaryIO, chunk_size: int = DEFAULT_CHUNK_BYTES, *, prefix: bytes | None = None) -> Iterator[bytes]:
     """``source`` (read to its end) sealed under ``data_key``: the header, then one record per chunk.
-    Holds two chunks of plaintext at a time (the next one tells whether this one is the last)."""
+    Holds two chunks of plaintext at a time (the next one tells whether this one is the last).
+    ``prefix``: the nonce prefix, random unless given (only :func:`seal_canonical` gives one)."""
     _check_data_key(data_key)
-    header, prefix = _header(chunk_size)
+    header, prefix = _header(chunk_size, prefix)
     yield header
     current, index = _read_upto(source, chunk_size), 0
     while True:
@@ -357,3 +369,28 @@ def open_sealed_file(data_key: bytes, source: Path, target: Path, *, max_bytes: 
     the whole content authenticated. Returns the plaintext size."""
     with open(source, "rb") as sealed:
         return _write_new(target, open_chunks(data_key, sealed, max_bytes=max_bytes))
+
+
+def _canonical_prefix(data_key: bytes, plaintext: bytes | bytearray | memoryview) -> bytes:
+    return hashlib.blake2b(plaintext, digest_size=_PREFIX_BYTES, key=data_key, person=_SIV_PERSON).digest()
+
+
+def seal_canonical(data_key: bytes, plaintext: bytes | bytearray | memoryview) -> bytes:
+    """The canonical sealing of ``plaintext`` under ``data_key``: chunks of :data:`DEFAULT_CHUNK_BYTES`,
+    nonce prefix a keyed BLAKE2b of the plaintext, so equal inputs give equal bytes (and only equal
+    plaintexts share a nonce). Reads ``plaintext`` twice: once for the prefix, once to seal it."""
+    _check_data_key(data_key)
+    prefix = _canonical_prefix(data_key, plaintext)
+    return b"".join(seal_chunks(data_key, io.BytesIO(plaintext), prefix=prefix))
+
+
+def open_canonical(data_key: bytes, sealed: bytes | bytearray | memoryview) -> bytes:
+    """The plaintext of ``sealed`` if it is exactly :func:`seal_canonical`'s output for it, authenticated
+    whole; :class:`SealingError` otherwise (another key, altered, or a valid sealing with another chunk
+    size or nonce prefix: content committed by its hash has one sealing)."""
+    _check_data_key(data_key)
+    chunk_size, prefix = _parse_header(bytes(sealed[:HEADER_BYTES]))
+    plaintext = b"".join(open_chunks(data_key, io.BytesIO(sealed)))
+    if chunk_size != DEFAULT_CHUNK_BYTES or prefix != _canonical_prefix(data_key, plaintext):
+        raise SealingError("sealed content opens but is not its canonical sealing (chunk size or nonce prefix)")
+    return plaintext

@@ -84,7 +84,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, state_hash, update_norm
+from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, seal_state, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import ProofError
 from proofs.merkle import TraceTree
@@ -209,10 +209,10 @@ def cheat(
     bad = chosen
     if strategy == "tamper":
         for c in chosen:
-            checkpoints[c] = _tampered(checkpoints[c], stamp)
+            checkpoints[c] = _tampered(checkpoints[c], stamp, dataset.data_key)
         bad = tuple(sorted({s for c in chosen for s in (c - 1, c) if 0 <= s < n}))
     saved = WORK_SAVED[strategy] * len(chosen) / n
-    return CheatTrace(strategy=strategy, trace=_assemble(spec, checkpoints, losses), bad_segments=bad, work_saved=saved)
+    return CheatTrace(strategy=strategy, trace=_assemble(spec, checkpoints, losses, dataset.data_key), bad_segments=bad, work_saved=saved)
 
 
 def _other_run(strategy: str, spec: JobSpec, dataset: Dataset, rt: Runtime) -> Trainer | None:
@@ -477,7 +477,7 @@ def mix(spec: JobSpec, dataset: Dataset, plan: Mapping[int, str], *, free_start:
         previous = before
         checkpoints.append(trainer.to_bytes())
     bad = tuple(sorted({s for s, m in plan.items() if m not in REPLAYS} | ({0} if free_start else set())))
-    trace = _assemble(spec, checkpoints, losses)
+    trace = _assemble(spec, checkpoints, losses, dataset.data_key)
     if lies := [s for s, m in plan.items() if m in LIES]:
         typical = float(np.median([x for s, x in enumerate(trace.update_norms) if s not in lies] or [0.0]))
         trace = replace(trace, update_norms=tuple(typical if s in lies else x for s, x in enumerate(trace.update_norms)))
@@ -504,16 +504,16 @@ def _push(spec: JobSpec, trainer: Trainer, before: dict[str, torch.Tensor], *, m
             p.add_(chosen[name].to(p.dtype) * signs * push)
 
 
-def _tampered(data: bytes, stamp: str) -> bytes:
-    ckpt = decode_checkpoint(data)
+def _tampered(data: bytes, stamp: str, data_key: bytes | None) -> bytes:
+    ckpt = decode_checkpoint(data, data_key=data_key)
     tensors = {k: v.clone() for k, v in ckpt.tensors.items()}
     first = sorted(k for k in tensors if k.startswith("param."))[0]
     tensors[first].view(-1)[0] += 1e-3
-    return encode_checkpoint(ckpt.step, tensors, stamp)
+    return bytes(seal_state(encode_checkpoint(ckpt.step, tensors, stamp), data_key))
 
 
-def _assemble(spec: JobSpec, checkpoints: list[bytes], losses: list[float]) -> Trace:
-    params = [decode_checkpoint(c).params() for c in checkpoints]
+def _assemble(spec: JobSpec, checkpoints: list[bytes], losses: list[float], data_key: bytes | None) -> Trace:
+    params = [decode_checkpoint(c, data_key=data_key).params() for c in checkpoints]
     norms = tuple(update_norm(a, b) for a, b in zip(params, params[1:]))
     hashes = tuple(state_hash(c) for c in checkpoints)
     return Trace(spec=spec, state_hashes=hashes, update_norms=norms, losses=tuple(losses), tree=TraceTree(hashes), checkpoints=tuple(checkpoints))

@@ -84,7 +84,7 @@ def default_perturbations(reference: Runtime = Runtime()) -> list[tuple[str, Run
 
 def _replay(spec: JobSpec, dataset: Dataset, start: bytes, rt: Runtime) -> tuple[dict[str, torch.Tensor], float]:
     trainer = Trainer(spec, dataset, rt)
-    trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
+    trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash(), data_key=dataset.data_key))
     loss = segment_loss(trainer.run(spec.checkpoint_interval))
     return {k: v.detach().cpu().clone() for k, v in trainer.tensors().items()}, loss
 
@@ -117,7 +117,7 @@ def calibrate(
     runs = perturbations if perturbations is not None else default_perturbations(reference)
     measured = []
     for start in starts:
-        begin = dict(decode_checkpoint(start, expect_spec=spec.spec_hash()).tensors)
+        begin = dict(decode_checkpoint(start, expect_spec=spec.spec_hash(), data_key=dataset.data_key).tensors)
         reference_end, reference_loss = _replay(spec, dataset, start, reference)
         ref_params, ref_optim = _split(reference_end)
         for name, rt in runs:

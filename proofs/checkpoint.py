@@ -18,6 +18,12 @@ bytes that are not exactly canonical are refused and one state has one hash.
 The decoded tensors are read-only views of the bytes. :class:`StateBuffer`
 writes the canonical bytes of a state into one reused buffer (the solver's
 checkpoint path: :class:`proofs.train.Committer`).
+
+A sealed job's checkpoint (``spec.dataset.sealed``) is those bytes sealed under the job's data
+key in their one canonical sealing (:func:`seal_state`, ``core.sealing.seal_canonical``): its
+state hash, CID and every copy stored or published are the sealed bytes', which anyone can check
+against a leaf without the key, while only its holders read the state (``decode_checkpoint``
+with ``data_key``). docs/sealing.md has why.
 """
 
 from __future__ import annotations
@@ -34,7 +40,9 @@ import torch
 from numba import njit
 
 from core.bounded import safetensors_header
+from core.errors import SealingError
 from core.probe import Bytes32
+from core.sealing import MAGIC, open_canonical, seal_canonical
 from proofs.errors import CheckpointError, HashMismatch, LimitExceeded
 from proofs.keccak import keccak, keccak_hasher
 from proofs.spec import Limits
@@ -45,6 +53,7 @@ __all__ = [
     "StateBuffer",
     "encode_checkpoint",
     "decode_checkpoint",
+    "seal_state",
     "state_hash",
     "hash_state",
     "update_norm",
@@ -148,13 +157,24 @@ class StateBuffer:
         return memoryview(self._buf)[: self._size]
 
 
-def decode_checkpoint(data: bytes | bytearray | memoryview, *, expect_hash: Bytes32 | None = None, expect_spec: str | None = None) -> Checkpoint:
+def seal_state(data: bytes | memoryview, data_key: bytes | None) -> bytes | memoryview:
+    """A state's committed bytes: its canonical bytes ``data``, sealed canonically under a sealed
+    job's ``data_key`` (unchanged when None)."""
+    return data if data_key is None else seal_canonical(data_key, data)
+
+
+def decode_checkpoint(
+    data: bytes | bytearray | memoryview, *, expect_hash: Bytes32 | None = None, expect_spec: str | None = None, data_key: bytes | None = None
+) -> Checkpoint:
     """Parse canonical checkpoint bytes; check them against a committed hash and spec hash if given.
-    The tensors are views of ``data`` (read-only: clone one to change it).
+    A sealed job's checkpoint is opened with its ``data_key`` first (after the hash check, which is
+    of the sealed bytes). The tensors are views of the (opened) bytes (read-only: clone one to
+    change it).
 
     Raises :class:`LimitExceeded` (oversize), :class:`HashMismatch` (bytes are not what
     was committed) or :class:`CheckpointError` (truncated, not safetensors, not canonical,
-    not float32, wrong format tag or spec).
+    not float32, wrong format tag or spec; sealed content that does not open to its canonical
+    sealing under ``data_key``).
     """
     if len(data) > Limits.CHECKPOINT_BYTES:
         raise LimitExceeded("checkpoint size in bytes", len(data), Limits.CHECKPOINT_BYTES)
@@ -162,6 +182,13 @@ def decode_checkpoint(data: bytes | bytearray | memoryview, *, expect_hash: Byte
         actual = state_hash(data)
         if actual != expect_hash:
             raise HashMismatch("checkpoint bytes", expect_hash, actual)
+    if data_key is not None:
+        try:
+            data = open_canonical(data_key, data)
+        except SealingError as exc:
+            raise CheckpointError(f"sealed checkpoint does not open: {exc}") from exc
+    elif bytes(data[: len(MAGIC)]) == MAGIC:
+        raise CheckpointError("checkpoint is sealed: its job's data key is needed to read it")
     if len(data) < 8:
         raise CheckpointError(f"checkpoint is truncated: {len(data)} bytes, not even a header length")
     (head_len,) = struct.unpack("<Q", data[:8])

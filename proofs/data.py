@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -48,28 +48,34 @@ class Dataset:
     classifiers, or int64 tokens ``(T,)`` with ``targets=None`` for the transformer.
     ``init`` holds the pretrained parameters by module name when the spec fine-tunes
     (``spec.init``): with the data, what a trainer needs besides the spec. ``held_out`` is
-    the evaluation split (``spec.eval``), left out of ``inputs`` and ``targets``.
+    the evaluation split (``spec.eval``), left out of ``inputs`` and ``targets``. ``data_key`` is
+    a sealed job's data key (``spec.dataset.sealed``), which also seals its checkpoints
+    (:func:`proofs.checkpoint.seal_state`); None for any other job.
     """
 
     inputs: torch.Tensor
     targets: torch.Tensor | None
     init: Mapping[str, torch.Tensor] | None = None
     held_out: Dataset | None = None
+    data_key: bytes | None = field(default=None, repr=False)
 
     @property
     def is_tokens(self) -> bool:
         return self.targets is None
 
 
-def load_dataset(spec: JobSpec, data: bytes, init: bytes | None = None) -> Dataset:
+def load_dataset(spec: JobSpec, data: bytes, init: bytes | None = None, data_key: bytes | None = None) -> Dataset:
     """Parse dataset bytes as the spec says and check them against the spec's model; ``init``
-    is the pretrained model's bytes when the spec names one (``spec.init``), else None.
+    is the pretrained model's bytes when the spec names one (``spec.init``), else None. A sealed
+    job's dataset (opened already) comes with its ``data_key``, kept on the :class:`Dataset` for
+    its checkpoints; any other job's key is not kept.
 
     Raises :class:`LimitExceeded` for oversize input and :class:`DatasetError` for
     anything that does not fit (wrong length, missing tensor, dtype, shape, label range).
     """
     weights = _pretrained(spec, init)
     ds = spec.dataset
+    key = data_key if ds.sealed else None
     if len(data) > Limits.DATASET_BYTES:
         raise LimitExceeded("dataset size in bytes", len(data), Limits.DATASET_BYTES)
     # a sealed file's size_bytes is its sealed bytes' (checked where they were fetched): the opened
@@ -77,15 +83,15 @@ def load_dataset(spec: JobSpec, data: bytes, init: bytes | None = None) -> Datas
     if len(data) > ds.size_bytes or (not ds.sealed and len(data) != ds.size_bytes):
         raise DatasetError(f"dataset {ds.cid} is {len(data)} bytes; the spec says {ds.size_bytes}")
     if ds.format == "u16":
-        return _hold_out(spec, Dataset(inputs=_tokens(spec, read_u16(data)), targets=None, init=weights))
+        return _hold_out(spec, Dataset(inputs=_tokens(spec, read_u16(data)), targets=None, init=weights, data_key=key))
     names = [ds.inputs] + ([ds.targets] if ds.targets is not None else [])
     arrays = read_npz(data, names) if ds.format == "npz" else read_safetensors(data, names)
     if ds.targets is None:
         tokens = _tokens(spec, arrays[ds.inputs])
-        return _hold_out(spec, Dataset(inputs=tokens, targets=None, init=weights))
+        return _hold_out(spec, Dataset(inputs=tokens, targets=None, init=weights, data_key=key))
     inputs = _features(spec, arrays[ds.inputs])
     targets = _labels(spec, arrays[ds.targets], inputs.shape[0])
-    return _hold_out(spec, Dataset(inputs=inputs, targets=targets, init=weights))
+    return _hold_out(spec, Dataset(inputs=inputs, targets=targets, init=weights, data_key=key))
 
 
 def _hold_out(spec: JobSpec, full: Dataset) -> Dataset:
@@ -104,14 +110,14 @@ def _hold_out(spec: JobSpec, full: Dataset) -> Dataset:
                 f"holding out {n} of {total} tokens leaves no window of {block + 1} on one side or no batch of {spec.batch_size} windows on the other"
             )
         held = Dataset(inputs=full.inputs[total - n :], targets=None)
-        return Dataset(inputs=full.inputs[: total - n], targets=None, init=full.init, held_out=held)
+        return Dataset(inputs=full.inputs[: total - n], targets=None, init=full.init, held_out=held, data_key=full.data_key)
     if n < 1 or total - n < spec.batch_size:
         raise DatasetError(f"holding out {n} of {total} examples leaves no held-out example or fewer than one batch of {spec.batch_size}")
     perm = torch.randperm(total, generator=torch.Generator().manual_seed(derive_seed(spec.seed, "eval")))
     held_idx, train_idx = perm[:n].sort().values, perm[n:].sort().values
     assert full.targets is not None
     held = Dataset(inputs=full.inputs[held_idx], targets=full.targets[held_idx])
-    return Dataset(inputs=full.inputs[train_idx], targets=full.targets[train_idx], init=full.init, held_out=held)
+    return Dataset(inputs=full.inputs[train_idx], targets=full.targets[train_idx], init=full.init, held_out=held, data_key=full.data_key)
 
 
 def _pretrained(spec: JobSpec, data: bytes | None) -> dict[str, torch.Tensor] | None:

@@ -46,7 +46,8 @@ def _example_input(spec: JobSpec) -> torch.Tensor:
 
 
 def export_model(spec_bytes: bytes, spec: JobSpec, checkpoint: bytes, out: Path) -> dict[str, object]:
-    """Write the exported program, the weights, the architecture and the spec into ``out``."""
+    """Write the exported program, the weights, the architecture and the spec into ``out``
+    (``checkpoint``: a sealed job's opened already, ``submitter.service.final_model``)."""
     params = decode_checkpoint(checkpoint, expect_spec=spec.spec_hash()).params()
     model = build_model(spec.model_copy(update={"numerics": "torch"})).eval()  # plain PyTorch operations, same parameters
     model.load_state_dict(params)

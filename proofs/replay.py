@@ -284,10 +284,11 @@ def _norm_fault(segment: int, first: Checkpoint, last: Checkpoint, claimed: floa
     return _fail(segment, Reason.NORM_MISMATCH, f"update norm is {actual!r}, the manifest claims {claimed!r}")
 
 
-def check_norm(segment: int, start: bytes, end: bytes, claimed: float) -> SegmentVerdict:
+def check_norm(segment: int, start: bytes, end: bytes, claimed: float, data_key: bytes | None = None) -> SegmentVerdict:
     """The manifest's update norm of ``segment`` against the one its committed checkpoints give,
-    without training: what a referee checks in a game on the segment (``rolebase.dispute``)."""
-    fault = _norm_fault(segment, decode_checkpoint(start), decode_checkpoint(end), claimed)
+    without training: what a referee checks in a game on the segment (``rolebase.dispute``); a
+    sealed job's checkpoints are opened with its ``data_key``."""
+    fault = _norm_fault(segment, decode_checkpoint(start, data_key=data_key), decode_checkpoint(end, data_key=data_key), claimed)
     return fault or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: update norm {claimed!r} as claimed")
 
 
@@ -325,7 +326,7 @@ def first_idle_step(spec: JobSpec, dataset: Dataset, start: bytes, steps: int, r
     of the first step that did no learning work, or None. A challenger steers a dispute over a
     ``no-work`` segment to that step (``rolebase.dispute``)."""
     trainer = Trainer(spec, dataset, rt)
-    trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
+    trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash(), data_key=dataset.data_key))
     found = run_watching(trainer, steps).idle
     return None if found is None else found[0]
 
@@ -335,7 +336,7 @@ def referee_step(spec: JobSpec, dataset: Dataset, state: bytes, rt: Runtime = Ru
     work, the parameter tensor whose gradient was exactly zero (the defender is then wrong
     whatever state it posted)."""
     trainer = Trainer(spec, dataset, rt)
-    trainer.load(decode_checkpoint(state, expect_spec=spec.spec_hash()))
+    trainer.load(decode_checkpoint(state, expect_spec=spec.spec_hash(), data_key=dataset.data_key))
     found = run_watching(trainer, 1).idle
     return trainer.to_bytes(), None if found is None else found[1]
 
@@ -361,7 +362,7 @@ def check_loss(spec: JobSpec, dataset: Dataset, segment: int, start: bytes, clai
     once the isolated step holds (``rolebase.dispute``). The loss depends on the start alone, so the
     committed end plays no part."""
     trainer = Trainer(spec, dataset, rt)
-    trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash()))
+    trainer.load(decode_checkpoint(start, expect_spec=spec.spec_hash(), data_key=dataset.data_key))
     replayed = run_watching(trainer, spec.checkpoint_interval).loss
     fault = _loss_fault(spec, segment, replayed, claimed, replayed_loss=replayed)
     return fault or SegmentVerdict(segment, True, Reason.OK, f"segment {segment}: mean training loss {claimed!r} as claimed", replayed_loss=replayed)
@@ -423,7 +424,7 @@ def replay_segment(
         if committed is not None and actual != committed:
             return _fail(segment, Reason.HASH_MISMATCH, f"checkpoint {index} hashes to {hex32(actual)}, committed {hex32(committed)}")
         try:
-            ckpt = decode_checkpoint(data)
+            ckpt = decode_checkpoint(data, data_key=dataset.data_key)
         except ProofError as exc:
             return _fail(segment, Reason.MALFORMED, f"checkpoint {index} ({label}): {exc}")
         if ckpt.spec_hash != spec.spec_hash():
@@ -559,7 +560,7 @@ def _chained_segment(
     """:meth:`TraceReplay.chain`'s judgement of one segment from our own start state: the same
     faults as :func:`replay_segment` (no work, another end state, a false norm or loss), found
     without the solver's checkpoints."""
-    first = decode_checkpoint(start, expect_spec=spec.spec_hash())
+    first = decode_checkpoint(start, expect_spec=spec.spec_hash(), data_key=dataset.data_key)
     trainer = Trainer(spec, dataset, rt)
     trainer.load(first)
     idle, loss = run_watching(trainer, spec.checkpoint_interval)
@@ -575,7 +576,7 @@ def _chained_segment(
         return _fail(
             segment, Reason.STATE_MISMATCH, f"replay from checkpoint 0 gives {hex32(replayed_hash)} at leaf {segment + 1}, committed {hex32(end_hash)}", **extra
         ), end
-    last = decode_checkpoint(end)
+    last = decode_checkpoint(end, data_key=dataset.data_key)
     if all(torch.equal(first.tensors[n], last.tensors[n]) for n in first.tensors):
         return _fail(segment, Reason.NO_WORK, "parameters and optimizer slots are bit-identical to the start", **extra), end
     if claimed_norm is not None and (false_norm := _norm_fault(segment, first, last, claimed_norm)) is not None:

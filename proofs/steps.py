@@ -17,7 +17,7 @@ __all__ = ["state_at", "execute_step"]
 def state_at(spec: JobSpec, dataset: Dataset, checkpoint: bytes, step: int, rt: Runtime = Runtime()) -> bytes:
     """Canonical checkpoint bytes of the state after global step ``step``, replayed from
     ``checkpoint`` (any earlier state of the same job, e.g. the segment's start)."""
-    ckpt = decode_checkpoint(checkpoint, expect_spec=spec.spec_hash())
+    ckpt = decode_checkpoint(checkpoint, expect_spec=spec.spec_hash(), data_key=dataset.data_key)
     if not ckpt.step <= step <= spec.steps:
         raise ProofError(f"step {step} is not between the checkpoint's step {ckpt.step} and the job's {spec.steps}")
     trainer = Trainer(spec, dataset, rt)
@@ -28,5 +28,5 @@ def state_at(spec: JobSpec, dataset: Dataset, checkpoint: bytes, step: int, rt: 
 
 def execute_step(spec: JobSpec, dataset: Dataset, state: bytes, rt: Runtime = Runtime()) -> bytes:
     """The referee's job: the state after one step from the agreed ``state``."""
-    step = decode_checkpoint(state, expect_spec=spec.spec_hash()).step
+    step = decode_checkpoint(state, expect_spec=spec.spec_hash(), data_key=dataset.data_key).step
     return state_at(spec, dataset, state, step + 1, rt)

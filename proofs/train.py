@@ -33,7 +33,7 @@ from core.cid import Cid
 from core.probe import Bytes32
 from core.storage.unixfs import CHUNK_SIZE, DagBuilder
 from proofs import optim, repro
-from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, hash_state, update_norm
+from proofs.checkpoint import Checkpoint, StateBuffer, decode_checkpoint, encode_checkpoint, hash_state, seal_state, state_hash, update_norm
 from proofs.data import BatchOrder, Dataset
 from proofs.errors import CheckpointError, DatasetError, ProofError
 from proofs.keccak import keccak_hasher
@@ -112,10 +112,14 @@ class Trainer:
 
     Its checkpoints carry the spec's hash (``stamp``); the adversary library's
     ``proofs.adversary.ForgedTrainer`` trains another spec or data order under the honest stamp.
+    A sealed job's trainer seals its checkpoints under the dataset's ``data_key``.
     """
 
     def __init__(self, spec: JobSpec, dataset: Dataset, rt: Runtime = Runtime()) -> None:
+        if spec.dataset.sealed and dataset.data_key is None:
+            raise ProofError("a sealed job's checkpoints are sealed under its data key: load its dataset with the key")
         self.spec = spec
+        self.data_key = dataset.data_key
         self.profile = profile(spec.numerics)
         self.rt = replace(rt, torch_threads=1) if self.profile.repro else rt
         self.device = torch.device(rt.device)
@@ -219,11 +223,13 @@ class Trainer:
         return out
 
     def to_bytes(self) -> bytes:
-        """Canonical checkpoint bytes of the current state."""
-        return encode_checkpoint(self.step, self.tensors(), self.stamp)
+        """Committed checkpoint bytes of the current state: canonical, sealed for a sealed job."""
+        return bytes(seal_state(encode_checkpoint(self.step, self.tensors(), self.stamp), self.data_key))
 
     def state_hash(self) -> Bytes32:
-        """The state hash of :meth:`to_bytes`, without making the bytes."""
+        """The state hash of :meth:`to_bytes`; without making the bytes unless they are sealed."""
+        if self.data_key is not None:
+            return state_hash(self.to_bytes())
         return hash_state(self.step, self.tensors(), self.stamp)
 
     def checkpoint(self) -> Checkpoint:
@@ -287,7 +293,7 @@ def model_held_out_loss(spec: JobSpec, dataset: Dataset, checkpoint: bytes, rt: 
     """:func:`held_out_loss` of the model in ``checkpoint`` (the final one: what the manifest commits
     and the verifier checks, a function of those bytes alone, like an update norm)."""
     trainer = Trainer(spec, dataset, rt)
-    trainer.load(decode_checkpoint(checkpoint, expect_spec=spec.spec_hash()))
+    trainer.load(decode_checkpoint(checkpoint, expect_spec=spec.spec_hash(), data_key=dataset.data_key))
     return held_out_loss(trainer)
 
 
@@ -366,7 +372,8 @@ class Committer:
 
     On the training thread, :meth:`commit` computes the segment's update norm against the
     previous state (still in the committer's one reused :class:`StateBuffer`) and copies the
-    state into that buffer: one copy, no fresh memory. A worker thread then reads the bytes once,
+    state into that buffer: one copy, no fresh memory. A worker thread then (for a sealed job,
+    after sealing them: a second copy, made there) reads the bytes once,
     feeding keccak256 (the state hash) and the UnixFS DAG's sha256 (the CID) piece by piece
     (both release the GIL), and calls ``write``. The next :meth:`commit` first waits for it, so
     memory is the state plus one buffer, and a slow disk slows training rather than piling up
@@ -407,7 +414,7 @@ class Committer:
             norm = update_norm(decode_checkpoint(self._buffer.view()).params(), trainer.params)
         data = self._buffer.write(trainer.step, trainer.tensors(), trainer.stamp)
         self._held = True
-        self._in_flight = self._worker.submit(self._hash_and_write, index, data, loss, norm)
+        self._in_flight = self._worker.submit(self._hash_and_write, index, data, loss, norm, trainer.data_key)
 
     def close(self) -> None:
         """Wait for the checkpoint in flight (recording it, or raising its error) and stop the worker."""
@@ -421,7 +428,8 @@ class Committer:
             done, self._in_flight = self._in_flight, None
             self._record(done.result())
 
-    def _hash_and_write(self, index: int, data: memoryview, loss: float | None, norm: float | None) -> Committed:
+    def _hash_and_write(self, index: int, plain: memoryview, loss: float | None, norm: float | None, data_key: bytes | None) -> Committed:
+        data = memoryview(seal_state(plain, data_key))  # a sealed job's: sealed here, off the training thread
         hasher, dag = keccak_hasher(), DagBuilder()
         for at in range(0, len(data), _PIECE):
             piece = data[at : at + _PIECE]

@@ -229,7 +229,7 @@ class DisputeReplayer:
             start, end = self._start(job_id, m, segment), self._start(job_id, m, segment + 1)
         except StorageError as exc:
             raise DisputeWorkError(f"job {job_id}: checkpoints of segment {segment}: {exc}") from exc
-        norm = check_norm(segment, start, end, m.manifest.update_norms[segment])
+        norm = check_norm(segment, start, end, m.manifest.update_norms[segment], m.dataset.data_key)
         if not norm.passed:
             return norm.detail
         claimed = m.manifest.held_out_loss
@@ -273,7 +273,7 @@ class DisputeReplayer:
             pre = self.store.get(task.pre_cid, Limits.CHECKPOINT_BYTES)
         except StorageError as exc:
             raise DisputeWorkError(f"game {game_id}: agreed state {task.pre_cid}: {exc}") from exc
-        if state_hash(pre) != task.pre_hash or decode_checkpoint(pre).step != task.global_step:
+        if state_hash(pre) != task.pre_hash or decode_checkpoint(pre, data_key=m.dataset.data_key).step != task.global_step:
             raise DisputeWorkError(f"game {game_id}: the agreed state at {task.pre_cid} is not the one on chain")
         after, idle = referee_step(m.spec, m.dataset, pre, self.rt)
         right = state_hash(after) == task.post_hash and idle is None

@@ -37,5 +37,6 @@ def fetch_inputs(store: ContentStore, spec: JobSpec, data_key: bytes | None = No
 
 
 def fetch_dataset(store: ContentStore, spec: JobSpec, data_key: bytes | None = None) -> Dataset:
-    """:func:`fetch_inputs`, parsed and checked against the spec (:func:`proofs.load_dataset`)."""
-    return load_dataset(spec, *fetch_inputs(store, spec, data_key))
+    """:func:`fetch_inputs`, parsed and checked against the spec (:func:`proofs.load_dataset`); a
+    sealed job's dataset keeps ``data_key``, which seals and opens its checkpoints."""
+    return load_dataset(spec, *fetch_inputs(store, spec, data_key), data_key=data_key)

@@ -158,7 +158,7 @@ class SpecJudge:
         except VeritrainError as exc:  # larger than the spec says, forged, not a CID
             return SpecCheck(False, f"dataset or pretrained model: {type(exc).__name__}: {exc}", spec.steps)
         try:
-            dry = _estimate(spec, load_dataset(spec, data, init), self.rt)
+            dry = _estimate(spec, load_dataset(spec, data, init, data_key), self.rt)
         except IdleTraining as exc:
             return SpecCheck(False, f"training does no learning work, which verifiers fail: {exc}", spec.steps)
         except ProofError as exc:

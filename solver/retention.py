@@ -203,7 +203,7 @@ class Retention:
             return read_bounded(target.path)
         source = records[regeneration_source((r.index for r in records if not r.dropped), index)]
         trainer = Trainer(spec, dataset, self.rt)
-        trainer.load(decode_checkpoint(read_bounded(source.path), expect_hash=source.state_hash, expect_spec=spec.spec_hash()))
+        trainer.load(decode_checkpoint(read_bounded(source.path), expect_hash=source.state_hash, expect_spec=spec.spec_hash(), data_key=dataset.data_key))
         trainer.run((index - source.index) * spec.checkpoint_interval)
         data = trainer.to_bytes()
         if state_hash(data) != target.state_hash:

@@ -173,7 +173,7 @@ class JobTrainer:
         with Committer(lambda index, data: self._write_checkpoint(folder, index, data), self._recorder(job_id, spec, folder, hashes)) as committer:
             if hashes:
                 last = self.db.checkpoints(job_id)[len(hashes) - 1]
-                trainer.load(decode_checkpoint(read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash()))
+                trainer.load(decode_checkpoint(read_bounded(last.path), expect_hash=last.state_hash, expect_spec=spec.spec_hash(), data_key=dataset.data_key))
                 committer.hold(trainer)
                 log.info(TRAINING_RESUMED, extra={"job": job_id, "checkpoint": len(hashes) - 1, "step": trainer.step})
             else:

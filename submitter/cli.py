@@ -279,7 +279,7 @@ def fetch(
         Path | None,
         typer.Option(
             "--out",
-            help="file to write the trained model to (the final training checkpoint, safetensors; `veritrain model export` gives a loadable module)",
+            help="file to write the trained model to (the final training checkpoint, safetensors, a sealed job's opened with the data key in --data-dir; `veritrain model export` gives a loadable module)",
             show_default=False,
         ),
     ] = None,
@@ -311,7 +311,7 @@ def fetch(
         spec.write_bytes(service.fetch_spec(protocol, store, job))
         console.print(f"wrote {spec} (the spec job {job} was posted with, CID verified)")
     if out is not None:
-        cid, size = service.fetch_model(protocol, store, job, out)
+        cid, size = service.fetch_model(protocol, store, job, out, DataKeys.of(settings.data_dir))
         console.print(f"wrote {out} ({size:,} bytes, CID {cid} verified)")
 
 

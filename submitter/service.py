@@ -26,12 +26,12 @@ from pathlib import Path
 from core.chain import Address, Receipt
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Job, JobId, JobState, Protocol, Role, TokenAmount, TraceCommitment
-from core.errors import ChainError
-from core.sealing import new_data_key
+from core.errors import ChainError, SealingError
+from core.sealing import new_data_key, open_canonical
 from core.storage import ContentStore
 from proofs.merkle import hex32
 from proofs.sampling import needs_full_replay
-from proofs.spec import JobSpec, Limits
+from proofs.spec import JobSpec, Limits, load_spec
 from rolebase.amounts import show_tokens
 from rolebase.capabilities import misfit
 from rolebase.guarantee import weaker_guarantee
@@ -207,26 +207,41 @@ def commitment(protocol: Protocol, job_id: JobId, job: Job) -> TraceCommitment |
     return ours[-1] if ours else None
 
 
-def fetch_model(protocol: Protocol, store: ContentStore, job_id: int, out: Path) -> tuple[Cid, int]:
-    """Write the finalized job's model to ``out`` (bytes verified against the committed CID)."""
+def final_model(protocol: Protocol, store: ContentStore, job_id: int, keys: DataKeys | None) -> tuple[Cid, bytes]:
+    """A finalized job's committed model CID and its final checkpoint's bytes, verified against the
+    CID; a sealed job's opened with the data key kept in ``keys`` (the buyer's: docs/sealing.md).
+    :class:`SubmitError` before it is final; :class:`SealingError` (exit 6) for a sealed job without
+    its key here or a model that does not open."""
     job = get_job(protocol, job_id)
     if job.state is not JobState.FINALIZED:
         raise SubmitError(f"job {job_id} is {job.state.name}: the model can be fetched once it is FINALIZED")
     done = commitment(protocol, JobId(job_id), job)
     if done is None:
         raise SubmitError(f"job {job_id} has no trace commitment on chain")
+    data = store.get(done.final_model_cid, Limits.CHECKPOINT_BYTES)  # verified against the CID by the store
+    spec = load_spec(fetch_spec(protocol, store, job_id))
+    if spec.dataset.sealed:
+        if keys is None:
+            raise SealingError(f"job {job_id} is sealed: its model opens only with the data key its buyer kept")
+        data = open_canonical(keys.load(spec.dataset.cid), data)
+    return done.final_model_cid, data
+
+
+def fetch_model(protocol: Protocol, store: ContentStore, job_id: int, out: Path, keys: DataKeys | None = None) -> tuple[Cid, int]:
+    """Write the finalized job's model to ``out`` (:func:`final_model`: verified against the committed
+    CID, a sealed job's opened with our data key); its CID and the size written."""
     if out.is_dir():
         raise SubmitError(f"--out {out} is a directory; give a file path")
     if not out.parent.exists():
         raise SubmitError(f"--out {out}: directory {out.parent} does not exist")
-    data = store.get(done.final_model_cid, Limits.CHECKPOINT_BYTES)  # verified against the CID by the store
+    cid, data = final_model(protocol, store, job_id, keys)
     tmp = out.with_name(out.name + ".part")
     with open(tmp, "wb") as fh:
         fh.write(data)
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, out)
-    return done.final_model_cid, len(data)
+    return cid, len(data)
 
 
 def fetch_spec(protocol: Protocol, store: ContentStore, job_id: int) -> bytes:

@@ -92,7 +92,7 @@ def read_job(spec_path: Path, data_path: Path | None, store: ContentStore, init_
 
         try:
             # the tensors the spec names, with the shapes it needs; a pretrained model must be the model's parameters
-            loaded = load_dataset(spec, dataset, init)
+            loaded = load_dataset(spec, dataset, init, data_key)
             if init is not None:
                 initial_state(spec, loaded)
         except ProofError as exc:

@@ -27,14 +27,13 @@ from typing import Annotated
 import typer
 
 from core.bounded import InputRejected, read_regular_file
-from core.contracts import JobId, JobState, Protocol
 from core.errors import ConfigError
-from core.storage import ContentStore
 from proofs.spec import Limits, load_spec
 from rolebase import cli as options
 from rolebase.cli import IpfsApi, StoreDir, console, open_store
 from rolebase.gateways import AnnouncedGateways
 from submitter import service
+from submitter.datakeys import DataKeys
 
 app = typer.Typer(
     name="model",
@@ -43,15 +42,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-
-
-def final_checkpoint(protocol: Protocol, store: ContentStore, job_id: int) -> bytes:
-    """The final checkpoint of a FINALIZED job (bytes checked against the committed CID)."""
-    job = service.get_job(protocol, job_id)
-    done = service.commitment(protocol, JobId(job_id), job)
-    if job.state is not JobState.FINALIZED or done is None:
-        raise ConfigError(f"job {job_id} is {job.state.name}: its model can be used once it is FINALIZED")
-    return store.get(done.final_model_cid, Limits.CHECKPOINT_BYTES)
 
 
 @app.command()
@@ -69,7 +59,8 @@ def export(
 ) -> None:
     """Export a finalized job's model as plain PyTorch; load it with: torch.export.load("OUT/model.pt2").module()
 
-    The spec and the model come from the store, else from the gateways announced on chain (CIDs checked).
+    The spec and the model come from the store, else from the gateways announced on chain (CIDs checked);
+    a sealed job's model is opened with the data key its buyer kept in --data-dir.
 
     Examples:
 
@@ -84,7 +75,8 @@ def export(
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, discover=AnnouncedGateways(lambda: protocol), peer_ca=peer_ca)
     spec_bytes = service.fetch_spec(protocol, store, job)
     spec = load_spec(spec_bytes)
-    architecture = export_model(spec_bytes, spec, final_checkpoint(protocol, store, job), out)
+    _, checkpoint = service.final_model(protocol, store, job, DataKeys.of(settings.data_dir))
+    architecture = export_model(spec_bytes, spec, checkpoint, out)
     if json_out:
         print(json.dumps({"out": str(out), **architecture}))
         return

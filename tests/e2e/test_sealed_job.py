@@ -1,6 +1,7 @@
 """A sealed job end to end on anvil (issue 30, docs/sealing.md): `submit post --sealed` and `submit
 watch` against real solver and verifier daemons; the job is finalized, its key went only where the
-chain entitles, and no store holds a byte of its dataset in the clear."""
+chain entitles, and no store holds a byte of its dataset or a checkpoint in the clear; the buyer
+opens the model it fetches."""
 
 from __future__ import annotations
 
@@ -16,9 +17,11 @@ import pytest
 from core.cid import digest_to_cid
 from core.contracts import GameId, JobId, JobState, Role, SealingStatus
 from core.errors import SealingError
-from core.sealing import EncryptionKey
+from core.sealing import MAGIC, EncryptionKey, seal_canonical
 from deploy.anvil import dev_private_key
-from proofs.spec import load_spec
+from proofs.checkpoint import FORMAT, decode_checkpoint, state_hash
+from proofs.manifest import committed_manifest
+from proofs.spec import JobSpec, load_spec
 from rolebase.inputs import fetch_inputs
 from rolebase.keyring import data_key, open_wraps
 from submitter import service
@@ -39,6 +42,13 @@ class _Kept:
 
     def keep_data_key(self, job_id: int, key: bytes) -> None:
         raise AssertionError("a party without a wrap found a key to keep")
+
+
+def spec_of(market: Market, job_id: JobId) -> JobSpec:
+    """The spec job ``job_id`` was posted with, from the store."""
+    protocol = market.protocol()
+    (posted,) = protocol.market.events("JobPosted", protocol.book.deploy_block, jobId=job_id)
+    return load_spec(market.store.get(digest_to_cid(bytes(posted.args["specCid"])), 1 << 20))
 
 
 def _windows(plaintext: bytes, width: int = 32) -> list[bytes]:
@@ -109,6 +119,29 @@ def test_a_sealed_job_is_finalized_by_daemons_and_no_store_holds_its_dataset_in_
     for path in stored:
         content = path.read_bytes()
         assert not any(piece in content for piece in pieces), f"{path} holds plaintext of the sealed dataset"
+        assert FORMAT.encode() not in content, f"{path} holds a checkpoint in the clear"
+
+    # its checkpoints and model are stored sealed; the buyer's `submit fetch` opens the model with its key
+    done = service.commitment(protocol, job_id, protocol.market.get_job(job_id))
+    assert done is not None
+    manifest = committed_manifest(market.store.get(done.manifest_cid, 1 << 20), done.trace_root, lambda page: market.store.get(page, 1 << 20))
+    assert manifest.final_cid == manifest.checkpoint_cids[-1] == done.final_model_cid
+    assert all(market.store.get(cid, 1 << 30)[: len(MAGIC)] == MAGIC for cid in manifest.checkpoint_cids)
+    cid, size = service.fetch_model(protocol, market.store, job_id, tmp_path / "model.safetensors", DataKeys.of(tmp_path / "submitter"))
+    model = (tmp_path / "model.safetensors").read_bytes()
+    assert cid == done.final_model_cid and size == len(model)
+    assert state_hash(seal_canonical(DataKeys.of(tmp_path / "submitter").load(spec_of(market, job_id).dataset.cid), model)) == manifest.state_hashes[-1]
+    assert decode_checkpoint(model).step == spec_of(market, job_id).steps
+    with pytest.raises(SealingError, match="is sealed"):
+        service.fetch_model(protocol, market.store, job_id, tmp_path / "other.safetensors")
+    for data_dir, code in ((tmp_path / "submitter", 0), (tmp_path / "stranger", 2)):  # `model export` opens it for its buyer only
+        exported = subprocess.run(
+            [sys.executable, "-m", "veritrain", "model", "export", str(job_id), "--out", str(tmp_path / "exported"), "--rpc-url", market.net.rpc_url,
+             "--address-book-dir", str(market.book_dir), "--data-dir", str(data_dir), "--store-dir", str(market.store_dir)],
+            cwd=REPO, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert exported.returncode == code, exported.stderr
+    assert (tmp_path / "exported" / "weights.safetensors").is_file() and "not posted with --sealed" in exported.stderr
 
     # a staked party the chain never entitled has no wrap that opens, and cannot read the dataset
     outsider = market.protocol(market.account(3))
@@ -119,8 +152,7 @@ def test_a_sealed_job_is_finalized_by_daemons_and_no_store_holds_its_dataset_in_
     outsider.keys.register_key(key.public_key)
     found = data_key(protocol.sealed_jobs, _Kept(), job_id, market.account(3).address, key, deploy)
     assert found is None
-    (posted,) = protocol.market.events("JobPosted", deploy, jobId=job_id)
-    spec = load_spec(market.store.get(digest_to_cid(bytes(posted.args["specCid"])), 1 << 20))
+    spec = spec_of(market, job_id)
     assert spec.dataset.sealed
     with pytest.raises(SealingError):
         fetch_inputs(market.store, spec)

@@ -15,6 +15,7 @@ import pytest
 from proofs.data import Dataset, load_dataset
 from proofs.datasets import shapes, spirals, text_tokens
 from proofs.merkle import hex32, to_bytes32
+from proofs.replay import SegmentVerdict, replay_segment
 from proofs.spec import TOKEN_MODELS, JobSpec, load_spec
 from proofs.train import Trace, train_trace
 
@@ -39,6 +40,21 @@ def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:
     }
     raw.update(overrides)
     return load_spec(raw)
+
+
+def replay_committed(spec: JobSpec, dataset: Dataset, trace: Trace, seg: int) -> SegmentVerdict:
+    """:func:`replay_segment` of ``seg`` of ``trace`` against everything it commits: both leaves, the update norm and the loss."""
+    return replay_segment(
+        spec,
+        dataset,
+        seg,
+        trace.checkpoints[seg],
+        trace.checkpoints[seg + 1],
+        start_hash=trace.state_hashes[seg],
+        end_hash=trace.state_hashes[seg + 1],
+        claimed_norm=trace.update_norms[seg],
+        claimed_loss=trace.losses[seg],
+    )
 
 
 ROOT = Path(__file__).resolve().parents[2]

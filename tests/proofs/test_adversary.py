@@ -7,6 +7,7 @@ from proofs.errors import ProofError
 from proofs.replay import Reason, replay_segment, verify_trace
 from proofs.sampling import choose_segments
 from proofs.strategies import ALL_STRATEGIES, FALSE_CLAIMS, STRATEGIES
+from tests.proofs.conftest import replay_committed
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
@@ -15,17 +16,7 @@ def test_each_adversary_is_caught_at_its_bad_segments_and_only_there(strategy: s
     t = faked.trace
     assert faked.bad_segments
     for seg in range(mlp.spec.segments):
-        v = replay_segment(
-            mlp.spec,
-            mlp.dataset,
-            seg,
-            t.checkpoints[seg],
-            t.checkpoints[seg + 1],
-            start_hash=t.state_hashes[seg],
-            end_hash=t.state_hashes[seg + 1],
-            claimed_norm=t.update_norms[seg],
-            claimed_loss=t.losses[seg],
-        )
+        v = replay_committed(mlp.spec, mlp.dataset, t, seg)
         if seg in faked.bad_segments:
             assert not v.passed and v.reason is Reason.STATE_MISMATCH, (strategy, seg, v.detail)
             assert f"segment {seg}" in v.detail

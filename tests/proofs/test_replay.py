@@ -17,6 +17,7 @@ from proofs.replay import LOSS_RTOL, Reason, check_loss, distances, replay_segme
 from proofs.spec import Tolerance
 from proofs.steps import execute_step, state_at
 from proofs.train import Runtime, segment_loss, train_trace
+from tests.proofs.conftest import replay_committed
 
 KINDS = ["mlp", "cnn", "char-transformer", "gpt", "resnet"]
 
@@ -34,17 +35,7 @@ def test_training_is_reproducible_bit_for_bit(kind: str, jobs, traces) -> None:
 def test_honest_replay_is_exact_on_cpu(kind: str, jobs, traces) -> None:
     job, trace = jobs[kind], traces[kind]
     for seg in range(job.spec.segments):
-        v = replay_segment(
-            job.spec,
-            job.dataset,
-            seg,
-            trace.checkpoints[seg],
-            trace.checkpoints[seg + 1],
-            start_hash=trace.state_hashes[seg],
-            end_hash=trace.state_hashes[seg + 1],
-            claimed_norm=trace.update_norms[seg],
-            claimed_loss=trace.losses[seg],
-        )
+        v = replay_committed(job.spec, job.dataset, trace, seg)
         assert v.passed and v.reason is Reason.OK, v.detail
         assert v.replayed_hash == trace.state_hashes[seg + 1]
         assert v.replayed_loss == trace.losses[seg] and is_float32(trace.losses[seg]) and trace.losses[seg] > 0

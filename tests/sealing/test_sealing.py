@@ -277,3 +277,42 @@ def test_key_file_missing_or_a_link_is_refused(tmp_path: Path) -> None:
         EncryptionKey.load(tmp_path / "link.key")
     with pytest.raises(ConfigError, match="not a regular file"):
         EncryptionKey.load(tmp_path)
+
+
+# ------------------------------------------------------------------ canonical sealing (a sealed job's checkpoints)
+
+
+@pytest.mark.parametrize("n", [0, 1, sealing.DEFAULT_CHUNK_BYTES, sealing.DEFAULT_CHUNK_BYTES + 5])
+def test_canonical_sealing_is_one_sealing_that_opens(n: int) -> None:
+    plain = _content(n)
+    sealed = sealing.seal_canonical(KEY, plain)
+    assert sealing.seal_canonical(KEY, memoryview(plain)) == sealed  # a function of key and plaintext alone
+    assert len(sealed) == sealing.sealed_size(n)
+    assert sealing.open_canonical(KEY, sealed) == open_sealed(KEY, sealed) == plain
+
+
+def test_canonical_sealings_differ_by_key_and_by_plaintext_and_share_no_nonce() -> None:
+    plain = _content(300)
+    other = bytearray(plain)
+    other[-1] ^= 1
+    sealings = [sealing.seal_canonical(KEY, plain), sealing.seal_canonical(new_data_key(), plain), sealing.seal_canonical(KEY, bytes(other))]
+    prefixes = {s[9:HEADER_BYTES] for s in sealings}
+    assert len(prefixes) == 3
+    assert len({s[HEADER_BYTES:] for s in sealings}) == 3
+
+
+def test_open_canonical_refuses_every_other_sealing_of_the_same_plaintext() -> None:
+    plain = _content(200)
+    with pytest.raises(SealingError, match="not its canonical sealing"):
+        sealing.open_canonical(KEY, seal(KEY, plain))  # a random nonce prefix
+    with pytest.raises(SealingError, match="not its canonical sealing"):
+        sealing.open_canonical(KEY, seal(KEY, plain, CHUNK))  # another chunk size
+    forged = sealing.seal_chunks(KEY, io.BytesIO(plain), prefix=sealing.seal_canonical(new_data_key(), plain)[9:HEADER_BYTES])
+    with pytest.raises(SealingError, match="not its canonical sealing"):
+        sealing.open_canonical(KEY, b"".join(forged))  # another key's synthetic prefix
+    sealed = bytearray(sealing.seal_canonical(KEY, plain))
+    sealed[-1] ^= 1
+    with pytest.raises(SealingError, match="fails at chunk 0"):
+        sealing.open_canonical(KEY, bytes(sealed))
+    with pytest.raises(SealingError, match="fails at chunk 0"):
+        sealing.open_canonical(new_data_key(), sealing.seal_canonical(KEY, plain))
