@@ -12,7 +12,8 @@ Everything runs side by side in one run:
    clone of the parameters, the next clone: all on the training thread) and as it does now through
    ``proofs.train.Committer``: on the training thread, the update norm against the previous state
    in the reused buffer and the copy into it; on the worker thread, keccak256 and the CID in one
-   pass and the file write with fsync. The update norm alone is timed both ways, through float64
+   pass and the file write with fsync; and the worker's time for the same state as a sealed job's,
+   sealed canonically first (docs/sealing.md). The update norm alone is timed both ways, through float64
    copies of every tensor (as until issue 27) and as ``update_norm`` computes it now (the same
    bits, checked). Each against one k-step segment of training (the step time
    from the plain runs below), so the ratio at k = 50 follows even where the runs use a smaller k.
@@ -52,6 +53,7 @@ from rich.table import Table
 from bench.procstatus import memory_mb
 from core.agent import StopFlag
 from core.contracts import JobId
+from core.sealing import new_data_key, sealed_size
 from core.storage import LocalStore, file_cid
 from proofs.checkpoint import state_hash, update_norm
 from proofs.data import load_dataset
@@ -193,19 +195,30 @@ def per_checkpoint(model: str, size: str, numerics: str, repeat: int, workdir: P
         _norm_float64_copies(before, trainer.params)
         {n: p.detach().clone() for n, p in trainer.params.items()}
 
-    on_thread, off_thread = [], []
-    committer = Committer(write, lambda _done: None)
-    committer.hold(trainer)
-    for _ in range(repeat):
-        started = time.perf_counter()
-        committer.commit(1, trainer, 0.0)
-        handed = time.perf_counter()
-        committer.close()  # waits for the worker: what it does while training goes on
-        on_thread.append(handed - started)
-        off_thread.append(time.perf_counter() - handed)
+    def commits(of: Trainer) -> tuple[list[float], list[float]]:
+        """Seconds of each of ``repeat`` commits of ``of``'s state on the training thread and on the worker."""
+        on_thread, off_thread = [], []
         committer = Committer(write, lambda _done: None)
-        committer.hold(trainer)
-    committer.close()
+        committer.hold(of)
+        for _ in range(repeat):
+            started = time.perf_counter()
+            committer.commit(1, of, 0.0)
+            handed = time.perf_counter()
+            committer.close()  # waits for the worker: what it does while training goes on
+            on_thread.append(handed - started)
+            off_thread.append(time.perf_counter() - handed)
+            committer = Committer(write, lambda _done: None)
+            committer.hold(of)
+        committer.close()
+        return on_thread, off_thread
+
+    on_thread, off_thread = commits(trainer)
+    # the same state as a sealed job's (docs/sealing.md): the worker seals it before it hashes and writes
+    sealed_spec = spec.model_copy(update={"dataset": spec.dataset.model_copy(update={"sealed": True, "size_bytes": sealed_size(len(data))})})
+    sealed = Trainer(sealed_spec, load_dataset(sealed_spec, data, data_key=new_data_key()))
+    sealed.load(trainer.checkpoint())
+    sealed_off = commits(sealed)[1]
+    del sealed
     step = statistics.median(_timed(lambda: trainer.run(1)) for _ in range(2 if size == "100M" else 5))
     params = dict(trainer.params)
     if update_norm(before, params) != _norm_float64_copies(before, params):
@@ -216,6 +229,7 @@ def per_checkpoint(model: str, size: str, numerics: str, repeat: int, workdir: P
         "old_s": statistics.median(_timed(old) for _ in range(repeat)),
         "on_thread_s": statistics.median(on_thread),
         "off_thread_s": statistics.median(off_thread),
+        "sealed_off_thread_s": statistics.median(sealed_off),
         "step_s": step,
         "bytes": len(trainer.to_bytes()),
         "params": spec.param_count(),
@@ -250,6 +264,7 @@ def main() -> None:
         "norm now s",
         "now: training thread s",
         "now: worker s",
+        "sealed job: worker s",
         "before / segment",
         "with the float64-copy norm / segment",
         "now / segment",
@@ -301,6 +316,7 @@ def main() -> None:
                 f"{per['norm_s']:.3f}",
                 f"{per['on_thread_s']:.3f}",
                 f"{per['off_thread_s']:.3f}",
+                f"{per['sealed_off_thread_s']:.3f}",
                 f"{per['old_s'] / segment:.2%}",
                 f"{(per['on_thread_s'] - per['norm_s'] + per['norm_copies_s']) / segment:.2%}",
                 f"{per['on_thread_s'] / segment:.2%}",

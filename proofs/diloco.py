@@ -64,10 +64,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from safetensors.numpy import save as save_safetensors
 
 from core.probe import Bytes32
+from core.storage.unixfs import file_cid
 from proofs.checkpoint import Checkpoint, encode_checkpoint, hash_state
-from proofs.data import Dataset
+from proofs.data import Dataset, load_dataset
 from proofs.errors import ProofError
 from proofs.keccak import keccak
 from proofs.seeds import derive_seed
@@ -85,6 +87,10 @@ __all__ = [
     "shard_indices",
     "party_dataset",
     "inner_spec",
+    "PartyJob",
+    "pack_shard",
+    "pack_weights",
+    "party_job",
     "train_party",
     "pseudo_gradient",
     "compress",
@@ -184,7 +190,8 @@ def inner_spec(spec: JobSpec, cfg: MultipartyConfig, round_: int, party: int) ->
     ``seed = derive_seed(seed, "diloco-inner", round * M + party)`` (its data order within the
     shard), one checkpoint interval that divides ``H`` (the spec's, else ``H``) and no held-out
     evaluation. Its optimizer starts from zero slots, its schedule runs over the ``H`` steps.
-    (On chain its ``dataset`` and ``init`` name the shard's and the global model's CIDs: not built.)"""
+    Its ``dataset`` and ``init`` are still the job's: :func:`party_job` names the shard's and the
+    global model's files instead."""
     raw = spec.to_json_dict()
     k = spec.checkpoint_interval if cfg.inner_steps % spec.checkpoint_interval == 0 else cfg.inner_steps
     raw.update(steps=cfg.inner_steps, seed=derive_seed(spec.seed, "diloco-inner", round_ * cfg.parties + party), checkpoint_interval=k)
@@ -192,18 +199,66 @@ def inner_spec(spec: JobSpec, cfg: MultipartyConfig, round_: int, party: int) ->
     return load_spec(raw)
 
 
+def pack_shard(spec: JobSpec, shard: Dataset) -> bytes:
+    """A shard (:func:`party_dataset`) as a dataset file that :func:`proofs.data.load_dataset` reads
+    back to the same tensors: safetensors (``safetensors.numpy.save``, pinned, so the same shard
+    gives the same bytes and CID on every machine) of ``x``: the tokens as uint16 (int32 past a
+    vocabulary of 65,536), or the features as uint8 when every value is exactly ``k / 255`` (images:
+    what they were loaded from) and float32 otherwise; and ``y``: the labels, int64."""
+    if shard.targets is None:
+        vocab = spec.model.vocab_size  # type: ignore[union-attr]
+        return save_safetensors({"x": shard.inputs.numpy().astype(np.uint16 if vocab <= 1 << 16 else np.int32)})
+    x = shard.inputs.numpy()
+    pixels = np.rint(x * _F(255))
+    if np.all((pixels >= 0) & (pixels <= 255)) and np.array_equal(pixels.astype(np.uint8).astype(_F) / _F(255), x):
+        x = pixels.astype(np.uint8)
+    return save_safetensors({"x": np.ascontiguousarray(x), "y": shard.targets.numpy().astype(np.int64)})
+
+
+def pack_weights(params: Mapping[str, torch.Tensor]) -> bytes:
+    """Model parameters by module name as the pretrained-weights file a spec's ``init`` names
+    (safetensors, float32: what ``veritrain model export`` writes as ``weights.safetensors``)."""
+    return save_safetensors({name: np.ascontiguousarray(_np(t)) for name, t in params.items()})
+
+
+@dataclass(frozen=True)
+class PartyJob:
+    """Party ``party``'s inner work of a round as an ordinary job: ``spec`` (:func:`inner_spec`, its
+    ``dataset`` the ``shard`` file and its ``init`` the global model's parameters, ``init``, each by
+    CID), so its trace is committed, replayed, probed and disputed as any job's."""
+
+    spec: JobSpec
+    shard: bytes
+    init: bytes
+
+    def dataset(self) -> Dataset:
+        """The job's training inputs, loaded as every role loads a job's (:func:`proofs.data.load_dataset`)."""
+        return load_dataset(self.spec, self.shard, self.init)
+
+
+def party_job(spec: JobSpec, dataset: Dataset, cfg: MultipartyConfig, state: OuterState, party: int) -> PartyJob:
+    """The job ``party`` trains in round ``state.round``, from the global model ``state``: every party,
+    verifier and referee derives the same spec and files (hence CIDs) from the job's spec and dataset."""
+    if spec.dataset.sealed:
+        raise ProofError("a multi-party job over a sealed dataset is not built (docs/multiparty.md)")
+    shard = pack_shard(spec, party_dataset(spec, dataset, state.round, party, cfg.parties))
+    init = pack_weights(state.params)
+    raw = inner_spec(spec, cfg, state.round, party).to_json_dict()
+    raw["dataset"] = {"cid": file_cid(shard), "format": "safetensors", "size_bytes": len(shard), "inputs": "x", "targets": None if dataset.targets is None else "y"}
+    raw["init"] = {"cid": file_cid(init), "size_bytes": len(init)}
+    return PartyJob(load_spec(raw), shard, init)
+
+
 def train_party(
     spec: JobSpec, dataset: Dataset, cfg: MultipartyConfig, state: OuterState, party: int, rt: object | None = None
 ) -> tuple[dict[str, torch.Tensor], list[float]]:
-    """Run party ``party``'s ``H`` inner steps of round ``state.round`` from the global model: its
-    parameters after them (copies) and its step losses. ``rt``: a :class:`proofs.train.Runtime`."""
+    """Run party ``party``'s ``H`` inner steps of round ``state.round`` from the global model (its
+    :func:`party_job`): its parameters after them (copies) and its step losses. ``rt``: a
+    :class:`proofs.train.Runtime`."""
     from proofs.train import Runtime, Trainer  # the training stack, only where training happens
 
-    shard = party_dataset(spec, dataset, state.round, party, cfg.parties)
-    trainer = Trainer(inner_spec(spec, cfg, state.round, party), shard, rt if isinstance(rt, Runtime) else Runtime())
-    with torch.no_grad():
-        for name, p in trainer.params.items():
-            p.copy_(state.params[name])
+    job = party_job(spec, dataset, cfg, state, party)
+    trainer = Trainer(job.spec, job.dataset(), rt if isinstance(rt, Runtime) else Runtime())
     losses = trainer.run(cfg.inner_steps)
     return {n: p.detach().clone() for n, p in trainer.params.items()}, losses
 

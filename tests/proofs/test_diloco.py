@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors.torch import save as save_safetensors
 
+from core.storage import file_cid
 from proofs.checkpoint import decode_checkpoint
 from proofs.data import BatchOrder, Dataset, load_dataset
 from proofs.datasets import spirals, text_tokens
@@ -36,14 +37,17 @@ from proofs.diloco import (
     encode_contribution,
     inner_spec,
     party_dataset,
+    party_job,
     pseudo_gradient,
     shard_indices,
     shard_of,
     train_party,
 )
 from proofs.errors import ProofError
-from proofs.train import Trainer
-from tests.proofs.conftest import CHILD_LIVENESS_S, make_spec
+from proofs.pack import pack_images
+from proofs.replay import check_start
+from proofs.train import Trainer, train_trace
+from tests.proofs.conftest import CHILD_LIVENESS_S, make_spec, replay_committed
 
 CHILD = Path(__file__).with_name("diloco_child.py")
 ROOT = Path(__file__).resolve().parents[2]  # the child imports this checkout's engine
@@ -405,3 +409,55 @@ def test_dataset_of_a_party_keeps_no_held_out_split() -> None:
         party_dataset(spec, ds, 0, 0, 4)
     shard = party_dataset(spec, Dataset(inputs=torch.arange(200.0).reshape(100, 2), targets=torch.zeros(100, dtype=torch.int64)), 2, 1, 4)
     assert shard.held_out is None and shard.inputs.shape == (25, 2)
+
+
+# ----------------------------------------------------------------------------- a party's work as an ordinary job
+
+
+def _images() -> bytes:
+    rng = np.random.Generator(np.random.PCG64(3))
+    return pack_images(rng.integers(0, 256, (96, 1, 16, 16), dtype=np.uint8), rng.integers(0, 4, 96))
+
+
+@pytest.mark.parametrize(("kind", "data", "dtype"), [("mlp", spirals(1, per_class=64), "F32"), ("cnn", _images(), "U8"), ("gpt", text_tokens(), "U16")])
+def test_a_party_job_names_its_shard_and_the_global_model_and_loads_them_back_exactly(kind: str, data: bytes, dtype: str) -> None:
+    spec = make_spec(kind, data)
+    dataset = load_dataset(spec, data)
+    cfg = MultipartyConfig(parties=3, rounds=2, inner_steps=8)
+    state = OuterState(1, OuterState.start(Trainer(spec, dataset).params).params, _zeros_like(Trainer(spec, dataset).params))
+    job = party_job(spec, dataset, cfg, state, 2)
+    assert job.spec.dataset.cid == file_cid(job.shard) and job.spec.dataset.size_bytes == len(job.shard)
+    assert job.spec.init is not None and job.spec.init.cid == file_cid(job.init)
+    assert json.loads(job.shard[8 : 8 + struct.unpack("<Q", job.shard[:8])[0]])["x"]["dtype"] == dtype  # compact: what the data was
+    loaded, shard = job.dataset(), party_dataset(spec, dataset, 1, 2, 3)
+    assert torch.equal(loaded.inputs.to(shard.inputs.dtype), shard.inputs)
+    assert (loaded.targets is None) == (shard.targets is None) and (shard.targets is None or torch.equal(loaded.targets, shard.targets))
+    again = party_job(spec, dataset, cfg, state, 2)
+    assert (again.spec, again.shard, again.init) == (job.spec, job.shard, job.init)  # every party, verifier and referee derives the same job
+    assert party_job(spec, dataset, cfg, state, 0).spec.dataset.cid != job.spec.dataset.cid
+
+
+def _zeros_like(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {n: torch.zeros(p.shape) for n, p in params.items()}
+
+
+def test_a_party_trace_is_an_ordinary_trace_that_starts_from_the_global_model() -> None:
+    data = spirals(1, per_class=64)
+    spec = make_spec("mlp", data, optimizer={"kind": "adamw", "lr": 0.01})
+    dataset = load_dataset(spec, data)
+    cfg = MultipartyConfig(parties=2, rounds=2, inner_steps=8)
+    start = OuterState.start(Trainer(spec, dataset).params)
+    moved, _ = train_party(spec, dataset, cfg, start, 0)
+    state = OuterState(1, moved, _zeros_like(moved))  # round 1's global model is not the seeded initialization
+    job = party_job(spec, dataset, cfg, state, 1)
+    trace = train_trace(job.spec, job.dataset())
+    first = decode_checkpoint(trace.checkpoints[0]).params()
+    assert all(torch.equal(first[n], state.params[n]) for n in first)
+    assert check_start(job.spec, job.dataset(), trace.state_hashes[0]).passed
+    for seg in range(job.spec.segments):
+        assert replay_committed(job.spec, job.dataset(), trace, seg).passed
+    after, _ = train_party(spec, dataset, cfg, state, 1)
+    last = decode_checkpoint(trace.checkpoints[-1]).params()
+    assert all(torch.equal(last[n], after[n]) for n in last)  # the contribution is a function of the committed trace
+    elsewhere = party_job(spec, dataset, cfg, start, 1)  # the same party's job from round 0's model
+    assert not check_start(job.spec, job.dataset(), train_trace(elsewhere.spec, elsewhere.dataset()).state_hashes[0]).passed
