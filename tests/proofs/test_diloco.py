@@ -9,6 +9,7 @@ import os
 import struct
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -431,13 +432,16 @@ def test_a_party_job_names_its_shard_and_the_global_model_and_loads_them_back_ex
     assert json.loads(job.shard[8 : 8 + struct.unpack("<Q", job.shard[:8])[0]])["x"]["dtype"] == dtype  # compact: what the data was
     loaded, shard = job.dataset(), party_dataset(spec, dataset, 1, 2, 3)
     assert torch.equal(loaded.inputs.to(shard.inputs.dtype), shard.inputs)
-    assert (loaded.targets is None) == (shard.targets is None) and (shard.targets is None or torch.equal(loaded.targets, shard.targets))
+    if shard.targets is None:
+        assert loaded.targets is None
+    else:
+        assert loaded.targets is not None and torch.equal(loaded.targets, shard.targets)
     again = party_job(spec, dataset, cfg, state, 2)
     assert (again.spec, again.shard, again.init) == (job.spec, job.shard, job.init)  # every party, verifier and referee derives the same job
     assert party_job(spec, dataset, cfg, state, 0).spec.dataset.cid != job.spec.dataset.cid
 
 
-def _zeros_like(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _zeros_like(params: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {n: torch.zeros(p.shape) for n, p in params.items()}
 
 
