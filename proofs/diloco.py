@@ -244,7 +244,13 @@ def party_job(spec: JobSpec, dataset: Dataset, cfg: MultipartyConfig, state: Out
     shard = pack_shard(spec, party_dataset(spec, dataset, state.round, party, cfg.parties))
     init = pack_weights(state.params)
     raw = inner_spec(spec, cfg, state.round, party).to_json_dict()
-    raw["dataset"] = {"cid": file_cid(shard), "format": "safetensors", "size_bytes": len(shard), "inputs": "x", "targets": None if dataset.targets is None else "y"}
+    raw["dataset"] = {
+        "cid": file_cid(shard),
+        "format": "safetensors",
+        "size_bytes": len(shard),
+        "inputs": "x",
+        "targets": None if dataset.targets is None else "y",
+    }
     raw["init"] = {"cid": file_cid(init), "size_bytes": len(init)}
     return PartyJob(load_spec(raw), shard, init)
 
