@@ -84,6 +84,11 @@ class RoleDb:
     def forget_data_key(self, job_id: int) -> None:
         self.db.execute("DELETE FROM data_keys WHERE job_id = ?", (job_id,))
 
+    def keyed_final(self) -> set[int]:
+        """The final jobs whose data key we still keep: each role forgets them whatever else it holds of
+        them (a referee's key, a solver's that asked and did not claim, a whistleblower's unaudited)."""
+        return {r[0] for r in self.db.query("SELECT d.job_id FROM data_keys d JOIN final_jobs f ON f.job_id = d.job_id")}
+
     def once_secret(self, table: str, column: str) -> bytes:
         """A secret of 32 random bytes made on first use in the one-row ``table`` (``id = 1``), the same
         after every restart. ``table`` and ``column`` are the role's own schema names, never input."""

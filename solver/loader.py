@@ -180,7 +180,7 @@ class SolverLoader:
             min_stake=self._min_stake,
             open_jobs=tuple(open_jobs),
             held_jobs=tuple(held),
-            forgettable=tuple(sorted(j for j in records if j not in held_ids and j not in unclaimed)),
+            forgettable=tuple(sorted({j for j in records if j not in held_ids and j not in unclaimed} | {JobId(j) for j in self.db.keyed_final()})),
             game_params=self._game_params,
             claims_made=len(claimed),
             advertised=self._advertised_now(),

@@ -192,7 +192,7 @@ class SolverView:
     min_stake: TokenAmount
     open_jobs: tuple[OpenJob, ...]
     held_jobs: tuple[HeldJob, ...]
-    forgettable: tuple[JobId, ...]  # jobs in the local records that are final or no longer ours
+    forgettable: tuple[JobId, ...]  # jobs in the local records that are final or no longer ours; final jobs whose data key we keep
     game_params: GameParams | None = None  # the dispute game's (immutable) parameters
     claims_made: int = 0  # jobs this solver ever claimed (its records)
     advertised: Capabilities | None = None  # our advert on chain (advertised_at 0: none yet)

@@ -181,7 +181,7 @@ class VerifierLoader:
             min_stake=self._min_stake,
             assignments=tuple(ours.assignments),
             jobs=jobs,
-            forgettable=tuple(sorted(j for j in records if j not in ours.jobs)),
+            forgettable=tuple(sorted({j for j in records if j not in ours.jobs} | {JobId(j) for j in self.db.keyed_final()})),
             openings=tuple(ours.openings),
             games=self._games(rate),
             game_params=self._game_params,

@@ -165,7 +165,7 @@ class VerifierView:
     min_stake: TokenAmount
     assignments: tuple[Assignment, ...]
     jobs: tuple[MarketJob, ...]  # every non-final job (for the duties)
-    forgettable: tuple[JobId, ...]  # jobs in the local records that are final
+    forgettable: tuple[JobId, ...]  # jobs in the local records that are final; final jobs whose data key we keep (a referee's)
     openings: tuple[PendingOpen, ...] = ()
     games: tuple[LiveGame, ...] = ()
     game_params: GameParams | None = None

@@ -128,7 +128,7 @@ class WhistleblowerLoader:
             ),
             games=tuple(OwnGame(gid, game, self._unwrapped(gid, game)) for gid, game in self.games.live() if game.challenger == self.me),
             game_params=self._game_params,
-            forgettable=tuple(sorted(JobId(j) for j in (self.db.audited_jobs() | self.db.keyed_jobs()) & final)),
+            forgettable=tuple(sorted(JobId(j) for j in (self.db.audited_jobs() & final) | self.db.keyed_final())),
             data_challenges=tuple(data_challenges),
             demands=tuple(demands),
             registered_key=registered,

@@ -268,7 +268,7 @@ class WhistleblowerView:
     expected_per_audit: TokenAmount = TokenAmount(0)  # p_f s J at this block
     games: tuple[OwnGame, ...] = ()
     game_params: GameParams | None = None
-    forgettable: tuple[JobId, ...] = ()  # audited jobs that are final
+    forgettable: tuple[JobId, ...] = ()  # audited jobs that are final; final jobs whose data key we keep
     data_challenges: tuple[tuple[JobId, int], ...] = ()  # (job, answer deadline): our availability challenges not answered
     credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
     demands: tuple[OpenDemand, ...] = ()  # our open demands for sealed jobs' keys

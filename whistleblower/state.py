@@ -109,10 +109,6 @@ class WhistleblowerDb(RoleDb):
     def audited_jobs(self) -> set[int]:
         return {r[0] for r in self.db.query("SELECT DISTINCT job_id FROM audits")}
 
-    def keyed_jobs(self) -> set[int]:
-        """The sealed jobs whose data key we keep (``rolebase.keyring``): forgotten once final, audited or not."""
-        return {r[0] for r in self.db.query("SELECT job_id FROM data_keys")}
-
     def forget(self, job_id: JobId) -> None:
         """Drop a final job's audits (its challenges stay: ``status`` sums them)."""
         self.db.execute("DELETE FROM audits WHERE job_id = ?", (job_id,))

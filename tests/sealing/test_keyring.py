@@ -4,11 +4,15 @@ given; tests/chain/test_sealed_jobs.py reads them from anvil)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from core.chain import Address, BlockNumber
 from core.contracts import JobId, PublishedWrap, Sealing, SealingStatus, TokenAmount
 from core.sealing import EncryptionKey, key_hash, new_data_key, wrap
 from rolebase.keyring import data_key, open_wraps
+from solver.state import SolverDb
+from verifier.state import VerifierDb
+from whistleblower.state import WhistleblowerDb
 
 JOB = JobId(7)
 ME = "0x" + "11" * 20
@@ -88,3 +92,16 @@ def test_a_revealed_key_is_taken_only_if_it_is_the_committed_one() -> None:
     chain.revealed = committed
     assert data_key(chain, records, JOB, ME, mine, 0) == committed, "no wrap needed once the key is public"
     assert records.kept == {JOB: committed}
+
+
+def test_every_role_forgets_a_final_jobs_data_key_whatever_else_it_holds_of_it(tmp_path: Path) -> None:
+    """A referee's kept key, or a solver's that asked and did not claim, is in no other record of its
+    role: each role's records name it for forgetting once the job is final (``RoleDb.keyed_final``),
+    and the upkeep's forget drops it."""
+    for db in (VerifierDb(tmp_path / "verifier.sqlite"), SolverDb(tmp_path / "solver.sqlite"), WhistleblowerDb(tmp_path / "whistleblower.sqlite")):
+        db.keep_data_key(7, new_data_key())
+        db.keep_data_key(8, new_data_key())
+        db.mark_final([8, 9])
+        assert db.keyed_final() == {8}  # 7 is live, 9 was never keyed
+        db.forget_data_key(8)
+        assert db.keyed_final() == set() and db.data_key(7) is not None
