@@ -68,10 +68,11 @@ from safetensors.numpy import save as save_safetensors
 
 from core.probe import Bytes32
 from core.storage.unixfs import file_cid
-from proofs.checkpoint import Checkpoint, encode_checkpoint, hash_state
+from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, hash_state
 from proofs.data import Dataset, load_dataset
 from proofs.errors import ProofError
 from proofs.keccak import keccak
+from proofs.merkle import hex32
 from proofs.seeds import derive_seed
 from proofs.spec import JobSpec, Limits, load_spec
 
@@ -98,6 +99,8 @@ __all__ = [
     "encode_contribution",
     "decode_contribution",
     "contribution_hash",
+    "contribution_of",
+    "check_contribution",
     "admissible",
     "aggregate",
     "check_aggregate",
@@ -491,6 +494,34 @@ def decode_contribution(data: bytes | bytearray | memoryview, *, max_bytes: int 
 def contribution_hash(data: bytes | bytearray | memoryview) -> Bytes32:
     """keccak256 of a contribution's bytes."""
     return Bytes32(keccak(data))
+
+
+def contribution_of(
+    state: OuterState, final: bytes, cfg: MultipartyConfig, residual: Mapping[str, torch.Tensor] | None = None
+) -> tuple[bytes, dict[str, torch.Tensor] | None]:
+    """The contribution a party's committed trace gives, and the residual it carries on: the
+    pseudo-gradient from ``state``'s parameters to the trace's final checkpoint ``final`` (its bytes,
+    checked against the trace's last leaf by the caller), compressed as ``cfg`` says, with the party's
+    previous ``residual`` (top-k with error feedback). A function of committed things alone, so a
+    verifier recomputes it without training (docs/multiparty.md, "Contribution")."""
+    params = decode_checkpoint(final).params()
+    c, carried = compress(pseudo_gradient(state.params, params), cfg.block_size, keep=cfg.keep, residual=residual)
+    return encode_contribution(c), carried
+
+
+def check_contribution(
+    state: OuterState, final: bytes, contribution: bytes, cfg: MultipartyConfig, residual: Mapping[str, torch.Tensor] | None = None
+) -> str | None:
+    """What is wrong with a party's committed ``contribution`` against its trace's final checkpoint
+    (:func:`contribution_of`): None when it is exactly those bytes. Another party's contribution,
+    a changed value or scale, or one from a final state that does not fit the global model fails."""
+    try:
+        expected, _ = contribution_of(state, final, cfg, residual)
+    except ProofError as exc:
+        return f"no contribution follows from the trace's final checkpoint: {exc}"
+    if contribution_hash(contribution) != contribution_hash(expected):
+        return f"the contribution hashes to {hex32(contribution_hash(contribution))}; the trace's final checkpoint gives {hex32(contribution_hash(expected))}"
+    return None
 
 
 # ----------------------------------------------------------------------------- the outer step

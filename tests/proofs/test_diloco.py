@@ -31,8 +31,10 @@ from proofs.diloco import (
     OuterState,
     aggregate,
     check_aggregate,
+    check_contribution,
     compress,
     contribution_hash,
+    contribution_of,
     decode_contribution,
     decompress,
     encode_contribution,
@@ -465,3 +467,29 @@ def test_a_party_trace_is_an_ordinary_trace_that_starts_from_the_global_model() 
     assert all(torch.equal(last[n], after[n]) for n in last)  # the contribution is a function of the committed trace
     elsewhere = party_job(spec, dataset, cfg, start, 1)  # the same party's job from round 0's model
     assert not check_start(job.spec, job.dataset(), train_trace(elsewhere.spec, elsewhere.dataset()).state_hashes[0]).passed
+
+
+@pytest.mark.parametrize("keep", [None, 0.25])
+def test_a_contribution_is_checked_against_its_party_trace_without_training(keep: float | None) -> None:
+    data = spirals(1, per_class=64)
+    spec = make_spec("mlp", data, optimizer={"kind": "adamw", "lr": 0.01})
+    dataset = load_dataset(spec, data)
+    cfg = MultipartyConfig(parties=2, rounds=2, inner_steps=8, block_size=32, keep=keep)
+    state = OuterState.start(Trainer(spec, dataset).params)
+    finals = {}
+    for party in (0, 1):
+        job = party_job(spec, dataset, cfg, state, party)
+        finals[party] = train_trace(job.spec, job.dataset()).checkpoints[-1]
+    residual = None if keep is None else _zeros_like(state.params)
+    own, carried = contribution_of(state, finals[1], cfg, residual)
+    after, _ = train_party(spec, dataset, cfg, state, 1)
+    expected, carried_too = compress(pseudo_gradient(state.params, after), cfg.block_size, keep=keep, residual=residual)
+    assert own == encode_contribution(expected)  # what the party would have committed
+    assert (carried is None) == (keep is None) and (carried is None or all(torch.equal(carried[n], carried_too[n]) for n in carried))  # type: ignore[index]
+    assert check_contribution(state, finals[1], own, cfg, residual) is None
+    copied = contribution_of(state, finals[0], cfg, residual)[0]
+    assert "hashes to" in (check_contribution(state, finals[1], copied, cfg, residual) or "")  # another party's, copied
+    denser = contribution_of(state, finals[1], MultipartyConfig(parties=2, rounds=2, inner_steps=8, block_size=64, keep=keep), residual)[0]
+    assert check_contribution(state, finals[1], denser, cfg, residual) is not None  # other compression settings
+    other = OuterState.start(_zeros_like(state.params) | {"net.0.weight": torch.zeros(1)})
+    assert "follows from" in (check_contribution(other, finals[1], own, cfg, residual) or "")  # a final state that does not fit
