@@ -172,3 +172,7 @@ def test_a_cheating_solver_of_a_sealed_job_is_caught_by_referees_that_read_it_an
         assert referee in seated
         key = EncryptionKey.load(market.root / f"referee{i}" / "encryption-keys" / "verifier")
         assert open_wraps(protocol.sealed_jobs.wraps_to(caught.job_id, referee, protocol.book.deploy_block), key, committed) is not None
+    # the game's states (the bisection's midpoints, the agreed state) were stored sealed, as the checkpoints
+    stored = [path for path in market.store_dir.rglob("*") if path.is_file()]
+    assert stored
+    assert not [path for path in stored if FORMAT.encode() in path.read_bytes()], "a state of the sealed job is stored in the clear"
