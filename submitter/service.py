@@ -207,9 +207,10 @@ def commitment(protocol: Protocol, job_id: JobId, job: Job) -> TraceCommitment |
     return ours[-1] if ours else None
 
 
-def final_model(protocol: Protocol, store: ContentStore, job_id: int, keys: DataKeys | None) -> tuple[Cid, bytes]:
+def final_model(protocol: Protocol, store: ContentStore, job_id: int, spec: JobSpec, keys: DataKeys | None) -> tuple[Cid, bytes]:
     """A finalized job's committed model CID and its final checkpoint's bytes, verified against the
-    CID; a sealed job's opened with the data key kept in ``keys`` (the buyer's: docs/sealing.md).
+    CID; a sealed job's (``spec``: the job's, :func:`fetch_spec`) opened with the data key kept in
+    ``keys`` (the buyer's: docs/sealing.md).
     :class:`SubmitError` before it is final; :class:`SealingError` (exit 6) for a sealed job without
     its key here or a model that does not open."""
     job = get_job(protocol, job_id)
@@ -219,7 +220,6 @@ def final_model(protocol: Protocol, store: ContentStore, job_id: int, keys: Data
     if done is None:
         raise SubmitError(f"job {job_id} has no trace commitment on chain")
     data = store.get(done.final_model_cid, Limits.CHECKPOINT_BYTES)  # verified against the CID by the store
-    spec = load_spec(fetch_spec(protocol, store, job_id))
     if spec.dataset.sealed:
         if keys is None:
             raise SealingError(f"job {job_id} is sealed: its model opens only with the data key its buyer kept")
@@ -234,7 +234,7 @@ def fetch_model(protocol: Protocol, store: ContentStore, job_id: int, out: Path,
         raise SubmitError(f"--out {out} is a directory; give a file path")
     if not out.parent.exists():
         raise SubmitError(f"--out {out}: directory {out.parent} does not exist")
-    cid, data = final_model(protocol, store, job_id, keys)
+    cid, data = final_model(protocol, store, job_id, load_spec(fetch_spec(protocol, store, job_id)), keys)
     tmp = out.with_name(out.name + ".part")
     with open(tmp, "wb") as fh:
         fh.write(data)

@@ -75,7 +75,7 @@ def export(
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir, discover=AnnouncedGateways(lambda: protocol), peer_ca=peer_ca)
     spec_bytes = service.fetch_spec(protocol, store, job)
     spec = load_spec(spec_bytes)
-    _, checkpoint = service.final_model(protocol, store, job, DataKeys.of(settings.data_dir))
+    _, checkpoint = service.final_model(protocol, store, job, spec, DataKeys.of(settings.data_dir))
     architecture = export_model(spec_bytes, spec, checkpoint, out)
     if json_out:
         print(json.dumps({"out": str(out), **architecture}))
