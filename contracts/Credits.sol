@@ -31,7 +31,7 @@ abstract contract Credits is ICredits, ReentrancyGuardTransient {
 
     /// @inheritdoc ICredits
     function totalCredit() external view returns (uint256) {
-        return _total - 1;
+        return _totalCredit();
     }
 
     /// @inheritdoc ICredits
@@ -52,6 +52,11 @@ abstract contract Credits is ICredits, ReentrancyGuardTransient {
         _owed[to] = (owed == 0 ? 1 : owed) + amount;
         _total += amount;
         emit Credited(to, amount);
+    }
+
+    /// The sum of every account's credit.
+    function _totalCredit() internal view returns (uint256) {
+        return _total - 1;
     }
 
     /// The token the credits are paid in.

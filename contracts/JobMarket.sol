@@ -317,15 +317,28 @@ contract JobMarket is IJobMarket, ReentrancyGuardTransient {
 
     /// @inheritdoc IJobMarket
     function claim(uint256 jobId) external {
+        _claim(jobId, msg.sender);
+    }
+
+    /// @inheritdoc IJobMarket
+    function claimFor(uint256 jobId, address solver) external {
+        // INVARIANT: only a protocol contract that posted the job hands it to a solver, in the solver's
+        // own transaction to that contract (its consent to the bond).
+        _onlyProtocol();
+        if (msg.sender != _job(jobId).submitter) revert NotAuthorized(msg.sender);
+        _claim(jobId, solver);
+    }
+
+    function _claim(uint256 jobId, address solver) private {
         Job storage job = _jobIn(jobId, JobState.Open);
         if (block.timestamp > job.deadline) revert DeadlinePassed(jobId, job.deadline);
         uint256 bond = solverBond(job.reward);
         uint32 deadline = _after(job.commitWindow);
         job.state = JobState.Claimed;
         job.deadline = deadline;
-        job.solver = msg.sender;
-        emit JobClaimed(jobId, msg.sender, bond, deadline);
-        stakeManager.lock(msg.sender, Role.Solver, bond);
+        job.solver = solver;
+        emit JobClaimed(jobId, solver, bond, deadline);
+        stakeManager.lock(solver, Role.Solver, bond);
     }
 
     /// @inheritdoc IJobMarket

@@ -1,4 +1,4 @@
-"""Typed wrappers over the deployed VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt, KeyRegistry and SealedJobs.
+"""Typed wrappers over the deployed VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt, KeyRegistry, SealedJobs and DilocoJobs.
 
 Each wrapper method is one line over the compiled ABI (read from
 build/contracts): argument encoding, return decoding, revert decoding and
@@ -72,6 +72,13 @@ __all__ = [
     "CaseStatus",
     "CourtParams",
     "court_commitment",
+    "DilocoJobs",
+    "DilocoParams",
+    "JobTerms",
+    "MultipartyJob",
+    "MultipartyPhase",
+    "MultipartyContribution",
+    "MultipartyAggregate",
     "lacking_bitmap",
     "lacking_items",
     "reports_draw",
@@ -205,7 +212,20 @@ class SettleReason(IntEnum):
     """A report game's defender conceded a forced error (``concedeForced``); the challenger won."""
 
 
+class MultipartyPhase(IntEnum):
+    """Where a multi-party job's current round stands (IDilocoJobs.sol ``Phase``; docs/multiparty.md)."""
+
+    NONE = 0
+    WORKING = 1
+    DRAWING = 2
+    AGGREGATING = 3
+    PROPOSED = 4
+    CONTESTED = 5
+    FINISHED = 6
+
+
 _ENUMS: Mapping[str, type[IntEnum]] = {
+    "Phase": MultipartyPhase,
     "Role": Role,
     "Device": Device,
     "JobState": JobState,
@@ -460,6 +480,100 @@ class CourtParams:
     def deposit(self, items: int) -> TokenAmount:
         """What a case naming ``items`` items escrows (``depositFor``)."""
         return TokenAmount(self.committee_size * self.referee_fee + items * self.item_fee)
+
+
+@dataclass(frozen=True)
+class DilocoParams:
+    """DilocoJobs' immutable deployment parameters (amounts in base units, times in seconds)."""
+
+    aggregator_bond: TokenAmount
+    referee_bond: TokenAmount
+    referee_fee: TokenAmount
+    challenge_deposit: TokenAmount
+    aggregate_window: int
+    challenge_window: int
+    vote_window: int
+    reveal_window: int
+    committee_size: int
+    max_parties: int
+
+
+@dataclass(frozen=True)
+class JobTerms:
+    """What a submitter posts for a multi-party job (``DilocoJobs.post``): its document, G_0's hash and
+    CID, its shape, windows (seconds) and pay (base units)."""
+
+    spec_cid: bytes
+    global_hash: bytes
+    global_cid: bytes
+    parties: int
+    min_parties: int
+    rounds: int
+    work_window: int
+    verify_window: int
+    inner_reward: int
+    inner_fee: int
+    contribution_reward: int
+    aggregator_fee: int
+    slot_bond: int
+
+    def as_tuple(self) -> tuple[Any, ...]:
+        """The ABI tuple, in the struct's field order."""
+        return dataclasses.astuple(self)
+
+
+@dataclass(frozen=True)
+class MultipartyJob:
+    """DilocoJobs' stored job: ``round`` is the current round, ``global_hash``/``global_cid`` its global
+    model, ``deadline`` the current phase's (0 when it has none), ``funds`` the escrow left."""
+
+    submitter: Address
+    parties: int
+    min_parties: int
+    rounds: int
+    round: int
+    phase: MultipartyPhase
+    deadline: int
+    anchor_block: int
+    work_window: int
+    verify_window: int
+    inner_reward: TokenAmount
+    inner_fee: TokenAmount
+    contribution_reward: TokenAmount
+    aggregator_fee: TokenAmount
+    slot_bond: TokenAmount
+    spec_cid: Bytes32
+    global_hash: Bytes32
+    global_cid: Bytes32
+    funds: TokenAmount
+
+
+@dataclass(frozen=True)
+class MultipartyContribution:
+    """A party's round: its inner job on the JobMarket (0: not begun) and its contribution's CID and
+    keccak256 (zero: none committed)."""
+
+    inner_job_id: int
+    cid: Bytes32
+    content_hash: Bytes32
+
+
+@dataclass(frozen=True)
+class MultipartyAggregate:
+    """The current round's aggregate: bit p of ``included`` / ``wrong`` is slot p; ``state_hash`` zero
+    with an aggregator that committed: the round is void."""
+
+    aggregator: Address
+    last_failed: Address
+    state_hash: Bytes32
+    state_cid: Bytes32
+    included: int
+    wrong: int
+    challenger: Address
+    commits: int
+    votes_right: int
+    votes_wrong: int
+    case_id: int
 
 
 def lacking_bitmap(checkpoint_count: int, items: Iterable[int]) -> bytes:
@@ -873,6 +987,10 @@ class JobMarket(_Wrapper):
 
     def claim(self, job_id: JobId) -> Receipt:
         return self._send("claim", job_id)
+
+    def claim_for(self, job_id: JobId, solver: str) -> Receipt:
+        """A protocol contract's own job claimed for ``solver`` (only DilocoJobs sends it, from a party's ``begin``)."""
+        return self._send("claimFor", job_id, solver)
 
     def commit(self, job_id: JobId, trace_root: bytes, checkpoint_count: int, final_model_cid: bytes, manifest_cid: bytes) -> Receipt:
         return self._send("commit", job_id, trace_root, checkpoint_count, final_model_cid, manifest_cid)
@@ -1381,8 +1499,122 @@ class SealedJobs(_Crediting):
 
 
 def court_commitment(case_id: int, served: bool, salt: bytes, member: str) -> Bytes32:
-    """keccak256(abi.encode(caseId, served, salt, member)): what ``AvailabilityCourt.revealVote`` checks."""
+    """keccak256(abi.encode(caseId, served, salt, member)): what ``AvailabilityCourt.revealVote`` checks,
+    and ``DilocoJobs.revealVote`` with ``served`` the vote that the aggregate is right."""
     return Bytes32(keccak(abi_encode(["uint256", "bool", "bytes32", "address"], [case_id, served, salt, member])))
+
+
+class DilocoJobs(_Crediting):
+    """Multi-party training jobs, DiLoCo-style (IDilocoJobs.sol has the rules, docs/multiparty.md the
+    design). Each party's round is an inner job on the JobMarket that this contract posts and claims for
+    it. Pays by credit: contribution rewards, aggregator fees, referee fees and refunds are claimed with
+    ``claim_credit``."""
+
+    ARTIFACT = "DilocoJobs"
+
+    # views
+    def token(self) -> Address:
+        return Address(self._call("token"))
+
+    def market(self) -> Address:
+        return Address(self._call("market"))
+
+    def stake_manager(self) -> Address:
+        return Address(self._call("stakeManager"))
+
+    def params(self) -> DilocoParams:
+        return self._struct(DilocoParams, "params")
+
+    def job_count(self) -> int:
+        return int(self._call("jobCount"))
+
+    def get_job(self, job_id: int) -> MultipartyJob:
+        return self._struct(MultipartyJob, "getJob", job_id)
+
+    def party_of(self, job_id: int, slot: int) -> Address:
+        """The party holding ``slot`` (the zero address: vacant)."""
+        return Address(to_checksum_address(self._call("partyOf", job_id, slot)))
+
+    def contribution_of(self, job_id: int, round_: int, slot: int) -> MultipartyContribution:
+        return self._struct(MultipartyContribution, "contributionOf", job_id, round_, slot)
+
+    def aggregate_of(self, job_id: int) -> MultipartyAggregate:
+        return self._struct(MultipartyAggregate, "aggregateOf", job_id)
+
+    def committee(self, job_id: int, case_id: int, from_block: int = 0) -> list[Address]:
+        """A challenge's members, from its ``CommitteeDrawn`` event (the contract stores no list to read: code room)."""
+        drawn = [e for e in self.events("CommitteeDrawn", from_block, jobId=job_id) if e.args["caseId"] == case_id]
+        return [Address(to_checksum_address(a)) for a in drawn[-1].args["members"]] if drawn else []
+
+    def ballot_of(self, case_id: int, member: str) -> tuple[Ballot, Bytes32]:
+        ballot, commitment = self._call("ballotOf", case_id, member)
+        return Ballot(ballot), Bytes32(bytes(commitment))
+
+    def inner_escrow(self, inner_reward: int, inner_fee: int) -> TokenAmount:
+        return TokenAmount(self._call("innerEscrow", inner_reward, inner_fee))
+
+    def escrow_for(self, terms: JobTerms) -> TokenAmount:
+        """What ``post`` takes for ``terms``."""
+        return TokenAmount(self._call("escrowFor", terms.as_tuple()))
+
+    # moves
+    def post(self, terms: JobTerms) -> tuple[int, Receipt]:
+        """Post a job, escrowing ``escrow_for(terms)`` (approve this contract first); returns its id."""
+        receipt = self._send("post", terms.as_tuple())
+        (posted,) = self.decode_events(receipt, "MultipartyJobPosted")
+        return int(posted.args["jobId"]), receipt
+
+    def join(self, job_id: int, slot: int) -> Receipt:
+        return self._send("join", job_id, slot)
+
+    def begin(self, job_id: int, slot: int, inner_spec_cid: bytes) -> tuple[JobId, Receipt]:
+        """Begin the slot's round: its inner job is posted and claimed for the caller; returns its JobMarket id."""
+        receipt = self._send("begin", job_id, slot, inner_spec_cid)
+        (begun,) = self.decode_events(receipt, "InnerJobBegun")
+        return JobId(begun.args["innerJobId"]), receipt
+
+    def contribute(self, job_id: int, slot: int, cid: bytes, content_hash: bytes) -> Receipt:
+        return self._send("contribute", job_id, slot, cid, content_hash)
+
+    def close_round(self, job_id: int) -> Receipt:
+        return self._send("closeRound", job_id)
+
+    def draw_aggregator(self, job_id: int) -> Receipt:
+        return self._send("drawAggregator", job_id)
+
+    def commit_aggregate(self, job_id: int, state_hash: bytes, state_cid: bytes, included: int, wrong: int) -> Receipt:
+        return self._send("commitAggregate", job_id, state_hash, state_cid, included, wrong)
+
+    def timeout_aggregator(self, job_id: int) -> Receipt:
+        return self._send("timeoutAggregator", job_id)
+
+    def challenge(self, job_id: int) -> tuple[int, Receipt]:
+        """Challenge the round's aggregate, depositing ``params().challenge_deposit`` (approve first); returns the case id."""
+        receipt = self._send("challenge", job_id)
+        (opened,) = self.decode_events(receipt, "AggregateChallenged")
+        return int(opened.args["caseId"]), receipt
+
+    def draw_committee(self, job_id: int) -> Receipt:
+        return self._send("drawCommittee", job_id)
+
+    def commit_vote(self, job_id: int, commitment: bytes) -> Receipt:
+        """:func:`court_commitment` (case id, the vote that the aggregate is right, salt, member) computes ``commitment``."""
+        return self._send("commitVote", job_id, commitment)
+
+    def reveal_vote(self, job_id: int, aggregate_right: bool, salt: bytes) -> Receipt:
+        return self._send("revealVote", job_id, aggregate_right, salt)
+
+    def settle_challenge(self, job_id: int) -> Receipt:
+        return self._send("settleChallenge", job_id)
+
+    def finalize_round(self, job_id: int) -> Receipt:
+        return self._send("finalizeRound", job_id)
+
+    def reclaim(self, job_id: int, round_: int, slot: int) -> Receipt:
+        return self._send("reclaim", job_id, round_, slot)
+
+    def sweep(self) -> Receipt:
+        return self._send("sweep")
 
 
 @dataclass(frozen=True)
@@ -1397,6 +1629,7 @@ class Protocol:
     court: AvailabilityCourt
     keys: KeyRegistry
     sealed_jobs: SealedJobs
+    diloco: DilocoJobs
 
     @classmethod
     def connect(cls, client: ChainClient, book: AddressBook, signer: Signer | None = None) -> Protocol:
@@ -1411,6 +1644,7 @@ class Protocol:
             court=AvailabilityCourt(client, book.address("AvailabilityCourt"), signer),
             keys=KeyRegistry(client, book.address("KeyRegistry"), signer),
             sealed_jobs=SealedJobs(client, book.address("SealedJobs"), signer),
+            diloco=DilocoJobs(client, book.address("DilocoJobs"), signer),
         )
 
     def with_signer(self, signer: Signer) -> Protocol:
@@ -1423,6 +1657,7 @@ class Protocol:
             self.court.with_signer(signer),
             self.keys.with_signer(signer),
             self.sealed_jobs.with_signer(signer),
+            self.diloco.with_signer(signer),
         )
 
     @property

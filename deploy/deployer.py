@@ -1,4 +1,4 @@
-"""Deploy VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt, KeyRegistry and SealedJobs, wire them, and write the chain's address book.
+"""Deploy VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt, KeyRegistry, SealedJobs and DilocoJobs, wire them, and write the chain's address book.
 
 Idempotent: when ``<book_dir>/<chainId>.json`` exists and every address in it
 has code on the chain, nothing is sent and that book is returned. A book
@@ -11,11 +11,12 @@ compiled ABI, so a field added to a struct is a key added to the file, not a
 code change here.
 
 Wiring (both one-shot on chain): ``StakeManager.authorize([JobMarket,
-DisputeGame, AvailabilityCourt, SealedJobs])`` and ``JobMarket.setDisputeGame(DisputeGame)`` (the JobMarket
+DisputeGame, AvailabilityCourt, SealedJobs, DilocoJobs])`` and ``JobMarket.setDisputeGame(DisputeGame)`` (the JobMarket
 admits the court's and the sealed jobs' hold and release as protocol contracts of the StakeManager's
-wiring). The KeyRegistry needs no wiring: it only reads the StakeManager's stakes. SealedJobs, deployed
-last (it takes the JobMarket and the KeyRegistry), holds a job while its data key is demanded and releases
-bonds when a demand goes unanswered, hence its authorization. Then the
+wiring). The KeyRegistry needs no wiring: it only reads the StakeManager's stakes. SealedJobs (it takes
+the JobMarket and the KeyRegistry) holds a job while its data key is demanded and releases
+bonds when a demand goes unanswered, hence its authorization; DilocoJobs claims each party's inner job for
+it (``JobMarket.claimFor``) and locks, releases and slashes slot, aggregator and referee bonds. Then the
 jackpot is seeded with ``jackpotSeed`` tokens (``approve`` + ``fundJackpot``,
 topping up to the seed, so nothing is sent when it already holds that much):
 forced errors start paying a whistleblower more than an audit costs from the
@@ -72,6 +73,7 @@ class DeployParams(BaseModel):
     game: dict[str, int] = Field(description="DisputeGame GameParams by Solidity field name")
     court: dict[str, int] = Field(description="AvailabilityCourt CourtParams by Solidity field name")
     key_window: int = Field(alias="keyWindow", gt=0, le=_MAX_WINDOW, description="SealedJobs: seconds a demand for a sealed job's data key may stay unanswered")
+    diloco: dict[str, int] = Field(description="DilocoJobs DilocoParams by Solidity field name")
     jackpot_seed: int = Field(alias="jackpotSeed", default=0, ge=0, description="tokens the deployer puts into the jackpot after wiring")
 
     @model_validator(mode="after")
@@ -177,6 +179,7 @@ def _plan(params: DeployParams) -> list[tuple[str, list[Any]]]:
         ("AvailabilityCourt", [_address_of("JobMarket"), params.court]),
         ("KeyRegistry", [_address_of("StakeManager")]),
         ("SealedJobs", [_address_of("JobMarket"), _address_of("KeyRegistry"), params.key_window]),
+        ("DilocoJobs", [_address_of("JobMarket"), params.diloco]),
     ]
 
 
@@ -227,11 +230,11 @@ def deploy_protocol(
     for name, args in plan:
         values = [a(deployed) if callable(a) else a for a in args]
         record(name, *_deploy(client, signer, name, values))
-    stakes, market, game, court, sealed = (deployed[n].address for n in ("StakeManager", "JobMarket", "DisputeGame", "AvailabilityCourt", "SealedJobs"))
-    StakeManager(client, stakes, signer).authorize([market, game, court, sealed])
-    JobMarket(client, market, signer).set_dispute_game(game)
-    log.info("wired: StakeManager authorized JobMarket, DisputeGame, AvailabilityCourt and SealedJobs; JobMarket's dispute game set")
-    _seed_jackpot(client, signer, deployed["VeriToken"].address, market, params.jackpot_seed)
+    protocols = [deployed[n].address for n in ("JobMarket", "DisputeGame", "AvailabilityCourt", "SealedJobs", "DilocoJobs")]
+    StakeManager(client, deployed["StakeManager"].address, signer).authorize(protocols)
+    JobMarket(client, deployed["JobMarket"].address, signer).set_dispute_game(deployed["DisputeGame"].address)
+    log.info("wired: StakeManager authorized JobMarket, DisputeGame, AvailabilityCourt, SealedJobs and DilocoJobs; JobMarket's dispute game set")
+    _seed_jackpot(client, signer, deployed["VeriToken"].address, deployed["JobMarket"].address, params.jackpot_seed)
 
     book = AddressBook(
         chainId=client.chain_id,

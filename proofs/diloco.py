@@ -66,6 +66,7 @@ import numpy as np
 import torch
 from safetensors.numpy import save as save_safetensors
 
+from core.bounded import InputRejected, load_json
 from core.probe import Bytes32
 from core.storage.unixfs import file_cid
 from proofs.checkpoint import Checkpoint, decode_checkpoint, encode_checkpoint, hash_state
@@ -74,7 +75,7 @@ from proofs.errors import ProofError
 from proofs.keccak import keccak
 from proofs.merkle import hex32
 from proofs.seeds import derive_seed
-from proofs.spec import JobSpec, Limits, load_spec
+from proofs.spec import JobSpec, Limits, canonical_json, load_spec
 
 __all__ = [
     "MAGIC",
@@ -104,6 +105,13 @@ __all__ = [
     "admissible",
     "aggregate",
     "check_aggregate",
+    "DOCUMENT_FORMAT",
+    "encode_document",
+    "decode_document",
+    "PartyRound",
+    "RoundVerdict",
+    "judge_round",
+    "check_round",
 ]
 
 MAGIC = b"VTDLC01\x00"
@@ -149,6 +157,39 @@ class MultipartyConfig:
             raise ProofError(f"quorum {self.quorum} is outside [1, {self.parties}]")
         if not (math.isfinite(self.outer_lr) and self.outer_lr > 0 and 0 <= self.outer_momentum < 1):
             raise ProofError("outer_lr must be positive and outer_momentum in [0, 1)")
+
+
+#: The job document's format tag (``DilocoJobs`` names the document by CID as the job's ``specCid``).
+DOCUMENT_FORMAT = "veritrain-diloco/1"
+_MAX_DOCUMENT_BYTES = 4096
+_DOCUMENT_FIELDS = ("format", "spec", "parties", "rounds", "inner_steps", "outer_lr", "outer_momentum", "block_size", "quorum")
+
+
+def encode_document(spec_cid: str, cfg: MultipartyConfig) -> bytes:
+    """A multi-party job's document: the base spec by CID and the settings, canonical JSON (sorted
+    keys, no spaces), so one job has one document CID. Top-k (``keep``) is not built on chain."""
+    if cfg.keep is not None:
+        raise ProofError("a top-k multi-party job is not built on chain: the residual is not committed")
+    fields = {"format": DOCUMENT_FORMAT, "spec": spec_cid, **{n: getattr(cfg, n) for n in _DOCUMENT_FIELDS[2:]}}
+    return canonical_json(fields)
+
+
+def decode_document(data: bytes) -> tuple[str, MultipartyConfig]:
+    """The base spec's CID and the settings of a job document (bounded; exactly the fields of
+    :func:`encode_document`, which re-encodes to the same bytes). :class:`ProofError` otherwise."""
+    try:
+        raw = load_json(data, max_bytes=_MAX_DOCUMENT_BYTES, what="multi-party job document", max_depth=2)
+    except InputRejected as exc:
+        raise ProofError(str(exc)) from None
+    if not isinstance(raw, dict) or sorted(raw) != sorted(_DOCUMENT_FIELDS) or raw["format"] != DOCUMENT_FORMAT:
+        raise ProofError(f"not a {DOCUMENT_FORMAT} document: its fields must be exactly {', '.join(_DOCUMENT_FIELDS)}")
+    ints, floats = ("parties", "rounds", "inner_steps", "block_size", "quorum"), ("outer_lr", "outer_momentum")
+    if not isinstance(raw["spec"], str) or any(type(raw[n]) is not int for n in ints) or any(type(raw[n]) not in (int, float) for n in floats):
+        raise ProofError("a multi-party job document's spec is a CID string, its counts integers and its rates numbers")
+    cfg = MultipartyConfig(**{n: raw[n] for n in _DOCUMENT_FIELDS[2:]})
+    if encode_document(raw["spec"], cfg) != bytes(data):
+        raise ProofError("a multi-party job document is not in its canonical form")
+    return raw["spec"], cfg
 
 
 # ----------------------------------------------------------------------------- shards and inner work
@@ -634,3 +675,81 @@ def check_aggregate(
     except ProofError:
         return False
     return nxt.state_hash(stamp) == claimed_hash
+
+
+# ----------------------------------------------------------------------------- a round on chain
+
+
+@dataclass(frozen=True)
+class PartyRound:
+    """One party's round as the chain and the store hold it, read alike by the aggregator, a
+    challenger and every referee: its committed ``contribution`` bytes (checked against their CID
+    by the caller), its inner trace's ``final`` checkpoint (checked against the trace's last leaf;
+    None: not served), whether its inner job names the spec :func:`party_job` derives
+    (``spec_ok``) and whether that job was Finalized with the party paid (``verified``: the only
+    contributions the chain lets an aggregate include)."""
+
+    contribution: bytes
+    final: bytes | None
+    spec_ok: bool
+    verified: bool
+
+
+@dataclass(frozen=True)
+class RoundVerdict:
+    """What a round's aggregate must say (``DilocoJobs.commitAggregate``): the next global ``state``
+    (None: the round is void, fewer than the quorum right), the ``included`` parties and the
+    ``wrong`` ones (a committed contribution that is not what its trace gives, or whose inner job
+    names another spec)."""
+
+    state: OuterState | None
+    included: tuple[int, ...]
+    wrong: tuple[int, ...]
+
+    def masks(self) -> tuple[int, int]:
+        """``(included, wrong)`` as the contract's bit masks (bit p: party p)."""
+        return sum(1 << p for p in self.included), sum(1 << p for p in self.wrong)
+
+    def state_hash(self, stamp: str) -> Bytes32:
+        """The hash the aggregate commits: the next state's, or zero for a void round."""
+        return Bytes32(bytes(32)) if self.state is None else self.state.state_hash(stamp)
+
+
+def judge_round(state: OuterState, rounds: Mapping[int, PartyRound], cfg: MultipartyConfig) -> RoundVerdict:
+    """The aggregate of round ``state.round`` from every committed contribution (by party). A party
+    is wrong when its inner job names another spec or its contribution is not exactly what its
+    trace's final checkpoint gives (:func:`check_contribution`); included when it is right, served
+    and verified. An unserved final checkpoint is neither (the inner job's availability game decides
+    it). Top-k jobs are refused: their residual is not committed on chain (docs/multiparty.md)."""
+    if cfg.keep is not None:
+        raise ProofError("a top-k multi-party job is not built on chain: the residual is not committed")
+    wrong, right = [], []
+    for party in sorted(rounds):
+        if not 0 <= party < cfg.parties:
+            raise ProofError(f"no party {party} of {cfg.parties}")
+        r = rounds[party]
+        if r.final is None:
+            continue
+        if not r.spec_ok or check_contribution(state, r.final, r.contribution, cfg) is not None:
+            wrong.append(party)
+        elif r.verified:
+            right.append(party)
+    if len(right) < cfg.quorum:
+        return RoundVerdict(None, tuple(right), tuple(wrong))
+    nxt, included = aggregate(state, {p: rounds[p].contribution for p in right}, cfg)
+    return RoundVerdict(nxt, included, tuple(wrong))
+
+
+def check_round(
+    state: OuterState, rounds: Mapping[int, PartyRound], cfg: MultipartyConfig, stamp: str, claimed_hash: Bytes32, included: int, wrong: int
+) -> str | None:
+    """What is wrong with a committed aggregate (its state hash and masks) against :func:`judge_round`
+    of the same inputs: None when it is exactly that. What a challenger and a referee run."""
+    verdict = judge_round(state, rounds, cfg)
+    want_included, want_wrong = verdict.masks()
+    if (included, wrong) != (want_included, want_wrong):
+        return f"the aggregate includes {included:#x} and calls {wrong:#x} wrong; the round's inputs give {want_included:#x} and {want_wrong:#x}"
+    want = verdict.state_hash(stamp)
+    if bytes(claimed_hash) != bytes(want):
+        return f"the aggregate's state hash is {hex32(claimed_hash)}; the round's inputs give {hex32(want)}"
+    return None

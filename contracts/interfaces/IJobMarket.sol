@@ -278,6 +278,10 @@ interface IJobMarket {
     /// @notice Claim an Open job before its claim deadline; locks the solver bond from the caller's
     ///         Solver stake (reverts InsufficientStake from the StakeManager).
     function claim(uint256 jobId) external;
+    /// @notice A protocol contract of the StakeManager's wiring that posted an Open job claims it for
+    ///         `solver` (as `claim` by the solver: the same deadline, bond and event). Only such a
+    ///         contract's own jobs, called in the solver's transaction to it (DilocoJobs: a party's round).
+    function claimFor(uint256 jobId, address solver) external;
     /// @notice The solver commits its trace before its commit deadline.
     /// @param checkpointCount number of leaves (checkpoints 0..n, so n segments need n + 1), 2..2**24-1
     function commit(uint256 jobId, bytes32 traceRoot, uint32 checkpointCount, bytes32 finalModelCid, bytes32 manifestCid)

@@ -19,9 +19,11 @@ def test_deployed_protocol_is_wired_and_reads_its_parameters_from_chain(devnet: 
     proto = devnet.protocol()
     params = DeployParams.devnet()
     assert proto.stakes.is_protocol(proto.market.address) and proto.stakes.wired()
-    assert all(proto.stakes.is_protocol(c.address) for c in (proto.game, proto.court, proto.sealed_jobs))
+    assert all(proto.stakes.is_protocol(c.address) for c in (proto.game, proto.court, proto.sealed_jobs, proto.diloco))
     assert not proto.stakes.is_protocol(proto.keys.address)  # it only reads stakes
     assert proto.sealed_jobs.key_window() == params.key_window
+    assert proto.diloco.params().committee_size == params.diloco["committeeSize"]
+    assert proto.diloco.market() == proto.market.address and proto.diloco.token() == proto.token.address
     assert proto.market.token() == proto.token.address == proto.stakes.token()
     assert proto.market.stake_manager() == proto.stakes.address
     assert proto.stakes.min_stake(Role.SOLVER) == params.min_stakes.solver

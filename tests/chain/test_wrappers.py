@@ -11,12 +11,18 @@ from core import artifacts
 from core.config import Settings
 from core.contracts import (
     Capabilities,
+    DilocoJobs,
+    DilocoParams,
     ForcedSeed,
     Job,
     JobMarket,
+    JobTerms,
     KeyDemand,
     KeyRegistry,
     MarketParams,
+    MultipartyAggregate,
+    MultipartyContribution,
+    MultipartyJob,
     ReportSeal,
     SealedJobs,
     Sealing,
@@ -34,8 +40,8 @@ def built() -> None:
     build()
 
 
-@pytest.mark.parametrize("wrapper", [VeriToken, StakeManager, JobMarket, KeyRegistry, SealedJobs], ids=lambda w: w.__name__)
-def test_every_abi_function_has_a_wrapper_method(wrapper: type[VeriToken | StakeManager | JobMarket | KeyRegistry | SealedJobs]) -> None:
+@pytest.mark.parametrize("wrapper", [VeriToken, StakeManager, JobMarket, KeyRegistry, SealedJobs, DilocoJobs], ids=lambda w: w.__name__)
+def test_every_abi_function_has_a_wrapper_method(wrapper: type[VeriToken | StakeManager | JobMarket | KeyRegistry | SealedJobs | DilocoJobs]) -> None:
     abi = artifacts.load(wrapper.ARTIFACT).abi
     names = {snake_case(e["name"]) for e in abi if e["type"] == "function"}
     missing = sorted(n for n in names if not callable(getattr(wrapper, n, None)))
@@ -52,6 +58,10 @@ def test_every_abi_function_has_a_wrapper_method(wrapper: type[VeriToken | Stake
         (Capabilities, "StakeManager", "capabilitiesOf"),
         (Sealing, "SealedJobs", "sealingOf"),
         (KeyDemand, "SealedJobs", "demandOf"),
+        (DilocoParams, "DilocoJobs", "params"),
+        (MultipartyJob, "DilocoJobs", "getJob"),
+        (MultipartyContribution, "DilocoJobs", "contributionOf"),
+        (MultipartyAggregate, "DilocoJobs", "aggregateOf"),
     ],
 )
 def test_result_dataclasses_match_the_abi_structs(cls: type, artifact: str, function: str) -> None:
@@ -67,6 +77,14 @@ def test_report_seal_fields_are_the_abi_tuple_in_order() -> None:
     assert entry["type"] == "function"
     (seal,) = [i for i in entry["inputs"] if i["name"] == "seal"]
     assert [snake_case(c["name"]) for c in seal["components"]] == [f.name for f in dataclasses.fields(ReportSeal)]
+
+
+def test_job_terms_fields_are_the_abi_tuple_in_order() -> None:
+    """``JobTerms.as_tuple()`` is sent positionally to ``DilocoJobs.post``: its fields must be the struct's, in order."""
+    (entry,) = [e for e in artifacts.load("DilocoJobs").abi if e.get("name") == "post"]
+    assert entry["type"] == "function"
+    (terms,) = entry["inputs"]
+    assert [snake_case(c["name"]) for c in terms["components"]] == [f.name for f in dataclasses.fields(JobTerms)]
 
 
 def test_decode_struct_refuses_a_drifted_abi() -> None:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from safetensors.torch import save as save_safetensors
 
 from core.storage import file_cid
-from proofs.checkpoint import decode_checkpoint
+from proofs.checkpoint import decode_checkpoint, encode_checkpoint
 from proofs.data import BatchOrder, Dataset, load_dataset
 from proofs.datasets import spirals, text_tokens
 from proofs.diloco import (
@@ -29,9 +29,11 @@ from proofs.diloco import (
     ContributionError,
     MultipartyConfig,
     OuterState,
+    PartyRound,
     aggregate,
     check_aggregate,
     check_contribution,
+    check_round,
     compress,
     contribution_hash,
     contribution_of,
@@ -39,6 +41,7 @@ from proofs.diloco import (
     decompress,
     encode_contribution,
     inner_spec,
+    judge_round,
     party_dataset,
     party_job,
     pseudo_gradient,
@@ -493,3 +496,39 @@ def test_a_contribution_is_checked_against_its_party_trace_without_training(keep
     assert check_contribution(state, finals[1], denser, cfg, residual) is not None  # other compression settings
     other = OuterState.start(_zeros_like(state.params) | {"net.0.weight": torch.zeros(1)})
     assert "follows from" in (check_contribution(other, finals[1], own, cfg, residual) or "")  # a final state that does not fit
+
+
+def _final(state: OuterState, seed: int) -> bytes:
+    """A party trace's last checkpoint: the global model moved by a seeded step."""
+    step = _tensors(seed, 0.05)
+    return encode_checkpoint(5, {f"param.{n}": p - step[n] for n, p in state.params.items()}, STAMP)
+
+
+def test_a_round_is_judged_from_its_committed_inputs_and_a_wrong_aggregate_is_named() -> None:
+    cfg = MultipartyConfig(parties=4, rounds=3, inner_steps=5, block_size=16, quorum=2)
+    state, _, _ = _round(4, cfg)
+    finals = {p: _final(state, 20 + p) for p in range(4)}
+    own = {p: contribution_of(state, finals[p], cfg)[0] for p in range(4)}
+    rounds = {
+        0: PartyRound(own[0], finals[0], spec_ok=True, verified=True),
+        1: PartyRound(own[1], finals[1], spec_ok=True, verified=True),
+        2: PartyRound(own[0], finals[2], spec_ok=True, verified=True),  # copied party 0's contribution
+        3: PartyRound(own[3], finals[3], spec_ok=True, verified=False),  # right, but its trace is not verified yet
+    }
+    verdict = judge_round(state, rounds, cfg)
+    assert (verdict.included, verdict.wrong, verdict.masks()) == ((0, 1), (2,), (0b0011, 0b0100))
+    honest, _ = aggregate(state, {0: own[0], 1: own[1]}, cfg)
+    assert verdict.state is not None and verdict.state_hash(STAMP) == honest.state_hash(STAMP)
+    claimed = verdict.state_hash(STAMP)
+    assert check_round(state, rounds, cfg, STAMP, claimed, 0b0011, 0b0100) is None
+    with_cheater, _ = aggregate(state, {0: own[0], 1: own[1], 2: own[0]}, cfg)
+    assert "inputs give 0x3 and 0x4" in (check_round(state, rounds, cfg, STAMP, with_cheater.state_hash(STAMP), 0b0111, 0) or "")
+    assert "state hash" in (check_round(state, rounds, cfg, STAMP, with_cheater.state_hash(STAMP), 0b0011, 0b0100) or "")
+    assert check_round(state, rounds, cfg, STAMP, claimed, 0b0011, 0) is not None  # the copier not called wrong
+    other_spec = dict(rounds) | {1: PartyRound(own[1], finals[1], spec_ok=False, verified=True)}
+    void = judge_round(state, other_spec, cfg)  # party 1 trained another job: wrong, and one right party is below the quorum
+    assert (void.state, void.included, void.wrong, void.state_hash(STAMP)) == (None, (0,), (1, 2), bytes(32))
+    unserved = dict(rounds) | {2: PartyRound(own[0], None, spec_ok=True, verified=True)}
+    assert judge_round(state, unserved, cfg).masks() == (0b0011, 0)  # an unserved trace is the availability game's
+    with pytest.raises(ProofError, match="top-k"):
+        judge_round(state, rounds, MultipartyConfig(parties=4, rounds=3, inner_steps=5, block_size=16, keep=0.5))

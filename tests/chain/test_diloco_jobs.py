@@ -1,0 +1,289 @@
+"""A multi-party job on a real anvil (issue 28): DilocoJobs, its inner jobs on the JobMarket, and the
+engine's judgement of a round (``proofs.diloco.judge_round`` / ``check_round``) deciding every move.
+
+Three parties train, one of them commits a copy of another's contribution; the drawn aggregator
+commits an aggregate that includes the copy; a challenger, then each referee of the committee, runs
+``check_round`` on the committed inputs; the aggregate is voted wrong, its aggregator slashed, and a
+second aggregator's right aggregate (the copier called wrong) finalizes the round: the copier loses its
+slot bond and its slot, the two others are paid, and round 1 runs with them to the end. Every token is
+accounted for. Content (states, checkpoints, contributions) is kept in a dict by CID here: the content
+network carries it in the daemons (docs/multiparty.md); the inner traces are made-up roots, verified by
+a report as in tests/chain/test_lifecycle.py (their replay is any job's, tests/proofs/test_diloco.py).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Iterator, Mapping
+
+import numpy as np
+import pytest
+import torch
+from eth_utils import keccak
+
+from core.chain import Receipt, Signer
+from core.cid import cid_to_digest
+from core.contracts import (
+    Ballot,
+    Bytes32,
+    JobId,
+    JobState,
+    JobTerms,
+    MultipartyPhase,
+    Protocol,
+    Role,
+    court_commitment,
+)
+from core.probe import Probe
+from core.reverts import revert_class
+from core.storage import file_cid
+from deploy.build import build
+from deploy.devnet import Devnet, start_devnet
+from proofs.checkpoint import encode_checkpoint
+from proofs.diloco import MultipartyConfig, OuterState, PartyRound, aggregate, check_round, contribution_hash, contribution_of, judge_round
+
+E18 = 10**18
+STAMP = "0x" + "cd" * 32
+SHAPES = {"a.weight": (6, 9), "a.bias": (6,), "b.weight": (2, 6)}
+INNER_REWARD, INNER_FEE = 20 * E18, 2 * E18
+CONTRIBUTION_REWARD, AGGREGATOR_FEE, SLOT_BOND = 30 * E18, 5 * E18, 40 * E18
+WORK_WINDOW, VERIFY_WINDOW = 900, 3_600
+PARTIES = 3
+
+
+class Net:
+    """A devnet with a submitter, three parties, five verifiers and a challenger, all staked."""
+
+    def __init__(self, devnet: Devnet) -> None:
+        self.devnet = devnet
+        accounts = devnet.accounts
+        self.submitter, self.parties, self.verifiers, self.challenger = accounts[0], accounts[1:4], accounts[4:9], accounts[9]
+        self.by_address = {a.address: a for a in accounts}
+        self.proto = devnet.protocol()
+        self.gas: dict[str, int] = {}  # the last receipt's gas of each DilocoJobs call, printed at the end
+
+    def note(self, name: str, receipt: Receipt) -> Receipt:
+        self.gas[name] = receipt.gas_used
+        return receipt
+
+    def p(self, who: Signer) -> Protocol:
+        return self.proto.with_signer(who)
+
+    def stake_everyone(self) -> None:
+        for who, role, amount in [*((s, Role.SOLVER, 200 * E18) for s in self.parties), *((v, Role.VERIFIER, 200 * E18) for v in self.verifiers)]:
+            p = self.p(who)
+            p.token.approve(p.stakes.address, amount)
+            p.stakes.stake(role, amount)
+
+    def past(self, deadline: int) -> None:
+        self.devnet.chain.increase_time(max(0, deadline - self.devnet.client.timestamp()) + 1)
+        self.devnet.chain.mine(1)
+
+
+@pytest.fixture(scope="module")
+def staked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
+    build()
+    with start_devnet(book_dir=tmp_path_factory.mktemp("deployments"), accounts=10) as devnet:
+        net = Net(devnet)
+        net.stake_everyone()
+        yield net
+
+
+@pytest.fixture
+def net(staked: Net) -> Iterator[Net]:
+    snapshot = staked.devnet.chain.snapshot()
+    try:
+        yield staked
+    finally:
+        staked.devnet.chain.revert(snapshot)
+
+
+def _tensors(seed: int, scale: float) -> dict[str, torch.Tensor]:
+    rng = np.random.Generator(np.random.PCG64(seed))
+    return {n: torch.from_numpy((rng.standard_normal(s) * scale).astype(np.float32)) for n, s in SHAPES.items()}
+
+
+def _digest(data: bytes) -> bytes:
+    return cid_to_digest(file_cid(data))
+
+
+def _finish_inner(net: Net, inner: JobId, party: Signer, final: bytes) -> None:
+    """The party commits its inner trace (its last checkpoint ``final``), a drawn verifier passes it
+    and the job is finalized: the inner job's game, as any job's, decides nothing else here."""
+    market = net.p(party).market
+    market.commit(inner, keccak(b"root" + final), 6, _digest(final), keccak(b"manifest" + final))
+    net.devnet.chain.mine(2)
+    drawn = net.p(net.challenger).market.decode_events(net.p(net.challenger).market.assign_verifier(inner), "VerifierAssigned")[0]
+    verifier = net.by_address[drawn.args["verifier"]]
+    seed, count = bytes(drawn.args["assignSeed"]), market.get_job(inner).checkpoint_count
+    probes = [Probe(i, market.probe_segment(seed, i, count), i + 1, Bytes32(keccak(b"probe %d" % i))) for i in range(market.params().probe_count)]
+    net.p(verifier).market.report(inner, True, keccak(b"report"), seed, bytes(drawn.args["forcedCommitment"]), probes)
+
+
+def _run_round(net: Net, job_id: int, state: OuterState, cfg: MultipartyConfig, cheat: Mapping[int, int]) -> tuple[dict[int, PartyRound], list[JobId]]:
+    """Every party in a slot begins, trains (a seeded step stands in for its H inner steps), commits
+    its trace and its contribution (``cheat``: slot -> the slot whose contribution it copies); every
+    inner job is verified and finalized. Returns what the chain and the store hold of the round."""
+    d = net.proto.diloco
+    slots = [s for s in range(PARTIES) if int(d.party_of(job_id, s), 16) != 0]
+    finals, inners = {}, {}
+    for slot in slots:
+        party = net.by_address[d.party_of(job_id, slot)]
+        inner, receipt = net.p(party).diloco.begin(job_id, slot, keccak(b"inner spec %d %d" % (state.round, slot)))
+        net.note("begin", receipt)
+        step = _tensors(100 * state.round + slot, 0.05)
+        finals[slot] = encode_checkpoint(6, {f"param.{n}": p - step[n] for n, p in state.params.items()}, STAMP)
+        _finish_inner(net, inner, party, finals[slot])
+        inners[slot] = inner
+    own = {s: contribution_of(state, finals[s], cfg)[0] for s in slots}
+    committed = {s: own[cheat.get(s, s)] for s in slots}
+    for slot in slots:
+        party = net.by_address[d.party_of(job_id, slot)]
+        net.note("contribute", net.p(party).diloco.contribute(job_id, slot, _digest(committed[slot]), contribution_hash(committed[slot])))
+    net.past(max(net.proto.market.get_job(i).deadline for i in inners.values()))  # the inner jobs' challenge windows
+    for inner in inners.values():
+        net.p(net.challenger).market.finalize(inner)
+        assert net.proto.market.get_job(inner).state is JobState.FINALIZED
+    rounds = {s: PartyRound(committed[s], finals[s], spec_ok=True, verified=True) for s in slots}
+    return rounds, list(inners.values())
+
+
+def _draw_aggregator(net: Net, job_id: int) -> Signer:
+    net.devnet.chain.mine(2)
+    d = net.p(net.challenger).diloco
+    (drawn,) = d.decode_events(net.note("drawAggregator", d.draw_aggregator(job_id)), "AggregatorDrawn")
+    return net.by_address[drawn.args["aggregator"]]
+
+
+def _vote(net: Net, job_id: int, case_id: int, judge: Callable[[], bool]) -> list[Signer]:
+    """Each referee runs ``judge`` (True: the aggregate is right) and commits, then reveals, its vote."""
+    members = [net.by_address[a] for a in net.proto.diloco.committee(job_id, case_id)]
+    votes = {}
+    for m in members:
+        votes[m.address] = (judge(), secrets.token_bytes(32))
+        net.note("commitVote", net.p(m).diloco.commit_vote(job_id, court_commitment(case_id, votes[m.address][0], votes[m.address][1], m.address)))
+    for m in members:
+        net.note("revealVote", net.p(m).diloco.reveal_vote(job_id, *votes[m.address]))
+    return members
+
+
+def test_a_copied_contribution_is_cut_out_a_wrong_aggregate_is_voted_down_and_the_job_finishes(net: Net) -> None:
+    proto, d = net.proto, net.proto.diloco
+    cfg = MultipartyConfig(parties=PARTIES, rounds=2, inner_steps=5, block_size=16, quorum=2)
+    state = OuterState.start(_tensors(1, 1.0))
+    store = {_digest(state.to_bytes(STAMP)): state.to_bytes(STAMP)}
+    g0 = state.to_bytes(STAMP)
+    terms = JobTerms(
+        keccak(b"the job's document"),
+        state.state_hash(STAMP),
+        _digest(g0),
+        PARTIES,
+        2,
+        2,
+        WORK_WINDOW,
+        VERIFY_WINDOW,
+        INNER_REWARD,
+        INNER_FEE,
+        CONTRIBUTION_REWARD,
+        AGGREGATOR_FEE,
+        SLOT_BOND,
+    )
+    escrow = d.escrow_for(terms)
+    assert escrow == 2 * (PARTIES * (d.inner_escrow(INNER_REWARD, INNER_FEE) + CONTRIBUTION_REWARD) + AGGREGATOR_FEE)
+    sub = net.p(net.submitter)
+    before = proto.token.balance_of(net.submitter.address)
+    sub.token.approve(d.address, escrow)
+    job_id, receipt = sub.diloco.post(terms)
+    net.note("post", receipt)
+    assert proto.token.balance_of(d.address) == escrow
+    for slot, party in enumerate(net.parties):
+        net.note("join", net.p(party).diloco.join(job_id, slot))
+        assert proto.stakes.stake_of(party.address, Role.SOLVER).locked == SLOT_BOND
+        if slot == 0:
+            with pytest.raises(revert_class("AlreadyParty")):
+                net.p(party).diloco.join(job_id, 1)
+    with pytest.raises(revert_class("SlotTaken")):
+        net.p(net.challenger).diloco.join(job_id, 2)
+
+    # Round 0: party 2 copies party 0's contribution.
+    rounds, _ = _run_round(net, job_id, state, cfg, cheat={2: 0})
+    net.past(d.get_job(job_id).deadline)
+    net.note("closeRound (3 slots)", net.p(net.challenger).diloco.close_round(job_id))
+    assert d.get_job(job_id).phase is MultipartyPhase.DRAWING
+
+    # A lazy (or colluding) aggregator includes everyone.
+    lazy = _draw_aggregator(net, job_id)
+    assert lazy.address not in {p.address for p in (*net.parties, net.submitter)}
+    everyone, _ = aggregate(state, {s: r.contribution for s, r in rounds.items()}, cfg)
+    net.note("commitAggregate", net.p(lazy).diloco.commit_aggregate(job_id, everyone.state_hash(STAMP), _digest(everyone.to_bytes(STAMP)), 0b111, 0))
+    reason = check_round(state, rounds, cfg, STAMP, everyone.state_hash(STAMP), 0b111, 0)
+    assert reason is not None and "0x3 and 0x4" in reason  # what the challenger sees
+    ch = net.p(net.challenger)
+    deposit = d.params().challenge_deposit
+    ch.token.approve(d.address, deposit)
+    case_id, receipt = ch.diloco.challenge(job_id)
+    net.note("challenge", receipt)
+    net.devnet.chain.mine(2)
+    net.note("drawCommittee (3 seats)", ch.diloco.draw_committee(job_id))
+    members = _vote(net, job_id, case_id, lambda: check_round(state, rounds, cfg, STAMP, everyone.state_hash(STAMP), 0b111, 0) is None)
+    assert {net.proto.diloco.ballot_of(case_id, m.address)[0] for m in members} == {Ballot.REVEALED_DEFENDER_WRONG}
+    lazy_staked = proto.stakes.stake_of(lazy.address, Role.VERIFIER).staked
+    challenger_wallet = proto.token.balance_of(net.challenger.address)
+    net.note("settleChallenge (upheld)", net.p(net.challenger).diloco.settle_challenge(job_id))
+    aggregator_bond = d.params().aggregator_bond
+    assert proto.stakes.stake_of(lazy.address, Role.VERIFIER).staked == lazy_staked - aggregator_bond
+    assert proto.token.balance_of(net.challenger.address) == challenger_wallet + aggregator_bond
+    referee_fee = d.params().referee_fee
+    assert d.credit(net.challenger.address) == deposit - 3 * referee_fee
+    assert all(d.credit(m.address) == referee_fee for m in members)
+    assert d.get_job(job_id).phase is MultipartyPhase.DRAWING and d.aggregate_of(job_id).last_failed == lazy.address
+
+    # The next aggregator runs judge_round: the copier is wrong, the two others are the mean.
+    honest = _draw_aggregator(net, job_id)
+    assert honest.address != lazy.address
+    verdict = judge_round(state, rounds, cfg)
+    assert verdict.state is not None and verdict.masks() == (0b011, 0b100)
+    nxt = verdict.state
+    store[_digest(nxt.to_bytes(STAMP))] = nxt.to_bytes(STAMP)
+    net.p(honest).diloco.commit_aggregate(job_id, verdict.state_hash(STAMP), _digest(nxt.to_bytes(STAMP)), *verdict.masks())
+    assert check_round(state, rounds, cfg, STAMP, verdict.state_hash(STAMP), *verdict.masks()) is None  # nobody challenges
+    with pytest.raises(revert_class("DeadlineNotReached")):
+        net.p(net.challenger).diloco.finalize_round(job_id)
+    copier = net.parties[2]
+    copier_staked = proto.stakes.stake_of(copier.address, Role.SOLVER).staked
+    net.past(d.get_job(job_id).deadline)
+    net.note("finalizeRound (2 paid, 1 slashed)", net.p(net.challenger).diloco.finalize_round(job_id))
+    job = d.get_job(job_id)
+    assert (job.round, job.phase, job.global_hash) == (1, MultipartyPhase.WORKING, nxt.state_hash(STAMP))
+    assert store[bytes(job.global_cid)] == nxt.to_bytes(STAMP)
+    assert proto.stakes.stake_of(copier.address, Role.SOLVER).staked == copier_staked - SLOT_BOND
+    assert int(d.party_of(job_id, 2), 16) == 0
+    assert [d.credit(p.address) for p in net.parties] == [CONTRIBUTION_REWARD, CONTRIBUTION_REWARD, 0]
+    assert d.credit(honest.address) == AGGREGATOR_FEE + (referee_fee if honest in members else 0)  # it may have sat on the committee
+
+    # Round 1 from the new global model, with the two honest parties (the quorum).
+    rounds1, _ = _run_round(net, job_id, nxt, cfg, cheat={})
+    assert sorted(rounds1) == [0, 1]
+    net.past(d.get_job(job_id).deadline)
+    net.p(net.challenger).diloco.close_round(job_id)
+    last = _draw_aggregator(net, job_id)
+    verdict1 = judge_round(nxt, rounds1, cfg)
+    assert verdict1.state is not None
+    net.p(last).diloco.commit_aggregate(job_id, verdict1.state_hash(STAMP), _digest(verdict1.state.to_bytes(STAMP)), *verdict1.masks())
+    net.past(d.get_job(job_id).deadline)
+    net.p(net.challenger).diloco.finalize_round(job_id)
+    job = d.get_job(job_id)
+    assert (job.phase, job.round, job.global_hash, job.funds) == (MultipartyPhase.FINISHED, 2, verdict1.state_hash(STAMP), 0)
+    assert all(proto.stakes.stake_of(p.address, Role.SOLVER).locked == 0 for p in net.parties)
+
+    # Every token: the submitter paid four accepted contributions, their inner jobs, two aggregator
+    # fees, and got back the slot bond it was owed and two unspent rounds' slots; all credits claim out.
+    inner = d.inner_escrow(INNER_REWARD, INNER_FEE)
+    refund = escrow - 5 * inner - 4 * CONTRIBUTION_REWARD - 2 * AGGREGATOR_FEE + SLOT_BOND
+    assert d.credit(net.submitter.address) == refund
+    for who in {net.submitter.address, net.challenger.address, *(p.address for p in net.parties), *(m.address for m in members), honest.address, last.address}:
+        if d.credit(who):
+            net.p(net.challenger).diloco.claim_credit(who)
+    assert proto.token.balance_of(d.address) == 0 == d.total_credit()
+    assert proto.token.balance_of(net.submitter.address) == before - escrow + refund
+    print("DilocoJobs gas per call:", net.gas)
