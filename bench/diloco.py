@@ -4,7 +4,10 @@ party at equal compute, with the bytes each party sends and the cost of the veri
     .venv/bin/python -m bench.diloco [--job char-text] [--parties 4] [--rounds 10] [--inner-steps 25] [--batch 16] [--keep 0.1]
 
 Everything runs here, side by side, under repro-v1 (the engine's bits), on one of the shipped
-reference jobs (proofs/datasets) with its inner optimizer replaced by AdamW:
+reference jobs (proofs/datasets) or on ``gpt-mini`` (the demo's GPT of 10.4M parameters on the
+shipped Shakespeare: submitter.demo_job's spec and data, its test split the corpus's last 10%),
+with its optimizer replaced by AdamW at a constant learning rate (gpt-mini's warmup-cosine
+schedule dropped: over ``H`` inner steps it would restart every round; its gradient clipping kept):
 
 1. **DiLoCo**: each round every party starts from the global model, runs ``H`` AdamW steps of batch
    ``B`` on its shard (proofs.diloco: shards by the spec's seed, rotating by round), compresses its
@@ -35,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from proofs.data import Dataset, load_dataset
-from proofs.datasets import REFERENCE_JOBS, reference_job
+from proofs.datasets import REFERENCE_JOBS, ReferenceJob, reference_job
 from proofs.diloco import MultipartyConfig, OuterState, aggregate, check_aggregate, compress, encode_contribution, pseudo_gradient, train_party
 from proofs.models import build_model
 from proofs.spec import JobSpec, load_spec
@@ -46,7 +49,18 @@ def _spec(base: JobSpec, *, steps: int, batch: int, lr: float) -> JobSpec:
     raw = base.to_json_dict()
     raw.update(steps=steps, checkpoint_interval=steps, batch_size=batch, optimizer={"kind": "adamw", "lr": lr, "weight_decay": 0.01})
     raw["numerics"] = "repro-v1"
+    raw.pop("schedule", None)
     return load_spec(raw)
+
+
+def _job(name: str) -> ReferenceJob:
+    """A reference job, or gpt-mini as the demo builds it (its test split: shakespeare_tokens("test"))."""
+    if name != "gpt-mini":
+        return reference_job(name)
+    from submitter.demo_job import GPT_JOBS, gpt_job
+
+    sizes, steps, k, batch, _ = GPT_JOBS[name]
+    return gpt_job(name, sizes, steps, k, batch)
 
 
 def _loss(spec: JobSpec, train: Dataset, test: Dataset, params: dict[str, torch.Tensor]) -> float:
@@ -77,11 +91,7 @@ def _int8_bytes(shapes: list[tuple[str, tuple[int, ...]]], block: int) -> int:
 
 
 def _gpt_mini_shapes() -> list[tuple[str, tuple[int, ...]]]:
-    from submitter.demo_job import GPT_JOBS, gpt_job  # only for its sizes
-
-    sizes, steps, k, batch, _ = GPT_JOBS["gpt-mini"]
-    job = gpt_job("gpt-mini", sizes, steps, k, batch)
-    spec = job.spec("QmGptMini")
+    spec = _job("gpt-mini").spec("QmGptMini")
     return [(n, tuple(p.shape)) for n, p in sorted(build_model(spec, torch.device("cpu")).named_parameters())]
 
 
@@ -109,7 +119,13 @@ def _gpt_mini_outer(shapes: list[tuple[str, tuple[int, ...]]], cfg: MultipartyCo
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.diloco", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--job", default="char-text", choices=REFERENCE_JOBS, help="mlp-spirals is solved to ~0 loss by every run: not a comparison")
+    parser.add_argument(
+        "--job",
+        default="char-text",
+        choices=(*REFERENCE_JOBS, "gpt-mini"),
+        help="a shipped reference job, or gpt-mini (the demo's 10.4M-parameter GPT on Shakespeare: slow on a CPU); "
+        "mlp-spirals is solved to ~0 loss by every run: not a comparison",
+    )
     parser.add_argument("--parties", type=int, default=4)
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--inner-steps", type=int, default=25)
@@ -123,7 +139,7 @@ def main() -> None:
     console = Console(width=150)
     m, r, h, b = args.parties, args.rounds, args.inner_steps, args.batch
     cfg = MultipartyConfig(m, r, h, args.outer_lr, args.outer_momentum, args.block, args.keep)
-    job = reference_job(args.job)
+    job = _job(args.job)
     base = job.spec("QmBenchDataset")
     train = load_dataset(base, job.dataset)
     test = job.test_set(base)

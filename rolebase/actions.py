@@ -53,8 +53,8 @@ class Stake(Journaled):
 
 
 #: The contracts that pay by credit, by the name of the ``Protocol`` attribute that holds each.
-CreditSource = Literal["game", "court", "sealed_jobs"]
-CREDIT_SOURCES: tuple[CreditSource, ...] = ("game", "court", "sealed_jobs")
+CreditSource = Literal["game", "court", "sealed_jobs", "diloco"]
+CREDIT_SOURCES: tuple[CreditSource, ...] = ("game", "court", "sealed_jobs", "diloco")
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,9 @@ class Crediting(Structural):
 
     @property
     def sealed_jobs(self) -> CreditCalls: ...
+
+    @property
+    def diloco(self) -> CreditCalls: ...
 
 
 class UpkeepCalls(Staking, Crediting, Structural):
@@ -220,7 +223,7 @@ class GameMoves:
 
 def creditor(calls: Crediting, source: CreditSource) -> CreditCalls:
     """The contract that pays by credit named ``source``."""
-    return {"game": calls.game, "court": calls.court, "sealed_jobs": calls.sealed_jobs}[source]
+    return {"game": calls.game, "court": calls.court, "sealed_jobs": calls.sealed_jobs, "diloco": calls.diloco}[source]
 
 
 def credits_of(calls: Crediting, me: Address) -> dict[CreditSource, TokenAmount]:

@@ -64,6 +64,16 @@ def run(
     ] = None,
     device: DeviceOption = "cpu",
     encryption_key: options.EncryptionKeyName = None,
+    multiparty: Annotated[
+        bool,
+        typer.Option(
+            "--multiparty/--no-multiparty",
+            help="take vacant slots of multi-party jobs (DiLoCo-style, docs/multiparty.md), locking each job's slot bond; a slot held is played either way",
+        ),
+    ] = False,
+    duty_grace: Annotated[
+        int, typer.Option(help="seconds past due before a multi-party job's permissionless move that does not wait on this solver", min=0)
+    ] = 30,
     progress: Annotated[bool | None, typer.Option("--progress/--no-progress", help="progress bar (default: when stderr is a terminal)")] = None,
     cheat: Annotated[
         str | None,
@@ -86,6 +96,8 @@ def run(
       veritrain solver run --account alice --disk-budget 50GB   # keep at most 50 GB of checkpoints per job
 
       veritrain solver run --account alice --encryption-key alice   # read sealed jobs with key alice (veritrain keys new alice)
+
+      veritrain solver run --account alice --multiparty   # also train rounds of multi-party jobs
     """
     from solver import daemon  # here, not above: the daemon's training stack loads in seconds, and only `run` needs it
     from solver.retention import BudgetError, parse_size
@@ -105,6 +117,8 @@ def run(
         disk_budget=budget,
         memory_bytes=memory,  # also what training a job and the duties of the jobs held may hold at once
         encryption_key=options.encryption_key(settings, encryption_key, "solver"),
+        multiparty=multiparty,
+        duty_grace_s=duty_grace,
     )
     limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20, max_memory_bytes=memory)
     rt = runtime_on(device)

@@ -17,6 +17,7 @@ from rolebase.capabilities import device_of
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
+from rolebase.multiparty_duty import MultipartyDuty
 from solver.adversary import (
     FOREIGN_ROOT,
     GARBAGE_MANIFEST,
@@ -99,7 +100,8 @@ def build(
             job_trainer = CheatingJobTrainer(
                 w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, strategy=cheat, disk_budget=config.disk_budget
             )
-        responder = SolverResponder(w.protocol, db, job_trainer, w.watcher, w.me)
+        multiparty = MultipartyDuty(w.protocol, store, w.watcher, w.me, begun=db.start_job)
+        responder = SolverResponder(w.protocol, db, job_trainer, w.watcher, w.me, multiparty)
         performers: dict[str, Responder[SolverAction]] = {
             WITHHOLD: Withholding(responder, db, store),
             STALE_MODEL: StaleModel(responder, db),

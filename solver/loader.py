@@ -47,6 +47,7 @@ from core.contracts import (
 from rolebase.actions import credits_of
 from rolebase.events import JOB_REFUSED
 from rolebase.keyring import OwnKey, data_key
+from rolebase.multiparty import MultipartyWatcher
 from rolebase.watchers import LatestLogs, MarketWatcher, staked_rivals
 from solver.judge import SpecJudge
 from solver.policy import (
@@ -107,6 +108,7 @@ class SolverLoader:
         self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
         self._adverts = LatestLogs(protocol.stakes, "CapabilitiesAdvertised", "solver", protocol.book.deploy_block)
         self._own_key = OwnKey(protocol.keys, me, config.encryption_key)
+        self.multiparty = MultipartyWatcher(protocol, me)
         self._unsealable: set[JobId] = set()  # sealed jobs skipped for want of an encryption key (logged once each)
 
     def load(self) -> SolverView:
@@ -187,6 +189,8 @@ class SolverLoader:
             offer=self.offer,
             rivals=self._rivals(moment.block) if any(j.spec.runnable for j in open_jobs) else (),
             registered_key=registered,
+            multiparty=self.multiparty.live(),
+            multiparty_params=self.multiparty.params,
         )
 
     def _sealed_open(self, job_id: JobId, registered: RegisteredKey | None) -> SealedOpen | None:

@@ -39,12 +39,13 @@ from dataclasses import dataclass, field
 
 from core.agent import Work
 from core.chain import Address
-from core.contracts import Capabilities, Game, GameId, GameParams, GameStatus, JobId, JobState, KeyDemand, RegisteredKey, TokenAmount
+from core.contracts import Capabilities, DilocoParams, Game, GameId, GameParams, GameStatus, JobId, JobState, KeyDemand, RegisteredKey, TokenAmount
 from core.dispute import Action, next_turn
 from core.sealing import EncryptionKey
 from proofs.spec import Limits as SpecLimits
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.keygame import AnswerDemand, PublishWraps, RegisterKey, RequestWrap, key_to_register, to_wrap
+from rolebase.multiparty import MULTIPARTY_WORK, LiveMultiparty, MultipartyAction, MultipartyMove, Plays, multiparty_moves
 from rolebase.turns import SOLVER_TURN, AssignVerifier, Finalize, party_order, rank
 
 
@@ -200,6 +201,8 @@ class SolverView:
     rivals: tuple[Rival, ...] = ()  # the other staked advertisers (read while jobs are open)
     credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
     registered_key: RegisteredKey | None = None  # our encryption key in the KeyRegistry (None: we have none to register)
+    multiparty: tuple[LiveMultiparty, ...] = ()  # the multi-party jobs that are not finished
+    multiparty_params: DilocoParams | None = None
 
 
 @dataclass(frozen=True)
@@ -228,6 +231,8 @@ class SolverConfig:
     disk_budget: int | None = None  # bytes of checkpoints kept per job (None: every checkpoint, solver.retention)
     memory_bytes: int | None = None  # memory this solver's work may hold at once (None: not reserved; the CLI gives its --max-memory-gib)
     encryption_key: EncryptionKey | None = None  # --encryption-key: what opens wraps to us (None: no sealed job is taken)
+    multiparty: bool = False  # --multiparty: take vacant slots of multi-party jobs (a slot held is played either way)
+    duty_grace_s: int = 30  # past due before a multi-party job's permissionless move that does not wait on us
 
 
 # --------------------------------------------------------------------- actions
@@ -305,6 +310,7 @@ SolverAction = (
     | AnswerAvailability
     | Regenerate
     | Forget
+    | MultipartyMove
     | RegisterKey
     | RequestWrap
     | PublishWraps
@@ -362,6 +368,11 @@ class SolverPolicy:
         if stake is None:
             actions.extend(self._requests(view))
             actions.extend(self._claims(view))
+        if view.multiparty_params is not None:  # our slots' rounds; a vacant slot only with --multiparty
+            moves = multiparty_moves(
+                view.now, view.block, view.me, view.multiparty, view.multiparty_params, Plays.PARTY | Plays.KEEPER, self.config.duty_grace_s, view.free_stake
+            )
+            actions.extend(m for m in moves if m.action is not MultipartyAction.JOIN or (self.config.multiparty and stake is None))
         actions.extend(credit_claims(view.credits))
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
         return actions
@@ -519,6 +530,8 @@ def work(view: SolverView, action: SolverAction) -> Work | None:
         case AnswerAvailability(job_id):
             job = held.get(job_id)
             return Work("duty", due_in_s=None if job is None else job.deadline - view.now)
+        case MultipartyMove(action=a) if a in MULTIPARTY_WORK:
+            return Work("duty")
         case GameMove(game_id, Action.POST_MIDPOINT):  # the midpoint is recomputed from a checkpoint
             job = next((j for j in view.held_jobs if j.game_id == game_id), None)
             return Work("duty", due_in_s=None if job is None else job.deadline - view.now)

@@ -23,6 +23,8 @@ from core.dispute import midpoint
 from proofs.merkle import hex32
 from rolebase.actions import ClaimCredit, Forget, GameCalls, GameMove, GameMoves, Stake, Upkeep, UpkeepCalls
 from rolebase.keygame import AnswerDemand, KeyCalls, KeyGame, PublishWraps, RegisterKey, RequestWrap, SealedCalls
+from rolebase.multiparty import MultipartyMove
+from rolebase.multiparty_duty import MultipartyDuty
 from rolebase.turns import TurnCalls, TurnTaker
 from rolebase.watchers import MarketWatcher
 from solver.availability import publication
@@ -105,8 +107,10 @@ class _Defense:
 
 
 class SolverResponder:
-    def __init__(self, calls: SolverCalls, db: SolverDb, job_trainer: JobTrainer, watcher: MarketWatcher, me: Address) -> None:
+    def __init__(self, calls: SolverCalls, db: SolverDb, job_trainer: JobTrainer, watcher: MarketWatcher, me: Address, multiparty: MultipartyDuty) -> None:
+        """``multiparty``: our slots' moves in multi-party jobs (an inner job begun is recorded as one we claimed) and the permissionless ones."""
         self.calls = calls
+        self.multiparty = multiparty
         self.watcher = watcher
         self.db = db
         self.job_trainer = job_trainer
@@ -133,6 +137,8 @@ class SolverResponder:
                     flops=offer.flops,
                     device=offer.device.name,
                 )
+            case MultipartyMove():
+                self.multiparty.perform(action)
             case Claim(job_id):
                 spec_cid = digest_to_cid(self.watcher.spec_cid(job_id))
                 self.job_trainer.keep_inputs(job_id)  # spec and dataset pinned before the bond is at stake

@@ -462,3 +462,116 @@ _CURVE_ROWS = 25
 
 def _short(address: str) -> str:
     return "-" if int(address, 16) == 0 else f"{address[:6]}..{address[-4:]}"
+
+
+@app.command("multiparty")
+@options.with_settings()
+def multiparty_(
+    settings: Settings,
+    spec: Annotated[Path, typer.Argument(help="the base job spec JSON (repro numerics): every party's inner steps follow it", show_default=False)],
+    data: Annotated[Path, typer.Option("--data", help="dataset file; shards and G_0 are computed from it", show_default=False)],
+    parties: Annotated[int, typer.Option(help="slots M: parties training each round", min=2, max=16)] = 4,
+    quorum: Annotated[int, typer.Option(help="the fewest right contributions a round needs (Mmin); fewer end the job", min=1)] = 2,
+    rounds: Annotated[int, typer.Option(help="rounds R", min=1)] = 10,
+    inner_steps: Annotated[int, typer.Option(help="inner steps H per round and party", min=1)] = 25,
+    outer_lr: Annotated[float, typer.Option(help="the outer Nesterov step's learning rate")] = 0.7,
+    outer_momentum: Annotated[float, typer.Option(help="the outer Nesterov step's momentum")] = 0.9,
+    block_size: Annotated[int, typer.Option(help="int8 compression: values per scale")] = 256,
+    inner_reward: Annotated[str, typer.Option(help="each inner job's solver reward, in VERI (pays the trace)")] = "5",
+    inner_fee: Annotated[str, typer.Option(help="each inner job's verifier fee, in VERI")] = "1",
+    contribution_reward: Annotated[str, typer.Option(help="paid per accepted contribution, in VERI")] = "10",
+    aggregator_fee: Annotated[str, typer.Option(help="paid to each round's aggregator, in VERI")] = "2",
+    slot_bond: Annotated[str, typer.Option(help="a party's slot bond, in VERI (at least the contribution reward)")] = "10",
+    work_window: Annotated[int, typer.Option(help="seconds from a round's opening to its contribution deadline", min=1)] = 600,
+    verify_window: Annotated[int, typer.Option(help="seconds after the deadline a round waits for its inner jobs' verification", min=0)] = 1800,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
+    json_out: options.Json = False,
+) -> None:
+    """Post a multi-party job (DiLoCo-style, docs/multiparty.md): M parties train R rounds of H inner steps
+    from each round's global model, every contribution and aggregate verified and disputable.
+
+    It computes G_0 (the spec's seeded initialization), uploads the spec, the dataset, G_0 and the job's
+    document, and escrows R x (M x (inner job escrow + contribution reward) + aggregator fee); what is
+    not spent is credited back when the job ends (`veritrain claim`). Solvers run with --multiparty take
+    the slots; follow it with `veritrain submit multiparty-show JOB`.
+
+    Examples:
+
+      veritrain submit multiparty job.json --data tokens.safetensors --parties 4 --quorum 3 --rounds 10 --inner-steps 25 --key-env SUBMITTER_KEY
+
+      veritrain submit multiparty job.json --data tokens.safetensors --contribution-reward 20 --slot-bond 40 --json
+    """
+    from proofs.diloco import MultipartyConfig
+    from submitter.multiparty import MultipartyPay, post_multiparty
+
+    try:
+        cfg = MultipartyConfig(parties, rounds, inner_steps, outer_lr, outer_momentum, block_size, quorum=quorum)
+    except ProofError as exc:
+        raise SubmitError(str(exc)) from None
+    pay = MultipartyPay(
+        parse_tokens(inner_reward, "--inner-reward"),
+        parse_tokens(inner_fee, "--inner-fee"),
+        parse_tokens(contribution_reward, "--contribution-reward"),
+        parse_tokens(aggregator_fee, "--aggregator-fee"),
+        parse_tokens(slot_bond, "--slot-bond"),
+        work_window,
+        verify_window,
+    )
+    protocol = options.protocol(settings, signing=True)
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    posted = post_multiparty(protocol, store, spec, data, cfg, pay)
+    if json_out:
+        print(
+            json.dumps(
+                {
+                    "job_id": posted.job_id,
+                    "document_cid": posted.document_cid,
+                    "spec_cid": posted.spec_cid,
+                    "global_cid": posted.global_cid,
+                    "escrow": str(posted.escrow),
+                    "gas": {k: r.gas_used for k, r in posted.receipts.items()},
+                }
+            )
+        )
+        return
+    console.print(
+        f"posted multi-party job [bold]{posted.job_id}[/]  document {posted.document_cid}  G_0 {posted.global_cid}  escrow {show_tokens(posted.escrow)} VERI"
+    )
+    print(posted.job_id)
+
+
+@app.command("multiparty-show")
+@options.with_settings(*options.CHAIN)
+def multiparty_show(
+    settings: Settings, job: Annotated[int, typer.Argument(help="multi-party job id", show_default=False)], json_out: options.Json = False
+) -> None:
+    """A multi-party job: its round and phase, its global model, each round's aggregate (who was paid,
+    who was cut out) and each slot's party and contribution this round.
+
+    Examples:
+
+      veritrain submit multiparty-show 1
+
+      veritrain submit multiparty-show 1 --json
+    """
+    from submitter.multiparty import multiparty_report
+
+    report = multiparty_report(options.protocol(settings, signing=False), job)
+    if json_out:
+        print(json.dumps(report))
+        return
+    console.print(
+        f"multi-party job [bold]{job}[/]: round {report['round']} of {report['rounds']}, {report['phase']}, global model {report['global_cid']}",
+        highlight=False,
+    )
+    table = Table("round", "aggregator", "paid slots", "cut out", "state hash")
+    for r in report["history"]:
+        table.add_row(
+            str(r["round"]), _short(r["aggregator"]), ", ".join(map(str, r["paid"])) or "-", ", ".join(map(str, r["cut_out"])) or "-", r["state_hash"][:18]
+        )
+    console.print(table)
+    slots = Table("slot", "party", "inner job", "contribution")
+    for s in report["slots"]:
+        slots.add_row(str(s["slot"]), _short(s["party"]) if s["party"] else "vacant", str(s["inner_job"] or "-"), s["contribution"] or "-")
+    console.print(slots)

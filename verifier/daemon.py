@@ -10,6 +10,7 @@ from proofs.train import Runtime
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.keyring import key_finder
+from rolebase.multiparty_duty import MultipartyDuty
 from verifier.adversary import strategies
 from verifier.loader import VerifierLoader
 from verifier.policy import (
@@ -46,7 +47,8 @@ def build(
         key_of = key_finder(w.protocol, db, w.me, key)  # a sealed job's data key, as a wrap to us opens it
         replayer = replayer_class(w.protocol, store, w.watcher, rt=rt, key_of=key_of)
         trace_verifier = trace_verifier_class(w.protocol, store, w.watcher, w.stop, rt=rt, key_of=key_of)
-        responder = VerifierResponder(w.protocol, db, trace_verifier, replayer, w.me)
+        multiparty = MultipartyDuty(w.protocol, store, w.watcher, w.me, salt_secret=db.salt_secret)
+        responder = VerifierResponder(w.protocol, db, trace_verifier, replayer, w.me, multiparty)
         loader = VerifierLoader(w.protocol, w.watcher, db, w.me, trace_verifier.availability.fetching, key)
         return loader, VerifierPolicy(config), responder
 

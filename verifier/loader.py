@@ -48,6 +48,7 @@ from proofs.probes import is_forced
 from rolebase.actions import credits_of
 from rolebase.court import CourtWatcher
 from rolebase.keyring import OwnKey, data_key, referees_to_wrap
+from rolebase.multiparty import MultipartyWatcher
 from rolebase.watchers import GameWatcher, LatestLogs, MarketWatcher, staked_rivals
 from verifier.policy import Assignment, Draw, LiveGame, MarketJob, OpenDemand, PendingOpen, Phase, SealedDraw, SeedView, VerifierView
 from verifier.state import AssignmentRecord, VerifierDb
@@ -152,6 +153,7 @@ class VerifierLoader:
         self.games = GameWatcher(protocol.game)
         self.index = DrawIndex(protocol.market, protocol.court, protocol.sealed_jobs, protocol.book.deploy_block, me)
         self.court = CourtWatcher(protocol, me)
+        self.multiparty = MultipartyWatcher(protocol, me)
         self.db = db
         self.me = me
         self._min_stake: TokenAmount | None = None
@@ -188,6 +190,8 @@ class VerifierLoader:
             seed=self._seed(frozenset(ours.snapshotted)),
             cases=self.court.live(),
             court_params=self.court.params,
+            multiparty=self.multiparty.live(),
+            multiparty_params=self.multiparty.params,
             rivals=self._rivals(moment.block, jobs),
             demands=tuple(ours.demands),
             registered_key=self._own_key.registered(),

@@ -44,12 +44,13 @@ from dataclasses import dataclass, field
 from core.agent import Work
 from core.availability import FETCH_DEADLINE_MARGIN_S, FETCH_STALL_S, Fetching
 from core.chain import Address
-from core.contracts import Ballot, Bytes32, CourtParams, Game, GameId, GameParams, GameStatus, JobId, JobState, RegisteredKey, TokenAmount
+from core.contracts import Ballot, Bytes32, CourtParams, DilocoParams, Game, GameId, GameParams, GameStatus, JobId, JobState, RegisteredKey, TokenAmount
 from core.dispute import ZERO32, Action, Actor, next_turn, party_move
 from core.sealing import EncryptionKey
 from rolebase.actions import ClaimCredit, CreditSource, Forget, GameMove, Journaled, Stake, credit_claims, stake_needed
 from rolebase.court import CourtAction, CourtMove, LiveCase, court_moves
 from rolebase.keygame import MAX_DEMANDS, DeclineSeat, DemandKey, RegisterKey, TimeoutDemand, WrapReferees, key_to_register
+from rolebase.multiparty import MULTIPARTY_WORK, LiveMultiparty, MultipartyMove, Plays, multiparty_moves
 from rolebase.turns import AssignVerifier, Finalize, Turn, rank
 
 
@@ -173,6 +174,8 @@ class VerifierView:
     cases: tuple[LiveCase, ...] = ()  # the availability court's live cases
     court_params: CourtParams | None = None
     credits: dict[CreditSource, TokenAmount] = field(default_factory=dict)  # what the game, the court and the sealed jobs' contract owe us (claimable)
+    multiparty: tuple[LiveMultiparty, ...] = ()  # the multi-party jobs that are not finished
+    multiparty_params: DilocoParams | None = None
     rivals: tuple[Address, ...] = ()  # the other staked verifiers, while a job waits for a draw or a finalize (rolebase.turns.rank)
     demands: tuple[OpenDemand, ...] = ()  # our open demands for sealed jobs' keys
     registered_key: RegisteredKey | None = None  # our encryption key in the KeyRegistry (None: not read, we have none)
@@ -259,7 +262,7 @@ class ForgetForcedSecret:
 VerifierAction = (
     Stake | ClaimCredit | CommitForcedSeed | ForgetForcedSecret | Replay | Report | ChallengeStalled | AssignVerifier | Finalize | Timeout
     | Forget
-    | OpenGame | GameMove | ConcedeForced | CourtMove
+    | OpenGame | GameMove | ConcedeForced | CourtMove | MultipartyMove
     | RegisterKey | DemandKey | TimeoutDemand | WrapReferees | DeclineSeat
 )  # fmt: skip
 
@@ -318,6 +321,9 @@ class VerifierPolicy:
         if view.court_params is not None:  # seated: fetch and vote; our own cases: draw and settle
             moves = court_moves(view.now, view.block, view.me, view.cases, view.court_params, self.config.duty_grace_s)
             actions.extend(m for m in moves if self.config.duties or m.action in (CourtAction.COMMIT, CourtAction.REVEAL) or _own(view, m))
+        if view.multiparty_params is not None:  # drawn: aggregate; every aggregate checked; seated: vote
+            plays = Plays.JUDGE | (Plays.KEEPER if self.config.duties else Plays(0))
+            actions.extend(multiparty_moves(view.now, view.block, view.me, view.multiparty, view.multiparty_params, plays, self.config.duty_grace_s))
         if self.config.duties:
             for job in sorted(view.jobs, key=lambda j: j.job_id):
                 duty = self._duty(view, job)
@@ -464,5 +470,7 @@ def work(view: VerifierView, action: VerifierAction) -> Work | None:
             opening = next((o for o in view.openings if o.job_id == job_id), None)
             return Work("duty", due_in_s=None if opening is None else opening.open_deadline - view.now)
         case GameMove(_, Action.POST_MIDPOINT | Action.ANSWER_MIDPOINT | Action.COMMIT_VOTE):
+            return Work("duty")
+        case MultipartyMove(action=a) if a in MULTIPARTY_WORK:
             return Work("duty")
     return None

@@ -34,6 +34,8 @@ from rolebase.court import CourtCalls, CourtDuty, CourtMove
 from rolebase.dispute import DisputeReplayer
 from rolebase.events import REPLAY_DONE
 from rolebase.keygame import DeclineSeat, DemandKey, KeyCalls, KeyGame, RegisterKey, SealedCalls, TimeoutDemand, WrapReferees
+from rolebase.multiparty import MultipartyMove
+from rolebase.multiparty_duty import MultipartyDuty
 from rolebase.turns import TurnCalls, TurnTaker
 from verifier.policy import (
     CONCEDABLE,
@@ -123,8 +125,12 @@ class VerifierCalls(ChallengeCalls, UpkeepCalls, TurnCalls, Structural):
 
 
 class VerifierResponder:
-    def __init__(self, calls: VerifierCalls, db: VerifierDb, trace_verifier: TraceVerifier, replayer: DisputeReplayer, me: Address) -> None:
+    def __init__(
+        self, calls: VerifierCalls, db: VerifierDb, trace_verifier: TraceVerifier, replayer: DisputeReplayer, me: Address, multiparty: MultipartyDuty
+    ) -> None:
+        """``multiparty``: our duties in multi-party jobs (aggregate, check, vote, the permissionless moves)."""
         self.calls = calls
+        self.multiparty = multiparty
         self.db = db
         self.trace_verifier = trace_verifier
         self.replayer = replayer
@@ -222,6 +228,8 @@ class VerifierResponder:
                 self.moves.perform(action)
             case CourtMove():  # a member fetches into the store it replays from, and serves from
                 CourtDuty(p.court, p.book.deploy_block, self.trace_verifier.store, self.me, self.db.salt_secret, self.trace_verifier.watcher).perform(action)
+            case MultipartyMove():
+                self.multiparty.perform(action)
             case RegisterKey() | DemandKey() | TimeoutDemand() | WrapReferees() | DeclineSeat():
                 self.keys.perform(action)
 

@@ -55,7 +55,7 @@ def test_money_commands_and_their_decoded_refusals(devnet: Devnet, tmp_path: Pat
     raw = json.loads(veritrain("balance", me, "--json").stdout)  # --json: base units
     assert raw["stakes"]["solver"] == {"staked": str(110 * 10**18), "locked": "0", "unbonding": str(40 * 10**18), "release_at": release_at}
     assert int(raw["gas"]) > 0
-    assert raw["credits"] == {"game": "0", "court": "0", "sealed_jobs": "0"}, "no game, case or forfeit paid it"
+    assert raw["credits"] == {"game": "0", "court": "0", "sealed_jobs": "0", "diloco": "0"}, "no game, case, forfeit or multi-party job paid it"
     nothing = veritrain("claim", "--key-env", "MY_KEY")
     assert nothing.returncode == 0 and "nothing to claim" in nothing.stdout, nothing.stderr
     human = veritrain("balance", me).stdout  # default: VERI and a date

@@ -56,7 +56,7 @@ def total_wealth(protocol: Protocol, market: Market, accounts: range) -> int:
     credits (counted in the payees' wealth), read in one block: conserved by every call."""
 
     def read() -> int:
-        crediting = (protocol.game, protocol.court, protocol.sealed_jobs)
+        crediting = (protocol.game, protocol.court, protocol.sealed_jobs, protocol.diloco)
         held = sum(protocol.token.balance_of(c.address) for c in (protocol.market, *crediting))
         owed = sum(c.total_credit() for c in crediting)
         return held - owed + sum(wealth(protocol, market.account(i).address) for i in accounts)

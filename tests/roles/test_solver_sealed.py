@@ -170,7 +170,7 @@ def test_a_demand_that_became_a_second_one_since_the_view_is_left_to_the_submitt
     db.keep_data_key(JOB, new_data_key())
     sealed = _Sealed(KeyDemand(VERIFIER, 3_000, key_only=True, verifying=True))
     calls = SimpleNamespace(sealed_jobs=sealed, keys=SimpleNamespace(key_of=lambda a: key(1)), game=None, stakes=None, market=None, token=None, court=None)
-    responder = SolverResponder(cast(Any, calls), db, cast(Any, SimpleNamespace(store=None)), cast(Any, None), ME)
+    responder = SolverResponder(cast(Any, calls), db, cast(Any, SimpleNamespace(store=None)), cast(Any, None), ME, cast(Any, None))
     responder.perform(AnswerDemand(JOB, VERIFIER))
     assert sealed.sent == []  # neither revealKey nor publishWraps
     db.close()
@@ -218,7 +218,7 @@ def test_no_claim_is_sent_on_a_sealed_dataset_that_does_not_open(tmp_path: Path)
 
     calls = SimpleNamespace(market=SimpleNamespace(claim=claim), sealed_jobs=None, keys=None, game=None, stakes=None, token=None, court=None)
     trainer = JobTrainer(cast(Any, None), store, db, watcher, tmp_path / "jobs", StopFlag())
-    responder = SolverResponder(cast(Any, calls), db, trainer, watcher, ME)
+    responder = SolverResponder(cast(Any, calls), db, trainer, watcher, ME, cast(Any, None))
     with pytest.raises(SealingError):
         responder.perform(Claim(JOB))
     db.keep_data_key(JOB, new_data_key())

@@ -27,7 +27,7 @@ def test_the_seed_is_committed_rotated_and_snapshotted_by_a_draw(devnet: Devnet,
     me = parties.verifier.address
     db = VerifierDb(tmp_path / "verifier" / "state.sqlite")
     loader = VerifierLoader(proto, MarketWatcher(proto.market, proto.book.deploy_block), db, me)
-    responder = VerifierResponder(proto, db, None, None, me)  # type: ignore[arg-type]  # only forced-seed actions here
+    responder = VerifierResponder(proto, db, None, None, me, None)  # type: ignore[arg-type]  # only forced-seed actions here
 
     def settle_seed() -> SeedView:
         seed = loader.load().seed

@@ -48,7 +48,7 @@ def db(tmp_path: Path) -> Any:
 
 
 def _responder(chain: _Chain, db: VerifierDb) -> VerifierResponder:
-    return VerifierResponder(chain, db, trace_verifier=SimpleNamespace(watcher=chain.watcher), replayer=None, me=ME)  # type: ignore[arg-type]
+    return VerifierResponder(chain, db, trace_verifier=SimpleNamespace(watcher=chain.watcher), replayer=None, me=ME, multiparty=None)  # type: ignore[arg-type]
 
 
 def _secrets(db: VerifierDb) -> list[str]:

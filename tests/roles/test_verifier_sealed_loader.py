@@ -40,7 +40,7 @@ def test_a_sealed_draw_its_demands_and_the_key_found(devnet: Devnet, parties: Pa
     solver.assign_verifier(job_id)
     db = VerifierDb(tmp_path / "state.sqlite")
     loader = VerifierLoader(proto, MarketWatcher(proto.market, proto.book.deploy_block), db, me, key=key)
-    responder = VerifierResponder(proto, db, None, None, me)  # type: ignore[arg-type]  # only key-game actions here
+    responder = VerifierResponder(proto, db, None, None, me, None)  # type: ignore[arg-type]  # only key-game actions here
     policy = VerifierPolicy(VerifierConfig(stake_target=proto.stakes.min_stake(Role.VERIFIER), encryption_key=key))
 
     view = loader.load()

@@ -1,0 +1,270 @@
+"""The multi-party duties' performer (:mod:`rolebase.multiparty` has the view and the decisions): it
+fetches every input by CID, checks it against what the chain committed and judges rounds with
+:func:`proofs.diloco.judge_round`. A module of its own because it loads the training stack, which a
+command line that only reads the chain does not."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from eth_utils import keccak
+
+from core.agent import log_mined
+from core.chain import Address
+from core.cid import Cid, cid_to_digest, digest_to_cid
+from core.contracts import Ballot, JobId, JobState, MultipartyJob, MultipartyPhase, Protocol, court_commitment
+from core.dispute import derive_salt
+from core.probe import Bytes32
+from core.storage import ContentStore, StorageError, file_cid
+from proofs.checkpoint import decode_checkpoint, state_hash
+from proofs.data import Dataset
+from proofs.diloco import (
+    MAX_CONTRIBUTION_BYTES,
+    MultipartyConfig,
+    OuterState,
+    PartyRound,
+    check_round,
+    contribution_hash,
+    contribution_of,
+    decode_document,
+    judge_round,
+    party_job,
+)
+from proofs.errors import ProofError
+from proofs.manifest import MAX_MANIFEST_BYTES, committed_manifest
+from proofs.spec import JobSpec, Limits, load_spec
+from rolebase.inputs import fetch_dataset
+from rolebase.multiparty import MultipartyAction, MultipartyMove
+from rolebase.watchers import MarketWatcher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class JobInputs:
+    """What a multi-party job's document names, fetched and checked: the base spec, its dataset, the
+    settings and the stamp of its global states (the base spec's hash)."""
+
+    spec: JobSpec
+    dataset: Dataset
+    cfg: MultipartyConfig
+
+    @property
+    def stamp(self) -> str:
+        return self.spec.spec_hash()
+
+
+class MultipartyDuty:
+    """Carries out :class:`MultipartyMove` for one account. ``salt_secret`` (a judge's): at least 32
+    secret bytes kept in the role's records (a vote's salt is derived from it, so nothing about a vote
+    is stored); ``begun`` (a party's): told each inner job this account began and its spec's CID, so
+    that the role trains it as a job it holds."""
+
+    def __init__(
+        self,
+        protocol: Protocol,
+        store: ContentStore,
+        watcher: MarketWatcher,
+        me: Address,
+        *,
+        salt_secret: Callable[[], bytes] | None = None,
+        begun: Callable[[JobId, Cid], None] | None = None,
+    ) -> None:
+        self.protocol = protocol
+        self.store = store
+        self.watcher = watcher
+        self.me = me
+        self._salt_secret = salt_secret
+        self._begun = begun
+        self._inputs: dict[int, JobInputs] = {}
+        self._checked: set[tuple[int, int, str, bytes]] = set()
+
+    def perform(self, move: MultipartyMove) -> None:
+        d = self.protocol.diloco
+        job = d.get_job(move.job_id)
+        if job.round != move.round and move.action is not MultipartyAction.JOIN:
+            log.debug("multi-party move no longer due", extra={"job": move.job_id, "move": move.action.value})
+            return
+        fields = {"job": move.job_id, "round": job.round}
+        match move.action, job.phase:
+            case MultipartyAction.JOIN, MultipartyPhase.WORKING:
+                log_mined(log, "multi-party join", d.join(move.job_id, move.slot), slot=move.slot, **fields)
+            case MultipartyAction.BEGIN, MultipartyPhase.WORKING:
+                self._begin(move.job_id, job, move.slot)
+            case MultipartyAction.CONTRIBUTE, MultipartyPhase.WORKING:
+                self._contribute(move.job_id, job, move.slot)
+            case MultipartyAction.CLOSE, MultipartyPhase.WORKING:
+                log_mined(log, "multi-party closeRound", d.close_round(move.job_id), **fields)
+            case MultipartyAction.DRAW, MultipartyPhase.DRAWING:
+                log_mined(log, "multi-party drawAggregator", d.draw_aggregator(move.job_id), **fields)
+            case MultipartyAction.AGGREGATE, MultipartyPhase.AGGREGATING:
+                self._aggregate(move.job_id, job)
+            case MultipartyAction.TIMEOUT, MultipartyPhase.AGGREGATING:
+                log_mined(log, "multi-party timeoutAggregator", d.timeout_aggregator(move.job_id), **fields)
+            case MultipartyAction.CHECK, MultipartyPhase.PROPOSED:
+                self._check(move.job_id, job)
+            case MultipartyAction.FINALIZE, MultipartyPhase.PROPOSED:
+                log_mined(log, "multi-party finalizeRound", d.finalize_round(move.job_id), **fields)
+            case MultipartyAction.DRAW_COMMITTEE, MultipartyPhase.CONTESTED:
+                log_mined(log, "multi-party drawCommittee", d.draw_committee(move.job_id), **fields)
+            case MultipartyAction.COMMIT, MultipartyPhase.CONTESTED:
+                self._vote(move.job_id, job)
+            case MultipartyAction.REVEAL, MultipartyPhase.CONTESTED:
+                self._reveal(move.job_id)
+            case MultipartyAction.SETTLE, MultipartyPhase.CONTESTED:
+                log_mined(log, "multi-party settleChallenge", d.settle_challenge(move.job_id), **fields)
+            case _:
+                log.debug("multi-party move no longer due", extra={"job": move.job_id, "move": move.action.value})
+
+    # ------------------------------------------------------------------ content
+
+    def inputs(self, job_id: int, job: MultipartyJob) -> JobInputs:
+        """The job's document, base spec and dataset, fetched once and checked against the chain's shape."""
+        cached = self._inputs.get(job_id)
+        if cached is not None:
+            return cached
+        spec_cid, cfg = decode_document(self.store.get(digest_to_cid(job.spec_cid), 4096))
+        if (cfg.parties, cfg.rounds, cfg.quorum) != (job.parties, job.rounds, job.min_parties):
+            raise ProofError(
+                f"the job's document says {cfg.parties} parties, {cfg.rounds} rounds, quorum {cfg.quorum}; the chain {job.parties}, {job.rounds}, {job.min_parties}"
+            )
+        spec = load_spec(self.store.get(spec_cid, Limits.SPEC_BYTES))
+        inputs = JobInputs(spec, fetch_dataset(self.store, spec), cfg)
+        self._inputs[job_id] = inputs
+        return inputs
+
+    def global_state(self, job: MultipartyJob) -> OuterState:
+        """The round's global model, fetched by its CID and checked against its committed state hash."""
+        data = self.store.get(digest_to_cid(job.global_cid), Limits.CHECKPOINT_BYTES)
+        if state_hash(data) != bytes(job.global_hash):
+            raise ProofError(f"the global model at {digest_to_cid(job.global_cid)} is not the committed state {bytes(job.global_hash).hex()}")
+        return OuterState.from_checkpoint(decode_checkpoint(data))
+
+    def final_checkpoint(self, inner_job_id: int) -> bytes | None:
+        """An inner trace's last checkpoint, checked against the trace's last leaf (None: not served)."""
+        inner = self.protocol.market.get_job(JobId(inner_job_id))
+        try:
+            committed = self.watcher.commitment(JobId(inner_job_id), inner.trace_root)
+            manifest = committed_manifest(self.store.get(committed.manifest_cid, MAX_MANIFEST_BYTES), inner.trace_root)
+            data = self.store.get(committed.final_model_cid, Limits.CHECKPOINT_BYTES)
+        except (StorageError, ProofError) as exc:
+            log.info("inner trace's final checkpoint not served", extra={"inner": inner_job_id, "error": str(exc)})
+            return None
+        return data if state_hash(data) == manifest.state_hashes[-1] else None
+
+    def read_round(self, job_id: int, job: MultipartyJob, inputs: JobInputs, state: OuterState) -> dict[int, PartyRound]:
+        """What the chain and the store hold of each party that contributed this round."""
+        d, market = self.protocol.diloco, self.protocol.market
+        begun = {
+            int(e.args["slot"]): bytes(e.args["innerSpecCid"])
+            for e in d.events("InnerJobBegun", self.protocol.book.deploy_block, jobId=job_id)
+            if e.args["round"] == job.round
+        }
+        rounds: dict[int, PartyRound] = {}
+        for slot in range(job.parties):
+            c = d.contribution_of(job_id, job.round, slot)
+            if not any(c.cid):
+                continue
+            try:
+                data = self.store.get(digest_to_cid(c.cid), MAX_CONTRIBUTION_BYTES)
+            except StorageError as exc:
+                log.info("contribution not served", extra={"job": job_id, "slot": slot, "error": str(exc)})
+                continue
+            if contribution_hash(data) != bytes(c.content_hash):
+                data = b""  # the CID's bytes are not the committed hash's: not what any trace gives
+            inner = market.get_job(JobId(c.inner_job_id))
+            derived = cid_to_digest(file_cid(party_job(inputs.spec, inputs.dataset, inputs.cfg, state, slot).spec.canonical_bytes()))
+            verified = inner.state is JobState.FINALIZED and inner.solver == d.party_of(job_id, slot)
+            rounds[slot] = PartyRound(data, self.final_checkpoint(c.inner_job_id), begun.get(slot) == derived, verified)
+        return rounds
+
+    # ------------------------------------------------------------------ moves
+
+    def _begin(self, job_id: int, job: MultipartyJob, slot: int) -> None:
+        inputs = self.inputs(job_id, job)
+        state = self.global_state(job)
+        if job.round == 0:
+            from proofs.train import Trainer  # the training stack, only where a party starts
+
+            start = OuterState.start(Trainer(inputs.spec, inputs.dataset).params)
+            if start.state_hash(inputs.stamp) != bytes(job.global_hash):
+                raise ProofError(f"job {job_id}'s G_0 is not its spec's seeded initialization: not beginning")
+        pj = party_job(inputs.spec, inputs.dataset, inputs.cfg, state, slot)
+        self.store.put(pj.shard)
+        self.store.put(pj.init)
+        spec_cid = self.store.put(pj.spec.canonical_bytes())
+        inner, receipt = self.protocol.diloco.begin(job_id, slot, cid_to_digest(spec_cid))
+        if self._begun is not None:
+            self._begun(inner, spec_cid)
+        log_mined(log, "multi-party begin", receipt, job=job_id, round=job.round, slot=slot, inner=inner, spec=spec_cid)
+
+    def _contribute(self, job_id: int, job: MultipartyJob, slot: int) -> None:
+        c = self.protocol.diloco.contribution_of(job_id, job.round, slot)
+        final = self.final_checkpoint(c.inner_job_id)
+        if final is None:
+            return  # our own trace's checkpoint not in the store yet: next tick
+        data, _ = contribution_of(self.global_state(job), final, self.inputs(job_id, job).cfg)
+        cid = self.store.put(data)
+        receipt = self.protocol.diloco.contribute(job_id, slot, cid_to_digest(cid), contribution_hash(data))
+        log_mined(log, "multi-party contribute", receipt, job=job_id, round=job.round, slot=slot, cid=cid, bytes=len(data))
+
+    def _aggregate(self, job_id: int, job: MultipartyJob) -> None:
+        inputs = self.inputs(job_id, job)
+        state = self.global_state(job)
+        verdict = judge_round(state, self.read_round(job_id, job, inputs, state), inputs.cfg)
+        cid = self.store.put(verdict.state.to_bytes(inputs.stamp)) if verdict.state is not None else None
+        included, wrong = verdict.masks()
+        receipt = self.protocol.diloco.commit_aggregate(job_id, verdict.state_hash(inputs.stamp), cid_to_digest(cid) if cid else bytes(32), included, wrong)
+        log_mined(log, "multi-party commitAggregate", receipt, job=job_id, round=job.round, included=included, wrong=wrong, void=verdict.state is None)
+
+    def judge(self, job_id: int, job: MultipartyJob) -> str | None:
+        """What is wrong with the round's committed aggregate (None: it is the round's)."""
+        inputs = self.inputs(job_id, job)
+        state = self.global_state(job)
+        a = self.protocol.diloco.aggregate_of(job_id)
+        return check_round(state, self.read_round(job_id, job, inputs, state), inputs.cfg, inputs.stamp, a.state_hash, a.included, a.wrong)
+
+    def _check(self, job_id: int, job: MultipartyJob) -> None:
+        a = self.protocol.diloco.aggregate_of(job_id)
+        key = (job_id, job.round, a.aggregator, bytes(a.state_hash))
+        if key in self._checked:
+            return
+        reason = self.judge(job_id, job)
+        self._checked.add(key)
+        if reason is None:
+            log.info("multi-party aggregate checked: right", extra={"job": job_id, "round": job.round})
+            return
+        deposit = self.protocol.diloco.params().challenge_deposit
+        self.protocol.token.approve(self.protocol.diloco.address, deposit)
+        case_id, receipt = self.protocol.diloco.challenge(job_id)
+        log_mined(log, "multi-party challenge", receipt, job=job_id, round=job.round, case=case_id, reason=reason)
+
+    def _salt(self, case_id: int) -> Bytes32:
+        if self._salt_secret is None:
+            raise ProofError("this role keeps no salt secret: it cannot vote on a committee")
+        # a domain of its own, so a case's salt is unrelated to a game's or a court case's of the same number
+        return derive_salt(keccak(b"veritrain multi-party aggregate" + self._salt_secret()), case_id)
+
+    def _vote(self, job_id: int, job: MultipartyJob) -> None:
+        d = self.protocol.diloco
+        case_id = d.aggregate_of(job_id).case_id
+        if d.ballot_of(case_id, self.me)[0] is not Ballot.SEATED:
+            return
+        right = self.judge(job_id, job) is None
+        receipt = d.commit_vote(job_id, court_commitment(case_id, right, self._salt(case_id), self.me))
+        log_mined(log, "multi-party commitVote", receipt, job=job_id, case=case_id, aggregate_right=right)
+
+    def _reveal(self, job_id: int) -> None:
+        d = self.protocol.diloco
+        case_id = d.aggregate_of(job_id).case_id
+        ballot, commitment = d.ballot_of(case_id, self.me)
+        if ballot is not Ballot.COMMITTED:
+            return
+        salt = self._salt(case_id)
+        for right in (True, False):
+            if court_commitment(case_id, right, salt, self.me) == bytes(commitment):
+                log_mined(log, "multi-party revealVote", d.reveal_vote(job_id, right, salt), job=job_id, case=case_id, aggregate_right=right)
+                return
+        log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"job": job_id, "case": case_id})
