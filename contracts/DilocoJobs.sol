@@ -520,8 +520,9 @@ contract DilocoJobs is IDilocoJobs, Credits {
         if (t.workWindow == 0 || t.workWindow > _maxWorkWindow || t.verifyWindow > MAX_WINDOW) {
             revert InvalidWindows(t.workWindow, t.verifyWindow);
         }
-        // INVARIANT: a wrong contribution costs its party at least what a right one would have paid.
-        if (t.innerReward == 0 || t.innerFee == 0 || t.slotBond == 0 || t.slotBond < t.contributionReward) {
+        // INVARIANT: a wrong contribution costs its party more than its round pays: its contribution
+        // reward, and the inner job it may have had paid for another (cheaper) spec than its round's.
+        if (t.innerReward == 0 || t.innerFee == 0 || t.slotBond < uint256(t.innerReward) + t.innerFee + t.contributionReward) {
             revert InvalidPay(t.innerReward, t.innerFee, t.contributionReward, t.slotBond);
         }
     }

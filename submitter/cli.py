@@ -481,7 +481,12 @@ def multiparty_(
     inner_fee: Annotated[str, typer.Option(help="each inner job's verifier fee, in VERI")] = "1",
     contribution_reward: Annotated[str, typer.Option(help="paid per accepted contribution, in VERI")] = "10",
     aggregator_fee: Annotated[str, typer.Option(help="paid to each round's aggregator, in VERI")] = "2",
-    slot_bond: Annotated[str, typer.Option(help="a party's slot bond, in VERI (at least the contribution reward)")] = "10",
+    slot_bond: Annotated[
+        str,
+        typer.Option(
+            help="a party's slot bond, in VERI (at least inner reward + inner fee + contribution reward: a wrong party loses more than its round pays)"
+        ),
+    ] = "20",
     work_window: Annotated[int, typer.Option(help="seconds from a round's opening to its contribution deadline", min=1)] = 600,
     verify_window: Annotated[int, typer.Option(help="seconds after the deadline a round waits for its inner jobs' verification", min=0)] = 1800,
     store_dir: StoreDir = None,

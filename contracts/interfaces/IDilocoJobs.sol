@@ -100,7 +100,8 @@ struct JobTerms {
     uint96 innerFee;
     uint96 contributionReward;
     uint96 aggregatorFee;
-    /// At least contributionReward.
+    /// At least innerReward + innerFee + contributionReward: a party whose inner job names another spec
+    /// than its round's (paid by the JobMarket all the same) loses more than it was paid.
     uint96 slotBond;
 }
 
@@ -233,7 +234,7 @@ interface IDilocoJobs {
     error InvalidShape(uint8 parties, uint8 minParties, uint16 rounds);
     /// @notice workWindow in 1..the JobMarket's maxCommitWindow, verifyWindow <= 365 days.
     error InvalidWindows(uint32 workWindow, uint32 verifyWindow);
-    /// @notice innerReward, innerFee > 0; slotBond > 0 and >= contributionReward.
+    /// @notice innerReward, innerFee > 0; slotBond >= innerReward + innerFee + contributionReward.
     error InvalidPay(uint96 innerReward, uint96 innerFee, uint96 contributionReward, uint96 slotBond);
     error UnknownJob(uint256 jobId);
     error WrongPhase(uint256 jobId, Phase have, Phase want);

@@ -33,7 +33,7 @@ def test_two_parties_train_two_rounds_and_drawn_aggregators_finish_the_job(marke
     market.wait_staked(180)
     job = build_demo_job("tiny", tmp_path / "job")
     cfg = MultipartyConfig(parties=2, rounds=2, inner_steps=20, block_size=64, quorum=2)
-    pay = MultipartyPay(TokenAmount(10 * E18), TokenAmount(E18), TokenAmount(20 * E18), TokenAmount(3 * E18), TokenAmount(20 * E18), 300, 300)
+    pay = MultipartyPay(TokenAmount(10 * E18), TokenAmount(E18), TokenAmount(20 * E18), TokenAmount(3 * E18), TokenAmount(35 * E18), 300, 300)
     posted = post_multiparty(market.protocol(market.account(0)), market.store, job.spec_path, job.data_path, cfg, pay)
     d = market.protocol().diloco
 

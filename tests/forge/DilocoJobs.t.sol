@@ -454,7 +454,7 @@ contract DilocoJobsTest is DilocoJobsFixture {
         t.innerFee = 0;
         _expectBadTerms(t, _pay(t));
         t = _terms();
-        t.slotBond = CONTRIB - 1;
+        t.slotBond = INNER_REWARD + INNER_FEE + CONTRIB - 1; // a wrong party must lose more than its round pays
         _expectBadTerms(t, _pay(t));
         t.slotBond = 0;
         t.contributionReward = 0;
@@ -473,7 +473,7 @@ contract DilocoJobsTest is DilocoJobsFixture {
         t.parties = MAX_PARTIES;
         t.minParties = MAX_PARTIES;
         t.workWindow = market.params().maxCommitWindow;
-        t.slotBond = CONTRIB;
+        t.slotBond = INNER_REWARD + INNER_FEE + CONTRIB;
         assertEq(_postWith(t), 1, "posted at the limits");
         assertEq(dj.jobCount(), 1, "only the good one");
     }
@@ -957,6 +957,7 @@ contract DilocoJobsTest is DilocoJobsFixture {
         dj.closeRound(jobId); // slots 0 and 1 not verified yet (and slot 2 may still contribute)
         ids[2] = _work(jobId, party3, 2);
         _verifyInner(ids); // one challenge window (1 hour) of the work window's 2
+        // forge-lint: disable-next-line(block-timestamp)
         assertTrue(block.timestamp <= deadline, "before the deadline");
         vm.expectEmit(true, false, false, true, address(dj));
         emit IDilocoJobs.RoundClosed(jobId, 0, 7, block.number);
