@@ -143,8 +143,11 @@ class MultipartyDuty:
         return OuterState.from_checkpoint(decode_checkpoint(data))
 
     def final_checkpoint(self, inner_job_id: int) -> bytes | None:
-        """An inner trace's last checkpoint, checked against the trace's last leaf (None: not served)."""
+        """An inner trace's last checkpoint, checked against the trace's last leaf (None: not served, or
+        no trace committed any more: a job reopened after its solver lost it keeps no root)."""
         inner = self.protocol.market.get_job(JobId(inner_job_id))
+        if not any(inner.trace_root):
+            return None
         try:
             committed = self.watcher.commitment(JobId(inner_job_id), inner.trace_root)
             manifest = committed_manifest(self.store.get(committed.manifest_cid, MAX_MANIFEST_BYTES), inner.trace_root)

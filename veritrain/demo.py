@@ -573,7 +573,11 @@ def _report(
 def demo(
     workdir: Annotated[Path | None, typer.Option(help="keep everything (chain data, store, logs, model) here instead of a temporary directory")] = None,
     job: Annotated[
-        str, typer.Option(help="which shipped demo job to post: mlp-spirals, char-text, cnn-shapes, gpt-mini (a 10M GPT on Shakespeare, a few minutes), tiny")
+        str,
+        typer.Option(
+            help="which shipped demo job to post: mlp-spirals, char-text, cnn-shapes, gpt-mini (a 10M GPT on Shakespeare, a few minutes), tiny; "
+            "or diloco: a multi-party job of four solver daemons, one of them cheating (--cheat, default wrong-lr), caught and cut out"
+        ),
     ] = "mlp-spirals",
     timeout: Annotated[float, typer.Option(help="give up if the job has no new event for this many seconds", min=10)] = 600.0,
     cheat: Annotated[
@@ -618,6 +622,8 @@ def demo(
       veritrain demo --cheat dead-units --job tiny      (one faked segment, then a one-unit-wide net: caught when segment 0 is replayed)
 
       veritrain demo --lazy-verifier --job tiny
+
+      veritrain demo --job diloco      (four parties train one model, DiLoCo-style; one cheats, is slashed and cut out)
     """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -625,7 +631,14 @@ def demo(
     else:
         root = Path(tempfile.mkdtemp(prefix="veritrain-demo-"))
     try:
-        figures = run_demo(root, timeout, job, cheat, lazy_verifier, curve_png=curve.resolve())
+        if job == "diloco":
+            if lazy_verifier:
+                raise VeritrainError("--job diloco tells the story of a cheating party: --lazy-verifier is not part of it")
+            from veritrain.diloco_demo import run_diloco_demo
+
+            figures = run_diloco_demo(root, timeout, cheat or "wrong-lr")
+        else:
+            figures = run_demo(root, timeout, job, cheat, lazy_verifier, curve_png=curve.resolve())
     except BaseException:  # an error, a timeout, Ctrl-C or SIGTERM: what happened is in the logs
         err_console.print(f"demo failed; its workdir, every daemon's log in logs/, is kept: {root}", highlight=False, soft_wrap=True)
         raise

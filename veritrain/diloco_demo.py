@@ -1,0 +1,161 @@
+"""`veritrain demo --job diloco`: a multi-party job (issue 28, docs/multiparty.md) on a local chain.
+
+Four solver daemons run with ``--multiparty`` take the job's four slots; one of them cheats
+(``--cheat STRATEGY``, default ``wrong-lr``: its inner traces follow that adversary). Four verifier
+daemons verify every inner job as any job: the cheater's trace fails its replay, the dispute game
+isolates one step, a committee of the other verifiers rules, and the cheater is slashed; its inner job
+never reaches Finalized, so its contribution cannot enter the round's aggregate, which a verifier drawn
+as aggregator computes from the three honest contributions and commits, and anyone could challenge in
+one step. The rounds go on with the honest parties and the job finishes with their model: the printed
+state hash of each round is the one every party, the aggregator and a referee recompute.
+
+Everything runs for real: anvil, the contracts, the content store, eight daemon processes; the
+submitter posts in this process and follows the job's events. A failed run keeps its working
+directory, every daemon's log included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from core.contracts import MultipartyPhase, Role, TokenAmount
+from core.errors import VeritrainError
+from rolebase.amounts import show_tokens
+from rolebase.cli import console
+from veritrain.localnet import LocalNet, interrupts_as_keyboard, local_params, start_local_net
+
+__all__ = ["run_diloco_demo", "DILOCO_PARTIES"]
+
+#: The demo's shape: four parties, three of whose contributions make a round (the cheater's never does).
+DILOCO_PARTIES, DILOCO_QUORUM, DILOCO_ROUNDS, DILOCO_INNER_STEPS = 4, 3, 2, 20
+#: Room for a dispute game on a cheater's inner trace inside a round: the close waits for every
+#: contribution's inner job to settle, up to the verify window.
+_WORK_WINDOW, _VERIFY_WINDOW = 600, 900
+_E18 = 10**18
+_SHOWN = (
+    "RoundOpened",
+    "InnerJobBegun",
+    "ContributionCommitted",
+    "RoundClosed",
+    "AggregatorDrawn",
+    "AggregateCommitted",
+    "RoundFinalized",
+    "SlotVacated",
+    "MultipartyJobFinished",
+)
+
+
+def _label(names: Mapping[str, str], value: object) -> object:
+    return names.get(str(value), value)
+
+
+def _show(event: Any, t0: float, names: Mapping[str, str]) -> None:
+    args = {k: v for k, v in event.args.items() if k not in ("jobId", "globalCid", "stateCid", "cid")}
+    details = ", ".join(f"{k}={'0x' + bytes(v).hex()[:12] if isinstance(v, bytes) else _label(names, v)}" for k, v in args.items())
+    console.print(f"  +{time.monotonic() - t0:6.1f}s  block {event.block_number:>4}  [bold]{event.name:<22}[/] {details}", highlight=False)
+
+
+def _games_on(local: LocalNet, inner_jobs: set[int], deploy: int) -> list[Any]:
+    """The dispute games settled on the job's inner jobs (the cheater's)."""
+    game = local.protocol().game
+    opened = {int(e.args["gameId"]): int(e.args["jobId"]) for e in game.events("DisputeOpened", deploy) if int(e.args["jobId"]) in inner_jobs}
+    return [e for e in game.events("DisputeSettled", deploy) if int(e.args["gameId"]) in opened]
+
+
+def run_diloco_demo(workdir: Path, timeout_s: float, cheat: str = "wrong-lr") -> dict[str, Any]:
+    """The whole multi-party demo in ``workdir``; returns its figures (for ``--json`` and the e2e test)."""
+    from proofs.diloco import MultipartyConfig
+    from proofs.strategies import ALL_STRATEGIES
+    from submitter.demo_job import build_demo_job
+    from submitter.multiparty import MultipartyPay, multiparty_report, post_multiparty
+
+    if cheat not in ALL_STRATEGIES:
+        raise VeritrainError(f"no adversary strategy {cheat!r}; choose one of {', '.join(ALL_STRATEGIES)}")
+    t_start = time.monotonic()
+    with ExitStack() as stack, interrupts_as_keyboard():
+        console.rule(f"[bold]veritrain demo: a multi-party job, one party a {cheat} cheater")
+        job = build_demo_job("tiny", workdir / "job")
+        parties = [f"party{i}" for i in range(1, DILOCO_PARTIES + 1)]
+        verifiers = [f"verifier{i}" for i in range(1, 5)]
+        local = stack.enter_context(start_local_net(workdir, accounts=1 + len(parties) + len(verifiers), params=local_params({"maxCommitWindow": 3600})))
+        net = local.net
+        names: dict[str, str] = {net.accounts[0].address: "submitter"}
+        for i, label in enumerate([*parties, *verifiers], start=1):
+            names[net.accounts[i].address] = label
+        duty = ("--duty-grace", "5")
+        for i, label in enumerate(parties, start=1):
+            extra = ("--multiparty", *duty, *(("--cheat", cheat) if label == parties[-1] else ()))
+            local.daemon("solver", i, label, *extra)
+        for i, label in enumerate(verifiers, start=1 + len(parties)):
+            local.daemon("verifier", i, label, *duty)
+        cheater = net.accounts[len(parties)].address
+        deploy = local.protocol().book.deploy_block
+        console.print(
+            f"devnet at {net.rpc_url}; {len(parties)} solver daemons (--multiparty; {parties[-1]} cheats: {cheat}), {len(verifiers)} verifier daemons"
+        )
+        local.wait_staked(300)
+        protocol = local.protocol(net.accounts[0])
+        cfg = MultipartyConfig(DILOCO_PARTIES, DILOCO_ROUNDS, DILOCO_INNER_STEPS, block_size=64, quorum=DILOCO_QUORUM)
+        pay = MultipartyPay(
+            TokenAmount(5 * _E18), TokenAmount(_E18), TokenAmount(10 * _E18), TokenAmount(2 * _E18), TokenAmount(20 * _E18), _WORK_WINDOW, _VERIFY_WINDOW
+        )
+        t_post = time.monotonic()
+        posted = post_multiparty(protocol, local.store, job.spec_path, job.data_path, cfg, pay)
+        console.print(
+            f"posted multi-party job [bold]{posted.job_id}[/]: {DILOCO_PARTIES} parties x {DILOCO_ROUNDS} rounds x {DILOCO_INNER_STEPS} inner steps of {job.description}; "
+            f"escrow {show_tokens(posted.escrow)} VERI",
+            highlight=False,
+        )
+        d = protocol.diloco
+        seen: set[tuple[str, int]] = set()
+        moved = time.monotonic()
+        while True:
+            events = sorted((e for name in _SHOWN for e in d.events(name, deploy, jobId=posted.job_id)), key=lambda e: (e.block_number, e.log_index))
+            for event in events:
+                if (event.tx_hash, event.log_index) not in seen:
+                    seen.add((event.tx_hash, event.log_index))
+                    _show(event, t_post, names)
+                    moved = time.monotonic()
+            if d.get_job(posted.job_id).phase is MultipartyPhase.FINISHED:
+                break
+            local.check_running()
+            if time.monotonic() - moved > timeout_s:
+                raise VeritrainError(f"multi-party job {posted.job_id} had no new event for {timeout_s:.0f}s")
+            time.sleep(1.0)
+        report = multiparty_report(protocol, posted.job_id)
+        inner = {int(e.args["innerJobId"]) for e in d.events("InnerJobBegun", deploy, jobId=posted.job_id)}
+        games = _games_on(local, inner, deploy)
+        # the daemon tops its stake up again after each slash: the slashes are in the StakeManager's events
+        slashed = sum(int(e.args["amount"]) for e in protocol.stakes.events("StakeSlashed", deploy, account=cheater, role=int(Role.SOLVER)))
+        holders = {int(e.args["slot"]): names.get(str(e.args["party"]), str(e.args["party"])) for e in d.events("SlotJoined", deploy, jobId=posted.job_id)}
+        figures: dict[str, Any] = {
+            "job_id": posted.job_id,
+            "spec_cid": posted.spec_cid,
+            "store_dir": str(local.store_dir),
+            "cheat": cheat,
+            "rounds": report["history"],
+            "complete": report["round"] == DILOCO_ROUNDS,
+            "global_hash": report["global_hash"],
+            "cheater": cheater,
+            "cheater_slashed": slashed,
+            "cheater_paid": sum(1 for r in report["history"] for slot in r["paid"] if holders.get(slot) == parties[-1]),
+            "games_on_inner_jobs": len(games),
+            "wall_s": round(time.monotonic() - t_start, 1),
+        }
+        console.rule("[bold]result")
+        for r in report["history"]:
+            paid = ", ".join(holders.get(s, f"slot {s}") for s in r["paid"]) or "nobody"
+            console.print(
+                f"round {r['round']}: aggregate by {names.get(r['aggregator'], r['aggregator'])}, paid {paid}; state {r['state_hash'][:18]}", highlight=False
+            )
+        console.print(
+            f"{parties[-1]} (the cheater): {len(games)} dispute game(s) on its inner traces settled, {show_tokens(TokenAmount(figures['cheater_slashed']))} VERI of stake slashed, "
+            f"{figures['cheater_paid']} contribution(s) paid; the job {'finished every round' if figures['complete'] else 'ended early'} with global model {report['global_cid']}",
+            highlight=False,
+        )
+        console.print(f"total wall time {figures['wall_s']} s")
+    return figures
