@@ -20,6 +20,11 @@ CID they commit (and serve) is another one: bytes that do not parse as a manifes
 that parses and is consistent but lists other state hashes, so its root is not the committed root.
 Neither gives the verifier leaves for a trace game: it challenges the manifest's availability (the
 solver publishes it on chain) and opens a manifest game, where the referees vote against the solver.
+
+``copy-contribution`` (multi-party jobs, docs/multiparty.md) trains its inner jobs honestly but commits
+as its contribution the bytes another slot committed this round (the first one it finds), saving the
+compression and hoping to be paid for another's work. The aggregator finds it is not what its trace
+gives and calls it wrong: the copier loses its slot bond and its slot.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import Any
 
 from eth_utils import keccak
 
-from core.contracts import JobId
+from core.contracts import JobId, MultipartyJob
 from core.probe import Bytes32
 from core.storage import ContentStore, LocalStore, file_cid
 from core.storage.peers import FetchingStore
@@ -40,6 +45,7 @@ from proofs.manifest import MANIFEST_BLOCK, CheckpointEntry, Manifest, load_mani
 from proofs.merkle import TraceTree, hex32
 from proofs.spec import JobSpec
 from proofs.train import Committed
+from rolebase.multiparty_duty import MultipartyDuty
 from solver.policy import Commit, SolverAction
 from solver.responder import SolverResponder
 from solver.state import SolverDb
@@ -51,6 +57,7 @@ WITHHOLD = "withhold"
 STALE_MODEL = "stale-model"
 GARBAGE_MANIFEST = "garbage-manifest"
 FOREIGN_ROOT = "foreign-root"
+COPY_CONTRIBUTION = "copy-contribution"
 
 
 class Withholding:
@@ -142,3 +149,17 @@ class CheatingJobTrainer(JobTrainer):
             record(Committed(i, state_hash(data), file_cid(data), losses[i], norms[i]))
         log.warning("cheating trace written", extra={"job": job_id, "strategy": self.strategy, "bad_segments": str(list(faked.bad_segments))})
         return hashes
+
+
+class CopyingMultipartyDuty(MultipartyDuty):
+    """``copy-contribution``: an honest party in everything but its contribution, which is the bytes
+    another slot committed this round (waits for one)."""
+
+    def _contribute(self, job_id: int, job: MultipartyJob, slot: int) -> None:
+        d = self.protocol.diloco
+        for other in range(job.parties):
+            theirs = d.contribution_of(job_id, job.round, other)
+            if other != slot and any(theirs.cid):
+                receipt = d.contribute(job_id, slot, bytes(theirs.cid), bytes(theirs.content_hash))
+                log.warning("copied contribution committed", extra={"job": job_id, "round": job.round, "slot": slot, "from": other, "gas": receipt.gas_used})
+                return

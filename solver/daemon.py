@@ -19,11 +19,13 @@ from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
 from rolebase.multiparty_duty import MultipartyDuty
 from solver.adversary import (
+    COPY_CONTRIBUTION,
     FOREIGN_ROOT,
     GARBAGE_MANIFEST,
     STALE_MODEL,
     WITHHOLD,
     CheatingJobTrainer,
+    CopyingMultipartyDuty,
     ForeignManifest,
     StaleModel,
     Withholding,
@@ -54,10 +56,11 @@ SILENT_CHEATS = frozenset({"fake-final"})
 #: Every ``--cheat``: a trace adversary of ``proofs.adversary``, ``withhold`` (an honest trace whose
 #: checkpoints are deleted once committed), ``stale-model`` (an honest trace committed with checkpoint 0
 #: as its model), ``garbage-manifest`` or ``foreign-root`` (an honest trace committed with a manifest that
-#: does not parse, or names another root): solver.adversary.
-CHEATS = (*ALL_STRATEGIES, WITHHOLD, STALE_MODEL, GARBAGE_MANIFEST, FOREIGN_ROOT)
+#: does not parse, or names another root), ``copy-contribution`` (a multi-party party that commits another
+#: slot's contribution as its own): solver.adversary.
+CHEATS = (*ALL_STRATEGIES, WITHHOLD, STALE_MODEL, GARBAGE_MANIFEST, FOREIGN_ROOT, COPY_CONTRIBUTION)
 #: The adversaries of solver.adversary: they wrap an honest trace.
-_HONEST_TRACE_CHEATS = (WITHHOLD, STALE_MODEL, GARBAGE_MANIFEST, FOREIGN_ROOT)
+_HONEST_TRACE_CHEATS = (WITHHOLD, STALE_MODEL, GARBAGE_MANIFEST, FOREIGN_ROOT, COPY_CONTRIBUTION)
 
 
 def state_dir(data_dir: Path, address: str) -> Path:
@@ -100,7 +103,8 @@ def build(
             job_trainer = CheatingJobTrainer(
                 w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, strategy=cheat, disk_budget=config.disk_budget
             )
-        multiparty = MultipartyDuty(w.protocol, store, w.watcher, w.me, begun=db.start_job)
+        duty_class = CopyingMultipartyDuty if cheat == COPY_CONTRIBUTION else MultipartyDuty
+        multiparty = duty_class(w.protocol, store, w.watcher, w.me, begun=db.start_job)
         responder = SolverResponder(w.protocol, db, job_trainer, w.watcher, w.me, multiparty)
         performers: dict[str, Responder[SolverAction]] = {
             WITHHOLD: Withholding(responder, db, store),

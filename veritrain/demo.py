@@ -583,7 +583,8 @@ def demo(
     cheat: Annotated[
         str | None,
         typer.Option(
-            help=f"play a dispute first: a cheating solver (demo adversary: {', '.join(ALL_STRATEGIES)}) claims the job, is caught and slashed, an honest one then does it"
+            help=f"play a dispute first: a cheating solver (demo adversary: {', '.join(ALL_STRATEGIES)}) claims the job, is caught and slashed, an honest one then does it;"
+            " with --job diloco, the cheating party's strategy (those, or copy-contribution)"
         ),
     ] = None,
     lazy_verifier: Annotated[
@@ -636,7 +637,7 @@ def demo(
                 raise VeritrainError("--job diloco tells the story of a cheating party: --lazy-verifier is not part of it")
             from veritrain.diloco_demo import run_diloco_demo
 
-            figures = run_diloco_demo(root, timeout, cheat or "wrong-lr")
+            figures = run_diloco_demo(root, timeout, (cheat or "wrong-lr",))
         else:
             figures = run_demo(root, timeout, job, cheat, lazy_verifier, curve_png=curve.resolve())
     except BaseException:  # an error, a timeout, Ctrl-C or SIGTERM: what happened is in the logs

@@ -1,7 +1,9 @@
 """`veritrain demo --job diloco`: a multi-party job (issue 28, docs/multiparty.md) on a local chain.
 
 Four solver daemons run with ``--multiparty`` take the job's four slots; one of them cheats
-(``--cheat STRATEGY``, default ``wrong-lr``: its inner traces follow that adversary). Four verifier
+(``--cheat STRATEGY``, default ``wrong-lr``: its inner traces follow that adversary; or
+``copy-contribution``: it trains honestly and commits another slot's contribution, which the
+aggregator calls wrong, so the copier loses its slot bond and its slot). Four verifier
 daemons verify every inner job as any job: the cheater's trace fails its replay, the dispute game
 isolates one step, a committee of the other verifiers rules, and the cheater is slashed; its inner job
 never reaches Finalized, so its contribution cannot enter the round's aggregate, which a verifier drawn
@@ -17,24 +19,28 @@ directory, every daemon's log included.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 from core.contracts import MultipartyPhase, Role, TokenAmount
 from core.errors import VeritrainError
+from proofs.strategies import ALL_STRATEGIES
 from rolebase.amounts import show_tokens
 from rolebase.cli import console
 from veritrain.localnet import LocalNet, interrupts_as_keyboard, local_params, start_local_net
 
-__all__ = ["run_diloco_demo", "DILOCO_PARTIES"]
+__all__ = ["run_diloco_demo", "DILOCO_PARTIES", "MULTIPARTY_CHEATS"]
 
-#: The demo's shape: four parties, three of whose contributions make a round (the cheater's never does).
-DILOCO_PARTIES, DILOCO_QUORUM, DILOCO_ROUNDS, DILOCO_INNER_STEPS = 4, 3, 2, 20
+#: The demo's shape: four parties, two rounds; the quorum is its honest parties (a cheater's contribution never counts).
+DILOCO_PARTIES, DILOCO_ROUNDS, DILOCO_INNER_STEPS = 4, 2, 20
 #: Room for a dispute game on a cheater's inner trace inside a round: the close waits for every
 #: contribution's inner job to settle, up to the verify window.
 _WORK_WINDOW, _VERIFY_WINDOW = 600, 900
+#: The adversaries a party of the demo may be: a trace adversary (its inner traces lose their games)
+#: or ``copy-contribution`` (its contribution is another slot's: called wrong, its slot bond slashed).
+MULTIPARTY_CHEATS = (*ALL_STRATEGIES, "copy-contribution")
 _E18 = 10**18
 _SHOWN = (
     "RoundOpened",
@@ -66,20 +72,24 @@ def _games_on(local: LocalNet, inner_jobs: set[int], deploy: int) -> list[Any]:
     return [e for e in game.events("DisputeSettled", deploy) if int(e.args["gameId"]) in opened]
 
 
-def run_diloco_demo(workdir: Path, timeout_s: float, cheat: str = "wrong-lr") -> dict[str, Any]:
-    """The whole multi-party demo in ``workdir``; returns its figures (for ``--json`` and the e2e test)."""
+def run_diloco_demo(workdir: Path, timeout_s: float, cheats: Sequence[str] = ("wrong-lr",)) -> dict[str, Any]:
+    """The whole multi-party demo in ``workdir``; returns its figures (for ``--json`` and the e2e test).
+    ``cheats``: the strategies of the last parties (a trace adversary, or ``copy-contribution``); the
+    quorum is the honest parties."""
     from proofs.diloco import MultipartyConfig
-    from proofs.strategies import ALL_STRATEGIES
     from submitter.demo_job import build_demo_job
     from submitter.multiparty import MultipartyPay, multiparty_report, post_multiparty
 
-    if cheat not in ALL_STRATEGIES:
-        raise VeritrainError(f"no adversary strategy {cheat!r}; choose one of {', '.join(ALL_STRATEGIES)}")
+    if not 1 <= len(cheats) < DILOCO_PARTIES - 1:
+        raise VeritrainError(f"the demo's {DILOCO_PARTIES} parties hold one or two cheaters, not {len(cheats)}")
+    if unknown := [c for c in cheats if c not in MULTIPARTY_CHEATS]:
+        raise VeritrainError(f"no multi-party adversary {unknown[0]!r}; choose one of {', '.join(MULTIPARTY_CHEATS)}")
     t_start = time.monotonic()
     with ExitStack() as stack, interrupts_as_keyboard():
-        console.rule(f"[bold]veritrain demo: a multi-party job, one party a {cheat} cheater")
+        console.rule(f"[bold]veritrain demo: a multi-party job; cheating parties: {', '.join(cheats)}")
         job = build_demo_job("tiny", workdir / "job")
         parties = [f"party{i}" for i in range(1, DILOCO_PARTIES + 1)]
+        cheaters = dict(zip(parties[len(parties) - len(cheats) :], cheats, strict=True))
         verifiers = [f"verifier{i}" for i in range(1, 5)]
         local = stack.enter_context(start_local_net(workdir, accounts=1 + len(parties) + len(verifiers), params=local_params({"maxCommitWindow": 3600})))
         net = local.net
@@ -88,26 +98,25 @@ def run_diloco_demo(workdir: Path, timeout_s: float, cheat: str = "wrong-lr") ->
             names[net.accounts[i].address] = label
         duty = ("--duty-grace", "5")
         for i, label in enumerate(parties, start=1):
-            extra = ("--multiparty", *duty, *(("--cheat", cheat) if label == parties[-1] else ()))
+            extra = ("--multiparty", *duty, *(("--cheat", cheaters[label]) if label in cheaters else ()))
             local.daemon("solver", i, label, *extra)
         for i, label in enumerate(verifiers, start=1 + len(parties)):
             local.daemon("verifier", i, label, *duty)
-        cheater = net.accounts[len(parties)].address
         deploy = local.protocol().book.deploy_block
-        console.print(
-            f"devnet at {net.rpc_url}; {len(parties)} solver daemons (--multiparty; {parties[-1]} cheats: {cheat}), {len(verifiers)} verifier daemons"
-        )
+        told = ", ".join(f"{label} cheats: {strategy}" for label, strategy in cheaters.items())
+        console.print(f"devnet at {net.rpc_url}; {len(parties)} solver daemons (--multiparty; {told}), {len(verifiers)} verifier daemons")
         local.wait_staked(300)
         protocol = local.protocol(net.accounts[0])
-        cfg = MultipartyConfig(DILOCO_PARTIES, DILOCO_ROUNDS, DILOCO_INNER_STEPS, block_size=64, quorum=DILOCO_QUORUM)
+        quorum = DILOCO_PARTIES - len(cheats)
+        cfg = MultipartyConfig(DILOCO_PARTIES, DILOCO_ROUNDS, DILOCO_INNER_STEPS, block_size=64, quorum=quorum)
         pay = MultipartyPay(
             TokenAmount(5 * _E18), TokenAmount(_E18), TokenAmount(10 * _E18), TokenAmount(2 * _E18), TokenAmount(20 * _E18), _WORK_WINDOW, _VERIFY_WINDOW
         )
         t_post = time.monotonic()
         posted = post_multiparty(protocol, local.store, job.spec_path, job.data_path, cfg, pay)
         console.print(
-            f"posted multi-party job [bold]{posted.job_id}[/]: {DILOCO_PARTIES} parties x {DILOCO_ROUNDS} rounds x {DILOCO_INNER_STEPS} inner steps of {job.description}; "
-            f"escrow {show_tokens(posted.escrow)} VERI",
+            f"posted multi-party job [bold]{posted.job_id}[/]: {DILOCO_PARTIES} parties (quorum {quorum}) x {DILOCO_ROUNDS} rounds x {DILOCO_INNER_STEPS} "
+            f"inner steps of {job.description}; escrow {show_tokens(posted.escrow)} VERI",
             highlight=False,
         )
         d = protocol.diloco
@@ -129,33 +138,44 @@ def run_diloco_demo(workdir: Path, timeout_s: float, cheat: str = "wrong-lr") ->
         report = multiparty_report(protocol, posted.job_id)
         inner = {int(e.args["innerJobId"]) for e in d.events("InnerJobBegun", deploy, jobId=posted.job_id)}
         games = _games_on(local, inner, deploy)
-        # the daemon tops its stake up again after each slash: the slashes are in the StakeManager's events
-        slashed = sum(int(e.args["amount"]) for e in protocol.stakes.events("StakeSlashed", deploy, account=cheater, role=int(Role.SOLVER)))
         holders = {int(e.args["slot"]): names.get(str(e.args["party"]), str(e.args["party"])) for e in d.events("SlotJoined", deploy, jobId=posted.job_id)}
         figures: dict[str, Any] = {
             "job_id": posted.job_id,
             "spec_cid": posted.spec_cid,
             "store_dir": str(local.store_dir),
-            "cheat": cheat,
             "rounds": report["history"],
+            "slots": holders,
             "complete": report["round"] == DILOCO_ROUNDS,
             "global_hash": report["global_hash"],
-            "cheater": cheater,
-            "cheater_slashed": slashed,
-            "cheater_paid": sum(1 for r in report["history"] for slot in r["paid"] if holders.get(slot) == parties[-1]),
             "games_on_inner_jobs": len(games),
-            "wall_s": round(time.monotonic() - t_start, 1),
+            "cheaters": {},
+            "wall_s": 0.0,
         }
+        for label, strategy in cheaters.items():
+            address = net.accounts[parties.index(label) + 1].address
+            # a daemon tops its stake up again after a slash: the slashes are the StakeManager's events
+            slashed = sum(int(e.args["amount"]) for e in protocol.stakes.events("StakeSlashed", deploy, account=address, role=int(Role.SOLVER)))
+            paid = sum(1 for r in report["history"] for slot in r["paid"] if holders.get(slot) == label)
+            figures["cheaters"][label] = {"strategy": strategy, "slashed": slashed, "paid": paid}
         console.rule("[bold]result")
         for r in report["history"]:
-            paid = ", ".join(holders.get(s, f"slot {s}") for s in r["paid"]) or "nobody"
+            paid_to = ", ".join(holders.get(s, f"slot {s}") for s in r["paid"]) or "nobody"
+            cut = ", ".join(holders.get(s, f"slot {s}") for s in r["cut_out"])
             console.print(
-                f"round {r['round']}: aggregate by {names.get(r['aggregator'], r['aggregator'])}, paid {paid}; state {r['state_hash'][:18]}", highlight=False
+                f"round {r['round']}: aggregate by {names.get(r['aggregator'], r['aggregator'])}, paid {paid_to}"
+                + (f", cut out (slot bond slashed) {cut}" if cut else "")
+                + f"; state {r['state_hash'][:18]}",
+                highlight=False,
+            )
+        for label, c in figures["cheaters"].items():
+            console.print(
+                f"{label} ({c['strategy']}): {show_tokens(TokenAmount(c['slashed']))} VERI of stake slashed, {c['paid']} contribution(s) paid", highlight=False
             )
         console.print(
-            f"{parties[-1]} (the cheater): {len(games)} dispute game(s) on its inner traces settled, {show_tokens(TokenAmount(figures['cheater_slashed']))} VERI of stake slashed, "
-            f"{figures['cheater_paid']} contribution(s) paid; the job {'finished every round' if figures['complete'] else 'ended early'} with global model {report['global_cid']}",
+            f"{len(games)} dispute game(s) on inner traces settled; the job {'finished every round' if figures['complete'] else 'ended early'} "
+            f"with global model {report['global_cid']}",
             highlight=False,
         )
+        figures["wall_s"] = round(time.monotonic() - t_start, 1)
         console.print(f"total wall time {figures['wall_s']} s")
     return figures
