@@ -90,11 +90,6 @@ class MultipartyMove:
     slot: int = -1
     round: int = 0
 
-    @property
-    def key(self) -> str:
-        """One worker per job, round and move (a later tick offering it again is the same work)."""
-        return f"multiparty {self.job_id} r{self.round} {self.action.value} {self.slot}"
-
 
 class MultipartyWatcher:
     """Reads the multi-party jobs that are not Finished; finished jobs are never read again."""
