@@ -44,7 +44,7 @@ def deploy(
     force: Annotated[bool, typer.Option("--force", help="deploy again even if the address book points at live contracts")] = False,
     json_out: options.Json = False,
 ) -> None:
-    """Deploy VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt, KeyRegistry and SealedJobs, wire them, write deployments/<chainId>.json.
+    """Deploy VeriToken, StakeManager, JobMarket, DisputeGame, AvailabilityCourt, KeyRegistry, SealedJobs and DilocoJobs, wire them, write deployments/<chainId>.json.
 
     Idempotent: if this chain's address book exists and its addresses have
     code, nothing is sent and the existing book is printed.

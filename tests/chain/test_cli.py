@@ -177,7 +177,7 @@ def test_deploy_help_names_every_contract_it_deploys() -> None:
 
     help_text = " ".join(run("deploy", "--help").stdout.split())
     deployed = [name for name, _ in _plan(DeployParams.devnet())]
-    assert len(deployed) == 7 and all(name in help_text for name in deployed)
+    assert len(deployed) == 8 and all(name in help_text for name in deployed)
 
 
 def test_every_user_command_has_examples() -> None:
