@@ -68,6 +68,7 @@ __all__ = [
     "IsolatedStep",
     "isolated_step",
     "vote_commitment",
+    "committed_vote",
     "derive_salt",
     "winner",
     "ZERO32",
@@ -359,6 +360,13 @@ def vote_commitment(game_id: GameId | int, defender_right: bool, salt: bytes | s
         [int(game_id), bool(defender_right), _bytes32(salt, "salt"), to_checksum_address(referee)],
     )
     return Bytes32(keccak(encoded))
+
+
+def committed_vote(commitment: bytes, case_id: GameId | int, salt: bytes, member: str) -> bool | None:
+    """The vote ``commitment`` holds under ``salt``: True or False, None when neither matches (the salt
+    secret was lost). The formula is :func:`vote_commitment`'s, which the AvailabilityCourt's and
+    DilocoJobs' ballots share (``core.contracts.court_commitment``), so one reveal serves all three."""
+    return next((vote for vote in (True, False) if vote_commitment(case_id, vote, salt, member) == bytes(commitment)), None)
 
 
 def derive_salt(secret: bytes, game_id: GameId | int) -> Bytes32:

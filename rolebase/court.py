@@ -27,7 +27,7 @@ from core.agent import log_mined
 from core.calls import Logs
 from core.chain import Address, Receipt
 from core.contracts import MANIFEST_ITEM, Ballot, Case, CaseStatus, CourtParams, JobId, Protocol, court_commitment, lacking_items
-from core.dispute import derive_salt
+from core.dispute import committed_vote, derive_salt
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError
 from proofs.errors import ProofError
@@ -216,8 +216,8 @@ class CourtDuty:
         if ballot is not Ballot.COMMITTED:
             return
         salt = self._salt(case_id)
-        for served in (True, False):
-            if court_commitment(case_id, served, salt, self.me) == bytes(commitment):
-                log_mined(log, "court revealVote", self.court.reveal_vote(case_id, served, salt), case=case_id, served=served)
-                return
-        log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"case": case_id})
+        served = committed_vote(commitment, case_id, salt, self.me)
+        if served is None:
+            log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"case": case_id})
+            return
+        log_mined(log, "court revealVote", self.court.reveal_vote(case_id, served, salt), case=case_id, served=served)

@@ -15,7 +15,7 @@ from core.agent import log_mined
 from core.chain import Address
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Ballot, JobId, JobState, MultipartyJob, MultipartyPhase, Protocol, court_commitment
-from core.dispute import derive_salt
+from core.dispute import committed_vote, derive_salt
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError, file_cid
 from proofs.checkpoint import decode_checkpoint, state_hash
@@ -266,8 +266,8 @@ class MultipartyDuty:
         if ballot is not Ballot.COMMITTED:
             return
         salt = self._salt(case_id)
-        for right in (True, False):
-            if court_commitment(case_id, right, salt, self.me) == bytes(commitment):
-                log_mined(log, "multi-party revealVote", d.reveal_vote(job_id, right, salt), job=job_id, case=case_id, aggregate_right=right)
-                return
-        log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"job": job_id, "case": case_id})
+        right = committed_vote(commitment, case_id, salt, self.me)
+        if right is None:
+            log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"job": job_id, "case": case_id})
+            return
+        log_mined(log, "multi-party revealVote", d.reveal_vote(job_id, right, salt), job=job_id, case=case_id, aggregate_right=right)

@@ -27,7 +27,7 @@ from core.calls import CreditCalls, StakeCalls
 from core.chain import Address, Receipt
 from core.cid import cid_to_digest
 from core.contracts import MANIFEST_ITEM, Ballot, Bytes32, GameId, JobId, ReportSeal, Role
-from core.dispute import Action, derive_salt, vote_commitment
+from core.dispute import Action, committed_vote, derive_salt, vote_commitment
 from core.probe import Probe
 from rolebase.actions import ClaimCredit, Forget, GameMove, GameMoves, OpeningCalls, Stake, Upkeep, UpkeepCalls
 from rolebase.court import CourtCalls, CourtDuty, CourtMove
@@ -255,8 +255,8 @@ class VerifierResponder:
         if ballot is not Ballot.COMMITTED:
             return
         salt = self._salt(game_id)
-        for right in (True, False):
-            if vote_commitment(game_id, right, salt, self.me) == bytes(commitment):
-                log_mined(log, "revealVote", self.calls.game.reveal_vote(game_id, right, salt), game=game_id, defender_right=right)
-                return
-        log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"game": game_id})
+        right = committed_vote(commitment, game_id, salt, self.me)
+        if right is None:
+            log.error("committed vote matches no salt of ours (the salt secret was lost): cannot reveal", extra={"game": game_id})
+            return
+        log_mined(log, "revealVote", self.calls.game.reveal_vote(game_id, right, salt), game=game_id, defender_right=right)
