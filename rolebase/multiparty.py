@@ -100,6 +100,7 @@ class MultipartyWatcher:
         self.max_jobs = max_jobs
         self._final: set[int] = set()
         self._params: DilocoParams | None = None
+        self._bonds: dict[int, int] = {}  # job -> the JobMarket's solver bond of its inner jobs (fixed: read once)
 
     @property
     def params(self) -> DilocoParams:
@@ -125,7 +126,9 @@ class MultipartyWatcher:
             aggregate = d.aggregate_of(job_id)
             drawn = job.phase is MultipartyPhase.CONTESTED and job.deadline != 0  # Contested has a deadline once its committee is drawn
             ballot = d.ballot_of(aggregate.case_id, self.me)[0] if drawn else Ballot.VACANT
-            bond = market.solver_bond(job.inner_reward)
+            if job_id not in self._bonds:
+                self._bonds[job_id] = market.solver_bond(job.inner_reward)
+            bond = self._bonds[job_id]
             out.append(LiveMultiparty(job_id, job, parties, contributions, states, aggregate, drawn, ballot, bond))
         return tuple(out)
 

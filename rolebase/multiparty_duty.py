@@ -80,6 +80,7 @@ class MultipartyDuty:
         self._begun = begun
         self._inputs: dict[int, JobInputs] = {}
         self._checked: set[tuple[int, int, str, bytes]] = set()
+        self._derived: dict[tuple[int, int, int], bytes] = {}  # (job, round, slot) -> the inner spec's CID digest
 
     def perform(self, move: MultipartyMove) -> None:
         d = self.protocol.diloco
@@ -178,10 +179,18 @@ class MultipartyDuty:
             if contribution_hash(data) != bytes(c.content_hash):
                 data = b""  # the CID's bytes are not the committed hash's: not what any trace gives
             inner = market.get_job(JobId(c.inner_job_id))
-            derived = cid_to_digest(file_cid(party_job(inputs.spec, inputs.dataset, inputs.cfg, state, slot).spec.canonical_bytes()))
+            derived = self._inner_spec(job_id, inputs, state, slot)
             verified = inner.state is JobState.FINALIZED and inner.solver == d.party_of(job_id, slot)
             rounds[slot] = PartyRound(data, self.final_checkpoint(c.inner_job_id), begun.get(slot) == derived, verified)
         return rounds
+
+    def _inner_spec(self, job_id: int, inputs: JobInputs, state: OuterState, slot: int) -> bytes:
+        """The CID digest of the inner spec ``party_job`` derives for ``slot`` in ``state``'s round, derived
+        once (it packs the shard and the whole model): the aggregate, the check and a vote read it alike."""
+        key = (job_id, state.round, slot)
+        if key not in self._derived:
+            self._derived[key] = cid_to_digest(file_cid(party_job(inputs.spec, inputs.dataset, inputs.cfg, state, slot).spec.canonical_bytes()))
+        return self._derived[key]
 
     # ------------------------------------------------------------------ moves
 
@@ -240,7 +249,8 @@ class MultipartyDuty:
             log.info("multi-party aggregate checked: right", extra={"job": job_id, "round": job.round})
             return
         deposit = self.protocol.diloco.params().challenge_deposit
-        self.protocol.token.approve(self.protocol.diloco.address, deposit)
+        if self.protocol.token.allowance(self.me, self.protocol.diloco.address) < deposit:
+            self.protocol.token.approve(self.protocol.diloco.address, deposit)
         case_id, receipt = self.protocol.diloco.challenge(job_id)
         log_mined(log, "multi-party challenge", receipt, job=job_id, round=job.round, case=case_id, reason=reason)
 

@@ -16,6 +16,7 @@ from core.storage import ContentStore
 from proofs.diloco import MultipartyConfig, OuterState, encode_document
 from rolebase.amounts import show_tokens
 from rolebase.guarantee import weaker_guarantee
+from submitter import service
 from submitter.errors import SubmitError
 from submitter.specfile import publish, read_job
 
@@ -55,6 +56,7 @@ def post_multiparty(protocol: Protocol, store: ContentStore, spec_path: Path, da
     from proofs.data import load_dataset  # the training stack, only where a job is posted
     from proofs.train import Trainer
 
+    me = service._me(protocol)  # before anything is computed or uploaded: a command without a key says so in one line
     draft = read_job(spec_path, data_path, store)
     if (weaker := weaker_guarantee(draft.spec)) is not None:
         raise SubmitError(f"{spec_path}: {weaker}; a multi-party job needs bit-exact numerics (every party's outer step is recomputed)")
@@ -84,9 +86,6 @@ def post_multiparty(protocol: Protocol, store: ContentStore, spec_path: Path, da
         pay.slot_bond,
     )
     escrow = d.escrow_for(terms)
-    me = protocol.market.signer.address if protocol.market.signer is not None else None
-    if me is None:
-        raise SubmitError("posting needs a key")
     if (have := token.balance_of(me)) < escrow:
         raise SubmitError(f"insufficient balance: {me} holds {show_tokens(have)} VERI, the escrow needs {show_tokens(escrow)}")
     receipts: dict[str, Receipt] = {}
