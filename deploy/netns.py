@@ -1,5 +1,5 @@
-"""Separate hosts on one machine: Linux network namespaces on a bridge, for the separate-hosts test
-(tests/e2e/test_hosts.py) and its benchmark (bench/hosts.py)::
+"""Separate hosts on one machine: Linux network namespaces on a bridge, for the separate-hosts tests
+(tests/e2e/hosts.py) and a benchmark (bench/hosts.py)::
 
     with Hosts(["chain", "solver", "verifier"]) as hosts:     # root only: see why_not()
         hosts["solver"].ip                                     # 10.77.N.2: its own address
@@ -99,13 +99,17 @@ class Hosts:
         self.remove()
 
     def remove(self) -> None:
-        """Kill what still runs in the namespaces, delete them (and their veth pairs) and the bridge. Idempotent."""
-        for host in self.hosts.values():
+        """Kill what still runs in the namespaces, delete their veth pairs, them and the bridge. Idempotent.
+        A pair is deleted by name, at once: the kernel frees a deleted namespace (and the pair with it)
+        later, once the processes killed in it have exited, and the same names made again before then
+        (a second :class:`Hosts` of this process) would clash."""
+        for name, host in self.hosts.items():
             pids = subprocess.run(["ip", "netns", "pids", host.ns], capture_output=True, text=True).stdout.split()
             for pid in pids:
                 try:
                     os.kill(int(pid), signal.SIGKILL)
                 except (ProcessLookupError, ValueError):
                     pass
+            subprocess.run(["ip", "link", "del", self._veths[name]], capture_output=True)
             subprocess.run(["ip", "netns", "del", host.ns], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)

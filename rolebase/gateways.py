@@ -5,11 +5,13 @@ A daemon run with ``--serve HOST:PORT`` (and ``veritrain submit serve`` with a k
 (:func:`announce_gateway`); a URL no other party can reach is refused at start (:func:`gateway_url`).
 A daemon's store asks, for content it lacks, its ``--peer`` gateways and then the announced ones
 (:class:`AnnouncedGateways`, the ``discover`` of a :class:`core.storage.peers.FetchingStore`): those of
-the accounts that may hold a job's content, that is with stake in a role or with a posted job. Whatever
-else is announced is ignored. They are **ranked by what the announcer has at stake**, never by recency:
-first the accounts bonded to a job now (stake locked as a job's solver or verifier: the parties whose
-content is fetched while a clock runs), then the rest; within each, by stake in every role plus the
-escrow of the jobs it posted that are not final, the larger first. The first :data:`MAX_PEERS` are
+the accounts that may hold a job's content, that is with stake in a role or with a posted job (on the
+JobMarket, or a multi-party job on DilocoJobs, whose document, spec, dataset and G_0 only its
+submitter holds at first). Whatever else is announced is ignored. They are **ranked by what the
+announcer has at stake**, never by recency: first the accounts bonded to a job now (stake locked as a
+job's solver or verifier: the parties whose content is fetched while a clock runs), then the rest;
+within each, by stake in every role plus the escrow of the jobs it posted that are not final (of a
+multi-party job, its funds left until it finishes), the larger first. The first :data:`MAX_PEERS` are
 kept, so pushing an honest staked party's gateway off the list takes more stake (or escrow) than it
 has, in each of 32 accounts: announcements of unstaked one-wei jobs rank last. Every byte fetched is
 checked against its CID, so a false URL costs a failed request. See docs/storage.md.
@@ -25,7 +27,7 @@ from urllib.parse import urlsplit
 
 from core.agent import log_mined
 from core.chain import LOCAL_CHAIN_IDS, Address
-from core.contracts import JobId, Protocol, Role
+from core.contracts import JobId, MultipartyPhase, Protocol, Role
 from core.errors import ConfigError, VeritrainError
 from core.storage.errors import StoreUnavailable
 from core.storage.peers import MAX_PEERS, parse_peer
@@ -89,7 +91,8 @@ def announce_gateway(protocol: Protocol, me: Address, bind: str, announce: str |
         return None
 
 
-#: The most recent jobs of each announcing submitter whose escrow counts toward its rank.
+#: The most recent jobs of each announcing submitter whose escrow counts toward its rank (as many of
+#: its multi-party jobs besides).
 RANKED_JOBS = 16
 
 
@@ -123,6 +126,9 @@ class AnnouncedGateways:
         posted: dict[str, list[int]] = {}
         for event in p.market.events("JobPosted", start):
             posted.setdefault(str(event.args["submitter"]), []).append(int(event.args["jobId"]))
+        multiparty: dict[str, list[int]] = {}
+        for event in p.diloco.events("MultipartyJobPosted", start):
+            multiparty.setdefault(str(event.args["submitter"]), []).append(int(event.args["jobId"]))
         ranked: list[tuple[bool, int, str, str]] = []
         for account, url in latest.items():
             if not url or url == self._own:
@@ -136,8 +142,11 @@ class AnnouncedGateways:
             for job_id in posted.get(account, [])[-RANKED_JOBS:]:
                 job = p.market.get_job(JobId(job_id))
                 escrow += 0 if job.state.final else int(job.reward)
+            for job_id in multiparty.get(account, [])[-RANKED_JOBS:]:
+                mp = p.diloco.get_job(job_id)
+                escrow += 0 if mp.phase is MultipartyPhase.FINISHED else int(mp.funds)
             staked = sum(int(s.staked) for s in stakes)
-            if staked == 0 and account not in posted:
+            if staked == 0 and account not in posted and account not in multiparty:
                 continue
             ranked.append((not any(s.locked for s in stakes), -(staked + escrow), account, url))
         return [url for *_, url in sorted(ranked)[:MAX_PEERS]]

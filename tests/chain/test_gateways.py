@@ -1,6 +1,6 @@
 """Gateways announced on chain (StakeManager.announce, rolebase.gateways) on anvil: the round trip and its
-bound, which announcements a fetcher takes (accounts with stake or a posted job, ranked by stake and
-escrow, not its own), a flood of unstaked one-wei jobs that cannot push a staked solver's gateway
+bound, which announcements a fetcher takes (accounts with stake or a posted job, a multi-party one
+included, ranked by stake and escrow, not its own), a flood of unstaked one-wei jobs that cannot push a staked solver's gateway
 off the list, and a store that finds content through them with no --peer at all."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from core.chain import Signer, Wei
-from core.contracts import Role
+from core.contracts import JobTerms, Role
 from core.errors import ConfigError
 from core.reverts import ContractRevert
 from core.storage import LocalStore
@@ -67,6 +67,24 @@ def test_a_fetcher_takes_the_gateways_of_staked_accounts_and_submitters_only(dev
     assert AnnouncedGateways(lambda: proto)() == ["http://10.0.0.5:8080", "http://10.0.0.2:8080"]
     devnet.protocol(parties.verifier).stakes.announce("")  # withdrawn
     assert AnnouncedGateways(lambda: proto)() == ["http://10.0.0.2:8080"]
+
+
+def test_a_multi_party_submitter_s_gateway_is_taken_ranked_by_its_job_s_funds(devnet: Devnet, parties: Parties) -> None:
+    """Issue 28: a submitter that only posted a multi-party job holds no stake and no JobMarket job, yet
+    its gateway alone serves the job's document, spec, dataset and G_0 at first: it is taken, ranked by
+    the funds its unfinished job holds."""
+    proto = devnet.protocol()
+    devnet.protocol(parties.submitter).stakes.announce("http://10.0.0.2:8080")
+    stake(proto, parties.verifier, Role.VERIFIER)
+    devnet.protocol(parties.verifier).stakes.announce("http://10.0.0.4:8080")
+    assert AnnouncedGateways(lambda: proto)() == ["http://10.0.0.4:8080"]
+    e18 = 10**18
+    terms = JobTerms(b"\x01" * 32, b"\x02" * 32, b"\x03" * 32, 2, 2, 1, 600, 900, 50 * e18, 5 * e18, 40 * e18, 10 * e18, 100 * e18)
+    sub = devnet.protocol(parties.submitter)
+    sub.token.approve(sub.diloco.address, sub.diloco.escrow_for(terms))
+    job_id, _ = sub.diloco.post(terms)
+    assert sub.diloco.get_job(job_id).funds > proto.stakes.min_stake(Role.VERIFIER), "its funds outrank the verifier's stake"
+    assert AnnouncedGateways(lambda: proto)() == ["http://10.0.0.2:8080", "http://10.0.0.4:8080"]
 
 
 def test_a_flood_of_unstaked_announcements_cannot_push_a_staked_solvers_gateway_off(devnet: Devnet, parties: Parties) -> None:
