@@ -161,15 +161,13 @@ class MultipartyConfig:
 
 #: The job document's format tag (``DilocoJobs`` names the document by CID as the job's ``specCid``).
 DOCUMENT_FORMAT = "veritrain-diloco/1"
-_MAX_DOCUMENT_BYTES = 4096
-_DOCUMENT_FIELDS = ("format", "spec", "parties", "rounds", "inner_steps", "outer_lr", "outer_momentum", "block_size", "quorum")
+MAX_DOCUMENT_BYTES = 4096
+_DOCUMENT_FIELDS = ("format", "spec", "parties", "rounds", "inner_steps", "outer_lr", "outer_momentum", "block_size", "keep", "quorum")
 
 
 def encode_document(spec_cid: str, cfg: MultipartyConfig) -> bytes:
-    """A multi-party job's document: the base spec by CID and the settings, canonical JSON (sorted
-    keys, no spaces), so one job has one document CID. Top-k (``keep``) is not built on chain."""
-    if cfg.keep is not None:
-        raise ProofError("a top-k multi-party job is not built on chain: the residual is not committed")
+    """A multi-party job's document: the base spec by CID and the settings (``keep`` null for dense
+    int8), canonical JSON (sorted keys, no spaces), so one job has one document CID."""
     fields = {"format": DOCUMENT_FORMAT, "spec": spec_cid, **{n: getattr(cfg, n) for n in _DOCUMENT_FIELDS[2:]}}
     return canonical_json(fields)
 
@@ -178,14 +176,19 @@ def decode_document(data: bytes) -> tuple[str, MultipartyConfig]:
     """The base spec's CID and the settings of a job document (bounded; exactly the fields of
     :func:`encode_document`, which re-encodes to the same bytes). :class:`ProofError` otherwise."""
     try:
-        raw = load_json(data, max_bytes=_MAX_DOCUMENT_BYTES, what="multi-party job document", max_depth=2)
+        raw = load_json(data, max_bytes=MAX_DOCUMENT_BYTES, what="multi-party job document", max_depth=2)
     except InputRejected as exc:
         raise ProofError(str(exc)) from None
     if not isinstance(raw, dict) or sorted(raw) != sorted(_DOCUMENT_FIELDS) or raw["format"] != DOCUMENT_FORMAT:
         raise ProofError(f"not a {DOCUMENT_FORMAT} document: its fields must be exactly {', '.join(_DOCUMENT_FIELDS)}")
     ints, floats = ("parties", "rounds", "inner_steps", "block_size", "quorum"), ("outer_lr", "outer_momentum")
-    if not isinstance(raw["spec"], str) or any(type(raw[n]) is not int for n in ints) or any(type(raw[n]) not in (int, float) for n in floats):
-        raise ProofError("a multi-party job document's spec is a CID string, its counts integers and its rates numbers")
+    if (
+        not isinstance(raw["spec"], str)
+        or any(type(raw[n]) is not int for n in ints)
+        or any(type(raw[n]) not in (int, float) for n in floats)
+        or type(raw["keep"]) not in (type(None), int, float)
+    ):
+        raise ProofError("a multi-party job document's spec is a CID string, its counts integers, its rates numbers and its keep a number or null")
     cfg = MultipartyConfig(**{n: raw[n] for n in _DOCUMENT_FIELDS[2:]})
     if encode_document(raw["spec"], cfg) != bytes(data):
         raise ProofError("a multi-party job document is not in its canonical form")
@@ -550,6 +553,20 @@ def contribution_of(
     return encode_contribution(c), carried
 
 
+def residual_after(
+    state: OuterState, final: bytes, cfg: MultipartyConfig, residual: Mapping[str, torch.Tensor] | None, included: bool
+) -> dict[str, torch.Tensor] | None:
+    """The residual a party carries out of round ``state.round`` into the next (top-k with error
+    feedback; None: nothing, and always for dense int8): what :func:`contribution_of` carries on when
+    its contribution was included in the round's aggregate, else nothing (a party's feedback restarts
+    after a round that did not count: cut out, void, or not verified in time). A function of committed
+    things alone (the round's global state, the trace's final checkpoint, the residual it came in
+    with, the chain's included mask), so every judge derives the same one."""
+    if cfg.keep is None or not included:
+        return None
+    return contribution_of(state, final, cfg, residual)[1]
+
+
 def check_contribution(
     state: OuterState, final: bytes, contribution: bytes, cfg: MultipartyConfig, residual: Mapping[str, torch.Tensor] | None = None
 ) -> str | None:
@@ -686,13 +703,15 @@ class PartyRound:
     challenger and every referee: its committed ``contribution`` bytes (checked against their CID
     by the caller), its inner trace's ``final`` checkpoint (checked against the trace's last leaf;
     None: not served), whether its inner job names the spec :func:`party_job` derives
-    (``spec_ok``) and whether that job was Finalized with the party paid (``verified``: the only
-    contributions the chain lets an aggregate include)."""
+    (``spec_ok``), whether that job was Finalized with the party paid (``verified``: the only
+    contributions the chain lets an aggregate include) and, for top-k, the ``residual`` it came into
+    the round with (:func:`residual_after` of its previous round; None: zero)."""
 
     contribution: bytes
     final: bytes | None
     spec_ok: bool
     verified: bool
+    residual: Mapping[str, torch.Tensor] | None = None
 
 
 @dataclass(frozen=True)
@@ -720,9 +739,7 @@ def judge_round(state: OuterState, rounds: Mapping[int, PartyRound], cfg: Multip
     is wrong when its inner job names another spec or its contribution is not exactly what its
     trace's final checkpoint gives (:func:`check_contribution`); included when it is right, served
     and verified. An unserved final checkpoint is neither (the inner job's availability game decides
-    it). Top-k jobs are refused: their residual is not committed on chain (docs/multiparty.md)."""
-    if cfg.keep is not None:
-        raise ProofError("a top-k multi-party job is not built on chain: the residual is not committed")
+    it). Top-k: each contribution is checked with the residual its party came in with."""
     wrong, right = [], []
     for party in sorted(rounds):
         if not 0 <= party < cfg.parties:
@@ -730,7 +747,7 @@ def judge_round(state: OuterState, rounds: Mapping[int, PartyRound], cfg: Multip
         r = rounds[party]
         if r.final is None:
             continue
-        if not r.spec_ok or check_contribution(state, r.final, r.contribution, cfg) is not None:
+        if not r.spec_ok or check_contribution(state, r.final, r.contribution, cfg, r.residual) is not None:
             wrong.append(party)
         elif r.verified:
             right.append(party)

@@ -70,19 +70,30 @@ def claim_misfit(
     return ""
 
 
-def misfit(caps: Capabilities, spec: JobSpec, commit_window: int) -> str:
+def misfit(caps: Capabilities, spec: JobSpec, commit_window: int, max_memory_bytes: int | None = None, window: str = "commit window") -> str:
     """Why a solver with these advertised capabilities would refuse the job ("" when it fits): its
-    :func:`claim_misfit`, then the training time at its advertised speed against the commit window."""
-    why = claim_misfit(spec, max_params=caps.max_params, max_dataset_bytes=caps.max_dataset_bytes, max_steps=caps.max_steps)
+    :func:`claim_misfit`, then the training time at its advertised speed against the commit window.
+    ``max_memory_bytes``: the solver's own (a solver checking itself; an advert has no such field);
+    ``window``: what the window is called (a multi-party round's: "work window")."""
+    why = claim_misfit(spec, max_params=caps.max_params, max_dataset_bytes=caps.max_dataset_bytes, max_steps=caps.max_steps, max_memory_bytes=max_memory_bytes)
     if why:
         return why
     seconds = training_seconds(spec, caps.flops)
     if seconds > commit_window:
         return (
             f"would need about {seconds:,.0f} s at its {caps.flops / 1e9:,.2f} GFLOP/s (doubled, as solvers estimate), "
-            f"more than the {commit_window:,} s commit window"
+            f"more than the {commit_window:,} s {window}"
         )
     return ""
+
+
+def round_spec(spec: JobSpec, inner_steps: int) -> JobSpec:
+    """What one round of a multi-party job (docs/multiparty.md) asks of a party, for a fit: the base
+    ``spec``'s model and batch for ``inner_steps`` steps, and its whole dataset (every party fetches it
+    all: its shard is derived from it). A slot fits a solver when :func:`misfit` of this spec against
+    the job's work window is "": the one check the solver runs before it joins and the submitter runs
+    against each advert before it posts."""
+    return spec.model_copy(update={"steps": inner_steps})
 
 
 def job_size(spec: JobSpec) -> dict[str, int]:

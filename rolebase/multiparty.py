@@ -15,7 +15,7 @@ keccak256, a trace's final checkpoint against the trace's last leaf; the round i
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from core.chain import Address
@@ -36,6 +36,7 @@ _SETTLED = (JobState.FINALIZED, JobState.REFUNDED, JobState.CANCELLED, JobState.
 
 
 class MultipartyAction(enum.Enum):
+    FIT = "fit"  # read a job's document and base spec: does a round fit us (work)
     JOIN = "join"
     BEGIN = "begin"  # derive the round's inner job, store its files, post it (work)
     CONTRIBUTE = "contribute"  # compress the committed trace's final checkpoint (work)
@@ -52,7 +53,9 @@ class MultipartyAction(enum.Enum):
 
 
 #: The moves that fetch content and compute: run on a worker, never on the loop.
-MULTIPARTY_WORK = frozenset({MultipartyAction.BEGIN, MultipartyAction.CONTRIBUTE, MultipartyAction.AGGREGATE, MultipartyAction.CHECK, MultipartyAction.COMMIT})
+MULTIPARTY_WORK = frozenset(
+    {MultipartyAction.FIT, MultipartyAction.BEGIN, MultipartyAction.CONTRIBUTE, MultipartyAction.AGGREGATE, MultipartyAction.CHECK, MultipartyAction.COMMIT}
+)
 
 
 class Plays(enum.Flag):
@@ -61,6 +64,15 @@ class Plays(enum.Flag):
     KEEPER = enum.auto()  # close, draw, time out, finalize, settle
     PARTY = enum.auto()  # a solver: join, begin, contribute
     JUDGE = enum.auto()  # a verifier: aggregate when drawn, check aggregates, vote when seated
+
+
+@dataclass(frozen=True)
+class RoundFit:
+    """A party's verdict on one round of a job (``rolebase.capabilities.round_spec``): why it does not
+    fit ("" when it does) and the round's training time as the party estimates it (doubled)."""
+
+    why: str
+    train_s: float
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,7 @@ class LiveMultiparty:
     committee_drawn: bool = False
     ballot: Ballot = Ballot.VACANT
     inner_bond: int = 0  # the JobMarket's solver bond of one inner job
+    fit: RoundFit | None = None  # a party's verdict on one round of the job; None: not judged yet
 
     def slot_of(self, me: Address) -> int | None:
         return next((s for s, p in enumerate(self.parties) if p == me), None)
@@ -92,12 +105,14 @@ class MultipartyMove:
 
 
 class MultipartyWatcher:
-    """Reads the multi-party jobs that are not Finished; finished jobs are never read again."""
+    """Reads the multi-party jobs that are not Finished; finished jobs are never read again. ``fits``: a
+    party's verdicts on the jobs' slots, by job (``MultipartyDuty.fits``, filled by its judge moves)."""
 
-    def __init__(self, protocol: Protocol, me: Address, max_jobs: int = 1_000) -> None:
+    def __init__(self, protocol: Protocol, me: Address, max_jobs: int = 1_000, fits: Mapping[int, RoundFit] | None = None) -> None:
         self.protocol = protocol
         self.me = me
         self.max_jobs = max_jobs
+        self.fits: Mapping[int, RoundFit] = {} if fits is None else fits
         self._final: set[int] = set()
         self._params: DilocoParams | None = None
         self._bonds: dict[int, int] = {}  # job -> the JobMarket's solver bond of its inner jobs (fixed: read once)
@@ -129,7 +144,7 @@ class MultipartyWatcher:
             if job_id not in self._bonds:
                 self._bonds[job_id] = market.solver_bond(job.inner_reward)
             bond = self._bonds[job_id]
-            out.append(LiveMultiparty(job_id, job, parties, contributions, states, aggregate, drawn, ballot, bond))
+            out.append(LiveMultiparty(job_id, job, parties, contributions, states, aggregate, drawn, ballot, bond, self.fits.get(job_id)))
         return tuple(out)
 
 
@@ -137,7 +152,10 @@ def multiparty_moves(
     now: int, block: int, me: Address, jobs: Sequence[LiveMultiparty], params: DilocoParams, plays: Plays, grace_s: int, free_stake: int = 0
 ) -> list[MultipartyMove]:
     """What to do about the live multi-party jobs. A party begins and contributes within the round's
-    window and joins one vacant slot when its free stake covers the slot bond and an inner job's bond;
+    window and joins one vacant slot when its free stake covers the slot bond and an inner job's bond
+    and a round fits it (judged first: its limits, memory and measured speed against the work window);
+    it begins a round only while its estimated training still ends by the deadline (a late begin
+    would time out its inner job and cost its bond: the slot is left instead, unslashed);
     the drawn aggregator commits; a judge checks each committed aggregate once and votes where seated;
     the permissionless moves are made at once by whoever waits on them (a party on its round's close,
     the aggregator on its finalize, the challenger on its case) and ``grace_s`` late by anyone else."""
@@ -155,12 +173,18 @@ def multiparty_moves(
                 if mine is not None:
                     c, state = live.contributions[mine], live.inner_states[mine]
                     if c.inner_job_id == 0:
-                        move(MultipartyAction.BEGIN, mine)
+                        if live.fit is None:
+                            move(MultipartyAction.FIT, mine)
+                        elif not live.fit.why and now + live.fit.train_s <= j.deadline:
+                            move(MultipartyAction.BEGIN, mine)
                     elif state not in (None, JobState.OPEN, JobState.CLAIMED) and not any(c.cid):
                         move(MultipartyAction.CONTRIBUTE, mine)
                 elif not joined and _ZERO in live.parties and free_stake >= j.slot_bond + live.inner_bond:
-                    move(MultipartyAction.JOIN, live.parties.index(_ZERO))
-                    joined = True  # one slot a tick: the next view has the stake it left
+                    if live.fit is None:
+                        move(MultipartyAction.FIT)
+                    elif not live.fit.why:
+                        move(MultipartyAction.JOIN, live.parties.index(_ZERO))
+                        joined = True  # one slot a tick: the next view has the stake it left
             late = 0 if mine is not None else grace_s
             contributed = [s for s, c in zip(live.inner_states, live.contributions) if any(c.cid)]
             settled = all(s in _SETTLED for s in contributed)

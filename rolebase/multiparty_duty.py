@@ -6,9 +6,11 @@ command line that only reads the chain does not."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import torch
 from eth_utils import keccak
 
 from core.agent import log_mined
@@ -22,6 +24,7 @@ from proofs.checkpoint import decode_checkpoint, state_hash
 from proofs.data import Dataset
 from proofs.diloco import (
     MAX_CONTRIBUTION_BYTES,
+    MAX_DOCUMENT_BYTES,
     MultipartyConfig,
     OuterState,
     PartyRound,
@@ -31,15 +34,20 @@ from proofs.diloco import (
     decode_document,
     judge_round,
     party_job,
+    residual_after,
 )
 from proofs.errors import ProofError
 from proofs.manifest import MAX_MANIFEST_BYTES, committed_manifest
 from proofs.spec import JobSpec, Limits, load_spec
+from rolebase.capabilities import round_spec
 from rolebase.inputs import fetch_dataset
-from rolebase.multiparty import MultipartyAction, MultipartyMove
+from rolebase.multiparty import MultipartyAction, MultipartyMove, RoundFit
 from rolebase.watchers import MarketWatcher
 
 log = logging.getLogger(__name__)
+
+#: A multi-party job whose document the store did not serve is asked for again after this long.
+FIT_RETRY_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -60,7 +68,9 @@ class MultipartyDuty:
     """Carries out :class:`MultipartyMove` for one account. ``salt_secret`` (a judge's): at least 32
     secret bytes kept in the role's records (a vote's salt is derived from it, so nothing about a vote
     is stored); ``begun`` (a party's): told each inner job this account began and its spec's CID, so
-    that the role trains it as a job it holds."""
+    that the role trains it as a job it holds; ``fit`` (a party's): its verdict on a round of
+    ``rolebase.capabilities.round_spec`` in a work window of so many seconds, the one check before it
+    joins a slot or begins a round, kept in :attr:`fits` (which its watcher reads)."""
 
     def __init__(
         self,
@@ -71,6 +81,7 @@ class MultipartyDuty:
         *,
         salt_secret: Callable[[], bytes] | None = None,
         begun: Callable[[JobId, Cid], None] | None = None,
+        fit: Callable[[JobSpec, int], RoundFit] | None = None,
     ) -> None:
         self.protocol = protocol
         self.store = store
@@ -78,18 +89,25 @@ class MultipartyDuty:
         self.me = me
         self._salt_secret = salt_secret
         self._begun = begun
+        self._fit = fit
+        self.fits: dict[int, RoundFit] = {}  # job -> our verdict on its rounds (final: the spec and the windows are fixed)
+        self._fit_retry: dict[int, float] = {}  # job -> when to fetch its document again after the store failed
         self._inputs: dict[int, JobInputs] = {}
         self._checked: set[tuple[int, int, str, bytes]] = set()
         self._derived: dict[tuple[int, int, int], bytes] = {}  # (job, round, slot) -> the inner spec's CID digest
+        self._residuals: dict[tuple[int, int, int, Address], Mapping[str, torch.Tensor] | None] = {}  # (job, slot, round, party) -> residual in
+        self._paid: dict[tuple[int, int], int] = {}  # (job, round) -> the final aggregate's included mask
 
     def perform(self, move: MultipartyMove) -> None:
         d = self.protocol.diloco
         job = d.get_job(move.job_id)
-        if job.round != move.round and move.action is not MultipartyAction.JOIN:
+        if job.round != move.round and move.action not in (MultipartyAction.FIT, MultipartyAction.JOIN):
             log.debug("multi-party move no longer due", extra={"job": move.job_id, "move": move.action.value})
             return
         fields = {"job": move.job_id, "round": job.round}
         match move.action, job.phase:
+            case MultipartyAction.FIT, MultipartyPhase.WORKING:
+                self._judge_fit(move.job_id, job)
             case MultipartyAction.JOIN, MultipartyPhase.WORKING:
                 log_mined(log, "multi-party join", d.join(move.job_id, move.slot), slot=move.slot, **fields)
             case MultipartyAction.BEGIN, MultipartyPhase.WORKING:
@@ -121,26 +139,34 @@ class MultipartyDuty:
 
     # ------------------------------------------------------------------ content
 
-    def inputs(self, job_id: int, job: MultipartyJob) -> JobInputs:
-        """The job's document, base spec and dataset, fetched once and checked against the chain's shape."""
-        cached = self._inputs.get(job_id)
-        if cached is not None:
-            return cached
-        spec_cid, cfg = decode_document(self.store.get(digest_to_cid(job.spec_cid), 4096))
+    def document(self, job: MultipartyJob) -> tuple[JobSpec, MultipartyConfig]:
+        """The job's base spec and settings: its document and the spec it names, fetched by CID and
+        checked against the chain's shape."""
+        spec_cid, cfg = decode_document(self.store.get(digest_to_cid(job.spec_cid), MAX_DOCUMENT_BYTES))
         if (cfg.parties, cfg.rounds, cfg.quorum) != (job.parties, job.rounds, job.min_parties):
             raise ProofError(
                 f"the job's document says {cfg.parties} parties, {cfg.rounds} rounds, quorum {cfg.quorum}; the chain {job.parties}, {job.rounds}, {job.min_parties}"
             )
-        spec = load_spec(self.store.get(spec_cid, Limits.SPEC_BYTES))
+        return load_spec(self.store.get(spec_cid, Limits.SPEC_BYTES)), cfg
+
+    def inputs(self, job_id: int, job: MultipartyJob) -> JobInputs:
+        """The job's base spec, settings and dataset, fetched once (:meth:`document`)."""
+        cached = self._inputs.get(job_id)
+        if cached is not None:
+            return cached
+        spec, cfg = self.document(job)
         inputs = JobInputs(spec, fetch_dataset(self.store, spec), cfg)
         self._inputs[job_id] = inputs
         return inputs
 
     def global_state(self, job: MultipartyJob) -> OuterState:
         """The round's global model, fetched by its CID and checked against its committed state hash."""
-        data = self.store.get(digest_to_cid(job.global_cid), Limits.CHECKPOINT_BYTES)
-        if state_hash(data) != bytes(job.global_hash):
-            raise ProofError(f"the global model at {digest_to_cid(job.global_cid)} is not the committed state {bytes(job.global_hash).hex()}")
+        return self._checked_state(bytes(job.global_cid), bytes(job.global_hash))
+
+    def _checked_state(self, cid_digest: bytes, committed: bytes) -> OuterState:
+        data = self.store.get(digest_to_cid(cid_digest), Limits.CHECKPOINT_BYTES)
+        if state_hash(data) != committed:
+            raise ProofError(f"the global model at {digest_to_cid(cid_digest)} is not the committed state {committed.hex()}")
         return OuterState.from_checkpoint(decode_checkpoint(data))
 
     def final_checkpoint(self, inner_job_id: int) -> bytes | None:
@@ -180,9 +206,55 @@ class MultipartyDuty:
                 data = b""  # the CID's bytes are not the committed hash's: not what any trace gives
             inner = market.get_job(JobId(c.inner_job_id))
             derived = self._inner_spec(job_id, inputs, state, slot)
-            verified = inner.state is JobState.FINALIZED and inner.solver == d.party_of(job_id, slot)
-            rounds[slot] = PartyRound(data, self.final_checkpoint(c.inner_job_id), begun.get(slot) == derived, verified)
+            party = d.party_of(job_id, slot)
+            verified = inner.state is JobState.FINALIZED and inner.solver == party
+            final = self.final_checkpoint(c.inner_job_id)
+            try:
+                residual = self.residual(job_id, inputs, slot, job.round, party)
+            except (StorageError, ProofError) as exc:  # a previous final checkpoint not served: judged as an unserved one
+                log.info("party's residual not derivable", extra={"job": job_id, "slot": slot, "error": str(exc)})
+                final = None
+            rounds[slot] = PartyRound(data, final, begun.get(slot) == derived, verified, residual)
         return rounds
+
+    def residual(self, job_id: int, inputs: JobInputs, slot: int, round_: int, party: Address) -> Mapping[str, torch.Tensor] | None:
+        """The residual ``party`` came into ``round_`` with in ``slot`` (top-k error feedback; None: zero,
+        always for dense int8): :func:`proofs.diloco.residual_after` of its previous round when it held
+        the slot then (that round's inner job was its) and its contribution was included, else zero.
+        Derived from the chain and the store (that round's global model from its RoundOpened event,
+        checked against its state hash; the trace's final checkpoint), once per job, slot, round and
+        party; the rounds before are kept only as long as the next one needs them."""
+        if inputs.cfg.keep is None or round_ == 0:
+            return None
+        key = (job_id, slot, round_, party)
+        if key in self._residuals:
+            return self._residuals[key]
+        d, prev = self.protocol.diloco, round_ - 1
+        c = d.contribution_of(job_id, prev, slot)
+        carried = None
+        if c.inner_job_id and self.protocol.market.get_job(JobId(c.inner_job_id)).solver == party and self._included(job_id, prev) >> slot & 1:
+            final = self.final_checkpoint(c.inner_job_id)
+            if final is None:
+                raise StorageError(f"the final checkpoint of inner job {c.inner_job_id} (round {prev}, slot {slot}) is not served")
+            came_in = self.residual(job_id, inputs, slot, prev, party)
+            carried = residual_after(self._state_of(job_id, prev), final, inputs.cfg, came_in, included=True)
+        self._residuals = {k: v for k, v in self._residuals.items() if (k[0], k[1], k[3]) != (job_id, slot, party) or k[2] >= prev}
+        self._residuals[key] = carried
+        return carried
+
+    def _included(self, job_id: int, round_: int) -> int:
+        """The included mask of ``round_``'s final aggregate (its RoundFinalized event), read once."""
+        if (job_id, round_) not in self._paid:
+            events = self.protocol.diloco.events("RoundFinalized", self.protocol.book.deploy_block, jobId=job_id)
+            self._paid.update({(job_id, int(e.args["round"])): int(e.args["paid"]) for e in events})
+        return self._paid.get((job_id, round_), 0)
+
+    def _state_of(self, job_id: int, round_: int) -> OuterState:
+        """Round ``round_``'s global model, from its RoundOpened event, checked against its state hash."""
+        opened = [e for e in self.protocol.diloco.events("RoundOpened", self.protocol.book.deploy_block, jobId=job_id) if int(e.args["round"]) == round_]
+        if not opened:
+            raise ProofError(f"job {job_id} has no round {round_}")
+        return self._checked_state(bytes(opened[-1].args["globalCid"]), bytes(opened[-1].args["globalHash"]))
 
     def _inner_spec(self, job_id: int, inputs: JobInputs, state: OuterState, slot: int) -> bytes:
         """The CID digest of the inner spec ``party_job`` derives for ``slot`` in ``state``'s round, derived
@@ -193,6 +265,25 @@ class MultipartyDuty:
         return self._derived[key]
 
     # ------------------------------------------------------------------ moves
+
+    def _judge_fit(self, job_id: int, job: MultipartyJob) -> None:
+        """Our verdict on a round of the job (``fit``), once per job: a document or spec that does not
+        load never fits (a hostile submitter's job is never joined, so never costs a slot bond); a
+        store that does not serve them is asked again after ``FIT_RETRY_S``."""
+        if self._fit is None or job_id in self.fits or time.monotonic() < self._fit_retry.get(job_id, 0.0):
+            return
+        try:
+            spec, cfg = self.document(job)
+        except StorageError as exc:
+            self._fit_retry[job_id] = time.monotonic() + FIT_RETRY_S
+            log.info("multi-party job's document not served", extra={"job": job_id, "error": str(exc)})
+            return
+        except ProofError as exc:
+            fit = RoundFit(f"its document does not load: {exc}", 0.0)
+        else:
+            fit = self._fit(round_spec(spec, cfg.inner_steps), job.work_window)
+        self.fits[job_id] = fit
+        log.info("multi-party job judged", extra={"job": job_id, "fits": not fit.why, "reason": fit.why, "train_s": round(fit.train_s, 1)})
 
     def _begin(self, job_id: int, job: MultipartyJob, slot: int) -> None:
         inputs = self.inputs(job_id, job)
@@ -217,7 +308,8 @@ class MultipartyDuty:
         final = self.final_checkpoint(c.inner_job_id)
         if final is None:
             return  # our own trace's checkpoint not in the store yet: next tick
-        data, _ = contribution_of(self.global_state(job), final, self.inputs(job_id, job).cfg)
+        inputs = self.inputs(job_id, job)
+        data, _ = contribution_of(self.global_state(job), final, inputs.cfg, self.residual(job_id, inputs, slot, job.round, self.me))
         cid = self.store.put(data)
         receipt = self.protocol.diloco.contribute(job_id, slot, cid_to_digest(cid), contribution_hash(data))
         log_mined(log, "multi-party contribute", receipt, job=job_id, round=job.round, slot=slot, cid=cid, bytes=len(data))

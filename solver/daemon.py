@@ -11,12 +11,14 @@ from core.config import Settings
 from core.contracts import Capabilities
 from core.storage import ContentStore, LocalStore
 from core.storage.peers import FetchingStore
+from proofs.spec import JobSpec
 from proofs.strategies import ALL_STRATEGIES
 from proofs.train import Runtime
-from rolebase.capabilities import device_of
+from rolebase.capabilities import device_of, misfit, training_seconds
 from rolebase.daemon import RoleDaemon, Wiring
 from rolebase.daemon import build as build_daemon
 from rolebase.daemon import state_dir as role_state_dir
+from rolebase.multiparty import RoundFit
 from rolebase.multiparty_duty import MultipartyDuty
 from solver.adversary import (
     COPY_CONTRIBUTION,
@@ -103,8 +105,13 @@ def build(
             job_trainer = CheatingJobTrainer(
                 w.protocol, store, db, w.watcher, home / "jobs", w.stop, progress=progress, rt=rt, strategy=cheat, disk_budget=config.disk_budget
             )
+        offered = offer(limits, rt)
         duty_class = CopyingMultipartyDuty if cheat == COPY_CONTRIBUTION else MultipartyDuty
-        multiparty = duty_class(w.protocol, store, w.watcher, w.me, begun=db.start_job)
+
+        def fit(spec: JobSpec, work_window: int) -> RoundFit:  # judged on what we advertise, and our memory
+            return RoundFit(misfit(offered, spec, work_window, limits.max_memory_bytes, window="work window"), training_seconds(spec, offered.flops))
+
+        multiparty = duty_class(w.protocol, store, w.watcher, w.me, begun=db.start_job, fit=fit)
         responder = SolverResponder(w.protocol, db, job_trainer, w.watcher, w.me, multiparty)
         performers: dict[str, Responder[SolverAction]] = {
             WITHHOLD: Withholding(responder, db, store),
@@ -114,7 +121,7 @@ def build(
         }
         own = store.own if isinstance(store, FetchingStore) else store  # what our gateway (--serve) serves
         wanted = own.take_wanted if isinstance(own, LocalStore) else list
-        loader = SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offer(limits, rt), wanted)
+        loader = SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offered, wanted, multiparty.fits)
         return loader, SolverPolicy(config), performers.get(cheat or "", responder)
 
     return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, work=work, lanes=LANES)

@@ -24,7 +24,7 @@ with it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from core.chain import Address
 from core.cid import Cid, digest_to_cid
@@ -47,7 +47,7 @@ from core.contracts import (
 from rolebase.actions import credits_of
 from rolebase.events import JOB_REFUSED
 from rolebase.keyring import OwnKey, data_key
-from rolebase.multiparty import MultipartyWatcher
+from rolebase.multiparty import MultipartyWatcher, RoundFit
 from rolebase.watchers import LatestLogs, MarketWatcher, staked_rivals
 from solver.judge import SpecJudge
 from solver.policy import (
@@ -89,9 +89,11 @@ class SolverLoader:
         config: SolverConfig,
         offer: Capabilities | None = None,
         wanted: Callable[[], list[Cid]] = list,
+        fits: Mapping[int, RoundFit] | None = None,
     ) -> None:
         """``offer``: the capabilities this solver advertises (None: it advertises nothing); ``wanted``:
-        the CIDs asked of our gateway that our store lacks since the last call (``LocalStore.take_wanted``)."""
+        the CIDs asked of our gateway that our store lacks since the last call (``LocalStore.take_wanted``);
+        ``fits``: our verdicts on multi-party jobs' slots (``MultipartyDuty.fits``)."""
         self.wanted = wanted
         self._requested: dict[JobId, set[int]] = {}  # dropped checkpoints asked for, by job, until regenerated
         self.protocol = protocol
@@ -108,7 +110,7 @@ class SolverLoader:
         self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
         self._adverts = LatestLogs(protocol.stakes, "CapabilitiesAdvertised", "solver", protocol.book.deploy_block)
         self._own_key = OwnKey(protocol.keys, me, config.encryption_key)
-        self.multiparty = MultipartyWatcher(protocol, me)
+        self.multiparty = MultipartyWatcher(protocol, me, fits=fits)
         self._unsealable: set[JobId] = set()  # sealed jobs skipped for want of an encryption key (logged once each)
 
     def load(self) -> SolverView:

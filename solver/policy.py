@@ -372,7 +372,9 @@ class SolverPolicy:
             moves = multiparty_moves(
                 view.now, view.block, view.me, view.multiparty, view.multiparty_params, Plays.PARTY | Plays.KEEPER, self.config.duty_grace_s, view.free_stake
             )
-            actions.extend(m for m in moves if m.action is not MultipartyAction.JOIN or (self.config.multiparty and stake is None))
+            taking = self.config.multiparty and stake is None
+            # a vacant slot is judged (a fit move names no slot) and joined only with --multiparty; one held is played either way
+            actions.extend(m for m in moves if taking or not (m.action is MultipartyAction.JOIN or (m.action is MultipartyAction.FIT and m.slot < 0)))
         actions.extend(credit_claims(view.credits))
         actions.extend(Forget(job_id) for job_id in sorted(view.forgettable))
         return actions

@@ -19,6 +19,7 @@ import typer
 from rich.table import Table
 
 from core.agent import configure_logging
+from core.cid import digest_to_cid
 from core.config import Settings
 from core.contracts import JobId, TokenAmount
 from core.errors import AddressBookError, ChainError
@@ -33,7 +34,7 @@ from rolebase.cli import Announce, IpfsApi, PeerCa, Peers, StoreDir, TlsCert, Tl
 from rolebase.gateways import AnnouncedGateways, announce_gateway, gateway_url
 from rolebase.guarantee import guarantee, weaker_guarantee
 from submitter import service
-from submitter.curve import committed_curve, draw_curve, replay_checked
+from submitter.curve import committed_curve, draw_curve, draw_lines, replay_checked
 from submitter.datakeys import DataKeys
 from submitter.errors import SubmitError
 from submitter.sealed import MAX_READERS, Watch, seal_posted
@@ -477,6 +478,10 @@ def multiparty_(
     outer_lr: Annotated[float, typer.Option(help="the outer Nesterov step's learning rate")] = 0.7,
     outer_momentum: Annotated[float, typer.Option(help="the outer Nesterov step's momentum")] = 0.9,
     block_size: Annotated[int, typer.Option(help="int8 compression: values per scale")] = 256,
+    keep: Annotated[
+        float | None,
+        typer.Option(help="top-k: the fraction of each tensor's values a contribution sends, the rest fed back to the next round (default: every value, int8)"),
+    ] = None,
     inner_reward: Annotated[str, typer.Option(help="each inner job's solver reward, in VERI (pays the trace)")] = "5",
     inner_fee: Annotated[str, typer.Option(help="each inner job's verifier fee, in VERI")] = "1",
     contribution_reward: Annotated[str, typer.Option(help="paid per accepted contribution, in VERI")] = "10",
@@ -499,19 +504,23 @@ def multiparty_(
     It computes G_0 (the spec's seeded initialization), uploads the spec, the dataset, G_0 and the job's
     document, and escrows R x (M x (inner job escrow + contribution reward) + aggregator fee); what is
     not spent is credited back when the job ends (`veritrain claim`). Solvers run with --multiparty take
-    the slots; follow it with `veritrain submit multiparty-show JOB`.
+    the slots, each only when a round (H steps of the spec on the whole dataset) fits its advertised
+    limits and measured speed within the work window: before posting, the command says on stderr how
+    many staked solvers' adverts fit. Follow it with `veritrain submit multiparty-show JOB`.
 
     Examples:
 
       veritrain submit multiparty job.json --data tokens.safetensors --parties 4 --quorum 3 --rounds 10 --inner-steps 25 --key-env SUBMITTER_KEY
 
       veritrain submit multiparty job.json --data tokens.safetensors --contribution-reward 20 --slot-bond 40 --json
+
+      veritrain submit multiparty job.json --data tokens.safetensors --keep 0.1   # top-10 % with error feedback
     """
     from proofs.diloco import MultipartyConfig
     from submitter.multiparty import MultipartyPay, post_multiparty
 
     try:
-        cfg = MultipartyConfig(parties, rounds, inner_steps, outer_lr, outer_momentum, block_size, quorum=quorum)
+        cfg = MultipartyConfig(parties, rounds, inner_steps, outer_lr, outer_momentum, block_size, keep, quorum=quorum)
     except ProofError as exc:
         raise SubmitError(str(exc)) from None
     pay = MultipartyPay(
@@ -526,6 +535,14 @@ def multiparty_(
     protocol = options.protocol(settings, signing=True)
     store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
     posted = post_multiparty(protocol, store, spec, data, cfg, pay)
+    fit = posted.solvers
+    err_console.print(fit.line().replace("this job", "a round of this job"), highlight=False, soft_wrap=True)
+    if 0 < fit.fitting < cfg.parties:
+        err_console.print(
+            f"warning: fewer fitting solvers than the job's {cfg.parties} slots; a round with fewer than {cfg.quorum} right contributions ends the job",
+            highlight=False,
+            soft_wrap=True,
+        )
     if json_out:
         print(
             json.dumps(
@@ -535,6 +552,7 @@ def multiparty_(
                     "spec_cid": posted.spec_cid,
                     "global_cid": posted.global_cid,
                     "escrow": str(posted.escrow),
+                    "solvers": fit.to_json(),
                     "gas": {k: r.gas_used for k, r in posted.receipts.items()},
                 }
             )
@@ -547,36 +565,103 @@ def multiparty_(
 
 
 @app.command("multiparty-show")
-@options.with_settings(*options.CHAIN)
+@options.with_settings(*options.CHAIN, "data_dir")
 def multiparty_show(
-    settings: Settings, job: Annotated[int, typer.Argument(help="multi-party job id", show_default=False)], json_out: options.Json = False
+    settings: Settings,
+    job: Annotated[int, typer.Argument(help="multi-party job id", show_default=False)],
+    curve_png: Annotated[
+        Path | None,
+        typer.Option("--curve", help="also draw each party's committed curve and each round's mean to this PNG file (800x450)", show_default=False),
+    ] = None,
+    store_dir: StoreDir = None,
+    ipfs_api: IpfsApi = None,
+    json_out: options.Json = False,
 ) -> None:
-    """A multi-party job: its round and phase, its global model, each round's aggregate (who was paid,
-    who was cut out) and each slot's party and contribution this round.
+    """A multi-party job: its round, phase and global model; each round's aggregate (who was paid, who
+    was cut out) and each slot's party, inner job and its state, contribution, the dispute games on its
+    inner trace and its pay; each party's totals (contributions accepted, games won and lost, VERI
+    earned and slashed); and the per-round curve: each inner trace's committed per-segment mean
+    training loss over the global step (round x H + step), and each round's mean over its included
+    parties, marked replay-checked once the inner job's verifier passed it.
 
     Examples:
 
       veritrain submit multiparty-show 1
 
       veritrain submit multiparty-show 1 --json
-    """
-    from submitter.multiparty import multiparty_report
 
-    report = multiparty_report(options.protocol(settings, signing=False), job)
+      veritrain submit multiparty-show 1 --curve rounds.png
+    """
+    from submitter.multiparty_report import multiparty_report, read_facts
+
+    if curve_png is not None and (curve_png.is_dir() or not curve_png.parent.is_dir()):
+        raise SubmitError(f"--curve {curve_png}: give a file path in a directory that exists")
+    store = open_store(store_dir=store_dir, ipfs_api=ipfs_api, data_dir=settings.data_dir)
+    report = multiparty_report(read_facts(options.protocol(settings, signing=False), job), lambda done: committed_curve(store, done))
+    drawn = None
+    if curve_png is not None:
+        curves = report.party_curves()
+        if not curves:
+            raise SubmitError(f"multi-party job {job} has no committed inner trace whose curve this store holds, so no curve to draw")
+        lines: list[tuple[str | None, list[float], list[float]]] = [(_short(party), [x for x, _, _ in c], [y for _, y, _ in c]) for party, c in curves.items()]
+        mean = report.mean_curve()
+        if mean:
+            lines.append(("mean of the included parties", [p.global_step for p in mean], [p.loss for p in mean]))
+        draw_lines(lines, curve_png, title=f"multi-party job {job}: committed curves per party and each round's mean (x: round x H + step)")
+        drawn = f"wrote {curve_png} ({len(curves)} parties' curves, {len(mean)} mean points)"
     if json_out:
-        print(json.dumps(report))
+        print(json.dumps(report.to_json(str)))
         return
+    d = report.job
     console.print(
-        f"multi-party job [bold]{job}[/]: round {report['round']} of {report['rounds']}, {report['phase']}, global model {report['global_cid']}",
+        f"multi-party job [bold]{job}[/]: round {d.round} of {d.rounds}, {d.phase.name.lower()}, global model {digest_to_cid(d.global_cid)}, "
+        f"funds left {show_tokens(d.funds)} VERI; each accepted contribution pays {show_tokens(d.contribution_reward)} VERI",
         highlight=False,
     )
-    table = Table("round", "aggregator", "paid slots", "cut out", "state hash")
-    for r in report["history"]:
-        table.add_row(
-            str(r["round"]), _short(r["aggregator"]), ", ".join(map(str, r["paid"])) or "-", ", ".join(map(str, r["cut_out"])) or "-", r["state_hash"][:18]
+    rounds = Table("round", "aggregator", "paid slots", "cut out", "state hash", "mean loss (first - last segment)")
+    for r in report.rounds:
+        mean_words = f"{r.mean_curve[0].loss:.6g} - {r.mean_curve[-1].loss:.6g}{'' if r.mean_curve[-1].checked else ' (not checked)'}" if r.mean_curve else "-"
+        rounds.add_row(
+            str(r.round),
+            _short(r.aggregator) if r.aggregator else "-",
+            ", ".join(map(str, r.paid)) or "-",
+            ", ".join(map(str, r.cut_out)) or "-",
+            r.state_hash[:18] if r.state_hash else "(not final)",
+            mean_words,
         )
-    console.print(table)
-    slots = Table("slot", "party", "inner job", "contribution")
-    for s in report["slots"]:
-        slots.add_row(str(s["slot"]), _short(s["party"]) if s["party"] else "vacant", str(s["inner_job"] or "-"), s["contribution"] or "-")
+    console.print(rounds)
+    if report.rounds_not_shown:
+        console.print(f"rounds 0 to {report.rounds_not_shown - 1} not listed (the totals count them)")
+    slots = Table("round", "slot", "party", "inner job", "contribution", "aggregate", "games on its trace", "pay (VERI)", "curve (first - last segment)")
+    for r in report.rounds:
+        for s in r.slots:
+            if s.party is None and s.inner_job is None:
+                continue
+            verdict = "paid" if s.included else "cut out" if s.cut_out else "-"
+            games = ", ".join(f"#{g.game_id} {g.outcome}" for g in s.games) or "-"
+            if s.curve is not None and s.curve.points:
+                curve = f"{s.curve.points[0].loss:.6g} - {s.curve.points[-1].loss:.6g}" + ("" if s.curve_checked else " (not checked)")
+            else:
+                curve = s.curve_error or "-"
+            inner = f"{s.inner_job} {s.inner_state.name}" if s.inner_job is not None and s.inner_state is not None else str(s.inner_job or "-")
+            slots.add_row(
+                str(r.round), str(s.slot), _short(s.party) if s.party else "vacant", inner, s.contribution or "-", verdict, games, show_tokens(s.pay), curve
+            )
     console.print(slots)
+    parties = Table(
+        "party", "slots", "contributions", "accepted", "games won", "games lost", "earned (VERI)", "slashed (VERI)", title="each party, every round"
+    )
+    for t in report.parties:
+        parties.add_row(
+            _short(t.party),
+            ", ".join(map(str, sorted(t.slots))),
+            str(t.contributions),
+            str(t.accepted),
+            str(t.games_won),
+            str(t.games_lost),
+            show_tokens(t.earned),
+            show_tokens(t.slashed),
+        )
+    console.print(parties)
+    if drawn:
+        console.print(drawn)

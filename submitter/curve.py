@@ -18,6 +18,7 @@ Used by ``veritrain submit show JOB [--curve FILE]`` and by the demo.
 from __future__ import annotations
 
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from core.storage import ContentStore
 from proofs.manifest import MANIFEST_BLOCK, Manifest, committed_manifest
 from submitter.service import commitment, get_job
 
-__all__ = ["CurvePoint", "TrainingCurve", "training_curve", "replay_checked", "committed_curve", "job_curve", "draw_curve", "CURVE_SIZE_PX"]
+__all__ = ["CurvePoint", "TrainingCurve", "training_curve", "replay_checked", "committed_curve", "job_curve", "draw_curve", "draw_lines", "CURVE_SIZE_PX"]
 
 #: Width and height of :func:`draw_curve`'s PNG, in pixels.
 CURVE_SIZE_PX = (800, 450)
@@ -106,7 +107,13 @@ def job_curve(protocol: Protocol, store: ContentStore, job_id: int) -> TrainingC
 
 
 def draw_curve(curve: TrainingCurve, out: Path, *, title: str | None = None) -> Path:
-    """Draw ``curve`` (mean loss against the segment's last step) to the PNG ``out``, of
+    """Draw ``curve`` (mean loss against the segment's last step) to the PNG ``out`` (:func:`draw_lines`)."""
+    steps, losses = [p.last_step for p in curve.points], [p.loss for p in curve.points]
+    return draw_lines([(None, steps, losses)], out, title=title or f"training curve (manifest {curve.manifest_cid})")
+
+
+def draw_lines(lines: Sequence[tuple[str | None, Sequence[float], Sequence[float]]], out: Path, *, title: str) -> Path:
+    """Draw each ``(label, steps, losses)`` line (a legend when any is labelled) to the PNG ``out``, of
     :data:`CURVE_SIZE_PX` pixels, with matplotlib's Agg backend (no display, no pyplot state)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg  # imported here: only drawing needs it
     from matplotlib.figure import Figure
@@ -115,10 +122,13 @@ def draw_curve(curve: TrainingCurve, out: Path, *, title: str | None = None) -> 
     figure = Figure(figsize=(width / _DPI, height / _DPI), dpi=_DPI)
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
-    axes.plot([p.last_step for p in curve.points], [p.loss for p in curve.points], marker="o", markersize=3, linewidth=1.5)
+    for label, steps, losses in lines:
+        axes.plot(steps, losses, marker="o", markersize=3, linewidth=1.5, label=label)
+    if any(label for label, _, _ in lines):
+        axes.legend(fontsize=8)
     axes.set_xlabel("training step")
     axes.set_ylabel("mean training loss over the segment")
-    axes.set_title(title or f"training curve (manifest {curve.manifest_cid})", fontsize=10)
+    axes.set_title(title, fontsize=10)
     axes.grid(True, alpha=0.3)
     figure.tight_layout()
     figure.savefig(out, format="png", dpi=_DPI)

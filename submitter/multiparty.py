@@ -7,20 +7,20 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from core.chain import Receipt
-from core.cid import Cid, cid_to_digest, digest_to_cid
+from core.cid import Cid, cid_to_digest
 from core.contracts import JobTerms, Protocol, TokenAmount
 from core.storage import ContentStore
 from proofs.diloco import MultipartyConfig, OuterState, encode_document
 from rolebase.amounts import show_tokens
+from rolebase.capabilities import round_spec
 from rolebase.guarantee import weaker_guarantee
 from submitter import service
 from submitter.errors import SubmitError
 from submitter.specfile import publish, read_job
 
-__all__ = ["MultipartyPay", "PostedMultiparty", "post_multiparty", "multiparty_report"]
+__all__ = ["MultipartyPay", "PostedMultiparty", "post_multiparty"]
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +47,14 @@ class PostedMultiparty:
     global_cid: Cid
     escrow: TokenAmount
     receipts: dict[str, Receipt]
+    solvers: service.SolverFit
+    """The staked solvers' adverts against one round of the job (``rolebase.capabilities.round_spec``), read before posting it."""
 
 
 def post_multiparty(protocol: Protocol, store: ContentStore, spec_path: Path, data_path: Path, cfg: MultipartyConfig, pay: MultipartyPay) -> PostedMultiparty:
     """Validate the spec and dataset, compute G_0, upload everything, approve the escrow and post.
     The spec must be bit-exact (repro numerics): every party, aggregator and referee recomputes the
-    same bits. Top-k compression is not built on chain."""
+    same bits."""
     from proofs.data import load_dataset  # the training stack, only where a job is posted
     from proofs.train import Trainer
 
@@ -63,11 +65,12 @@ def post_multiparty(protocol: Protocol, store: ContentStore, spec_path: Path, da
     if draft.dataset is None:
         raise SubmitError("a multi-party job needs its dataset file (--data): G_0 and the shards are computed from it")
     document_spec = draft.spec
+    solvers = service.solver_fit(protocol, round_spec(document_spec, cfg.inner_steps), pay.work_window, window="work window")
     state = OuterState.start(Trainer(document_spec, load_dataset(document_spec, draft.dataset)).params)
     g0 = state.to_bytes(document_spec.spec_hash())
     d, token = protocol.diloco, protocol.token
     spec_cid = publish(draft, store)
-    document = encode_document(spec_cid, cfg)  # refuses top-k
+    document = encode_document(spec_cid, cfg)
     global_cid = store.put(g0)
     document_cid = store.put(document)
     terms = JobTerms(
@@ -93,54 +96,4 @@ def post_multiparty(protocol: Protocol, store: ContentStore, spec_path: Path, da
         receipts["approve"] = token.approve(d.address, escrow)
     job_id, receipts["post"] = d.post(terms)
     log.info("multi-party job posted", extra={"job": job_id, "document": document_cid, "spec": spec_cid, "g0": global_cid})
-    return PostedMultiparty(job_id, document_cid, spec_cid, global_cid, escrow, receipts)
-
-
-def _slots(mask: int) -> list[int]:
-    return [s for s in range(16) if mask >> s & 1]
-
-
-def multiparty_report(protocol: Protocol, job_id: int) -> dict[str, Any]:
-    """What ``submit multiparty-show`` prints: the job's round, phase and global model; each final
-    round's aggregator, paid and cut-out slots and state hash (from the chain's events); each slot's
-    party and its contribution this round."""
-    d = protocol.diloco
-    job = d.get_job(job_id)
-    deploy = protocol.book.deploy_block
-    committed: dict[int, str] = {}
-    for e in d.events("AggregateCommitted", deploy, jobId=job_id):
-        committed[int(e.args["round"])] = str(e.args["aggregator"])  # the last one of a round is the final one's
-    history = [
-        {
-            "round": int(e.args["round"]),
-            "aggregator": committed.get(int(e.args["round"]), "0x" + "00" * 20),
-            "paid": _slots(int(e.args["paid"])),
-            "cut_out": _slots(int(e.args["slashed"])),
-            "state_hash": "0x" + bytes(e.args["globalHash"]).hex(),
-        }
-        for e in d.events("RoundFinalized", deploy, jobId=job_id)
-    ]
-    slots = []
-    for slot in range(job.parties):
-        party = d.party_of(job_id, slot)
-        c = d.contribution_of(job_id, job.round, slot) if job.round < job.rounds else None
-        slots.append(
-            {
-                "slot": slot,
-                "party": None if int(party, 16) == 0 else party,
-                "inner_job": c.inner_job_id if c is not None and c.inner_job_id else None,
-                "contribution": str(digest_to_cid(c.cid)) if c is not None and any(c.cid) else None,
-            }
-        )
-    return {
-        "job_id": job_id,
-        "submitter": job.submitter,
-        "round": job.round,
-        "rounds": job.rounds,
-        "phase": job.phase.name.lower(),
-        "global_hash": "0x" + bytes(job.global_hash).hex(),
-        "global_cid": str(digest_to_cid(job.global_cid)),
-        "funds": str(job.funds),
-        "history": history,
-        "slots": slots,
-    }
+    return PostedMultiparty(job_id, document_cid, spec_cid, global_cid, escrow, receipts, solvers)

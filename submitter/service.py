@@ -74,10 +74,11 @@ class SolverFit:
         return {"advertised": self.advertised, "fit": self.fitting, "misfits": [{"solver": a, "reason": why} for a, why in self.misfits]}
 
 
-def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int) -> SolverFit:
+def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int, window: str = "commit window") -> SolverFit:
     """Read the adverts of the solvers whose stake meets the minimum now (the latest
     ``MAX_ADVERTISERS`` to advertise) and check ``spec`` against each (rolebase.capabilities.misfit:
-    the check each solver runs before a claim)."""
+    the check each solver runs before a claim). ``window``: what the window is called (a
+    multi-party round's: "work window", with ``rolebase.capabilities.round_spec``)."""
     stakes = protocol.stakes
     events = stakes.events("CapabilitiesAdvertised", protocol.book.deploy_block)
     solvers = list(dict.fromkeys(Address(e.args["solver"]) for e in reversed(events)))[:MAX_ADVERTISERS]
@@ -87,7 +88,7 @@ def solver_fit(protocol: Protocol, spec: JobSpec, commit_window: int) -> SolverF
         if stakes.stake_of(solver, Role.SOLVER).staked < minimum:
             continue  # an advert outlives its stake: an unstaked solver claims nothing
         advertised += 1
-        why = misfit(stakes.capabilities_of(solver), spec, commit_window)
+        why = misfit(stakes.capabilities_of(solver), spec, commit_window, window=window)
         if why:
             misfits.append((solver, why))
     return SolverFit(advertised, advertised - len(misfits), tuple(misfits))

@@ -597,6 +597,10 @@ def demo(
     curve: Annotated[Path, typer.Option(help="where to draw the job's training curve (mean loss per segment, from the committed manifest)")] = Path(
         "veritrain-demo-curve.png"
     ),
+    keep: Annotated[
+        float | None,
+        typer.Option(help="with --job diloco: top-k contributions, this fraction of each tensor's values, the rest fed back (default: dense int8)"),
+    ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="also print the figures as one JSON object at the end")] = False,
 ) -> None:
     """Run the whole protocol once on a local chain: post a real training job, watch it solved, verified and paid.
@@ -625,6 +629,8 @@ def demo(
       veritrain demo --lazy-verifier --job tiny
 
       veritrain demo --job diloco      (four parties train one model, DiLoCo-style; one cheats, is slashed and cut out)
+
+      veritrain demo --job diloco --keep 0.25      (the same with top-25 % contributions and error feedback)
     """
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -637,8 +643,10 @@ def demo(
                 raise VeritrainError("--job diloco tells the story of a cheating party: --lazy-verifier is not part of it")
             from veritrain.diloco_demo import run_diloco_demo
 
-            figures = run_diloco_demo(root, timeout, (cheat or "wrong-lr",))
+            figures = run_diloco_demo(root, timeout, (cheat or "wrong-lr",), keep)
         else:
+            if keep is not None:
+                raise VeritrainError("--keep compresses a multi-party job's contributions: it goes with --job diloco")
             figures = run_demo(root, timeout, job, cheat, lazy_verifier, curve_png=curve.resolve())
     except BaseException:  # an error, a timeout, Ctrl-C or SIGTERM: what happened is in the logs
         err_console.print(f"demo failed; its workdir, every daemon's log in logs/, is kept: {root}", highlight=False, soft_wrap=True)

@@ -29,7 +29,7 @@ from core.errors import VeritrainError
 from proofs.strategies import ALL_STRATEGIES
 from rolebase.amounts import show_tokens
 from rolebase.cli import console
-from veritrain.localnet import LocalNet, interrupts_as_keyboard, local_params, start_local_net
+from veritrain.localnet import interrupts_as_keyboard, local_params, start_local_net
 
 __all__ = ["run_diloco_demo", "DILOCO_PARTIES", "MULTIPARTY_CHEATS"]
 
@@ -65,20 +65,15 @@ def _show(event: Any, t0: float, names: Mapping[str, str]) -> None:
     console.print(f"  +{time.monotonic() - t0:6.1f}s  block {event.block_number:>4}  [bold]{event.name:<22}[/] {details}", highlight=False)
 
 
-def _games_on(local: LocalNet, inner_jobs: set[int], deploy: int) -> list[Any]:
-    """The dispute games settled on the job's inner jobs (the cheater's)."""
-    game = local.protocol().game
-    opened = {int(e.args["gameId"]): int(e.args["jobId"]) for e in game.events("DisputeOpened", deploy) if int(e.args["jobId"]) in inner_jobs}
-    return [e for e in game.events("DisputeSettled", deploy) if int(e.args["gameId"]) in opened]
-
-
-def run_diloco_demo(workdir: Path, timeout_s: float, cheats: Sequence[str] = ("wrong-lr",)) -> dict[str, Any]:
+def run_diloco_demo(workdir: Path, timeout_s: float, cheats: Sequence[str] = ("wrong-lr",), keep: float | None = None) -> dict[str, Any]:
     """The whole multi-party demo in ``workdir``; returns its figures (for ``--json`` and the e2e test).
     ``cheats``: the strategies of the last parties (a trace adversary, or ``copy-contribution``); the
-    quorum is the honest parties."""
+    quorum is the honest parties. ``keep``: top-k contributions with error feedback (None: dense int8)."""
     from proofs.diloco import MultipartyConfig
+    from submitter.curve import committed_curve
     from submitter.demo_job import build_demo_job
-    from submitter.multiparty import MultipartyPay, multiparty_report, post_multiparty
+    from submitter.multiparty import MultipartyPay, post_multiparty
+    from submitter.multiparty_report import multiparty_report, read_facts
 
     if not 1 <= len(cheats) < DILOCO_PARTIES - 1:
         raise VeritrainError(f"the demo's {DILOCO_PARTIES} parties hold one or two cheaters, not {len(cheats)}")
@@ -108,7 +103,7 @@ def run_diloco_demo(workdir: Path, timeout_s: float, cheats: Sequence[str] = ("w
         local.wait_staked(300)
         protocol = local.protocol(net.accounts[0])
         quorum = DILOCO_PARTIES - len(cheats)
-        cfg = MultipartyConfig(DILOCO_PARTIES, DILOCO_ROUNDS, DILOCO_INNER_STEPS, block_size=64, quorum=quorum)
+        cfg = MultipartyConfig(DILOCO_PARTIES, DILOCO_ROUNDS, DILOCO_INNER_STEPS, block_size=64, keep=keep, quorum=quorum)
         pay = MultipartyPay(
             TokenAmount(5 * _E18), TokenAmount(_E18), TokenAmount(10 * _E18), TokenAmount(2 * _E18), TokenAmount(20 * _E18), _WORK_WINDOW, _VERIFY_WINDOW
         )
@@ -135,30 +130,31 @@ def run_diloco_demo(workdir: Path, timeout_s: float, cheats: Sequence[str] = ("w
             if time.monotonic() - moved > timeout_s:
                 raise VeritrainError(f"multi-party job {posted.job_id} had no new event for {timeout_s:.0f}s")
             time.sleep(1.0)
-        report = multiparty_report(protocol, posted.job_id)
-        inner = {int(e.args["innerJobId"]) for e in d.events("InnerJobBegun", deploy, jobId=posted.job_id)}
-        games = _games_on(local, inner, deploy)
+        report = multiparty_report(read_facts(protocol, posted.job_id), lambda done: committed_curve(local.store, done))
+        shown = report.to_json(str)
+        games = {g.game_id for r in report.rounds for s in r.slots for g in s.games if g.status is not None}
         holders = {int(e.args["slot"]): names.get(str(e.args["party"]), str(e.args["party"])) for e in d.events("SlotJoined", deploy, jobId=posted.job_id)}
         figures: dict[str, Any] = {
             "job_id": posted.job_id,
             "spec_cid": posted.spec_cid,
             "store_dir": str(local.store_dir),
-            "rounds": report["history"],
+            "rounds": shown["history"],
             "slots": holders,
-            "complete": report["round"] == DILOCO_ROUNDS,
-            "global_hash": report["global_hash"],
+            "complete": report.job.round == DILOCO_ROUNDS,
+            "global_hash": shown["global_hash"],
             "games_on_inner_jobs": len(games),
             "cheaters": {},
+            "report": shown,
             "wall_s": 0.0,
         }
         for label, strategy in cheaters.items():
             address = net.accounts[parties.index(label) + 1].address
             # a daemon tops its stake up again after a slash: the slashes are the StakeManager's events
             slashed = sum(int(e.args["amount"]) for e in protocol.stakes.events("StakeSlashed", deploy, account=address, role=int(Role.SOLVER)))
-            paid = sum(1 for r in report["history"] for slot in r["paid"] if holders.get(slot) == label)
+            paid = sum(1 for r in shown["history"] for slot in r["paid"] if holders.get(slot) == label)
             figures["cheaters"][label] = {"strategy": strategy, "slashed": slashed, "paid": paid}
         console.rule("[bold]result")
-        for r in report["history"]:
+        for r in shown["history"]:
             paid_to = ", ".join(holders.get(s, f"slot {s}") for s in r["paid"]) or "nobody"
             cut = ", ".join(holders.get(s, f"slot {s}") for s in r["cut_out"])
             console.print(
@@ -167,13 +163,16 @@ def run_diloco_demo(workdir: Path, timeout_s: float, cheats: Sequence[str] = ("w
                 + f"; state {r['state_hash'][:18]}",
                 highlight=False,
             )
-        for label, c in figures["cheaters"].items():
+        for t in report.parties:
+            label = names.get(t.party, t.party)
             console.print(
-                f"{label} ({c['strategy']}): {show_tokens(TokenAmount(c['slashed']))} VERI of stake slashed, {c['paid']} contribution(s) paid", highlight=False
+                f"{label}{f' ({cheaters[label]})' if label in cheaters else ''}: {t.accepted} of {t.contributions} contribution(s) paid, "
+                f"games on its traces won {t.games_won} lost {t.games_lost}, earned {show_tokens(t.earned)} VERI, slashed {show_tokens(t.slashed)} VERI",
+                highlight=False,
             )
         console.print(
             f"{len(games)} dispute game(s) on inner traces settled; the job {'finished every round' if figures['complete'] else 'ended early'} "
-            f"with global model {report['global_cid']}",
+            f"with global model {shown['global_cid']}",
             highlight=False,
         )
         figures["wall_s"] = round(time.monotonic() - t_start, 1)

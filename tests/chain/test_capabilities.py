@@ -4,9 +4,11 @@ on a restart with the same flags), and `submit post` warning when no staked solv
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,12 +22,15 @@ from core.reverts import ContractRevert
 from core.storage import LocalStore, file_cid
 from deploy.anvil import dev_private_key
 from deploy.devnet import Devnet
+from proofs.diloco import MultipartyConfig
 from proofs.spec import load_spec
 from rolebase.actions import stake
 from solver import daemon
 from solver.policy import Limits, SolverConfig
 from submitter import service
 from submitter.demo_job import build_demo_job
+from submitter.multiparty import MultipartyPay, post_multiparty
+from tests.e2e.conftest import wait_for
 
 if TYPE_CHECKING:
     from tests.conftest import Parties
@@ -34,6 +39,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: The tiny demo job: an MLP of 4,547 parameters, 40 steps (submitter/demo_job.py).
 FITS = (10_000_000, 256 << 20, 1_000_000, 10**9, Device.CPU)
 TOO_SMALL = (1_000, 256 << 20, 1_000_000, 10**9, Device.CPU)
+E18 = 10**18
+INNER_STEPS = 5
+ZERO = "0x" + "00" * 20
 
 
 def _staked(devnet: Devnet, signer: Signer) -> Protocol:
@@ -59,13 +67,15 @@ def test_an_advert_round_trips_and_needs_a_solver_stake(devnet: Devnet, parties:
     assert devnet.protocol().stakes.capabilities_of(parties.outsider.address).advertised_at == 0
 
 
-def _solver(devnet: Devnet, tmp_path: Path, signer: Signer, limits: Limits) -> daemon.SolverDaemon:
+def _solver(
+    devnet: Devnet, tmp_path: Path, signer: Signer, limits: Limits, config: SolverConfig = SolverConfig(stake_target=TokenAmount(0))
+) -> daemon.SolverDaemon:
     book_dir = tmp_path / "deployments"
-    book_dir.mkdir(exist_ok=True)
+    book_dir.mkdir(exist_ok=True, parents=True)
     devnet.book.save(book_dir / f"{devnet.client.chain_id}.json")
     settings = Settings(rpc_url=devnet.rpc_url, address_book_dir=book_dir, data_dir=tmp_path / "data")
     store = LocalStore(tmp_path / "store")
-    return daemon.build(settings, signer, store, SolverConfig(stake_target=TokenAmount(0)), limits=limits, loop=LoopSettings(poll_interval_s=0.05))
+    return daemon.build(settings, signer, store, config, limits=limits, loop=LoopSettings(poll_interval_s=0.05))
 
 
 def _adverts(devnet: Devnet, solver: str) -> list[dict]:
@@ -163,3 +173,59 @@ def test_submit_post_warns_when_no_staked_solver_fits_and_posts_anyway(devnet: D
     dry = post("--dry-run", "--json")
     assert json.loads(dry.stdout)["solvers"]["fit"] == 1 and "warning" not in dry.stderr
     assert market.job_count() == jobs + 2
+
+
+def test_a_multi_party_slot_is_taken_only_by_a_solver_that_a_round_fits(
+    devnet: Devnet, parties: Parties, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Matching by capabilities (issue 28): the submitter counts the staked adverts that fit one round
+    (``round_spec``: H steps of the base spec on its whole dataset, within the work window) and a solver
+    run with --multiparty joins a vacant slot only when a round fits its limits, memory and measured speed."""
+    caplog.set_level(logging.INFO, logger="rolebase.multiparty_duty")
+    spec, data = _job_files(tmp_path)
+    taking = SolverConfig(stake_target=TokenAmount(200 * E18), multiparty=True)
+    small = _solver(devnet, tmp_path / "small", parties.solver, Limits(max_steps=INNER_STEPS - 1), taking)  # --max-steps 4
+    roomy = _solver(devnet, tmp_path / "roomy", parties.solver2, Limits(), taking)
+    for _ in range(3):  # stake, advertise
+        small.agent.tick()
+        roomy.agent.tick()
+    submitter = devnet.protocol(parties.submitter)
+    cfg = MultipartyConfig(parties=2, rounds=1, inner_steps=INNER_STEPS, block_size=64, quorum=2)
+    pay = MultipartyPay(TokenAmount(5 * E18), TokenAmount(E18), TokenAmount(10 * E18), TokenAmount(2 * E18), TokenAmount(20 * E18), 600, 900)
+    served = LocalStore(tmp_path / "submitter")
+    posted = post_multiparty(submitter, served, spec, data, cfg, pay)
+    assert (posted.solvers.advertised, posted.solvers.fitting) == (2, 1)
+    assert posted.solvers.misfits == ((parties.solver.address, f"takes at most {INNER_STEPS - 1} steps (the job has {INNER_STEPS})"),)
+    for home in ("small", "roomy"):  # each solver's store holds what the submitter's gateway would serve
+        for cid in (posted.spec_cid, posted.document_cid):
+            LocalStore(tmp_path / home / "store").put(served.get(cid, 1 << 20))
+
+    d = devnet.protocol().diloco
+
+    def joined() -> bool:
+        small.agent.tick()
+        roomy.agent.tick()
+        return d.party_of(posted.job_id, 0) != ZERO
+
+    wait_for("a slot taken", joined, 60)
+    assert [d.party_of(posted.job_id, s) for s in range(2)] == [parties.solver2.address, ZERO]
+
+    def verdicts() -> list[tuple[int, str]]:
+        return [(r.job, r.reason) for r in caplog.records if r.getMessage() == "multi-party job judged"]  # type: ignore[attr-defined]
+
+    def judged() -> bool:
+        small.agent.tick()
+        return len(verdicts()) == 2
+
+    wait_for("both solvers' verdicts", judged, 60)
+    assert sorted(verdicts(), key=lambda v: v[1]) == [
+        (posted.job_id, ""),
+        (posted.job_id, f"takes at most {INNER_STEPS - 1} steps (the job has {INNER_STEPS})"),
+    ]
+    for _ in range(10):  # each judged once: the small solver never joins, however long it runs
+        small.agent.tick()
+        time.sleep(0.05)
+    assert d.party_of(posted.job_id, 1) == ZERO and len(verdicts()) == 2
+    for solver in (small, roomy):
+        solver.agent.workers.join(10)
+        solver.db.close()

@@ -7,20 +7,28 @@ commits an aggregate that includes the copy; a challenger, then each referee of 
 second aggregator's right aggregate (the copier called wrong) finalizes the round: the copier loses its
 slot bond and its slot, the two others are paid, and round 1 runs with them to the end. Every token is
 accounted for. Content (states, checkpoints, contributions) is kept in a dict by CID here: the content
-network carries it in the daemons (docs/multiparty.md); the inner traces are made-up roots, verified by
-a report as in tests/chain/test_lifecycle.py (their replay is any job's, tests/proofs/test_diloco.py).
+network carries it in the daemons (docs/multiparty.md); the inner traces are made-up states under a
+real manifest of made-up losses (in a store), verified by a report as in tests/chain/test_lifecycle.py
+(their replay is any job's, tests/proofs/test_diloco.py). The finished job is then read back as
+``submit multiparty-show`` and the dashboard show it (``submitter.multiparty_report``): each round's paid
+and cut-out slots, each slot's pay, each party's totals and the per-round curve.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 from eth_utils import keccak
 
+from core.address_book import book_path
 from core.chain import Receipt, Signer
 from core.cid import cid_to_digest
 from core.contracts import (
@@ -36,11 +44,18 @@ from core.contracts import (
 )
 from core.probe import Probe
 from core.reverts import revert_class
-from core.storage import file_cid
+from core.storage import LocalStore, file_cid
 from deploy.build import build
 from deploy.devnet import Devnet, start_devnet
 from proofs.checkpoint import encode_checkpoint
 from proofs.diloco import MultipartyConfig, OuterState, PartyRound, aggregate, check_round, contribution_hash, contribution_of, judge_round
+from proofs.manifest import CheckpointEntry, Manifest, write_manifest
+from proofs.merkle import TraceTree
+from rolebase.amounts import show_tokens
+from submitter.curve import committed_curve
+from submitter.multiparty_report import multiparty_report, read_facts
+from veritrain.dashboard.index import ChainIndex
+from veritrain.dashboard.views import Views
 
 E18 = 10**18
 STAMP = "0x" + "cd" * 32
@@ -54,8 +69,9 @@ PARTIES = 3
 class Net:
     """A devnet with a submitter, three parties, five verifiers and a challenger, all staked."""
 
-    def __init__(self, devnet: Devnet) -> None:
+    def __init__(self, devnet: Devnet, store_dir: Path) -> None:
         self.devnet = devnet
+        self.store = LocalStore(store_dir)  # the inner traces' manifests
         accounts = devnet.accounts
         self.submitter, self.parties, self.verifiers, self.challenger = accounts[0], accounts[1:4], accounts[4:9], accounts[9]
         self.by_address = {a.address: a for a in accounts}
@@ -84,7 +100,7 @@ class Net:
 def staked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Net]:
     build()
     with start_devnet(book_dir=tmp_path_factory.mktemp("deployments"), accounts=10) as devnet:
-        net = Net(devnet)
+        net = Net(devnet, tmp_path_factory.mktemp("store"))
         net.stake_everyone()
         yield net
 
@@ -107,11 +123,29 @@ def _digest(data: bytes) -> bytes:
     return cid_to_digest(file_cid(data))
 
 
-def _finish_inner(net: Net, inner: JobId, party: Signer, final: bytes) -> None:
-    """The party commits its inner trace (its last checkpoint ``final``), a drawn verifier passes it
-    and the job is finalized: the inner job's game, as any job's, decides nothing else here."""
+def _losses(round_: int, slot: int) -> tuple[float, ...]:
+    """The mean training losses the party of ``slot`` commits for its inner trace of ``round_``: five
+    segments of one step, each value exactly a float32."""
+    return tuple(4.0 - round_ - 0.25 * i + 0.0625 * slot for i in range(5))
+
+
+def _finish_inner(net: Net, inner: JobId, party: Signer, final: bytes, losses: tuple[float, ...]) -> None:
+    """The party commits its inner trace (its last checkpoint ``final``; a manifest committing to
+    ``losses`` in the store), a drawn verifier passes it and the job is finalized: the inner job's
+    game, as any job's, decides nothing else here."""
     market = net.p(party).market
-    market.commit(inner, keccak(b"root" + final), 6, _digest(final), keccak(b"manifest" + final))
+    states = [Bytes32(keccak(b"state %d " % i + final)) for i in range(len(losses) + 1)]
+    manifest = Manifest(
+        spec_cid=str(file_cid(b"inner spec")),
+        spec_hash="0x" + "ab" * 32,
+        steps=len(losses),
+        checkpoint_interval=1,
+        root=TraceTree(states).root,
+        checkpoints=tuple(CheckpointEntry(index=i, cid=str(file_cid(b"checkpoint %d " % i + final)), state_hash=h) for i, h in enumerate(states)),
+        update_norms=(0.5,) * len(losses),
+        losses=losses,
+    )
+    market.commit(inner, manifest.root, len(states), _digest(final), cid_to_digest(write_manifest(net.store.put, manifest)))
     net.devnet.chain.mine(2)
     drawn = net.p(net.challenger).market.decode_events(net.p(net.challenger).market.assign_verifier(inner), "VerifierAssigned")[0]
     verifier = net.by_address[drawn.args["verifier"]]
@@ -133,7 +167,7 @@ def _run_round(net: Net, job_id: int, state: OuterState, cfg: MultipartyConfig, 
         net.note("begin", receipt)
         step = _tensors(100 * state.round + slot, 0.05)
         finals[slot] = encode_checkpoint(6, {f"param.{n}": p - step[n] for n, p in state.params.items()}, STAMP)
-        _finish_inner(net, inner, party, finals[slot])
+        _finish_inner(net, inner, party, finals[slot], _losses(state.round, slot))
         inners[slot] = inner
     own = {s: contribution_of(state, finals[s], cfg)[0] for s in slots}
     committed = {s: own[cheat.get(s, s)] for s in slots}
@@ -167,7 +201,7 @@ def _vote(net: Net, job_id: int, case_id: int, judge: Callable[[], bool]) -> lis
     return members
 
 
-def test_a_copied_contribution_is_cut_out_a_wrong_aggregate_is_voted_down_and_the_job_finishes(net: Net) -> None:
+def test_a_copied_contribution_is_cut_out_a_wrong_aggregate_is_voted_down_and_the_job_finishes(net: Net, tmp_path: Path) -> None:
     proto, d = net.proto, net.proto.diloco
     cfg = MultipartyConfig(parties=PARTIES, rounds=2, inner_steps=5, block_size=16, quorum=2)
     state = OuterState.start(_tensors(1, 1.0))
@@ -287,3 +321,57 @@ def test_a_copied_contribution_is_cut_out_a_wrong_aggregate_is_voted_down_and_th
     assert proto.token.balance_of(d.address) == 0 == d.total_credit()
     assert proto.token.balance_of(net.submitter.address) == before - escrow + refund
     print("DilocoJobs gas per call:", net.gas)
+    _assert_shown(net, job_id, ("0x" + bytes(nxt.state_hash(STAMP)).hex(), "0x" + bytes(verdict1.state_hash(STAMP)).hex()), (honest, last), tmp_path)
+
+
+def _assert_shown(net: Net, job_id: int, state_hashes: tuple[str, str], aggregators: tuple[Signer, Signer], tmp_path: Path) -> None:
+    """The finished job as ``submit multiparty-show`` and the dashboard show it: round 0 paid slots 0
+    and 1 and cut the copier (slot 2) out, round 1 paid slots 0 and 1; each slot's pay is the
+    contribution reward when paid plus its finalized inner job's reward; the copier earned its inner
+    reward and lost its slot bond; each inner trace's committed losses, replay-checked, and each
+    round's mean over its paid slots at the global step r * H + step."""
+    report = multiparty_report(read_facts(net.proto, job_id), lambda done: committed_curve(net.store, done))
+    rows = report.rounds
+    assert [(r.round, r.final, r.paid, r.cut_out, r.state_hash) for r in rows] == [
+        (0, True, (0, 1), (2,), state_hashes[0]),
+        (1, True, (0, 1), (), state_hashes[1]),
+    ]
+    assert [r.aggregator for r in rows] == [a.address for a in aggregators]
+    parties = [p.address for p in net.parties]
+    assert [s.party for s in rows[0].slots] == parties and [s.party for s in rows[1].slots] == [*parties[:2], None]
+    assert [s.pay for s in rows[0].slots] == [CONTRIBUTION_REWARD + INNER_REWARD, CONTRIBUTION_REWARD + INNER_REWARD, INNER_REWARD]
+    assert [s.pay for s in rows[1].slots] == [CONTRIBUTION_REWARD + INNER_REWARD, CONTRIBUTION_REWARD + INNER_REWARD, 0]
+    assert all(s.inner_state is JobState.FINALIZED and s.contribution is not None and s.games == () for r in rows for s in r.slots if s.party)
+    totals = {t.party: (t.contributions, t.accepted, t.games_won, t.games_lost, t.earned, t.slashed) for t in report.parties}
+    paid = 2 * (CONTRIBUTION_REWARD + INNER_REWARD)
+    assert totals == {parties[0]: (2, 2, 0, 0, paid, 0), parties[1]: (2, 2, 0, 0, paid, 0), parties[2]: (1, 0, 0, 0, INNER_REWARD, SLOT_BOND)}
+    for r in rows:
+        for s in r.slots:
+            if s.party:
+                assert s.curve is not None and s.curve_checked and [p.loss for p in s.curve.points] == list(_losses(r.round, s.slot)), (r.round, s)
+        expected = [(r.round * 5 + i + 1, (a + b) / 2) for i, (a, b) in enumerate(zip(_losses(r.round, 0), _losses(r.round, 1)))]
+        assert [(p.global_step, p.loss) for p in r.mean_curve] == expected and all(p.checked and p.parties == 2 for p in r.mean_curve)
+    assert report.party_curves()[parties[2]] == [(i + 1, loss, True) for i, loss in enumerate(_losses(0, 2))]  # the copier's round-0 trace
+
+    # The dashboard: the same report in VERI, and the job on the network page.
+    index = ChainIndex(net.proto)
+    index.advance()
+    views = Views(index, net.store)
+    page = views.multiparty(job_id)
+    assert page is not None and page == {**report.to_json(show_tokens), "head": index.head}
+    assert page["totals"][2]["slashed"] == show_tokens(SLOT_BOND) and page["history"][0]["slots"][0]["pay"] == show_tokens(CONTRIBUTION_REWARD + INNER_REWARD)
+    listed = {j["id"]: j for j in views.network()["multiparty"]}
+    assert listed[job_id]["phase"] == "FINISHED" and listed[job_id]["round"] == 2
+    assert views.multiparty(job_id + 1) is None
+
+    # The command: --json is the report in base units, --curve draws it.
+    book_dir, png = tmp_path / "book", tmp_path / "rounds.png"
+    net.devnet.book.save(book_path(book_dir, net.devnet.client.chain_id))
+    shown = subprocess.run(
+        [sys.executable, "-m", "veritrain", "submit", "multiparty-show", str(job_id), "--rpc-url", net.devnet.rpc_url, "--address-book-dir", str(book_dir),
+         "--store-dir", str(net.store.root), "--json", "--curve", str(png)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == report.to_json(str)
+    assert png.read_bytes().startswith(b"\x89PNG")

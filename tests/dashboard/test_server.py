@@ -61,7 +61,7 @@ def _get(url: str) -> tuple[int, str, bytes]:
 
 
 def test_pages_assets_and_api_come_from_the_dashboard_alone(served: str, devnet: Devnet) -> None:
-    for page in ("/", "/job/1", f"/address/{devnet.accounts[0].address}"):
+    for page in ("/", "/job/1", "/multiparty/1", f"/address/{devnet.accounts[0].address}"):
         status, kind, body = _get(served + page)
         assert status == 200 and kind.startswith("text/html"), page
         assert b"http" not in body, f"{page} links outside the dashboard"
@@ -74,6 +74,7 @@ def test_pages_assets_and_api_come_from_the_dashboard_alone(served: str, devnet:
     network = json.loads(body)
     assert network["head"] >= devnet.book.deploy_block and network["jackpot"]
     assert _get(served + "/api/job/999999")[0] == 404
+    assert _get(served + "/api/multiparty/999999")[0] == 404
     assert _get(served + "/address/0x1234")[0] == 404
     assert _get(served + "/static/../../pyproject.toml")[0] in (403, 404)
 

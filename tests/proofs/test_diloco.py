@@ -10,6 +10,7 @@ import struct
 import subprocess
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,13 +39,16 @@ from proofs.diloco import (
     contribution_hash,
     contribution_of,
     decode_contribution,
+    decode_document,
     decompress,
     encode_contribution,
+    encode_document,
     inner_spec,
     judge_round,
     party_dataset,
     party_job,
     pseudo_gradient,
+    residual_after,
     shard_indices,
     shard_of,
     train_party,
@@ -530,5 +534,54 @@ def test_a_round_is_judged_from_its_committed_inputs_and_a_wrong_aggregate_is_na
     assert (void.state, void.included, void.wrong, void.state_hash(STAMP)) == (None, (0,), (1, 2), bytes(32))
     unserved = dict(rounds) | {2: PartyRound(own[0], None, spec_ok=True, verified=True)}
     assert judge_round(state, unserved, cfg).masks() == (0b0011, 0)  # an unserved trace is the availability game's
-    with pytest.raises(ProofError, match="top-k"):
-        judge_round(state, rounds, MultipartyConfig(parties=4, rounds=3, inner_steps=5, block_size=16, keep=0.5))
+
+
+def test_a_top_k_round_is_judged_with_the_residual_each_party_came_in_with() -> None:
+    """Top-k with error feedback on chain: a party's contribution of round 1 depends on the residual
+    its round 0 left, which every judge derives from committed things (``residual_after``); a party
+    that drops its residual (or keeps one its round 0 did not leave) is called wrong."""
+    cfg = MultipartyConfig(parties=2, rounds=2, inner_steps=5, block_size=16, keep=0.25, quorum=1)
+    state, _, _ = _round(2, cfg)
+    finals0 = {p: _final(state, 40 + p) for p in range(2)}
+    own0 = {p: contribution_of(state, finals0[p], cfg)[0] for p in range(2)}
+    verdict0 = judge_round(state, {p: PartyRound(own0[p], finals0[p], True, True) for p in range(2)}, cfg)
+    assert verdict0.included == (0, 1) and verdict0.state is not None
+    came_in = {p: residual_after(state, finals0[p], cfg, None, included=True) for p in range(2)}
+    assert all(r is not None and any(bool(t.abs().sum() > 0) for t in r.values()) for r in came_in.values())  # what top-k did not send
+    assert residual_after(state, finals0[0], cfg, None, included=False) is None  # a round that did not count restarts the feedback
+    assert residual_after(state, finals0[0], replace(cfg, keep=None), None, included=True) is None  # dense int8 carries nothing
+
+    state1 = verdict0.state
+    finals1 = {p: _final(state1, 50 + p) for p in range(2)}
+    own1 = {p: contribution_of(state1, finals1[p], cfg, came_in[p])[0] for p in range(2)}
+    forgot = contribution_of(state1, finals1[1], cfg, None)[0]  # party 1 committing as if it had no residual
+    assert forgot != own1[1]
+    rounds = {p: PartyRound(own1[p], finals1[p], True, True, came_in[p]) for p in range(2)}
+    verdict1 = judge_round(state1, rounds, cfg)
+    expected, _ = aggregate(state1, own1, cfg)
+    assert verdict1.included == (0, 1) and verdict1.state is not None and verdict1.state_hash(STAMP) == expected.state_hash(STAMP)
+    assert judge_round(state1, rounds | {1: PartyRound(forgot, finals1[1], True, True, came_in[1])}, cfg).wrong == (1,)
+    assert judge_round(state1, rounds | {1: PartyRound(own1[1], finals1[1], True, True, None)}, cfg).wrong == (1,)  # a judge must use it too
+
+
+def test_a_job_document_round_trips_canonically_and_refuses_anything_else() -> None:
+    for keep in (None, 0.05, 1):
+        cfg = MultipartyConfig(parties=4, rounds=10, inner_steps=25, block_size=256, keep=keep, quorum=3)
+        data = encode_document("bafkspec", cfg)
+        assert decode_document(data) == ("bafkspec", cfg)
+    raw = json.loads(encode_document("bafkspec", MultipartyConfig(parties=4, rounds=10, inner_steps=25, quorum=3)))
+    assert raw["keep"] is None and raw["format"] == "veritrain-diloco/1"
+    for change, why in [
+        ({"keep": "0.1"}, "keep a number or null"),
+        ({"keep": 1.5}, "keep 1.5 is outside"),
+        ({"parties": 4.0}, "counts integers"),
+        ({"quorum": 5}, "quorum 5 is outside"),
+        ({"extra": 1}, "fields must be exactly"),
+        ({"format": "veritrain-diloco/0"}, "not a veritrain-diloco/1 document"),
+    ]:
+        with pytest.raises(ProofError, match=why):
+            decode_document(json.dumps(raw | change, sort_keys=True, separators=(",", ":")).encode())
+    with pytest.raises(ProofError, match="canonical"):
+        decode_document(json.dumps(raw, sort_keys=True).encode())  # spaces: another CID for the same job
+    with pytest.raises(ProofError):
+        decode_document(b"[" * 10_000)

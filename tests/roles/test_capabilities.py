@@ -8,7 +8,7 @@ from core.contracts import Capabilities, Device
 from core.storage import file_cid
 from proofs.datasets import reference_job
 from proofs.spec import PROCESS_BYTES, training_memory_bytes
-from rolebase.capabilities import job_size, misfit, step_flop, train_flop
+from rolebase.capabilities import job_size, misfit, round_spec, step_flop, train_flop
 
 JOB = reference_job("mlp-spirals", steps=400, checkpoint_interval=50)
 SPEC = JOB.spec(file_cid(JOB.dataset))
@@ -41,3 +41,18 @@ def test_dry_run_size_says_the_training_memory_solvers_compare() -> None:
     size = job_size(SPEC)
     assert size["memory_bytes"] == training_memory_bytes(SPEC) > PROCESS_BYTES
     assert size["parameters"] == SPEC.param_count() and size["train_flop"] == train_flop(SPEC)
+
+
+def test_a_multi_party_round_fits_on_its_inner_steps_the_whole_dataset_and_the_work_window() -> None:
+    one_round = round_spec(SPEC, 25)  # a round is 25 steps of the base spec, whatever its own steps say
+    assert misfit(replace(ROOMY, max_steps=25), one_round, 60, window="work window") == ""
+    assert misfit(replace(ROOMY, max_steps=24), one_round, 60, window="work window") == "takes at most 24 steps (the job has 25)"
+    size = SPEC.dataset.size_bytes  # every party fetches the whole dataset to derive its shard
+    assert misfit(replace(ROOMY, max_dataset_bytes=size - 1), one_round, 60) == f"takes datasets of at most {size - 1:,} bytes (the job's has {size:,})"
+    doubled = 2 * train_flop(one_round)  # FLOP/s at which 25 steps, doubled, take exactly the window
+    assert train_flop(one_round) * 16 == train_flop(SPEC)
+    assert misfit(replace(ROOMY, flops=doubled // 60), one_round, 60, window="work window") == ""
+    assert misfit(replace(ROOMY, flops=doubled // 60 - 1), one_round, 60, window="work window").endswith("more than the 60 s work window")
+    memory = training_memory_bytes(one_round)
+    assert misfit(ROOMY, one_round, 60, max_memory_bytes=memory) == ""  # a solver checking itself adds its memory
+    assert misfit(ROOMY, one_round, 60, max_memory_bytes=memory - 1).startswith("gives a job at most")

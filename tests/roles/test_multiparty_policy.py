@@ -16,7 +16,8 @@ from core.contracts import (
     MultipartyPhase,
     TokenAmount,
 )
-from rolebase.multiparty import LiveMultiparty, MultipartyAction, Plays, multiparty_moves
+from rolebase.multiparty import LiveMultiparty, MultipartyAction, MultipartyMove, Plays, RoundFit, multiparty_moves
+from solver.policy import SolverConfig, SolverPolicy, SolverView
 
 ME = Address("0x" + "11" * 20)
 OTHER = Address("0x" + "22" * 20)
@@ -43,10 +44,11 @@ def _live(
     aggregate: MultipartyAggregate | None = None,
     drawn: bool = False,
     ballot: Ballot = Ballot.VACANT,
+    fit: RoundFit | None = RoundFit("", 10.0),
 ) -> LiveMultiparty:
     none = MultipartyContribution(0, NONE32, NONE32)
     agg = aggregate or MultipartyAggregate(ZERO, ZERO, NONE32, NONE32, 0, 0, ZERO, 0, 0, 0, 0)
-    return LiveMultiparty(7, job, parties, contributions or (none, none), states, agg, drawn, ballot, 10)
+    return LiveMultiparty(7, job, parties, contributions or (none, none), states, agg, drawn, ballot, 10, fit)
 
 
 def _moves(live: LiveMultiparty, now: int, plays: Plays, block: int = 100, free: int = 0) -> list[tuple[MultipartyAction, int]]:
@@ -59,6 +61,7 @@ def _done(inner: int) -> MultipartyContribution:
 
 def test_a_party_begins_then_contributes_once_its_trace_is_committed_within_the_round() -> None:
     party = Plays.PARTY
+    assert _moves(_live(_job(), fit=None), T0, party) == [(MultipartyAction.FIT, 0)]  # a slot held without a verdict (a restart): judged first
     assert _moves(_live(_job()), T0, party) == [(MultipartyAction.BEGIN, 0)]
     begun = (MultipartyContribution(5, NONE32, NONE32), MultipartyContribution(0, NONE32, NONE32))
     assert _moves(_live(_job(), contributions=begun, states=(JobState.CLAIMED, None)), T0 + 10, party) == []  # training
@@ -68,6 +71,17 @@ def test_a_party_begins_then_contributes_once_its_trace_is_committed_within_the_
     assert _moves(_live(_job()), T0, Plays.JUDGE | Plays.KEEPER) == []  # a verifier holds no slot
 
 
+def test_a_party_begins_only_a_round_it_can_finish_by_the_deadline() -> None:
+    """A late begin commits the party to an inner job whose commit deadline is the round's: one it
+    cannot train in time would be timed out and its bond slashed; the slot is left instead (released
+    unslashed at the close)."""
+    slow = RoundFit("", 200.0)
+    assert _moves(_live(_job(), fit=slow), DEADLINE - 200, Plays.PARTY) == [(MultipartyAction.BEGIN, 0)]
+    assert _moves(_live(_job(), fit=slow), DEADLINE - 199, Plays.PARTY) == []  # busy until now: too late
+    misfit = RoundFit("takes at most 4 steps (the job has 5)", 1.0)
+    assert _moves(_live(_job(), fit=misfit), T0, Plays.PARTY) == []  # a slot held that no longer fits (new limits): never begun
+
+
 def test_a_vacant_slot_is_joined_once_a_tick_and_only_with_the_stake_it_locks() -> None:
     vacant = _live(_job(), parties=(OTHER, ZERO))
     assert _moves(vacant, T0, Plays.PARTY, free=29) == []  # slot bond 20 + inner bond 10
@@ -75,6 +89,18 @@ def test_a_vacant_slot_is_joined_once_a_tick_and_only_with_the_stake_it_locks() 
     two = [vacant, replace(vacant, job_id=8)]
     assert [(m.job_id, m.action) for m in multiparty_moves(T0, 100, ME, two, PARAMS, Plays.PARTY, GRACE, 1_000)] == [(7, MultipartyAction.JOIN)]
     assert _moves(vacant, DEADLINE + 1, Plays.PARTY, free=30) == []
+
+
+def test_a_vacant_slot_is_judged_first_and_joined_only_when_a_round_fits() -> None:
+    unjudged = _live(_job(), parties=(OTHER, ZERO), fit=None)
+    assert _moves(unjudged, T0, Plays.PARTY, free=30) == [(MultipartyAction.FIT, -1)]  # read the document, then decide
+    assert _moves(unjudged, T0, Plays.PARTY, free=29) == []  # nothing to judge for a slot the stake cannot take
+    assert _moves(unjudged, T0, Plays.JUDGE | Plays.KEEPER, free=1_000) == []  # a verifier takes no slot
+    slow = replace(unjudged, fit=RoundFit("would need about 900 s at its 1.00 GFLOP/s (doubled, as solvers estimate), more than the 300 s work window", 900.0))
+    assert _moves(slow, T0, Plays.PARTY, free=1_000) == []  # never joined, never judged again
+    fits = replace(unjudged, fit=RoundFit("", 10.0))
+    too_slow_first = [replace(slow, job_id=6), fits]  # a misfit does not spend the tick's one join
+    assert [(m.job_id, m.action) for m in multiparty_moves(T0, 100, ME, too_slow_first, PARAMS, Plays.PARTY, GRACE, 1_000)] == [(7, MultipartyAction.JOIN)]
 
 
 def test_a_round_closes_after_its_deadline_or_early_once_everyone_contributed_and_was_verified() -> None:
@@ -120,3 +146,21 @@ def test_every_judge_checks_an_aggregate_and_a_seated_one_votes_then_reveals() -
     everyone = replace(voting, ballot=Ballot.COMMITTED, aggregate=replace(voting.aggregate, commits=3))
     assert _moves(everyone, 3_150, Plays.JUDGE) == [(MultipartyAction.REVEAL, -1)]
     assert _moves(replace(voting, ballot=Ballot.REVEALED_DEFENDER_RIGHT), 3_221 + GRACE, Plays.KEEPER) == [(MultipartyAction.SETTLE, -1)]
+
+
+def test_a_solver_judges_and_joins_vacant_slots_only_with_multiparty_but_always_plays_a_slot_it_holds() -> None:
+    def solver_moves(live: LiveMultiparty, taking: bool) -> list[tuple[MultipartyAction, int]]:
+        view = SolverView(
+            T0, 100, ME, TokenAmount(0), TokenAmount(500), TokenAmount(500), TokenAmount(100), (), (), (), multiparty=(live,), multiparty_params=PARAMS
+        )
+        policy = SolverPolicy(SolverConfig(stake_target=TokenAmount(0), multiparty=taking))
+        return [(a.action, a.slot) for a in policy.next_actions(view) if isinstance(a, MultipartyMove)]
+
+    vacant = _live(_job(), parties=(OTHER, ZERO), fit=None)
+    assert solver_moves(vacant, taking=True) == [(MultipartyAction.FIT, -1)]
+    assert solver_moves(vacant, taking=False) == []
+    assert solver_moves(replace(vacant, fit=RoundFit("", 10.0)), taking=True) == [(MultipartyAction.JOIN, 1)]
+    assert solver_moves(replace(vacant, fit=RoundFit("", 10.0)), taking=False) == []
+    held = _live(_job(), fit=None)  # slot 0 ours, e.g. joined before a restart without --multiparty
+    assert solver_moves(held, taking=False) == [(MultipartyAction.FIT, 0)]
+    assert solver_moves(replace(held, fit=RoundFit("", 10.0)), taking=False) == [(MultipartyAction.BEGIN, 0)]

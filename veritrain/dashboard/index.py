@@ -17,7 +17,8 @@ from typing import Any
 from eth_utils import to_checksum_address
 
 from core.chain import Address
-from core.contracts import Event, GameId, Job, JobId, Protocol, Role, StakeInfo
+from core.contracts import Event, GameId, Job, JobId, MultipartyJob, Protocol, Role, StakeInfo
+from submitter.multiparty_report import InnerJob, MultipartyFacts
 
 #: Blocks per ``eth_getLogs`` (anvil's and most providers' limits allow it).
 SCAN_CHUNK = 2_000
@@ -45,6 +46,7 @@ class Snapshot:
     stakes: dict[tuple[Address, Role], StakeInfo]
     jackpot: int
     slashes: list[Event]
+    multiparty: dict[int, MultipartyJob]
 
 
 class ChainIndex:
@@ -60,9 +62,11 @@ class ChainIndex:
         self.stakes: dict[tuple[Address, Role], StakeInfo] = {}
         self.slashes: list[Event] = []
         self.jackpot = 0
+        self.multiparty: dict[int, MultipartyJob] = {}
+        self.multiparty_events: dict[int, list[Event]] = defaultdict(list)
         self._timestamps: dict[int, int] = {}
         self._lock = threading.Lock()
-        self._contracts = (protocol.market, protocol.game, protocol.stakes)
+        self._contracts = (protocol.market, protocol.game, protocol.stakes, protocol.diloco)
 
     def advance(self) -> bool:
         """Scan the blocks mined since the last call; True when there were any."""
@@ -82,7 +86,10 @@ class ChainIndex:
         logs = self.protocol.client.with_retry(
             "eth_getLogs", lambda: self.protocol.client.w3.eth.get_logs({"address": addresses, "fromBlock": start, "toBlock": end})
         )
-        events = [e for log in logs for e in (c.decode_log(log) for c in self._contracts) if e is not None]
+        diloco = self.protocol.diloco
+        decoded = [(c is diloco, e) for log in logs for c in self._contracts if (e := c.decode_log(log)) is not None]
+        events = [e for multi, e in decoded if not multi]
+        multiparty_events = [e for multi, e in decoded if multi and "jobId" in e.args]  # not SurplusSwept: no job's
         touched_jobs: set[JobId] = set()
         touched_stakes: set[tuple[Address, Role]] = set()
         new_games: list[GameRow] = []
@@ -104,7 +111,11 @@ class ChainIndex:
         stake_keys = set(self.stakes) | touched_stakes
         stakes = {key: self.protocol.stakes.stake_of(key[0], key[1]) for key in stake_keys}  # locks move without a StakeManager event
         jackpot = market.jackpot()
+        multiparty = {j: diloco.get_job(j) for j in {int(e.args["jobId"]) for e in multiparty_events}}
         with self._lock:
+            for event in multiparty_events:
+                self.multiparty_events[int(event.args["jobId"])].append(event)
+            self.multiparty.update(multiparty)
             for event in events:
                 if "jobId" in event.args and "gameId" not in event.args:
                     self.job_events[JobId(int(event.args["jobId"]))].append(event)
@@ -128,7 +139,7 @@ class ChainIndex:
     def snapshot(self) -> Snapshot:
         with self._lock:
             posted = {j: int(events[0].block_number) for j, events in self.job_events.items() if events}
-            return Snapshot(self.head, dict(self.jobs), posted, dict(self.stakes), self.jackpot, list(self.slashes))
+            return Snapshot(self.head, dict(self.jobs), posted, dict(self.stakes), self.jackpot, list(self.slashes), dict(self.multiparty))
 
     def job(self, job_id: JobId) -> tuple[Job, list[Event], list[GameRow]] | None:
         with self._lock:
@@ -137,6 +148,23 @@ class ChainIndex:
                 return None
             games = [self.games[g] for g in self.games_of_job.get(job_id, [])]
             return job, list(self.job_events[job_id]), [GameRow(g.game_id, g.job_id, list(g.events), g.referees) for g in games]
+
+    def multiparty_facts(self, job_id: int) -> MultipartyFacts | None:
+        """What :func:`submitter.multiparty_report.multiparty_report` reads of a multi-party job, from the
+        index: its DilocoJobs events, its inner jobs (stored job, market events, games' events) and its
+        parties' solver-stake slashes; None for a job not on chain (yet)."""
+        with self._lock:
+            job = self.multiparty.get(job_id)
+            if job is None:
+                return None
+            events = tuple(self.multiparty_events[job_id])
+            inner: dict[int, InnerJob] = {}
+            for i in (JobId(int(e.args["innerJobId"])) for e in events if e.name == "InnerJobBegun"):
+                games = tuple(tuple(self.games[g].events) for g in self.games_of_job.get(i, ()))
+                inner[i] = InnerJob(self.jobs.get(i), tuple(self.job_events.get(i, ())), games)
+            parties = {e.args["party"] for e in events if e.name == "SlotJoined"}
+            slashes = tuple(e for e in self.slashes if e.args["account"] in parties and int(e.args["role"]) == Role.SOLVER)
+            return MultipartyFacts(job_id, job, events, inner, slashes)
 
     def jobs_of(self, account: Address) -> dict[str, list[JobId]]:
         """The jobs ``account`` posted, solved (its current solver) and verified."""

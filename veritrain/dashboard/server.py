@@ -1,7 +1,8 @@
 """`veritrain dashboard`: a read-only web server over the chain and the content store (aiohttp).
 
-Routes: ``/`` (network), ``/job/{id}``, ``/address/{address}``: one HTML shell each, rendered in
-the browser by ``static/app.js`` from ``/api/network``, ``/api/job/{id}``, ``/api/address/{address}``;
+Routes: ``/`` (network), ``/job/{id}``, ``/multiparty/{id}``, ``/address/{address}``: one HTML shell
+each, rendered in the browser by ``static/app.js`` from ``/api/network``, ``/api/job/{id}``,
+``/api/multiparty/{id}``, ``/api/address/{address}``;
 ``/api/stream`` is a server-sent event stream that says ``{"head": N}`` whenever the index has
 scanned a new block, and the pages re-fetch their JSON then (live, no reload). Every asset is
 served from the package (``static/``: app.js, style.css and the vendored uPlot), never a CDN.
@@ -63,9 +64,11 @@ def make_app(protocol: Protocol, store: ContentStore | None, poll: float) -> web
     app.router.add_get("/", _network_page)
     app.router.add_get("/job/{id:[0-9]+}", _job_page)
     app.router.add_get("/address/{address}", _address_page)
+    app.router.add_get("/multiparty/{id:[0-9]+}", _multiparty_page)
     app.router.add_get("/api/network", _network_api)
     app.router.add_get("/api/job/{id:[0-9]+}", _job_api)
     app.router.add_get("/api/address/{address}", _address_api)
+    app.router.add_get("/api/multiparty/{id:[0-9]+}", _multiparty_api)
     app.router.add_get("/api/stream", _stream)
     app.router.add_static("/static/", STATIC, follow_symlinks=False)
     app.on_startup.append(_start_indexing)
@@ -117,6 +120,10 @@ async def _job_page(request: web.Request) -> web.Response:
     return _shell("job", f"job {request.match_info['id']}", request.match_info["id"])
 
 
+async def _multiparty_page(request: web.Request) -> web.Response:
+    return _shell("multiparty", f"multi-party job {request.match_info['id']}", request.match_info["id"])
+
+
 async def _address_page(request: web.Request) -> web.Response:
     account = _account(request)
     return _shell("address", account, account)
@@ -135,6 +142,13 @@ async def _job_api(request: web.Request) -> web.Response:
     page = await asyncio.to_thread(request.app[_VIEWS].job, JobId(int(request.match_info["id"])))
     if page is None:
         raise web.HTTPNotFound(text=f"no job {request.match_info['id']} on chain (yet)")
+    return _json(page)
+
+
+async def _multiparty_api(request: web.Request) -> web.Response:
+    page = await asyncio.to_thread(request.app[_VIEWS].multiparty, int(request.match_info["id"]))
+    if page is None:
+        raise web.HTTPNotFound(text=f"no multi-party job {request.match_info['id']} on chain (yet)")
     return _json(page)
 
 
@@ -171,7 +185,7 @@ def dashboard(
 
     Built from the chain and the content store alone (specs, manifests, reports); it sends no transaction and holds no key. Pages update live, without a reload.
 
-    Pages: / (jobs by state, staked solvers, verifiers and whistleblowers, the jackpot, recent slashes), /job/ID (timeline with gas, spec, training curve, verification, disputes move by move, the model's CID), /address/ADDRESS (stakes, earnings plot).
+    Pages: / (jobs by state, multi-party jobs, staked solvers, verifiers and whistleblowers, the jackpot, recent slashes), /job/ID (timeline with gas, spec, training curve, verification, disputes move by move, the model's CID), /multiparty/ID (rounds, each slot's contribution, games and pay, each party's totals, the per-round curve), /address/ADDRESS (stakes, earnings plot).
 
     Examples:
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from core.bounded import load_json
 from core.chain import Address
 from core.cid import digest_to_cid
-from core.contracts import JobId, Role
+from core.contracts import JobId, Role, TraceCommitment
 from core.errors import VeritrainError
 from core.storage import ContentStore
 from proofs.manifest import MANIFEST_BLOCK, load_manifest
@@ -25,7 +26,8 @@ from rolebase.amounts import show_tokens
 from rolebase.capabilities import job_size
 from rolebase.earnings import balances, earnings_of
 from rolebase.guarantee import guarantee
-from submitter.curve import replay_checked
+from submitter.curve import TrainingCurve, committed_curve, replay_checked
+from submitter.multiparty_report import multiparty_report
 from submitter.timeline import TimelineEntry, game_timeline, job_timeline, readable_args
 from veritrain.dashboard.index import ChainIndex, GameRow
 
@@ -100,6 +102,18 @@ class Views:
             }
             for j in listed
         ]
+        multiparty = [
+            {
+                "id": j,
+                "phase": job.phase.name,
+                "round": job.round,
+                "rounds": job.rounds,
+                "parties": job.parties,
+                "submitter": job.submitter,
+                "funds": show_tokens(job.funds),
+            }
+            for j, job in sorted(snap.multiparty.items(), reverse=True)[:RECENT_JOBS]
+        ]
         return {
             "head": snap.head,
             "jackpot": show_tokens(snap.jackpot),
@@ -109,6 +123,8 @@ class Views:
             "filter": state,
             "actors": actors,
             "slashes": slashes,
+            "multiparty": multiparty,
+            "total_multiparty": len(snap.multiparty),
         }
 
     # ------------------------------------------------------------------ job
@@ -158,6 +174,22 @@ class Views:
                 **self._cached(("report", report_cid), lambda: self._report(report_cid)),
             }
         return page
+
+    # ------------------------------------------------------------------ multi-party job
+
+    def multiparty(self, job_id: int) -> dict[str, Any] | None:
+        """A multi-party job's report (``submitter.multiparty_report``, amounts in VERI), cached by the
+        count of the events it is computed from; each inner trace's curve cached by its manifest."""
+        facts = self.index.multiparty_facts(job_id)
+        if facts is None:
+            return None
+        curve_of = None if self.store is None else partial(self._trace_curve, self.store)
+        seen = (len(facts.events), len(facts.slashes), sum(len(i.events) + sum(map(len, i.games)) for i in facts.inner.values()))
+        report = self._cached(("multiparty", job_id, *seen), lambda: multiparty_report(facts, curve_of).to_json(show_tokens))
+        return {**report, "head": self.index.head}
+
+    def _trace_curve(self, store: ContentStore, done: TraceCommitment) -> TrainingCurve:
+        return self._cached(("trace curve", done.manifest_cid, done.trace_root), lambda: committed_curve(store, done))
 
     def _game(self, row: GameRow) -> dict[str, Any]:
         game = self.protocol.game.get_game(row.game_id)

@@ -14,7 +14,7 @@ let shown = null;
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs || {})) {
-    if (name === "href" && !/^\/(job|address)\//.test(value) && value !== "/" && !value.startsWith("/?")) continue;
+    if (name === "href" && !/^\/(job|multiparty|address)\//.test(value) && value !== "/" && !value.startsWith("/?")) continue;
     node.setAttribute(name, value);
   }
   for (const child of children.flat(Infinity)) {
@@ -28,6 +28,7 @@ const ZERO = "0x0000000000000000000000000000000000000000";
 const short = (a) => (a && a !== ZERO ? a.slice(0, 8) + ".." + a.slice(-4) : "-");
 const addr = (a) => (a && a !== ZERO ? el("a", { href: "/address/" + a, title: a, class: "addr" }, short(a)) : "-");
 const jobLink = (id) => el("a", { href: "/job/" + id }, "#" + id);
+const multipartyLink = (id) => el("a", { href: "/multiparty/" + id }, "#" + id);
 const when = (t) => (t ? new Date(t * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC" : "-");
 const section = (title, ...content) => el("section", {}, el("h2", {}, title), ...content);
 
@@ -71,6 +72,11 @@ function renderNetwork(d) {
     section("Network", kv([["jobs on chain", el("span", { id: "total-jobs" }, d.total_jobs)], ["jackpot", el("span", { id: "jackpot" }, d.jackpot + " VERI")]]),
       el("p", { id: "counts" }, states.map(([s, n]) => el("span", { class: "count state " + s, "data-state": s }, s + " " + n)))),
     section(d.filter ? "Jobs " + d.filter + " (latest " + d.jobs.length + ")" : "Latest jobs (" + d.jobs.length + " of " + d.total_jobs + ")", filter, jobs),
+    section("Multi-party jobs (" + d.multiparty.length + " of " + d.total_multiparty + ")", d.multiparty.length
+      ? table(["job", "phase", "round", "parties", "submitter", "funds left (VERI)"],
+        d.multiparty.map((j) => ({ attrs: { "data-multiparty": j.id, "data-phase": j.phase }, cells: [multipartyLink(j.id), j.phase, j.round + " of " + j.rounds, j.parties, addr(j.submitter), j.funds] })),
+        { id: "multiparty" })
+      : el("p", { id: "multiparty" }, "none yet")),
     section("Staked", el("div", { class: "grid" }, actors)),
     section("Recent slashes", slashes),
   ];
@@ -128,6 +134,49 @@ function renderJob(d) {
   return out;
 }
 
+function renderMultiparty(d) {
+  const t = d.terms;
+  const out = [section("Multi-party job #" + d.job_id, kv([
+    ["phase", el("span", { id: "multiparty-phase" }, d.phase)], ["round", d.round + " of " + d.rounds],
+    ["parties (quorum)", d.parties + " (" + d.quorum + ")"], ["submitter", addr(d.submitter)], ["global model", el("code", {}, d.global_cid)],
+    ["funds left", d.funds + " VERI"],
+    ["pay", "each accepted contribution " + t.contribution_reward + ", each inner job " + t.inner_reward + " (verifier " + t.inner_fee + "), each round's aggregator " +
+      t.aggregator_fee + " VERI; slot bond " + t.slot_bond + " VERI"],
+  ]))];
+  out.push(section("Rounds", table(["round", "aggregator", "paid slots", "cut out", "state hash"],
+    d.history.map((r) => ({ attrs: { "data-round": r.round }, cells: [r.round, r.final ? addr(r.aggregator) : "-", r.paid.join(", ") || "-", r.cut_out.join(", ") || "-",
+      r.state_hash ? el("code", { title: r.state_hash }, r.state_hash.slice(0, 18)) : "(not final)"] })), { id: "rounds" }),
+    d.rounds_not_shown ? el("p", {}, "rounds 0 to " + (d.rounds_not_shown - 1) + " not listed (the totals count them)") : null));
+  const rows = d.history.flatMap((r) => r.slots.filter((s) => s.party || s.inner_job).map((s) => {
+    const verdict = s.included ? "paid" : s.cut_out ? "cut out" : "-";
+    const curve = s.curve && s.curve.points.length
+      ? s.curve.points[0].loss.toPrecision(5) + " .. " + s.curve.points[s.curve.points.length - 1].loss.toPrecision(5) + (s.curve.replay_checked ? " (replay-checked)" : " (not yet checked)")
+      : s.curve_error || "-";
+    return { attrs: { "data-round": r.round, "data-slot": s.slot, "data-verdict": verdict }, cells: [r.round, s.slot, addr(s.party),
+      s.inner_job ? [jobLink(s.inner_job), s.inner_state ? " " + s.inner_state : ""] : "-", s.contribution ? el("code", {}, s.contribution) : "-",
+      el("span", { class: "verdict " + (s.included ? "pass" : s.cut_out ? "fail" : "") }, verdict),
+      s.games.length ? s.games.map((g, i) => [i ? ", " : "", "game " + g.game + " (" + g.side + "): " + g.outcome]) : "-", s.pay, curve] };
+  }));
+  out.push(section("Contributions", table(["round", "slot", "party", "inner job", "contribution", "aggregate", "games on its trace", "pay (VERI)", "committed curve (first .. last segment)"],
+    rows, { id: "contributions" })));
+  out.push(section("Parties, every round", table(["party", "slots", "contributions", "accepted", "games won", "games lost", "earned (VERI)", "slashed (VERI)"],
+    d.totals.map((p) => ({ attrs: { "data-party": p.party }, cells: [addr(p.party), p.slots.join(", "), p.contributions, p.accepted, p.games_won, p.games_lost, p.earned, p.slashed] })),
+    { id: "parties" })));
+  const parties = Object.entries(d.curve.parties);
+  if (parties.length) {
+    const target = el("div", { id: "multiparty-curve" });
+    const points = [...parties.flatMap(([, ps]) => ps), ...d.curve.mean];
+    const checked = points.every((p) => p[2]) ? "every value replay-checked" : "some values not yet replay-checked";
+    out.push(section("Training curve per round (x: round x H + step)", el("p", { id: "multiparty-checked" }, "each inner trace's committed mean loss per segment, and each round's mean over its included parties: " + checked), target));
+    const xs = [...new Set(points.map((p) => p[0]))].sort((a, b) => a - b);
+    const line = (ps) => { const at = new Map(ps.map((p) => [p[0], p[1]])); return xs.map((x) => (at.has(x) ? at.get(x) : null)); };
+    const lines = [...parties.map(([party, ps]) => ({ label: short(party), values: line(ps) })), ...(d.curve.mean.length ? [{ label: "mean of the included", values: line(d.curve.mean) }] : [])];
+    out.later = () => plot("committed mean loss per segment", xs, { xLabel: "global step", lines }, target);
+  }
+  out.push(section("Slots now", table(["slot", "party"], d.slots.map((s) => [s.slot, s.party ? addr(s.party) : "vacant"]))));
+  return out;
+}
+
 function renderAddress(d) {
   const out = [section("Account " + d.address, kv([
     ["VERI in the wallet", d.veri],
@@ -145,8 +194,8 @@ function renderAddress(d) {
   return out;
 }
 
-const api = { network: () => "/api/network" + location.search, job: () => "/api/job/" + key, address: () => "/api/address/" + key };
-const render = { network: renderNetwork, job: renderJob, address: renderAddress };
+const api = { network: () => "/api/network" + location.search, job: () => "/api/job/" + key, multiparty: () => "/api/multiparty/" + key, address: () => "/api/address/" + key };
+const render = { network: renderNetwork, job: renderJob, multiparty: renderMultiparty, address: renderAddress };
 
 async function refresh() {
   if (busy) { again = true; return; }
