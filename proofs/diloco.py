@@ -553,16 +553,13 @@ def contribution_of(
     return encode_contribution(c), carried
 
 
-def residual_after(
-    state: OuterState, final: bytes, cfg: MultipartyConfig, residual: Mapping[str, torch.Tensor] | None, included: bool
-) -> dict[str, torch.Tensor] | None:
-    """The residual a party carries out of round ``state.round`` into the next (top-k with error
-    feedback; None: nothing, and always for dense int8): what :func:`contribution_of` carries on when
-    its contribution was included in the round's aggregate, else nothing (a party's feedback restarts
-    after a round that did not count: cut out, void, or not verified in time). A function of committed
-    things alone (the round's global state, the trace's final checkpoint, the residual it came in
-    with, the chain's included mask), so every judge derives the same one."""
-    if cfg.keep is None or not included:
+def residual_after(state: OuterState, final: bytes, cfg: MultipartyConfig, residual: Mapping[str, torch.Tensor] | None) -> dict[str, torch.Tensor] | None:
+    """The residual a party whose contribution was included in round ``state.round`` carries into the
+    next (top-k with error feedback; None for dense int8): what :func:`contribution_of` carries on. A
+    party not included carries nothing: its feedback restarts after a round that did not count (cut
+    out, void, not verified in time). A function of committed things alone (the round's global state,
+    the trace's final checkpoint, the residual it came in with), so every judge derives the same one."""
+    if cfg.keep is None:
         return None
     return contribution_of(state, final, cfg, residual)[1]
 
@@ -736,18 +733,21 @@ class RoundVerdict:
 
 def judge_round(state: OuterState, rounds: Mapping[int, PartyRound], cfg: MultipartyConfig) -> RoundVerdict:
     """The aggregate of round ``state.round`` from every committed contribution (by party). A party
-    is wrong when its inner job names another spec or its contribution is not exactly what its
-    trace's final checkpoint gives (:func:`check_contribution`); included when it is right, served
-    and verified. An unserved final checkpoint is neither (the inner job's availability game decides
-    it). Top-k: each contribution is checked with the residual its party came in with."""
+    is wrong when its inner job names another spec (whatever it serves) or its contribution is not
+    exactly what its trace's final checkpoint gives (:func:`check_contribution`); included when it is
+    right, served and verified. Otherwise an unserved final checkpoint is neither (the inner job's
+    availability game decides it). Top-k: each contribution is checked with the residual its party came in with."""
     wrong, right = [], []
     for party in sorted(rounds):
         if not 0 <= party < cfg.parties:
             raise ProofError(f"no party {party} of {cfg.parties}")
         r = rounds[party]
+        if not r.spec_ok:  # its inner job names another spec (on chain): wrong whatever it serves
+            wrong.append(party)
+            continue
         if r.final is None:
             continue
-        if not r.spec_ok or check_contribution(state, r.final, r.contribution, cfg, r.residual) is not None:
+        if check_contribution(state, r.final, r.contribution, cfg, r.residual) is not None:
             wrong.append(party)
         elif r.verified:
             right.append(party)

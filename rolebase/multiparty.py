@@ -15,7 +15,7 @@ keccak256, a trace's final checkpoint against the trace's last leaf; the round i
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from core.chain import Address
@@ -106,13 +106,22 @@ class MultipartyMove:
 
 class MultipartyWatcher:
     """Reads the multi-party jobs that are not Finished; finished jobs are never read again. ``fits``: a
-    party's verdicts on the jobs' slots, by job (``MultipartyDuty.fits``, filled by its judge moves)."""
+    party's verdicts on the jobs' slots, by job (``MultipartyDuty.fits``, filled by its fit moves);
+    ``finished``: told each job once it is seen Finished (``MultipartyDuty.forget``)."""
 
-    def __init__(self, protocol: Protocol, me: Address, max_jobs: int = 1_000, fits: Mapping[int, RoundFit] | None = None) -> None:
+    def __init__(
+        self,
+        protocol: Protocol,
+        me: Address,
+        max_jobs: int = 1_000,
+        fits: Mapping[int, RoundFit] | None = None,
+        finished: Callable[[int], None] = lambda _job: None,
+    ) -> None:
         self.protocol = protocol
         self.me = me
         self.max_jobs = max_jobs
         self.fits: Mapping[int, RoundFit] = {} if fits is None else fits
+        self.finished = finished
         self._final: set[int] = set()
         self._params: DilocoParams | None = None
         self._bonds: dict[int, int] = {}  # job -> the JobMarket's solver bond of its inner jobs (fixed: read once)
@@ -134,6 +143,7 @@ class MultipartyWatcher:
             job = d.get_job(job_id)
             if job.phase is MultipartyPhase.FINISHED:
                 self._final.add(job_id)
+                self.finished(job_id)
                 continue
             parties = tuple(d.party_of(job_id, s) for s in range(job.parties))
             contributions = tuple(d.contribution_of(job_id, job.round, s) for s in range(job.parties))
@@ -149,12 +159,21 @@ class MultipartyWatcher:
 
 
 def multiparty_moves(
-    now: int, block: int, me: Address, jobs: Sequence[LiveMultiparty], params: DilocoParams, plays: Plays, grace_s: int, free_stake: int = 0
+    now: int,
+    block: int,
+    me: Address,
+    jobs: Sequence[LiveMultiparty],
+    params: DilocoParams,
+    plays: Plays,
+    grace_s: int,
+    free_stake: int = 0,
+    busy_s: float = 0.0,
 ) -> list[MultipartyMove]:
     """What to do about the live multi-party jobs. A party begins and contributes within the round's
     window and joins one vacant slot when its free stake covers the slot bond and an inner job's bond
     and a round fits it (judged first: its limits, memory and measured speed against the work window);
-    it begins a round only while its estimated training still ends by the deadline (a late begin
+    it joins and begins a round only while its estimated training, after the ``busy_s`` seconds of
+    training it already owes (jobs train one after another), still ends by the deadline (a late begin
     would time out its inner job and cost its bond: the slot is left instead, unslashed);
     the drawn aggregator commits; a judge checks each committed aggregate once and votes where seated;
     the permissionless moves are made at once by whoever waits on them (a party on its round's close,
@@ -175,14 +194,15 @@ def multiparty_moves(
                     if c.inner_job_id == 0:
                         if live.fit is None:
                             move(MultipartyAction.FIT, mine)
-                        elif not live.fit.why and now + live.fit.train_s <= j.deadline:
+                        elif not live.fit.why and now + busy_s + live.fit.train_s <= j.deadline:
                             move(MultipartyAction.BEGIN, mine)
+                            busy_s += live.fit.train_s
                     elif state not in (None, JobState.OPEN, JobState.CLAIMED) and not any(c.cid):
                         move(MultipartyAction.CONTRIBUTE, mine)
                 elif not joined and _ZERO in live.parties and free_stake >= j.slot_bond + live.inner_bond:
                     if live.fit is None:
                         move(MultipartyAction.FIT)
-                    elif not live.fit.why:
+                    elif not live.fit.why and now + busy_s + live.fit.train_s <= j.deadline:
                         move(MultipartyAction.JOIN, live.parties.index(_ZERO))
                         joined = True  # one slot a tick: the next view has the stake it left
             late = 0 if mine is not None else grace_s

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import torch
 from eth_utils import keccak
@@ -18,6 +19,7 @@ from core.chain import Address
 from core.cid import Cid, cid_to_digest, digest_to_cid
 from core.contracts import Ballot, JobId, JobState, MultipartyJob, MultipartyPhase, Protocol, court_commitment
 from core.dispute import committed_vote, derive_salt
+from core.errors import TransientRPCError
 from core.probe import Bytes32
 from core.storage import ContentStore, StorageError, file_cid
 from proofs.checkpoint import decode_checkpoint, state_hash
@@ -45,6 +47,7 @@ from rolebase.multiparty import MultipartyAction, MultipartyMove, RoundFit
 from rolebase.watchers import MarketWatcher
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: A multi-party job whose document the store did not serve is asked for again after this long.
 FIT_RETRY_S = 30.0
@@ -97,6 +100,7 @@ class MultipartyDuty:
         self._derived: dict[tuple[int, int, int], bytes] = {}  # (job, round, slot) -> the inner spec's CID digest
         self._residuals: dict[tuple[int, int, int, Address], Mapping[str, torch.Tensor] | None] = {}  # (job, slot, round, party) -> residual in
         self._paid: dict[tuple[int, int], int] = {}  # (job, round) -> the final aggregate's included mask
+        self._opened: dict[tuple[int, int], tuple[bytes, bytes]] = {}  # (job, round) -> its global model's CID digest and state hash
 
     def perform(self, move: MultipartyMove) -> None:
         d = self.protocol.diloco
@@ -209,52 +213,76 @@ class MultipartyDuty:
             party = d.party_of(job_id, slot)
             verified = inner.state is JobState.FINALIZED and inner.solver == party
             final = self.final_checkpoint(c.inner_job_id)
+            residual = None
             try:
-                residual = self.residual(job_id, inputs, slot, job.round, party)
+                residual = self.residual(job_id, inputs.cfg, slot, job.round, party)
             except (StorageError, ProofError) as exc:  # a previous final checkpoint not served: judged as an unserved one
                 log.info("party's residual not derivable", extra={"job": job_id, "slot": slot, "error": str(exc)})
                 final = None
             rounds[slot] = PartyRound(data, final, begun.get(slot) == derived, verified, residual)
         return rounds
 
-    def residual(self, job_id: int, inputs: JobInputs, slot: int, round_: int, party: Address) -> Mapping[str, torch.Tensor] | None:
+    def residual(self, job_id: int, cfg: MultipartyConfig, slot: int, round_: int, party: Address) -> Mapping[str, torch.Tensor] | None:
         """The residual ``party`` came into ``round_`` with in ``slot`` (top-k error feedback; None: zero,
         always for dense int8): :func:`proofs.diloco.residual_after` of its previous round when it held
         the slot then (that round's inner job was its) and its contribution was included, else zero.
-        Derived from the chain and the store (that round's global model from its RoundOpened event,
-        checked against its state hash; the trace's final checkpoint), once per job, slot, round and
-        party; the rounds before are kept only as long as the next one needs them."""
-        if inputs.cfg.keep is None or round_ == 0:
+        Derived from the chain and the store (each round's global model from its RoundOpened event,
+        checked against its state hash; the traces' final checkpoints): back to the first round of the
+        party's run of included rounds (or the last one derived), then forward, one round at a time, so
+        a judge that follows the job derives one round per round; only the last two are kept."""
+        if cfg.keep is None or round_ == 0:
             return None
-        key = (job_id, slot, round_, party)
-        if key in self._residuals:
-            return self._residuals[key]
-        d, prev = self.protocol.diloco, round_ - 1
-        c = d.contribution_of(job_id, prev, slot)
-        carried = None
-        if c.inner_job_id and self.protocol.market.get_job(JobId(c.inner_job_id)).solver == party and self._included(job_id, prev) >> slot & 1:
-            final = self.final_checkpoint(c.inner_job_id)
+        d, market = self.protocol.diloco, self.protocol.market
+        runs: list[tuple[int, int]] = []  # (round, its inner job) whose carried residual is still to derive, newest first
+        carried: Mapping[str, torch.Tensor] | None = None
+        at = round_
+        while at > 0 and (job_id, slot, at, party) not in self._residuals:
+            c = d.contribution_of(job_id, at - 1, slot)
+            if not (c.inner_job_id and market.get_job(JobId(c.inner_job_id)).solver == party and self._included(job_id, at - 1) >> slot & 1):
+                break  # zero coming into `at`: the slot was not the party's then, or its round did not count
+            runs.append((at - 1, c.inner_job_id))
+            at -= 1
+        if at > 0:
+            carried = self._residuals.get((job_id, slot, at, party))
+        for prev, inner in reversed(runs):
+            final = self.final_checkpoint(inner)
             if final is None:
-                raise StorageError(f"the final checkpoint of inner job {c.inner_job_id} (round {prev}, slot {slot}) is not served")
-            came_in = self.residual(job_id, inputs, slot, prev, party)
-            carried = residual_after(self._state_of(job_id, prev), final, inputs.cfg, came_in, included=True)
-        self._residuals = {k: v for k, v in self._residuals.items() if (k[0], k[1], k[3]) != (job_id, slot, party) or k[2] >= prev}
-        self._residuals[key] = carried
+                raise StorageError(f"the final checkpoint of inner job {inner} (round {prev}, slot {slot}) is not served")
+            carried = residual_after(self._state_of(job_id, prev), final, cfg, carried)
+        self._residuals = {k: v for k, v in self._residuals.items() if (k[0], k[1], k[3]) != (job_id, slot, party) or k[2] >= round_ - 1}
+        self._residuals[(job_id, slot, round_, party)] = carried
         return carried
 
     def _included(self, job_id: int, round_: int) -> int:
-        """The included mask of ``round_``'s final aggregate (its RoundFinalized event), read once."""
-        if (job_id, round_) not in self._paid:
-            events = self.protocol.diloco.events("RoundFinalized", self.protocol.book.deploy_block, jobId=job_id)
-            self._paid.update({(job_id, int(e.args["round"])): int(e.args["paid"]) for e in events})
-        return self._paid.get((job_id, round_), 0)
+        """The included mask of past round ``round_``'s final aggregate (its RoundFinalized event). Every
+        round before the current one has one: a node whose logs lack it yet is behind, and the move is
+        tried again (never judged as if nobody had been included)."""
+        return self._round_event(self._paid, "RoundFinalized", job_id, round_, lambda a: int(a["paid"]))
 
     def _state_of(self, job_id: int, round_: int) -> OuterState:
         """Round ``round_``'s global model, from its RoundOpened event, checked against its state hash."""
-        opened = [e for e in self.protocol.diloco.events("RoundOpened", self.protocol.book.deploy_block, jobId=job_id) if int(e.args["round"]) == round_]
-        if not opened:
-            raise ProofError(f"job {job_id} has no round {round_}")
-        return self._checked_state(bytes(opened[-1].args["globalCid"]), bytes(opened[-1].args["globalHash"]))
+        cid, committed = self._round_event(self._opened, "RoundOpened", job_id, round_, lambda a: (bytes(a["globalCid"]), bytes(a["globalHash"])))
+        return self._checked_state(cid, committed)
+
+    def _round_event(self, seen: dict[tuple[int, int], T], name: str, job_id: int, round_: int, value: Callable[[Mapping[str, Any]], T]) -> T:
+        """``value`` of the job's ``name`` event of ``round_`` (the last one), every such event read at once
+        and kept; :class:`TransientRPCError` while the node's logs lack it."""
+        if (job_id, round_) not in seen:
+            for e in self.protocol.diloco.events(name, self.protocol.book.deploy_block, jobId=job_id):
+                seen[(job_id, int(e.args["round"]))] = value(e.args)
+        if (job_id, round_) not in seen:
+            raise TransientRPCError(f"job {job_id}'s {name} event of round {round_} is not in the node's logs yet")
+        return seen[(job_id, round_)]
+
+    def forget(self, job_id: int) -> None:
+        """Drop what is kept of a finished job (its dataset, derived specs, residuals, events read): called
+        by the watcher, on the loop, once it sees the job Finished; each map is replaced, never changed
+        under a worker reading it."""
+        self._inputs = {j: v for j, v in self._inputs.items() if j != job_id}
+        self._derived = {k: v for k, v in self._derived.items() if k[0] != job_id}
+        self._residuals = {k: v for k, v in self._residuals.items() if k[0] != job_id}
+        self._paid = {k: v for k, v in self._paid.items() if k[0] != job_id}
+        self._opened = {k: v for k, v in self._opened.items() if k[0] != job_id}
 
     def _inner_spec(self, job_id: int, inputs: JobInputs, state: OuterState, slot: int) -> bytes:
         """The CID digest of the inner spec ``party_job`` derives for ``slot`` in ``state``'s round, derived
@@ -309,7 +337,7 @@ class MultipartyDuty:
         if final is None:
             return  # our own trace's checkpoint not in the store yet: next tick
         inputs = self.inputs(job_id, job)
-        data, _ = contribution_of(self.global_state(job), final, inputs.cfg, self.residual(job_id, inputs, slot, job.round, self.me))
+        data, _ = contribution_of(self.global_state(job), final, inputs.cfg, self.residual(job_id, inputs.cfg, slot, job.round, self.me))
         cid = self.store.put(data)
         receipt = self.protocol.diloco.contribute(job_id, slot, cid_to_digest(cid), contribution_hash(data))
         log_mined(log, "multi-party contribute", receipt, job=job_id, round=job.round, slot=slot, cid=cid, bytes=len(data))

@@ -121,7 +121,7 @@ def build(
         }
         own = store.own if isinstance(store, FetchingStore) else store  # what our gateway (--serve) serves
         wanted = own.take_wanted if isinstance(own, LocalStore) else list
-        loader = SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offered, wanted, multiparty.fits)
+        loader = SolverLoader(w.protocol, w.watcher, db, judge, w.me, config, offered, wanted, multiparty.fits, multiparty.forget)
         return loader, SolverPolicy(config), performers.get(cheat or "", responder)
 
     return build_daemon("solver", settings, signer, SolverDb, parts, loop=loop, work=work, lanes=LANES)

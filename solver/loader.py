@@ -90,10 +90,12 @@ class SolverLoader:
         offer: Capabilities | None = None,
         wanted: Callable[[], list[Cid]] = list,
         fits: Mapping[int, RoundFit] | None = None,
+        forget: Callable[[int], None] = lambda _job: None,
     ) -> None:
         """``offer``: the capabilities this solver advertises (None: it advertises nothing); ``wanted``:
         the CIDs asked of our gateway that our store lacks since the last call (``LocalStore.take_wanted``);
-        ``fits``: our verdicts on multi-party jobs' slots (``MultipartyDuty.fits``)."""
+        ``fits``: our verdicts on multi-party jobs' slots (``MultipartyDuty.fits``); ``forget``: told each
+        multi-party job once it is Finished (``MultipartyDuty.forget``)."""
         self.wanted = wanted
         self._requested: dict[JobId, set[int]] = {}  # dropped checkpoints asked for, by job, until regenerated
         self.protocol = protocol
@@ -110,7 +112,7 @@ class SolverLoader:
         self._draws: dict[tuple[JobId, int], frozenset[int]] = {}  # (job, its deadline: one per draw and phase): the draw's checkpoints
         self._adverts = LatestLogs(protocol.stakes, "CapabilitiesAdvertised", "solver", protocol.book.deploy_block)
         self._own_key = OwnKey(protocol.keys, me, config.encryption_key)
-        self.multiparty = MultipartyWatcher(protocol, me, fits=fits)
+        self.multiparty = MultipartyWatcher(protocol, me, fits=fits, finished=forget)
         self._unsealable: set[JobId] = set()  # sealed jobs skipped for want of an encryption key (logged once each)
 
     def load(self) -> SolverView:

@@ -343,6 +343,11 @@ def claim_turn(me: Address, job: OpenJob, rivals: Sequence[Rival], my_flops: int
     return min(rank(me, able, job.job_id), MAX_CLAIM_TURN)
 
 
+def _owed_training(view: SolverView) -> float:
+    """Seconds of training we already owe: the held jobs claimed and not yet trained (one train lane)."""
+    return sum(j.train_s for j in view.held_jobs if j.state is JobState.CLAIMED and j.phase in (Phase.CLAIMED, Phase.TRAINING))
+
+
 class SolverPolicy:
     def __init__(self, config: SolverConfig) -> None:
         self.config = config
@@ -369,8 +374,17 @@ class SolverPolicy:
             actions.extend(self._requests(view))
             actions.extend(self._claims(view))
         if view.multiparty_params is not None:  # our slots' rounds; a vacant slot only with --multiparty
+            owed = _owed_training(view) + self.config.commit_margin_s
             moves = multiparty_moves(
-                view.now, view.block, view.me, view.multiparty, view.multiparty_params, Plays.PARTY | Plays.KEEPER, self.config.duty_grace_s, view.free_stake
+                view.now,
+                view.block,
+                view.me,
+                view.multiparty,
+                view.multiparty_params,
+                Plays.PARTY | Plays.KEEPER,
+                self.config.duty_grace_s,
+                view.free_stake,
+                owed,
             )
             taking = self.config.multiparty and stake is None
             # a vacant slot is judged (a fit move names no slot) and joined only with --multiparty; one held is played either way
@@ -439,8 +453,7 @@ class SolverPolicy:
         if room <= 0:
             return []
         free = int(view.free_stake)
-        # jobs train one after another: a claim must finish after the training already owed
-        busy = sum(j.train_s for j in view.held_jobs if j.state is JobState.CLAIMED and j.phase in (Phase.CLAIMED, Phase.TRAINING))
+        busy = _owed_training(view)  # jobs train one after another: a claim must finish after the training already owed
         training = [j.memory_bytes for j in view.held_jobs if j.state is JobState.CLAIMED]
         held = [j.memory_bytes for j in view.held_jobs]
         claims: list[Claim] = []
@@ -512,7 +525,7 @@ def peak_memory(training: Sequence[int], held: Sequence[int]) -> int:
 #: Workers per lane (core.agent.Workers): jobs train one at a time (the claim rule counts the training
 #: already owed, one job after another), and the duties of committed jobs (an availability answer, a
 #: dispute move, a regeneration) keep lanes of their own, so no training ever holds them.
-LANES = {"train": 1, "upload": 1, "regenerate": 1, "duty": 2}
+LANES = {"train": 1, "upload": 1, "regenerate": 1, "duty": 2, "fit": 1}
 
 
 def work(view: SolverView, action: SolverAction) -> Work | None:
@@ -532,6 +545,8 @@ def work(view: SolverView, action: SolverAction) -> Work | None:
         case AnswerAvailability(job_id):
             job = held.get(job_id)
             return Work("duty", due_in_s=None if job is None else job.deadline - view.now)
+        case MultipartyMove(action=MultipartyAction.FIT):
+            return Work("fit")  # a stranger's gateway may stall it: never ahead of a duty with a clock
         case MultipartyMove(action=a) if a in MULTIPARTY_WORK:
             return Work("duty")
         case GameMove(game_id, Action.POST_MIDPOINT):  # the midpoint is recomputed from a checkpoint

@@ -49,7 +49,7 @@ def build(
         trace_verifier = trace_verifier_class(w.protocol, store, w.watcher, w.stop, rt=rt, key_of=key_of)
         multiparty = MultipartyDuty(w.protocol, store, w.watcher, w.me, salt_secret=db.salt_secret)
         responder = VerifierResponder(w.protocol, db, trace_verifier, replayer, w.me, multiparty)
-        loader = VerifierLoader(w.protocol, w.watcher, db, w.me, trace_verifier.availability.fetching, key)
+        loader = VerifierLoader(w.protocol, w.watcher, db, w.me, trace_verifier.availability.fetching, key, multiparty.forget)
         return loader, VerifierPolicy(config), responder
 
     return build_daemon("verifier", settings, signer, VerifierDb, parts, loop=loop, work=work, lanes=LANES)

@@ -141,9 +141,11 @@ class VerifierLoader:
         me: Address,
         fetching: Callable[[JobId], Fetching | None] = lambda _: None,
         key: EncryptionKey | None = None,
+        forget: Callable[[int], None] = lambda _job: None,
     ) -> None:
         """``fetching``: what the replay worker is fetching for a job (``core.availability.Availability.fetching``);
-        ``key``: our encryption key (``--encryption-key``), which opens the wraps of sealed jobs' keys to us."""
+        ``key``: our encryption key (``--encryption-key``), which opens the wraps of sealed jobs' keys to us;
+        ``forget``: told each multi-party job once it is Finished (``MultipartyDuty.forget``)."""
         self.fetching = fetching
         self.key = key
         self._own_key = OwnKey(protocol.keys, me, key)
@@ -153,7 +155,7 @@ class VerifierLoader:
         self.games = GameWatcher(protocol.game)
         self.index = DrawIndex(protocol.market, protocol.court, protocol.sealed_jobs, protocol.book.deploy_block, me)
         self.court = CourtWatcher(protocol, me)
-        self.multiparty = MultipartyWatcher(protocol, me)
+        self.multiparty = MultipartyWatcher(protocol, me, finished=forget)
         self.db = db
         self.me = me
         self._min_stake: TokenAmount | None = None

@@ -42,16 +42,29 @@ from core.contracts import (
     Role,
     court_commitment,
 )
+from core.errors import TransientRPCError
 from core.probe import Probe
 from core.reverts import revert_class
 from core.storage import LocalStore, file_cid
 from deploy.build import build
 from deploy.devnet import Devnet, start_devnet
-from proofs.checkpoint import encode_checkpoint
-from proofs.diloco import MultipartyConfig, OuterState, PartyRound, aggregate, check_round, contribution_hash, contribution_of, judge_round
+from proofs.checkpoint import encode_checkpoint, state_hash
+from proofs.diloco import (
+    MultipartyConfig,
+    OuterState,
+    PartyRound,
+    aggregate,
+    check_round,
+    contribution_hash,
+    contribution_of,
+    judge_round,
+    residual_after,
+)
 from proofs.manifest import CheckpointEntry, Manifest, write_manifest
 from proofs.merkle import TraceTree
 from rolebase.amounts import show_tokens
+from rolebase.multiparty_duty import MultipartyDuty
+from rolebase.watchers import MarketWatcher
 from submitter.curve import committed_curve
 from submitter.multiparty_report import multiparty_report, read_facts
 from veritrain.dashboard.index import ChainIndex
@@ -64,6 +77,7 @@ INNER_REWARD, INNER_FEE = 20 * E18, 2 * E18
 CONTRIBUTION_REWARD, AGGREGATOR_FEE, SLOT_BOND = 30 * E18, 5 * E18, 60 * E18
 WORK_WINDOW, VERIFY_WINDOW = 900, 3_600
 PARTIES = 3
+Residual = Mapping[str, torch.Tensor] | None
 
 
 class Net:
@@ -134,7 +148,8 @@ def _finish_inner(net: Net, inner: JobId, party: Signer, final: bytes, losses: t
     ``losses`` in the store), a drawn verifier passes it and the job is finalized: the inner job's
     game, as any job's, decides nothing else here."""
     market = net.p(party).market
-    states = [Bytes32(keccak(b"state %d " % i + final)) for i in range(len(losses) + 1)]
+    net.store.put(final)  # served, and its state hash the trace's last leaf: what a judge's duty checks
+    states = [Bytes32(keccak(b"state %d " % i + final)) for i in range(len(losses))] + [state_hash(final)]
     manifest = Manifest(
         spec_cid=str(file_cid(b"inner spec")),
         spec_hash="0x" + "ab" * 32,
@@ -154,10 +169,14 @@ def _finish_inner(net: Net, inner: JobId, party: Signer, final: bytes, losses: t
     net.p(verifier).market.report(inner, True, keccak(b"report"), seed, bytes(drawn.args["forcedCommitment"]), probes)
 
 
-def _run_round(net: Net, job_id: int, state: OuterState, cfg: MultipartyConfig, cheat: Mapping[int, int]) -> tuple[dict[int, PartyRound], list[JobId]]:
+def _run_round(
+    net: Net, job_id: int, state: OuterState, cfg: MultipartyConfig, cheat: Mapping[int, int], residuals: Mapping[int, Residual] | None = None
+) -> tuple[dict[int, PartyRound], list[JobId]]:
     """Every party in a slot begins, trains (a seeded step stands in for its H inner steps), commits
-    its trace and its contribution (``cheat``: slot -> the slot whose contribution it copies); every
-    inner job is verified and finalized. Returns what the chain and the store hold of the round."""
+    its trace and its contribution (``cheat``: slot -> the slot whose contribution it copies; top-k:
+    ``residuals``, what each slot's party came into the round with); every inner job is verified and
+    finalized. Returns what the chain and the store hold of the round."""
+    came_in = residuals or {}
     d = net.proto.diloco
     slots = [s for s in range(PARTIES) if int(d.party_of(job_id, s), 16) != 0]
     finals, inners = {}, {}
@@ -169,7 +188,7 @@ def _run_round(net: Net, job_id: int, state: OuterState, cfg: MultipartyConfig, 
         finals[slot] = encode_checkpoint(6, {f"param.{n}": p - step[n] for n, p in state.params.items()}, STAMP)
         _finish_inner(net, inner, party, finals[slot], _losses(state.round, slot))
         inners[slot] = inner
-    own = {s: contribution_of(state, finals[s], cfg)[0] for s in slots}
+    own = {s: contribution_of(state, finals[s], cfg, came_in.get(s))[0] for s in slots}
     committed = {s: own[cheat.get(s, s)] for s in slots}
     for slot in slots:
         party = net.by_address[d.party_of(job_id, slot)]
@@ -178,7 +197,7 @@ def _run_round(net: Net, job_id: int, state: OuterState, cfg: MultipartyConfig, 
     for inner in inners.values():
         net.p(net.challenger).market.finalize(inner)
         assert net.proto.market.get_job(inner).state is JobState.FINALIZED
-    rounds = {s: PartyRound(committed[s], finals[s], spec_ok=True, verified=True) for s in slots}
+    rounds = {s: PartyRound(committed[s], finals[s], spec_ok=True, verified=True, residual=came_in.get(s)) for s in slots}
     return rounds, list(inners.values())
 
 
@@ -375,3 +394,57 @@ def _assert_shown(net: Net, job_id: int, state_hashes: tuple[str, str], aggregat
     assert shown.returncode == 0, shown.stderr
     assert json.loads(shown.stdout) == report.to_json(str)
     assert png.read_bytes().startswith(b"\x89PNG")
+
+
+def _same(a: Residual, b: Residual) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and sorted(a) == sorted(b) and all(torch.equal(a[n], b[n]) for n in a))
+
+
+def test_a_top_k_party_s_residual_is_derived_from_the_chain_alone_and_restarts_after_a_round_that_did_not_count(net: Net) -> None:
+    """Top-k on chain (``keep``): the residual each party comes into a round with, derived by a judge's
+    duty (``MultipartyDuty.residual``) from the chain and the store alone, is the one the party carried;
+    a cold duty (a restarted judge) derives the same by walking back; a party cut out comes back with
+    none; a node whose logs lack a past round's ``RoundFinalized`` makes the move wait."""
+    proto, d = net.proto, net.proto.diloco
+    cfg = MultipartyConfig(parties=PARTIES, rounds=3, inner_steps=5, block_size=16, keep=0.5, quorum=2)
+    state = OuterState.start(_tensors(2, 1.0))
+    net.store.put(state.to_bytes(STAMP))
+    terms = JobTerms(
+        keccak(b"a top-k job's document"), state.state_hash(STAMP), _digest(state.to_bytes(STAMP)), PARTIES, 2, 3, WORK_WINDOW, VERIFY_WINDOW,
+        INNER_REWARD, INNER_FEE, CONTRIBUTION_REWARD, AGGREGATOR_FEE, SLOT_BOND,
+    )  # fmt: skip
+    sub = net.p(net.submitter)
+    sub.token.approve(d.address, d.escrow_for(terms))
+    job_id, _ = sub.diloco.post(terms)
+    for slot, party in enumerate(net.parties):
+        net.p(party).diloco.join(job_id, slot)
+    judge = MultipartyDuty(proto, net.store, MarketWatcher(proto.market, proto.book.deploy_block), net.challenger.address)
+    copier = net.parties[2]
+    residuals: dict[int, Residual] = {}  # what each slot's party came into the round with, as the parties carry it
+    for r, cheat in enumerate(({}, {2: 0}, {})):
+        for slot in range(PARTIES):
+            assert _same(judge.residual(job_id, cfg, slot, r, net.parties[slot].address), residuals.get(slot)), (r, slot)
+        rounds, _ = _run_round(net, job_id, state, cfg, cheat, residuals)
+        if r == 2:  # round 2 not finalized yet: a residual into round 3 needs its RoundFinalized, which the node has not
+            with pytest.raises(TransientRPCError, match="RoundFinalized event of round 2"):
+                judge.residual(job_id, cfg, 0, 3, net.parties[0].address)
+        net.past(d.get_job(job_id).deadline)
+        net.p(net.challenger).diloco.close_round(job_id)
+        aggregator = _draw_aggregator(net, job_id)
+        verdict = judge_round(state, rounds, cfg)
+        assert verdict.state is not None and verdict.wrong == tuple(cheat)
+        net.store.put(verdict.state.to_bytes(STAMP))
+        net.p(aggregator).diloco.commit_aggregate(job_id, verdict.state_hash(STAMP), _digest(verdict.state.to_bytes(STAMP)), *verdict.masks())
+        net.past(d.get_job(job_id).deadline)
+        net.p(net.challenger).diloco.finalize_round(job_id)
+        residuals = {s: residual_after(state, rounds[s].final, cfg, residuals.get(s)) for s in verdict.included}  # type: ignore[arg-type]
+        assert all(r is not None for r in residuals.values())
+        state = verdict.state
+        if r == 1:  # the copier, cut out, takes its slot back: it comes into round 2 with nothing
+            assert 2 not in residuals
+            net.p(copier).diloco.join(job_id, 2)
+    assert d.get_job(job_id).phase is MultipartyPhase.FINISHED
+    cold = MultipartyDuty(proto, net.store, MarketWatcher(proto.market, proto.book.deploy_block), net.challenger.address)
+    for slot in range(PARTIES):  # a judge started now walks back through every round the party was included in
+        assert _same(cold.residual(job_id, cfg, slot, 3, net.parties[slot].address), residuals.get(slot)), slot
+    assert cold.residual(job_id, cfg, 0, 3, net.parties[1].address) is None  # round 2's inner job of slot 0 was not party 1's

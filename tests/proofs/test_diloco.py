@@ -534,6 +534,8 @@ def test_a_round_is_judged_from_its_committed_inputs_and_a_wrong_aggregate_is_na
     assert (void.state, void.included, void.wrong, void.state_hash(STAMP)) == (None, (0,), (1, 2), bytes(32))
     unserved = dict(rounds) | {2: PartyRound(own[0], None, spec_ok=True, verified=True)}
     assert judge_round(state, unserved, cfg).masks() == (0b0011, 0)  # an unserved trace is the availability game's
+    withheld = dict(rounds) | {2: PartyRound(own[0], None, spec_ok=False, verified=True)}
+    assert judge_round(state, withheld, cfg).masks() == (0b0011, 0b0100)  # another spec is wrong, served or not
 
 
 def test_a_top_k_round_is_judged_with_the_residual_each_party_came_in_with() -> None:
@@ -546,10 +548,9 @@ def test_a_top_k_round_is_judged_with_the_residual_each_party_came_in_with() -> 
     own0 = {p: contribution_of(state, finals0[p], cfg)[0] for p in range(2)}
     verdict0 = judge_round(state, {p: PartyRound(own0[p], finals0[p], True, True) for p in range(2)}, cfg)
     assert verdict0.included == (0, 1) and verdict0.state is not None
-    came_in = {p: residual_after(state, finals0[p], cfg, None, included=True) for p in range(2)}
+    came_in = {p: residual_after(state, finals0[p], cfg, None) for p in range(2)}
     assert all(r is not None and any(bool(t.abs().sum() > 0) for t in r.values()) for r in came_in.values())  # what top-k did not send
-    assert residual_after(state, finals0[0], cfg, None, included=False) is None  # a round that did not count restarts the feedback
-    assert residual_after(state, finals0[0], replace(cfg, keep=None), None, included=True) is None  # dense int8 carries nothing
+    assert residual_after(state, finals0[0], replace(cfg, keep=None), None) is None  # dense int8 carries nothing
 
     state1 = verdict0.state
     finals1 = {p: _final(state1, 50 + p) for p in range(2)}

@@ -9,6 +9,7 @@ from core.contracts import (
     Ballot,
     Bytes32,
     DilocoParams,
+    JobId,
     JobState,
     MultipartyAggregate,
     MultipartyContribution,
@@ -17,7 +18,7 @@ from core.contracts import (
     TokenAmount,
 )
 from rolebase.multiparty import LiveMultiparty, MultipartyAction, MultipartyMove, Plays, RoundFit, multiparty_moves
-from solver.policy import SolverConfig, SolverPolicy, SolverView
+from solver.policy import HeldJob, Phase, SolverConfig, SolverPolicy, SolverView
 
 ME = Address("0x" + "11" * 20)
 OTHER = Address("0x" + "22" * 20)
@@ -80,6 +81,17 @@ def test_a_party_begins_only_a_round_it_can_finish_by_the_deadline() -> None:
     assert _moves(_live(_job(), fit=slow), DEADLINE - 199, Plays.PARTY) == []  # busy until now: too late
     misfit = RoundFit("takes at most 4 steps (the job has 5)", 1.0)
     assert _moves(_live(_job(), fit=misfit), T0, Plays.PARTY) == []  # a slot held that no longer fits (new limits): never begun
+    # training already owed (one train lane) comes first: a held job's 100 s, then the round's 200 s
+    owed = [(m.action, m.slot) for m in multiparty_moves(DEADLINE - 300, 100, ME, [_live(_job(), fit=slow)], PARAMS, Plays.PARTY, GRACE, 0, 100.0)]
+    assert owed == [(MultipartyAction.BEGIN, 0)]
+    late = [(m.action, m.slot) for m in multiparty_moves(DEADLINE - 299, 100, ME, [_live(_job(), fit=slow)], PARAMS, Plays.PARTY, GRACE, 0, 100.0)]
+    assert late == []
+    two = [_live(_job(), fit=slow), replace(_live(_job(), fit=slow), job_id=8)]  # two slots of ours: the second begins after the first's training
+    assert [m.job_id for m in multiparty_moves(DEADLINE - 400, 100, ME, two, PARAMS, Plays.PARTY, GRACE)] == [7, 8]
+    assert [m.job_id for m in multiparty_moves(DEADLINE - 399, 100, ME, two, PARAMS, Plays.PARTY, GRACE)] == [7]
+    vacant = _live(_job(), parties=(OTHER, ZERO), fit=slow)  # nor is a slot joined whose round cannot be played
+    assert _moves(vacant, DEADLINE - 200, Plays.PARTY, free=30) == [(MultipartyAction.JOIN, 1)]
+    assert _moves(vacant, DEADLINE - 199, Plays.PARTY, free=30) == []
 
 
 def test_a_vacant_slot_is_joined_once_a_tick_and_only_with_the_stake_it_locks() -> None:
@@ -149,9 +161,9 @@ def test_every_judge_checks_an_aggregate_and_a_seated_one_votes_then_reveals() -
 
 
 def test_a_solver_judges_and_joins_vacant_slots_only_with_multiparty_but_always_plays_a_slot_it_holds() -> None:
-    def solver_moves(live: LiveMultiparty, taking: bool) -> list[tuple[MultipartyAction, int]]:
+    def solver_moves(live: LiveMultiparty, taking: bool, held: tuple[HeldJob, ...] = ()) -> list[tuple[MultipartyAction, int]]:
         view = SolverView(
-            T0, 100, ME, TokenAmount(0), TokenAmount(500), TokenAmount(500), TokenAmount(100), (), (), (), multiparty=(live,), multiparty_params=PARAMS
+            T0, 100, ME, TokenAmount(0), TokenAmount(500), TokenAmount(500), TokenAmount(100), (), held, (), multiparty=(live,), multiparty_params=PARAMS
         )
         policy = SolverPolicy(SolverConfig(stake_target=TokenAmount(0), multiparty=taking))
         return [(a.action, a.slot) for a in policy.next_actions(view) if isinstance(a, MultipartyMove)]
@@ -164,3 +176,5 @@ def test_a_solver_judges_and_joins_vacant_slots_only_with_multiparty_but_always_
     held = _live(_job(), fit=None)  # slot 0 ours, e.g. joined before a restart without --multiparty
     assert solver_moves(held, taking=False) == [(MultipartyAction.FIT, 0)]
     assert solver_moves(replace(held, fit=RoundFit("", 10.0)), taking=False) == [(MultipartyAction.BEGIN, 0)]
+    training = HeldJob(JobId(3), JobState.CLAIMED, DEADLINE + 600, 0, Phase.TRAINING, train_s=290.0)  # a claimed job still training
+    assert solver_moves(replace(held, fit=RoundFit("", 10.0)), taking=False, held=(training,)) == []  # 290 + 10 + margin 5 > 300 s left

@@ -56,12 +56,16 @@ class Views:
         self._cache: dict[tuple[Any, ...], Any] = {}
         self._cache_lock = threading.Lock()
 
-    def _cached(self, key: tuple[Any, ...], make: Callable[[], T]) -> T:
+    def _cached(self, key: tuple[Any, ...], make: Callable[[], T], keep: Callable[[T], bool] = lambda _: True) -> T:
+        """``make()`` once per ``key``; a value ``keep`` refuses is made again next time (one that may change
+        with no event: content a gateway did not serve yet)."""
         with self._cache_lock:
             if key in self._cache:
                 cached: T = self._cache[key]
                 return cached
         value = make()
+        if not keep(value):
+            return value
         with self._cache_lock:
             if len(self._cache) > 4096:  # bounded: old keys (older heads) are simply dropped
                 self._cache.clear()
@@ -179,13 +183,18 @@ class Views:
 
     def multiparty(self, job_id: int) -> dict[str, Any] | None:
         """A multi-party job's report (``submitter.multiparty_report``, amounts in VERI), cached by the
-        count of the events it is computed from; each inner trace's curve cached by its manifest."""
+        count of the events it is computed from (unless a curve could not be read: asked again next
+        time); each inner trace's curve cached by its manifest."""
         facts = self.index.multiparty_facts(job_id)
         if facts is None:
             return None
         curve_of = None if self.store is None else partial(self._trace_curve, self.store)
         seen = (len(facts.events), len(facts.slashes), sum(len(i.events) + sum(map(len, i.games)) for i in facts.inner.values()))
-        report = self._cached(("multiparty", job_id, *seen), lambda: multiparty_report(facts, curve_of).to_json(show_tokens))
+        report = self._cached(
+            ("multiparty", job_id, *seen),
+            lambda: multiparty_report(facts, curve_of).to_json(show_tokens),
+            keep=lambda shown: not any(s["curve_error"] for r in shown["history"] for s in r["slots"]),
+        )
         return {**report, "head": self.index.head}
 
     def _trace_curve(self, store: ContentStore, done: TraceCommitment) -> TrainingCurve:
