@@ -37,6 +37,7 @@ from web3 import Web3
 from web3.contract import Contract
 from web3.contract.contract import ContractEvent, ContractFunction
 from web3.exceptions import (
+    BadFunctionCallOutput,
     BlockNotFound,
     ContractLogicError,
     TimeExhausted,
@@ -482,6 +483,10 @@ class ChainClient:
             return self.with_retry(fn.fn_name, lambda: fn.call(params, block_identifier=at))
         except ContractLogicError as exc:
             raise decode_revert(exc.data if isinstance(exc.data, str) else None) from None
+        except BadFunctionCallOutput as exc:
+            # no code answered at that block: a node restarting, behind, or rolled back below the block a
+            # view pinned (a deployment whose code is missing is refused at start: AddressBook's check)
+            raise TransientRPCError(f"{fn.fn_name}: the node returned no data at the block read (restarting, behind, or rolled back)") from exc
 
     # -- writes -----------------------------------------------------------------------------
 

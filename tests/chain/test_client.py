@@ -17,6 +17,7 @@ import requests
 from eth_typing import HexStr
 from eth_utils import to_checksum_address
 
+from core.agent import Disposition, default_classify
 from core.chain import ChainClient, RetryPolicy, Signer, TxHash
 from core.contracts import JobId, Protocol
 from core.errors import SignerError, TransientRPCError
@@ -211,6 +212,17 @@ def test_unreachable_endpoint_is_transient_and_bounded() -> None:
     client = ChainClient(f"http://127.0.0.1:{free_port()}", retry=FAST, timeout=1.0)
     with pytest.raises(TransientRPCError):
         client.block_number()
+
+
+def test_a_call_no_code_answers_is_transient_for_a_daemon_to_read_again(devnet: Devnet, parties: Parties) -> None:
+    """A node restarted from an older state, or behind, answers a view pinned at a block it does not have
+    with no data: a daemon backs off and reads again (the chain-restart e2e test's verifier died of it
+    once), never exits. A deployment whose code is missing is refused at start, not here."""
+    market = devnet.protocol().market
+    nowhere = devnet.client.w3.eth.contract(address=to_checksum_address(parties.outsider.address), abi=market.contract.abi)
+    with pytest.raises(TransientRPCError, match="jobCount: the node returned no data"):
+        devnet.client.call(nowhere.functions.jobCount())
+    assert default_classify(TransientRPCError("x")) is Disposition.TRANSIENT
 
 
 def test_revert_is_never_retried_and_nothing_is_sent(devnet: Devnet, parties: Parties, proxy: FlakyProxy) -> None:
