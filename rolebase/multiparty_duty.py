@@ -230,8 +230,11 @@ class MultipartyDuty:
         checked against its state hash; the traces' final checkpoints): back to the first round of the
         party's run of included rounds (or the last one derived), then forward, one round at a time, so
         a judge that follows the job derives one round per round; only the last two are kept."""
+        key = (job_id, slot, round_, party)
         if cfg.keep is None or round_ == 0:
             return None
+        if key in self._residuals:  # every later read of the round (the aggregate, a check, a vote)
+            return self._residuals[key]
         d, market = self.protocol.diloco, self.protocol.market
         runs: list[tuple[int, int]] = []  # (round, its inner job) whose carried residual is still to derive, newest first
         carried: Mapping[str, torch.Tensor] | None = None
@@ -250,7 +253,7 @@ class MultipartyDuty:
                 raise StorageError(f"the final checkpoint of inner job {inner} (round {prev}, slot {slot}) is not served")
             carried = residual_after(self._state_of(job_id, prev), final, cfg, carried)
         self._residuals = {k: v for k, v in self._residuals.items() if (k[0], k[1], k[3]) != (job_id, slot, party) or k[2] >= round_ - 1}
-        self._residuals[(job_id, slot, round_, party)] = carried
+        self._residuals[key] = carried
         return carried
 
     def _included(self, job_id: int, round_: int) -> int:
@@ -275,9 +278,12 @@ class MultipartyDuty:
         return seen[(job_id, round_)]
 
     def forget(self, job_id: int) -> None:
-        """Drop what is kept of a finished job (its dataset, derived specs, residuals, events read): called
-        by the watcher, on the loop, once it sees the job Finished; each map is replaced, never changed
-        under a worker reading it."""
+        """Drop what is kept of a finished job (its dataset, derived specs, residuals, events read, checks
+        made, its fit): called by the watcher, on the loop, once it sees the job Finished; each map is
+        replaced, never changed under a worker reading it, but :attr:`fits`, which the watcher holds."""
+        self.fits.pop(job_id, None)
+        self._fit_retry = {j: v for j, v in self._fit_retry.items() if j != job_id}
+        self._checked = {k for k in self._checked if k[0] != job_id}
         self._inputs = {j: v for j, v in self._inputs.items() if j != job_id}
         self._derived = {k: v for k, v in self._derived.items() if k[0] != job_id}
         self._residuals = {k: v for k, v in self._residuals.items() if k[0] != job_id}
