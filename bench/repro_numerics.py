@@ -18,7 +18,8 @@ seconds, so that no thread pool still spinning from the step before is counted i
 Before the models, the matmul alone (``--gemm-only`` stops there): GFLOP/s of the repro-v1
 ``bmm`` on the models' matmul shapes at one thread against the best BLAS torch carries here,
 MKL (``torch.mm``, ATen's default) and oneDNN (``torch._C._nn.mkldnn_linear`` on mkldnn
-tensors, the same ``x W^T``), and repro's two-thread speed-up (wall clock). A line first says
+tensors, the same ``x W^T``), and repro's two-thread speed-up (wall clock); and, on a line before
+the table, both with their operands in L1 (the register tile's ceiling on this core). A line first says
 which CPU features each side used: the CPU's flags, ATen's capability, oneDNN's ISA (its
 verbose log, read in a child process), and numba's target CPU with repro's tile family.
 
@@ -202,6 +203,39 @@ def cpu_features() -> str:
     )
 
 
+def ceiling(repeats: int) -> str:
+    """One line: the matmul's speed with its operands in L1 (64 matmuls of 64 x 128 x 64 on one
+    broadcast a and b), repro-v1 against MKL, at one thread: the register tile's ceiling on this
+    core, where a separate multiply and add per k take two vector instructions to a BLAS's one
+    fused multiply-add."""
+    rng = np.random.default_rng(0)
+    nb, m, k, n = 64, 64, 128, 64
+    a = np.broadcast_to(rng.standard_normal((1, m, k)).astype(np.float32), (nb, m, k))
+    b = np.broadcast_to(rng.standard_normal((1, k, n)).astype(np.float32), (nb, k, n))
+    out = np.empty((nb, m, n), np.float32)
+    ta, tb = torch.from_numpy(a[:1].copy()).expand(nb, m, k), torch.from_numpy(b[:1].copy()).expand(nb, k, n)
+    saved = torch.get_num_threads(), numba.get_num_threads()
+    torch.set_num_threads(1)
+    numba.set_num_threads(1)
+    cells = {"repro": lambda: K.bmm(a, b, out), "mkl": lambda: torch.bmm(ta, tb)}
+    times: dict[str, list[float]] = {name: [] for name in cells}
+    for fn in cells.values():
+        fn()
+    for _ in range(repeats):
+        for name, fn in cells.items():
+            start = time.process_time()
+            fn()
+            times[name].append(time.process_time() - start)
+    torch.set_num_threads(saved[0])
+    numba.set_num_threads(saved[1])
+    best = {name: 2 * nb * m * k * n / min(v) / 1e9 for name, v in times.items()}
+    return (
+        f"operands in L1 ({nb} x {m} x {k} x {n}, one broadcast a and b), GFLOP/s at one thread: "
+        f"repro-v1 {best['repro']:.1f}, MKL {best['mkl']:.1f} (repro / MKL {best['repro'] / best['mkl']:.2f}: "
+        "a multiply and an add per k where a BLAS issues one fused multiply-add)"
+    )
+
+
 def gemm_table(repeats: int) -> Table:
     """GFLOP/s at one thread (CPU clock, best of ``repeats`` interleaved), and repro's speed-up at 2 threads (wall)."""
     rng = np.random.default_rng(0)
@@ -263,6 +297,7 @@ def main() -> None:
     clock = CLOCKS[args.clock]
     console = Console(width=200)
     console.print(cpu_features())
+    console.print(ceiling(args.gemm_repeats))
     console.print(gemm_table(args.gemm_repeats))
     if args.gemm_only:
         return

@@ -12,7 +12,7 @@ CPU twin (docs/numerics.md, "GPUs"):
   order, as the CPU does (matmul: ``k = 0, 1, ...`` from 0 in float32; row statistics in float64);
   tiling only changes which outputs run side by side, never a sum's order (no split-K, no tree
   reductions, no atomics, no cuBLAS, no tensor cores);
-* ``exp``, ``log``, ``tanh`` are :func:`proofs.repro_kernels.exp64`'s polynomials and table.
+* ``exp``, ``log``, ``tanh`` are :func:`proofs.repro_kernels.exp64`'s polynomials and powers of two.
 
 The same source runs in numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``), where the intrinsics
 are numpy float32 / float64 scalar operations (each one correctly rounded): ``make test`` compares
@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from numba import cuda
 
-from proofs.repro_kernels import _EXP_C, _GELU_A, _GELU_K, _LN2_HI, _LN2_LO, _LOG2E, _LOG_C, _POW2, _POW2_BIAS, _SQRT2
+from proofs.repro_kernels import _EXP_C, _GELU_A, _GELU_K, _LN2_HI, _LN2_LO, _LOG2E, _LOG_C, _SQRT2
 
 __all__ = [
     "SIM",
@@ -112,6 +112,11 @@ else:  # pragma: no cover - needs a GPU (bench.device_check runs it)
 
 
 # ------------------------------------------------------------------ transcendentals (proofs.repro_kernels' polynomials)
+
+#: 2**k for k in [-1030, 1023] as exact float64, for exp64's last scaling (the CPU kernel writes
+#: the same power of two from its exponent bits: n is in [-1021, 1023], so the same value).
+_POW2 = np.array([math.ldexp(1.0, k) for k in range(-1030, 1024)], dtype=np.float64)
+_POW2_BIAS = 1030
 
 
 @_device

@@ -184,6 +184,8 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, monkeypatch: py
     # rows and columns off the 4 x 16/32/64 and 6 x 8/16 tiles, k = 0 and 1, a batch, wide and narrow outputs
     shapes = [(1, 1, 1, 1), (2, 5, 7, 3), (3, 9, 33, 17), (1, 13, 100, 65), (2, 4, 0, 16), (1, 7, 1, 40), (2, 66, 64, 32), (1, 30, 257, 131)]
     shapes += [(1, 12, 5, 16), (2, 7, 9, 8), (1, 19, 3, 24), (1, 6, 17, 15)]
+    # k in several blocks of the panel (1024 rows of a 64-wide panel, 4096 of a 16-wide one), in place and copied
+    shapes += [(1, 70, 1100, 64), (1, 200, 1030, 130), (1, 13, 4100, 16), (1, 200, 4100, 20)]
     for nb, m, k, n in shapes:
         a = rng.standard_normal((nb, m, k)).astype(np.float32)
         b = rng.standard_normal((nb, k, n)).astype(np.float32)
