@@ -145,7 +145,7 @@ def _broadcast(a: np.ndarray, nb: int) -> np.ndarray:
 
 class _Conv2d(torch.autograd.Function):
     # Where numba compiles the wide register tiles (AVX-512), the direct kernels
-    # (K.conv2d_forward, conv2d_input_grad, conv2d_weight_grad): x and dy read in place, no
+    # (K.conv2d_forward, conv2d_input_grad, conv2d_params_grad): x and dy read in place, no
     # im2col. Elsewhere im2col: cols (taps, pixels), pixels = (image, row, column) ascending; per
     # image b, y[b] = W cols[b] and dcols[b] = W^T G[b] (G[b] = dy[b] as (c_out, H*W), read in
     # place); dW^T = cols G^T. Both give every output the same sequence (docs/numerics.md).
@@ -175,16 +175,15 @@ class _Conv2d(torch.autograd.Function):
         nb, _, hh, ww = ctx.x_shape
         g = _np(dy).reshape(nb, c_out, hh * ww)
         db = np.empty(c_out, np.float32)
-        K.channel_sum(g, db)
         if ctx.direct:
-            x = _np(ctx.saved_tensors[1])
             dw = np.empty(w.shape, np.float32)
-            K.conv2d_weight_grad(x, g, ks, ctx.pad, dw)
+            K.conv2d_params_grad(_np(ctx.saved_tensors[1]), g, ks, ctx.pad, dw, db)
             if not ctx.needs_input_grad[0]:  # the first layer's input: the data
                 return None, _t(dw), _t(db), None
             dx = np.empty(ctx.x_shape, np.float32)
             K.conv2d_input_grad(g, _np(w), ctx.pad, dx)
             return _t(dx), _t(dw), _t(db), None
+        K.channel_sum(g, db)
         dw = _mm(ctx.cols, g.transpose(0, 2, 1).reshape(-1, c_out)).T.reshape(w.shape)  # dW^T = cols G^T: G's one transposition copy
         if not ctx.needs_input_grad[0]:
             return None, _t(dw), _t(db), None

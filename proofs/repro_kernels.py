@@ -58,7 +58,7 @@ __all__ = [
     "col2im",
     "conv2d_forward",
     "conv2d_input_grad",
-    "conv2d_weight_grad",
+    "conv2d_params_grad",
     "rowsum",
     "channel_sum",
     "maxpool2",
@@ -1249,27 +1249,74 @@ def _conv_dw(xp, offs, gt, dwt, nc, nb, hh, ww, img, wp):
             _conv_dw8x1(xp, offs, k0, gt, o0, dwt, nc, nb, hh, ww, img, wp)
 
 
-def conv2d_weight_grad(x, g, ks, pad, dw):
-    """The weight gradient of :func:`conv2d_forward` for output gradient ``g``: dw[o, c, kh, kw] =
-    sum over pixels j = (image, row, column) ascending of x[b, c, h + kh - pad, w + kw - pad]
-    (+0.0 outside the image) * g[b, o, h, w], from +0.0: ``im2col(x) @ G^T``, output by output."""
+@_parallel(_size(0))
+def _conv_dw_prep(x, g, pad, xp, gt):
+    """xp[b, c, r, s] = x[b, c, r - pad, s - pad] (0 outside x); gt[b, p, o] = g[b, o, p] (0 for
+    o past g's channels): the weight gradient's operands, image by image."""
+    nb, cin, hh, ww = x.shape
+    cout, hw = g.shape[1], g.shape[2]
+    hp, wp, nc = xp.shape[2], xp.shape[3], gt.shape[2]
+    zero = np.float32(0.0)
+    for b in prange(nb):
+        for c in range(cin):
+            for r in range(hp):
+                y = r - pad
+                if 0 <= y < hh:
+                    for s in range(wp):
+                        xx = s - pad
+                        xp[b, c, r, s] = x[b, c, y, xx] if 0 <= xx < ww else zero
+                else:
+                    for s in range(wp):
+                        xp[b, c, r, s] = zero
+        for p in range(hw):
+            for o in range(cout):
+                gt[b, p, o] = g[b, o, p]
+            for o in range(cout, nc):
+                gt[b, p, o] = zero
+
+
+@njit(cache=True)
+def _conv_db(gt, nc, cout, db):
+    """db[o] = the float32 sum of gt[j, o] over j ascending, from +0.0 (channel_sum's order:
+    images, then pixels), 16 channels a vector."""
+    nj = gt.size // nc
+    for o0 in range(0, nc, _CL):
+        acc = _czero()
+        for j in range(nj):
+            acc = _cadd(acc, _cload(gt, j * nc + o0))
+        tmp = np.empty(_CL, np.float32)
+        _cstore(tmp, 0, acc)
+        for o in range(o0, min(o0 + _CL, cout)):
+            db[o] = tmp[o - o0]
+
+
+@functools.lru_cache(maxsize=64)
+def _conv_taps(cin: int, ks: int, hp: int, wp: int, rows: int) -> np.ndarray:
+    """Each tap k = (c, kh, kw)'s offset in a zero-padded image of ``hp x wp``, then repeats of
+    tap 0's up to a multiple of ``rows``."""
+    k = np.arange(cin * ks * ks)
+    offs = np.zeros(-(-k.size // rows) * rows, np.int64)
+    offs[: k.size] = ((k // (ks * ks)) * hp + k // ks % ks) * wp + k % ks
+    return offs
+
+
+def conv2d_params_grad(x, g, ks, pad, dw, db):
+    """The weight and bias gradients of :func:`conv2d_forward` for output gradient ``g`` (image,
+    channel, row, column): dw[o, c, kh, kw] = sum over pixels j = (image, row, column) ascending
+    of x[b, c, h + kh - pad, w + kw - pad] (+0.0 outside the image) * g[b, o, h, w], from +0.0
+    (``im2col(x) @ G^T``, output by output); db as :func:`channel_sum`."""
     nb, cin, hh, ww = x.shape
     cout = g.shape[1]
-    kk = cin * ks * ks
     nc = -(-cout // _CL) * _CL
-    rows = 4 if nc % (4 * _CL) == 0 else 8
     hp, wp = hh + ks - 1, ww + ks - 1
-    xp = np.zeros((nb, cin, hp, wp), np.float32)  # xp[.., r, s] = x[.., r - pad, s - pad], 0 outside x
-    r0, r1, s0, s1 = min(pad, hp), min(pad + hh, hp), min(pad, wp), min(pad + ww, wp)
-    xp[:, :, r0:r1, s0:s1] = x[:, :, r0 - pad : r1 - pad, s0 - pad : s1 - pad]
-    c, kh, kw = np.divmod(np.arange(kk), ks * ks)[0], np.arange(kk) // ks % ks, np.arange(kk) % ks
-    offs = np.zeros(-(-kk // rows) * rows, np.int64)
-    offs[:kk] = (c * hp + kh) * wp + kw
-    gt = np.zeros((nb, hh * ww, nc), np.float32)
-    gt[:, :, :cout] = g.reshape(nb, cout, hh * ww).transpose(0, 2, 1)
+    offs = _conv_taps(cin, ks, hp, wp, 4 if nc % (4 * _CL) == 0 else 8)
+    xp = np.empty((nb, cin, hp, wp), np.float32)
+    gt = np.empty((nb, hh * ww, nc), np.float32)
+    _conv_dw_prep(x, g.reshape(nb, cout, hh * ww), pad, xp, gt)
+    _conv_db(gt.reshape(-1), nc, cout, db)
     dwt = np.empty((offs.shape[0], nc), np.float32)
     _conv_dw(xp.reshape(-1), offs, gt.reshape(-1), dwt.reshape(-1), nc, nb, hh, ww, cin * hp * wp, wp)
-    dw[...] = dwt[:kk, :cout].T.reshape(dw.shape)
+    dw[...] = dwt[: cin * ks * ks, :cout].T.reshape(dw.shape)
 
 
 @_parallel(_size(0))
