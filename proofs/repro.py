@@ -144,32 +144,48 @@ def _broadcast(a: np.ndarray, nb: int) -> np.ndarray:
 
 
 class _Conv2d(torch.autograd.Function):
-    # cols (taps, pixels), pixels = (image, row, column) ascending. Per image b: y[b] = W cols[b]
-    # and dcols[b] = W^T G[b] (G[b] = dy[b] as (c_out, H*W), read in place); dW^T = cols G^T.
-    # Each output sums over its k in ascending order: the same sequence whatever the batching.
+    # Where numba compiles the wide register tiles (AVX-512), the direct kernels
+    # (K.conv2d_forward, conv2d_input_grad, conv2d_params_grad): x and dy read in place, no
+    # im2col. Elsewhere im2col: cols (taps, pixels), pixels = (image, row, column) ascending; per
+    # image b, y[b] = W cols[b] and dcols[b] = W^T G[b] (G[b] = dy[b] as (c_out, H*W), read in
+    # place); dW^T = cols G^T. Both give every output the same sequence (docs/numerics.md).
     @staticmethod
     def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int) -> torch.Tensor:
         nb, _, hh, ww = x.shape
         c_out, c_in, ks, _ = w.shape
+        ctx.pad, ctx.x_shape, ctx.direct = pad, x.shape, K.WIDE_TILES
+        if ctx.direct:
+            y = np.empty((nb, c_out, hh, ww), np.float32)
+            K.conv2d_forward(_np(x), _np(w), _np(b), pad, y)
+            ctx.save_for_backward(w, x)
+            return _t(y)
         cols = np.empty((c_in * ks * ks, nb * hh * ww), np.float32)
         K.im2col(_np(x), ks, pad, cols)
         y = np.empty((nb, c_out, hh * ww), np.float32)  # NCHW: no transposition copy
         K.bmm(_broadcast(_np(w).reshape(c_out, -1), nb), cols.reshape(-1, nb, hh * ww).transpose(1, 0, 2), y)
         y += _np(b)[:, None]
         ctx.save_for_backward(w)
-        ctx.cols, ctx.pad, ctx.x_shape = cols, pad, x.shape
+        ctx.cols = cols
         return _t(y).reshape(nb, c_out, hh, ww)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        (w,) = ctx.saved_tensors
+        w = ctx.saved_tensors[0]
         c_out, _, ks, _ = w.shape
         nb, _, hh, ww = ctx.x_shape
         g = _np(dy).reshape(nb, c_out, hh * ww)
-        dw = _mm(ctx.cols, g.transpose(0, 2, 1).reshape(-1, c_out)).T.reshape(w.shape)  # dW^T = cols G^T: G's one transposition copy
         db = np.empty(c_out, np.float32)
+        if ctx.direct:
+            dw = np.empty(w.shape, np.float32)
+            K.conv2d_params_grad(_np(ctx.saved_tensors[1]), g, ks, ctx.pad, dw, db)
+            if not ctx.needs_input_grad[0]:  # the first layer's input: the data
+                return None, _t(dw), _t(db), None
+            dx = np.empty(ctx.x_shape, np.float32)
+            K.conv2d_input_grad(g, _np(w), ctx.pad, dx)
+            return _t(dx), _t(dw), _t(db), None
         K.channel_sum(g, db)
-        if not ctx.needs_input_grad[0]:  # the first layer's input: the data
+        dw = _mm(ctx.cols, g.transpose(0, 2, 1).reshape(-1, c_out)).T.reshape(w.shape)  # dW^T = cols G^T: G's one transposition copy
+        if not ctx.needs_input_grad[0]:
             return None, _t(dw), _t(db), None
         dcols = np.empty((nb, ctx.cols.shape[0], hh * ww), np.float32)
         K.bmm(_broadcast(_np(w).reshape(c_out, -1).T, nb), g, dcols)
@@ -179,7 +195,8 @@ class _Conv2d(torch.autograd.Function):
 
 
 def conv2d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding: int) -> torch.Tensor:
-    """Stride-1 convolution with ``padding`` zeros each side: im2col, then the fixed-order matmul per image."""
+    """Stride-1 convolution with ``padding`` zeros each side (the output the input's size): ``W @ im2col(x) + b``
+    in the fixed order, computed directly from x (AVX-512) or by im2col and the matmul per image."""
     return (_cuda().Conv2d if _on_cuda(x) else _Conv2d).apply(x, w, b, padding)
 
 

@@ -55,6 +55,9 @@ __all__ = [
     "cross_entropy_bwd",
     "im2col",
     "col2im",
+    "conv2d_forward",
+    "conv2d_input_grad",
+    "conv2d_params_grad",
     "rowsum",
     "channel_sum",
     "maxpool2",
@@ -889,6 +892,518 @@ def col2im(dcols, ks, pad, dx):
                     base = (y - kh + pad) * ww + pad - kw  # the column of x = 0 (w = x - kw + pad)
                     for xx in range(max(0, kw - pad), min(ww, ww + kw - pad)):
                         out[y, xx] += row[base + xx]
+
+
+# ------------------------------------------------------------------ direct convolution (stride 1, output the input's size)
+#
+# The convolution without im2col's copy: the same outputs, each the same sequence. A vector holds
+# 16 consecutive pixels of one image's map (a "block"; a map's last block may be partial), read
+# from ``x`` in place by a masked load: a lane whose tap falls outside the image gets +0.0, as
+# im2col's column has there, and is multiplied and added like any other (0 * inf is nan: no term
+# is skipped). A forward tile is 4 output channels x 4 blocks (16 accumulators, the wide matmul
+# tile's), summing over k = (c, kh, kw) ascending from +0.0, a float32 multiply then a float32
+# add per k, then the bias added once: y = W @ im2col(x) + b, output by output. The input
+# gradient's tile (4 input channels x 4 blocks) sums each tap's terms over output channels
+# ascending from +0.0 (the matmul's ``dcols`` value), then adds it to the pixel's running sum
+# (from +0.0, taps (kh, kw) ascending) only in the lanes where col2im adds it. The weight
+# gradient's tile (taps x output channels, the channels in the lanes) sums over pixels (image,
+# row, column) ascending, reading a zero-padded copy of x: ``cols @ G^T``'s order.
+
+
+def _conv_vector_ops(width: int) -> tuple[Any, ...]:
+    """The direct convolution's float32 vectors of ``width`` lanes (a type of their own, apart
+    from the matmul's :func:`_vector_ops`) and their intrinsics. As there: ``acc + x * y`` is an
+    fmul, then an fadd, no fast-math flags (LLVM never fuses them), and ``x + y`` one fadd.
+    Beyond them, lanes chosen by an integer's bits (bit ``l`` is lane ``l``): a masked load
+    (+0.0 in the other lanes, which are never read, so they may lie outside the array), a
+    masked store and a select. Flat indices address 1-D arrays; they are taken as they are (no
+    wraparound, no bounds check, and no ``inbounds``: a masked access may start before the
+    array or end past it)."""
+    vec = ir.VectorType(ir.FloatType(), width)
+    mask_ty = ir.VectorType(ir.IntType(1), width)
+
+    class ConvF32Vec(types.Type):
+        def __init__(self) -> None:
+            super().__init__(name=f"conv_float32x{width}")
+
+    f32vec = ConvF32Vec()
+
+    @register_model(ConvF32Vec)
+    class ConvF32VecModel(models.PrimitiveModel):
+        def __init__(self, dmm, fe_type):
+            super().__init__(dmm, fe_type, vec)
+
+    def flat_ptr(context, builder, aryty, ary, index_type, index):
+        arr = context.make_array(aryty)(context, builder, ary)
+        return builder.gep(arr.data, [context.cast(builder, index, index_type, types.intp)])
+
+    def lanes(context, builder, bits_type, bits):
+        bits = context.cast(builder, bits, bits_type, types.int64)
+        return builder.bitcast(builder.trunc(bits, ir.IntType(width)), mask_ty)
+
+    def splat(builder, x):
+        one = builder.insert_element(ir.Constant(vec, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+
+    @intrinsic
+    def vload(typingctx, a, i):
+        """a[i : i + width]."""
+
+        def codegen(context, builder, sig, args):
+            return builder.load(builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer()), align=4)
+
+        return f32vec(a, i), codegen
+
+    @intrinsic
+    def vstore(typingctx, a, i, v):
+        """a[i : i + width] = v."""
+
+        def codegen(context, builder, sig, args):
+            builder.store(args[2], builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return types.none(a, i, v), codegen
+
+    @intrinsic
+    def vbcast(typingctx, a, i):
+        """a[i] in every lane."""
+
+        def codegen(context, builder, sig, args):
+            return splat(builder, builder.load(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), align=4))
+
+        return f32vec(a, i), codegen
+
+    @intrinsic
+    def vzero(typingctx):
+        def codegen(context, builder, sig, args):
+            return ir.Constant(vec, [0.0] * width)
+
+        return f32vec(), codegen
+
+    @intrinsic
+    def vmuladd(typingctx, acc, x, y):
+        """acc + x * y, lane by lane, as a float32 multiply rounded, then an add rounded."""
+
+        def codegen(context, builder, sig, args):
+            return builder.fadd(args[0], builder.fmul(args[1], args[2]))
+
+        return f32vec(acc, x, y), codegen
+
+    @intrinsic
+    def vadd(typingctx, x, y):
+        """x + y, lane by lane, one float32 add rounded."""
+
+        def codegen(context, builder, sig, args):
+            return builder.fadd(args[0], args[1])
+
+        return f32vec(x, y), codegen
+
+    @intrinsic
+    def vmload(typingctx, a, i, m):
+        """a[i + l] in the lanes ``l`` of ``m``, +0.0 in the others (LLVM's masked load)."""
+
+        def codegen(context, builder, sig, args):
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask_ty, vec]), f"llvm.masked.load.v{width}f32.p0"
+            )
+            ptr = builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer())
+            return builder.call(fn, [ptr, ir.Constant(ir.IntType(32), 4), lanes(context, builder, sig.args[2], args[2]), ir.Constant(vec, [0.0] * width)])
+
+        return f32vec(a, i, m), codegen
+
+    @intrinsic
+    def vmstore(typingctx, a, i, v, m):
+        """a[i + l] = v[l] for the lanes ``l`` of ``m``; the others are not written."""
+
+        def codegen(context, builder, sig, args):
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask_ty]), f"llvm.masked.store.v{width}f32.p0"
+            )
+            ptr = builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer())
+            builder.call(fn, [args[2], ptr, ir.Constant(ir.IntType(32), 4), lanes(context, builder, sig.args[3], args[3])])
+            return context.get_dummy_value()
+
+        return types.none(a, i, v, m), codegen
+
+    @intrinsic
+    def vselect(typingctx, m, x, y):
+        """x in the lanes of ``m``, y in the others (no arithmetic)."""
+
+        def codegen(context, builder, sig, args):
+            return builder.select(lanes(context, builder, sig.args[0], args[0]), args[1], args[2])
+
+        return f32vec(m, x, y), codegen
+
+    return vload, vstore, vbcast, vzero, vmuladd, vadd, vmload, vmstore, vselect
+
+
+_CL = 16  # lanes of the convolution's vectors: pixels per block, channels per weight-gradient vector
+_cload, _cstore, _cbcast, _czero, _cmuladd, _cadd, _cmload, _cmstore, _cselect = _conv_vector_ops(_CL)
+
+
+@functools.lru_cache(maxsize=64)
+def _conv_geometry(hh: int, ww: int, ks: int, pad: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """For maps of ``hh x ww`` pixels in blocks of :data:`_CL`: the forward's lane masks
+    (block, tap) (lane set where the tap reads inside the image), the input gradient's (lane set
+    where col2im adds that tap to the pixel), each tap's shift in the flat map
+    ((kh - pad) * ww + kw - pad) and each block's mask of pixels inside the map."""
+    nq = -(-hh * ww // _CL)
+    p = np.arange(nq * _CL).reshape(nq, _CL)
+    h, w = p // ww, p % ww
+    inside = p < hh * ww
+    weights = np.left_shift(np.int64(1), np.arange(_CL, dtype=np.int64))
+
+    def bits(ok: np.ndarray) -> np.ndarray:
+        return (ok.astype(np.int64) * weights).sum(axis=1)
+
+    fwd = np.empty((nq, ks * ks), np.int64)
+    back = np.empty((nq, ks * ks), np.int64)
+    shifts = np.empty(ks * ks, np.int64)
+    for kh in range(ks):
+        for kw in range(ks):
+            t, dh, dw = kh * ks + kw, kh - pad, kw - pad
+            fwd[:, t] = bits(inside & (h + dh >= 0) & (h + dh < hh) & (w + dw >= 0) & (w + dw < ww))
+            back[:, t] = bits(inside & (h - dh >= 0) & (h - dh < hh) & (w - dw >= 0) & (w - dw < ww))
+            shifts[t] = dh * ww + dw
+    return fwd, back, shifts, bits(inside)
+
+
+@njit(cache=True)
+def _base(q, nq, nc, hw):
+    """Where block ``q`` (image q // nq, block q % nq of its map) starts, in a flat (image,
+    channel, pixel) array of ``nc`` channels of ``hw`` pixels (its channel 0)."""
+    return (q // nq) * nc * hw + (q % nq) * _CL
+
+
+@njit(cache=True)
+def _cput(out, i, acc, ok, m):
+    if ok:
+        _cmstore(out, i, acc, m)
+
+
+@njit(cache=True)
+def _conv_fwd_tile(xf, w, bias, yf, o0, nrows, g0, nblk, nq, masks, smask, shifts, cin, cout, ks2, hw):
+    """Output channels o0.. (``nrows`` <= 4) x blocks g0.. (``nblk`` <= 4; block g is image
+    g // nq, block g % nq of its map); rows and blocks past those are computed again, not stored."""
+    r1, r2, r3 = o0 + min(1, nrows - 1), o0 + min(2, nrows - 1), o0 + min(3, nrows - 1)
+    q0, q1, q2, q3 = g0, g0 + min(1, nblk - 1), g0 + min(2, nblk - 1), g0 + min(3, nblk - 1)
+    x0, x1, x2, x3 = _base(q0, nq, cin, hw), _base(q1, nq, cin, hw), _base(q2, nq, cin, hw), _base(q3, nq, cin, hw)
+    m0, m1, m2, m3 = masks[q0 % nq], masks[q1 % nq], masks[q2 % nq], masks[q3 % nq]
+    kk = cin * ks2
+    c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = _czero()
+    for c in range(cin):
+        for t in range(ks2):
+            k = c * ks2 + t
+            s = c * hw + shifts[t]
+            b0, b1, b2, b3 = _cmload(xf, x0 + s, m0[t]), _cmload(xf, x1 + s, m1[t]), _cmload(xf, x2 + s, m2[t]), _cmload(xf, x3 + s, m3[t])
+            x = _cbcast(w, o0 * kk + k)
+            c00, c01, c02, c03 = _cmuladd(c00, x, b0), _cmuladd(c01, x, b1), _cmuladd(c02, x, b2), _cmuladd(c03, x, b3)
+            x = _cbcast(w, r1 * kk + k)
+            c10, c11, c12, c13 = _cmuladd(c10, x, b0), _cmuladd(c11, x, b1), _cmuladd(c12, x, b2), _cmuladd(c13, x, b3)
+            x = _cbcast(w, r2 * kk + k)
+            c20, c21, c22, c23 = _cmuladd(c20, x, b0), _cmuladd(c21, x, b1), _cmuladd(c22, x, b2), _cmuladd(c23, x, b3)
+            x = _cbcast(w, r3 * kk + k)
+            c30, c31, c32, c33 = _cmuladd(c30, x, b0), _cmuladd(c31, x, b1), _cmuladd(c32, x, b2), _cmuladd(c33, x, b3)
+    y0, y1, y2, y3 = _base(q0, nq, cout, hw), _base(q1, nq, cout, hw), _base(q2, nq, cout, hw), _base(q3, nq, cout, hw)
+    s0, s1, s2, s3 = smask[q0 % nq], smask[q1 % nq], smask[q2 % nq], smask[q3 % nq]
+    for r in range(nrows):  # the bias: one float32 add after the whole sum
+        o = o0 + r
+        bo = _cbcast(bias, o)
+        if r == 0:
+            a0, a1, a2, a3 = c00, c01, c02, c03
+        elif r == 1:
+            a0, a1, a2, a3 = c10, c11, c12, c13
+        elif r == 2:
+            a0, a1, a2, a3 = c20, c21, c22, c23
+        else:
+            a0, a1, a2, a3 = c30, c31, c32, c33
+        _cput(yf, y0 + o * hw, _cadd(a0, bo), True, s0)
+        _cput(yf, y1 + o * hw, _cadd(a1, bo), nblk > 1, s1)
+        _cput(yf, y2 + o * hw, _cadd(a2, bo), nblk > 2, s2)
+        _cput(yf, y3 + o * hw, _cadd(a3, bo), nblk > 3, s3)
+
+
+def _conv_fwd_work(xf, w, bias, yf, nq, masks, smask, shifts, cin, cout, ks2, hw) -> float:
+    return yf.size * cin * ks2 / 128
+
+
+@_parallel(_conv_fwd_work)
+def _conv_fwd(xf, w, bias, yf, nq, masks, smask, shifts, cin, cout, ks2, hw):
+    nblocks = yf.size // (cout * hw) * nq
+    for t in prange((nblocks + 3) // 4):
+        g0 = 4 * t
+        for o0 in range(0, cout, 4):
+            _conv_fwd_tile(xf, w, bias, yf, o0, min(4, cout - o0), g0, min(4, nblocks - g0), nq, masks, smask, shifts, cin, cout, ks2, hw)
+
+
+def conv2d_forward(x, w, bias, pad, y):
+    """y[b, o] = sum over k = (c, kh, kw) ascending of w[o, c, kh, kw] * x[b, c, h + kh - pad,
+    w + kw - pad] (+0.0 outside the image), from +0.0, then + bias[o]: ``W @ im2col(x) + b``
+    output by output (stride 1, y the size of x; all C-contiguous float32)."""
+    nb, cin, hh, ww = x.shape
+    cout, _, ks, _ = w.shape
+    masks, _, shifts, smask = _conv_geometry(hh, ww, ks, pad)
+    _conv_fwd(x.reshape(-1), w.reshape(-1), bias, y.reshape(-1), masks.shape[0], masks, smask, shifts, cin, cout, ks * ks, hh * ww)
+
+
+@njit(cache=True)
+def _dx_add(dxf, i, acc, ok, m, s):
+    """dx[i..] + acc in the lanes of ``m`` (the tap's), dx unchanged in the other lanes of ``s``."""
+    if ok:
+        d = _cmload(dxf, i, s)
+        _cmstore(dxf, i, _cselect(m, _cadd(d, acc), d), s)
+
+
+@njit(cache=True)
+def _conv_dx_tile(gf, wt, dxf, c0, nrows, g0, nblk, nq, masks, smask, shifts, cin, cout, ks2, hw):
+    """dx for input channels c0.. (``nrows`` <= 4) x blocks g0.. (``nblk`` <= 4), in place in dx."""
+    r1, r2, r3 = c0 + min(1, nrows - 1), c0 + min(2, nrows - 1), c0 + min(3, nrows - 1)
+    q0, q1, q2, q3 = g0, g0 + min(1, nblk - 1), g0 + min(2, nblk - 1), g0 + min(3, nblk - 1)
+    x0, x1, x2, x3 = _base(q0, nq, cout, hw), _base(q1, nq, cout, hw), _base(q2, nq, cout, hw), _base(q3, nq, cout, hw)
+    m0, m1, m2, m3 = masks[q0 % nq], masks[q1 % nq], masks[q2 % nq], masks[q3 % nq]
+    y0, y1, y2, y3 = _base(q0, nq, cin, hw), _base(q1, nq, cin, hw), _base(q2, nq, cin, hw), _base(q3, nq, cin, hw)
+    s0, s1, s2, s3 = smask[q0 % nq], smask[q1 % nq], smask[q2 % nq], smask[q3 % nq]
+    zero = _czero()
+    for r in range(nrows):  # each pixel's sum starts at +0.0
+        c = c0 + r
+        _cput(dxf, y0 + c * hw, zero, True, s0)
+        _cput(dxf, y1 + c * hw, zero, nblk > 1, s1)
+        _cput(dxf, y2 + c * hw, zero, nblk > 2, s2)
+        _cput(dxf, y3 + c * hw, zero, nblk > 3, s3)
+    for t in range(ks2):
+        c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = _czero()
+        n0, n1, n2, n3 = m0[t], m1[t], m2[t], m3[t]
+        for o in range(cout):
+            s = o * hw - shifts[t]
+            b0, b1, b2, b3 = _cmload(gf, x0 + s, n0), _cmload(gf, x1 + s, n1), _cmload(gf, x2 + s, n2), _cmload(gf, x3 + s, n3)
+            x = _cbcast(wt, (c0 * ks2 + t) * cout + o)
+            c00, c01, c02, c03 = _cmuladd(c00, x, b0), _cmuladd(c01, x, b1), _cmuladd(c02, x, b2), _cmuladd(c03, x, b3)
+            x = _cbcast(wt, (r1 * ks2 + t) * cout + o)
+            c10, c11, c12, c13 = _cmuladd(c10, x, b0), _cmuladd(c11, x, b1), _cmuladd(c12, x, b2), _cmuladd(c13, x, b3)
+            x = _cbcast(wt, (r2 * ks2 + t) * cout + o)
+            c20, c21, c22, c23 = _cmuladd(c20, x, b0), _cmuladd(c21, x, b1), _cmuladd(c22, x, b2), _cmuladd(c23, x, b3)
+            x = _cbcast(wt, (r3 * ks2 + t) * cout + o)
+            c30, c31, c32, c33 = _cmuladd(c30, x, b0), _cmuladd(c31, x, b1), _cmuladd(c32, x, b2), _cmuladd(c33, x, b3)
+        for r in range(nrows):
+            if r == 0:
+                a0, a1, a2, a3 = c00, c01, c02, c03
+            elif r == 1:
+                a0, a1, a2, a3 = c10, c11, c12, c13
+            elif r == 2:
+                a0, a1, a2, a3 = c20, c21, c22, c23
+            else:
+                a0, a1, a2, a3 = c30, c31, c32, c33
+            c = c0 + r
+            _dx_add(dxf, y0 + c * hw, a0, True, n0, s0)
+            _dx_add(dxf, y1 + c * hw, a1, nblk > 1, n1, s1)
+            _dx_add(dxf, y2 + c * hw, a2, nblk > 2, n2, s2)
+            _dx_add(dxf, y3 + c * hw, a3, nblk > 3, n3, s3)
+
+
+def _conv_dx_work(gf, wt, dxf, nq, masks, smask, shifts, cin, cout, ks2, hw) -> float:
+    return dxf.size * ks2 * cout / 128
+
+
+@_parallel(_conv_dx_work)
+def _conv_dx(gf, wt, dxf, nq, masks, smask, shifts, cin, cout, ks2, hw):
+    nblocks = dxf.size // (cin * hw) * nq
+    for t in prange((nblocks + 3) // 4):
+        g0 = 4 * t
+        for c0 in range(0, cin, 4):
+            _conv_dx_tile(gf, wt, dxf, c0, min(4, cin - c0), g0, min(4, nblocks - g0), nq, masks, smask, shifts, cin, cout, ks2, hw)
+
+
+def conv2d_input_grad(g, w, pad, dx):
+    """The input gradient of :func:`conv2d_forward` for output gradient ``g`` (image, channel, row,
+    column): dx[b, c, y, x] from +0.0, adding over taps (kh, kw) ascending, where (y - kh + pad,
+    x - kw + pad) is inside the image, sum_o w[o, c, kh, kw] * g[b, o, y - kh + pad, x - kw + pad]
+    (o ascending from +0.0): col2im(W^T G), output by output."""
+    nb, cin, hh, ww = dx.shape
+    cout, _, ks, _ = w.shape
+    _, back, shifts, smask = _conv_geometry(hh, ww, ks, pad)
+    wt = np.ascontiguousarray(w.reshape(cout, cin, ks * ks).transpose(1, 2, 0))
+    _conv_dx(g.reshape(-1), wt.reshape(-1), dx.reshape(-1), back.shape[0], back, smask, shifts, cin, cout, ks * ks, hh * ww)
+
+
+@njit(cache=True)
+def _conv_dw8x1(xp, offs, k0, gt, o0, dwt, nc, nb, hh, ww, img, wp):
+    """dwt[k0 + r, o0 : o0 + 16] for r < 8: the sum over pixels j = (image, row, column) ascending
+    of x's tap k at j (a zero-padded copy, ``offs[k]`` its offset in an image) * gt[j, o]."""
+    f0, f1, f2, f3, f4, f5, f6, f7 = offs[k0], offs[k0 + 1], offs[k0 + 2], offs[k0 + 3], offs[k0 + 4], offs[k0 + 5], offs[k0 + 6], offs[k0 + 7]
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = _czero()
+    for b in range(nb):
+        for h in range(hh):
+            base = b * img + h * wp
+            j = (b * hh + h) * ww
+            for w in range(ww):
+                gv = _cload(gt, (j + w) * nc + o0)
+                i = base + w
+                a0, a1 = _cmuladd(a0, _cbcast(xp, i + f0), gv), _cmuladd(a1, _cbcast(xp, i + f1), gv)
+                a2, a3 = _cmuladd(a2, _cbcast(xp, i + f2), gv), _cmuladd(a3, _cbcast(xp, i + f3), gv)
+                a4, a5 = _cmuladd(a4, _cbcast(xp, i + f4), gv), _cmuladd(a5, _cbcast(xp, i + f5), gv)
+                a6, a7 = _cmuladd(a6, _cbcast(xp, i + f6), gv), _cmuladd(a7, _cbcast(xp, i + f7), gv)
+    d = k0 * nc + o0
+    _cstore(dwt, d, a0), _cstore(dwt, d + nc, a1), _cstore(dwt, d + 2 * nc, a2), _cstore(dwt, d + 3 * nc, a3)
+    _cstore(dwt, d + 4 * nc, a4), _cstore(dwt, d + 5 * nc, a5), _cstore(dwt, d + 6 * nc, a6), _cstore(dwt, d + 7 * nc, a7)
+
+
+@njit(cache=True)
+def _conv_dw8x2(xp, offs, k0, gt, o0, dwt, nc, nb, hh, ww, img, wp):
+    """As :func:`_conv_dw8x1` for 32 channels o0.."""
+    f0, f1, f2, f3, f4, f5, f6, f7 = offs[k0], offs[k0 + 1], offs[k0 + 2], offs[k0 + 3], offs[k0 + 4], offs[k0 + 5], offs[k0 + 6], offs[k0 + 7]
+    a00 = a01 = a10 = a11 = a20 = a21 = a30 = a31 = a40 = a41 = a50 = a51 = a60 = a61 = a70 = a71 = _czero()
+    for b in range(nb):
+        for h in range(hh):
+            base = b * img + h * wp
+            j = (b * hh + h) * ww
+            for w in range(ww):
+                g0, g1 = _cload(gt, (j + w) * nc + o0), _cload(gt, (j + w) * nc + o0 + _CL)
+                i = base + w
+                x = _cbcast(xp, i + f0)
+                a00, a01 = _cmuladd(a00, x, g0), _cmuladd(a01, x, g1)
+                x = _cbcast(xp, i + f1)
+                a10, a11 = _cmuladd(a10, x, g0), _cmuladd(a11, x, g1)
+                x = _cbcast(xp, i + f2)
+                a20, a21 = _cmuladd(a20, x, g0), _cmuladd(a21, x, g1)
+                x = _cbcast(xp, i + f3)
+                a30, a31 = _cmuladd(a30, x, g0), _cmuladd(a31, x, g1)
+                x = _cbcast(xp, i + f4)
+                a40, a41 = _cmuladd(a40, x, g0), _cmuladd(a41, x, g1)
+                x = _cbcast(xp, i + f5)
+                a50, a51 = _cmuladd(a50, x, g0), _cmuladd(a51, x, g1)
+                x = _cbcast(xp, i + f6)
+                a60, a61 = _cmuladd(a60, x, g0), _cmuladd(a61, x, g1)
+                x = _cbcast(xp, i + f7)
+                a70, a71 = _cmuladd(a70, x, g0), _cmuladd(a71, x, g1)
+    d = k0 * nc + o0
+    _cstore(dwt, d, a00), _cstore(dwt, d + _CL, a01), _cstore(dwt, d + nc, a10), _cstore(dwt, d + nc + _CL, a11)
+    _cstore(dwt, d + 2 * nc, a20), _cstore(dwt, d + 2 * nc + _CL, a21), _cstore(dwt, d + 3 * nc, a30), _cstore(dwt, d + 3 * nc + _CL, a31)
+    _cstore(dwt, d + 4 * nc, a40), _cstore(dwt, d + 4 * nc + _CL, a41), _cstore(dwt, d + 5 * nc, a50), _cstore(dwt, d + 5 * nc + _CL, a51)
+    _cstore(dwt, d + 6 * nc, a60), _cstore(dwt, d + 6 * nc + _CL, a61), _cstore(dwt, d + 7 * nc, a70), _cstore(dwt, d + 7 * nc + _CL, a71)
+
+
+@njit(cache=True)
+def _conv_dw4x4(xp, offs, k0, gt, o0, dwt, nc, nb, hh, ww, img, wp):
+    """As :func:`_conv_dw8x1` for 4 taps x 64 channels o0.."""
+    f0, f1, f2, f3 = offs[k0], offs[k0 + 1], offs[k0 + 2], offs[k0 + 3]
+    c00 = c01 = c02 = c03 = c10 = c11 = c12 = c13 = c20 = c21 = c22 = c23 = c30 = c31 = c32 = c33 = _czero()
+    for b in range(nb):
+        for h in range(hh):
+            base = b * img + h * wp
+            j = (b * hh + h) * ww
+            for w in range(ww):
+                b0, b1, b2, b3 = (
+                    _cload(gt, (j + w) * nc + o0),
+                    _cload(gt, (j + w) * nc + o0 + _CL),
+                    _cload(gt, (j + w) * nc + o0 + 2 * _CL),
+                    _cload(gt, (j + w) * nc + o0 + 3 * _CL),
+                )
+                i = base + w
+                x = _cbcast(xp, i + f0)
+                c00, c01, c02, c03 = _cmuladd(c00, x, b0), _cmuladd(c01, x, b1), _cmuladd(c02, x, b2), _cmuladd(c03, x, b3)
+                x = _cbcast(xp, i + f1)
+                c10, c11, c12, c13 = _cmuladd(c10, x, b0), _cmuladd(c11, x, b1), _cmuladd(c12, x, b2), _cmuladd(c13, x, b3)
+                x = _cbcast(xp, i + f2)
+                c20, c21, c22, c23 = _cmuladd(c20, x, b0), _cmuladd(c21, x, b1), _cmuladd(c22, x, b2), _cmuladd(c23, x, b3)
+                x = _cbcast(xp, i + f3)
+                c30, c31, c32, c33 = _cmuladd(c30, x, b0), _cmuladd(c31, x, b1), _cmuladd(c32, x, b2), _cmuladd(c33, x, b3)
+    d = k0 * nc + o0
+    _cstore(dwt, d, c00), _cstore(dwt, d + _CL, c01), _cstore(dwt, d + 2 * _CL, c02), _cstore(dwt, d + 3 * _CL, c03)
+    _cstore(dwt, d + nc, c10), _cstore(dwt, d + nc + _CL, c11), _cstore(dwt, d + nc + 2 * _CL, c12), _cstore(dwt, d + nc + 3 * _CL, c13)
+    _cstore(dwt, d + 2 * nc, c20), _cstore(dwt, d + 2 * nc + _CL, c21), _cstore(dwt, d + 2 * nc + 2 * _CL, c22), _cstore(dwt, d + 2 * nc + 3 * _CL, c23)
+    _cstore(dwt, d + 3 * nc, c30), _cstore(dwt, d + 3 * nc + _CL, c31), _cstore(dwt, d + 3 * nc + 2 * _CL, c32), _cstore(dwt, d + 3 * nc + 3 * _CL, c33)
+
+
+def _conv_dw_work(xp, offs, gt, dwt, nc, *args: Any) -> float:
+    return dwt.size * (gt.size // nc) / 128
+
+
+@_parallel(_conv_dw_work)
+def _conv_dw(xp, offs, gt, dwt, nc, nb, hh, ww, img, wp):
+    """dwt (taps rounded up to the tile's rows, channels rounded up to 16): every tile's sums;
+    ``offs`` has an entry per row of dwt (rows past the taps repeat a valid offset)."""
+    kk = dwt.size // nc
+    vecs = 4 if nc % (4 * _CL) == 0 else (2 if nc % (2 * _CL) == 0 else 1)
+    rows = 4 if vecs == 4 else 8
+    ncol = nc // (vecs * _CL)
+    for t in prange(kk // rows * ncol):
+        k0, o0 = (t // ncol) * rows, (t % ncol) * vecs * _CL
+        if vecs == 4:
+            _conv_dw4x4(xp, offs, k0, gt, o0, dwt, nc, nb, hh, ww, img, wp)
+        elif vecs == 2:
+            _conv_dw8x2(xp, offs, k0, gt, o0, dwt, nc, nb, hh, ww, img, wp)
+        else:
+            _conv_dw8x1(xp, offs, k0, gt, o0, dwt, nc, nb, hh, ww, img, wp)
+
+
+@_parallel(_size(0))
+def _conv_dw_prep(x, g, pad, xp, gt):
+    """xp[b, c, r, s] = x[b, c, r - pad, s - pad] (0 outside x); gt[b, p, o] = g[b, o, p] (0 for
+    o past g's channels): the weight gradient's operands, image by image."""
+    nb, cin, hh, ww = x.shape
+    cout, hw = g.shape[1], g.shape[2]
+    hp, wp, nc = xp.shape[2], xp.shape[3], gt.shape[2]
+    zero = np.float32(0.0)
+    for b in prange(nb):
+        for c in range(cin):
+            for r in range(hp):
+                y = r - pad
+                if 0 <= y < hh:
+                    for s in range(wp):
+                        xx = s - pad
+                        xp[b, c, r, s] = x[b, c, y, xx] if 0 <= xx < ww else zero
+                else:
+                    for s in range(wp):
+                        xp[b, c, r, s] = zero
+        for p in range(hw):
+            for o in range(cout):
+                gt[b, p, o] = g[b, o, p]
+            for o in range(cout, nc):
+                gt[b, p, o] = zero
+
+
+@njit(cache=True)
+def _conv_db(gt, nc, cout, db):
+    """db[o] = the float32 sum of gt[j, o] over j ascending, from +0.0 (channel_sum's order:
+    images, then pixels), 16 channels a vector."""
+    nj = gt.size // nc
+    for o0 in range(0, nc, _CL):
+        acc = _czero()
+        for j in range(nj):
+            acc = _cadd(acc, _cload(gt, j * nc + o0))
+        tmp = np.empty(_CL, np.float32)
+        _cstore(tmp, 0, acc)
+        for o in range(o0, min(o0 + _CL, cout)):
+            db[o] = tmp[o - o0]
+
+
+@functools.lru_cache(maxsize=64)
+def _conv_taps(cin: int, ks: int, hp: int, wp: int, rows: int) -> np.ndarray:
+    """Each tap k = (c, kh, kw)'s offset in a zero-padded image of ``hp x wp``, then repeats of
+    tap 0's up to a multiple of ``rows``."""
+    k = np.arange(cin * ks * ks)
+    offs = np.zeros(-(-k.size // rows) * rows, np.int64)
+    offs[: k.size] = ((k // (ks * ks)) * hp + k // ks % ks) * wp + k % ks
+    return offs
+
+
+def conv2d_params_grad(x, g, ks, pad, dw, db):
+    """The weight and bias gradients of :func:`conv2d_forward` for output gradient ``g`` (image,
+    channel, row, column): dw[o, c, kh, kw] = sum over pixels j = (image, row, column) ascending
+    of x[b, c, h + kh - pad, w + kw - pad] (+0.0 outside the image) * g[b, o, h, w], from +0.0
+    (``im2col(x) @ G^T``, output by output); db as :func:`channel_sum`."""
+    nb, cin, hh, ww = x.shape
+    cout = g.shape[1]
+    nc = -(-cout // _CL) * _CL
+    hp, wp = hh + ks - 1, ww + ks - 1
+    offs = _conv_taps(cin, ks, hp, wp, 4 if nc % (4 * _CL) == 0 else 8)
+    xp = np.empty((nb, cin, hp, wp), np.float32)
+    gt = np.empty((nb, hh * ww, nc), np.float32)
+    _conv_dw_prep(x, g.reshape(nb, cout, hh * ww), pad, xp, gt)
+    _conv_db(gt.reshape(-1), nc, cout, db)
+    dwt = np.empty((offs.shape[0], nc), np.float32)
+    _conv_dw(xp.reshape(-1), offs, gt.reshape(-1), dwt.reshape(-1), nc, nb, hh, ww, cin * hp * wp, wp)
+    dw[...] = dwt[: cin * ks * ks, :cout].T.reshape(dw.shape)
 
 
 @_parallel(_size(0))

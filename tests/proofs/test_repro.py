@@ -231,13 +231,24 @@ def _conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, g: np.ndarray) 
     return y.reshape(c_out, nb, hh, ww).transpose(1, 0, 2, 3), dx, dw, db
 
 
+#: (images, c_in, c_out, height, width, kernel): odd shapes off the direct convolution's tiles
+#: (4 channels x 4 blocks of 16 pixels, partial blocks, weight-gradient tiles of 8 x 16, 8 x 32
+#: and 4 x 64 channels, channels not a multiple of 16) and the resnet's and cnn's own
+CONV_SHAPES = [(1, 1, 1, 1, 1, 3), (3, 2, 5, 6, 10, 3), (2, 3, 7, 5, 7, 5), (2, 4, 6, 3, 9, 5), (5, 3, 9, 4, 21, 3)]
+CONV_SHAPES += [(3, 5, 16, 16, 16, 3), (2, 6, 32, 8, 8, 3), (3, 5, 64, 4, 4, 3), (2, 7, 33, 4, 4, 1), (5, 1, 18, 16, 16, 3), (2, 3, 4, 7, 3, 5)]
+
+
+@pytest.mark.parametrize("path", ["direct", "im2col"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int) -> None:
+def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways to compute a convolution (direct where the wide tiles run, im2col and the
+    matmul elsewhere; each runs here) give the plain loops' bits."""
+    monkeypatch.setattr(K, "WIDE_TILES", path == "direct")
     rng = np.random.default_rng(5)
     saved = repro.threads()
     repro.set_threads(threads)
     try:
-        for nb, c_in, c_out, hh, ww, ks in [(1, 1, 1, 1, 1, 3), (3, 2, 5, 6, 10, 3), (2, 3, 7, 5, 7, 5), (2, 4, 6, 3, 9, 5), (5, 3, 9, 4, 21, 3)]:
+        for nb, c_in, c_out, hh, ww, ks in CONV_SHAPES:
             x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((nb, c_in, hh, ww), (c_out, c_in, ks, ks), (c_out,)))
             g = rng.standard_normal((nb, c_out, hh, ww)).astype(np.float32)
             xt, wt, bt = (torch.from_numpy(a).requires_grad_() for a in (x, w, b))
@@ -256,12 +267,61 @@ def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int) -> None:
         repro.set_threads(saved)
 
 
+def test_direct_convolution_gives_im2col_bits_with_signed_zeros_infinities_and_any_padding() -> None:
+    """The direct kernels against im2col, the matmul and col2im: every output the same bits,
+    also where a zero of the padding meets an infinity (0 * inf is nan in both: no term is
+    skipped), and for paddings other than ks // 2 (the output keeps the input's size)."""
+    rng = np.random.default_rng(11)
+    for nb, c_in, c_out, hh, ww, ks, pad in [
+        (3, 3, 5, 6, 10, 3, 1),
+        (2, 4, 17, 5, 7, 5, 2),
+        (2, 3, 4, 4, 4, 3, 3),
+        (2, 3, 4, 5, 6, 3, 0),
+        (2, 2, 33, 8, 8, 3, 1),
+        (1, 2, 3, 2, 2, 5, 4),
+    ]:
+        for special in (np.inf, -np.inf, 0.0):
+            x, w, g = (rng.standard_normal(shape).astype(np.float32) for shape in ((nb, c_in, hh, ww), (c_out, c_in, ks, ks), (nb, c_out, hh, ww)))
+            b = rng.standard_normal(c_out).astype(np.float32)
+            for a in (x, w, g):
+                flat = a.reshape(-1)
+                flat[rng.integers(0, flat.size, 2)] = (special, -0.0)
+            kk, hw = c_in * ks * ks, hh * ww
+            cols = np.empty((kk, nb * hw), np.float32)
+            K.im2col(x, ks, pad, cols)
+            y = np.empty((nb, c_out, hw), np.float32)
+            K.bmm(np.broadcast_to(w.reshape(1, c_out, kk), (nb, c_out, kk)), cols.reshape(kk, nb, hw).transpose(1, 0, 2), y)
+            y += b[:, None]
+            gm = g.reshape(nb, c_out, hw)
+            dwt = np.empty((1, kk, c_out), np.float32)
+            K.bmm(cols[None], np.ascontiguousarray(gm.transpose(0, 2, 1).reshape(1, -1, c_out)), dwt)
+            db = np.empty(c_out, np.float32)
+            K.channel_sum(gm, db)
+            dcols = np.empty((nb, kk, hw), np.float32)
+            K.bmm(np.broadcast_to(w.reshape(c_out, kk).T[None], (nb, kk, c_out)), gm, dcols)
+            dx = np.empty(x.shape, np.float32)
+            K.col2im(dcols, ks, pad, dx)
+            got_y, got_dx, got_dw, got_db = (
+                np.empty(y.shape, np.float32),
+                np.empty(x.shape, np.float32),
+                np.empty(w.shape, np.float32),
+                np.empty(c_out, np.float32),
+            )
+            K.conv2d_forward(x, w, b, pad, got_y.reshape(nb, c_out, hh, ww))
+            K.conv2d_input_grad(g, w, pad, got_dx)
+            K.conv2d_params_grad(x, g, ks, pad, got_dw, got_db)
+            want = (y, dx, dwt[0].T.reshape(w.shape), db)
+            for name, got, exp in zip(("y", "dx", "dw", "db"), (got_y, got_dx, got_dw, got_db), want):
+                assert np.array_equal(got.view(np.int32), np.ascontiguousarray(exp).view(np.int32)), (name, nb, c_in, c_out, hh, ww, ks, pad, special)
+
+
 def test_serial_and_parallel_builds_give_the_same_bits() -> None:
     """Every op forward and backward, and the optimizer kernels, on odd shapes: one thread runs
     each kernel's serial build, two threads its parallel one (this module splits every call)."""
     ops = [
         (repro.linear, [_randn(3, 5, 37), _randn(19, 37, seed=2), _randn(19, seed=3)]),
         (lambda x, w, b: repro.conv2d(x, w, b, 2), [_randn(3, 2, 5, 9), _randn(7, 2, 5, 5, seed=2), _randn(7, seed=3)]),
+        (lambda x, w, b: repro.conv2d(x, w, b, 1), [_randn(9, 6, 8, 8), _randn(33, 6, 3, 3, seed=2), _randn(33, seed=3)]),
         (repro.max_pool2, [_randn(3, 5, 6, 10)]),
         (repro.layer_norm, [_randn(5, 7, 33), _randn(33, seed=2), _randn(33, seed=3)]),
         (repro.gelu, [_randn(3, 1001) * 4]),
