@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from types import FunctionType
+from types import FunctionType, SimpleNamespace
 from typing import Any
 
 import numba
@@ -214,10 +214,17 @@ def tanh64(u: float) -> float:
 #   every k, measured 22 to 34 GFLOP/s here against 43 to 53 for this one).
 
 
-def _vector_ops(width: int) -> tuple[Any, ...]:
-    """A float32 vector type of ``width`` lanes and its intrinsics: load, store, splat, an
-    accumulator's start, and ``acc + x * y`` (an fmul, then an fadd, no fast-math flags: LLVM never fuses them)."""
+def _vector_ops(width: int) -> SimpleNamespace:
+    """A float32 vector type of ``width`` lanes and its intrinsics. The matmul's, on 2-D arrays:
+    load, store, splat, an accumulator's start, and ``acc + x * y`` (an fmul, then an fadd, no
+    fast-math flags: LLVM never fuses them). The direct convolution's, on 1-D arrays at flat
+    indices taken as they are (no wraparound, no bounds check, and no ``inbounds``: a masked
+    access may start before the array or end past it): load, store, splat of an element, zero,
+    ``x + y`` (one fadd), and with lanes chosen by an integer's bits (bit ``l`` is lane ``l``) a
+    masked load (+0.0 in the other lanes, which are never read, so they may lie outside the
+    array), a masked store and a select."""
     vec = ir.VectorType(ir.FloatType(), width)
+    mask_ty = ir.VectorType(ir.IntType(1), width)
 
     class F32Vec(types.Type):
         def __init__(self) -> None:
@@ -259,8 +266,7 @@ def _vector_ops(width: int) -> tuple[Any, ...]:
         """x (float32) in every lane."""
 
         def codegen(context, builder, sig, args):
-            one = builder.insert_element(ir.Constant(vec, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
-            return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+            return splat_value(builder, args[0])
 
         return f32vec(types.float32), codegen
 
@@ -287,15 +293,124 @@ def _vector_ops(width: int) -> tuple[Any, ...]:
 
         return f32vec(acc, x, y), codegen
 
-    return vload, vstore, vsplat, vstart, vmuladd
+    @intrinsic
+    def zero(typingctx):
+        def codegen(context, builder, sig, args):
+            return ir.Constant(vec, [0.0] * width)
+
+        return f32vec(), codegen
+
+    # the direct convolution's: 1-D arrays at flat indices, and lanes chosen by an integer's bits
+    def flat_ptr(context, builder, aryty, ary, index_type, index):
+        arr = context.make_array(aryty)(context, builder, ary)
+        return builder.gep(arr.data, [context.cast(builder, index, index_type, types.intp)])
+
+    def lanes(context, builder, bits_type, bits):
+        bits = context.cast(builder, bits, bits_type, types.int64)
+        return builder.bitcast(builder.trunc(bits, ir.IntType(width)), mask_ty)
+
+    def splat_value(builder, x):
+        one = builder.insert_element(ir.Constant(vec, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
+        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
+
+    @intrinsic
+    def flat_load(typingctx, a, i):
+        """a[i : i + width]."""
+
+        def codegen(context, builder, sig, args):
+            return builder.load(builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer()), align=4)
+
+        return f32vec(a, i), codegen
+
+    @intrinsic
+    def flat_store(typingctx, a, i, v):
+        """a[i : i + width] = v."""
+
+        def codegen(context, builder, sig, args):
+            builder.store(args[2], builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return types.none(a, i, v), codegen
+
+    @intrinsic
+    def flat_splat(typingctx, a, i):
+        """a[i] in every lane."""
+
+        def codegen(context, builder, sig, args):
+            return splat_value(builder, builder.load(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), align=4))
+
+        return f32vec(a, i), codegen
+
+    @intrinsic
+    def add(typingctx, x, y):
+        """x + y, lane by lane, one float32 add rounded."""
+
+        def codegen(context, builder, sig, args):
+            return builder.fadd(args[0], args[1])
+
+        return f32vec(x, y), codegen
+
+    @intrinsic
+    def masked_load(typingctx, a, i, m):
+        """a[i + l] in the lanes ``l`` of ``m``, +0.0 in the others (LLVM's masked load)."""
+
+        def codegen(context, builder, sig, args):
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask_ty, vec]), f"llvm.masked.load.v{width}f32.p0"
+            )
+            ptr = builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer())
+            return builder.call(fn, [ptr, ir.Constant(ir.IntType(32), 4), lanes(context, builder, sig.args[2], args[2]), ir.Constant(vec, [0.0] * width)])
+
+        return f32vec(a, i, m), codegen
+
+    @intrinsic
+    def masked_store(typingctx, a, i, v, m):
+        """a[i + l] = v[l] for the lanes ``l`` of ``m``; the others are not written."""
+
+        def codegen(context, builder, sig, args):
+            fn = cgutils.get_or_insert_function(
+                builder.module, ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask_ty]), f"llvm.masked.store.v{width}f32.p0"
+            )
+            ptr = builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer())
+            builder.call(fn, [args[2], ptr, ir.Constant(ir.IntType(32), 4), lanes(context, builder, sig.args[3], args[3])])
+            return context.get_dummy_value()
+
+        return types.none(a, i, v, m), codegen
+
+    @intrinsic
+    def select(typingctx, m, x, y):
+        """x in the lanes of ``m``, y in the others (no arithmetic)."""
+
+        def codegen(context, builder, sig, args):
+            return builder.select(lanes(context, builder, sig.args[0], args[0]), args[1], args[2])
+
+        return f32vec(m, x, y), codegen
+
+    return SimpleNamespace(
+        load=vload,
+        store=vstore,
+        splat=vsplat,
+        start=vstart,
+        muladd=vmuladd,
+        zero=zero,
+        flat_load=flat_load,
+        flat_store=flat_store,
+        flat_splat=flat_splat,
+        add=add,
+        masked_load=masked_load,
+        masked_store=masked_store,
+        select=select,
+    )
 
 
 _W = 16  # float32 lanes per vector of the wide tiles
 _ROWS = 4  # rows of a wide tile: each loaded vector of b feeds four accumulators
-_vload, _vstore, _vsplat, _vstart, _vmuladd = _vector_ops(_W)
+_WIDE = _vector_ops(_W)
+_vload, _vstore, _vsplat, _vstart, _vmuladd = _WIDE.load, _WIDE.store, _WIDE.splat, _WIDE.start, _WIDE.muladd
 _NW = 8  # lanes per vector of the narrow tiles
 _NROWS = 6  # rows of a narrow tile
-_nload, _nstore, _nsplat, _nstart, _nmuladd = _vector_ops(_NW)
+_NARROW = _vector_ops(_NW)
+_nload, _nstore, _nsplat, _nstart, _nmuladd = _NARROW.load, _NARROW.store, _NARROW.splat, _NARROW.start, _NARROW.muladd
 
 
 def _target_has_avx512() -> bool:
@@ -910,135 +1025,9 @@ def col2im(dcols, ks, pad, dx):
 # row, column) ascending, reading a zero-padded copy of x: ``cols @ G^T``'s order.
 
 
-def _conv_vector_ops(width: int) -> tuple[Any, ...]:
-    """The direct convolution's float32 vectors of ``width`` lanes (a type of their own, apart
-    from the matmul's :func:`_vector_ops`) and their intrinsics. As there: ``acc + x * y`` is an
-    fmul, then an fadd, no fast-math flags (LLVM never fuses them), and ``x + y`` one fadd.
-    Beyond them, lanes chosen by an integer's bits (bit ``l`` is lane ``l``): a masked load
-    (+0.0 in the other lanes, which are never read, so they may lie outside the array), a
-    masked store and a select. Flat indices address 1-D arrays; they are taken as they are (no
-    wraparound, no bounds check, and no ``inbounds``: a masked access may start before the
-    array or end past it)."""
-    vec = ir.VectorType(ir.FloatType(), width)
-    mask_ty = ir.VectorType(ir.IntType(1), width)
-
-    class ConvF32Vec(types.Type):
-        def __init__(self) -> None:
-            super().__init__(name=f"conv_float32x{width}")
-
-    f32vec = ConvF32Vec()
-
-    @register_model(ConvF32Vec)
-    class ConvF32VecModel(models.PrimitiveModel):
-        def __init__(self, dmm, fe_type):
-            super().__init__(dmm, fe_type, vec)
-
-    def flat_ptr(context, builder, aryty, ary, index_type, index):
-        arr = context.make_array(aryty)(context, builder, ary)
-        return builder.gep(arr.data, [context.cast(builder, index, index_type, types.intp)])
-
-    def lanes(context, builder, bits_type, bits):
-        bits = context.cast(builder, bits, bits_type, types.int64)
-        return builder.bitcast(builder.trunc(bits, ir.IntType(width)), mask_ty)
-
-    def splat(builder, x):
-        one = builder.insert_element(ir.Constant(vec, ir.Undefined), x, ir.Constant(ir.IntType(32), 0))
-        return builder.shuffle_vector(one, one, ir.Constant(ir.VectorType(ir.IntType(32), width), [0] * width))
-
-    @intrinsic
-    def vload(typingctx, a, i):
-        """a[i : i + width]."""
-
-        def codegen(context, builder, sig, args):
-            return builder.load(builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer()), align=4)
-
-        return f32vec(a, i), codegen
-
-    @intrinsic
-    def vstore(typingctx, a, i, v):
-        """a[i : i + width] = v."""
-
-        def codegen(context, builder, sig, args):
-            builder.store(args[2], builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer()), align=4)
-            return context.get_dummy_value()
-
-        return types.none(a, i, v), codegen
-
-    @intrinsic
-    def vbcast(typingctx, a, i):
-        """a[i] in every lane."""
-
-        def codegen(context, builder, sig, args):
-            return splat(builder, builder.load(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), align=4))
-
-        return f32vec(a, i), codegen
-
-    @intrinsic
-    def vzero(typingctx):
-        def codegen(context, builder, sig, args):
-            return ir.Constant(vec, [0.0] * width)
-
-        return f32vec(), codegen
-
-    @intrinsic
-    def vmuladd(typingctx, acc, x, y):
-        """acc + x * y, lane by lane, as a float32 multiply rounded, then an add rounded."""
-
-        def codegen(context, builder, sig, args):
-            return builder.fadd(args[0], builder.fmul(args[1], args[2]))
-
-        return f32vec(acc, x, y), codegen
-
-    @intrinsic
-    def vadd(typingctx, x, y):
-        """x + y, lane by lane, one float32 add rounded."""
-
-        def codegen(context, builder, sig, args):
-            return builder.fadd(args[0], args[1])
-
-        return f32vec(x, y), codegen
-
-    @intrinsic
-    def vmload(typingctx, a, i, m):
-        """a[i + l] in the lanes ``l`` of ``m``, +0.0 in the others (LLVM's masked load)."""
-
-        def codegen(context, builder, sig, args):
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(vec, [vec.as_pointer(), ir.IntType(32), mask_ty, vec]), f"llvm.masked.load.v{width}f32.p0"
-            )
-            ptr = builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer())
-            return builder.call(fn, [ptr, ir.Constant(ir.IntType(32), 4), lanes(context, builder, sig.args[2], args[2]), ir.Constant(vec, [0.0] * width)])
-
-        return f32vec(a, i, m), codegen
-
-    @intrinsic
-    def vmstore(typingctx, a, i, v, m):
-        """a[i + l] = v[l] for the lanes ``l`` of ``m``; the others are not written."""
-
-        def codegen(context, builder, sig, args):
-            fn = cgutils.get_or_insert_function(
-                builder.module, ir.FunctionType(ir.VoidType(), [vec, vec.as_pointer(), ir.IntType(32), mask_ty]), f"llvm.masked.store.v{width}f32.p0"
-            )
-            ptr = builder.bitcast(flat_ptr(context, builder, sig.args[0], args[0], sig.args[1], args[1]), vec.as_pointer())
-            builder.call(fn, [args[2], ptr, ir.Constant(ir.IntType(32), 4), lanes(context, builder, sig.args[3], args[3])])
-            return context.get_dummy_value()
-
-        return types.none(a, i, v, m), codegen
-
-    @intrinsic
-    def vselect(typingctx, m, x, y):
-        """x in the lanes of ``m``, y in the others (no arithmetic)."""
-
-        def codegen(context, builder, sig, args):
-            return builder.select(lanes(context, builder, sig.args[0], args[0]), args[1], args[2])
-
-        return f32vec(m, x, y), codegen
-
-    return vload, vstore, vbcast, vzero, vmuladd, vadd, vmload, vmstore, vselect
-
-
-_CL = 16  # lanes of the convolution's vectors: pixels per block, channels per weight-gradient vector
-_cload, _cstore, _cbcast, _czero, _cmuladd, _cadd, _cmload, _cmstore, _cselect = _conv_vector_ops(_CL)
+_CL = _W  # lanes of the convolution's vectors (the wide tiles'): pixels per block, channels per weight-gradient vector
+_cload, _cstore, _cbcast, _czero, _cmuladd = _WIDE.flat_load, _WIDE.flat_store, _WIDE.flat_splat, _WIDE.zero, _WIDE.muladd
+_cadd, _cmload, _cmstore, _cselect = _WIDE.add, _WIDE.masked_load, _WIDE.masked_store, _WIDE.select
 
 
 @functools.lru_cache(maxsize=64)
