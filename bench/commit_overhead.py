@@ -1,10 +1,30 @@
 """What committing to a trace costs a solver, and the memory of the solver and the verifier, at 1M, 10M and 100M parameters.
 
-    .venv/bin/python -m bench.commit_overhead [--quick] [--sizes 1M 10M 100M] [--numerics repro-v1 torch] [--models transformer mlp]
+    .venv/bin/python -m bench.commit_overhead [--quick] [--sizes 1M 10M 100M] [--numerics repro-v1 torch]
+        [--models transformer gpt mlp cnn resnet]
 
-Each model is a character transformer (batch 16 x 64 tokens, Adam) or an MLP on the spirals
-(batch 256, Adam; at 100M three hidden layers of 7071, so nearly every parameter sits in two
-7071 x 7071 weights, the layout whose float64 update norm cost seconds).
+Every model of the registry (``proofs.models.REGISTRY``), each at about 1M, 10M and 100M
+parameters (:data:`MODELS`), trained with Adam:
+
+* ``transformer``: a character transformer, vocabulary 128, 64-token blocks, batch 16;
+  (n_layer, n_head, n_embd) = (5, 4, 128), (12, 8, 256), (12, 8, 832).
+* ``gpt``: the GPT (head tied to the token embedding) on the same tokens and batch; at 1M and 10M
+  the transformer's sizes, at 100M GPT-2 small's width (768, 12 heads of 64) with 14 layers
+  instead of 12, which lands at 99.4M with a vocabulary of 128.
+* ``mlp``: on the spirals, batch 256; hidden layers 2 x 1000, 3 x 2236, 3 x 7071: at 100M nearly
+  every parameter sits in two 7071 x 7071 weights (a layer is at most 8192 wide), the layout whose
+  float64 update norm cost seconds.
+* ``cnn``: on the shapes drawn at 32 x 32, batch 64; convolutions of c and 2c channels, then the
+  hidden layer: (c, hidden) = (32, 256), (64, 1216), (96, 8192). At 100M nearly every parameter
+  is the hidden layer's one 8192 x 12288 weight, as in VGG-style nets: a CNN's convolutions hold
+  few parameters per unit of work, and the flattened map must be 12,288 wide (192 channels of
+  8 x 8) for a hidden layer of at most 8192 to reach 100M.
+* ``resnet``: on the shapes at 16 x 16, batch 16; stages of c, 2c, 8c, 8c, 8c channels (the
+  last three at 4 x 4, 2 x 2 and 1 x 1 pixels after the pools), 7 blocks each, c = 6, 20, 64.
+  At 100M that is 41 convolutions of 512 x 512 x 3 x 3 (2.4M parameters each) among 148
+  tensors; widening the late, small stages rather than the 16 x 16 one gets there at about
+  0.9 GMAC an image, so a step stays affordable (seconds) on a 2-core CPU.
+
 Everything runs side by side in one run:
 
 1. Per checkpoint, in this process (median of a few): the commit work as the solver did it before
@@ -42,6 +62,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -57,43 +78,68 @@ from core.sealing import new_data_key, sealed_size
 from core.storage import LocalStore, file_cid
 from proofs.checkpoint import state_hash, update_norm
 from proofs.data import load_dataset
-from proofs.datasets import spirals, text_tokens
+from proofs.datasets import shapes, spirals, text_tokens
 from proofs.manifest import parse_manifest
 from proofs.replay import TraceReplay
-from proofs.spec import JobSpec, Limits, load_spec
+from proofs.spec import TOKEN_MODELS, JobSpec, Limits, load_spec
 from proofs.train import Committer, Trainer
 from solver.state import SolverDb
 from solver.work import JobTrainer
 
 console = Console(width=160)
 
-#: name -> (n_layer, n_head, n_embd) of a character transformer, vocabulary 128, 64-token blocks
-SIZES = {"1M": (5, 4, 128), "10M": (12, 8, 256), "100M": (12, 8, 832)}
-#: name -> the hidden widths of an MLP (2 inputs, 3 classes; widths are at most 8192)
-MLP_SIZES = {"1M": [1000, 1000], "10M": [2236, 2236, 2236], "100M": [7071, 7071, 7071]}
-MODELS = ("transformer", "mlp")
+SIZES = ("1M", "10M", "100M")
+
+
+@dataclass(frozen=True)
+class Model:
+    """A model of the benchmark: its dataset, its batch size and its config at each of :data:`SIZES`."""
+
+    data: Callable[[], bytes]
+    batch: int
+    configs: dict[str, dict[str, Any]]
+
+
+def _decoder(kind: str, n_layer: int, n_head: int, n_embd: int) -> dict[str, Any]:
+    return {"kind": kind, "vocab_size": 128, "block_size": 64, "n_layer": n_layer, "n_head": n_head, "n_embd": n_embd}
+
+
+def _mlp(width: int, layers: int) -> dict[str, Any]:
+    return {"kind": "mlp", "input_dim": 2, "hidden": [width] * layers, "num_classes": 3}
+
+
+def _cnn(c: int, hidden: int) -> dict[str, Any]:
+    return {"kind": "cnn", "in_channels": 1, "height": 32, "width": 32, "channels": [c, 2 * c], "hidden": hidden, "num_classes": 4}
+
+
+def _resnet(c: int) -> dict[str, Any]:
+    return {"kind": "resnet", "in_channels": 1, "height": 16, "width": 16, "channels": [c, 2 * c, 8 * c, 8 * c, 8 * c], "blocks": 7, "num_classes": 4}
+
+
+MODELS: dict[str, Model] = {
+    "transformer": Model(
+        text_tokens,
+        16,
+        {"1M": _decoder("char-transformer", 5, 4, 128), "10M": _decoder("char-transformer", 12, 8, 256), "100M": _decoder("char-transformer", 12, 8, 832)},
+    ),
+    "gpt": Model(text_tokens, 16, {"1M": _decoder("gpt", 5, 4, 128), "10M": _decoder("gpt", 12, 8, 256), "100M": _decoder("gpt", 14, 12, 768)}),
+    "mlp": Model(lambda: spirals(1, per_class=512), 256, {"1M": _mlp(1000, 2), "10M": _mlp(2236, 3), "100M": _mlp(7071, 3)}),
+    "cnn": Model(lambda: shapes(1, count=512, size=32), 64, {"1M": _cnn(32, 256), "10M": _cnn(64, 1216), "100M": _cnn(96, 8192)}),
+    "resnet": Model(lambda: shapes(1, count=512), 16, {"1M": _resnet(6), "10M": _resnet(20), "100M": _resnet(64)}),
+}
 #: name -> (k, segments, repeats) of the end-to-end runs; 100M trains at several seconds a step
 RUNS = {"1M": (50, 4, 3), "10M": (50, 2, 2), "100M": (2, 2, 1)}
-BATCH = {"transformer": 16, "mlp": 256}
 JOB = JobId(1)
 
 
-def _data(model: str) -> bytes:
-    return text_tokens() if model == "transformer" else spirals(1, per_class=512)
-
-
 def _spec(model: str, size: str, numerics: str, k: int, segments: int, data: bytes) -> JobSpec:
-    if model == "transformer":
-        n_layer, n_head, n_embd = SIZES[size]
-        config: dict[str, Any] = {"kind": "char-transformer", "vocab_size": 128, "block_size": 64, "n_layer": n_layer, "n_head": n_head, "n_embd": n_embd}
-    else:
-        config = {"kind": "mlp", "input_dim": 2, "hidden": MLP_SIZES[size], "num_classes": 3}
+    config = MODELS[model].configs[size]
     return load_spec(
         {
             "model": config,
-            "dataset": {"cid": file_cid(data), "format": "safetensors", "size_bytes": len(data), "targets": None if model == "transformer" else "y"},
+            "dataset": {"cid": file_cid(data), "format": "safetensors", "size_bytes": len(data), "targets": None if config["kind"] in TOKEN_MODELS else "y"},
             "optimizer": {"kind": "adam", "lr": 0.001},
-            "batch_size": BATCH[model],
+            "batch_size": MODELS[model].batch,
             "steps": k * segments,
             "seed": 1,
             "checkpoint_interval": k,
@@ -106,7 +152,7 @@ def _spec(model: str, size: str, numerics: str, k: int, segments: int, data: byt
 
 
 def _child(role: str, model: str, size: str, numerics: str, k: int, segments: int, workdir: Path) -> dict[str, Any]:
-    data = _data(model)
+    data = MODELS[model].data()
     spec = _spec(model, size, numerics, k, segments, data)
     dataset = load_dataset(spec, data)
     base = memory_mb()["VmRSS"]
@@ -173,7 +219,7 @@ def _norm_float64_copies(before: dict[str, Any], after: dict[str, Any]) -> float
 
 
 def per_checkpoint(model: str, size: str, numerics: str, repeat: int, workdir: Path) -> dict[str, float]:
-    data = _data(model)
+    data = MODELS[model].data()
     spec = _spec(model, size, numerics, 1, 2, data)
     trainer = Trainer(spec, load_dataset(spec, data))
     trainer.run(1)  # Adam's slots hold values, kernels are compiled
@@ -242,9 +288,9 @@ def per_checkpoint(model: str, size: str, numerics: str, repeat: int, workdir: P
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1M only, k = 10, one run of each (a smoke run)")
-    parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["1M", "10M", "100M"])
+    parser.add_argument("--sizes", nargs="+", choices=SIZES, default=list(SIZES))
     parser.add_argument("--numerics", nargs="+", choices=["repro-v1", "torch"], default=["repro-v1", "torch"])
-    parser.add_argument("--models", nargs="+", choices=MODELS, default=list(MODELS))
+    parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
