@@ -8,7 +8,7 @@ after, and exits non-zero if any failed (the others still run).
 | module | default flags | --quick flags |
 |---|---|---|
 | proof_of_learning (solver overhead, replay share, detection, false rejects) | none | --quick |
-| commit_overhead (issue 12: commit cost per checkpoint and end to end, peak RSS of solver and verifier at 1M, 10M, 100M) | none | --quick |
+| commit_overhead (issues 12 and 27: commit cost per checkpoint and end to end, peak RSS of solver and verifier, every registry model at 1M, 10M, 100M) | none | --quick |
 | storage_throughput (both backends, 50 MB blob) | none | --mb 10 --repeat 1 |
 | hosts (a 50 MB checkpoint from a gateway, loopback and between network namespaces) | none | --mb 10 --repeat 1 |
 | incentives (economic simulation, plots in docs/img) | none | --jobs 20000 --no-plots |
