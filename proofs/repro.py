@@ -237,7 +237,7 @@ class _MeanPixels(torch.autograd.Function):
         nb, nc, hh, ww = ctx.x_shape
         g = _np(dy).reshape(-1).copy()
         K.divide(g, np.float32(hh * ww))
-        return _t(np.ascontiguousarray(np.broadcast_to(g.reshape(nb, nc, 1, 1), ctx.x_shape)))
+        return _t(np.broadcast_to(g.reshape(nb, nc, 1, 1), ctx.x_shape).copy())  # a copy even of 1 x 1 maps: broadcast_to is read-only
 
 
 def mean_pixels(x: torch.Tensor) -> torch.Tensor:
