@@ -644,6 +644,16 @@ def _tile(wide, nv, a, i0, b, j0, out, o0, c0, k0, k1, src):
         _tile4x1(a, i0, b, j0, out, o0, c0, k0, k1, src)
 
 
+@njit(cache=True)
+def _tile_in_place(wide, nv, m, a, i0, b, j0, out, c0, k0, k1, src):
+    """The row tile at i0 of a tile column, in place in out: a whole tile, or a narrow column's
+    last rows (fewer than 6) as 4- and 1-row tiles."""
+    if wide or i0 + _NROWS <= m:
+        _tile(wide, nv, a, i0, b, j0, out, i0, c0, k0, k1, src)
+    else:
+        _nrest(nv, m - i0, a, i0, b, j0, out, c0, k0, k1, src)
+
+
 #: Row tiles per task of the matmul at most: a task takes one column panel of b (a copy,
 #: contiguous and zero-padded, where it is long or sticks out of b) and runs up to this many row
 #: tiles over it (16 copied a 256-row panel for every 64 rows: 1024 x 256 x 1024 at 56 GFLOP/s
@@ -694,32 +704,26 @@ def _bmm_tiles(wide: bool) -> Callable[..., Any]:
                 # and zero-padded past n (the padding's outputs are never stored)
                 panel, pj = np.zeros((kk, width), np.float32), 0
                 panel[:, :cols] = b[bi, :, j0 : j0 + cols]
-            # the tiles in place, k in blocks: a block of the panel stays in L2 while every row
-            # tile runs over it, each tile's partial sums stored in out between blocks
+            # row tiles run in place up to `full` (all of a narrow column: its last rows as 4- and
+            # 1-row tiles), the rest (rows past m, columns past n) into a tile buffer
+            full = rows.start if cols < width else (rows.stop if not wide else min(rows.stop, m // height))
+            # in place, k in blocks: a block of the panel stays in L2 while every row tile runs
+            # over it, each tile's partial sums stored in out between blocks
             for k0 in range(0, max(kk, 1), kc):
                 k1 = min(kk, k0 + kc)
-                for r in rows:
-                    i0 = r * height
-                    if i0 + height <= m and cols == width:
-                        if k0 == 0:
-                            _tile(wide, nv, ab, i0, panel, pj, ob, i0, j0, 0, k1, None)
-                        else:
-                            _tile(wide, nv, ab, i0, panel, pj, ob, i0, j0, k0, k1, ob)
-                    elif not wide and cols == width:
-                        if k0 == 0:
-                            _nrest(nv, m - i0, ab, i0, panel, pj, ob, j0, 0, k1, None)
-                        else:
-                            _nrest(nv, m - i0, ab, i0, panel, pj, ob, j0, k0, k1, ob)
-            for r in rows:
+                for r in range(rows.start, full):
+                    if k0 == 0:
+                        _tile_in_place(wide, nv, m, ab, r * height, panel, pj, ob, j0, 0, k1, None)
+                    else:
+                        _tile_in_place(wide, nv, m, ab, r * height, panel, pj, ob, j0, k0, k1, ob)
+            for r in range(full, rows.stop):
                 i0 = r * height
-                if cols < width or (wide and i0 + height > m):
-                    # rows past m or columns past n: into a tile buffer, rows past m zero-padded
-                    rows_in = min(height, m - i0)
-                    ap = np.zeros((height, kk), np.float32)
-                    ap[:rows_in] = ab[i0 : i0 + rows_in]
-                    tile = np.empty((height, width), np.float32)
-                    _tile(wide, nv, ap, 0, panel, pj, tile, 0, 0, 0, kk, None)
-                    ob[i0 : i0 + rows_in, j0 : j0 + cols] = tile[:rows_in, :cols]
+                rows_in = min(height, m - i0)  # rows past m zero-padded
+                ap = np.zeros((height, kk), np.float32)
+                ap[:rows_in] = ab[i0 : i0 + rows_in]
+                tile = np.empty((height, width), np.float32)
+                _tile(wide, nv, ap, 0, panel, pj, tile, 0, 0, 0, kk, None)
+                ob[i0 : i0 + rows_in, j0 : j0 + cols] = tile[:rows_in, :cols]
 
     # a name of its own per family, for numba's disk cache and the profiles
     bmm_tiled.__name__ = bmm_tiled.__qualname__ = "_bmm_wide" if wide else "_bmm_narrow"
