@@ -203,6 +203,23 @@ def cpu_features() -> str:
     )
 
 
+Cell = tuple[Callable[[], float], Callable[[], object]]
+
+
+def _gflops(cells: dict[str, Cell], repeats: int, flops: float) -> dict[str, float]:
+    """GFLOP/s of each cell (its clock, its call): one warm-up call each (numba compiles or loads
+    its kernels), then ``repeats`` rounds interleaved, the best of each."""
+    times: dict[str, list[float]] = {name: [] for name in cells}
+    for _, fn in cells.values():
+        fn()
+    for _ in range(repeats):
+        for name, (clock, fn) in cells.items():
+            start = clock()
+            fn()
+            times[name].append(clock() - start)
+    return {name: flops / min(v) / 1e9 for name, v in times.items()}
+
+
 def ceiling(repeats: int) -> str:
     """One line: the matmul's speed with its operands in L1 (64 matmuls of 64 x 128 x 64 on one
     broadcast a and b), repro-v1 against MKL, at one thread: the register tile's ceiling on this
@@ -217,18 +234,10 @@ def ceiling(repeats: int) -> str:
     saved = torch.get_num_threads(), numba.get_num_threads()
     torch.set_num_threads(1)
     numba.set_num_threads(1)
-    cells = {"repro": lambda: K.bmm(a, b, out), "mkl": lambda: torch.bmm(ta, tb)}
-    times: dict[str, list[float]] = {name: [] for name in cells}
-    for fn in cells.values():
-        fn()
-    for _ in range(repeats):
-        for name, fn in cells.items():
-            start = time.process_time()
-            fn()
-            times[name].append(time.process_time() - start)
+    cells: dict[str, Cell] = {"repro": (time.process_time, lambda: K.bmm(a, b, out)), "mkl": (time.process_time, lambda: torch.bmm(ta, tb))}
+    best = _gflops(cells, repeats, 2 * nb * m * k * n)
     torch.set_num_threads(saved[0])
     numba.set_num_threads(saved[1])
-    best = {name: 2 * nb * m * k * n / min(v) / 1e9 for name, v in times.items()}
     return (
         f"operands in L1 ({nb} x {m} x {k} x {n}, one broadcast a and b), GFLOP/s at one thread: "
         f"repro-v1 {best['repro']:.1f}, MKL {best['mkl']:.1f} (repro / MKL {best['repro'] / best['mkl']:.2f}: "
@@ -255,7 +264,7 @@ def gemm_table(repeats: int) -> Table:
             K.bmm(a, b, out)
 
         cpu, wall = time.process_time, time.perf_counter
-        cells: dict[str, tuple[Callable[[], float], Callable[[], object]]] = {
+        cells: dict[str, Cell] = {
             "repro": (cpu, lambda: repro(1)),
             "mkl": (cpu, lambda: torch.mm(ta, tb)),
             "onednn": (cpu, lambda: torch._C._nn.mkldnn_linear(xm, wm, None)),
@@ -263,15 +272,7 @@ def gemm_table(repeats: int) -> Table:
             "repro 2T wall": (wall, lambda: repro(2)),
         }
         torch.set_num_threads(1)
-        times: dict[str, list[float]] = {name: [] for name in cells}
-        for _, fn in cells.values():
-            fn()  # warm-up (numba compiles or loads its kernels)
-        for _ in range(repeats):
-            for name, (clock, fn) in cells.items():
-                start = clock()
-                fn()
-                times[name].append(clock() - start)
-        best = {name: 2 * m * k * n / min(v) / 1e9 for name, v in times.items()}
+        best = _gflops(cells, repeats, 2 * m * k * n)
         table.add_row(
             f"{m} x {k} x {n}",
             f"{best['repro']:.1f}",
