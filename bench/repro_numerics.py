@@ -234,7 +234,7 @@ def ceiling(repeats: int) -> str:
     saved = torch.get_num_threads(), numba.get_num_threads()
     torch.set_num_threads(1)
     numba.set_num_threads(1)
-    cells: dict[str, Cell] = {"repro": (time.process_time, lambda: K.bmm(a, b, out)), "mkl": (time.process_time, lambda: torch.bmm(ta, tb))}
+    cells: dict[str, Cell] = {"repro": (time.thread_time, lambda: K.bmm(a, b, out)), "mkl": (time.thread_time, lambda: torch.bmm(ta, tb))}
     best = _gflops(cells, repeats, 2 * nb * m * k * n)
     torch.set_num_threads(saved[0])
     numba.set_num_threads(saved[1])
@@ -246,7 +246,7 @@ def ceiling(repeats: int) -> str:
 
 
 def gemm_table(repeats: int) -> Table:
-    """GFLOP/s at one thread (CPU clock, best of ``repeats`` interleaved), and repro's speed-up at 2 threads (wall)."""
+    """GFLOP/s at one thread (the calling thread's CPU clock, best of ``repeats`` interleaved), and repro's speed-up at 2 threads (wall)."""
     rng = np.random.default_rng(0)
     table = Table(title=f"matmul alone: GFLOP/s at one thread (CPU seconds, best of {repeats}, interleaved), repro-v1 bmm against torch's BLAS")
     for col in ("M x K x N", "repro 1T", "MKL 1T", "oneDNN 1T", "repro / best", "repro 2T / 1T (wall)"):
@@ -263,7 +263,9 @@ def gemm_table(repeats: int) -> Table:
             numba.set_num_threads(threads)
             K.bmm(a, b, out)
 
-        cpu, wall = time.process_time, time.perf_counter
+        # one-thread cells run on this thread: its CPU seconds, not the process's (numba's
+        # OpenMP threads spin a while after each two-thread call, and would be counted)
+        cpu, wall = time.thread_time, time.perf_counter
         cells: dict[str, Cell] = {
             "repro": (cpu, lambda: repro(1)),
             "mkl": (cpu, lambda: torch.mm(ta, tb)),

@@ -32,11 +32,14 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-# numba's workqueue pool sleeps when idle; an OpenMP pool spins, and next to torch's own
-# pool on a busy machine a spinning pool stalls every kernel launch (measured: 5x slower).
-# The layer changes no bits; NUMBA_THREADING_LAYER still chooses another.
+# numba's OpenMP pool (GNU libgomp) where the system has it, else its workqueue pool: a
+# parallel call through the workqueue took 150 us against 3 us through OpenMP, and its idle
+# threads woke late (gpt-10M's step 1.13x faster at two threads than at one, against 1.69x:
+# docs/numerics.md). Under repro-v1 torch runs one thread, so its own OpenMP pool never spins
+# beside this one. The layer changes no bits; NUMBA_THREADING_LAYER still chooses another.
 if "NUMBA_THREADING_LAYER" not in os.environ:
-    numba.config.THREADING_LAYER = "workqueue"
+    numba.config.THREADING_LAYER = "default"
+    numba.config.THREADING_LAYER_PRIORITY = ["omp", "workqueue", "tbb"]  # the workqueue is built in: tbb is never reached
 
 __all__ = [
     "exp64",
@@ -73,12 +76,16 @@ __all__ = [
 
 # ------------------------------------------------------------------ threads
 
-#: Below this much work (estimated nanoseconds on one core) a kernel runs its serial build:
-#: a call of a ``parallel=True`` kernel goes through numba's workqueue, measured here at 50 us
-#: of CPU (100 us wall on the loaded machine) even at one thread for an add of 64 elements
-#: (0.2 us serially), and a transformer step makes about 100 kernel calls. The estimates are
-#: rough; the build and the thread count change no bits.
-PARALLEL_MIN = 100_000
+#: Below this much work (estimated nanoseconds on one core) a kernel runs its serial build: a
+#: call of a ``parallel=True`` kernel goes through numba's thread pool, measured here at 2 us
+#: of wall clock (4 us of CPU) through OpenMP for a sum of 4 x 64 floats (0.4 us serially), and
+#: a transformer step makes hundreds of kernel calls (transformer-1M: 1.34x faster at two threads
+#: than at one with 100_000 here, 1.52x with 20_000). The estimates are rough; the build and the
+#: thread count change no bits.
+PARALLEL_MIN = 20_000
+#: The threshold's multiple per threading layer: a call through the workqueue cost 150 us of
+#: wall clock (120 us of CPU) for the same sum.
+_LAUNCH_SCALE = {"omp": 1, "tbb": 1, "workqueue": 5}
 _EXP_NS = 2.0  # per element of a kernel that calls exp64 (GELU: 1.9 ns measured)
 
 
@@ -91,7 +98,7 @@ def _parallel(work: Callable[..., float]) -> Callable[[Callable[..., Any]], Call
     """Compile a kernel twice: ``.kernel`` with ``prange`` across threads, ``.serial`` with
     ``prange`` as ``range`` (the same source, so the same operations per output). A call runs
     ``.kernel`` when more than one thread is set and ``work(*args)`` is at least
-    :data:`PARALLEL_MIN`, else ``.serial``."""
+    :data:`PARALLEL_MIN` (times the thread pool's ``_LAUNCH_SCALE``), else ``.serial``."""
 
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         kernel = njit(parallel=True, cache=True)(fn)
@@ -104,7 +111,7 @@ def _parallel(work: Callable[..., float]) -> Callable[[Callable[..., Any]], Call
 
         @functools.wraps(fn)
         def call(*args: Any) -> Any:
-            if numba.get_num_threads() > 1 and work(*args) >= PARALLEL_MIN:
+            if numba.get_num_threads() > 1 and work(*args) >= PARALLEL_MIN * _LAUNCH_SCALE[numba.threading_layer()]:
                 return kernel(*args)
             return serial(*args)
 
@@ -738,15 +745,42 @@ _bmm_wide = _parallel(_bmm_work)(_bmm_tiles(True))
 _bmm_narrow = _parallel(_bmm_work)(_bmm_tiles(False))
 
 
+#: A transposed ``a`` whose k steps lie this many bytes apart or more (a page: every k of a tile
+#: on another page, which no prefetcher follows) is copied contiguous before the tiles run, when
+#: the output has at least ``_COPY_N`` columns to share the copy: gpt-10M's ``dW = g^T x`` (1024 x
+#: 1024 x 256 from a (1024, 1024) gradient) took 17 ms in place in a training step, against
+#: about 1.5 ms to copy and 3.1 ms to multiply. The copy moves values: the sums are the same.
+_PAGE = 4096
+_COPY_N = 16
+_T = 32  # rows and columns of a block of the copy: both sides of a block stay in L1
+
+
+@_parallel(_size(0))
+def _contiguous(a, out):
+    """out = a for an ``a`` contiguous along its rows (a transposed view), in _T x _T blocks."""
+    nb, m, kk = a.shape
+    ni = (m + _T - 1) // _T
+    for t in prange(nb * ni):
+        bi, i0 = t // ni, (t % ni) * _T
+        i1 = min(i0 + _T, m)
+        for k0 in range(0, kk, _T):
+            for i in range(i0, i1):
+                for k in range(k0, min(k0 + _T, kk)):
+                    out[bi, i, k] = a[bi, i, k]
+
+
 def bmm(a, b, out):
     """out[t] = a[t] @ b[t] for a (T, M, K), b (T, K, N): out[t, i, j] = sum_k a[t,i,k] * b[t,k,j],
     accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each).
 
-    ``a`` may have any strides (a transposed view needs no copy); ``b`` and ``out`` must be
-    contiguous along their last axis (their rows are loaded and stored as vectors). The tile
-    family (:data:`WIDE_TILES`) changes no bit."""
+    ``a`` may have any strides (a transposed view is read in place, or copied where its k steps
+    are a page apart); ``b`` and ``out`` must be contiguous along their last axis (their rows are
+    loaded and stored as vectors). The tile family (:data:`WIDE_TILES`) changes no bit."""
     if (b.size and b.strides[2] != 4) or (out.size and out.strides[2] != 4):
         raise ValueError("bmm: b and out must be contiguous along their last axis")
+    if a.size and a.strides[1] == 4 and a.strides[2] >= _PAGE and b.shape[2] >= _COPY_N:
+        a, rows = np.empty(a.shape, np.float32), a
+        _contiguous(rows, a)
     (_bmm_wide if WIDE_TILES else _bmm_narrow)(a, b, out)
 
 

@@ -77,11 +77,14 @@ class Runtime:
     The default is what exact replay with ``numerics: torch`` needs: one CPU thread,
     deterministic algorithms, full float32 matmul precision. Calibration varies these.
     Under ``repro-v1`` the thread count only changes the speed, never the bits: the kernels
-    use ``threads`` and torch, which then only moves data, gets ``torch_threads`` (a
-    :class:`Trainer` sets 1, so that two thread pools never compete for the cores).
+    use ``repro_threads`` where it is set (a role's ``--threads``), else ``threads``, and torch,
+    which then only moves data, gets ``torch_threads`` (a :class:`Trainer` sets 1, so that two
+    thread pools never compete for the cores). A ``torch`` job ignores ``repro_threads``: its
+    bits depend on torch's thread count.
     """
 
     threads: int = 1
+    repro_threads: int | None = None
     torch_threads: int | None = None
     deterministic: bool = True
     matmul_precision: Literal["highest", "high", "medium"] = "highest"
@@ -121,7 +124,7 @@ class Trainer:
         self.spec = spec
         self.data_key = dataset.data_key
         self.profile = profile(spec.numerics)
-        self.rt = replace(rt, torch_threads=1) if self.profile.repro else rt
+        self.rt = replace(rt, threads=rt.repro_threads or rt.threads, torch_threads=1) if self.profile.repro else rt
         self.device = torch.device(rt.device)
         fault = self.profile.fault(rt.device)
         if fault is not None:

@@ -1,5 +1,6 @@
 """``--device cpu|cuda``: where a solver trains, a verifier replays and referees, a whistleblower audits, as the proofs
-engine's :class:`proofs.train.Runtime` ``device``.
+engine's :class:`proofs.train.Runtime` ``device``; ``--threads``: the CPU threads of its ``repro-v1`` kernels
+(``Runtime.repro_threads``).
 
 ``cuda`` is accepted only where torch sees a GPU. A job whose numerics cannot compute on the chosen
 device (its profile's ``fault``: ``repro-v1`` on cuda needs numba's CUDA target, docs/numerics.md) is never worked on there: a solver
@@ -20,7 +21,7 @@ from proofs.spec import JobSpec
 if TYPE_CHECKING:
     from proofs.train import Runtime
 
-__all__ = ["DEVICES", "DeviceOption", "runtime_on", "job_fault"]
+__all__ = ["DEVICES", "DeviceOption", "ThreadsOption", "runtime_on", "job_fault"]
 
 DEVICES = ("cpu", "cuda")
 
@@ -32,9 +33,20 @@ DeviceOption = Annotated[
     ),
 ]
 
+ThreadsOption = Annotated[
+    int,
+    typer.Option(
+        "--threads",
+        help="CPU threads for repro-v1 jobs' kernels (any count gives the same bits; give no more than the cores this role has to"
+        " itself: a thread that waits for a core stalls every kernel); torch-numerics jobs always run one thread, as their exact replay needs",
+        min=1,
+        max=1024,
+    ),
+]
 
-def runtime_on(device: str) -> Runtime:
-    """The runtime of ``--device``; a device this machine lacks is a one-line error."""
+
+def runtime_on(device: str, threads: int = 1) -> Runtime:
+    """The runtime of ``--device`` and ``--threads``; a device this machine lacks is a one-line error."""
     if device not in DEVICES:
         raise typer.BadParameter(f"{device!r} is not one of {', '.join(DEVICES)}", param_hint="--device")
     import torch  # here, not above: the commands that never train (--help, the chain and money commands) start without torch
@@ -43,7 +55,7 @@ def runtime_on(device: str) -> Runtime:
 
     if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("--device cuda: torch finds no CUDA device on this machine (torch.cuda.is_available() is false); use --device cpu")
-    return Runtime(device=device)
+    return Runtime(device=device, repro_threads=threads)
 
 
 def job_fault(job_id: int, spec: JobSpec, rt: Runtime) -> str | None:

@@ -23,7 +23,7 @@ from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags, show_time
-from rolebase.device import DeviceOption, runtime_on
+from rolebase.device import DeviceOption, ThreadsOption, runtime_on
 from rolebase.status import status_base
 from solver.policy import Limits, SolverConfig
 from solver.state import SolverDb
@@ -63,6 +63,7 @@ def run(
         ),
     ] = None,
     device: DeviceOption = "cpu",
+    threads: ThreadsOption = 1,
     encryption_key: options.EncryptionKeyName = None,
     multiparty: Annotated[
         bool,
@@ -93,6 +94,8 @@ def run(
 
       veritrain solver run --config solver.toml --device cuda   # a TOML file of options
 
+      veritrain solver run --account alice --threads 8   # repro-v1 jobs' kernels on 8 cores (the same bits as on 1)
+
       veritrain solver run --account alice --disk-budget 50GB   # keep at most 50 GB of checkpoints per job
 
       veritrain solver run --account alice --encryption-key alice   # read sealed jobs with key alice (veritrain keys new alice)
@@ -121,7 +124,7 @@ def run(
         duty_grace_s=duty_grace,
     )
     limits = Limits(max_steps=max_steps, max_params=max_params, max_dataset_bytes=max_data_mib << 20, max_memory_bytes=memory)
-    rt = runtime_on(device)
+    rt = runtime_on(device, threads)
     bar = _bar if (sys.stderr.isatty() if progress is None else progress) else None
     try:
         flags.run(

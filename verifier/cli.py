@@ -19,7 +19,7 @@ from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags
-from rolebase.device import DeviceOption, runtime_on
+from rolebase.device import DeviceOption, ThreadsOption, runtime_on
 from rolebase.status import status_base
 from verifier.policy import VerifierConfig
 from verifier.state import VerifierDb
@@ -39,6 +39,7 @@ def run(
     duties: Annotated[bool, typer.Option("--duties/--no-duties", help="also draw verifiers, finalize and time out silent parties")] = True,
     duty_grace: Annotated[int, typer.Option(help="seconds past due before a duty that does not pay this verifier", min=0)] = 30,
     device: DeviceOption = "cpu",
+    threads: ThreadsOption = 1,
     encryption_key: options.EncryptionKeyName = None,
     key_grace: Annotated[
         int, typer.Option(help="seconds past a sealed job's draw before demanding its key when no wrap to us opens (sooner at half the report window)", min=0)
@@ -60,6 +61,8 @@ def run(
 
       veritrain verifier run --config verifier.toml --device cuda   # a TOML file of options
 
+      veritrain verifier run --account bob --threads 8   # repro-v1 jobs' kernels on 8 cores (the same bits as on 1)
+
       veritrain verifier run --account bob --encryption-key bob   # read sealed jobs with key bob (veritrain keys new bob)
     """
     from verifier import daemon  # here, not above: the daemon's training stack loads in seconds, and only `run` needs it
@@ -73,7 +76,7 @@ def run(
         encryption_key=options.encryption_key(settings, encryption_key, "verifier"),
         key_grace_s=key_grace,
     )
-    rt = runtime_on(device)
+    rt = runtime_on(device, threads)
     flags.run(
         settings,
         lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, lie=lie, lazy=lazy, rt=rt),

@@ -19,7 +19,7 @@ from core.contracts import JobId, Protocol, Role
 from rolebase import cli as options
 from rolebase.amounts import parse_tokens
 from rolebase.cli import DaemonFlags
-from rolebase.device import DeviceOption, runtime_on
+from rolebase.device import DeviceOption, ThreadsOption, runtime_on
 from rolebase.earnings import jackpot_economics
 from rolebase.status import status_base
 from whistleblower.policy import DEFAULT_BUDGET_STEPS, WhistleblowerConfig
@@ -47,6 +47,7 @@ def run(
         str, typer.Option(help="what one audit costs you, in VERI: audit only while the jackpot income it expects (p_f s J, from the chain) covers it")
     ] = "0",
     device: DeviceOption = "cpu",
+    threads: ThreadsOption = 1,
     encryption_key: options.EncryptionKeyName = None,
     key_grace: Annotated[
         int, typer.Option(help="seconds past our wrap request before demanding a sealed job's key when no wrap to us opens (sooner at half the window)", min=0)
@@ -80,7 +81,7 @@ def run(
         encryption_key=options.encryption_key(settings, encryption_key, "whistleblower"),
         key_grace_s=key_grace,
     )
-    rt = runtime_on(device)
+    rt = runtime_on(device, threads)
     flags.run(
         settings,
         lambda s, signer, store: daemon.build(s, signer, store, config, loop=flags.loop, rt=rt),

@@ -39,7 +39,7 @@ from proofs.repro_init import Init, draw
 from proofs.spec import load_spec
 from proofs.steps import execute_step
 from proofs.tokenizer import VOCAB_SIZE
-from proofs.train import Runtime, train_trace
+from proofs.train import Runtime, Trainer, train_trace
 from tests.proofs.conftest import CHILD_LIVENESS_S
 
 CHILD = Path(__file__).with_name("repro_child.py")
@@ -187,6 +187,16 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, monkeypatch: py
     shapes += [(1, 12, 5, 16), (2, 7, 9, 8), (1, 19, 3, 24), (1, 6, 17, 15)]
     # k in several blocks of the panel (1024 rows of a 64-wide panel, 4096 of a 16-wide one), in place and copied
     shapes += [(1, 70, 1100, 64), (1, 200, 1030, 130), (1, 13, 4100, 16), (1, 200, 4100, 20)]
+    # transposed views whose k steps are a page apart (m >= 1024): copied before the tiles where n >= 16
+    shapes += [(1, 1024, 9, 70), (2, 1030, 5, 16), (1, 1024, 3, 8)]
+    copied = []
+    contiguous = K._contiguous
+
+    def noted(rows: np.ndarray, out: np.ndarray) -> None:
+        copied.append(rows.shape)
+        contiguous(rows, out)
+
+    monkeypatch.setattr(K, "_contiguous", noted)
     for nb, m, k, n in shapes:
         a = rng.standard_normal((nb, m, k)).astype(np.float32)
         b = rng.standard_normal((nb, k, n)).astype(np.float32)
@@ -198,6 +208,7 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, monkeypatch: py
         at = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)  # a transposed view, read in place
         K.bmm(at, b, out)
         assert np.array_equal(out.view(np.int32), want), ("transposed a", nb, m, k, n)
+    assert copied == [(1, 1024, 9), (2, 1030, 5)]
     with pytest.raises(ValueError, match="contiguous"):
         K.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
 
@@ -474,6 +485,28 @@ def test_threads_change_no_bits(jobs) -> None:
     one = train_trace(job.spec, job.dataset, Runtime(threads=1))
     two = train_trace(job.spec, job.dataset, Runtime(threads=2))
     assert one.state_hashes == two.state_hashes
+
+
+def test_repro_threads_reach_the_kernels_of_repro_jobs_only(jobs, make_spec, datasets, monkeypatch) -> None:
+    """``Runtime.repro_threads`` (a role's ``--threads``): a repro-v1 job's kernels run that many
+    threads, with the same bits as one; a ``torch`` job keeps torch's one thread, on which its
+    exact replay depends."""
+    seen: set[tuple[int, int]] = set()
+    backward = Trainer._backward
+
+    def noted(self: Trainer, x: torch.Tensor, y: torch.Tensor) -> float:
+        seen.add((torch.get_num_threads(), repro.threads()))
+        return backward(self, x, y)
+
+    monkeypatch.setattr(Trainer, "_backward", noted)
+    job = jobs["char-transformer"]
+    trace = train_trace(job.spec, job.dataset, Runtime(repro_threads=2))
+    assert seen == {(1, 2)}  # (torch's threads, the kernels' threads)
+    assert trace.state_hashes == train_trace(job.spec, job.dataset, Runtime(threads=1)).state_hashes
+    seen.clear()
+    control = make_spec("char-transformer", datasets["char-transformer"], numerics="torch")
+    train_trace(control, load_dataset(control, datasets["char-transformer"]), Runtime(repro_threads=2))
+    assert {torch_threads for torch_threads, _ in seen} == {1}
 
 
 def _write_job(folder: Path, name: str, spec: Any, data: bytes, checkpoints: tuple[bytes, ...], init: bytes | None = None) -> dict[str, Any]:

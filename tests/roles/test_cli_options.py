@@ -115,3 +115,9 @@ def test_device_cuda_without_a_gpu_is_one_line_before_anything_runs(role: str, t
     ]
     bad = subprocess.run([sys.executable, "-m", "veritrain", role, "run", "--device", "tpu"], capture_output=True, text=True, cwd=tmp_path)
     assert bad.returncode == 2 and "'tpu' is not one of cpu, cuda" in bad.stderr
+
+
+@pytest.mark.parametrize("role", ["solver", "verifier", "whistleblower"])
+def test_threads_below_one_is_refused_before_anything_runs(role: str, tmp_path: Path) -> None:
+    bad = subprocess.run([sys.executable, "-m", "veritrain", role, "run", "--threads", "0"], capture_output=True, text=True, cwd=tmp_path)
+    assert bad.returncode == 2 and "Invalid value for '--threads'" in bad.stderr and "greater than or equal to 1" in bad.stderr
