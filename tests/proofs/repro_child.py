@@ -10,6 +10,7 @@ name -> the hash (0x hex) of ``execute_step`` on checkpoint 0 (a referee's singl
 from the job's ``init`` file; the test compares the pretrained ones: torch's seeded initialization
 differs under ``ATEN_CPU_CAPABILITY=default``, docs/numerics.md).
 ``eval``: name -> ``[step, held-out loss]`` at the checkpoints a spec with ``eval`` evaluates.
+``layer``: numba's thread pool in this process (``NUMBA_THREADING_LAYER`` picks one).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import numba
 
 from proofs import repro_kernels as K
 from proofs.checkpoint import decode_checkpoint, state_hash
@@ -55,6 +58,7 @@ def main() -> None:
                 if trainer.step % spec.eval.every == 0:
                     losses.append([trainer.step, held_out_loss(trainer)])
             out["eval"][name] = losses
+    out["layer"] = numba.threading_layer()
     print(json.dumps(out))
 
 

@@ -75,6 +75,8 @@ SETTINGS = [
     ("numba=generic", {"NUMBA_CPU_NAME": "generic"}, 1),
     # no features of its own: numba would add the host's (AVX-512 on an AVX-512 host) to haswell's
     ("numba=haswell(avx2,no avx512)", {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}, 2),
+    # numba's other thread pool (where a machine has no libgomp, repro_kernels falls back to it)
+    ("threads=2,workqueue", {"NUMBA_THREADING_LAYER": "workqueue"}, 2),
 ]
 
 
@@ -553,6 +555,7 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
     # The children really run other kernels: plain torch numerics lose exact replay there, and
     # torch's initializers give another checkpoint 0 (repro-v1's, checked above, do not).
     assert not all(passed for _, passed, _ in results["aten=default"]["control-torch"])
+    assert results["threads=2,workqueue"]["layer"] == "workqueue"
     assert results["aten=default"]["start"]["control-torch"] != hex32(ctrace.state_hashes[0])
 
 
