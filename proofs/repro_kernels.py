@@ -33,7 +33,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
 # numba's OpenMP pool (GNU libgomp) where the system has it, else its workqueue pool: a
-# parallel call through the workqueue took 150 us against 3 us through OpenMP, and its idle
+# parallel call through the workqueue took 150 us against 2 us through OpenMP, and its idle
 # threads woke late (gpt-10M's step 1.13x faster at two threads than at one, against 1.69x:
 # docs/numerics.md). Under repro-v1 torch runs one thread, so its own OpenMP pool never spins
 # beside this one. The layer changes no bits; NUMBA_THREADING_LAYER still chooses another.
@@ -749,7 +749,7 @@ _bmm_narrow = _parallel(_bmm_work)(_bmm_tiles(False))
 #: on another page, which no prefetcher follows) is copied contiguous before the tiles run, when
 #: the output has at least ``_COPY_N`` columns to share the copy: gpt-10M's ``dW = g^T x`` (1024 x
 #: 1024 x 256 from a (1024, 1024) gradient) took 17 ms in place in a training step, against
-#: about 1.5 ms to copy and 3.1 ms to multiply. The copy moves values: the sums are the same.
+#: 0.76 ms to copy and 3.1 ms to multiply (timed apart). The copy moves values: the sums are the same.
 _PAGE = 4096
 _COPY_N = 16
 _T = 32  # rows and columns of a block of the copy: both sides of a block stay in L1
