@@ -120,15 +120,10 @@ def test_device_cuda_without_a_gpu_is_one_line_before_anything_runs(role: str, t
 
 
 @pytest.mark.parametrize("role", ["solver", "verifier", "whistleblower"])
-def test_threads_below_one_is_refused_before_anything_runs(role: str, tmp_path: Path) -> None:
-    bad = subprocess.run([sys.executable, "-m", "veritrain", role, "run", "--threads", "0"], capture_output=True, text=True, cwd=tmp_path)
-    assert bad.returncode == 2 and "Invalid value for '--threads'" in bad.stderr and "greater than or equal to 1" in bad.stderr
-
-
-@pytest.mark.parametrize("role", ["solver", "verifier", "whistleblower"])
 def test_threads_reach_the_daemons_runtime_for_repro_jobs(role: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``--threads 3``: the runtime the daemon is built with gives repro-v1 kernels 3 threads and
-    torch 1 (a torch-numerics job's exact replay needs it); without the flag, 1."""
+    torch 1 (a torch-numerics job's exact replay needs it); without the flag, 1; ``--threads 0``
+    is refused before anything runs."""
     cli, daemon = importlib.import_module(f"{role}.cli"), importlib.import_module(f"{role}.daemon")
     built: list[Any] = []
     monkeypatch.setattr(options.DaemonFlags, "run", lambda self, settings, build, status=None: build(settings, None, None))
@@ -137,3 +132,7 @@ def test_threads_reach_the_daemons_runtime_for_repro_jobs(role: str, tmp_path: P
         result = CliRunner().invoke(cli.app, ["run", "--data-dir", str(tmp_path), *args])
         assert result.exit_code == 0, result.output
         assert (built[-1].threads, built[-1].repro_threads) == (1, threads)
+    bad = CliRunner().invoke(cli.app, ["run", "--data-dir", str(tmp_path), "--threads", "0"])
+    flat = " ".join(bad.output.replace("│", "").split())  # rich boxes and wraps the message
+    assert bad.exit_code == 2 and "Invalid value for '--threads'" in flat and "greater than or equal to 1" in flat, bad.output
+    assert len(built) == 2  # nothing was built for it
