@@ -289,7 +289,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="1M only, k = 10, one run of each (a smoke run)")
     parser.add_argument("--sizes", nargs="+", choices=SIZES, default=list(SIZES))
-    parser.add_argument("--numerics", nargs="+", choices=["repro-v1", "torch"], default=["repro-v1", "torch"])
+    parser.add_argument("--numerics", nargs="+", choices=["repro-v1", "repro-v2", "torch"], default=["repro-v1", "torch"])
     parser.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     parser.add_argument("--child", nargs=7, help=argparse.SUPPRESS)
     args = parser.parse_args()

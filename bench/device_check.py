@@ -1,23 +1,33 @@
-"""repro-v1 on an NVIDIA GPU, in one command: the same bits as the CPU, and the speed against cuBLAS.
+"""repro-v1 and repro-v2 on an NVIDIA GPU, in one command: the same bits as the CPU, and the speed against cuBLAS.
 
     python3 -m bench.device_check --out device-check          # about 4-6 minutes on an H100
     python3 -m bench.device_check --out device-check --quick  # 2 replay steps, gpt-10M speed only
 
-Three parts, each cell failing soft (its error recorded, the next cell runs):
+Both reproducible numerics are checked: repro-v1 (each term of a matmul's or a convolution's sum a
+rounded multiply, then a rounded add) and repro-v2 (the same kernels, each such term one fused
+multiply-add: one rounding). In every section the repro-v2 cells come after the repro-v1 ones, so
+that a short ``--budget-s`` still runs every repro-v1 cell first. Three parts, each cell failing
+soft (its error recorded, the next cell runs):
 
 1. ``kernels``: every repro-v1 operation forward and backward (every matmul tile shape, transposed
    operands) and every optimizer kernel on the GPU (proofs.repro_cuda) against the CPU kernels
-   (proofs.repro_kernels), bit for bit. Needs torch, numpy and numba's CUDA target only.
-2. ``replay``: every registry model (tiny and about 10M parameters) with SGD and with Adam, trained
-   ``--steps`` steps from the same spec, seed and batches on the CPU and on the GPU; the sha256 of
-   every parameter and optimizer slot (the bytes a checkpoint holds) and each step's loss must be
-   equal. Needs the engine's imports too (pydantic, pycryptodome); the report names what is missing.
-3. ``speed``: seconds per Adam step of the gpt at 10M and 124M parameters under repro-v1 on the GPU
-   against plain torch on the same GPU (cuBLAS, TF32 off: float32 matmuls, as repro-v1 computes),
-   same model and batch; the ratio repro / torch.
+   (proofs.repro_kernels), bit for bit, and the PTX of every repro-v1 kernel holds no fused
+   multiply-add; then repro-v2's contractions (the fused matmul of every tile shape against
+   ``proofs.repro_kernels.FUSED.bmm``, linear, conv2d, causal attention) the same way, and the PTX
+   of each fused matmul kernel holds ``fma.rn.f32`` (one rounding per term on the GPU too). Needs
+   torch, numpy and numba's CUDA target only.
+2. ``replay``: every registry model (tiny and about 10M parameters) with SGD and with Adam under
+   repro-v1, and with Adam under repro-v2 (its optimizers are repro-v1's), trained ``--steps`` steps
+   from the same spec, seed and batches on the CPU and on the GPU; the sha256 of every parameter and
+   optimizer slot (the bytes a checkpoint holds) and each step's loss must be equal. Needs the
+   engine's imports too (pydantic, pycryptodome); the report names what is missing.
+3. ``speed``: seconds per Adam step of the gpt at 10M and 124M parameters under repro-v1 and under
+   repro-v2 on the GPU against plain torch on the same GPU (cuBLAS, TF32 off: float32 matmuls, as
+   repro computes), same model and batch; the ratios repro-v1 / torch and repro-v2 / torch.
 
 Writes ``device_check.json`` and ``device_check.txt`` (a readable table) to ``--out``; exits 0 when
-every checked cell matched (speed cells never fail the run), 1 otherwise.
+every checked cell matched (speed cells never fail the run), 1 otherwise, and 2 without running a
+cell where no usable CUDA GPU is found (torch's or numba's; the report says which).
 """
 
 from __future__ import annotations
@@ -37,6 +47,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+#: A section's cells: (name, the check it runs).
+Cells = list[tuple[str, Callable[[], dict[str, Any]]]]
 
 
 def _import_engine() -> str | None:
@@ -96,7 +108,7 @@ def _cell(results: list[dict[str, Any]], section: str, name: str, fn: Callable[[
 # ------------------------------------------------------------------ 1. kernels
 
 
-def _kernel_cells(quick: bool) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+def _kernel_cells(quick: bool) -> Cells:
     import numpy as np
     import torch
 
@@ -124,43 +136,81 @@ def _kernel_cells(quick: bool) -> list[tuple[str, Callable[[], dict[str, Any]]]]
 
         return run
 
-    def matmul(shape: str, m: int, k: int, n: int, transposed: bool) -> Callable[[], dict[str, Any]]:
+    def matmul(shape: str, m: int, k: int, n: int, transposed: bool, fused: bool) -> Callable[[], dict[str, Any]]:
+        """repro_cuda.bmm against the CPU's: repro-v1's ``K.bmm`` or, ``fused``, repro-v2's ``K.FUSED.bmm``."""
+
         def run() -> dict[str, Any]:
             base = randn(3, k, m) if transposed else randn(3, m, k)
             a, a_gpu = (base.transpose(1, 2), base.cuda().transpose(1, 2)) if transposed else (base, base.cuda())
             b = randn(3, k, n)
             ref = np.empty((3, m, n), np.float32)
-            K.bmm(np.ascontiguousarray(a.numpy()), b.numpy(), ref)
-            out = repro_cuda.bmm(a_gpu, b.cuda(), shape)
+            (K.FUSED if fused else K).bmm(np.ascontiguousarray(a.numpy()), b.numpy(), ref)
+            out = repro_cuda.bmm(a_gpu, b.cuda(), shape, fused=fused)
             ok = _same(out, ref)
             return {"status": "ok" if ok else "MISMATCH", "detail": f"{m}x{k}x{n}"}
 
         return run
 
     s = 1 if quick else 2
-    cells: list[tuple[str, Callable[[], dict[str, Any]]]] = []
-    for shape in repro_cuda.BMM_SHAPES:
-        cells.append((f"bmm {shape}", matmul(shape, 67 * s, 45 * s, 131 * s, False)))
-        cells.append((f"bmm {shape} transposed a", matmul(shape, 67 * s, 45 * s, 131 * s, True)))
+
+    def matmuls(fused: bool) -> Cells:
+        """The matmul of every tile shape, a plain and a transposed, repro-v1's or (``fused``) repro-v2's."""
+        prefix = "repro-v2 " if fused else ""
+        out: Cells = []
+        for shape in repro_cuda.BMM_SHAPES:
+            out.append((f"{prefix}bmm {shape}", matmul(shape, 67 * s, 45 * s, 131 * s, False, fused)))
+            out.append((f"{prefix}bmm {shape} transposed a", matmul(shape, 67 * s, 45 * s, 131 * s, True, fused)))
+        return out
+
+    def contractions(fused: bool) -> Cells:
+        """The operations whose sums are matmuls (autograd's ``apply`` takes ``fused`` last, no default)."""
+        prefix = "repro-v2 " if fused else ""
+        return [
+            (
+                f"{prefix}linear",
+                op(
+                    lambda x, w, b: repro._Linear.apply(x, w, b, fused),
+                    lambda x, w, b: repro_cuda.Linear.apply(x, w, b, fused),
+                    [randn(37, 50), randn(70, 50), randn(70)],
+                ),
+            ),
+            (
+                f"{prefix}linear few rows",
+                op(
+                    lambda x, w, b: repro._Linear.apply(x, w, b, fused),
+                    lambda x, w, b: repro_cuda.Linear.apply(x, w, b, fused),
+                    [randn(3, 300), randn(200, 300), randn(200)],
+                ),
+            ),
+            (
+                f"{prefix}conv2d 3x3",
+                op(
+                    lambda x, w, b: repro._Conv2d.apply(x, w, b, 1, fused),
+                    lambda x, w, b: repro_cuda.Conv2d.apply(x, w, b, 1, fused),
+                    [randn(4, 3, 9, 11), randn(8, 3, 3, 3), randn(8)],
+                ),
+            ),
+            (
+                f"{prefix}conv2d 5x5",
+                op(
+                    lambda x, w, b: repro._Conv2d.apply(x, w, b, 2, fused),
+                    lambda x, w, b: repro_cuda.Conv2d.apply(x, w, b, 2, fused),
+                    [randn(2, 2, 8, 8), randn(4, 2, 5, 5), randn(4)],
+                ),
+            ),
+            (
+                f"{prefix}causal_attention",
+                op(
+                    lambda q, k, v: repro._CausalAttention.apply(q, k, v, fused),
+                    lambda q, k, v: repro_cuda.CausalAttention.apply(q, k, v, fused),
+                    [randn(2, 3, 40 * s, 16) for _ in range(3)],
+                ),
+            ),
+        ]
+
+    # repro-v1's cells first, repro-v2's at the end of the section: a short --budget-s skips those
+    cells: Cells = matmuls(False) + contractions(False)
     cells += [
-        ("linear", op(repro._Linear.apply, repro_cuda.Linear.apply, [randn(37, 50), randn(70, 50), randn(70)])),
-        ("linear few rows", op(repro._Linear.apply, repro_cuda.Linear.apply, [randn(3, 300), randn(200, 300), randn(200)])),
-        (
-            "conv2d 3x3",
-            op(
-                lambda x, w, b: repro._Conv2d.apply(x, w, b, 1),
-                lambda x, w, b: repro_cuda.Conv2d.apply(x, w, b, 1),
-                [randn(4, 3, 9, 11), randn(8, 3, 3, 3), randn(8)],
-            ),
-        ),
-        (
-            "conv2d 5x5",
-            op(
-                lambda x, w, b: repro._Conv2d.apply(x, w, b, 2),
-                lambda x, w, b: repro_cuda.Conv2d.apply(x, w, b, 2),
-                [randn(2, 2, 8, 8), randn(4, 2, 5, 5), randn(4)],
-            ),
-        ),
         ("max_pool2", op(repro._MaxPool2.apply, repro_cuda.MaxPool2.apply, [randn(3, 4, 8, 10)])),
         ("mean_pixels", op(repro._MeanPixels.apply, repro_cuda.MeanPixels.apply, [randn(3, 5, 7, 7)])),
         (
@@ -172,7 +222,6 @@ def _kernel_cells(quick: bool) -> list[tuple[str, Callable[[], dict[str, Any]]]]
             ),
         ),
         ("gelu", op(repro._Gelu.apply, repro_cuda.Gelu.apply, [randn(5, 333, spread=1.5)])),
-        ("causal_attention", op(repro._CausalAttention.apply, repro_cuda.CausalAttention.apply, [randn(2, 3, 40 * s, 16) for _ in range(3)])),
         (
             "embedding",
             op(
@@ -215,21 +264,48 @@ def _kernel_cells(quick: bool) -> list[tuple[str, Callable[[], dict[str, Any]]]]
     ]
 
     def no_fma() -> dict[str, Any]:
-        """The PTX of every kernel compiled by the cells above holds no fused multiply-add."""
+        """The PTX of every repro-v1 kernel compiled by the cells above holds no fused multiply-add
+        (repro-v2's matmul kernels, keyed ``(shape, True)``, hold them by design: not looked at here)."""
         import re
 
-        kernels = [getattr(repro_cuda, name) for name in dir(repro_cuda) if name.endswith("_k")] + list(repro_cuda._bmm_kernels.values())
-        counted, fused = 0, []
+        kernels = [getattr(repro_cuda, name) for name in dir(repro_cuda) if name.endswith("_k")]
+        kernels += [kernel for (_, fused), kernel in repro_cuda._bmm_kernels.items() if not fused]
+        counted, with_fma = 0, []
         for kernel in kernels:
             for sig, ptx in kernel.inspect_asm().items():
                 counted += 1
                 if re.search(r"\bfma\.", ptx):
-                    fused.append(f"{getattr(kernel, '__name__', kernel)}{sig}")
+                    with_fma.append(f"{getattr(kernel, '__name__', kernel)}{sig}")
         if not counted:
             return {"status": "error", "error": "no compiled kernel to inspect"}
-        return {"status": "ok" if not fused else "MISMATCH", "detail": f"{counted} compiled kernels, {len(fused)} with fma: {fused[:5]}"}
+        return {"status": "ok" if not with_fma else "MISMATCH", "detail": f"{counted} compiled kernels, {len(with_fma)} with fma: {with_fma[:5]}"}
 
     cells.append(("ptx holds no fma", no_fma))
+
+    def fma_rn() -> dict[str, Any]:
+        """The PTX of repro-v2's matmul kernel, for every tile shape, holds ``fma.rn.f32``: each term
+        one round-to-nearest fused multiply-add on the GPU, as on the CPU."""
+        missing = [shape for shape in repro_cuda.BMM_SHAPES if (shape, True) not in repro_cuda._bmm_kernels]
+        counted, found, without = 0, [], []
+        for (shape, fused), kernel in repro_cuda._bmm_kernels.items():
+            if not fused:
+                continue
+            for sig, ptx in kernel.inspect_asm().items():
+                counted += 1
+                n = ptx.count("fma.rn.f32")
+                found.append(f"{shape}: {n}")
+                if not n:
+                    without.append(f"{shape}{sig}")
+        if missing or not counted:
+            return {"status": "error", "error": f"no compiled repro-v2 matmul kernel for tile shapes {missing or list(repro_cuda.BMM_SHAPES)}"}
+        return {
+            "status": "ok" if not without else "MISMATCH",
+            "detail": f"{counted} compiled fused matmul kernels, fma.rn.f32 per kernel {', '.join(found)}" + (f"; none in {without}" if without else ""),
+        }
+
+    # repro-v2: its contractions (the rest of its kernels, and its optimizers, are repro-v1's, checked above)
+    cells += matmuls(True) + contractions(True)
+    cells.append(("repro-v2 matmul ptx holds fma.rn", fma_rn))
     return cells
 
 
@@ -332,17 +408,21 @@ def _train(spec: Any, batches: list[tuple[Any, Any]], device: str) -> tuple[str,
     return digest.hexdigest(), losses, seconds
 
 
-def _replay_cells(sizes: list[str], steps: int) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+def _replay_cells(sizes: list[str], steps: int, numerics: str = "repro-v1", optimizers: tuple[str, ...] = tuple(OPTIMIZERS)) -> Cells:
+    """One cell per size, registry model and optimizer: the CPU's and the GPU's training under
+    ``numerics``. repro-v1's cells keep their names; the others are named after their numerics."""
+
     def cell(size: str, kind: str, opt: str) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
             cfg, batch = MODELS[size][kind]
-            spec = _spec(cfg, OPTIMIZERS[opt], batch, steps)
+            spec = _spec(cfg, OPTIMIZERS[opt], batch, steps, numerics)
             batches = _batches(cfg, batch, steps)
             cpu = _train(spec, batches, "cpu")
             gpu = _train(spec, batches, "cuda")
             ok = cpu[0] == gpu[0] and cpu[1] == gpu[1]
             return {
                 "status": "ok" if ok else "MISMATCH",
+                "numerics": numerics,
                 "params": spec.param_count(),
                 "state_sha256_cpu": cpu[0],
                 "state_sha256_gpu": gpu[0],
@@ -355,7 +435,8 @@ def _replay_cells(sizes: list[str], steps: int) -> list[tuple[str, Callable[[], 
 
         return run
 
-    return [(f"{size} {kind} {opt}", cell(size, kind, opt)) for size in sizes for kind in MODELS[size] for opt in OPTIMIZERS]
+    prefix = "" if numerics == "repro-v1" else f"{numerics} "
+    return [(f"{prefix}{size} {kind} {opt}", cell(size, kind, opt)) for size in sizes for kind in MODELS[size] for opt in optimizers]
 
 
 # ------------------------------------------------------------------ 3. speed against cuBLAS
@@ -366,12 +447,12 @@ SPEED = {
 }
 
 
-def _speed_cells(names: list[str], repeats: int) -> list[tuple[str, Callable[[], dict[str, Any]]]]:
+def _speed_cells(names: list[str], repeats: int) -> Cells:
     def cell(name: str) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
             import torch
 
-            from proofs.models import REGISTRY, REPRO_OPS, TORCH_OPS
+            from proofs.models import REGISTRY, REPRO_OPS, REPRO_V2_OPS, TORCH_OPS, Ops
             from proofs.optim import build_optimizer
             from proofs.spec import AdamConfig, GPTConfig
 
@@ -383,11 +464,13 @@ def _speed_cells(names: list[str], repeats: int) -> list[tuple[str, Callable[[],
             gen = torch.Generator().manual_seed(3)
             tokens = torch.randint(0, cfg.vocab_size, (batch, cfg.block_size + 1), generator=gen).cuda()
             x, y = tokens[:, :-1].contiguous(), tokens[:, 1:].contiguous()
-            out: dict[str, Any] = {"params": cfg.param_count(), "batch": f"{batch} x {cfg.block_size} tokens"}
-            for label, ops, numerics in (("torch", TORCH_OPS, "torch"), ("repro", REPRO_OPS, "repro-v1")):
+
+            def timed(ops: Ops, numerics: Any) -> list[float]:
+                """Seconds of each of ``repeats`` + 1 Adam steps (the model, its optimizer state
+                and its activations are freed on return, also when a step fails)."""
                 model = REGISTRY["gpt"](cfg, ops).to("cuda")
                 params = dict(sorted(model.named_parameters()))
-                opt = build_optimizer(AdamConfig(kind="adam", lr=1e-4), numerics)  # type: ignore[arg-type]
+                opt = build_optimizer(AdamConfig(kind="adam", lr=1e-4), numerics)
                 state = opt.init_state(params)
                 times = []
                 for step in range(repeats + 1):  # the first compiles (numba) or warms up (cuBLAS)
@@ -404,12 +487,29 @@ def _speed_cells(names: list[str], repeats: int) -> list[tuple[str, Callable[[],
                     opt.update(params, state, step, 1e-4)
                     torch.cuda.synchronize()
                     times.append(time.perf_counter() - started)
+                return times
+
+            out: dict[str, Any] = {"params": cfg.param_count(), "batch": f"{batch} x {cfg.block_size} tokens"}
+            # keys: torch_*, repro_* (repro-v1, the names earlier reports used), repro_v2_*
+            for label, ops, numerics in (("torch", TORCH_OPS, "torch"), ("repro", REPRO_OPS, "repro-v1"), ("repro_v2", REPRO_V2_OPS, "repro-v2")):
+                try:
+                    times = timed(ops, numerics)
+                except Exception as exc:
+                    if label != "repro_v2":
+                        raise
+                    out["repro_v2_error"] = f"{type(exc).__name__}: {exc}"  # repro-v1's and torch's figures stand
+                    continue
+                finally:
+                    torch.cuda.empty_cache()
                 out[f"{label}_s_per_step"] = round(sorted(times[1:])[len(times[1:]) // 2], 4)
                 out[f"{label}_first_step_s"] = round(times[0], 2)
-                del model, params, opt, state
-                torch.cuda.empty_cache()
             out["ratio_repro_over_torch"] = round(out["repro_s_per_step"] / out["torch_s_per_step"], 2)
-            out["detail"] = f"repro {out['repro_s_per_step']} s, torch {out['torch_s_per_step']} s: {out['ratio_repro_over_torch']}x"
+            out["detail"] = f"torch {out['torch_s_per_step']} s; repro-v1 {out['repro_s_per_step']} s: {out['ratio_repro_over_torch']}x"
+            if "repro_v2_s_per_step" in out:
+                out["ratio_repro_v2_over_torch"] = round(out["repro_v2_s_per_step"] / out["torch_s_per_step"], 2)
+                out["detail"] += f"; repro-v2 {out['repro_v2_s_per_step']} s: {out['ratio_repro_v2_over_torch']}x"
+            else:
+                out["detail"] += f"; repro-v2 failed: {out['repro_v2_error']}"
             return out
 
         return run
@@ -442,36 +542,72 @@ def _environment(missing: str | None) -> dict[str, Any]:
     return env
 
 
-def _table(env: dict[str, Any], results: list[dict[str, Any]]) -> str:
-    lines = ["repro-v1 device check", ""]
+def _no_gpu(env: dict[str, Any]) -> str | None:
+    """Why no cell can run here (None: a CUDA GPU that torch and numba both use)."""
+    why = []
+    if env.get("cuda_available") is not True:
+        why.append(f"torch sees no CUDA GPU (torch {env.get('torch')})")
+    if env.get("numba_cuda") != "usable":
+        why.append(f"numba's CUDA target: {env.get('numba_cuda')}")
+    return "; ".join(why) or None
+
+
+def _table(env: dict[str, Any], results: list[dict[str, Any]], note: str | None = None) -> str:
+    lines = ["repro-v1 and repro-v2 device check", ""]
     lines += [f"{k}: {v}" for k, v in env.items()]
+    if note is not None:
+        return "\n".join([*lines, "", note]) + "\n"
     for section in ("kernels", "replay", "speed"):
         rows = [r for r in results if r["section"] == section]
         if not rows:
             continue
-        lines += ["", f"== {section} ==", f"{'cell':<34} {'status':<9} {'s':>7}  detail"]
+        lines += ["", f"== {section} ==", f"{'cell':<36} {'status':<9} {'s':>7}  detail"]
         for r in rows:
-            lines.append(f"{r['name']:<34} {r['status']:<9} {r.get('seconds', 0):>7}  {r.get('detail', '')} {r.get('error', '')}".rstrip())
+            lines.append(f"{r['name']:<36} {r['status']:<9} {r.get('seconds', 0):>7}  {r.get('detail', '')} {r.get('error', '')}".rstrip())
     checked = [r for r in results if r["section"] != "speed"]
     bad = [r["name"] for r in checked if r["status"] != "ok"]
-    lines += ["", f"bit-identity cells: {len(checked) - len(bad)} of {len(checked)} ok" + (f"; not ok: {', '.join(bad)}" if bad else "")]
+    v2 = [r for r in checked if r["name"].startswith("repro-v2 ")]
+    v2_ok = sum(r["status"] == "ok" for r in v2)
+    by_numerics = f" (repro-v1 {len(checked) - len(bad) - v2_ok} of {len(checked) - len(v2)}, repro-v2 {v2_ok} of {len(v2)})"
+    lines += ["", f"bit-identity cells: {len(checked) - len(bad)} of {len(checked)} ok{by_numerics}" + (f"; not ok: {', '.join(bad)}" if bad else "")]
     return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        epilog="examples:\n  python3 -m bench.device_check --out device-check\n  python3 -m bench.device_check --out dc --quick\n  python3 -m bench.device_check --out dc --only speed --speed gpt-124M",
+        epilog=(
+            "Checks repro-v1 and repro-v2 (repro-v2's cells after repro-v1's in each section; exit 2 where no CUDA GPU is found)."
+            "\n\nexamples:\n  python3 -m bench.device_check --out device-check\n  python3 -m bench.device_check --out dc --quick"
+            "\n  python3 -m bench.device_check --out dc --only speed --speed gpt-124M"
+        ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--out", type=Path, required=True, help="directory for device_check.json and device_check.txt")
-    parser.add_argument("--quick", action="store_true", help="smaller kernel shapes, 2 replay steps, gpt-10M speed only (about 2 minutes)")
+    parser.add_argument(
+        "--quick", action="store_true", help="smaller kernel shapes, 2 replay steps, gpt-10M speed only (about 2 minutes); repro-v1 and repro-v2 both"
+    )
     parser.add_argument("--steps", type=int, default=None, help="training steps per replay cell (default 3; --quick 2)")
-    parser.add_argument("--sizes", nargs="+", choices=sorted(MODELS), default=None, help="replay model sizes (default: tiny 10M)")
-    parser.add_argument("--speed", nargs="+", choices=sorted(SPEED), default=None, help="speed models (default: both; --quick gpt-10M)")
+    parser.add_argument(
+        "--sizes",
+        nargs="+",
+        choices=sorted(MODELS),
+        default=None,
+        help="replay model sizes (default: tiny 10M); repro-v1 with SGD and Adam, repro-v2 with Adam",
+    )
+    parser.add_argument(
+        "--speed", nargs="+", choices=sorted(SPEED), default=None, help="speed models (default: both; --quick gpt-10M); torch, repro-v1 and repro-v2 each"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="timed steps per speed cell (median), after one warm-up step")
-    parser.add_argument("--only", nargs="+", choices=["kernels", "replay", "speed"], default=["kernels", "replay", "speed"])
-    parser.add_argument("--budget-s", type=float, default=330.0, help="cells not started within this many seconds are recorded as skipped")
+    parser.add_argument(
+        "--only", nargs="+", choices=["kernels", "replay", "speed"], default=["kernels", "replay", "speed"], help="sections to run (default: all three)"
+    )
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=330.0,
+        help="cells not started within this many seconds are recorded as skipped (repro-v2's come last in each section)",
+    )
     args = parser.parse_args(argv)
     deadline = time.monotonic() + args.budget_s
     args.out.mkdir(parents=True, exist_ok=True)
@@ -480,6 +616,21 @@ def main(argv: list[str] | None = None) -> int:
     missing = _import_engine()
     env = _environment(missing)
     print(json.dumps(env, indent=1), flush=True)
+    absent = _no_gpu(env)
+    if absent is not None:  # every cell compares the GPU with the CPU: none can run
+        note = f"no usable CUDA GPU here: {absent}. No cell ran (exit 2)."
+        report: dict[str, Any] = {
+            "environment": env,
+            "results": [],
+            "no_gpu": absent,
+            "argv": sys.argv[1:],
+            "finished_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+        }
+        (args.out / "device_check.json").write_text(json.dumps(report, indent=1, default=str))
+        text = _table(env, [], note)
+        (args.out / "device_check.txt").write_text(text)
+        print(text)
+        return 2
     results: list[dict[str, Any]] = []
     try:
         from proofs import repro
@@ -488,12 +639,16 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:
         results.append({"section": "kernels", "name": "import proofs.repro", "status": "error", "error": f"{type(exc).__name__}: {exc}"})
     sizes, steps = args.sizes or ["tiny", "10M"], args.steps or (2 if args.quick else 3)
-    # the tiny replay before the speed cells, the 10M replay (the slowest on the CPU side) after them
-    sections: list[tuple[str, Callable[[], list[tuple[str, Callable[[], dict[str, Any]]]]]]] = [
+    tiny, large = [s for s in sizes if s == "tiny"], [s for s in sizes if s != "tiny"]
+    # the tiny replay before the speed cells, the 10M replay (the slowest on the CPU side) after them;
+    # in each, repro-v2's cells (Adam only: its optimizers are repro-v1's) after repro-v1's
+    sections: list[tuple[str, Callable[[], Cells]]] = [
         ("kernels", lambda: _kernel_cells(args.quick)),
-        ("replay", lambda: _replay_cells([s for s in sizes if s == "tiny"], steps)),
+        ("replay", lambda: _replay_cells(tiny, steps)),
+        ("replay", lambda: _replay_cells(tiny, steps, "repro-v2", ("adam",))),
         ("speed", lambda: _speed_cells(args.speed or (["gpt-10M"] if args.quick else ["gpt-10M", "gpt-124M"]), args.repeats)),
-        ("replay", lambda: _replay_cells([s for s in sizes if s != "tiny"], steps)),
+        ("replay", lambda: _replay_cells(large, steps)),
+        ("replay", lambda: _replay_cells(large, steps, "repro-v2", ("adam",))),
     ]
     for section, make in sections:
         if section not in args.only:

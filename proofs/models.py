@@ -3,20 +3,22 @@
 No code comes from a spec: ``spec.model.kind`` selects one of the builders
 below and the config's validated fields size it. Initial weights come from the
 spec's seed alone (:func:`build_model`), so checkpoint 0 is a pure function of
-the spec: under ``"torch"`` numerics from torch's initializers, under ``"repro-v1"`` the same
-distributions drawn by :mod:`proofs.repro_init` (the same bits on every CPU).
+the spec: under ``"torch"`` numerics from torch's initializers, under ``"repro-v1"`` and
+``"repro-v2"`` the same distributions drawn by :mod:`proofs.repro_init` (the same bits on every CPU).
 
 The arithmetic comes from an :class:`Ops` set picked by ``spec.numerics``:
 ``"torch"`` is plain PyTorch (fast BLAS, bits tied to the CPU's kernels);
-``"repro-v1"`` is :mod:`proofs.repro` (the same bits on every machine). The
-parameters, their names, shapes and initial distributions are the same under both.
+``"repro-v1"`` and ``"repro-v2"`` are :mod:`proofs.repro` (the same bits on every machine;
+v2's matmuls and convolutions fuse each multiply-add). The parameters, their names, shapes and
+initial distributions are the same under all three.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 
 import torch
 from torch import nn
@@ -28,7 +30,21 @@ from proofs.repro_init import Init, draw, tensor_seed
 from proofs.seeds import derive_seed
 from proofs.spec import CharTransformerConfig, CNNConfig, GPTConfig, JobSpec, MLPConfig, Numerics, ResNetConfig
 
-__all__ = ["REGISTRY", "Ops", "TORCH_OPS", "REPRO_OPS", "ops_for", "build_model", "portable_init", "MLP", "CNN", "CharTransformer", "GPT", "ResNet"]
+__all__ = [
+    "REGISTRY",
+    "Ops",
+    "TORCH_OPS",
+    "REPRO_OPS",
+    "REPRO_V2_OPS",
+    "ops_for",
+    "build_model",
+    "portable_init",
+    "MLP",
+    "CNN",
+    "CharTransformer",
+    "GPT",
+    "ResNet",
+]
 
 
 @dataclass(frozen=True)
@@ -83,8 +99,20 @@ REPRO_OPS = Ops(
 )
 
 
+#: repro-v2: repro-v1's operations, the contractions with each multiply-add fused.
+REPRO_V2_OPS = replace(
+    REPRO_OPS,
+    linear=partial(repro.linear, fused=True),
+    conv2d=partial(repro.conv2d, fused=True),
+    causal_attention=partial(repro.causal_attention, fused=True),
+)
+
+
 def ops_for(numerics: Numerics) -> Ops:
-    return REPRO_OPS if profile(numerics).repro else TORCH_OPS
+    p = profile(numerics)
+    if not p.repro:
+        return TORCH_OPS
+    return REPRO_V2_OPS if p.fused else REPRO_OPS
 
 
 class MLP(nn.Module):

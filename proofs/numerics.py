@@ -19,12 +19,14 @@ class NumericsProfile:
     optimizer and accumulation kernels too), else plain torch. ``portable``: the bits depend on the
     inputs only, so exact replay holds between any two machines and devices that run the profile;
     else only between machines with the same kernels (or in tolerance mode). ``devices``: the torch
-    device types whose kernels compute it."""
+    device types whose kernels compute it. ``fused``: the repro kernels' contractions (matmul,
+    convolution) round each term once, a fused multiply-add (repro-v2), not a multiply then an add."""
 
     name: Numerics
     repro: bool
     portable: bool
     devices: tuple[str, ...]
+    fused: bool = False
 
     def fault(self, device: str) -> str | None:
         """Why a step cannot compute on ``device`` here (None: it can)."""
@@ -40,6 +42,7 @@ class NumericsProfile:
 
 PROFILES: dict[str, NumericsProfile] = {
     "repro-v1": NumericsProfile("repro-v1", repro=True, portable=True, devices=("cpu", "cuda")),
+    "repro-v2": NumericsProfile("repro-v2", repro=True, portable=True, devices=("cpu", "cuda"), fused=True),
     "torch": NumericsProfile("torch", repro=False, portable=False, devices=("cpu", "cuda")),
 }
 

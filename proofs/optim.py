@@ -5,7 +5,7 @@ Every slot starts at zero and is saved in each checkpoint, so one training step
 is a pure function of (checkpoint, batch): what a replay and a referee need.
 The arithmetic is PyTorch's single-tensor (non-foreach) formulas, run by torch
 (``numerics: torch``) or by the fixed-sequence float32 kernels of
-:mod:`proofs.repro_kernels` or :mod:`proofs.repro_cuda` (``repro-v1``: no fused multiply-add, the same bits on CPU and GPU).
+:mod:`proofs.repro_kernels` or :mod:`proofs.repro_cuda` (``repro-v1`` and ``repro-v2``: no fused multiply-add in an update, the same bits on CPU and GPU).
 
 A step, in order (docs/formats.md states each formula):
 

@@ -1,4 +1,4 @@
-"""The ``repro-v1`` numerics: autograd functions over :mod:`proofs.repro_kernels`.
+"""The ``repro-v1`` and ``repro-v2`` numerics: autograd functions over :mod:`proofs.repro_kernels`.
 
 Each operation the model registry and the loss use, forward and backward, is a
 ``torch.autograd.Function`` whose arithmetic runs in a numba kernel with a fixed
@@ -7,7 +7,10 @@ set, vector width, thread count or BLAS. What stays in torch does no rounding:
 reshapes, transposes, ReLU (a select), single additions (residuals, gradient
 accumulation: one correctly rounded add) and gathers.
 
-The models reach these through :data:`proofs.models.REPRO_OPS`.
+The contractions (``linear``, ``conv2d``, ``causal_attention``) take ``fused``: False is repro-v1
+(each term of a sum a rounded multiply, then a rounded add), True repro-v2 (each term one fused
+multiply-add, one rounding); every other operation is the same under both. The models reach these
+through :data:`proofs.models.REPRO_OPS` and :data:`proofs.models.REPRO_V2_OPS`.
 """
 
 from __future__ import annotations
@@ -81,20 +84,27 @@ def _rows(b: np.ndarray) -> np.ndarray:
     return b if b.strides[-1] == b.itemsize else b.copy()
 
 
-def _mm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _k(fused: bool) -> Any:
+    """The contraction kernels (``bmm`` and the direct convolution's): repro-v1's, each term a
+    rounded multiply then a rounded add, or with ``fused`` repro-v2's (:data:`proofs.repro_kernels.FUSED`),
+    each term one fused multiply-add. Everything else is the same kernel under both."""
+    return K.FUSED if fused else K
+
+
+def _mm(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
     """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`).
     ``a`` may be a transposed view (the kernel reads it in place); ``b`` is copied if its rows
     are not contiguous."""
     b = _rows(b)
     out = np.empty((1, a.shape[0], b.shape[1]), np.float32)
-    K.bmm(a[None], b[None], out)
+    _k(fused).bmm(a[None], b[None], out)
     return out[0]
 
 
-def _bmm(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def _bmm(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
     b = _rows(b)
     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)
-    K.bmm(a, b, out)
+    _k(fused).bmm(a, b, out)
     return out
 
 
@@ -106,19 +116,20 @@ def _colsum(g: np.ndarray) -> np.ndarray:
 
 class _Linear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, fused: bool) -> torch.Tensor:
         xs = _np(x).reshape(-1, x.shape[-1])
         wn = _np(w)
         if xs.shape[0] * (xs.shape[1] + wn.shape[0]) < wn.size:
             # Few rows (an MLP's or a CNN's batch): y^T = W x^T has the same products (a * b is
-            # b * a) and copies x and y, smaller than the weight's transpose.
-            y = np.ascontiguousarray(_mm(wn, xs.T).T)
+            # b * a, and fma(a, b, c) is fma(b, a, c)) and copies x and y, smaller than the
+            # weight's transpose.
+            y = np.ascontiguousarray(_mm(wn, xs.T, fused).T)
         else:
-            y = _mm(xs, wn.T)
+            y = _mm(xs, wn.T, fused)
         if b is not None:
             y += _np(b)  # one rounded add per output, after the whole dot product
         ctx.save_for_backward(x, w)
-        ctx.has_bias = b is not None
+        ctx.has_bias, ctx.fused = b is not None, fused
         return _t(y).reshape(*x.shape[:-1], w.shape[0])
 
     @staticmethod
@@ -126,15 +137,15 @@ class _Linear(torch.autograd.Function):
         x, w = ctx.saved_tensors
         g = _np(dy).reshape(-1, w.shape[0])
         xs = _np(x).reshape(-1, x.shape[-1])
-        dx = _t(_mm(g, _np(w))).reshape(x.shape) if ctx.needs_input_grad[0] else None
-        dw = _t(_mm(g.T, xs))
+        dx = _t(_mm(g, _np(w), ctx.fused)).reshape(x.shape) if ctx.needs_input_grad[0] else None
+        dw = _t(_mm(g.T, xs, ctx.fused))
         db = _t(_colsum(g)) if ctx.has_bias else None
-        return dx, dw, db
+        return dx, dw, db, None
 
 
-def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None) -> torch.Tensor:
-    """``x @ w.T + b`` over the last dimension of ``x``."""
-    return (_cuda().Linear if _on_cuda(x) else _Linear).apply(x, w, b)
+def linear(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None = None, fused: bool = False) -> torch.Tensor:
+    """``x @ w.T + b`` over the last dimension of ``x`` (``fused``: repro-v2's multiply-adds)."""
+    return (_cuda().Linear if _on_cuda(x) else _Linear).apply(x, w, b, fused)
 
 
 def _broadcast(a: np.ndarray, nb: int) -> np.ndarray:
@@ -150,19 +161,20 @@ class _Conv2d(torch.autograd.Function):
     # image b, y[b] = W cols[b] and dcols[b] = W^T G[b] (G[b] = dy[b] as (c_out, H*W), read in
     # place); dW^T = cols G^T. Both give every output the same sequence (docs/numerics.md).
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int, fused: bool) -> torch.Tensor:
         nb, _, hh, ww = x.shape
         c_out, c_in, ks, _ = w.shape
-        ctx.pad, ctx.x_shape, ctx.direct = pad, x.shape, K.WIDE_TILES
+        ctx.pad, ctx.x_shape, ctx.direct, ctx.fused = pad, x.shape, K.WIDE_TILES, fused
+        kern = _k(fused)
         if ctx.direct:
             y = np.empty((nb, c_out, hh, ww), np.float32)
-            K.conv2d_forward(_np(x), _np(w), _np(b), pad, y)
+            kern.conv2d_forward(_np(x), _np(w), _np(b), pad, y)
             ctx.save_for_backward(w, x)
             return _t(y)
         cols = np.empty((c_in * ks * ks, nb * hh * ww), np.float32)
         K.im2col(_np(x), ks, pad, cols)
         y = np.empty((nb, c_out, hh * ww), np.float32)  # NCHW: no transposition copy
-        K.bmm(_broadcast(_np(w).reshape(c_out, -1), nb), cols.reshape(-1, nb, hh * ww).transpose(1, 0, 2), y)
+        kern.bmm(_broadcast(_np(w).reshape(c_out, -1), nb), cols.reshape(-1, nb, hh * ww).transpose(1, 0, 2), y)
         y += _np(b)[:, None]
         ctx.save_for_backward(w)
         ctx.cols = cols
@@ -175,29 +187,31 @@ class _Conv2d(torch.autograd.Function):
         nb, _, hh, ww = ctx.x_shape
         g = _np(dy).reshape(nb, c_out, hh * ww)
         db = np.empty(c_out, np.float32)
+        kern = _k(ctx.fused)
         if ctx.direct:
             dw = np.empty(w.shape, np.float32)
-            K.conv2d_params_grad(_np(ctx.saved_tensors[1]), g, ks, ctx.pad, dw, db)
+            kern.conv2d_params_grad(_np(ctx.saved_tensors[1]), g, ks, ctx.pad, dw, db)
             if not ctx.needs_input_grad[0]:  # the first layer's input: the data
-                return None, _t(dw), _t(db), None
+                return None, _t(dw), _t(db), None, None
             dx = np.empty(ctx.x_shape, np.float32)
-            K.conv2d_input_grad(g, _np(w), ctx.pad, dx)
-            return _t(dx), _t(dw), _t(db), None
+            kern.conv2d_input_grad(g, _np(w), ctx.pad, dx)
+            return _t(dx), _t(dw), _t(db), None, None
         K.channel_sum(g, db)
-        dw = _mm(ctx.cols, g.transpose(0, 2, 1).reshape(-1, c_out)).T.reshape(w.shape)  # dW^T = cols G^T: G's one transposition copy
+        dw = _mm(ctx.cols, g.transpose(0, 2, 1).reshape(-1, c_out), ctx.fused).T.reshape(w.shape)  # dW^T = cols G^T: G's one transposition copy
         if not ctx.needs_input_grad[0]:
-            return None, _t(dw), _t(db), None
+            return None, _t(dw), _t(db), None, None
         dcols = np.empty((nb, ctx.cols.shape[0], hh * ww), np.float32)
-        K.bmm(_broadcast(_np(w).reshape(c_out, -1).T, nb), g, dcols)
+        kern.bmm(_broadcast(_np(w).reshape(c_out, -1).T, nb), g, dcols)
         dx = np.empty(ctx.x_shape, np.float32)
         K.col2im(dcols, ks, ctx.pad, dx)
-        return _t(dx), _t(dw), _t(db), None
+        return _t(dx), _t(dw), _t(db), None, None
 
 
-def conv2d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding: int) -> torch.Tensor:
+def conv2d(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding: int, fused: bool = False) -> torch.Tensor:
     """Stride-1 convolution with ``padding`` zeros each side (the output the input's size): ``W @ im2col(x) + b``
-    in the fixed order, computed directly from x (AVX-512) or by im2col and the matmul per image."""
-    return (_cuda().Conv2d if _on_cuda(x) else _Conv2d).apply(x, w, b, padding)
+    in the fixed order, computed directly from x (AVX-512) or by im2col and the matmul per image
+    (``fused``: repro-v2's multiply-adds)."""
+    return (_cuda().Conv2d if _on_cuda(x) else _Conv2d).apply(x, w, b, padding, fused)
 
 
 class _MaxPool2(torch.autograd.Function):
@@ -300,32 +314,32 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
 
 class _CausalAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fused: bool) -> torch.Tensor:
         shape = q.shape  # (B, H, T, D)
         qn, kn, vn = (_np(z).reshape(-1, shape[2], shape[3]) for z in (q, k, v))
         scale = 1.0 / math.sqrt(shape[3])
-        s = _bmm(qn, kn.transpose(0, 2, 1))
+        s = _bmm(qn, kn.transpose(0, 2, 1), fused)
         p = np.empty_like(s)
         K.causal_softmax(s, scale, p)
-        ctx.saved = (qn, kn, vn, p, scale, shape)
-        return _t(_bmm(p, vn)).reshape(shape)
+        ctx.saved = (qn, kn, vn, p, scale, shape, fused)
+        return _t(_bmm(p, vn, fused)).reshape(shape)
 
     @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        qn, kn, vn, p, scale, shape = ctx.saved
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        qn, kn, vn, p, scale, shape, fused = ctx.saved
         g = _np(dy).reshape(qn.shape)
-        dp = _bmm(g, vn.transpose(0, 2, 1))
-        dv = _bmm(p.transpose(0, 2, 1), g)
+        dp = _bmm(g, vn.transpose(0, 2, 1), fused)
+        dv = _bmm(p.transpose(0, 2, 1), g, fused)
         ds = np.empty_like(dp)
         K.causal_softmax_bwd(p, dp, scale, ds)
-        dq = _bmm(ds, kn)
-        dk = _bmm(ds.transpose(0, 2, 1), qn)
-        return _t(dq).reshape(shape), _t(dk).reshape(shape), _t(dv).reshape(shape)
+        dq = _bmm(ds, kn, fused)
+        dk = _bmm(ds.transpose(0, 2, 1), qn, fused)
+        return _t(dq).reshape(shape), _t(dk).reshape(shape), _t(dv).reshape(shape), None
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """``softmax(q k^T / sqrt(d), causal) v`` for (B, H, T, D) inputs."""
-    return (_cuda().CausalAttention if _on_cuda(q) else _CausalAttention).apply(q, k, v)
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fused: bool = False) -> torch.Tensor:
+    """``softmax(q k^T / sqrt(d), causal) v`` for (B, H, T, D) inputs (``fused``: repro-v2's multiply-adds)."""
+    return (_cuda().CausalAttention if _on_cuda(q) else _CausalAttention).apply(q, k, v, fused)
 
 
 class _Embedding(torch.autograd.Function):

@@ -1,13 +1,14 @@
-"""``repro-v1`` on CUDA: the kernels of :mod:`proofs.repro_kernels` for NVIDIA GPUs (numba.cuda),
-giving the same bits, and the autograd functions over them that :mod:`proofs.repro` picks for
-tensors on a CUDA device.
+"""``repro-v1`` and ``repro-v2`` on CUDA: the kernels of :mod:`proofs.repro_kernels` for NVIDIA GPUs
+(numba.cuda), giving the same bits, and the autograd functions over them that :mod:`proofs.repro`
+picks for tensors on a CUDA device.
 
 Each kernel performs, for every output, the same rounded operations in the same order as its
 CPU twin (docs/numerics.md, "GPUs"):
 
 * every float operation is an explicit round-to-nearest intrinsic of libdevice (``fadd_rn``,
   ``fmul_rn``, ``fdiv_rn``, ``fsqrt_rn`` and their float64 twins): NVVM contracts a plain
-  ``a * b + c`` into an FMA, these are never fused;
+  ``a * b + c`` into an FMA, these are never fused; repro-v2's matmul term is the one fused
+  operation, ``fmaf_rn`` (``ffma``), as its CPU kernel's;
 * a thread owns whole outputs and runs each output's reduction over its index in ascending
   order, as the CPU does (matmul: ``k = 0, 1, ...`` from 0 in float32; row statistics in float64);
   tiling only changes which outputs run side by side, never a sum's order (no split-K, no tree
@@ -96,11 +97,27 @@ if SIM:
     def dsqrt(a: Any) -> Any:
         return np.sqrt(np.float64(a))
 
+    def ffma(a: Any, b: Any, c: Any) -> Any:
+        """a * b + c rounded once to float32 (repro-v2's term; numba's simulated ``cuda.fma``
+        rounds twice). The float64 product of two float32 is exact; their sum with c is rounded
+        to odd (TwoSum's error moves an even result one step towards the exact value), and a
+        float64 rounded to odd rounds to the float32 of the exact value (53 >= 24 + 2 bits)."""
+        p = np.float64(np.float32(a)) * np.float64(np.float32(b))
+        c64 = np.float64(np.float32(c))
+        s = p + c64
+        if np.isfinite(s):
+            v = s - p
+            err = (p - (s - v)) + (c64 - v)
+            if err != 0 and not np.int64(s.view(np.int64)) & 1:
+                s = np.nextafter(s, np.inf if err > 0 else -np.inf)
+        return np.float32(s)
+
 else:  # pragma: no cover - needs a GPU (bench.device_check runs it)
     from numba.cuda import libdevice
 
     _device = cuda.jit(device=True)
     fadd, fsub, fmul, fdiv, fsqrt = libdevice.fadd_rn, libdevice.fsub_rn, libdevice.fmul_rn, libdevice.fdiv_rn, libdevice.fsqrt_rn
+    ffma = libdevice.fmaf_rn  # fma.rn.f32: one rounding (repro-v2's matmul term)
     dadd, dmul, ddiv, dsqrt = libdevice.dadd_rn, libdevice.dmul_rn, libdevice.ddiv_rn, libdevice.dsqrt_rn
 
     @_device
@@ -239,12 +256,13 @@ def _empty(shape: Any, like: torch.Tensor, dtype: torch.dtype = torch.float32) -
 # ------------------------------------------------------------------ matmul
 
 
-def _make_bmm(tpb: int, tm: int) -> Any:
+def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
     """out[t] = a[t] @ b[t]: a (T, M, K), b (T, K, N), any strides. A block of tpb x tpb threads
     owns a (tpb*tm) x (tpb*tm) tile of outputs, each thread tm x tm of them (rows ty + r*tpb,
     columns tx + c*tpb) in registers; tiles of a and b (tpb deep in k) pass through shared memory.
-    Every output runs ``acc = fadd(acc, fmul(a[i,k], b[k,j]))`` for k = 0, 1, ... from 0: the CPU
-    kernel's sequence."""
+    Every output runs ``acc = fadd(acc, fmul(a[i,k], b[k,j]))`` (repro-v1) or, ``fused``,
+    ``acc = ffma(a[i,k], b[k,j], acc)`` (repro-v2) for k = 0, 1, ... from 0: the CPU kernel's
+    sequence."""
     bm = tpb * tm  # the block's rows = columns
     bk = tpb  # k per stage
     nthreads = tpb * tpb
@@ -297,7 +315,10 @@ def _make_bmm(tpb: int, tm: int) -> Any:
                     br[c] = sb[kq, tx + c * tpb]
                 for r in range(tm):
                     for c in range(tm):
-                        acc[r, c] = fadd(acc[r, c], fmul(ar[r], br[c]))
+                        if fused:  # a constant of the closure: numba compiles one branch
+                            acc[r, c] = ffma(ar[r], br[c], acc[r, c])
+                        else:
+                            acc[r, c] = fadd(acc[r, c], fmul(ar[r], br[c]))
             cuda.syncthreads()
         for r in range(tm):
             i = i0 + ty + r * tpb
@@ -314,7 +335,7 @@ def _make_bmm(tpb: int, tm: int) -> Any:
 #: The shape changes no bits (each output's sum is the same sequence), so the simulator runs a
 #: small one (its threads are Python threads) and the tests run every shape there.
 BMM_SHAPES = {"small": (4, 2), "medium": (16, 4), "large": (16, 8)}
-_bmm_kernels: dict[str, Any] = {}
+_bmm_kernels: dict[tuple[str, bool], Any] = {}
 
 
 def _bmm_shape(m: int, n: int) -> str:
@@ -323,9 +344,10 @@ def _bmm_shape(m: int, n: int) -> str:
     return "large" if m >= 512 and n >= 512 else "medium"
 
 
-def bmm(a: torch.Tensor, b: torch.Tensor, shape: str | None = None) -> torch.Tensor:
+def bmm(a: torch.Tensor, b: torch.Tensor, shape: str | None = None, fused: bool = False) -> torch.Tensor:
     """a (T, M, K) @ b (T, K, N) (any strides: transposed views are read in place), each output's
-    k order fixed; ``shape``: a key of :data:`BMM_SHAPES` (default: by size)."""
+    k order fixed; ``shape``: a key of :data:`BMM_SHAPES` (default: by size); ``fused``: each
+    term one fused multiply-add (repro-v2)."""
     nb, m, kk = a.shape
     n = b.shape[2]
     out = _empty((nb, m, n), a)
@@ -334,17 +356,17 @@ def bmm(a: torch.Tensor, b: torch.Tensor, shape: str | None = None) -> torch.Ten
     if kk == 0:
         return out.zero_()
     name = shape or _bmm_shape(m, n)
-    if name not in _bmm_kernels:
-        _bmm_kernels[name] = _make_bmm(*BMM_SHAPES[name])
+    if (name, fused) not in _bmm_kernels:
+        _bmm_kernels[name, fused] = _make_bmm(*BMM_SHAPES[name], fused)
     tpb, tm = BMM_SHAPES[name]
     side = tpb * tm
     grid = ((n + side - 1) // side, (m + side - 1) // side, nb)
-    _bmm_kernels[name][grid, (tpb, tpb), _stream()](array(a), array(b), array(out), a.stride(2) == 1, b.stride(2) == 1)
+    _bmm_kernels[name, fused][grid, (tpb, tpb), _stream()](array(a), array(b), array(out), a.stride(2) == 1, b.stride(2) == 1)
     return out
 
 
-def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return bmm(a[None], b[None])[0]
+def _mm(a: torch.Tensor, b: torch.Tensor, fused: bool) -> torch.Tensor:
+    return bmm(a[None], b[None], fused=fused)[0]
 
 
 # ------------------------------------------------------------------ sums over rows and columns
@@ -725,13 +747,13 @@ def _colsum(g: torch.Tensor) -> torch.Tensor:
 
 class Linear(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, fused: bool) -> torch.Tensor:
         xs = x.detach().reshape(-1, x.shape[-1])
-        y = _mm(xs, w.detach().t())  # the CPU's y^T = W x^T for few rows has the same products and order
+        y = _mm(xs, w.detach().t(), fused)  # the CPU's y^T = W x^T for few rows has the same products and order
         if b is not None:
             y += b.detach()  # one rounded add per output, after the whole dot product
         ctx.save_for_backward(x, w)
-        ctx.has_bias = b is not None
+        ctx.has_bias, ctx.fused = b is not None, fused
         return y.reshape(*x.shape[:-1], w.shape[0])
 
     @staticmethod
@@ -739,10 +761,10 @@ class Linear(torch.autograd.Function):
         x, w = ctx.saved_tensors
         g = dy.detach().contiguous().reshape(-1, w.shape[0])
         xs = x.detach().reshape(-1, x.shape[-1])
-        dx = _mm(g, w.detach()).reshape(x.shape) if ctx.needs_input_grad[0] else None
-        dw = _mm(g.t(), xs)
+        dx = _mm(g, w.detach(), ctx.fused).reshape(x.shape) if ctx.needs_input_grad[0] else None
+        dw = _mm(g.t(), xs, ctx.fused)
         db = _colsum(g) if ctx.has_bias else None
-        return dx, dw, db
+        return dx, dw, db, None
 
 
 class Conv2d(torch.autograd.Function):
@@ -750,13 +772,14 @@ class Conv2d(torch.autograd.Function):
     # output's k = tap order is the CPU's per-image one), then a copy into NCHW. Backward:
     # dcols = W^T G, dW = G cols^T (k = image-major pixels ascending, the CPU's dW^T = cols G^T).
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int) -> torch.Tensor:
+    def forward(ctx: Any, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor, pad: int, fused: bool) -> torch.Tensor:
         nb, _, hh, ww = x.shape
         c_out, c_in, ks, _ = w.shape
         xc = x.detach().contiguous()
         cols = _empty((c_in * ks * ks, nb * hh * ww), x)
         _launch(_im2col_k, cols.numel(), array(xc), ks, pad, array(cols))
-        y = _mm(w.detach().reshape(c_out, -1), cols).reshape(c_out, nb, hh * ww).permute(1, 0, 2).contiguous()
+        ctx.fused = fused
+        y = _mm(w.detach().reshape(c_out, -1), cols, fused).reshape(c_out, nb, hh * ww).permute(1, 0, 2).contiguous()
         y += b.detach()[:, None]
         ctx.save_for_backward(w)
         ctx.cols, ctx.pad, ctx.x_shape = cols, pad, x.shape
@@ -769,15 +792,15 @@ class Conv2d(torch.autograd.Function):
         nb, _, hh, ww = ctx.x_shape
         g = dy.detach().contiguous().reshape(nb, c_out, hh * ww)
         gt = g.permute(1, 0, 2).reshape(c_out, nb * hh * ww)  # (c_out, image-major pixels): a copy
-        dw = _mm(gt, ctx.cols.t()).reshape(w.shape)
+        dw = _mm(gt, ctx.cols.t(), ctx.fused).reshape(w.shape)
         db = _empty(c_out, g)
         _launch(_channel_sum_k, c_out, array(g), array(db))
         if not ctx.needs_input_grad[0]:
-            return None, dw, db, None
-        dcols = _mm(w.detach().reshape(c_out, -1).t(), gt)
+            return None, dw, db, None, None
+        dcols = _mm(w.detach().reshape(c_out, -1).t(), gt, ctx.fused)
         dx = _empty(ctx.x_shape, g)
         _launch(_col2im_k, dx.numel(), array(dcols), ks, ctx.pad, array(dx))
-        return dx, dw, db, None
+        return dx, dw, db, None, None
 
 
 class MaxPool2(torch.autograd.Function):
@@ -861,27 +884,27 @@ class Gelu(torch.autograd.Function):
 
 class CausalAttention(torch.autograd.Function):
     @staticmethod
-    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fused: bool) -> torch.Tensor:
         shape = q.shape  # (B, H, T, D)
         qn, kn, vn = (z.detach().contiguous().reshape(-1, shape[2], shape[3]) for z in (q, k, v))
         scale = 1.0 / math.sqrt(shape[3])
-        s = bmm(qn, kn.transpose(1, 2))
+        s = bmm(qn, kn.transpose(1, 2), fused=fused)
         p = torch.empty_like(s)
         _launch(_causal_softmax_k, s.shape[0] * s.shape[1], array(s), scale, array(p))
-        ctx.saved = (qn, kn, vn, p, scale, shape)
-        return bmm(p, vn).reshape(shape)
+        ctx.saved = (qn, kn, vn, p, scale, shape, fused)
+        return bmm(p, vn, fused=fused).reshape(shape)
 
     @staticmethod
-    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        qn, kn, vn, p, scale, shape = ctx.saved
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        qn, kn, vn, p, scale, shape, fused = ctx.saved
         g = dy.detach().contiguous().reshape(qn.shape)
-        dp = bmm(g, vn.transpose(1, 2))
-        dv = bmm(p.transpose(1, 2), g)
+        dp = bmm(g, vn.transpose(1, 2), fused=fused)
+        dv = bmm(p.transpose(1, 2), g, fused=fused)
         ds = torch.empty_like(dp)
         _launch(_causal_softmax_bwd_k, dp.shape[0] * dp.shape[1], array(p), array(dp), scale, array(ds))
-        dq = bmm(ds, kn)
-        dk = bmm(ds.transpose(1, 2), qn)
-        return dq.reshape(shape), dk.reshape(shape), dv.reshape(shape)
+        dq = bmm(ds, kn, fused=fused)
+        dk = bmm(ds.transpose(1, 2), qn, fused=fused)
+        return dq.reshape(shape), dk.reshape(shape), dv.reshape(shape), None
 
 
 class Embedding(torch.autograd.Function):

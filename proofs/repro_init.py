@@ -1,4 +1,4 @@
-"""repro-v1's seeded initialization: the same float32 bits from the same seed on every machine.
+"""repro-v1's (and repro-v2's) seeded initialization: the same float32 bits from the same seed on every machine.
 
 torch's initializers (``kaiming_uniform_``, ``normal_``) run per-ISA kernels: the default
 (no SIMD) ATen build gives other bits than the AVX2/AVX-512 ones, so checkpoint 0 would

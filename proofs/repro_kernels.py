@@ -7,7 +7,9 @@ Rules each kernel keeps (docs/numerics.md says why):
   split across threads or vector lanes; ``prange`` and vectorization run across independent
   outputs only (matmul: rows x column tiles, each output accumulating over ``k`` in order);
 * no fused multiply-add (numba's default: no ``fastmath``, so LLVM never contracts
-  ``a * b + c``), no reassociation;
+  ``a * b + c``), no reassociation; repro-v2's contraction kernels (:data:`FUSED`, the same
+  source) fuse each multiply-add of a matmul or convolution term through an explicit intrinsic,
+  and nothing else;
 * transcendentals (``exp``, ``log``, ``tanh``) from fixed polynomials built from
   + - * / only (:func:`exp64`, :func:`log64`), never libm;
 * float32 in and out; matmuls and plain sums (bias and embedding gradients, col2im) accumulate
@@ -22,7 +24,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable
-from types import FunctionType, SimpleNamespace
+from types import CodeType, FunctionType, SimpleNamespace
 from typing import Any
 
 import numba
@@ -35,7 +37,7 @@ from numba.extending import intrinsic, models, register_model
 # numba's OpenMP pool (GNU libgomp) where the system has it, else its workqueue pool: a
 # parallel call through the workqueue took 150 us against 2 us through OpenMP, and its idle
 # threads woke late (gpt-10M's step 1.13x faster at two threads than at one, against 1.69x:
-# docs/numerics.md). Under repro-v1 torch runs one thread, so its own OpenMP pool never spins
+# docs/numerics.md). Under the repro numerics torch runs one thread, so its own OpenMP pool never spins
 # beside this one. The layer changes no bits; NUMBA_THREADING_LAYER still chooses another.
 if "NUMBA_THREADING_LAYER" not in os.environ:
     numba.config.THREADING_LAYER = "default"
@@ -72,6 +74,7 @@ __all__ = [
     "divide",
     "scale",
     "sum_squares",
+    "FUSED",
 ]
 
 # ------------------------------------------------------------------ threads
@@ -116,6 +119,7 @@ def _parallel(work: Callable[..., float]) -> Callable[[Callable[..., Any]], Call
             return serial(*args)
 
         call.kernel, call.serial = kernel, serial  # type: ignore[attr-defined]
+        call.py_func, call.work = fn, work  # type: ignore[attr-defined]  # for repro-v2's twin (_fused_family)
         return call
 
     return wrap
@@ -223,8 +227,8 @@ def tanh64(u: float) -> float:
 
 def _vector_ops(width: int) -> SimpleNamespace:
     """A float32 vector type of ``width`` lanes and its intrinsics. The matmul's, on 2-D arrays:
-    load, store, splat, an accumulator's start, and ``acc + x * y`` (an fmul, then an fadd, no
-    fast-math flags: LLVM never fuses them). The direct convolution's, on 1-D arrays at flat
+    load, store, splat, an accumulator's start, and ``acc + x * y`` (``muladd``: an fmul, then an
+    fadd, no fast-math flags: LLVM never fuses them; ``fma``: one rounding, repro-v2's). The direct convolution's, on 1-D arrays at flat
     indices taken as they are (no wraparound, no bounds check, and no ``inbounds``: a masked
     access may start before the array or end past it): load, store, splat of an element, zero,
     ``x + y`` (one fadd), and with lanes chosen by an integer's bits (bit ``l`` is lane ``l``) a
@@ -297,6 +301,17 @@ def _vector_ops(width: int) -> SimpleNamespace:
 
         def codegen(context, builder, sig, args):
             return builder.fadd(args[0], builder.fmul(args[1], args[2]))
+
+        return f32vec(acc, x, y), codegen
+
+    @intrinsic
+    def vfma(typingctx, acc, x, y):
+        """acc + x * y, lane by lane, rounded once (LLVM's fma: an FMA instruction where the target
+        has one, else libm's correctly rounded ``fmaf``): repro-v2's multiply-add."""
+
+        def codegen(context, builder, sig, args):
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec, vec, vec]), f"llvm.fma.v{width}f32")
+            return builder.call(fn, [args[1], args[2], args[0]])
 
         return f32vec(acc, x, y), codegen
 
@@ -399,6 +414,7 @@ def _vector_ops(width: int) -> SimpleNamespace:
         splat=vsplat,
         start=vstart,
         muladd=vmuladd,
+        fma=vfma,
         zero=zero,
         flat_load=flat_load,
         flat_store=flat_store,
@@ -1572,3 +1588,57 @@ def sum_squares(x):
         xi = np.float64(x[i])
         acc += xi * xi
     return acc
+
+
+# ------------------------------------------------------------------ repro-v2: the multiply-adds fused
+
+#: repro-v2's one change: each term of a matmul's or a convolution's sum is ``acc = fma(a, b, acc)``,
+#: one rounding, where repro-v1 rounds the product and then the sum.
+_FUSED_OPS = {"_vmuladd": _WIDE.fma, "_nmuladd": _NARROW.fma, "_cmuladd": _WIDE.fma}
+
+
+def _names(code: CodeType) -> set[str]:
+    """The global names ``code`` reads, its nested functions' included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _names(const)
+    return names
+
+
+def _fused_family() -> SimpleNamespace:
+    """repro-v2's kernels: every function of this module that calls a multiply-add, directly or
+    through another, compiled again from the same source with :data:`_FUSED_OPS` in its globals
+    (named ``<name>_fma``, so that numba's disk cache keeps the two apart). The same tiles,
+    blocks of k, tasks and threads; only each term's rounding differs. The rest of repro-v2
+    (softmax, layer norm, GELU, the optimizers) is repro-v1's."""
+    here = globals()
+    sources: dict[str, FunctionType] = {}
+    for name, obj in here.items():
+        fn = getattr(obj, "py_func", obj)  # a numba dispatcher's or a _parallel kernel's source
+        if isinstance(fn, FunctionType) and fn.__module__ == __name__:
+            sources[name] = fn
+    fused = set(_FUSED_OPS)
+    while True:  # callers of a fused function, until none is added
+        more = {name for name, fn in sources.items() if name not in fused and _names(fn.__code__) & fused}
+        if not more:
+            break
+        fused |= more
+    env = dict(here)
+    env.update(_FUSED_OPS)
+    for name in fused - set(_FUSED_OPS):
+        obj, fn = here[name], sources[name]
+        twin = FunctionType(fn.__code__, env, fn.__name__ + "_fma", fn.__defaults__, fn.__closure__)
+        twin.__qualname__, twin.__doc__ = fn.__qualname__ + "_fma", fn.__doc__
+        if isinstance(obj, numba.core.registry.CPUDispatcher):
+            env[name] = njit(cache=True, **{k: v for k, v in obj.targetoptions.items() if k != "nopython"})(twin)
+        elif hasattr(obj, "work"):
+            env[name] = _parallel(obj.work)(twin)
+        else:
+            env[name] = twin
+    return SimpleNamespace(**{name: env[name] for name in __all__ if name in fused})
+
+
+#: repro-v2's contraction kernels: ``bmm`` and the direct convolution's three, with the names and
+#: arguments of this module's.
+FUSED = _fused_family()

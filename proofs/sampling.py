@@ -48,6 +48,7 @@ from typing import Literal
 from proofs.errors import ProofError
 from proofs.keccak import keccak
 from proofs.merkle import to_bytes32
+from proofs.numerics import profile
 from proofs.spec import JobSpec
 
 __all__ = [
@@ -183,7 +184,7 @@ def needs_full_replay(spec: JobSpec) -> bool:
     (bit-exact on the same hardware only) or tolerance mode. Within the windows a cheater can push
     every segment (``tolerance-backdoor``: no segment fails), so sampling proves nothing there and
     such a job is a weaker guarantee (docs/proofs.md, "Full replay and the cheats of few segments")."""
-    return spec.numerics == "torch" or spec.tolerance.mode == "tolerance"
+    return not profile(spec.numerics).portable or spec.tolerance.mode == "tolerance"
 
 
 def caught_probability(sampled: float, p: float, *, differs: bool = True) -> float:

@@ -421,9 +421,11 @@ class Tolerance(_Frozen):
 # ----------------------------------------------------------------- numerics
 
 #: Which kernels compute a step. ``repro-v1``: :mod:`proofs.repro`, the same bits on every
-#: CPU (any instruction set, vector width, thread count); ``torch``: plain PyTorch kernels,
-#: faster on big models but bit-exact only on the same hardware and kernels.
-Numerics = Literal["repro-v1", "torch"]
+#: CPU and GPU (any instruction set, vector width, thread count), each term of a matmul a rounded
+#: multiply then a rounded add; ``repro-v2``: the same, with each term one fused multiply-add
+#: (faster where a multiply-add is one instruction: Intel cores, GPUs); ``torch``: plain PyTorch
+#: kernels, faster on big models but bit-exact only on the same hardware and kernels.
+Numerics = Literal["repro-v1", "repro-v2", "torch"]
 
 
 # ----------------------------------------------------------------- the job

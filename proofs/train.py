@@ -76,7 +76,7 @@ class Runtime:
 
     The default is what exact replay with ``numerics: torch`` needs: one CPU thread,
     deterministic algorithms, full float32 matmul precision. Calibration varies these.
-    Under ``repro-v1`` the thread count only changes the speed, never the bits: the kernels
+    Under ``repro-v1`` and ``repro-v2`` the thread count only changes the speed, never the bits: the kernels
     use ``repro_threads`` where it is set (a role's ``--threads``), else ``threads``, and torch,
     which then only moves data, gets ``torch_threads`` (a :class:`Trainer` sets 1, so that two
     thread pools never compete for the cores). A ``torch`` job ignores ``repro_threads``: its

@@ -12,8 +12,8 @@ submitter against each advert (:func:`misfit`, ``submit post --dry-run``), so th
 the solver's limits (parameters, dataset, steps, and the training memory, which only the solver knows:
 an advert has no field for it) and, for an advert, the training time doubled (``ESTIMATE_SAFETY``: the
 solver doubles its measured times) against the job's commit window. The advertised device does not
-decide a fit: both numerics profiles run on CPU and CUDA (proofs.numerics), with the same bits under
-repro-v1. Nor does a checkpoint's size: a challenged checkpoint of any size is answered through the
+decide a fit: every numerics profile runs on CPU and CUDA (proofs.numerics), with the same bits under
+repro-v1 and repro-v2. Nor does a checkpoint's size: a challenged checkpoint of any size is answered through the
 availability court, and a manifest of any length is a root of about 2 KB and pages (proofs.manifest,
 docs/protocol.md). What only a dry run shows (inputs that do not load, training that does no work, the
 measured time) the solver checks after.

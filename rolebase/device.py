@@ -1,9 +1,9 @@
 """``--device cpu|cuda``: where a solver trains, a verifier replays and referees, a whistleblower audits, as the proofs
-engine's :class:`proofs.train.Runtime` ``device``; ``--threads``: the CPU threads of its ``repro-v1`` kernels
+engine's :class:`proofs.train.Runtime` ``device``; ``--threads``: the CPU threads of its repro kernels (``repro-v1``, ``repro-v2``)
 (``Runtime.repro_threads``).
 
 ``cuda`` is accepted only where torch sees a GPU. A job whose numerics cannot compute on the chosen
-device (its profile's ``fault``: ``repro-v1`` on cuda needs numba's CUDA target, docs/numerics.md) is never worked on there: a solver
+device (its profile's ``fault``: repro numerics on cuda need numba's CUDA target, docs/numerics.md) is never worked on there: a solver
 does not claim it, a verifier drawn for it reports nothing and logs one line naming the job and
 the numerics (an honest trace must never fail for the verifier's choice of device).
 """
@@ -37,7 +37,7 @@ ThreadsOption = Annotated[
     int,
     typer.Option(
         "--threads",
-        help="CPU threads for repro-v1 jobs' kernels (any count gives the same bits; give no more than the cores this role has to"
+        help="CPU threads for repro-v1 and repro-v2 jobs' kernels (any count gives the same bits; give no more than the cores this role has to"
         " itself: a thread that waits for a core stalls every kernel); torch-numerics jobs always run one thread, as their exact replay needs",
         min=1,
         max=1024,

@@ -1,6 +1,6 @@
 """What a job's verification proves, in one line for people (``submit post``, ``submit show``, the dashboard).
 
-A ``repro-v1`` job in exact mode is checked bit for bit: any trace that is not the honest one fails a
+A ``repro-v1`` or ``repro-v2`` job in exact mode is checked bit for bit: any trace that is not the honest one fails a
 replay. A job that names ``"numerics": "torch"`` or tolerance mode is a **weaker guarantee**: replay
 is bit-exact only on the solver's own hardware, and within tolerance windows a cheater can push
 every segment (``tolerance-backdoor``: no segment fails), so such a job is always fully replayed
@@ -10,6 +10,7 @@ hardware (docs/proofs.md, "Full replay and the cheats of few segments").
 
 from __future__ import annotations
 
+from proofs.numerics import profile
 from proofs.sampling import needs_full_replay
 from proofs.spec import JobSpec
 
@@ -17,10 +18,10 @@ __all__ = ["guarantee", "weaker_guarantee"]
 
 
 def weaker_guarantee(spec: JobSpec) -> str | None:
-    """One line saying why the spec is a weaker guarantee, or None for a bit-exact (repro-v1, exact) job."""
+    """One line saying why the spec is a weaker guarantee, or None for a bit-exact (repro numerics, exact) job."""
     if not needs_full_replay(spec):
         return None
-    why = [f'"numerics": "{spec.numerics}" (bit-exact only on the same hardware)'] if spec.numerics == "torch" else []
+    why = [f'"numerics": "{spec.numerics}" (bit-exact only on the same hardware)'] if not profile(spec.numerics).portable else []
     if spec.tolerance.mode == "tolerance":
         why.append(f"tolerance mode (a cheater may push every segment within l2 {spec.tolerance.l2:g}, linf {spec.tolerance.linf:g})")
     return f"weaker guarantee: {' and '.join(why)}; always fully replayed"

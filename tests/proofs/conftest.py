@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from proofs.data import Dataset, load_dataset
@@ -40,6 +41,24 @@ def make_spec(kind: str, data: bytes, **overrides: Any) -> JobSpec:
     }
     raw.update(overrides)
     return load_spec(raw)
+
+
+def fma32(a: Any, b: Any, c: Any) -> Any:
+    """float32 ``a * b + c`` rounded once (a fused multiply-add), elementwise over numpy arrays or
+    scalars, without the machine's FMA: the float64 product of two float32 is exact, its sum with
+    ``c`` is made round-to-odd (TwoSum's error moves an even result one step towards the exact
+    sum), and a float64 rounded to odd rounds to the float32 nearest the exact value (53 >= 24 + 2
+    bits). The reference for repro-v2's kernels."""
+    p = np.asarray(a, np.float32).astype(np.float64) * np.asarray(b, np.float32).astype(np.float64)
+    c64 = np.asarray(c, np.float32).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        s = p + c64
+        v = s - p
+        err = (p - (s - v)) + (c64 - v)
+        even = (np.asarray(s).view(np.int64) & 1) == 0
+        nudge = np.isfinite(s) & (err != 0) & even
+        s = np.where(nudge, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(np.float32)
 
 
 def replay_committed(spec: JobSpec, dataset: Dataset, trace: Trace, seg: int) -> SegmentVerdict:

@@ -1,9 +1,10 @@
 """Run under ``NUMBA_ENABLE_CUDASIM=1`` (set before numba loads): the CUDA kernels of
 proofs.repro_cuda in numba's simulator against the CPU kernels, bit for bit.
 
-``kernels``: every kernel forward and backward on tiny odd shapes (every matmul tile shape);
-``train KIND``: two training steps of a tiny registry model with SGD and with Adam, once on the
-CPU kernels and once through the CUDA ones (``proofs.repro`` dispatches every operation there),
+``kernels``: every kernel forward and backward on tiny odd shapes (every matmul tile shape), the
+contractions under both numerics (repro-v2: each multiply-add fused);
+``train KIND NUMERICS``: two training steps of a tiny registry model with SGD and with Adam, once on
+the CPU kernels and once through the CUDA ones (``proofs.repro`` dispatches every operation there),
 comparing state hashes. Prints one JSON line: {"mismatches": [...], "checked": n}.
 """
 
@@ -50,7 +51,7 @@ from proofs.datasets import shapes, spirals, text_tokens  # noqa: E402
 from proofs.train import Trainer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from conftest import make_spec  # type: ignore[import-not-found]  # noqa: E402
+from conftest import fma32, make_spec  # type: ignore[import-not-found]  # noqa: E402
 
 assert repro_cuda.SIM, "run with NUMBA_ENABLE_CUDASIM=1"
 rng = np.random.default_rng(7)
@@ -91,37 +92,62 @@ def both(cpu_fn: Any, cuda_fn: Any, inputs: list[torch.Tensor], name: str) -> No
 def kernels() -> None:
     C = repro_cuda
     a, b = randn(2, 7, 13), randn(2, 13, 9)
-    ref = np.empty((2, 7, 9), np.float32)
-    K.bmm(a.numpy(), b.numpy(), ref)
     at = randn(2, 13, 7).transpose(1, 2)  # a transposed view, read in place on the GPU
-    ref_t = np.empty((2, 7, 9), np.float32)
-    K.bmm(np.ascontiguousarray(at.numpy()), b.numpy(), ref_t)
     bt = randn(2, 9, 13).transpose(1, 2)
-    ref_bt = np.empty((2, 7, 9), np.float32)
-    K.bmm(a.numpy(), np.ascontiguousarray(bt.numpy()), ref_bt)
-    for shape in C.BMM_SHAPES:
-        same(f"bmm {shape}", C.bmm(a, b, shape), ref)
-        same(f"bmm {shape} strided a", C.bmm(at, b, shape), ref_t)
-        same(f"bmm {shape} strided b", C.bmm(a, bt, shape), ref_bt)
+    for fused, cpu in ((False, K), (True, K.FUSED)):
+        ref = np.empty((2, 7, 9), np.float32)
+        cpu.bmm(a.numpy(), b.numpy(), ref)
+        ref_t = np.empty((2, 7, 9), np.float32)
+        cpu.bmm(np.ascontiguousarray(at.numpy()), b.numpy(), ref_t)
+        ref_bt = np.empty((2, 7, 9), np.float32)
+        cpu.bmm(a.numpy(), np.ascontiguousarray(bt.numpy()), ref_bt)
+        for shape in C.BMM_SHAPES:
+            same(f"bmm {shape} fused={fused}", C.bmm(a, b, shape, fused), ref)
+            same(f"bmm {shape} strided a fused={fused}", C.bmm(at, b, shape, fused), ref_t)
+            same(f"bmm {shape} strided b fused={fused}", C.bmm(a, bt, shape, fused), ref_bt)
+    # the simulator's fused multiply-add (numba's own rounds twice): exact on ties, cancellation,
+    # subnormals, overflow and infinities
+    x, y, z = randn(300, spread=3.0).numpy(), randn(300, spread=3.0).numpy(), randn(300, spread=3.0).numpy()
+    z[:100] = -(x[:100].astype(np.float64) * y[:100]).astype(np.float32)  # cancellation: the product's rounding error is the result
+    edge = np.array([1 + 2**-23, 1 - 2**-24, 2**-126, 2**-149, 3e38, np.inf, -np.inf, 0.0, -0.0, 1e-30], np.float32)
+    x, y, z = (np.concatenate([v, np.roll(edge, r)]) for v, r in ((x, 0), (y, 3), (z, 7)))
+    same("ffma", np.array([C.ffma(p, q, r) for p, q, r in zip(x, y, z)], np.float32), fma32(x, y, z))
     x64 = np.concatenate([rng.standard_normal(40) * 30, [0.0, -0.0, 1e-310, 700.0, -700.0, 1e300]])
     same("exp64", [C.exp64(v) for v in x64], [K.exp64(v) for v in x64])
     same("log64", [C.log64(abs(v)) for v in x64], [K.log64(abs(v)) for v in x64])
     same("tanh64", [C.tanh64(v / 10) for v in x64], [K.tanh64(v / 10) for v in x64])
 
-    both(lambda x, w, b: repro._Linear.apply(x, w, b), C.Linear.apply, [randn(5, 6), randn(3, 6), randn(3)], "linear")
-    both(lambda x, w, b: repro._Linear.apply(x, w, b), C.Linear.apply, [randn(2, 9, 4), randn(5, 4), randn(5)], "linear many rows")
-    both(
-        lambda x, w, b: repro._Conv2d.apply(x, w, b, 1),
-        lambda x, w, b: C.Conv2d.apply(x, w, b, 1),
-        [randn(2, 2, 5, 6), randn(3, 2, 3, 3), randn(3)],
-        "conv2d 3x3",
-    )
-    both(
-        lambda x, w, b: repro._Conv2d.apply(x, w, b, 2),
-        lambda x, w, b: C.Conv2d.apply(x, w, b, 2),
-        [randn(1, 1, 5, 5), randn(2, 1, 5, 5), randn(2)],
-        "conv2d 5x5",
-    )
+    for fused in (False, True):
+        both(
+            lambda x, w, b: repro._Linear.apply(x, w, b, fused),
+            lambda x, w, b: C.Linear.apply(x, w, b, fused),
+            [randn(5, 6), randn(3, 6), randn(3)],
+            f"linear {fused}",
+        )
+        both(
+            lambda x, w, b: repro._Linear.apply(x, w, b, fused),
+            lambda x, w, b: C.Linear.apply(x, w, b, fused),
+            [randn(2, 9, 4), randn(5, 4), randn(5)],
+            f"linear many rows {fused}",
+        )
+        both(
+            lambda x, w, b: repro._Conv2d.apply(x, w, b, 1, fused),
+            lambda x, w, b: C.Conv2d.apply(x, w, b, 1, fused),
+            [randn(2, 2, 5, 6), randn(3, 2, 3, 3), randn(3)],
+            f"conv2d 3x3 {fused}",
+        )
+        both(
+            lambda x, w, b: repro._Conv2d.apply(x, w, b, 2, fused),
+            lambda x, w, b: C.Conv2d.apply(x, w, b, 2, fused),
+            [randn(1, 1, 5, 5), randn(2, 1, 5, 5), randn(2)],
+            f"conv2d 5x5 {fused}",
+        )
+        both(
+            lambda q, k, v: repro._CausalAttention.apply(q, k, v, fused),
+            lambda q, k, v: C.CausalAttention.apply(q, k, v, fused),
+            [randn(2, 2, 5, 3), randn(2, 2, 5, 3), randn(2, 2, 5, 3)],
+            f"causal_attention {fused}",
+        )
     both(repro._MaxPool2.apply, C.MaxPool2.apply, [randn(2, 2, 4, 6)], "max_pool2")
     both(repro._MeanPixels.apply, C.MeanPixels.apply, [randn(2, 3, 3, 5)], "mean_pixels")
     for bias in (True, False):
@@ -132,7 +158,6 @@ def kernels() -> None:
             f"layer_norm bias={bias}",
         )
     both(repro._Gelu.apply, C.Gelu.apply, [randn(3, 11, spread=1.5)], "gelu")
-    both(repro._CausalAttention.apply, C.CausalAttention.apply, [randn(2, 2, 5, 3), randn(2, 2, 5, 3), randn(2, 2, 5, 3)], "causal_attention")
     idx = torch.tensor([[3, 1, 3], [0, 3, 1]])
     both(lambda w: repro._Embedding.apply(idx, w), lambda w: C.Embedding.apply(idx, w), [randn(5, 4)], "embedding")
     targets = torch.tensor([2, 0, 6, 6, 1])
@@ -172,12 +197,12 @@ OPTIMIZERS = {
 }
 
 
-def train(kind: str) -> None:
+def train(kind: str, numerics: str) -> None:
     data = {"mlp": spirals(1, per_class=8), "cnn": shapes(1, count=8, size=10), "resnet": shapes(1, count=8, size=10)}.get(kind) or text_tokens()
     cpu_path = repro._on_cuda
     for opt, cfg in OPTIMIZERS.items():
         batch = 1 if kind == "resnet" else 2  # the resnet's 7 convolutions are the slowest to simulate
-        spec = make_spec(kind, data, model=MODELS[kind], optimizer=cfg, batch_size=batch, steps=4, checkpoint_interval=2)
+        spec = make_spec(kind, data, model=MODELS[kind], optimizer=cfg, batch_size=batch, steps=4, checkpoint_interval=2, numerics=numerics)
         dataset = load_dataset(spec, data)
         hashes = []
         for on_cuda in (cpu_path, lambda t: True):  # every repro operation and update through the CUDA kernels
@@ -194,5 +219,5 @@ if __name__ == "__main__":
     if sys.argv[1] == "kernels":
         kernels()
     else:
-        train(sys.argv[2])
+        train(sys.argv[2], sys.argv[3])
     print(json.dumps({"mismatches": mismatches, "checked": checked}))

@@ -141,6 +141,7 @@ def test_tolerance_backdoor_passes_every_window_but_is_not_the_honest_trace(atta
 def test_only_hardware_bound_or_windowed_specs_need_a_full_replay(jobs) -> None:
     exact, _ = jobs["dead-units"]
     assert not needs_full_replay(exact)
+    assert not needs_full_replay(exact.model_copy(update={"numerics": "repro-v2"}))  # portable: sampled as repro-v1 is
     assert needs_full_replay(exact.model_copy(update={"numerics": "torch"}))
     assert needs_full_replay(jobs["tolerance-backdoor"][0])
 

@@ -40,7 +40,7 @@ from proofs.spec import load_spec
 from proofs.steps import execute_step
 from proofs.tokenizer import VOCAB_SIZE
 from proofs.train import Runtime, Trainer, train_trace
-from tests.proofs.conftest import CHILD_LIVENESS_S
+from tests.proofs.conftest import CHILD_LIVENESS_S, fma32
 
 CHILD = Path(__file__).with_name("repro_child.py")
 FMA_CHILD = Path(__file__).with_name("fma_child.py")
@@ -168,21 +168,43 @@ def test_layer_norm_gelu_attention_cross_entropy_match_float64() -> None:
     _check(lambda x: repro.cross_entropy(x, targets), lambda x: F.cross_entropy(x, targets), [3 * _randn(9, 7)])
 
 
-def _bmm_reference(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The repro-v1 matmul sequence written plainly: acc = 0, then acc = acc + a[i,k] * b[k,j] for
-    k ascending, each a float32 multiply and a float32 add (numpy's ufuncs: correctly rounded,
-    never fused)."""
+def _bmm_reference(a: np.ndarray, b: np.ndarray, fused: bool = False) -> np.ndarray:
+    """The matmul sequence written plainly: acc = 0, then for k ascending repro-v1's acc = acc +
+    a[i,k] * b[k,j], a float32 multiply and a float32 add (numpy's ufuncs: correctly rounded, never
+    fused), or ``fused`` repro-v2's acc = fma(a[i,k], b[k,j], acc), one rounding (:func:`fma32`)."""
     acc = np.zeros((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     for k in range(a.shape[2]):
-        acc = acc + a[:, :, k, None] * b[:, None, k, :]
+        acc = fma32(a[:, :, k, None], b[:, None, k, :], acc) if fused else acc + a[:, :, k, None] * b[:, None, k, :]
     return acc
 
 
+def _tiles(monkeypatch: pytest.MonkeyPatch, wide: bool) -> None:
+    """Run the ``wide`` or the narrow register tiles in both numerics (repro-v2's kernels read
+    their own copy of the module's names: :func:`proofs.repro_kernels._fused_family`)."""
+    for names in (vars(K), K.FUSED.bmm.__globals__):
+        monkeypatch.setitem(names, "WIDE_TILES", wide)
+
+
+def test_repro_v2_kernels_are_repro_v1_source_with_each_multiply_add_fused() -> None:
+    """The family is found by following calls (a kernel that gains a multiply-add joins it): every
+    tile, the tasks over them and the direct convolution's tiles, none of the other kernels."""
+    assert sorted(vars(K.FUSED)) == ["bmm", "conv2d_forward", "conv2d_input_grad", "conv2d_params_grad"]
+    env = K.FUSED.bmm.__globals__
+    for name in ("_tile4x4", "_ntile6x2", "_nrest", "_tile_in_place", "_bmm_wide", "_bmm_narrow", "_conv_fwd_tile", "_conv_dw4x4", "_conv_dw"):
+        assert env[name] is not vars(K)[name] and env[name].__name__ == vars(K)[name].__name__ + "_fma", name
+    for name in ("_contiguous", "colsum", "causal_softmax", "layer_norm", "gelu", "adam_update", "im2col", "col2im"):
+        assert env[name] is vars(K)[name], name
+
+
+@pytest.mark.parametrize("numerics", ["repro-v1", "repro-v2"])
 @pytest.mark.parametrize("family", ["wide", "narrow"])
-def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, numerics: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both register-tile families (4 x 64/32/16 for AVX-512, 6 x 16/8 elsewhere; the other one
-    spills on this machine but must give the same bits), on shapes off their tiles' edges."""
-    monkeypatch.setattr(K, "WIDE_TILES", family == "wide")
+    spills on this machine but must give the same bits), on shapes off their tiles' edges, under
+    both numerics (repro-v2: each multiply-add fused, against the exact fused reference)."""
+    fused = numerics == "repro-v2"
+    kern = K.FUSED if fused else K
+    _tiles(monkeypatch, family == "wide")
     rng = np.random.default_rng(7)
     # rows and columns off the 4 x 16/32/64 and 6 x 8/16 tiles, k = 0 and 1, a batch, wide and narrow outputs
     shapes = [(1, 1, 1, 1), (2, 5, 7, 3), (3, 9, 33, 17), (1, 13, 100, 65), (2, 4, 0, 16), (1, 7, 1, 40), (2, 66, 64, 32), (1, 30, 257, 131)]
@@ -198,40 +220,43 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, monkeypatch: py
         copied.append(rows.shape)
         contiguous(rows, out)
 
-    monkeypatch.setattr(K, "_contiguous", noted)
+    monkeypatch.setitem(kern.bmm.__globals__, "_contiguous", noted)
     for nb, m, k, n in shapes:
         a = rng.standard_normal((nb, m, k)).astype(np.float32)
         b = rng.standard_normal((nb, k, n)).astype(np.float32)
         a[:, ::3, ::2] = -0.0  # signed zeros: 0 + (-0) must stay +0, as in the reference
-        want = _bmm_reference(a, b).view(np.int32)
+        want = _bmm_reference(a, b, fused).view(np.int32)
         out = np.empty((nb, m, n), np.float32)
-        K.bmm(a, b, out)
+        kern.bmm(a, b, out)
         assert np.array_equal(out.view(np.int32), want), (nb, m, k, n)
         at = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)  # a transposed view, read in place
-        K.bmm(at, b, out)
+        kern.bmm(at, b, out)
         assert np.array_equal(out.view(np.int32), want), ("transposed a", nb, m, k, n)
     assert copied == [(1, 1024, 9), (2, 1030, 5)]
+    if fused:  # the two numerics differ (one rounding per term less), so the fused kernels really ran
+        assert not np.array_equal(out, _bmm_reference(a, b))
     with pytest.raises(ValueError, match="contiguous"):
-        K.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
+        kern.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
 
 
-def _conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The repro-v1 convolution written plainly (same padding, stride 1): im2col's taps (c, kh, kw)
-    and pixels (image, row, column), each matmul as :func:`_bmm_reference`, the bias gradient
-    a float32 sum over pixels in order, and dx summing its taps over kh, then kw, ascending."""
+def _conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, g: np.ndarray, fused: bool = False) -> tuple[np.ndarray, ...]:
+    """The convolution written plainly (same padding, stride 1): im2col's taps (c, kh, kw) and
+    pixels (image, row, column), each matmul as :func:`_bmm_reference` (``fused``: repro-v2's), the
+    bias gradient a float32 sum over pixels in order, and dx summing its taps over kh, then kw,
+    ascending."""
     nb, c_in, hh, ww = x.shape
     c_out, _, ks, _ = w.shape
     pad = ks // 2
     xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
     cols = np.stack([xp[:, c, kh : kh + hh, kw : kw + ww].reshape(-1) for c in range(c_in) for kh in range(ks) for kw in range(ks)])
     w2 = w.reshape(c_out, -1)
-    y = _bmm_reference(w2[None], cols[None])[0] + b[:, None]
+    y = _bmm_reference(w2[None], cols[None], fused)[0] + b[:, None]
     gm = g.transpose(1, 0, 2, 3).reshape(c_out, -1)
-    dw = _bmm_reference(cols[None], np.ascontiguousarray(gm.T)[None])[0].T.reshape(w.shape)
+    dw = _bmm_reference(cols[None], np.ascontiguousarray(gm.T)[None], fused)[0].T.reshape(w.shape)
     db = np.zeros(c_out, np.float32)
     for j in range(gm.shape[1]):
         db = db + gm[:, j]
-    dcols = _bmm_reference(np.ascontiguousarray(w2.T)[None], gm[None])[0].reshape(c_in, ks, ks, nb, hh, ww)
+    dcols = _bmm_reference(np.ascontiguousarray(w2.T)[None], gm[None], fused)[0].reshape(c_in, ks, ks, nb, hh, ww)
     dx = np.zeros(x.shape, np.float32)
     for kh in range(ks):
         for kw in range(ks):
@@ -251,12 +276,14 @@ CONV_SHAPES = [(1, 1, 1, 1, 1, 3), (3, 2, 5, 6, 10, 3), (2, 3, 7, 5, 7, 5), (2, 
 CONV_SHAPES += [(3, 5, 16, 16, 16, 3), (2, 6, 32, 8, 8, 3), (3, 5, 64, 4, 4, 3), (2, 7, 33, 4, 4, 1), (5, 1, 18, 16, 16, 3), (2, 3, 4, 7, 3, 5)]
 
 
+@pytest.mark.parametrize("numerics", ["repro-v1", "repro-v2"])
 @pytest.mark.parametrize("path", ["direct", "im2col"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int, path: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int, path: str, numerics: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Both ways to compute a convolution (direct where the wide tiles run, im2col and the
-    matmul elsewhere; each runs here) give the plain loops' bits."""
-    monkeypatch.setattr(K, "WIDE_TILES", path == "direct")
+    matmul elsewhere; each runs here) give the plain loops' bits, under both numerics."""
+    fused = numerics == "repro-v2"
+    _tiles(monkeypatch, path == "direct")
     rng = np.random.default_rng(5)
     saved = repro.threads()
     repro.set_threads(threads)
@@ -265,9 +292,9 @@ def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int, path: str, 
             x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((nb, c_in, hh, ww), (c_out, c_in, ks, ks), (c_out,)))
             g = rng.standard_normal((nb, c_out, hh, ww)).astype(np.float32)
             xt, wt, bt = (torch.from_numpy(a).requires_grad_() for a in (x, w, b))
-            y = repro.conv2d(xt, wt, bt, ks // 2)
+            y = repro.conv2d(xt, wt, bt, ks // 2, fused=fused)
             y.backward(torch.from_numpy(g))
-            for got, want in zip((y, xt.grad, wt.grad, bt.grad), _conv_reference(x, w, b, g)):
+            for got, want in zip((y, xt.grad, wt.grad, bt.grad), _conv_reference(x, w, b, g, fused)):
                 assert got is not None and np.array_equal(got.detach().numpy().view(np.int32), np.ascontiguousarray(want).view(np.int32)), (
                     nb,
                     c_in,
@@ -280,10 +307,13 @@ def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int, path: str, 
         repro.set_threads(saved)
 
 
-def test_direct_convolution_gives_im2col_bits_with_signed_zeros_infinities_and_any_padding() -> None:
+@pytest.mark.parametrize("numerics", ["repro-v1", "repro-v2"])
+def test_direct_convolution_gives_im2col_bits_with_signed_zeros_infinities_and_any_padding(numerics: str) -> None:
     """The direct kernels against im2col, the matmul and col2im: every output the same bits,
     also where a zero of the padding meets an infinity (0 * inf is nan in both: no term is
-    skipped), and for paddings other than ks // 2 (the output keeps the input's size)."""
+    skipped), and for paddings other than ks // 2 (the output keeps the input's size), under
+    both numerics."""
+    kern = K.FUSED if numerics == "repro-v2" else K
     rng = np.random.default_rng(11)
     for nb, c_in, c_out, hh, ww, ks, pad in [
         (3, 3, 5, 6, 10, 3, 1),
@@ -303,15 +333,15 @@ def test_direct_convolution_gives_im2col_bits_with_signed_zeros_infinities_and_a
             cols = np.empty((kk, nb * hw), np.float32)
             K.im2col(x, ks, pad, cols)
             y = np.empty((nb, c_out, hw), np.float32)
-            K.bmm(np.broadcast_to(w.reshape(1, c_out, kk), (nb, c_out, kk)), cols.reshape(kk, nb, hw).transpose(1, 0, 2), y)
+            kern.bmm(np.broadcast_to(w.reshape(1, c_out, kk), (nb, c_out, kk)), cols.reshape(kk, nb, hw).transpose(1, 0, 2), y)
             y += b[:, None]
             gm = g.reshape(nb, c_out, hw)
             dwt = np.empty((1, kk, c_out), np.float32)
-            K.bmm(cols[None], np.ascontiguousarray(gm.transpose(0, 2, 1).reshape(1, -1, c_out)), dwt)
+            kern.bmm(cols[None], np.ascontiguousarray(gm.transpose(0, 2, 1).reshape(1, -1, c_out)), dwt)
             db = np.empty(c_out, np.float32)
             K.channel_sum(gm, db)
             dcols = np.empty((nb, kk, hw), np.float32)
-            K.bmm(np.broadcast_to(w.reshape(c_out, kk).T[None], (nb, kk, c_out)), gm, dcols)
+            kern.bmm(np.broadcast_to(w.reshape(c_out, kk).T[None], (nb, kk, c_out)), gm, dcols)
             dx = np.empty(x.shape, np.float32)
             K.col2im(dcols, ks, pad, dx)
             got_y, got_dx, got_dw, got_db = (
@@ -320,19 +350,23 @@ def test_direct_convolution_gives_im2col_bits_with_signed_zeros_infinities_and_a
                 np.empty(w.shape, np.float32),
                 np.empty(c_out, np.float32),
             )
-            K.conv2d_forward(x, w, b, pad, got_y.reshape(nb, c_out, hh, ww))
-            K.conv2d_input_grad(g, w, pad, got_dx)
-            K.conv2d_params_grad(x, g, ks, pad, got_dw, got_db)
+            kern.conv2d_forward(x, w, b, pad, got_y.reshape(nb, c_out, hh, ww))
+            kern.conv2d_input_grad(g, w, pad, got_dx)
+            kern.conv2d_params_grad(x, g, ks, pad, got_dw, got_db)
             want = (y, dx, dwt[0].T.reshape(w.shape), db)
             for name, got, exp in zip(("y", "dx", "dw", "db"), (got_y, got_dx, got_dw, got_db), want):
                 assert np.array_equal(got.view(np.int32), np.ascontiguousarray(exp).view(np.int32)), (name, nb, c_in, c_out, hh, ww, ks, pad, special)
 
 
 def test_serial_and_parallel_builds_give_the_same_bits() -> None:
-    """Every op forward and backward, and the optimizer kernels, on odd shapes: one thread runs
-    each kernel's serial build, two threads its parallel one (this module splits every call)."""
+    """Every op forward and backward (the contractions under both numerics), and the optimizer
+    kernels, on odd shapes: one thread runs each kernel's serial build, two threads its parallel
+    one (this module splits every call)."""
     ops = [
         (repro.linear, [_randn(3, 5, 37), _randn(19, 37, seed=2), _randn(19, seed=3)]),
+        (lambda x, w, b: repro.linear(x, w, b, fused=True), [_randn(3, 5, 37), _randn(19, 37, seed=2), _randn(19, seed=3)]),
+        (lambda x, w, b: repro.conv2d(x, w, b, 1, fused=True), [_randn(9, 6, 8, 8), _randn(33, 6, 3, 3, seed=2), _randn(33, seed=3)]),
+        (lambda q, k, v: repro.causal_attention(q, k, v, fused=True), [_randn(2, 3, 19, 5, seed=s) for s in (1, 2, 3)]),
         (lambda x, w, b: repro.conv2d(x, w, b, 2), [_randn(3, 2, 5, 9), _randn(7, 2, 5, 5, seed=2), _randn(7, seed=3)]),
         (lambda x, w, b: repro.conv2d(x, w, b, 1), [_randn(9, 6, 8, 8), _randn(33, 6, 3, 3, seed=2), _randn(33, seed=3)]),
         (repro.max_pool2, [_randn(3, 5, 6, 10)]),
@@ -382,14 +416,21 @@ def test_col2im_gives_the_reference_bits() -> None:
 
 
 def test_compiled_kernels_hold_no_fused_multiply_add(tmp_path: Path) -> None:
-    """Every kernel the ops use, compiled afresh for this machine (AVX-512 and FMA here): no FMA
-    instruction in its native code, so no multiply-add was contracted."""
+    """Every repro-v1 kernel the ops use, compiled afresh for this machine (AVX-512 and FMA here):
+    no FMA instruction in its native code, so no multiply-add was contracted. And every repro-v2
+    kernel of the family (its tiles, tasks and direct convolution) holds one where the CPU has FMA
+    (elsewhere LLVM calls libm's ``fmaf``: the replay matrix's numba=generic child runs that)."""
     proc = subprocess.run(
         [sys.executable, str(FMA_CHILD)], env={**os.environ, "NUMBA_CACHE_DIR": str(tmp_path)}, capture_output=True, text=True, timeout=CHILD_LIVENESS_S
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     got = json.loads(proc.stdout)
     assert got["fused"] == [] and got["compiled"] >= 15, got
+    # the direct convolution runs where the wide tiles do (AVX-512), im2col and the matmul elsewhere
+    family = ["_bmm_wide.serial", "_conv_fwd_tile", "_conv_dx_tile", "_conv_dw4x4"] if K.WIDE_TILES else ["_bmm_narrow.serial"]
+    assert {"_tile4x4", "_ntile6x2", "_tile_in_place", *family} <= set(got["compiled_v2"]), got
+    if _cpu_has("fma"):
+        assert got["unfused"] == [], got
 
 
 def test_exp_and_log_polynomials_are_accurate() -> None:
@@ -478,6 +519,7 @@ def test_spec_names_its_numerics_and_defaults_to_repro(make_spec, datasets) -> N
     spec = make_spec("mlp", datasets["mlp"])
     assert spec.numerics == "repro-v1"
     assert load_spec({**spec.to_json_dict(), "numerics": "torch"}).numerics == "torch"
+    assert load_spec({**spec.to_json_dict(), "numerics": "repro-v2"}).numerics == "repro-v2"
     with pytest.raises(SpecError, match="numerics"):
         load_spec({**spec.to_json_dict(), "numerics": "fast"})
 
@@ -541,6 +583,13 @@ def _data_people_have(make_spec: Any, datasets: Mapping[str, bytes]) -> list[tup
 def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make_spec, datasets) -> None:
     jobs, expected, steps = {}, {}, {}
     cases = [(f"{kind}-{opt}", make_spec(kind, datasets[kind], optimizer=cfg, steps=12), datasets[kind]) for kind in KINDS for opt, cfg in OPTIMIZERS.items()]
+    # repro-v2 (each multiply-add fused): every model, the optimizers in turn; numba=generic's
+    # child has no FMA instruction, so there libm's fmaf computes each term
+    fused = {kind: opt for kind, opt in zip(KINDS, ["sgd", "adam", "sgd", "adam", "sgd"])}
+    cases += [
+        (f"{kind}-{opt}-v2", make_spec(kind, datasets[kind], optimizer=OPTIMIZERS[opt], steps=12, numerics="repro-v2"), datasets[kind])
+        for kind, opt in fused.items()
+    ]
     for name, spec, data in cases + _data_people_have(make_spec, datasets):
         dataset = load_dataset(spec, data)
         trace = train_trace(spec, dataset, Runtime(threads=2))  # the solver uses both cores
@@ -551,6 +600,12 @@ def test_replay_is_bit_identical_under_every_kernel_setting(tmp_path: Path, make
     control = make_spec("char-transformer", datasets["char-transformer"], steps=12, numerics="torch")
     ctrace = train_trace(control, load_dataset(control, datasets["char-transformer"]))
     jobs["control-torch"] = _write_job(tmp_path, "control-torch", control, datasets["char-transformer"], ctrace.checkpoints)
+    for kind, opt in fused.items():  # the same job under the two numerics: the same weights at the start, others after
+        v1, v2 = (
+            [decode_checkpoint(tmp_path.joinpath(f).read_bytes()).params() for f in jobs[name]["checkpoints"][:2]]
+            for name in (f"{kind}-{opt}", f"{kind}-{opt}-v2")
+        )
+        assert all(torch.equal(v1[0][n], v2[0][n]) for n in v1[0]) and not all(torch.equal(v1[1][n], v2[1][n]) for n in v1[1]), kind
     results = _replay_everywhere(tmp_path, jobs, expected, steps)
     # The children really run other kernels: plain torch numerics lose exact replay there, and
     # torch's initializers give another checkpoint 0 (repro-v1's, checked above, do not).
