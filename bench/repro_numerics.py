@@ -1,33 +1,39 @@
-"""Training speed of the reproducible numerics (repro-v1) against plain torch, side by side in one run.
+"""Training speed of the reproducible numerics (repro-v1, repro-v2) against plain torch, side by side in one run.
 
     .venv/bin/python -m bench.repro_numerics [--steps 3] [--only NAME ...] [--clock cpu] [--profile] [--gemm-only]
 
+repro-v2 is repro-v1 with each term of a matmul's or a convolution's sum one fused multiply-add
+(one rounding, :data:`proofs.repro_kernels.FUSED`) where repro-v1 rounds a multiply, then an add;
+the rest of its kernels are repro-v1's.
+
 For each model (character transformers of about 100k, 1M and 10M parameters, a GPT of about
 10M, an MLP and a CNN of about 1M, a ResNet of about 0.3M) it times training steps (``Trainer.run``: forward, backward, optimizer
-update, Adam) under ``numerics: torch`` and ``numerics: repro-v1`` at 1 and 2 threads,
-interleaved step by step, and prints the median seconds per step and the ratios:
+update, Adam) under ``numerics: torch``, ``numerics: repro-v1`` and ``numerics: repro-v2`` at 1 and
+2 threads, interleaved step by step, and prints the median seconds per step and the ratios:
 
-* repro / torch at equal threads (the goal is 1.5x or less);
-* repro with every core against today's exact mode (torch, one thread): above 1 means a
-  solver trains faster than today.
+* repro-v1 / torch and repro-v2 / torch at equal threads (the goal is 1.5x or less);
+* repro-v1 and repro-v2 with every core against today's exact mode (torch, one thread): above 1
+  means a solver trains faster than today.
 
 The first step of each configuration is a warm-up (numba loads or compiles its kernels,
 torch sizes its allocator) and is not timed; each timed step starts after ``SETTLE_S`` idle
 seconds, so that no thread pool still spinning from the step before is counted in it.
 
 Before the models, the matmul alone (``--gemm-only`` stops there): GFLOP/s of the repro-v1
-``bmm`` on the models' matmul shapes at one thread against the best BLAS torch carries here,
-MKL (``torch.mm``, ATen's default) and oneDNN (``torch._C._nn.mkldnn_linear`` on mkldnn
-tensors, the same ``x W^T``), and repro's two-thread speed-up (wall clock); and, on a line before
-the table, both with their operands in L1 (the register tile's ceiling on this core). A line first says
-which CPU features each side used: the CPU's flags, ATen's capability, oneDNN's ISA (its
-verbose log, read in a child process), and numba's target CPU with repro's tile family.
+``bmm`` and of repro-v2's fused one (``FUSED.bmm``) on the models' matmul shapes at one thread
+against the best BLAS torch carries here, MKL (``torch.mm``, ATen's default) and oneDNN
+(``torch._C._nn.mkldnn_linear`` on mkldnn tensors, the same ``x W^T``), and each repro's
+two-thread speed-up (wall clock); and, on a line before the table, all three with their operands in
+L1 (the register tile's ceiling on this core). A line first says which CPU features each side used:
+the CPU's flags, ATen's capability, oneDNN's ISA (its verbose log, read in a child process), and
+numba's target CPU with repro's tile family.
 
 ``--clock cpu`` times the process's CPU seconds instead of wall seconds: on a machine shared
 with other work, a one-thread cell then counts only its own work (not the time it waited for
 a core); two-thread cells count both threads, and torch's OpenMP pool spins while it waits,
-so read the 2T columns from the wall clock. ``--profile`` adds, per model, the seconds per step
-of each repro-v1 kernel (1 and 2 threads) and of the rest (Python, autograd, torch's copies).
+so read the 2T columns from the wall clock. ``--profile`` adds, per model and repro numerics, the
+seconds per step of each kernel (1 and 2 threads; repro-v2's fused ones named ``fused ...``) and of
+the rest (Python, autograd, torch's copies).
 """
 
 from __future__ import annotations
@@ -75,7 +81,9 @@ MODELS: dict[str, tuple[dict[str, Any], Any, int]] = {
     ),
 }
 THREADS = (1, 2)
-NUMERICS = ("torch", "repro-v1")
+NUMERICS = ("torch", "repro-v1", "repro-v2")
+#: The reproducible ones, compared with torch.
+REPRO = ("repro-v1", "repro-v2")
 
 
 def _spec(model: dict[str, Any], data: bytes, batch: int, steps: int, numerics: str) -> Any:
@@ -129,8 +137,10 @@ def _seconds_per_step(trainers: dict[tuple[str, int], Trainer], steps: int, cloc
 
 @contextmanager
 def _kernel_clock(clock: Callable[[], float], spent: dict[str, float]) -> Iterator[None]:
-    """Time every call of every kernel in :mod:`proofs.repro_kernels` into ``spent`` (name -> seconds)."""
-    saved = {name: getattr(K, name) for name in K.__all__ if name not in ("exp64", "log64", "tanh64")}
+    """Time every call of every kernel in :mod:`proofs.repro_kernels` into ``spent`` (name -> seconds),
+    repro-v2's fused ones (``K.FUSED``) as ``fused <name>``."""
+    saved = {name: getattr(K, name) for name in K.__all__ if name not in ("exp64", "log64", "tanh64", "FUSED")}
+    saved_fused = dict(vars(K.FUSED))
 
     def timed(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any) -> Any:
@@ -144,24 +154,28 @@ def _kernel_clock(clock: Callable[[], float], spent: dict[str, float]) -> Iterat
 
     for name, fn in saved.items():
         setattr(K, name, timed(name, fn))
+    for name, fn in saved_fused.items():
+        setattr(K.FUSED, name, timed(f"fused {name}", fn))
     try:
         yield
     finally:
         for name, fn in saved.items():
             setattr(K, name, fn)
+        for name, fn in saved_fused.items():
+            setattr(K.FUSED, name, fn)
 
 
-def _profile(name: str, trainers: dict[tuple[str, int], Trainer], steps: int, clock: Callable[[], float]) -> Table:
-    """Seconds per step in each repro-v1 kernel, and in the rest, at 1 and 2 threads."""
+def _profile(name: str, numerics: str, trainers: dict[tuple[str, int], Trainer], steps: int, clock: Callable[[], float]) -> Table:
+    """Seconds per step in each kernel of ``numerics`` (a repro one), and in the rest, at 1 and 2 threads."""
     spent: dict[int, defaultdict[str, float]] = {t: defaultdict(float) for t in THREADS}
     total = {}
     for t in THREADS:
         with _kernel_clock(clock, spent[t]):
             time.sleep(SETTLE_S)
             start = clock()
-            trainers[("repro-v1", t)].run(steps)
+            trainers[(numerics, t)].run(steps)
             total[t] = clock() - start
-    table = Table(title=f"{name}: repro-v1 seconds per step by kernel")
+    table = Table(title=f"{name}: {numerics} seconds per step by kernel")
     for col in ("kernel", *(f"{t}T" for t in THREADS)):
         table.add_column(col, justify="right")
     for kernel in sorted(spent[1], key=lambda k: -spent[1][k]):
@@ -199,7 +213,7 @@ def cpu_features() -> str:
         f"CPU flags: {' '.join(f for f in _CPU_FLAGS if f in flags) or 'unknown'}; "
         f"ATen (MKL GEMM, vectorized ops): {torch.backends.cpu.get_cpu_capability()}; "
         f"oneDNN: {_onednn_isa()}; "
-        f"repro-v1 (numba {numba.__version__}): target CPU {cpu}, {'wide 4 x 64' if K.WIDE_TILES else 'narrow 6 x 16'} register tiles"
+        f"repro-v1 and repro-v2 (numba {numba.__version__}): target CPU {cpu}, {'wide 4 x 64' if K.WIDE_TILES else 'narrow 6 x 16'} register tiles"
     )
 
 
@@ -222,9 +236,9 @@ def _gflops(cells: dict[str, Cell], repeats: int, flops: float) -> dict[str, flo
 
 def ceiling(repeats: int) -> str:
     """One line: the matmul's speed with its operands in L1 (64 matmuls of 64 x 128 x 64 on one
-    broadcast a and b), repro-v1 against MKL, at one thread: the register tile's ceiling on this
-    core, where a separate multiply and add per k take two vector instructions to a BLAS's one
-    fused multiply-add."""
+    broadcast a and b), repro-v1 and repro-v2 against MKL, at one thread: the register tile's
+    ceiling on this core, where repro-v1's separate multiply and add per k take two vector
+    instructions to a BLAS's (and repro-v2's) one fused multiply-add."""
     rng = np.random.default_rng(0)
     nb, m, k, n = 64, 64, 128, 64
     a = np.broadcast_to(rng.standard_normal((1, m, k)).astype(np.float32), (nb, m, k))
@@ -234,22 +248,39 @@ def ceiling(repeats: int) -> str:
     saved = torch.get_num_threads(), numba.get_num_threads()
     torch.set_num_threads(1)
     numba.set_num_threads(1)
-    cells: dict[str, Cell] = {"repro": (time.thread_time, lambda: K.bmm(a, b, out)), "mkl": (time.thread_time, lambda: torch.bmm(ta, tb))}
+    cells: dict[str, Cell] = {
+        "repro": (time.thread_time, lambda: K.bmm(a, b, out)),
+        "fused": (time.thread_time, lambda: K.FUSED.bmm(a, b, out)),
+        "mkl": (time.thread_time, lambda: torch.bmm(ta, tb)),
+    }
     best = _gflops(cells, repeats, 2 * nb * m * k * n)
     torch.set_num_threads(saved[0])
     numba.set_num_threads(saved[1])
     return (
         f"operands in L1 ({nb} x {m} x {k} x {n}, one broadcast a and b), GFLOP/s at one thread: "
-        f"repro-v1 {best['repro']:.1f}, MKL {best['mkl']:.1f} (repro / MKL {best['repro'] / best['mkl']:.2f}: "
-        "a multiply and an add per k where a BLAS issues one fused multiply-add)"
+        f"repro-v1 {best['repro']:.1f}, repro-v2 {best['fused']:.1f}, MKL {best['mkl']:.1f} "
+        f"(repro-v1 / MKL {best['repro'] / best['mkl']:.2f}: a multiply and an add per k; "
+        f"repro-v2 / MKL {best['fused'] / best['mkl']:.2f}: one fused multiply-add per k, as a BLAS)"
     )
 
 
 def gemm_table(repeats: int) -> Table:
     """GFLOP/s at one thread (the calling thread's CPU clock, best of ``repeats`` interleaved), and repro's speed-up at 2 threads (wall)."""
     rng = np.random.default_rng(0)
-    table = Table(title=f"matmul alone: GFLOP/s at one thread (CPU seconds, best of {repeats}, interleaved), repro-v1 bmm against torch's BLAS")
-    for col in ("M x K x N", "repro 1T", "MKL 1T", "oneDNN 1T", "repro / best", "repro 2T / 1T (wall)"):
+    table = Table(
+        title=f"matmul alone: GFLOP/s at one thread (CPU seconds, best of {repeats}, interleaved), repro-v1 bmm and repro-v2 fused bmm against torch's BLAS"
+    )
+    for col in (
+        "M x K x N",
+        "repro-v1 1T",
+        "repro-v2 1T",
+        "MKL 1T",
+        "oneDNN 1T",
+        "repro-v1 / best",
+        "repro-v2 / best",
+        "repro-v1 2T / 1T (wall)",
+        "repro-v2 2T / 1T (wall)",
+    ):
         table.add_column(col, justify="right")
     saved = torch.get_num_threads(), numba.get_num_threads()
     for m, k, n in GEMM_SHAPES:
@@ -263,25 +294,36 @@ def gemm_table(repeats: int) -> Table:
             numba.set_num_threads(threads)
             K.bmm(a, b, out)
 
+        def fused(threads: int) -> None:
+            numba.set_num_threads(threads)
+            K.FUSED.bmm(a, b, out)
+
         # one-thread cells run on this thread: its CPU seconds, not the process's (numba's
         # OpenMP threads spin a while after each two-thread call, and would be counted)
         cpu, wall = time.thread_time, time.perf_counter
         cells: dict[str, Cell] = {
             "repro": (cpu, lambda: repro(1)),
+            "fused": (cpu, lambda: fused(1)),
             "mkl": (cpu, lambda: torch.mm(ta, tb)),
             "onednn": (cpu, lambda: torch._C._nn.mkldnn_linear(xm, wm, None)),
             "repro 1T wall": (wall, lambda: repro(1)),
             "repro 2T wall": (wall, lambda: repro(2)),
+            "fused 1T wall": (wall, lambda: fused(1)),
+            "fused 2T wall": (wall, lambda: fused(2)),
         }
         torch.set_num_threads(1)
         best = _gflops(cells, repeats, 2 * m * k * n)
+        blas = max(best["mkl"], best["onednn"])
         table.add_row(
             f"{m} x {k} x {n}",
             f"{best['repro']:.1f}",
+            f"{best['fused']:.1f}",
             f"{best['mkl']:.1f}",
             f"{best['onednn']:.1f}",
-            f"{best['repro'] / max(best['mkl'], best['onednn']):.2f}",
+            f"{best['repro'] / blas:.2f}",
+            f"{best['fused'] / blas:.2f}",
             f"{best['repro 2T wall'] / best['repro 1T wall']:.2f}x",
+            f"{best['fused 2T wall'] / best['fused 1T wall']:.2f}x",
         )
     torch.set_num_threads(saved[0])
     numba.set_num_threads(saved[1])
@@ -293,7 +335,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3, help="timed steps per cell (median), default 3")
     parser.add_argument("--only", action="append", choices=sorted(MODELS), help="only this model (repeatable)")
     parser.add_argument("--clock", choices=sorted(CLOCKS), default="wall", help="wall seconds (default) or the process's CPU seconds")
-    parser.add_argument("--profile", action="store_true", help="also print each model's seconds per step by repro-v1 kernel")
+    parser.add_argument("--profile", action="store_true", help="also print each model's seconds per step by kernel, under repro-v1 and repro-v2")
     parser.add_argument("--gemm-repeats", type=int, default=5, help="interleaved repeats of each matmul cell (best taken), default 5")
     parser.add_argument("--gemm-only", action="store_true", help="the CPU features line and the matmul table only")
     args = parser.parse_args()
@@ -304,21 +346,22 @@ def main() -> None:
     console.print(gemm_table(args.gemm_repeats))
     if args.gemm_only:
         return
-    table = Table(title=f"repro-v1 vs plain torch: {args.clock} seconds per training step (Adam, median of {args.steps}), {os.cpu_count()} CPUs")
+    table = Table(
+        title=f"repro-v1 (v1) and repro-v2 (v2) vs plain torch: {args.clock} seconds per training step (Adam, median of {args.steps}), {os.cpu_count()} CPUs",
+        caption=f"speed-up: repro at {THREADS[-1]} threads against torch at one (today's exact mode); above 1, a solver trains faster than today",
+    )
     profiles = []
-    for col in (
-        "model",
-        "params",
-        "batch",
-        "torch 1T",
-        "repro 1T",
-        "repro/torch 1T",
-        "torch 2T",
-        "repro 2T",
-        "repro/torch 2T",
-        "speed-up repro 2T vs torch 1T (today's exact)",
-    ):
-        table.add_column(col, justify="right")
+    short = {n: n.removeprefix("repro-") for n in REPRO}
+    table.add_column("model", justify="right", no_wrap=True)
+    table.add_column("params", justify="right", no_wrap=True)
+    table.add_column("batch", justify="right")
+    for t in THREADS:
+        table.add_column(f"torch {t}T", justify="right")
+        for n in REPRO:
+            table.add_column(f"{short[n]} {t}T", justify="right")
+            table.add_column(f"{short[n]}/torch {t}T", justify="right")
+    for n in REPRO:
+        table.add_column(f"speed-up {short[n]} {THREADS[-1]}T vs torch 1T", justify="right")
     for name, (model, build, batch) in MODELS.items():
         if args.only and name not in args.only:
             continue
@@ -327,12 +370,14 @@ def main() -> None:
         trainers = _trainers(model, data, batch, args.steps * (2 if args.profile else 1))
         cell = _seconds_per_step(trainers, args.steps, clock)
         if args.profile:
-            profiles.append(_profile(name, trainers, args.steps, clock))
+            profiles += [_profile(name, n, trainers, args.steps, clock) for n in REPRO]
         row = [name, f"{params:,}", str(batch)]
         for t in THREADS:
-            plain, ours = cell[("torch", t)], cell[("repro-v1", t)]
-            row += [f"{plain:.4f}", f"{ours:.4f}", f"{ours / plain:.2f}x"]
-        row.append(f"{cell[('torch', 1)] / cell[('repro-v1', 2)]:.2f}x")
+            plain = cell[("torch", t)]
+            row.append(f"{plain:.4f}")
+            for n in REPRO:
+                row += [f"{cell[(n, t)]:.4f}", f"{cell[(n, t)] / plain:.2f}x"]
+        row += [f"{cell[('torch', 1)] / cell[(n, THREADS[-1])]:.2f}x" for n in REPRO]
         table.add_row(*row)
     console.print(table)
     for profile in profiles:
