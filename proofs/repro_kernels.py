@@ -228,9 +228,10 @@ def tanh64(u: float) -> float:
 def _vector_ops(width: int) -> SimpleNamespace:
     """A float32 vector type of ``width`` lanes and its intrinsics. The matmul's, on 2-D arrays:
     load, store, splat, an accumulator's start, and ``acc + x * y`` (``muladd``: an fmul, then an
-    fadd, no fast-math flags: LLVM never fuses them; ``fma``: one rounding, repro-v2's). The direct convolution's, on 1-D arrays at flat
-    indices taken as they are (no wraparound, no bounds check, and no ``inbounds``: a masked
-    access may start before the array or end past it): load, store, splat of an element, zero,
+    fadd, no fast-math flags: LLVM never fuses them; ``fma``: one rounding, repro-v2's). The
+    direct convolution's, on 1-D arrays at flat indices taken as they are (no wraparound, no
+    bounds check, and no ``inbounds``: a masked access may start before the array or end past
+    it): load, store, splat of an element, zero,
     ``x + y`` (one fadd), and with lanes chosen by an integer's bits (bit ``l`` is lane ``l``) a
     masked load (+0.0 in the other lanes, which are never read, so they may lie outside the
     array), a masked store and a select."""
