@@ -39,6 +39,7 @@ the rest (Python, autograd, torch's copies).
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import subprocess
@@ -290,27 +291,18 @@ def gemm_table(repeats: int) -> Table:
         ta, tb = torch.from_numpy(a[0]), torch.from_numpy(b[0])
         xm, wm = ta.to_mkldnn(), tb.t().contiguous().to_mkldnn()
 
-        def repro(threads: int) -> None:
+        def multiply(kern: Any, threads: int) -> None:
             numba.set_num_threads(threads)
-            K.bmm(a, b, out)
-
-        def fused(threads: int) -> None:
-            numba.set_num_threads(threads)
-            K.FUSED.bmm(a, b, out)
+            kern.bmm(a, b, out)
 
         # one-thread cells run on this thread: its CPU seconds, not the process's (numba's
         # OpenMP threads spin a while after each two-thread call, and would be counted)
         cpu, wall = time.thread_time, time.perf_counter
-        cells: dict[str, Cell] = {
-            "repro": (cpu, lambda: repro(1)),
-            "fused": (cpu, lambda: fused(1)),
-            "mkl": (cpu, lambda: torch.mm(ta, tb)),
-            "onednn": (cpu, lambda: torch._C._nn.mkldnn_linear(xm, wm, None)),
-            "repro 1T wall": (wall, lambda: repro(1)),
-            "repro 2T wall": (wall, lambda: repro(2)),
-            "fused 1T wall": (wall, lambda: fused(1)),
-            "fused 2T wall": (wall, lambda: fused(2)),
-        }
+        repros = {"repro": K, "fused": K.FUSED}  # repro-v1's bmm, repro-v2's
+        cells: dict[str, Cell] = {label: (cpu, functools.partial(multiply, kern, 1)) for label, kern in repros.items()}
+        cells["mkl"] = (cpu, lambda: torch.mm(ta, tb))
+        cells["onednn"] = (cpu, lambda: torch._C._nn.mkldnn_linear(xm, wm, None))
+        cells |= {f"{label} {t}T wall": (wall, functools.partial(multiply, kern, t)) for label, kern in repros.items() for t in (1, 2)}
         torch.set_num_threads(1)
         best = _gflops(cells, repeats, 2 * m * k * n)
         blas = max(best["mkl"], best["onednn"])
