@@ -801,7 +801,18 @@ def bmm(a, b, out):
     (_bmm_wide if WIDE_TILES else _bmm_narrow)(a, b, out)
 
 
-_COLS = 256  # columns per pass of the column sums: four rows of them stay in L1
+_COLS = 256  # columns per pass of the column sums at most: four rows of them stay in L1
+_COLS_MIN = 64
+
+
+@njit(cache=True)
+def _col_width(n):
+    """Columns per pass of a sum down the columns of an (m, n) array: up to :data:`_COLS`, fewer
+    (down to 64) so that the passes are :data:`_TASKS` and two threads share them (a layer norm
+    of 256 features was one pass: serial at any thread count). Each column is summed alone: the
+    width changes no bit."""
+    w = (n + _TASKS - 1) // _TASKS
+    return min(_COLS, max(_COLS_MIN, (w + 15) // 16 * 16))
 
 
 @njit(cache=True)
@@ -820,10 +831,10 @@ def _add4(acc, g0, g1, g2, g3, n):
 def colsum(g, out):
     """out[j] = sum_i g[i, j] in float32, rows in ascending order."""
     m, n = g.shape
-    nc = (n + _COLS - 1) // _COLS
-    for c in prange(nc):
-        j0 = c * _COLS
-        j1 = min(j0 + _COLS, n)
+    width = _col_width(n)
+    for c in prange((n + width - 1) // width):
+        j0 = c * width
+        j1 = min(j0 + width, n)
         acc = np.zeros(j1 - j0, np.float32)
         m4 = m - m % 4
         for i in range(0, m4, 4):  # four rows a pass, still added one after the other
@@ -930,10 +941,10 @@ def layer_norm_bwd(dy, x, w, mean, rstd, dx):
 def layer_norm_params_bwd(dy, x, mean, rstd, dw, db):
     """dw[j] = sum_i dy[i,j] * xhat[i,j], db[j] = sum_i dy[i,j]: rows in order, float64."""
     m, n = x.shape
-    nc = (n + _COLS - 1) // _COLS
-    for c in prange(nc):
-        j0 = c * _COLS
-        j1 = min(j0 + _COLS, n)
+    width = _col_width(n)
+    for c in prange((n + width - 1) // width):
+        j0 = c * width
+        j1 = min(j0 + width, n)
         aw = np.zeros(j1 - j0, np.float64)
         ab = np.zeros(j1 - j0, np.float64)
         for i in range(m):
@@ -1513,10 +1524,10 @@ def maxpool2_bwd(dy, idx, dx):
 def embedding_bwd(idx, dy, dw):
     """dw[v] = sum of dy[n] over n with idx[n] == v, n ascending (dw starts at zero)."""
     n, e = dy.shape
-    nc = (e + _COLS - 1) // _COLS
-    for c in prange(nc):
-        j0 = c * _COLS
-        j1 = min(j0 + _COLS, e)
+    width = _col_width(e)
+    for c in prange((e + width - 1) // width):
+        j0 = c * width
+        j1 = min(j0 + width, e)
         for i in range(n):
             _axpy1(dw[idx[i], j0:j1], np.float32(1.0), dy[i, j0:j1], j1 - j0)
 

@@ -394,6 +394,35 @@ def test_serial_and_parallel_builds_give_the_same_bits() -> None:
     assert len(bits[0]) == len(bits[1]) and all(np.array_equal(a, b) for a, b in zip(*bits))
 
 
+@pytest.mark.parametrize("n", [19, 256, 300, 1024])
+def test_column_sums_add_the_rows_in_order_at_any_columns_per_pass(n: int) -> None:
+    """The bias gradient (``colsum``), the layer norm's parameter gradients and the embedding's
+    gradient against plain loops over the rows in order: the columns per pass (64 to 256, so
+    that two threads share a layer norm's 256) change no bit, at one thread or two."""
+    rng = np.random.default_rng(n)
+    g = (rng.standard_normal((37, n)) * 10.0 ** rng.uniform(-3, 3, (37, n))).astype(np.float32)  # magnitudes apart: the order shows
+    x = rng.standard_normal((37, n)).astype(np.float32)
+    mean, rstd = x.astype(np.float64).mean(1), 1.0 / (x.astype(np.float64).std(1) + 1e-5)
+    idx = rng.integers(0, 5, 37)
+    want_sum, want_w, want_b, want_e = np.zeros(n, np.float32), np.zeros(n), np.zeros(n), np.zeros((5, n), np.float32)
+    for i in range(37):
+        want_sum = want_sum + g[i]
+        dy = g[i].astype(np.float64)
+        want_w = want_w + dy * ((x[i].astype(np.float64) - mean[i]) * rstd[i])
+        want_b = want_b + dy
+        want_e[idx[i]] = want_e[idx[i]] + g[i]
+    saved = repro.threads()
+    for threads in (1, 2):
+        repro.set_threads(threads)
+        got_sum, dw, db, de = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32), np.zeros((5, n), np.float32)
+        K.colsum(g, got_sum)
+        K.layer_norm_params_bwd(g, x, mean, rstd, dw, db)
+        K.embedding_bwd(idx, g, de)
+        for got, want in ((got_sum, want_sum), (dw, want_w.astype(np.float32)), (db, want_b.astype(np.float32)), (de, want_e)):
+            assert np.array_equal(got.view(np.int32), want.view(np.int32)), threads
+    repro.set_threads(saved)
+
+
 def test_col2im_gives_the_reference_bits() -> None:
     """The convolution's input gradient: each pixel 0, then its taps added in (kh, kw) order, each a
     float32 add (numpy's, correctly rounded), taps outside the image skipped."""
@@ -535,23 +564,26 @@ def test_threads_change_no_bits(jobs) -> None:
 def test_repro_threads_reach_the_kernels_of_repro_jobs_only(jobs, make_spec, datasets, monkeypatch) -> None:
     """``Runtime.repro_threads`` (a role's ``--threads``): a repro-v1 job's kernels run that many
     threads, with the same bits as one; a ``torch`` job keeps torch's one thread, on which its
-    exact replay depends."""
-    seen: set[tuple[int, int]] = set()
+    exact replay depends. A repro job also trains without torch's NaN fill of each new tensor
+    (``fill_uninitialized``), a ``torch`` job with it, and the setting is restored after."""
+    seen: set[tuple[int, int, bool]] = set()
     backward = Trainer._backward
+    fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
 
     def noted(self: Trainer, x: torch.Tensor, y: torch.Tensor) -> float:
-        seen.add((torch.get_num_threads(), repro.threads()))
+        seen.add((torch.get_num_threads(), repro.threads(), torch.utils.deterministic.fill_uninitialized_memory))  # type: ignore[attr-defined]
         return backward(self, x, y)
 
     monkeypatch.setattr(Trainer, "_backward", noted)
     job = jobs["char-transformer"]
     trace = train_trace(job.spec, job.dataset, Runtime(repro_threads=2))
-    assert seen == {(1, 2)}  # (torch's threads, the kernels' threads)
+    assert seen == {(1, 2, False)}  # (torch's threads, the kernels' threads, the NaN fill)
     assert trace.state_hashes == train_trace(job.spec, job.dataset, Runtime(threads=1)).state_hashes
     seen.clear()
     control = make_spec("char-transformer", datasets["char-transformer"], numerics="torch")
     train_trace(control, load_dataset(control, datasets["char-transformer"]), Runtime(repro_threads=2))
-    assert {torch_threads for torch_threads, _ in seen} == {1}
+    assert {(torch_threads, filled) for torch_threads, _, filled in seen} == {(1, True)}
+    assert torch.utils.deterministic.fill_uninitialized_memory == fill  # type: ignore[attr-defined]
 
 
 def _write_job(folder: Path, name: str, spec: Any, data: bytes, checkpoints: tuple[bytes, ...], init: bytes | None = None) -> dict[str, Any]:
