@@ -77,20 +77,20 @@ class Runtime:
     The default is what exact replay with ``numerics: torch`` needs: one CPU thread,
     deterministic algorithms, full float32 matmul precision. Calibration varies these.
     Under ``repro-v1`` and ``repro-v2`` the thread count only changes the speed, never the bits: the kernels
-    use ``repro_threads`` where it is set (a role's ``--threads``), else ``threads``, and torch,
-    which then only moves data, gets ``torch_threads`` (a :class:`Trainer` sets 1, so that two
-    thread pools never compete for the cores). A ``torch`` job ignores ``repro_threads``: its
-    bits depend on torch's thread count.
+    use ``repro_threads`` where it is set (a role's ``--threads``), else ``threads``, and so does
+    torch, which then only moves data and adds single terms (the same bits at any thread count;
+    its copies and adds on the second thread made every registry model's two-thread step 1.01x
+    to 1.18x faster than with torch on one, docs/numerics.md). A ``torch`` job ignores
+    ``repro_threads``: its bits depend on torch's thread count.
 
     ``fill_uninitialized`` is torch's ``fill_uninitialized_memory`` under deterministic algorithms
     (every new tensor first filled with NaN). A repro trainer turns it off: its kernels write every
     output and torch only moves data, so no value is ever read unwritten, and the fills cost
-    gpt-10M 15 ms a step on the training thread.
+    gpt-10M 14 ms a step on the training thread.
     """
 
     threads: int = 1
     repro_threads: int | None = None
-    torch_threads: int | None = None
     deterministic: bool = True
     fill_uninitialized: bool = True
     matmul_precision: Literal["highest", "high", "medium"] = "highest"
@@ -104,7 +104,7 @@ def runtime(rt: Runtime) -> Iterator[None]:
     saved = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled(), torch.get_float32_matmul_precision()
     saved_fill = torch.utils.deterministic.fill_uninitialized_memory  # type: ignore[attr-defined]
     saved_repro = repro.threads()
-    torch.set_num_threads(rt.torch_threads or rt.threads)
+    torch.set_num_threads(rt.threads)
     repro.set_threads(rt.threads)
     torch.use_deterministic_algorithms(rt.deterministic)
     torch.set_float32_matmul_precision(rt.matmul_precision)
@@ -133,7 +133,7 @@ class Trainer:
         self.spec = spec
         self.data_key = dataset.data_key
         self.profile = profile(spec.numerics)
-        self.rt = replace(rt, threads=rt.repro_threads or rt.threads, torch_threads=1, fill_uninitialized=False) if self.profile.repro else rt
+        self.rt = replace(rt, threads=rt.repro_threads or rt.threads, fill_uninitialized=False) if self.profile.repro else rt
         self.device = torch.device(rt.device)
         fault = self.profile.fault(rt.device)
         if fault is not None:

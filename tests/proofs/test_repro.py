@@ -562,9 +562,9 @@ def test_threads_change_no_bits(jobs) -> None:
 
 
 def test_repro_threads_reach_the_kernels_of_repro_jobs_only(jobs, make_spec, datasets, monkeypatch) -> None:
-    """``Runtime.repro_threads`` (a role's ``--threads``): a repro-v1 job's kernels run that many
-    threads, with the same bits as one; a ``torch`` job keeps torch's one thread, on which its
-    exact replay depends. A repro job also trains without torch's NaN fill of each new tensor
+    """``Runtime.repro_threads`` (a role's ``--threads``): a repro-v1 job's kernels and torch run
+    that many threads, with the same bits as one; a ``torch`` job keeps torch's one thread, on
+    which its exact replay depends. A repro job also trains without torch's NaN fill of each new tensor
     (``fill_uninitialized``), a ``torch`` job with it, and the setting is restored after."""
     seen: set[tuple[int, int, bool]] = set()
     backward = Trainer._backward
@@ -577,7 +577,7 @@ def test_repro_threads_reach_the_kernels_of_repro_jobs_only(jobs, make_spec, dat
     monkeypatch.setattr(Trainer, "_backward", noted)
     job = jobs["char-transformer"]
     trace = train_trace(job.spec, job.dataset, Runtime(repro_threads=2))
-    assert seen == {(1, 2, False)}  # (torch's threads, the kernels' threads, the NaN fill)
+    assert seen == {(2, 2, False)}  # (torch's threads, the kernels' threads, the NaN fill)
     assert trace.state_hashes == train_trace(job.spec, job.dataset, Runtime(threads=1)).state_hashes
     seen.clear()
     control = make_spec("char-transformer", datasets["char-transformer"], numerics="torch")
