@@ -205,6 +205,21 @@ def _gelu_inner(v: Any) -> Any:
 #: Threads per block of the one-dimensional kernels; the simulator runs each thread as a Python
 #: thread, so there a few threads walk the outputs (grid-stride loops: the same outputs either way).
 _TPB = 4 if SIM else 128
+#: The row kernels (softmax, log-sum-exp, layer norm) give each row a block of _ROW_THREADS threads
+#: (a warp): they compute a chunk of _ROW_CHUNK terms side by side, then the first thread adds the
+#: chunk to the row's sum in order (:func:`_chunk_sum`), so each sum is still one left-to-right
+#: sequence. The simulator's small numbers take it through several chunks on tiny rows.
+_ROW_THREADS = 4 if SIM else 32
+_ROW_CHUNK = 2 * _ROW_THREADS if SIM else 4 * _ROW_THREADS
+#: The column kernels (a bias's gradient, layer norm's parameter gradients) give each _COL_LANES
+#: columns a block of _COL_LANES x _COL_LOADERS threads (a warp per loader): every thread loads
+#: _COL_DEPTH rows of its column per chunk of _COL_CHUNK rows, the next chunk's loads in flight while
+#: the first loader's threads add the staged chunk to their columns' sums in row order. Each sum is
+#: still one top-to-bottom sequence, fed by the whole block's loads instead of one thread's.
+_COL_LANES = 4 if SIM else 32
+_COL_LOADERS = 2 if SIM else 8
+_COL_DEPTH = 2 if SIM else 8
+_COL_CHUNK = _COL_LOADERS * _COL_DEPTH
 _streams: dict[int, Any] = {}
 
 
@@ -224,6 +239,23 @@ def _launch(kernel: Any, n: int, *args: Any) -> None:
         return
     blocks = 1 if SIM else min((n + _TPB - 1) // _TPB, 1 << 16)
     kernel[blocks, _TPB, _stream()](*args)
+
+
+def _launch_columns(kernel: Any, columns: int, *args: Any) -> None:
+    """``kernel`` over ``columns`` columns, a block of :data:`_COL_LANES` x :data:`_COL_LOADERS`
+    threads per :data:`_COL_LANES` of them (a grid-stride loop over column groups inside)."""
+    if columns <= 0:
+        return
+    groups = (columns + _COL_LANES - 1) // _COL_LANES
+    kernel[1 if SIM else min(groups, 1 << 16), (_COL_LANES, _COL_LOADERS), _stream()](*args)
+
+
+def _launch_rows(kernel: Any, rows: int, *args: Any) -> None:
+    """``kernel`` over ``rows`` rows, a block of :data:`_ROW_THREADS` threads per row (a grid-stride
+    loop over rows inside)."""
+    if rows <= 0:
+        return
+    kernel[1 if SIM else min(rows, 1 << 16), _ROW_THREADS, _stream()](*args)
 
 
 def array(t: torch.Tensor) -> Any:
@@ -253,23 +285,117 @@ def _empty(shape: Any, like: torch.Tensor, dtype: torch.dtype = torch.float32) -
     return torch.empty(shape, dtype=dtype, device=like.device)
 
 
+# ------------------------------------------------------------------ a row's block (the row kernels)
+
+
+@_device
+def _chunk_sum(acc: Any, terms: Any, count: Any) -> Any:
+    """``acc`` plus ``terms[0]``, ``terms[1]``, ... ``terms[count - 1]`` in that order (float64), added by
+    the block's first thread once every thread has written its terms; every thread returns (only the
+    first thread's value is the sum)."""
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        for q in range(count if count < _ROW_CHUNK else _ROW_CHUNK):
+            acc = dadd(acc, terms[q])
+    cuda.syncthreads()
+    return acc
+
+
+@_device
+def _broadcast(value: Any, cell: Any) -> Any:
+    """The first thread's ``value``, to every thread of the block (through the shared ``cell``, free
+    again on return: every thread has read it)."""
+    if cuda.threadIdx.x == 0:
+        cell[0] = value
+    cuda.syncthreads()
+    value = cell[0]
+    cuda.syncthreads()
+    return value
+
+
+@_device
+def _row_max(row: Any, n: Any, scale: Any, best: Any, where: Any) -> Any:
+    """The value a left-to-right scan ``if v > hi: hi = v`` from -inf finds over ``v = row[j] * scale``
+    (float64), ``j < n``: NaN is never larger, and of equal values (+0 and -0) the first is kept.
+    Each thread scans every ``_ROW_THREADS``-th ``j``; the first thread keeps the largest, the lowest
+    ``j`` among equals; every thread returns it."""
+    tx = cuda.threadIdx.x
+    hi = -math.inf
+    at = n
+    for j in range(tx, n, _ROW_THREADS):
+        v = dmul(np.float64(row[j]), scale)
+        if v > hi:
+            hi = v
+            at = j
+    best[tx] = hi
+    where[tx] = at
+    cuda.syncthreads()
+    if tx == 0:
+        for q in range(1, _ROW_THREADS):
+            if best[q] > hi or (best[q] == hi and where[q] < at):
+                hi = best[q]
+                at = where[q]
+        best[0] = hi
+    cuda.syncthreads()
+    return best[0]
+
+
 # ------------------------------------------------------------------ matmul
 
 
+#: Columns of padding in each shared tile row: a warp that stages a k-fastest operand writes 16
+#: values of k, rows ``bm + 2`` apart, to 16 different banks (``bm`` is a multiple of 32, so
+#: unpadded they all fell in one bank: a 16-way conflict on every store).
+_PAD = 2
+
+
+@_device
+def _tile_slot(e: Any, k_fastest: Any, bm: Any, bk: Any) -> Any:
+    """(row, k) of the ``e``-th element of a ``bm`` x ``bk`` tile, consecutive ``e`` along k when
+    ``k_fastest``, else along the rows."""
+    if k_fastest:
+        return e // bk, e % bk
+    return e % bm, e // bm
+
+
+@_device
+def _fetch(x: Any, t: Any, r0: Any, k0: Any, tid: Any, k_fastest: Any, regs: Any, bm: Any, bk: Any, nthreads: Any) -> None:
+    """Load thread ``tid``'s share of the tile ``x[t, r0 : r0 + bm, k0 : k0 + bk]`` into ``regs``
+    (0 outside ``x``), consecutive threads along whichever axis of ``x`` is contiguous: every load
+    is issued before any is used, so their latencies overlap."""
+    rows, kk = x.shape[1], x.shape[2]
+    for q in range(regs.shape[0]):
+        rr, kq = _tile_slot(tid + q * nthreads, k_fastest, bm, bk)
+        if r0 + rr < rows and k0 + kq < kk:
+            regs[q] = x[t, r0 + rr, k0 + kq]
+        else:
+            regs[q] = np.float32(0.0)
+
+
+@_device
+def _stage(s: Any, tid: Any, k_fastest: Any, regs: Any, bm: Any, bk: Any, nthreads: Any) -> None:
+    """Store what :func:`_fetch` loaded into the shared tile ``s[k, row]``."""
+    for q in range(regs.shape[0]):
+        rr, kq = _tile_slot(tid + q * nthreads, k_fastest, bm, bk)
+        s[kq, rr] = regs[q]
+
+
 def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
-    """out[t] = a[t] @ b[t]: a (T, M, K), b (T, K, N), any strides. A block of tpb x tpb threads
-    owns a (tpb*tm) x (tpb*tm) tile of outputs, each thread tm x tm of them (rows ty + r*tpb,
-    columns tx + c*tpb) in registers; tiles of a and b (tpb deep in k) pass through shared memory.
-    Every output runs ``acc = fadd(acc, fmul(a[i,k], b[k,j]))`` (repro-v1) or, ``fused``,
+    """out[t] = a[t] @ bt[t]^T: a (T, M, K), bt (T, N, K) (``b`` transposed), any strides. A block of
+    tpb x tpb threads owns a (tpb*tm) x (tpb*tm) tile of outputs, each thread tm x tm of them (rows
+    ty + r*tpb, columns tx + c*tpb) in registers; tiles of a and b (tpb deep in k) pass through
+    shared memory, the next tile's loads in flight while the current one is multiplied. Every output
+    runs ``acc = fadd(acc, fmul(a[i,k], b[k,j]))`` (repro-v1) or, ``fused``,
     ``acc = ffma(a[i,k], b[k,j], acc)`` (repro-v2) for k = 0, 1, ... from 0: the CPU kernel's
-    sequence."""
+    sequence (the staging changes which thread loads what, never a sum's order)."""
     bm = tpb * tm  # the block's rows = columns
     bk = tpb  # k per stage
     nthreads = tpb * tpb
     loads = bm * bk // nthreads  # elements of each tile one thread stages (= tm)
+    width = bm + _PAD  # a shared tile's row
 
     @cuda.jit
-    def kernel(a, b, out, a_k_fastest, b_j_fastest):  # pragma: no cover - compiled by numba
+    def kernel(a, bt, out, a_k_fastest, b_k_fastest):  # pragma: no cover - compiled by numba
         t = cuda.blockIdx.z
         i0 = cuda.blockIdx.y * bm
         j0 = cuda.blockIdx.x * bm
@@ -279,34 +405,26 @@ def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
         m = out.shape[1]
         n = out.shape[2]
         kk = a.shape[2]
-        sa = cuda.shared.array((bk, bm), numba.float32)
-        sb = cuda.shared.array((bk, bm), numba.float32)
+        sa = cuda.shared.array((bk, width), numba.float32)
+        sb = cuda.shared.array((bk, width), numba.float32)
         acc = cuda.local.array((tm, tm), numba.float32)
         ar = cuda.local.array(tm, numba.float32)
         br = cuda.local.array(tm, numba.float32)
+        va = cuda.local.array(loads, numba.float32)
+        vb = cuda.local.array(loads, numba.float32)
         for r in range(tm):
             for c in range(tm):
                 acc[r, c] = np.float32(0.0)
+        _fetch(a, t, i0, 0, tid, a_k_fastest, va, bm, bk, nthreads)
+        _fetch(bt, t, j0, 0, tid, b_k_fastest, vb, bm, bk, nthreads)
         for k0 in range(0, kk, bk):
-            for q in range(loads):  # stage the tiles: coalesced along whichever axis is contiguous
-                e = tid + q * nthreads
-                if a_k_fastest:
-                    ii, kq = e // bk, e % bk
-                else:
-                    kq, ii = e // bm, e % bm
-                if i0 + ii < m and k0 + kq < kk:
-                    sa[kq, ii] = a[t, i0 + ii, k0 + kq]
-                else:
-                    sa[kq, ii] = np.float32(0.0)
-                if b_j_fastest:
-                    kq, jj = e // bm, e % bm
-                else:
-                    jj, kq = e // bk, e % bk
-                if j0 + jj < n and k0 + kq < kk:
-                    sb[kq, jj] = b[t, k0 + kq, j0 + jj]
-                else:
-                    sb[kq, jj] = np.float32(0.0)
+            cuda.syncthreads()  # every thread is done with the last tile
+            _stage(sa, tid, a_k_fastest, va, bm, bk, nthreads)
+            _stage(sb, tid, b_k_fastest, vb, bm, bk, nthreads)
             cuda.syncthreads()
+            if k0 + bk < kk:  # the next tile's loads, in flight during this tile's products
+                _fetch(a, t, i0, k0 + bk, tid, a_k_fastest, va, bm, bk, nthreads)
+                _fetch(bt, t, j0, k0 + bk, tid, b_k_fastest, vb, bm, bk, nthreads)
             depth = kk - k0 if kk - k0 < bk else bk  # only real k: no padded term enters a sum
             for kq in range(depth):
                 for r in range(tm):
@@ -319,7 +437,6 @@ def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
                             acc[r, c] = ffma(ar[r], br[c], acc[r, c])
                         else:
                             acc[r, c] = fadd(acc[r, c], fmul(ar[r], br[c]))
-            cuda.syncthreads()
         for r in range(tm):
             i = i0 + ty + r * tpb
             if i < m:
@@ -361,7 +478,8 @@ def bmm(a: torch.Tensor, b: torch.Tensor, shape: str | None = None, fused: bool 
     tpb, tm = BMM_SHAPES[name]
     side = tpb * tm
     grid = ((n + side - 1) // side, (m + side - 1) // side, nb)
-    _bmm_kernels[name, fused][grid, (tpb, tpb), _stream()](array(a), array(b), array(out), a.stride(2) == 1, b.stride(2) == 1)
+    bt = b.transpose(1, 2)
+    _bmm_kernels[name, fused][grid, (tpb, tpb), _stream()](array(a), array(bt), array(out), a.stride(2) == 1, bt.stride(2) == 1)
     return out
 
 
@@ -372,15 +490,55 @@ def _mm(a: torch.Tensor, b: torch.Tensor, fused: bool) -> torch.Tensor:
 # ------------------------------------------------------------------ sums over rows and columns
 
 
+@_device
+def _col_fetch(x: Any, i0: Any, j: Any, regs: Any) -> None:
+    """This thread's rows of the chunk that starts at row ``i0`` (rows ``i0 + loader + u * _COL_LOADERS``)
+    of column ``j`` of ``x`` into ``regs``, 0 outside ``x``: the loads are issued together."""
+    m, n = x.shape
+    for u in range(_COL_DEPTH):
+        i = i0 + cuda.threadIdx.y + u * _COL_LOADERS
+        if i < m and j < n:
+            regs[u] = x[i, j]
+        else:
+            regs[u] = 0
+
+
+@_device
+def _col_fetch_rows(v: Any, i0: Any, regs: Any) -> None:
+    """As :func:`_col_fetch`, for a value per row (``v[i]``)."""
+    for u in range(_COL_DEPTH):
+        i = i0 + cuda.threadIdx.y + u * _COL_LOADERS
+        if i < v.shape[0]:
+            regs[u] = v[i]
+        else:
+            regs[u] = 0
+
+
 @cuda.jit
 def _colsum_k(g, out):  # pragma: no cover - compiled by numba
-    """out[j] = sum_i g[i, j] in float32, rows ascending (repro_kernels.colsum)."""
+    """out[j] = sum_i g[i, j] in float32, rows ascending (repro_kernels.colsum): a block per
+    :data:`_COL_LANES` columns."""
     m, n = g.shape
-    for j in range(cuda.grid(1), n, cuda.gridsize(1)):
+    lane = cuda.threadIdx.x
+    tile = cuda.shared.array((_COL_CHUNK, _COL_LANES), numba.float32)
+    regs = cuda.local.array(_COL_DEPTH, numba.float32)
+    for j0 in range(cuda.blockIdx.x * _COL_LANES, n, cuda.gridDim.x * _COL_LANES):
+        j = j0 + lane
         acc = np.float32(0.0)
-        for i in range(m):
-            acc = fadd(acc, g[i, j])
-        out[j] = acc
+        _col_fetch(g, 0, j, regs)
+        for i0 in range(0, m, _COL_CHUNK):
+            cuda.syncthreads()  # the first loader is done with the last chunk
+            for u in range(_COL_DEPTH):
+                tile[cuda.threadIdx.y + u * _COL_LOADERS, lane] = regs[u]
+            cuda.syncthreads()
+            if i0 + _COL_CHUNK < m:  # the next chunk's loads, in flight during the sums
+                _col_fetch(g, i0 + _COL_CHUNK, j, regs)
+            if cuda.threadIdx.y == 0:
+                for r in range(_COL_CHUNK):
+                    if i0 + r < m:
+                        acc = fadd(acc, tile[r, lane])
+        if cuda.threadIdx.y == 0 and j < n:
+            out[j] = acc
 
 
 @cuda.jit
@@ -415,40 +573,58 @@ def _embedding_bwd_k(idx, dy, dw):  # pragma: no cover - compiled by numba
             dw[v, j] = fadd(dw[v, j], dy[i, j])
 
 
-# ------------------------------------------------------------------ attention softmax (one thread per row)
+# ------------------------------------------------------------------ attention softmax (a block per row)
 
 
 @cuda.jit
 def _causal_softmax_k(s, scale, p):  # pragma: no cover - compiled by numba
+    """p[t, i, j] = softmax over j <= i of scale * s[t, i, j] (float64 inside), 0 for j > i; a row per
+    block: its maximum, the sum of its exponentials in order, then each output (the exponential
+    computed again: the same operations give the same value)."""
     nb, m, n = s.shape
-    for r in range(cuda.grid(1), nb * m, cuda.gridsize(1)):
+    tx = cuda.threadIdx.x
+    best = cuda.shared.array(_ROW_THREADS, numba.float64)
+    where = cuda.shared.array(_ROW_THREADS, numba.int64)
+    terms = cuda.shared.array(_ROW_CHUNK, numba.float64)
+    cell = cuda.shared.array(1, numba.float64)
+    for r in range(cuda.blockIdx.x, nb * m, cuda.gridDim.x):
         t, i = r // m, r % m
-        hi = -math.inf
-        for j in range(i + 1):
-            v = dmul(np.float64(s[t, i, j]), scale)
-            if v > hi:
-                hi = v
+        row = s[t, i]
+        hi = _row_max(row, i + 1, scale, best, where)
         total = np.float64(0.0)
-        for j in range(i + 1):
-            total = dadd(total, exp64(dsub(dmul(np.float64(s[t, i, j]), scale), hi)))
-        for j in range(i + 1):  # each exponential again: the same operations give the same value
-            p[t, i, j] = np.float32(ddiv(exp64(dsub(dmul(np.float64(s[t, i, j]), scale), hi)), total))
-        for j in range(i + 1, n):
-            p[t, i, j] = np.float32(0.0)
+        for c0 in range(0, i + 1, _ROW_CHUNK):
+            for q in range(tx, _ROW_CHUNK, _ROW_THREADS):
+                if c0 + q <= i:
+                    terms[q] = exp64(dsub(dmul(np.float64(row[c0 + q]), scale), hi))
+            total = _chunk_sum(total, terms, i + 1 - c0)
+        total = _broadcast(total, cell)
+        for j in range(tx, n, _ROW_THREADS):
+            if j <= i:
+                p[t, i, j] = np.float32(ddiv(exp64(dsub(dmul(np.float64(row[j]), scale), hi)), total))
+            else:
+                p[t, i, j] = np.float32(0.0)
 
 
 @cuda.jit
 def _causal_softmax_bwd_k(p, dp, scale, ds):  # pragma: no cover - compiled by numba
     nb, m, n = p.shape
-    for r in range(cuda.grid(1), nb * m, cuda.gridsize(1)):
+    tx = cuda.threadIdx.x
+    terms = cuda.shared.array(_ROW_CHUNK, numba.float64)
+    cell = cuda.shared.array(1, numba.float64)
+    for r in range(cuda.blockIdx.x, nb * m, cuda.gridDim.x):
         t, i = r // m, r % m
         dot = np.float64(0.0)
-        for j in range(i + 1):
-            dot = dadd(dot, dmul(np.float64(p[t, i, j]), np.float64(dp[t, i, j])))
-        for j in range(i + 1):
-            ds[t, i, j] = np.float32(dmul(scale, dmul(np.float64(p[t, i, j]), dsub(np.float64(dp[t, i, j]), dot))))
-        for j in range(i + 1, n):
-            ds[t, i, j] = np.float32(0.0)
+        for c0 in range(0, i + 1, _ROW_CHUNK):
+            for q in range(tx, _ROW_CHUNK, _ROW_THREADS):
+                if c0 + q <= i:
+                    terms[q] = dmul(np.float64(p[t, i, c0 + q]), np.float64(dp[t, i, c0 + q]))
+            dot = _chunk_sum(dot, terms, i + 1 - c0)
+        dot = _broadcast(dot, cell)
+        for j in range(tx, n, _ROW_THREADS):
+            if j <= i:
+                ds[t, i, j] = np.float32(dmul(scale, dmul(np.float64(p[t, i, j]), dsub(np.float64(dp[t, i, j]), dot))))
+            else:
+                ds[t, i, j] = np.float32(0.0)
 
 
 # ------------------------------------------------------------------ layer norm
@@ -456,21 +632,32 @@ def _causal_softmax_bwd_k(p, dp, scale, ds):  # pragma: no cover - compiled by n
 
 @cuda.jit
 def _layer_norm_k(x, w, b, eps, y, mean, rstd):  # pragma: no cover - compiled by numba
+    """A row per block: its mean and variance, each a float64 sum in order, then its outputs."""
     m, n = x.shape
     nf = np.float64(n)
-    for i in range(cuda.grid(1), m, cuda.gridsize(1)):
+    tx = cuda.threadIdx.x
+    terms = cuda.shared.array(_ROW_CHUNK, numba.float64)
+    cell = cuda.shared.array(1, numba.float64)
+    for i in range(cuda.blockIdx.x, m, cuda.gridDim.x):
         s = np.float64(0.0)
-        for j in range(n):
-            s = dadd(s, np.float64(x[i, j]))
-        mu = ddiv(s, nf)
+        for c0 in range(0, n, _ROW_CHUNK):
+            for q in range(tx, _ROW_CHUNK, _ROW_THREADS):
+                if c0 + q < n:
+                    terms[q] = np.float64(x[i, c0 + q])
+            s = _chunk_sum(s, terms, n - c0)
+        mu = ddiv(_broadcast(s, cell), nf)
         v = np.float64(0.0)
-        for j in range(n):
-            d = dsub(np.float64(x[i, j]), mu)
-            v = dadd(v, dmul(d, d))
-        r = ddiv(1.0, dsqrt(dadd(ddiv(v, nf), eps)))
-        mean[i] = mu
-        rstd[i] = r
-        for j in range(n):
+        for c0 in range(0, n, _ROW_CHUNK):
+            for q in range(tx, _ROW_CHUNK, _ROW_THREADS):
+                if c0 + q < n:
+                    d = dsub(np.float64(x[i, c0 + q]), mu)
+                    terms[q] = dmul(d, d)
+            v = _chunk_sum(v, terms, n - c0)
+        r = ddiv(1.0, dsqrt(dadd(ddiv(_broadcast(v, cell), nf), eps)))
+        if tx == 0:
+            mean[i] = mu
+            rstd[i] = r
+        for j in range(tx, n, _ROW_THREADS):
             y[i, j] = np.float32(dadd(dmul(dmul(dsub(np.float64(x[i, j]), mu), r), np.float64(w[j])), np.float64(b[j])))
 
 
@@ -478,17 +665,26 @@ def _layer_norm_k(x, w, b, eps, y, mean, rstd):  # pragma: no cover - compiled b
 def _layer_norm_bwd_k(dy, x, w, mean, rstd, dx):  # pragma: no cover - compiled by numba
     m, n = x.shape
     nf = np.float64(n)
-    for i in range(cuda.grid(1), m, cuda.gridsize(1)):
+    tx = cuda.threadIdx.x
+    ta = cuda.shared.array(_ROW_CHUNK, numba.float64)
+    tc = cuda.shared.array(_ROW_CHUNK, numba.float64)
+    cell = cuda.shared.array(1, numba.float64)
+    for i in range(cuda.blockIdx.x, m, cuda.gridDim.x):
         mu, r = mean[i], rstd[i]
         a = np.float64(0.0)
         c = np.float64(0.0)
-        for j in range(n):
-            g = dmul(np.float64(dy[i, j]), np.float64(w[j]))
-            a = dadd(a, g)
-            c = dadd(c, dmul(g, dmul(dsub(np.float64(x[i, j]), mu), r)))
-        a = ddiv(a, nf)
-        c = ddiv(c, nf)
-        for j in range(n):
+        for c0 in range(0, n, _ROW_CHUNK):
+            for q in range(tx, _ROW_CHUNK, _ROW_THREADS):
+                j = c0 + q
+                if j < n:
+                    g = dmul(np.float64(dy[i, j]), np.float64(w[j]))
+                    ta[q] = g
+                    tc[q] = dmul(g, dmul(dsub(np.float64(x[i, j]), mu), r))
+            a = _chunk_sum(a, ta, n - c0)
+            c = _chunk_sum(c, tc, n - c0)
+        a = ddiv(_broadcast(a, cell), nf)
+        c = ddiv(_broadcast(c, cell), nf)
+        for j in range(tx, n, _ROW_THREADS):
             g = dmul(np.float64(dy[i, j]), np.float64(w[j]))
             xh = dmul(dsub(np.float64(x[i, j]), mu), r)
             dx[i, j] = np.float32(dmul(r, dsub(dsub(g, a), dmul(xh, c))))
@@ -496,16 +692,46 @@ def _layer_norm_bwd_k(dy, x, w, mean, rstd, dx):  # pragma: no cover - compiled 
 
 @cuda.jit
 def _layer_norm_params_bwd_k(dy, x, mean, rstd, dw, db):  # pragma: no cover - compiled by numba
+    """dw[j], db[j]: the float64 sums over rows ascending of dy * ((x - mean) * rstd) and of dy, a
+    block per :data:`_COL_LANES` columns (every thread computes terms of its rows, the first
+    loader's threads add them in order)."""
     m, n = x.shape
-    for j in range(cuda.grid(1), n, cuda.gridsize(1)):
+    lane = cuda.threadIdx.x
+    loader = cuda.threadIdx.y
+    tw = cuda.shared.array((_COL_CHUNK, _COL_LANES), numba.float64)
+    tb = cuda.shared.array((_COL_CHUNK, _COL_LANES), numba.float64)
+    rg = cuda.local.array(_COL_DEPTH, numba.float32)
+    rx = cuda.local.array(_COL_DEPTH, numba.float32)
+    rm = cuda.local.array(_COL_DEPTH, numba.float64)
+    rr = cuda.local.array(_COL_DEPTH, numba.float64)
+    for j0 in range(cuda.blockIdx.x * _COL_LANES, n, cuda.gridDim.x * _COL_LANES):
+        j = j0 + lane
         aw = np.float64(0.0)
         ab = np.float64(0.0)
-        for i in range(m):
-            g = np.float64(dy[i, j])
-            aw = dadd(aw, dmul(g, dmul(dsub(np.float64(x[i, j]), mean[i]), rstd[i])))
-            ab = dadd(ab, g)
-        dw[j] = np.float32(aw)
-        db[j] = np.float32(ab)
+        _col_fetch(dy, 0, j, rg)
+        _col_fetch(x, 0, j, rx)
+        _col_fetch_rows(mean, 0, rm)
+        _col_fetch_rows(rstd, 0, rr)
+        for i0 in range(0, m, _COL_CHUNK):
+            cuda.syncthreads()  # the first loader is done with the last chunk
+            for u in range(_COL_DEPTH):
+                g = np.float64(rg[u])
+                tb[loader + u * _COL_LOADERS, lane] = g
+                tw[loader + u * _COL_LOADERS, lane] = dmul(g, dmul(dsub(np.float64(rx[u]), rm[u]), rr[u]))
+            cuda.syncthreads()
+            if i0 + _COL_CHUNK < m:  # the next chunk's loads, in flight during the sums
+                _col_fetch(dy, i0 + _COL_CHUNK, j, rg)
+                _col_fetch(x, i0 + _COL_CHUNK, j, rx)
+                _col_fetch_rows(mean, i0 + _COL_CHUNK, rm)
+                _col_fetch_rows(rstd, i0 + _COL_CHUNK, rr)
+            if loader == 0:
+                for r in range(_COL_CHUNK):
+                    if i0 + r < m:
+                        aw = dadd(aw, tw[r, lane])
+                        ab = dadd(ab, tb[r, lane])
+        if loader == 0 and j < n:
+            dw[j] = np.float32(aw)
+            db[j] = np.float32(ab)
 
 
 # ------------------------------------------------------------------ GELU (tanh form)
@@ -535,16 +761,23 @@ def _gelu_bwd_k(x, dy, dx):  # pragma: no cover - compiled by numba
 
 @cuda.jit
 def _row_lse_k(logits, lse):  # pragma: no cover - compiled by numba
+    """lse[i] = max + log of the float64 sum over j ascending of exp(logits[i, j] - max), a row per block."""
     m, n = logits.shape
-    for i in range(cuda.grid(1), m, cuda.gridsize(1)):
-        hi = -math.inf
-        for j in range(n):
-            if np.float64(logits[i, j]) > hi:
-                hi = np.float64(logits[i, j])
+    tx = cuda.threadIdx.x
+    best = cuda.shared.array(_ROW_THREADS, numba.float64)
+    where = cuda.shared.array(_ROW_THREADS, numba.int64)
+    terms = cuda.shared.array(_ROW_CHUNK, numba.float64)
+    for i in range(cuda.blockIdx.x, m, cuda.gridDim.x):
+        row = logits[i]
+        hi = _row_max(row, n, 1.0, best, where)
         s = np.float64(0.0)
-        for j in range(n):
-            s = dadd(s, exp64(dsub(np.float64(logits[i, j]), hi)))
-        lse[i] = dadd(hi, log64(s))
+        for c0 in range(0, n, _ROW_CHUNK):
+            for q in range(tx, _ROW_CHUNK, _ROW_THREADS):
+                if c0 + q < n:
+                    terms[q] = exp64(dsub(np.float64(row[c0 + q]), hi))
+            s = _chunk_sum(s, terms, n - c0)
+        if tx == 0:
+            lse[i] = dadd(hi, log64(s))
 
 
 @cuda.jit
@@ -741,7 +974,7 @@ def sum_squares(x: Any) -> float:
 
 def _colsum(g: torch.Tensor) -> torch.Tensor:
     out = _empty(g.shape[1], g)
-    _launch(_colsum_k, g.shape[1], array(g), array(out))
+    _launch_columns(_colsum_k, g.shape[1], array(g), array(out))
     return out
 
 
@@ -846,7 +1079,7 @@ class LayerNorm(torch.autograd.Function):
         mean = _empty(xs.shape[0], x, torch.float64)
         rstd = _empty(xs.shape[0], x, torch.float64)
         bias = torch.zeros_like(w.detach()) if b is None else b.detach()
-        _launch(_layer_norm_k, xs.shape[0], array(xs), array(w), array(bias), float(eps), array(y), array(mean), array(rstd))
+        _launch_rows(_layer_norm_k, xs.shape[0], array(xs), array(w), array(bias), float(eps), array(y), array(mean), array(rstd))
         ctx.save_for_backward(x, w)
         ctx.mean, ctx.rstd, ctx.has_bias = mean, rstd, b is not None
         return y.reshape(x.shape)
@@ -857,10 +1090,10 @@ class LayerNorm(torch.autograd.Function):
         xs = x.detach().contiguous().reshape(-1, x.shape[-1])
         g = dy.detach().contiguous().reshape(xs.shape)
         dx = torch.empty_like(xs)
-        _launch(_layer_norm_bwd_k, xs.shape[0], array(g), array(xs), array(w), array(ctx.mean), array(ctx.rstd), array(dx))
+        _launch_rows(_layer_norm_bwd_k, xs.shape[0], array(g), array(xs), array(w), array(ctx.mean), array(ctx.rstd), array(dx))
         dw = _empty(xs.shape[1], xs)
         db = _empty(xs.shape[1], xs)
-        _launch(_layer_norm_params_bwd_k, xs.shape[1], array(g), array(xs), array(ctx.mean), array(ctx.rstd), array(dw), array(db))
+        _launch_columns(_layer_norm_params_bwd_k, xs.shape[1], array(g), array(xs), array(ctx.mean), array(ctx.rstd), array(dw), array(db))
         return dx.reshape(x.shape), dw, db if ctx.has_bias else None, None
 
 
@@ -890,7 +1123,7 @@ class CausalAttention(torch.autograd.Function):
         scale = 1.0 / math.sqrt(shape[3])
         s = bmm(qn, kn.transpose(1, 2), fused=fused)
         p = torch.empty_like(s)
-        _launch(_causal_softmax_k, s.shape[0] * s.shape[1], array(s), scale, array(p))
+        _launch_rows(_causal_softmax_k, s.shape[0] * s.shape[1], array(s), scale, array(p))
         ctx.saved = (qn, kn, vn, p, scale, shape, fused)
         return bmm(p, vn, fused=fused).reshape(shape)
 
@@ -901,7 +1134,7 @@ class CausalAttention(torch.autograd.Function):
         dp = bmm(g, vn.transpose(1, 2), fused=fused)
         dv = bmm(p.transpose(1, 2), g, fused=fused)
         ds = torch.empty_like(dp)
-        _launch(_causal_softmax_bwd_k, dp.shape[0] * dp.shape[1], array(p), array(dp), scale, array(ds))
+        _launch_rows(_causal_softmax_bwd_k, dp.shape[0] * dp.shape[1], array(p), array(dp), scale, array(ds))
         dq = bmm(ds, kn, fused=fused)
         dk = bmm(ds.transpose(1, 2), qn, fused=fused)
         return dq.reshape(shape), dk.reshape(shape), dv.reshape(shape), None
@@ -927,7 +1160,7 @@ class CrossEntropy(torch.autograd.Function):
         if t.numel() and (int(t.min()) < 0 or int(t.max()) >= x.shape[1]):
             raise IndexError(f"target out of range [0, {x.shape[1]})")
         lse = _empty(x.shape[0], x, torch.float64)
-        _launch(_row_lse_k, x.shape[0], array(x), array(lse))
+        _launch_rows(_row_lse_k, x.shape[0], array(x), array(lse))
         loss = _empty(1, x)
         _launch(_mean_nll_k, 1, array(x), array(t), array(lse), array(loss))
         ctx.saved = (x, t, lse)

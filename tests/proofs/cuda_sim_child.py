@@ -145,7 +145,7 @@ def kernels() -> None:
         both(
             lambda q, k, v: repro._CausalAttention.apply(q, k, v, fused),
             lambda q, k, v: C.CausalAttention.apply(q, k, v, fused),
-            [randn(2, 2, 5, 3), randn(2, 2, 5, 3), randn(2, 2, 5, 3)],
+            [randn(1, 2, 11, 3), randn(1, 2, 11, 3), randn(1, 2, 11, 3)],  # rows of up to 11: two chunks of a row's block
             f"causal_attention {fused}",
         )
     both(repro._MaxPool2.apply, C.MaxPool2.apply, [randn(2, 2, 4, 6)], "max_pool2")
@@ -154,14 +154,22 @@ def kernels() -> None:
         both(
             lambda x, w, b: repro._LayerNorm.apply(x, w, b if bias else None, 1e-5),
             lambda x, w, b: C.LayerNorm.apply(x, w, b if bias else None, 1e-5),
-            [randn(2, 3, 7), randn(7), randn(7)],
+            [randn(3, 7, 19), randn(19), randn(19)],  # 21 rows (column sums: whole groups and a rest), 19 columns (3 chunks)
             f"layer_norm bias={bias}",
         )
     both(repro._Gelu.apply, C.Gelu.apply, [randn(3, 11, spread=1.5)], "gelu")
     idx = torch.tensor([[3, 1, 3], [0, 3, 1]])
     both(lambda w: repro._Embedding.apply(idx, w), lambda w: C.Embedding.apply(idx, w), [randn(5, 4)], "embedding")
-    targets = torch.tensor([2, 0, 6, 6, 1])
-    both(lambda z: repro._CrossEntropy.apply(z, targets), lambda z: C.CrossEntropy.apply(z, targets), [randn(5, 7, spread=1.5)], "cross_entropy")
+    targets = torch.tensor([2, 0, 16, 6, 1])
+    both(lambda z: repro._CrossEntropy.apply(z, targets), lambda z: C.CrossEntropy.apply(z, targets), [randn(5, 17, spread=1.5)], "cross_entropy")
+    # equal maxima (+0 and -0) met by different threads of a row's block, and rows of several chunks: the CPU's bits
+    zeros = torch.tensor([[-0.0, -1.0, 0.0, -2.0, 0.0, -0.0, -3.0, -1.0, 0.0], [0.0, -1.0, -0.0, -2.0, -0.0, 0.0, -3.0, -1.0, -0.0]])
+    both(
+        lambda z: repro._CrossEntropy.apply(z, torch.tensor([1, 2])),
+        lambda z: C.CrossEntropy.apply(z, torch.tensor([1, 2])),
+        [zeros],
+        "cross_entropy signed zeros",
+    )
 
     f = np.float32
     for name, args in [
