@@ -762,14 +762,15 @@ def main(argv: list[str] | None = None) -> int:
         results.append({"section": "kernels", "name": "import proofs.repro", "status": "error", "error": f"{type(exc).__name__}: {exc}"})
     sizes, steps = args.sizes or ["tiny", "10M"], args.steps or (2 if args.quick else 3)
     tiny, large = [s for s in sizes if s == "tiny"], [s for s in sizes if s != "tiny"]
+    gpts = ["gpt-10M"] if args.quick else list(SPEED)  # the speed and profile sections' default models
     # the tiny replay before the speed cells, the 10M replay (the slowest on the CPU side) after them;
     # in each, repro-v2's cells (Adam only: its optimizers are repro-v1's) after repro-v1's
     sections: list[tuple[str, Callable[[], Cells]]] = [
         ("kernels", lambda: _kernel_cells(args.quick)),
         ("replay", lambda: _replay_cells(tiny, steps)),
         ("replay", lambda: _replay_cells(tiny, steps, "repro-v2", ("adam",))),
-        ("speed", lambda: _speed_cells(args.speed or (["gpt-10M"] if args.quick else ["gpt-10M", "gpt-124M"]), args.repeats)),
-        ("profile", lambda: [c for m in args.profile or (["gpt-10M"] if args.quick else ["gpt-10M", "gpt-124M"]) for c in _profile_cells(m, args.top)]),
+        ("speed", lambda: _speed_cells(args.speed or gpts, args.repeats)),
+        ("profile", lambda: [c for m in args.profile or gpts for c in _profile_cells(m, args.top)]),
         ("replay", lambda: _replay_cells(large, steps)),
         ("replay", lambda: _replay_cells(large, steps, "repro-v2", ("adam",))),
     ]
