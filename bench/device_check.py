@@ -18,12 +18,15 @@ soft (its error recorded, the next cell runs):
    torch, numpy and numba's CUDA target only.
 2. ``replay``: every registry model (tiny and about 10M parameters) with SGD and with Adam under
    repro-v1, and with Adam under repro-v2 (its optimizers are repro-v1's), trained ``--steps`` steps
-   from the same spec, seed and batches on the CPU and on the GPU; the sha256 of every parameter and
+   from the same spec, seed and batches on the CPU and on the GPU, every step clipped by the global
+   norm (``CLIP``, below the models' norms: the sums and the scaling run every step); the sha256 of every parameter and
    optimizer slot (the bytes a checkpoint holds) and each step's loss must be equal. Needs the
    engine's imports too (pydantic, pycryptodome); the report names what is missing.
 3. ``speed``: seconds per Adam step of the gpt at 10M and 124M parameters under repro-v1 and under
    repro-v2 on the GPU against plain torch on the same GPU (cuBLAS, TF32 off: float32 matmuls, as
-   repro computes), same model and batch; the ratios repro-v1 / torch and repro-v2 / torch.
+   repro computes), same model and batch; the ratios repro-v1 / torch and repro-v2 / torch. Then, per
+   gpt, clipping by the global norm over its gradients' shapes: repro's against torch's
+   ``clip_grad_norm_``, in ms per call.
 4. ``profile``: where one such step's time goes, per numerics (torch.profiler after a warm-up
    step): the step's wall time, the GPU's busy time (its kernels' sum), the number of kernel
    launches, and the ``--top`` kernels by GPU time.
@@ -270,8 +273,17 @@ def _kernel_cells(quick: bool) -> Cells:
         ("add_into", update("add_into", lambda: (randn(n), randn(n)))),
         ("divide", update("divide", lambda: (randn(n), f(3.0)))),
         ("scale", update("scale", lambda: (randn(n), f(0.37)))),
-        ("sum_squares", update("sum_squares", lambda: (randn(n),))),
     ]
+
+    def sum_squares() -> dict[str, Any]:
+        """Clipping's sums, one launch for tensors of every length against a chunk (512): empty,
+        one, a chunk and either side of it, several chunks, a large one."""
+        grads = [randn(size) for size in (0, 1, 511, 512, 513, n, 1 << 20)]
+        cpu = [K.sum_squares(g.numpy()) for g in grads]
+        gpu = repro_cuda.sum_squares_each([g.cuda() for g in grads])
+        return {"status": "ok" if cpu == gpu else "MISMATCH", "detail": f"{len(grads)} tensors, 0 to {1 << 20:,} elements"}
+
+    cells.append(("sum_squares_each", sum_squares))
 
     def no_fma() -> dict[str, Any]:
         """The PTX of every repro-v1 kernel compiled by the cells above holds no fused multiply-add
@@ -343,6 +355,11 @@ OPTIMIZERS = {
 }
 
 
+#: The replay's max gradient norm: below a fresh model's, so that every step clips (the norm's
+#: sums and the gradients' scaling both run on the GPU).
+CLIP = 0.05
+
+
 def _batches(cfg: dict[str, Any], batch: int, steps: int) -> list[tuple[Any, Any]]:
     import torch
 
@@ -374,13 +391,15 @@ def _spec(cfg: dict[str, Any], optimizer: dict[str, Any], batch: int, steps: int
             "seed": 5,
             "checkpoint_interval": steps,
             "numerics": numerics,
+            "grad_clip": CLIP,
         }
     )
 
 
-def _step(model: Any, ops: Any, params: dict[str, Any], opt: Any, state: Any, x: Any, y: Any, index: int, lr: float) -> Any:
-    """``Trainer.train_step``'s sequence for one micro-batch, no clipping: the loss, its gradients
-    (made contiguous, as the trainer does), the optimizer's update; returns the loss."""
+def _step(model: Any, ops: Any, params: dict[str, Any], opt: Any, state: Any, x: Any, y: Any, index: int, lr: float, clip: float | None = None) -> Any:
+    """``Trainer.train_step``'s sequence for one micro-batch: the loss, its gradients (made
+    contiguous, as the trainer does), clipping by the global norm where ``clip`` is set, the
+    optimizer's update; returns the loss."""
     for p in params.values():
         p.grad = None
     logits = model(x)
@@ -389,13 +408,18 @@ def _step(model: Any, ops: Any, params: dict[str, Any], opt: Any, state: Any, x:
     for p in params.values():
         assert p.grad is not None
         p.grad = p.grad.contiguous()
+    if clip is not None:
+        from proofs.optim import clip_by_global_norm
+
+        clip_by_global_norm({n: p.grad for n, p in params.items()}, clip, opt.repro)
     opt.update(params, state, index, lr)
     return loss
 
 
 def _train(spec: Any, batches: list[tuple[Any, Any]], device: str) -> tuple[str, list[float], float]:
-    """``Trainer.train_step``'s sequence (one micro-batch, no clipping) on ``device``: the sha256 of
-    every parameter's and optimizer slot's bytes after the steps, each step's loss, seconds per step."""
+    """``Trainer.train_step``'s sequence (one micro-batch, the spec's clipping) on ``device``: the
+    sha256 of every parameter's and optimizer slot's bytes after the steps, each step's loss, seconds
+    per step."""
     import torch
 
     from proofs.models import build_model, ops_for
@@ -409,7 +433,8 @@ def _train(spec: Any, batches: list[tuple[Any, Any]], device: str) -> tuple[str,
     losses = []
     started = time.perf_counter()
     for step, (x, y) in enumerate(batches):
-        loss = _step(model, ops, params, opt, state, x.to(device), y.to(device), step, learning_rate(spec.schedule, spec.optimizer.lr, spec.steps, step))
+        lr = learning_rate(spec.schedule, spec.optimizer.lr, spec.steps, step)
+        loss = _step(model, ops, params, opt, state, x.to(device), y.to(device), step, lr, spec.grad_clip)
         losses.append(float(loss.detach().item()))
     if device != "cpu":
         torch.cuda.synchronize()
@@ -546,6 +571,59 @@ def _speed_cells(names: list[str], repeats: int) -> Cells:
         return run
 
     return [(name, cell(name)) for name in names]
+
+
+def _clip_cells(names: list[str], repeats: int) -> Cells:
+    """Clipping by the global norm over gradients of the gpt ``name``'s parameter shapes (random,
+    so that each call clips): repro's (:func:`proofs.optim.clip_by_global_norm`, one sequential float64
+    sum per tensor, all tensors in one launch) against torch's ``clip_grad_norm_``."""
+
+    def cell(name: str) -> Callable[[], dict[str, Any]]:
+        def run() -> dict[str, Any]:
+            import torch
+
+            from proofs.models import REGISTRY, ops_for
+            from proofs.optim import clip_by_global_norm
+
+            def measured() -> tuple[float, float, list[int]]:
+                """repro's and torch's seconds, and the gradients' sizes (the model freed on return)."""
+                cfg, _, _ = _gpt_inputs(name)
+                params = list(REGISTRY["gpt"](cfg, ops_for("torch")).to("cuda").parameters())
+                gen = torch.Generator(device="cuda").manual_seed(4)
+                grads = {}
+                for i, p in enumerate(params):
+                    p.grad = grads[f"{i:04d}"] = torch.randn(p.shape, generator=gen, device="cuda")
+                fixed = timed(lambda: clip_by_global_norm(grads, 1.0, True))
+                native = timed(lambda: torch.nn.utils.clip_grad_norm_(params, 1.0))
+                return fixed, native, [g.numel() for g in grads.values()]
+
+            def timed(fn: Callable[[], Any]) -> float:
+                """The median seconds of ``repeats`` calls after one warm-up call (numba compiles)."""
+                times = []
+                for _ in range(repeats + 1):
+                    torch.cuda.synchronize()
+                    started = time.perf_counter()
+                    fn()
+                    torch.cuda.synchronize()
+                    times.append(time.perf_counter() - started)
+                return sorted(times[1:])[len(times[1:]) // 2]
+
+            try:
+                fixed, native, sizes = measured()
+            finally:
+                torch.cuda.empty_cache()
+            largest = max(sizes)
+            return {
+                "tensors": len(sizes),
+                "largest_tensor": largest,
+                "repro_clip_s": round(fixed, 5),
+                "torch_clip_s": round(native, 5),
+                "detail": f"{len(sizes)} tensors, the largest {largest:,} elements: repro {fixed * 1e3:.2f} ms, torch {native * 1e3:.2f} ms",
+            }
+
+        return run
+
+    return [(f"{name} clip", cell(name)) for name in names]
 
 
 # ------------------------------------------------------------------ 4. where a step's GPU time goes
@@ -769,7 +847,7 @@ def main(argv: list[str] | None = None) -> int:
         ("kernels", lambda: _kernel_cells(args.quick)),
         ("replay", lambda: _replay_cells(tiny, steps)),
         ("replay", lambda: _replay_cells(tiny, steps, "repro-v2", ("adam",))),
-        ("speed", lambda: _speed_cells(args.speed or gpts, args.repeats)),
+        ("speed", lambda: _speed_cells(args.speed or gpts, args.repeats) + _clip_cells(args.speed or gpts, args.repeats)),
         ("profile", lambda: [c for m in args.profile or gpts for c in _profile_cells(m, args.top)]),
         ("replay", lambda: _replay_cells(large, steps)),
         ("replay", lambda: _replay_cells(large, steps, "repro-v2", ("adam",))),

@@ -247,10 +247,10 @@ def clip_by_global_norm(grads: Mapping[str, torch.Tensor], max_norm: float, fixe
     add; ``torch``: torch's float64 sum). ``coef = max_norm / (norm + CLIP_EPS)`` in float64;
     when ``coef < 1`` every gradient element is multiplied by ``float32(coef)``.
     """
+    ordered = [grads[name] for name in sorted(grads)]
     total = 0.0
-    for name in sorted(grads):
-        g = grads[name]
-        total += repro.kernels(g).sum_squares(_flat(g)) if fixed else float(g.double().square().sum())
+    for part in repro.sum_squares(ordered) if fixed else [float(g.double().square().sum()) for g in ordered]:
+        total += part
     norm = math.sqrt(total)
     coef = max_norm / (norm + CLIP_EPS)
     if coef < 1.0:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import math
+from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
 
@@ -39,6 +40,7 @@ __all__ = [
     "cross_entropy",
     "kernels",
     "array",
+    "sum_squares",
     "set_threads",
     "threads",
 ]
@@ -65,6 +67,15 @@ def kernels(t: torch.Tensor) -> ModuleType:
 def array(t: torch.Tensor) -> Any:
     """Contiguous ``t``'s memory as the argument of :func:`kernels`' functions (no copy)."""
     return _cuda().array(t) if _on_cuda(t) else t.detach().numpy()
+
+
+def sum_squares(tensors: Sequence[torch.Tensor]) -> list[float]:
+    """Each contiguous tensor's float64 sum of squares, its elements in index order
+    (:func:`proofs.repro_kernels.sum_squares`): on a GPU one launch for all of them
+    (:func:`proofs.repro_cuda.sum_squares_each`), on a CPU one tensor after another."""
+    if tensors and _on_cuda(tensors[0]):
+        return _cuda().sum_squares_each(tensors)
+    return [K.sum_squares(array(t.reshape(-1))) for t in tensors]
 
 
 def _np(t: torch.Tensor) -> np.ndarray:

@@ -23,7 +23,9 @@ kernels take the numpy arrays of CPU tensors.
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numba
@@ -51,7 +53,7 @@ __all__ = [
     "add_into",
     "divide",
     "scale",
-    "sum_squares",
+    "sum_squares_each",
 ]
 
 #: Running in numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1`` before numba was imported).
@@ -220,6 +222,11 @@ _COL_LANES = 4 if SIM else 32
 _COL_LOADERS = 2 if SIM else 8
 _COL_DEPTH = 2 if SIM else 8
 _COL_CHUNK = _COL_LOADERS * _COL_DEPTH
+#: The sums of squares (clipping's norm) give each tensor a row's block: every thread loads
+#: _SQUARES_DEPTH values per chunk of _SQUARES_CHUNK, so that the first thread's float64 adds, one
+#: sequence per tensor, wait on their own latency rather than on memory's.
+_SQUARES_DEPTH = 2 if SIM else 16
+_SQUARES_CHUNK = _ROW_THREADS * _SQUARES_DEPTH
 _streams: dict[int, Any] = {}
 
 
@@ -920,14 +927,43 @@ def _scale_k(x, s):  # pragma: no cover - compiled by numba
         x[i] = fmul(x[i], s)
 
 
+@_device
+def _squares_fetch(x: Any, i0: Any, hi: Any, regs: Any) -> None:
+    """This thread's values of the chunk of ``x`` that starts at ``i0`` (``x[i0 + tx + u * _ROW_THREADS]``)
+    into ``regs``, 0 from ``hi`` on: the loads are issued together."""
+    for u in range(_SQUARES_DEPTH):
+        i = i0 + cuda.threadIdx.x + u * _ROW_THREADS
+        if i < hi:
+            regs[u] = x[i]
+        else:
+            regs[u] = 0
+
+
 @cuda.jit
-def _sum_squares_k(x, out):  # pragma: no cover - compiled by numba
-    if cuda.grid(1) == 0:
+def _sum_squares_k(x, bounds, out):  # pragma: no cover - compiled by numba
+    """out[s] = the float64 sum of x[i]**2 over i = bounds[s], ..., bounds[s + 1] - 1 ascending
+    (repro_kernels.sum_squares of one tensor): a block per tensor. Its threads square a chunk
+    side by side (exact in float64) and stage it; the first thread adds the chunk in order while
+    the next chunk's loads are in flight."""
+    tx = cuda.threadIdx.x
+    terms = cuda.shared.array(_SQUARES_CHUNK, numba.float64)
+    regs = cuda.local.array(_SQUARES_DEPTH, numba.float32)
+    for s in range(cuda.blockIdx.x, out.shape[0], cuda.gridDim.x):
+        lo, hi = bounds[s], bounds[s + 1]
         acc = np.float64(0.0)
-        for i in range(x.shape[0]):
-            xi = np.float64(x[i])
-            acc = dadd(acc, dmul(xi, xi))
-        out[0] = acc
+        _squares_fetch(x, lo, hi, regs)
+        for c0 in range(lo, hi, _SQUARES_CHUNK):
+            for u in range(_SQUARES_DEPTH):
+                v = np.float64(regs[u])
+                terms[tx + u * _ROW_THREADS] = dmul(v, v)
+            cuda.syncthreads()
+            _squares_fetch(x, c0 + _SQUARES_CHUNK, hi, regs)
+            if tx == 0:
+                for q in range(min(_SQUARES_CHUNK, hi - c0)):
+                    acc = dadd(acc, terms[q])
+            cuda.syncthreads()  # the first thread is done with the chunk
+        if tx == 0:
+            out[s] = acc
 
 
 # The elementwise entry points take kernel arrays (:func:`array`), as proofs.repro_kernels' do.
@@ -959,14 +995,17 @@ def scale(x: Any, s: np.float32) -> None:
     _launch(_scale_k, x.shape[0], x, s)
 
 
-def sum_squares(x: Any) -> float:
-    """float64 sum of squares in index order, on one GPU thread (:func:`proofs.repro_kernels.sum_squares`)."""
-    out: Any = np.zeros(1, np.float64) if SIM else cuda.device_array(1, np.float64, stream=_stream())
-    _launch(_sum_squares_k, 1, x, out)
-    if not SIM:  # pragma: no cover - needs a GPU
-        out = out.copy_to_host(stream=_stream())
-        _stream().synchronize()
-    return float(out[0])
+def sum_squares_each(tensors: Sequence[torch.Tensor]) -> list[float]:
+    """Each contiguous tensor's float64 sum of squares, its elements in index order
+    (:func:`proofs.repro_kernels.sum_squares` of each): one launch for all of them, a block per
+    tensor, over one flat copy; one copy of the sums back."""
+    if not tensors:
+        return []
+    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    bounds = torch.tensor([0, *itertools.accumulate(t.numel() for t in tensors)], dtype=torch.int64, device=flat.device)
+    out = _empty(len(tensors), flat, torch.float64)
+    _launch_rows(_sum_squares_k, len(tensors), array(flat), array(bounds), array(out))
+    return [float(s) for s in out.tolist()]
 
 
 # ------------------------------------------------------------------ autograd functions (proofs.repro's, on the GPU)

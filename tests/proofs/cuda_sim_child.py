@@ -187,8 +187,10 @@ def kernels() -> None:
         for i, (p, q) in enumerate(zip(cpu_args, gpu_args)):
             if isinstance(p, torch.Tensor):
                 same(f"{name} arg {i}", p, q)
-    v = randn(41)
-    same("sum_squares", C.sum_squares(C.array(v)), K.sum_squares(v.numpy()))
+    # clipping's sums, one launch for tensors of every length against the chunk (8 here): several
+    # chunks and a partial one, exactly one, under one, empty, a matrix
+    grads = [randn(41, spread=4.0), randn(0), randn(8, spread=4.0), randn(1), randn(3, 5, spread=4.0)]
+    same("sum_squares_each", C.sum_squares_each(grads), [K.sum_squares(g.reshape(-1).numpy()) for g in grads])
 
 
 #: Tiny models: the simulator runs each CUDA thread as a Python thread.
@@ -211,7 +213,8 @@ def train(kind: str, numerics: str) -> None:
     # repro-v2's optimizers are repro-v1's (its contractions differ): Adam alone under it
     for opt, cfg in OPTIMIZERS.items() if numerics == "repro-v1" else [("adam", OPTIMIZERS["adam"])]:
         batch = 1 if kind == "resnet" else 2  # the resnet's 7 convolutions are the slowest to simulate
-        spec = make_spec(kind, data, model=MODELS[kind], optimizer=cfg, batch_size=batch, steps=4, checkpoint_interval=2, numerics=numerics)
+        # a max norm below the models' gradient norms: every step's sums and scaling run the kernels
+        spec = make_spec(kind, data, model=MODELS[kind], optimizer=cfg, batch_size=batch, steps=4, checkpoint_interval=2, numerics=numerics, grad_clip=0.05)
         dataset = load_dataset(spec, data)
         hashes = []
         for on_cuda in (cpu_path, lambda t: True):  # every repro operation and update through the CUDA kernels
