@@ -269,7 +269,14 @@ def _kernel_cells(quick: bool) -> Cells:
     n = 10007
     cells += [
         ("sgd_update", update("sgd_update", lambda: (randn(n), randn(n), randn(n), f(0.05), f(0.9), f(0.1), f(0.001), True))),
-        ("adam_update", update("adam_update", lambda: (randn(n), randn(n), randn(n), randn(n).abs(), f(0.9), f(0.999), f(1e-8), f(0.01), f(0.003), f(0.3)))),
+        (
+            "adam_update",
+            update("adam_update", lambda: (randn(n), randn(n), randn(n), randn(n).abs(), f(0.9), f(0.999), f(1e-8), f(0.01), f(0.003), f(0.3), f(1.0))),
+        ),
+        (
+            "adamw_update",
+            update("adam_update", lambda: (randn(n), randn(n), randn(n), randn(n).abs(), f(0.9), f(0.999), f(1e-8), f(0.0), f(0.003), f(0.3), f(0.999))),
+        ),
         ("add_into", update("add_into", lambda: (randn(n), randn(n)))),
         ("divide", update("divide", lambda: (randn(n), f(3.0)))),
         ("scale", update("scale", lambda: (randn(n), f(0.37)))),

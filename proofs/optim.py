@@ -113,13 +113,7 @@ class Adam(Optimizer):
         c = self.cfg
         t = step + 1  # bias correction counts this update
         coupled_wd = 0.0 if self.decoupled else c.weight_decay
-        if self.decoupled and c.weight_decay != 0:
-            decay = 1.0 - lr * c.weight_decay
-            for p in params.values():
-                if self.repro:
-                    repro.kernels(p).scale(_flat(p.detach()), np.float32(decay))
-                else:
-                    p.mul_(decay)
+        decay = 1.0 - lr * c.weight_decay if self.decoupled and c.weight_decay != 0 else 1.0
         if self.repro:
             # beta**t by squaring: correctly rounded float64 multiplies, not the platform's pow
             bc1 = 1.0 - _power(c.beta1, t)
@@ -138,8 +132,12 @@ class Adam(Optimizer):
                     f(coupled_wd),
                     f(lr / bc1),
                     f(bc2_sqrt),
+                    f(decay),  # the decoupled decay, in the same kernel: one launch per parameter
                 )
             return
+        if decay != 1.0:
+            for p in params.values():
+                p.mul_(decay)
         bc1 = 1.0 - c.beta1**t
         bc2_sqrt = math.sqrt(1.0 - c.beta2**t)
         for name, p in params.items():

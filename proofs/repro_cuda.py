@@ -896,17 +896,20 @@ def _sgd_k(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):  # pragm
 
 
 @cuda.jit
-def _adam_k(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt):  # pragma: no cover - compiled by numba
+def _adam_k(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt, decay):  # pragma: no cover - compiled by numba
     one = np.float32(1.0)
     for i in range(cuda.grid(1), p.shape[0], cuda.gridsize(1)):
+        pi = p[i]
+        if decay != one:
+            pi = fmul(pi, decay)
         gi = g[i]
         if weight_decay != 0:
-            gi = fadd(gi, fmul(weight_decay, p[i]))
+            gi = fadd(gi, fmul(weight_decay, pi))
         mi = fadd(fmul(beta1, m[i]), fmul(fsub(one, beta1), gi))
         vi = fadd(fmul(beta2, v[i]), fmul(fsub(one, beta2), fmul(gi, gi)))
         m[i] = mi
         v[i] = vi
-        p[i] = fsub(p[i], fmul(step_size, fdiv(mi, fadd(fdiv(fsqrt(vi), bc2_sqrt), eps))))
+        p[i] = fsub(pi, fmul(step_size, fdiv(mi, fadd(fdiv(fsqrt(vi), bc2_sqrt), eps))))
 
 
 @cuda.jit
@@ -977,10 +980,20 @@ def sgd_update(p: Any, g: Any, buf: Any, lr: np.float32, momentum: np.float32, d
 
 
 def adam_update(
-    p: Any, g: Any, m: Any, v: Any, beta1: np.float32, beta2: np.float32, eps: np.float32, weight_decay: np.float32, step_size: np.float32, bc2_sqrt: np.float32
+    p: Any,
+    g: Any,
+    m: Any,
+    v: Any,
+    beta1: np.float32,
+    beta2: np.float32,
+    eps: np.float32,
+    weight_decay: np.float32,
+    step_size: np.float32,
+    bc2_sqrt: np.float32,
+    decay: np.float32,
 ) -> None:
     """:func:`proofs.repro_kernels.adam_update`."""
-    _launch(_adam_k, p.shape[0], p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt)
+    _launch(_adam_k, p.shape[0], p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt, decay)
 
 
 def add_into(acc: Any, g: Any) -> None:

@@ -1553,19 +1553,23 @@ def sgd_update(p, g, buf, lr, momentum, dampening, weight_decay, nesterov):
 
 
 @_parallel(_size(0))
-def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt):
-    """g' = g + wd*p; m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'*g';
-    p = p - step_size * (m / (sqrt(v)/bc2_sqrt + eps)). Every scalar is float32."""
+def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt, decay):
+    """p = decay*p (AdamW's decoupled decay; ``decay`` 1: none); g' = g + wd*p;
+    m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'*g'; p = p - step_size * (m / (sqrt(v)/bc2_sqrt + eps)).
+    Every scalar is float32."""
     one = np.float32(1.0)
     for i in prange(p.shape[0]):
+        pi = p[i]
+        if decay != one:
+            pi = pi * decay
         gi = g[i]
         if weight_decay != 0:
-            gi = gi + weight_decay * p[i]
+            gi = gi + weight_decay * pi
         mi = beta1 * m[i] + (one - beta1) * gi
         vi = beta2 * v[i] + (one - beta2) * (gi * gi)
         m[i] = mi
         v[i] = vi
-        p[i] = p[i] - step_size * (mi / (np.sqrt(vi) / bc2_sqrt + eps))
+        p[i] = pi - step_size * (mi / (np.sqrt(vi) / bc2_sqrt + eps))
 
 
 # ------------------------------------------------------------------ gradient accumulation and clipping (flat float32 arrays)

@@ -175,7 +175,8 @@ def kernels() -> None:
     for name, args in [
         ("sgd_update", lambda: (randn(37), randn(37), randn(37), f(0.05), f(0.9), f(0.1), f(0.001), True)),
         ("sgd_update", lambda: (randn(37), randn(37), torch.empty(0), f(0.05), f(0.0), f(0.0), f(0.0), False)),
-        ("adam_update", lambda: (randn(37), randn(37), randn(37), randn(37).abs(), f(0.9), f(0.999), f(1e-8), f(0.01), f(0.003), f(0.3))),
+        ("adam_update", lambda: (randn(37), randn(37), randn(37), randn(37).abs(), f(0.9), f(0.999), f(1e-8), f(0.01), f(0.003), f(0.3), f(1.0))),
+        ("adam_update", lambda: (randn(37), randn(37), randn(37), randn(37).abs(), f(0.9), f(0.999), f(1e-8), f(0.0), f(0.003), f(0.3), f(0.999))),
         ("add_into", lambda: (randn(37), randn(37))),
         ("divide", lambda: (randn(37), f(3.0))),
         ("scale", lambda: (randn(37), f(0.37))),

@@ -384,7 +384,7 @@ def test_serial_and_parallel_builds_give_the_same_bits() -> None:
         repro.set_threads(threads)
         got = [t for fn, inputs in ops for out, grads in [_grads(fn, inputs, torch.float32)] for t in (out, *grads) if t is not None]
         state = [a.copy() for a in (p, g, m, np.abs(v))]
-        K.adam_update(*state, f(0.9), f(0.99), f(1e-8), f(0.01), f(1e-3), f(0.7))
+        K.adam_update(*state, f(0.9), f(0.99), f(1e-8), f(0.01), f(1e-3), f(0.7), f(0.999))
         K.sgd_update(state[0], state[1], state[2], f(0.1), f(0.9), f(0.0), f(0.01), True)
         K.add_into(state[1], state[2])
         K.divide(state[1], f(3))
