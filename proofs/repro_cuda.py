@@ -277,13 +277,16 @@ def array(t: torch.Tensor) -> Any:
 
 
 def unavailable() -> str | None:
-    """Why these kernels cannot run here (None: they can): numba finds no usable CUDA GPU."""
+    """Why these kernels cannot run here (None: they can): numba finds no usable CUDA GPU, or its CUDA
+    target is numba's built-in one (deprecated; it cannot align the matmul's shared tiles)."""
     if SIM:
         return None
     try:
-        if cuda.is_available():
-            return None
-        return "numba finds no usable CUDA GPU (driver or NVVM missing)"
+        if not cuda.is_available():
+            return "numba finds no usable CUDA GPU (driver or NVVM missing)"
+        if getattr(cuda, "implementation", None) != "NVIDIA":
+            return "numba's CUDA target is its built-in one: install numba-cuda (pip install numba-cuda)"
+        return None
     except Exception as exc:  # pragma: no cover - a broken CUDA install
         return f"numba's CUDA target does not load: {type(exc).__name__}: {exc}"
 
@@ -350,10 +353,12 @@ def _row_max(row: Any, n: Any, scale: Any, best: Any, where: Any) -> Any:
 # ------------------------------------------------------------------ matmul
 
 
-#: Columns of padding in each shared tile row: a warp that stages a k-fastest operand writes 16
-#: values of k, rows ``bm + 2`` apart, to 16 different banks (``bm`` is a multiple of 32, so
-#: unpadded they all fell in one bank: a 16-way conflict on every store).
-_PAD = 2
+#: Columns of padding in each shared tile row. 4 keeps every row 16-byte aligned, so that a thread
+#: reads a run of 4 staged values as one vector load (4 loads per 64 multiply-adds of the large
+#: tile, against 16 scalar ones). A warp that stages a k-fastest operand writes 16 values of k,
+#: rows ``bm + 4`` apart, to 8 banks: a 2-way conflict on those stores (``bm`` is a multiple of 32:
+#: unpadded, all 16 fell in one bank; 2 of padding spread them over 16 but broke the alignment).
+_PAD = 4
 
 
 @_device
@@ -389,8 +394,10 @@ def _stage(s: Any, tid: Any, k_fastest: Any, regs: Any, bm: Any, bk: Any, nthrea
 
 def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
     """out[t] = a[t] @ bt[t]^T: a (T, M, K), bt (T, N, K) (``b`` transposed), any strides. A block of
-    tpb x tpb threads owns a (tpb*tm) x (tpb*tm) tile of outputs, each thread tm x tm of them (rows
-    ty + r*tpb, columns tx + c*tpb) in registers; tiles of a and b (tpb deep in k) pass through
+    tpb x tpb threads owns a (tpb*tm) x (tpb*tm) tile of outputs, each thread tm x tm of them in
+    registers: rows in runs of ``vec`` side by side (``ty*vec + r``, then the same ``tpb*vec`` further
+    down), columns likewise, so that a thread reads its ``vec`` values of a staged k as one vector
+    load from shared memory; tiles of a and b (tpb deep in k) pass through
     shared memory, the next tile's loads in flight while the current one is multiplied. Every output
     runs ``acc = fadd(acc, fmul(a[i,k], b[k,j]))`` (repro-v1) or, ``fused``,
     ``acc = ffma(a[i,k], b[k,j], acc)`` (repro-v2) for k = 0, 1, ... from 0: the CPU kernel's
@@ -400,6 +407,9 @@ def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
     nthreads = tpb * tpb
     loads = bm * bk // nthreads  # elements of each tile one thread stages (= tm)
     width = bm + _PAD  # a shared tile's row
+    vec = 4 if tm % 4 == 0 else tm  # outputs side by side per run (one 16-byte load at 4)
+    runs = tm // vec
+    span = tpb * vec  # rows (columns) between a thread's runs
 
     @cuda.jit
     def kernel(a, bt, out, a_k_fastest, b_k_fastest):  # pragma: no cover - compiled by numba
@@ -412,8 +422,12 @@ def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
         m = out.shape[1]
         n = out.shape[2]
         kk = a.shape[2]
-        sa = cuda.shared.array((bk, width), numba.float32)
-        sb = cuda.shared.array((bk, width), numba.float32)
+        if SIM:  # the simulator takes no alignment
+            sa = cuda.shared.array((bk, width), numba.float32)
+            sb = cuda.shared.array((bk, width), numba.float32)
+        else:  # 16 bytes: a run of ``vec`` staged values is one vector load
+            sa = cuda.shared.array((bk, width), numba.float32, alignment=16)
+            sb = cuda.shared.array((bk, width), numba.float32, alignment=16)
         acc = cuda.local.array((tm, tm), numba.float32)
         ar = cuda.local.array(tm, numba.float32)
         br = cuda.local.array(tm, numba.float32)
@@ -434,10 +448,10 @@ def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
                 _fetch(bt, t, j0, k0 + bk, tid, b_k_fastest, vb, bm, bk, nthreads)
             depth = kk - k0 if kk - k0 < bk else bk  # only real k: no padded term enters a sum
             for kq in range(depth):
-                for r in range(tm):
-                    ar[r] = sa[kq, ty + r * tpb]
-                for c in range(tm):
-                    br[c] = sb[kq, tx + c * tpb]
+                for g in range(runs):
+                    for v in range(vec):
+                        ar[g * vec + v] = sa[kq, g * span + ty * vec + v]
+                        br[g * vec + v] = sb[kq, g * span + tx * vec + v]
                 for r in range(tm):
                     for c in range(tm):
                         if fused:  # a constant of the closure: numba compiles one branch
@@ -445,10 +459,10 @@ def _make_bmm(tpb: int, tm: int, fused: bool) -> Any:
                         else:
                             acc[r, c] = fadd(acc[r, c], fmul(ar[r], br[c]))
         for r in range(tm):
-            i = i0 + ty + r * tpb
+            i = i0 + (r // vec) * span + ty * vec + r % vec
             if i < m:
                 for c in range(tm):
-                    j = j0 + tx + c * tpb
+                    j = j0 + (c // vec) * span + tx * vec + c % vec
                     if j < n:
                         out[t, i, j] = acc[r, c]
 
@@ -962,7 +976,7 @@ def _sum_squares_k(x, bounds, out):  # pragma: no cover - compiled by numba
             cuda.syncthreads()
             _squares_fetch(x, c0 + _SQUARES_CHUNK, hi, regs)
             if tx == 0:
-                for q in range(min(_SQUARES_CHUNK, hi - c0)):
+                for q in range(hi - c0 if hi - c0 < _SQUARES_CHUNK else _SQUARES_CHUNK):
                     acc = dadd(acc, terms[q])
             cuda.syncthreads()  # the first thread is done with the chunk
         if tx == 0:
