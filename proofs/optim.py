@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 import torch
@@ -73,19 +72,12 @@ class SGD(Optimizer):
         c = self.cfg
         if self.repro:
             f = np.float32
+            groups = []
             for name, p in params.items():
                 assert p.grad is not None
-                buf = state[f"optim.{name}.momentum"] if c.momentum > 0 else p.grad  # no momentum: never touched
-                repro.kernels(p).sgd_update(
-                    _flat(p.detach()),
-                    _flat(p.grad.contiguous()),
-                    _flat(buf),
-                    f(lr),
-                    f(c.momentum),
-                    f(c.dampening),
-                    f(c.weight_decay),
-                    c.nesterov,
-                )
+                g = p.grad.contiguous()
+                groups.append((p.detach(), g, state[f"optim.{name}.momentum"] if c.momentum > 0 else g))  # no momentum: never touched
+            repro.each("sgd_update", groups, f(lr), f(c.momentum), f(c.dampening), f(c.weight_decay), c.nesterov)
             return
         for name, p in params.items():
             assert p.grad is not None
@@ -119,21 +111,12 @@ class Adam(Optimizer):
             bc1 = 1.0 - _power(c.beta1, t)
             bc2_sqrt = math.sqrt(1.0 - _power(c.beta2, t))
             f = np.float32
+            groups = []
             for name, p in params.items():
                 assert p.grad is not None
-                repro.kernels(p).adam_update(
-                    _flat(p.detach()),
-                    _flat(p.grad.contiguous()),
-                    _flat(state[f"optim.{name}.exp_avg"]),
-                    _flat(state[f"optim.{name}.exp_avg_sq"]),
-                    f(c.beta1),
-                    f(c.beta2),
-                    f(c.eps),
-                    f(coupled_wd),
-                    f(lr / bc1),
-                    f(bc2_sqrt),
-                    f(decay),  # the decoupled decay, in the same kernel: one launch per parameter
-                )
+                groups.append((p.detach(), p.grad.contiguous(), state[f"optim.{name}.exp_avg"], state[f"optim.{name}.exp_avg_sq"]))
+            # the decoupled decay in the same kernel; on a GPU one launch for every parameter
+            repro.each("adam_update", groups, f(c.beta1), f(c.beta2), f(c.eps), f(coupled_wd), f(lr / bc1), f(bc2_sqrt), f(decay))
             return
         if decay != 1.0:
             for p in params.values():
@@ -164,11 +147,6 @@ def _power(x: float, n: int) -> float:
 
 class AdamW(Adam):
     """``torch.optim.AdamW``: :class:`Adam` with decoupled weight decay."""
-
-
-def _flat(t: torch.Tensor) -> Any:
-    """Contiguous ``t`` as a flat array of the repro kernels of its device (no copy)."""
-    return repro.array(t.reshape(-1))
 
 
 def build_optimizer(cfg: OptimizerConfig, numerics: Numerics = "torch") -> Optimizer:
@@ -218,21 +196,21 @@ def learning_rate(schedule: ScheduleConfig, lr: float, steps: int, t: int) -> fl
 def accumulate(acc: Mapping[str, torch.Tensor], grads: Mapping[str, torch.Tensor], fixed: bool) -> None:
     """``acc += grads`` elementwise in float32 (one more micro-batch, in micro-batch order);
     ``fixed``: through the repro kernels."""
+    if fixed:
+        repro.each("add_into", [(a, grads[name].contiguous()) for name, a in acc.items()])
+        return
     for name, a in acc.items():
-        if fixed:
-            repro.kernels(a).add_into(_flat(a), _flat(grads[name].contiguous()))
-        else:
-            a.add_(grads[name])
+        a.add_(grads[name])
 
 
 @torch.no_grad()
 def average(acc: Mapping[str, torch.Tensor], count: int, fixed: bool) -> None:
     """``acc /= count`` elementwise, one correctly rounded float32 division each."""
+    if fixed:
+        repro.each("divide", [(a,) for a in acc.values()], np.float32(count))
+        return
     for a in acc.values():
-        if fixed:
-            repro.kernels(a).divide(_flat(a), np.float32(count))
-        else:
-            a.div_(count)
+        a.div_(count)
 
 
 @torch.no_grad()
@@ -252,9 +230,9 @@ def clip_by_global_norm(grads: Mapping[str, torch.Tensor], max_norm: float, fixe
     norm = math.sqrt(total)
     coef = max_norm / (norm + CLIP_EPS)
     if coef < 1.0:
-        for g in grads.values():
-            if fixed:
-                repro.kernels(g).scale(_flat(g), np.float32(coef))
-            else:
+        if fixed:
+            repro.each("scale", [(g,) for g in grads.values()], np.float32(coef))
+        else:
+            for g in grads.values():
                 g.mul_(np.float32(coef).item())
     return norm

@@ -38,7 +38,7 @@ __all__ = [
     "embedding",
     "position_embedding",
     "cross_entropy",
-    "kernels",
+    "each",
     "array",
     "sum_squares",
     "set_threads",
@@ -57,15 +57,22 @@ def _cuda() -> ModuleType:
     return importlib.import_module("proofs.repro_cuda")
 
 
-def kernels(t: torch.Tensor) -> ModuleType:
-    """The elementwise kernels (optimizer updates, accumulation, clipping) for ``t``'s device:
-    :mod:`proofs.repro_kernels` or :mod:`proofs.repro_cuda`, the same names and bits; they take
-    :func:`array` views."""
-    return _cuda() if _on_cuda(t) else K
+def each(name: str, groups: Sequence[Sequence[torch.Tensor]], *scalars: Any) -> None:
+    """The elementwise kernel ``name`` (``adam_update``, ``sgd_update``, ``add_into``, ``divide``,
+    ``scale``: the same name and bits in :mod:`proofs.repro_kernels` and :mod:`proofs.repro_cuda`)
+    over each group of contiguous tensors, a group per parameter in the kernel's argument order, its
+    ``scalars`` shared: on a CPU one call per group; on a GPU one launch for every group
+    (:func:`proofs.repro_cuda.each`)."""
+    if groups and _on_cuda(groups[0][0]):
+        _cuda().each(getattr(_cuda(), name), groups, *scalars)
+        return
+    kernel = getattr(K, name)
+    for group in groups:
+        kernel(*(array(t.reshape(-1)) for t in group), *scalars)
 
 
 def array(t: torch.Tensor) -> Any:
-    """Contiguous ``t``'s memory as the argument of :func:`kernels`' functions (no copy)."""
+    """Contiguous ``t``'s memory as a kernel's argument (no copy)."""
     return _cuda().array(t) if _on_cuda(t) else t.detach().numpy()
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numba
@@ -53,6 +53,7 @@ __all__ = [
     "add_into",
     "divide",
     "scale",
+    "each",
     "sum_squares_each",
 ]
 
@@ -1020,6 +1021,22 @@ def divide(x: Any, d: np.float32) -> None:
 
 def scale(x: Any, s: np.float32) -> None:
     _launch(_scale_k, x.shape[0], x, s)
+
+
+def each(kernel: Callable[..., None], groups: Sequence[Sequence[torch.Tensor]], *scalars: Any) -> None:
+    """``kernel`` (one of the elementwise entry points above) over each group of tensors, a group per
+    parameter, as if called once per group with the same ``scalars``: one launch over flat copies,
+    an argument's tensors of every group end to end, then every tensor copied back (each element
+    gets the operations its own tensor's call gives it: the kernels are elementwise). A parameter's
+    launch cost more than its copies (docs/numerics.md)."""
+    if not groups:
+        return
+    columns = [list(column) for column in zip(*groups, strict=True)]
+    flats = [torch.cat([t.detach().reshape(-1) for t in column]) for column in columns]
+    kernel(*(array(flat) for flat in flats), *scalars)
+    for column, flat in zip(columns, flats, strict=True):
+        parts = flat.split([t.numel() for t in column])
+        torch._foreach_copy_([t.detach() for t in column], [part.view_as(t) for part, t in zip(parts, column, strict=True)])
 
 
 def sum_squares_each(tensors: Sequence[torch.Tensor]) -> list[float]:

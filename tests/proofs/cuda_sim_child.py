@@ -188,6 +188,23 @@ def kernels() -> None:
         for i, (p, q) in enumerate(zip(cpu_args, gpu_args)):
             if isinstance(p, torch.Tensor):
                 same(f"{name} arg {i}", p, q)
+    # the updates over every parameter in one launch (repro_cuda.each), against a call per tensor on
+    # the CPU: tensors of several shapes, an empty one among them
+    for name, width, scalars in [
+        ("adam_update", 4, (f(0.9), f(0.999), f(1e-8), f(0.0), f(0.003), f(0.3), f(0.999))),
+        ("sgd_update", 3, (f(0.05), f(0.9), f(0.1), f(0.001), True)),
+        ("add_into", 2, ()),
+        ("divide", 1, (f(3.0),)),
+        ("scale", 1, (f(0.37),)),
+    ]:
+        cpu_groups = [tuple(randn(*shape).abs() if q == 3 else randn(*shape) for q in range(width)) for shape in [(3, 5), (0,), (7,), (2, 2, 2)]]
+        gpu_groups = [tuple(t.clone() for t in group) for group in cpu_groups]
+        for group in cpu_groups:
+            getattr(K, name)(*(t.reshape(-1).numpy() for t in group), *scalars)
+        C.each(getattr(C, name), gpu_groups, *scalars)
+        for index, (cpu_group, gpu_group) in enumerate(zip(cpu_groups, gpu_groups, strict=True)):
+            for arg, (cpu_t, gpu_t) in enumerate(zip(cpu_group, gpu_group, strict=True)):
+                same(f"each {name} group {index} arg {arg}", cpu_t, gpu_t)
     # clipping's sums, one launch for tensors of every length against the chunk (8 here): several
     # chunks and a partial one, exactly one, under one, empty, a matrix
     grads = [randn(41, spread=4.0), randn(0), randn(8, spread=4.0), randn(1), randn(3, 5, spread=4.0)]
