@@ -534,6 +534,27 @@ def _gpt_step(cfg: Any, x: Any, y: Any, numerics: Numerics) -> Callable[[int], N
 _SPEED_NUMERICS: tuple[tuple[str, Numerics], ...] = (("torch", "torch"), ("repro", "repro-v1"), ("repro_v2", "repro-v2"))
 
 
+def _gpu_seconds(fn: Callable[[int], Any], calls: int) -> list[float]:
+    """Seconds of each of ``calls`` calls ``fn(0)``, ``fn(1)``, ..., the GPU synchronized around each
+    (the first compiles (numba) or warms up (cuBLAS))."""
+    import torch
+
+    times = []
+    for index in range(calls):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        fn(index)
+        torch.cuda.synchronize()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def _median_after_first(times: list[float]) -> float:
+    """The median of ``times`` without the first (the warm-up)."""
+    warm = sorted(times[1:])
+    return warm[len(warm) // 2]
+
+
 def _speed_cells(names: list[str], repeats: int) -> Cells:
     def cell(name: str) -> Callable[[], dict[str, Any]]:
         def run() -> dict[str, Any]:
@@ -542,16 +563,8 @@ def _speed_cells(names: list[str], repeats: int) -> Cells:
             cfg, x, y = _gpt_inputs(name)
 
             def timed(numerics: Numerics) -> list[float]:
-                """Seconds of each of ``repeats`` + 1 Adam steps (the first compiles (numba) or warms up (cuBLAS))."""
-                step = _gpt_step(cfg, x, y, numerics)
-                times = []
-                for index in range(repeats + 1):
-                    torch.cuda.synchronize()
-                    started = time.perf_counter()
-                    step(index)
-                    torch.cuda.synchronize()
-                    times.append(time.perf_counter() - started)
-                return times
+                """Seconds of each of ``repeats`` + 1 Adam steps."""
+                return _gpu_seconds(_gpt_step(cfg, x, y, numerics), repeats + 1)
 
             out: dict[str, Any] = {"params": cfg.param_count(), "batch": f"{x.shape[0]} x {cfg.block_size} tokens"}
             for label, numerics in _SPEED_NUMERICS:
@@ -564,7 +577,7 @@ def _speed_cells(names: list[str], repeats: int) -> Cells:
                     continue
                 finally:
                     torch.cuda.empty_cache()
-                out[f"{label}_s_per_step"] = round(sorted(times[1:])[len(times[1:]) // 2], 4)
+                out[f"{label}_s_per_step"] = round(_median_after_first(times), 4)
                 out[f"{label}_first_step_s"] = round(times[0], 2)
             out["ratio_repro_over_torch"] = round(out["repro_s_per_step"] / out["torch_s_per_step"], 2)
             out["detail"] = f"torch {out['torch_s_per_step']} s; repro-v1 {out['repro_s_per_step']} s: {out['ratio_repro_over_torch']}x"
@@ -600,20 +613,9 @@ def _clip_cells(names: list[str], repeats: int) -> Cells:
                 grads = {}
                 for i, p in enumerate(params):
                     p.grad = grads[f"{i:04d}"] = torch.randn(p.shape, generator=gen, device="cuda")
-                fixed = timed(lambda: clip_by_global_norm(grads, 1.0, True))
-                native = timed(lambda: torch.nn.utils.clip_grad_norm_(params, 1.0))
-                return fixed, native, [g.numel() for g in grads.values()]
-
-            def timed(fn: Callable[[], Any]) -> float:
-                """The median seconds of ``repeats`` calls after one warm-up call (numba compiles)."""
-                times = []
-                for _ in range(repeats + 1):
-                    torch.cuda.synchronize()
-                    started = time.perf_counter()
-                    fn()
-                    torch.cuda.synchronize()
-                    times.append(time.perf_counter() - started)
-                return sorted(times[1:])[len(times[1:]) // 2]
+                fixed = _gpu_seconds(lambda _: clip_by_global_norm(grads, 1.0, True), repeats + 1)
+                native = _gpu_seconds(lambda _: torch.nn.utils.clip_grad_norm_(params, 1.0), repeats + 1)
+                return _median_after_first(fixed), _median_after_first(native), [g.numel() for g in grads.values()]
 
             try:
                 fixed, native, sizes = measured()
