@@ -1023,6 +1023,11 @@ def scale(x: Any, s: np.float32) -> None:
     _launch(_scale_k, x.shape[0], x, s)
 
 
+def _end_to_end(tensors: Sequence[torch.Tensor]) -> torch.Tensor:
+    """One flat copy of ``tensors``' elements, tensor after tensor (each in index order)."""
+    return torch.cat([t.detach().reshape(-1) for t in tensors])
+
+
 def each(kernel: Callable[..., None], groups: Sequence[Sequence[torch.Tensor]], *scalars: Any) -> None:
     """``kernel`` (one of the elementwise entry points above) over each group of tensors, a group per
     parameter, as if called once per group with the same ``scalars``: one launch over flat copies,
@@ -1032,7 +1037,7 @@ def each(kernel: Callable[..., None], groups: Sequence[Sequence[torch.Tensor]], 
     if not groups:
         return
     columns = [list(column) for column in zip(*groups, strict=True)]
-    flats = [torch.cat([t.detach().reshape(-1) for t in column]) for column in columns]
+    flats = [_end_to_end(column) for column in columns]
     kernel(*(array(flat) for flat in flats), *scalars)
     for column, flat in zip(columns, flats, strict=True):
         parts = flat.split([t.numel() for t in column])
@@ -1045,7 +1050,7 @@ def sum_squares_each(tensors: Sequence[torch.Tensor]) -> list[float]:
     tensor, over one flat copy; one copy of the sums back."""
     if not tensors:
         return []
-    flat = torch.cat([t.detach().reshape(-1) for t in tensors])
+    flat = _end_to_end(tensors)
     bounds = torch.tensor([0, *itertools.accumulate(t.numel() for t in tensors)], dtype=torch.int64, device=flat.device)
     out = _empty(len(tensors), flat, torch.float64)
     _launch_rows(_sum_squares_k, len(tensors), array(flat), array(bounds), array(out))
