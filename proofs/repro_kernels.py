@@ -428,8 +428,26 @@ def _vector_ops(width: int) -> SimpleNamespace:
     )
 
 
+@intrinsic
+def _prefetch(typingctx, a, i, j):
+    """Ask for the cache line of a[i, j] ahead of its load (LLVM's prefetch: a hint, no fault,
+    no value): rows of a long strided panel lie on pages of their own, where no hardware
+    prefetcher follows them."""
+
+    def codegen(context, builder, sig, args):
+        aryty, ary = sig.args[0], context.make_array(sig.args[0])(context, builder, args[0])
+        index = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:], sig.args[1:])]
+        ptr = builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, ary, index, wraparound=False), ir.IntType(8).as_pointer())
+        i32 = ir.IntType(32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]), "llvm.prefetch.p0i8")
+        builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])  # read, keep in all levels, data
+        return context.get_dummy_value()
+
+    return types.none(a, i, j), codegen
+
+
 _W = 16  # float32 lanes per vector of the wide tiles
-_ROWS = 4  # rows of a wide tile: each loaded vector of b feeds four accumulators
+_ROWS = 6  # rows of a wide tile: each loaded vector of b feeds six accumulators (24 of 32 zmm at 6 x 64)
 _WIDE = _vector_ops(_W)
 _vload, _vstore, _vsplat, _vstart, _vmuladd = _WIDE.load, _WIDE.store, _WIDE.splat, _WIDE.start, _WIDE.muladd
 _NW = 8  # lanes per vector of the narrow tiles
@@ -458,26 +476,101 @@ WIDE_TILES = _target_has_avx512()
 
 
 @njit(cache=True)
+def _tile6x4(a, i0, b, j0, out, o0, c0, k0, k1, src):
+    c00, c01, c02, c03 = _vstart(src, o0, c0), _vstart(src, o0, c0 + _W), _vstart(src, o0, c0 + 2 * _W), _vstart(src, o0, c0 + 3 * _W)
+    c10, c11, c12, c13 = _vstart(src, o0 + 1, c0), _vstart(src, o0 + 1, c0 + _W), _vstart(src, o0 + 1, c0 + 2 * _W), _vstart(src, o0 + 1, c0 + 3 * _W)
+    c20, c21, c22, c23 = _vstart(src, o0 + 2, c0), _vstart(src, o0 + 2, c0 + _W), _vstart(src, o0 + 2, c0 + 2 * _W), _vstart(src, o0 + 2, c0 + 3 * _W)
+    c30, c31, c32, c33 = _vstart(src, o0 + 3, c0), _vstart(src, o0 + 3, c0 + _W), _vstart(src, o0 + 3, c0 + 2 * _W), _vstart(src, o0 + 3, c0 + 3 * _W)
+    c40, c41, c42, c43 = _vstart(src, o0 + 4, c0), _vstart(src, o0 + 4, c0 + _W), _vstart(src, o0 + 4, c0 + 2 * _W), _vstart(src, o0 + 4, c0 + 3 * _W)
+    c50, c51, c52, c53 = _vstart(src, o0 + 5, c0), _vstart(src, o0 + 5, c0 + _W), _vstart(src, o0 + 5, c0 + 2 * _W), _vstart(src, o0 + 5, c0 + 3 * _W)
+    for k in range(k0, k1):
+        b0, b1, b2, b3 = _vload(b, k, j0), _vload(b, k, j0 + _W), _vload(b, k, j0 + 2 * _W), _vload(b, k, j0 + 3 * _W)
+        x = _vsplat(a[i0, k])
+        c00, c01, c02, c03 = _vmuladd(c00, x, b0), _vmuladd(c01, x, b1), _vmuladd(c02, x, b2), _vmuladd(c03, x, b3)
+        x = _vsplat(a[i0 + 1, k])
+        c10, c11, c12, c13 = _vmuladd(c10, x, b0), _vmuladd(c11, x, b1), _vmuladd(c12, x, b2), _vmuladd(c13, x, b3)
+        x = _vsplat(a[i0 + 2, k])
+        c20, c21, c22, c23 = _vmuladd(c20, x, b0), _vmuladd(c21, x, b1), _vmuladd(c22, x, b2), _vmuladd(c23, x, b3)
+        x = _vsplat(a[i0 + 3, k])
+        c30, c31, c32, c33 = _vmuladd(c30, x, b0), _vmuladd(c31, x, b1), _vmuladd(c32, x, b2), _vmuladd(c33, x, b3)
+        x = _vsplat(a[i0 + 4, k])
+        c40, c41, c42, c43 = _vmuladd(c40, x, b0), _vmuladd(c41, x, b1), _vmuladd(c42, x, b2), _vmuladd(c43, x, b3)
+        x = _vsplat(a[i0 + 5, k])
+        c50, c51, c52, c53 = _vmuladd(c50, x, b0), _vmuladd(c51, x, b1), _vmuladd(c52, x, b2), _vmuladd(c53, x, b3)
+    _vstore(out, o0, c0, c00), _vstore(out, o0, c0 + _W, c01), _vstore(out, o0, c0 + 2 * _W, c02), _vstore(out, o0, c0 + 3 * _W, c03)
+    _vstore(out, o0 + 1, c0, c10), _vstore(out, o0 + 1, c0 + _W, c11), _vstore(out, o0 + 1, c0 + 2 * _W, c12), _vstore(out, o0 + 1, c0 + 3 * _W, c13)
+    _vstore(out, o0 + 2, c0, c20), _vstore(out, o0 + 2, c0 + _W, c21), _vstore(out, o0 + 2, c0 + 2 * _W, c22), _vstore(out, o0 + 2, c0 + 3 * _W, c23)
+    _vstore(out, o0 + 3, c0, c30), _vstore(out, o0 + 3, c0 + _W, c31), _vstore(out, o0 + 3, c0 + 2 * _W, c32), _vstore(out, o0 + 3, c0 + 3 * _W, c33)
+    _vstore(out, o0 + 4, c0, c40), _vstore(out, o0 + 4, c0 + _W, c41), _vstore(out, o0 + 4, c0 + 2 * _W, c42), _vstore(out, o0 + 4, c0 + 3 * _W, c43)
+    _vstore(out, o0 + 5, c0, c50), _vstore(out, o0 + 5, c0 + _W, c51), _vstore(out, o0 + 5, c0 + 2 * _W, c52), _vstore(out, o0 + 5, c0 + 3 * _W, c53)
+
+
+@njit(cache=True)
+def _tile6x2(a, i0, b, j0, out, o0, c0, k0, k1, src):
+    c00, c01 = _vstart(src, o0, c0), _vstart(src, o0, c0 + _W)
+    c10, c11 = _vstart(src, o0 + 1, c0), _vstart(src, o0 + 1, c0 + _W)
+    c20, c21 = _vstart(src, o0 + 2, c0), _vstart(src, o0 + 2, c0 + _W)
+    c30, c31 = _vstart(src, o0 + 3, c0), _vstart(src, o0 + 3, c0 + _W)
+    c40, c41 = _vstart(src, o0 + 4, c0), _vstart(src, o0 + 4, c0 + _W)
+    c50, c51 = _vstart(src, o0 + 5, c0), _vstart(src, o0 + 5, c0 + _W)
+    for k in range(k0, k1):
+        b0, b1 = _vload(b, k, j0), _vload(b, k, j0 + _W)
+        x = _vsplat(a[i0, k])
+        c00, c01 = _vmuladd(c00, x, b0), _vmuladd(c01, x, b1)
+        x = _vsplat(a[i0 + 1, k])
+        c10, c11 = _vmuladd(c10, x, b0), _vmuladd(c11, x, b1)
+        x = _vsplat(a[i0 + 2, k])
+        c20, c21 = _vmuladd(c20, x, b0), _vmuladd(c21, x, b1)
+        x = _vsplat(a[i0 + 3, k])
+        c30, c31 = _vmuladd(c30, x, b0), _vmuladd(c31, x, b1)
+        x = _vsplat(a[i0 + 4, k])
+        c40, c41 = _vmuladd(c40, x, b0), _vmuladd(c41, x, b1)
+        x = _vsplat(a[i0 + 5, k])
+        c50, c51 = _vmuladd(c50, x, b0), _vmuladd(c51, x, b1)
+    _vstore(out, o0, c0, c00), _vstore(out, o0, c0 + _W, c01)
+    _vstore(out, o0 + 1, c0, c10), _vstore(out, o0 + 1, c0 + _W, c11)
+    _vstore(out, o0 + 2, c0, c20), _vstore(out, o0 + 2, c0 + _W, c21)
+    _vstore(out, o0 + 3, c0, c30), _vstore(out, o0 + 3, c0 + _W, c31)
+    _vstore(out, o0 + 4, c0, c40), _vstore(out, o0 + 4, c0 + _W, c41)
+    _vstore(out, o0 + 5, c0, c50), _vstore(out, o0 + 5, c0 + _W, c51)
+
+
+@njit(cache=True)
+def _tile6x1(a, i0, b, j0, out, o0, c0, k0, k1, src):
+    c00 = _vstart(src, o0, c0)
+    c10 = _vstart(src, o0 + 1, c0)
+    c20 = _vstart(src, o0 + 2, c0)
+    c30 = _vstart(src, o0 + 3, c0)
+    c40 = _vstart(src, o0 + 4, c0)
+    c50 = _vstart(src, o0 + 5, c0)
+    for k in range(k0, k1):
+        b0 = _vload(b, k, j0)
+        x = _vsplat(a[i0, k])
+        c00 = _vmuladd(c00, x, b0)
+        x = _vsplat(a[i0 + 1, k])
+        c10 = _vmuladd(c10, x, b0)
+        x = _vsplat(a[i0 + 2, k])
+        c20 = _vmuladd(c20, x, b0)
+        x = _vsplat(a[i0 + 3, k])
+        c30 = _vmuladd(c30, x, b0)
+        x = _vsplat(a[i0 + 4, k])
+        c40 = _vmuladd(c40, x, b0)
+        x = _vsplat(a[i0 + 5, k])
+        c50 = _vmuladd(c50, x, b0)
+    _vstore(out, o0, c0, c00)
+    _vstore(out, o0 + 1, c0, c10)
+    _vstore(out, o0 + 2, c0, c20)
+    _vstore(out, o0 + 3, c0, c30)
+    _vstore(out, o0 + 4, c0, c40)
+    _vstore(out, o0 + 5, c0, c50)
+
+
+@njit(cache=True)
 def _tile4x4(a, i0, b, j0, out, o0, c0, k0, k1, src):
     c00, c01, c02, c03 = _vstart(src, o0, c0), _vstart(src, o0, c0 + _W), _vstart(src, o0, c0 + 2 * _W), _vstart(src, o0, c0 + 3 * _W)
-    c10, c11, c12, c13 = (
-        _vstart(src, o0 + 1, c0),
-        _vstart(src, o0 + 1, c0 + _W),
-        _vstart(src, o0 + 1, c0 + 2 * _W),
-        _vstart(src, o0 + 1, c0 + 3 * _W),
-    )
-    c20, c21, c22, c23 = (
-        _vstart(src, o0 + 2, c0),
-        _vstart(src, o0 + 2, c0 + _W),
-        _vstart(src, o0 + 2, c0 + 2 * _W),
-        _vstart(src, o0 + 2, c0 + 3 * _W),
-    )
-    c30, c31, c32, c33 = (
-        _vstart(src, o0 + 3, c0),
-        _vstart(src, o0 + 3, c0 + _W),
-        _vstart(src, o0 + 3, c0 + 2 * _W),
-        _vstart(src, o0 + 3, c0 + 3 * _W),
-    )
+    c10, c11, c12, c13 = _vstart(src, o0 + 1, c0), _vstart(src, o0 + 1, c0 + _W), _vstart(src, o0 + 1, c0 + 2 * _W), _vstart(src, o0 + 1, c0 + 3 * _W)
+    c20, c21, c22, c23 = _vstart(src, o0 + 2, c0), _vstart(src, o0 + 2, c0 + _W), _vstart(src, o0 + 2, c0 + 2 * _W), _vstart(src, o0 + 2, c0 + 3 * _W)
+    c30, c31, c32, c33 = _vstart(src, o0 + 3, c0), _vstart(src, o0 + 3, c0 + _W), _vstart(src, o0 + 3, c0 + 2 * _W), _vstart(src, o0 + 3, c0 + 3 * _W)
     for k in range(k0, k1):
         b0, b1, b2, b3 = _vload(b, k, j0), _vload(b, k, j0 + _W), _vload(b, k, j0 + 2 * _W), _vload(b, k, j0 + 3 * _W)
         x = _vsplat(a[i0, k])
@@ -518,17 +611,54 @@ def _tile4x2(a, i0, b, j0, out, o0, c0, k0, k1, src):
 
 @njit(cache=True)
 def _tile4x1(a, i0, b, j0, out, o0, c0, k0, k1, src):
-    c0_ = _vstart(src, o0, c0)
-    c1 = _vstart(src, o0 + 1, c0)
-    c2 = _vstart(src, o0 + 2, c0)
-    c3 = _vstart(src, o0 + 3, c0)
+    c00 = _vstart(src, o0, c0)
+    c10 = _vstart(src, o0 + 1, c0)
+    c20 = _vstart(src, o0 + 2, c0)
+    c30 = _vstart(src, o0 + 3, c0)
     for k in range(k0, k1):
         b0 = _vload(b, k, j0)
-        c0_ = _vmuladd(c0_, _vsplat(a[i0, k]), b0)
-        c1 = _vmuladd(c1, _vsplat(a[i0 + 1, k]), b0)
-        c2 = _vmuladd(c2, _vsplat(a[i0 + 2, k]), b0)
-        c3 = _vmuladd(c3, _vsplat(a[i0 + 3, k]), b0)
-    _vstore(out, o0, c0, c0_), _vstore(out, o0 + 1, c0, c1), _vstore(out, o0 + 2, c0, c2), _vstore(out, o0 + 3, c0, c3)
+        x = _vsplat(a[i0, k])
+        c00 = _vmuladd(c00, x, b0)
+        x = _vsplat(a[i0 + 1, k])
+        c10 = _vmuladd(c10, x, b0)
+        x = _vsplat(a[i0 + 2, k])
+        c20 = _vmuladd(c20, x, b0)
+        x = _vsplat(a[i0 + 3, k])
+        c30 = _vmuladd(c30, x, b0)
+    _vstore(out, o0, c0, c00)
+    _vstore(out, o0 + 1, c0, c10)
+    _vstore(out, o0 + 2, c0, c20)
+    _vstore(out, o0 + 3, c0, c30)
+
+
+@njit(cache=True)
+def _tile1x4(a, i0, b, j0, out, o0, c0, k0, k1, src):
+    c00, c01, c02, c03 = _vstart(src, o0, c0), _vstart(src, o0, c0 + _W), _vstart(src, o0, c0 + 2 * _W), _vstart(src, o0, c0 + 3 * _W)
+    for k in range(k0, k1):
+        b0, b1, b2, b3 = _vload(b, k, j0), _vload(b, k, j0 + _W), _vload(b, k, j0 + 2 * _W), _vload(b, k, j0 + 3 * _W)
+        x = _vsplat(a[i0, k])
+        c00, c01, c02, c03 = _vmuladd(c00, x, b0), _vmuladd(c01, x, b1), _vmuladd(c02, x, b2), _vmuladd(c03, x, b3)
+    _vstore(out, o0, c0, c00), _vstore(out, o0, c0 + _W, c01), _vstore(out, o0, c0 + 2 * _W, c02), _vstore(out, o0, c0 + 3 * _W, c03)
+
+
+@njit(cache=True)
+def _tile1x2(a, i0, b, j0, out, o0, c0, k0, k1, src):
+    c00, c01 = _vstart(src, o0, c0), _vstart(src, o0, c0 + _W)
+    for k in range(k0, k1):
+        b0, b1 = _vload(b, k, j0), _vload(b, k, j0 + _W)
+        x = _vsplat(a[i0, k])
+        c00, c01 = _vmuladd(c00, x, b0), _vmuladd(c01, x, b1)
+    _vstore(out, o0, c0, c00), _vstore(out, o0, c0 + _W, c01)
+
+
+@njit(cache=True)
+def _tile1x1(a, i0, b, j0, out, o0, c0, k0, k1, src):
+    c00 = _vstart(src, o0, c0)
+    for k in range(k0, k1):
+        b0 = _vload(b, k, j0)
+        x = _vsplat(a[i0, k])
+        c00 = _vmuladd(c00, x, b0)
+    _vstore(out, o0, c0, c00)
 
 
 @njit(cache=True)
@@ -654,6 +784,27 @@ def _nrest(nv, rows, a, i0, b, j0, out, c0, k0, k1, src):
 
 
 @njit(cache=True)
+def _wrest(nv, rows, a, i0, b, j0, out, c0, k0, k1, src):
+    """The last ``rows`` (< 6) rows of a wide tile column in place, as :func:`_nrest`'s."""
+    if rows >= 4:
+        if nv == 4:
+            _tile4x4(a, i0, b, j0, out, i0, c0, k0, k1, src)
+        elif nv == 2:
+            _tile4x2(a, i0, b, j0, out, i0, c0, k0, k1, src)
+        else:
+            _tile4x1(a, i0, b, j0, out, i0, c0, k0, k1, src)
+        i0 += 4
+        rows -= 4
+    for r in range(i0, i0 + rows):
+        if nv == 4:
+            _tile1x4(a, r, b, j0, out, r, c0, k0, k1, src)
+        elif nv == 2:
+            _tile1x2(a, r, b, j0, out, r, c0, k0, k1, src)
+        else:
+            _tile1x1(a, r, b, j0, out, r, c0, k0, k1, src)
+
+
+@njit(cache=True)
 def _tile(wide, nv, a, i0, b, j0, out, o0, c0, k0, k1, src):
     """The tile of ``rows x nv`` vectors at a's rows i0.., b's columns j0.., into out at (o0, c0)."""
     if not wide:
@@ -662,19 +813,21 @@ def _tile(wide, nv, a, i0, b, j0, out, o0, c0, k0, k1, src):
         else:
             _ntile6x1(a, i0, b, j0, out, o0, c0, k0, k1, src)
     elif nv == 4:
-        _tile4x4(a, i0, b, j0, out, o0, c0, k0, k1, src)
+        _tile6x4(a, i0, b, j0, out, o0, c0, k0, k1, src)
     elif nv == 2:
-        _tile4x2(a, i0, b, j0, out, o0, c0, k0, k1, src)
+        _tile6x2(a, i0, b, j0, out, o0, c0, k0, k1, src)
     else:
-        _tile4x1(a, i0, b, j0, out, o0, c0, k0, k1, src)
+        _tile6x1(a, i0, b, j0, out, o0, c0, k0, k1, src)
 
 
 @njit(cache=True)
 def _tile_in_place(wide, nv, m, a, i0, b, j0, out, c0, k0, k1, src):
-    """The row tile at i0 of a tile column, in place in out: a whole tile, or a narrow column's
-    last rows (fewer than 6) as 4- and 1-row tiles."""
-    if wide or i0 + _NROWS <= m:
+    """The row tile at i0 of a tile column, in place in out: a whole tile, or the column's last
+    rows (fewer than 6) as 4- and 1-row tiles."""
+    if i0 + (_ROWS if wide else _NROWS) <= m:
         _tile(wide, nv, a, i0, b, j0, out, i0, c0, k0, k1, src)
+    elif wide:
+        _wrest(nv, m - i0, a, i0, b, j0, out, c0, k0, k1, src)
     else:
         _nrest(nv, m - i0, a, i0, b, j0, out, c0, k0, k1, src)
 
@@ -696,10 +849,32 @@ _PANEL_TILES = 32
 #: task runs over it (1024 rows of a 64-wide panel; the 64 x 4096 x 1000 head's 1 MiB panel read
 #: in place went from 33 to 48 GFLOP/s; 32 KiB blocks, for L1, cost 1024 x 1024 x 256 a fifth).
 _PANEL_BLOCK = 65536
+#: Rows of b the block copy asks for ahead of the row it copies (8 measured slower on the
+#: 64 x 4096 x 1000 head, 32 no faster).
+_AHEAD = 16
+#: Columns of b from which its rows are 2 KiB apart or more, past the stride the L1 prefetcher
+#: follows: a long panel under few row tiles is then copied a block of k at a time (64 x 4096 x 512
+#: at 57 GFLOP/s in place, 121 copied); nearer rows are read in place (64 x 4096 x 128 and
+#: 128 x 4096 x 64 were faster so).
+_FAR = 512
+
+
+@njit(cache=True)
+def _copy_block(b, j0, k0, k1, width, buf):
+    """buf[: k1 - k0] = b[k0:k1, j0 : j0 + width]: a block of a long column panel, made
+    contiguous for the row tiles. Its rows in b are a row of b apart, each on a page of its own
+    where b is wide, so each row is asked for ``_AHEAD`` rows before it is copied."""
+    for k in range(k0, k1):
+        ahead = min(k + _AHEAD, k1 - 1)
+        for j in range(0, width, _NW * 2):  # a cache line: 16 floats
+            _prefetch(b, ahead, j0 + j)
+        _prefetch(b, ahead, j0 + width - 1)  # the row's last line, where b's rows are not 64-byte aligned
+        for j in range(0, width, _NW):
+            _nstore(buf, k - k0, j, _nload(b, k, j0 + j))
 
 
 def _bmm_tiles(wide: bool) -> Callable[..., Any]:
-    """The matmul over one tile family (``wide``: 4 x 64, 32 or 16; else 6 x 16 or 8)."""
+    """The matmul over one tile family (``wide``: 6 x 64, 32 or 16; else 6 x 16 or 8)."""
 
     def bmm_tiled(a, b, out):
         nb, m, kk = a.shape
@@ -722,6 +897,8 @@ def _bmm_tiles(wide: bool) -> Callable[..., Any]:
             cols = min(width, n - j0)
             ab, ob = a[bi], out[bi]  # views made once per task, not per tile
             rows = range((t % ng) * per, min((t % ng + 1) * per, nr))
+            # a long full-width panel under few row tiles: copied a block of k at a time
+            blocks = cols == width and kk >= _PANEL_K and len(rows) < _PANEL_TILES and n >= _FAR
             if cols == width and (kk < _PANEL_K or len(rows) < _PANEL_TILES):
                 panel, pj = b[bi], j0  # short panels, or few row tiles to share the copy: in place
             else:
@@ -729,13 +906,25 @@ def _bmm_tiles(wide: bool) -> Callable[..., Any]:
                 # and zero-padded past n (the padding's outputs are never stored)
                 panel, pj = np.zeros((kk, width), np.float32), 0
                 panel[:, :cols] = b[bi, :, j0 : j0 + cols]
-            # row tiles run in place up to `full` (all of a narrow column: its last rows as 4- and
-            # 1-row tiles), the rest (rows past m, columns past n) into a tile buffer
-            full = rows.start if cols < width else (rows.stop if not wide else min(rows.stop, m // height))
+            # row tiles run in place (the column's last rows as 4- and 1-row tiles) where the
+            # panel is whole; a panel past n runs into a tile buffer, its rows past m zero-padded
+            full = rows.start if cols < width else rows.stop
             # in place, k in blocks: a block of the panel stays in L2 while every row tile runs
             # over it, each tile's partial sums stored in out between blocks
+            block = np.empty((kc if blocks else 0, width), np.float32)
             for k0 in range(0, max(kk, 1), kc):
                 k1 = min(kk, k0 + kc)
+                if blocks:
+                    # the block contiguous (rows of a wide b on pages of their own: the 64 x 4096 x
+                    # 1000 head 80 -> 115 GFLOP/s), the tiles over it and a's same columns
+                    _copy_block(panel, pj, k0, k1, width, block)
+                    ak = ab[:, k0:k1]
+                    for r in range(rows.start, full):
+                        if k0 == 0:
+                            _tile_in_place(wide, nv, m, ak, r * height, block, 0, ob, j0, 0, k1 - k0, None)
+                        else:
+                            _tile_in_place(wide, nv, m, ak, r * height, block, 0, ob, j0, 0, k1 - k0, ob)
+                    continue
                 for r in range(rows.start, full):
                     if k0 == 0:
                         _tile_in_place(wide, nv, m, ab, r * height, panel, pj, ob, j0, 0, k1, None)

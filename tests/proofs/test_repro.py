@@ -190,7 +190,20 @@ def test_repro_v2_kernels_are_repro_v1_source_with_each_multiply_add_fused() -> 
     tile, the tasks over them and the direct convolution's tiles, none of the other kernels."""
     assert sorted(vars(K.FUSED)) == ["bmm", "conv2d_forward", "conv2d_input_grad", "conv2d_params_grad"]
     env = K.FUSED.bmm.__globals__
-    for name in ("_tile4x4", "_ntile6x2", "_nrest", "_tile_in_place", "_bmm_wide", "_bmm_narrow", "_conv_fwd_tile", "_conv_dw4x4", "_conv_dw"):
+    for name in (
+        "_tile6x4",
+        "_tile4x4",
+        "_tile1x2",
+        "_ntile6x2",
+        "_nrest",
+        "_wrest",
+        "_tile_in_place",
+        "_bmm_wide",
+        "_bmm_narrow",
+        "_conv_fwd_tile",
+        "_conv_dw4x4",
+        "_conv_dw",
+    ):
         assert env[name] is not vars(K)[name] and env[name].__name__ == vars(K)[name].__name__ + "_fma", name
     for name in ("_contiguous", "colsum", "causal_softmax", "layer_norm", "gelu", "adam_update", "im2col", "col2im"):
         assert env[name] is vars(K)[name], name
@@ -199,18 +212,23 @@ def test_repro_v2_kernels_are_repro_v1_source_with_each_multiply_add_fused() -> 
 @pytest.mark.parametrize("numerics", ["repro-v1", "repro-v2"])
 @pytest.mark.parametrize("family", ["wide", "narrow"])
 def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, numerics: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Both register-tile families (4 x 64/32/16 for AVX-512, 6 x 16/8 elsewhere; the other one
+    """Both register-tile families (6 x 64/32/16 for AVX-512, 6 x 16/8 elsewhere; the other one
     spills on this machine but must give the same bits), on shapes off their tiles' edges, under
     both numerics (repro-v2: each multiply-add fused, against the exact fused reference)."""
     fused = numerics == "repro-v2"
     kern = K.FUSED if fused else K
     _tiles(monkeypatch, family == "wide")
     rng = np.random.default_rng(7)
-    # rows and columns off the 4 x 16/32/64 and 6 x 8/16 tiles, k = 0 and 1, a batch, wide and narrow outputs
+    # rows and columns off the 6 x 16/32/64 and 6 x 8/16 tiles, k = 0 and 1, a batch, wide and narrow outputs
     shapes = [(1, 1, 1, 1), (2, 5, 7, 3), (3, 9, 33, 17), (1, 13, 100, 65), (2, 4, 0, 16), (1, 7, 1, 40), (2, 66, 64, 32), (1, 30, 257, 131)]
     shapes += [(1, 12, 5, 16), (2, 7, 9, 8), (1, 19, 3, 24), (1, 6, 17, 15)]
+    # every number of rows left under a tile (4- and 1-row tiles) at every tile width
+    shapes += [(1, m, 3, n) for m in range(1, 13) for n in (16, 32, 64)]
     # k in several blocks of the panel (1024 rows of a 64-wide panel, 4096 of a 16-wide one), in place and copied
     shapes += [(1, 70, 1100, 64), (1, 200, 1030, 130), (1, 13, 4100, 16), (1, 200, 4100, 20)]
+    # long panels of a wide b under few row tiles: copied a block of k at a time (K._FAR columns
+    # and more), in several blocks, the last panel partial
+    shapes += [(1, 70, 1100, 520), (1, 13, 4100, 530)]
     # transposed views whose k steps are a page apart (m >= 1024): copied before the tiles where n >= 16
     shapes += [(1, 1024, 9, 70), (2, 1030, 5, 16), (1, 1024, 3, 8)]
     copied = []
@@ -237,6 +255,15 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, numerics: str, 
         assert not np.array_equal(out, _bmm_reference(a, b))
     with pytest.raises(ValueError, match="contiguous"):
         kern.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
+
+
+def test_copy_block_copies_a_block_of_a_column_panel() -> None:
+    """The block copy of a long panel (rows of b not 64-byte aligned, the last row asked for
+    ahead of itself): the block's values, nothing past its width written."""
+    b = np.random.default_rng(3).standard_normal((300, 1001)).astype(np.float32)
+    buf = np.full((128, 72), 7.0, np.float32)
+    K._copy_block(b, 937, 172, 300, 64, buf)
+    assert np.array_equal(buf[:, :64], b[172:300, 937:1001]) and (buf[:, 64:] == 7.0).all()
 
 
 def _conv_reference(x: np.ndarray, w: np.ndarray, b: np.ndarray, g: np.ndarray, fused: bool = False) -> tuple[np.ndarray, ...]:
@@ -458,7 +485,7 @@ def test_compiled_kernels_hold_no_fused_multiply_add(tmp_path: Path) -> None:
     assert got["fused"] == [] and got["compiled"] >= 15, got
     # the direct convolution runs where the wide tiles do (AVX-512), im2col and the matmul elsewhere
     family = ["_bmm_wide.serial", "_conv_fwd_tile", "_conv_dx_tile", "_conv_dw4x4"] if K.WIDE_TILES else ["_bmm_narrow.serial"]
-    assert {"_tile4x4", "_ntile6x2", "_tile_in_place", *family} <= set(got["compiled_v2"]), got
+    assert {"_tile6x4", "_tile4x4", "_ntile6x2", "_tile_in_place", *family} <= set(got["compiled_v2"]), got
     if _cpu_has("fma"):
         assert got["unfused"] == [], got
 
