@@ -840,9 +840,9 @@ _ROW_TILES = 256
 #: Tasks the matmul's parallel loop is cut into at least, where the row tiles allow (so that two
 #: threads share the work even when b has one column panel).
 _TASKS = 4
-#: Panels of b with fewer rows than this, or shared by fewer than ``_PANEL_TILES`` row tiles, are
-#: read in place (their copy cost more than it saved: the resnet's per-image matmuls have 16 to 64
-#: rows, the 64 x 4096 x 1000 head 16 row tiles over a 1 MiB panel).
+#: Panels of b with fewer rows than this, or (where b has under ``_FAR`` columns) shared by fewer
+#: than ``_PANEL_TILES`` row tiles, are read in place (their copy cost more than it saved: the
+#: resnet's per-image matmuls have 16 to 64 rows).
 _PANEL_K = 128
 _PANEL_TILES = 32
 #: Floats of the panel of b per block of k: 256 KiB, which L2 holds while every row tile of the
@@ -853,9 +853,9 @@ _PANEL_BLOCK = 65536
 #: 64 x 4096 x 1000 head, 32 no faster).
 _AHEAD = 16
 #: Columns of b from which its rows are 2 KiB apart or more, past the stride the L1 prefetcher
-#: follows: a long panel under few row tiles is then copied a block of k at a time (64 x 4096 x 512
-#: at 57 GFLOP/s in place, 121 copied); nearer rows are read in place (64 x 4096 x 128 and
-#: 128 x 4096 x 64 were faster so).
+#: follows: a long panel is then copied a block of k at a time (64 x 4096 x 512 at 57 GFLOP/s in
+#: place, 121 copied; 256 x 1000 x 1000 at 134 copied whole, 160 by blocks); nearer rows under few
+#: row tiles are read in place (64 x 4096 x 128 and 128 x 4096 x 64 were faster so).
 _FAR = 512
 
 
@@ -897,9 +897,9 @@ def _bmm_tiles(wide: bool) -> Callable[..., Any]:
             cols = min(width, n - j0)
             ab, ob = a[bi], out[bi]  # views made once per task, not per tile
             rows = range((t % ng) * per, min((t % ng + 1) * per, nr))
-            # a long full-width panel under few row tiles: copied a block of k at a time
-            blocks = cols == width and kk >= _PANEL_K and len(rows) < _PANEL_TILES and n >= _FAR
-            if cols == width and (kk < _PANEL_K or len(rows) < _PANEL_TILES):
+            # a long full-width panel of a wide b: copied a block of k at a time
+            blocks = cols == width and kk >= _PANEL_K and n >= _FAR
+            if blocks or (cols == width and (kk < _PANEL_K or len(rows) < _PANEL_TILES)):
                 panel, pj = b[bi], j0  # short panels, or few row tiles to share the copy: in place
             else:
                 # b's column panel, contiguous (rows of b 4 KiB apart all fell in one cache set)
