@@ -214,7 +214,7 @@ def cpu_features() -> str:
         f"CPU flags: {' '.join(f for f in _CPU_FLAGS if f in flags) or 'unknown'}; "
         f"ATen (MKL GEMM, vectorized ops): {torch.backends.cpu.get_cpu_capability()}; "
         f"oneDNN: {_onednn_isa()}; "
-        f"repro-v1 and repro-v2 (numba {numba.__version__}): target CPU {cpu}, {'wide 4 x 64' if K.WIDE_TILES else 'narrow 6 x 16'} register tiles"
+        f"repro-v1 and repro-v2 (numba {numba.__version__}): target CPU {cpu}, {f'wide {K._ROWS} x {4 * K._W}' if K.WIDE_TILES else f'narrow {K._NROWS} x {2 * K._NW}'} register tiles"
     )
 
 

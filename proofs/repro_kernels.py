@@ -952,27 +952,33 @@ _bmm_wide = _parallel(_bmm_work)(_bmm_tiles(True))
 _bmm_narrow = _parallel(_bmm_work)(_bmm_tiles(False))
 
 
-#: A transposed ``a`` whose k steps lie this many bytes apart or more (a page: every k of a tile
-#: on another page, which no prefetcher follows) is copied contiguous before the tiles run, when
-#: the output has at least ``_COPY_N`` columns to share the copy: gpt-10M's ``dW = g^T x`` (1024 x
-#: 1024 x 256 from a (1024, 1024) gradient) took 17 ms in place in a training step, against
-#: 0.76 ms to copy and 3.1 ms to multiply (timed apart). The copy moves values: the sums are the same.
-_PAGE = 4096
-_COPY_N = 16
-_T = 32  # rows and columns of a block of the copy: both sides of a block stay in L1
+#: A transposed ``a`` (rows contiguous) whose k steps lie ``_COPY_STRIDE`` bytes apart or more is
+#: copied contiguous before the tiles run, where the output's columns share the copy: the stride
+#: times the columns at least ``_COPY_WORK`` (1 KiB apart from 512 columns, 2 KiB from 256, a page
+#: from 128). Measured side by side, repro-v2, one thread, k = 1,024: copied, 1.08x to 1.11x at 1 KiB
+#: and 512 to 1,024 columns, 1.34x to 1.65x at 2 KiB and 256 to 1,024, 1.46x to 1.81x at a page and
+#: 128 to 256; in place, 0.98x at 1 KiB and 256, 0.76x at a page and 16 (the copy costs more than
+#: it saves). gpt-10M's ``dW = g^T x``: 1024 x 1024 x 256 from a (1024, 1024) gradient, 768 x 1024 x
+#: 256 from the attention's (1024, 768). The copy moves values: the sums are the same.
+_COPY_STRIDE = 1024
+_COPY_WORK = 1 << 19
+#: The copy's block: 8 k steps of 128 rows. At a page apart, a block's k steps share the cache
+#: sets, and 8 of them stay in L1's 12 ways (32 x 32 blocks: 1.25 ms for a 1024 x 1024 copy, 0.78 now).
+_T_ROWS = 128
+_T_K = 8
 
 
 @_parallel(_size(0))
 def _contiguous(a, out):
-    """out = a for an ``a`` contiguous along its rows (a transposed view), in _T x _T blocks."""
+    """out = a for an ``a`` contiguous along its rows (a transposed view), in _T_ROWS x _T_K blocks."""
     nb, m, kk = a.shape
-    ni = (m + _T - 1) // _T
+    ni = (m + _T_ROWS - 1) // _T_ROWS
     for t in prange(nb * ni):
-        bi, i0 = t // ni, (t % ni) * _T
-        i1 = min(i0 + _T, m)
-        for k0 in range(0, kk, _T):
+        bi, i0 = t // ni, (t % ni) * _T_ROWS
+        i1 = min(i0 + _T_ROWS, m)
+        for k0 in range(0, kk, _T_K):
             for i in range(i0, i1):
-                for k in range(k0, min(k0 + _T, kk)):
+                for k in range(k0, min(k0 + _T_K, kk)):
                     out[bi, i, k] = a[bi, i, k]
 
 
@@ -981,11 +987,11 @@ def bmm(a, b, out):
     accumulated in float32 over k = 0, 1, ... in order (a separate multiply and add each).
 
     ``a`` may have any strides (a transposed view is read in place, or copied where its k steps
-    are a page apart); ``b`` and ``out`` must be contiguous along their last axis (their rows are
+    are far apart and the output wide: ``_COPY_WORK``); ``b`` and ``out`` must be contiguous along their last axis (their rows are
     loaded and stored as vectors). The tile family (:data:`WIDE_TILES`) changes no bit."""
     if (b.size and b.strides[2] != 4) or (out.size and out.strides[2] != 4):
         raise ValueError("bmm: b and out must be contiguous along their last axis")
-    if a.size and a.strides[1] == 4 and a.strides[2] >= _PAGE and b.shape[2] >= _COPY_N:
+    if a.size and a.strides[1] == 4 and a.strides[2] >= _COPY_STRIDE and a.strides[2] * b.shape[2] >= _COPY_WORK:
         a, rows = np.empty(a.shape, np.float32), a
         _contiguous(rows, a)
     (_bmm_wide if WIDE_TILES else _bmm_narrow)(a, b, out)

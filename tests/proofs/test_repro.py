@@ -229,8 +229,9 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, numerics: str, 
     # long panels of a wide b under few row tiles: copied a block of k at a time (K._FAR columns
     # and more), in several blocks, the last panel partial
     shapes += [(1, 70, 1100, 520), (1, 13, 4100, 530)]
-    # transposed views whose k steps are a page apart (m >= 1024): copied before the tiles where n >= 16
-    shapes += [(1, 1024, 9, 70), (2, 1030, 5, 16), (1, 1024, 3, 8)]
+    # transposed views whose k steps are far apart: copied before the tiles where the output is wide
+    # enough (K._COPY_WORK: 1 KiB apart from 512 columns, a page from 128), else read in place
+    shapes += [(1, 1024, 9, 130), (2, 1030, 5, 128), (1, 256, 7, 520), (1, 1024, 3, 70), (1, 256, 7, 300), (1, 255, 7, 600)]
     copied = []
     contiguous = K._contiguous
 
@@ -250,7 +251,7 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, numerics: str, 
         at = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)  # a transposed view, read in place
         kern.bmm(at, b, out)
         assert np.array_equal(out.view(np.int32), want), ("transposed a", nb, m, k, n)
-    assert copied == [(1, 1024, 9), (2, 1030, 5)]
+    assert copied == [(1, 1024, 9), (2, 1030, 5), (1, 256, 7)]
     if fused:  # the two numerics differ (one rounding per term less), so the fused kernels really ran
         assert not np.array_equal(out, _bmm_reference(a, b))
     with pytest.raises(ValueError, match="contiguous"):
