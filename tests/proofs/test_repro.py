@@ -258,6 +258,30 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, numerics: str, 
         kern.bmm(a, b.transpose(0, 2, 1).copy().transpose(0, 2, 1), out)
 
 
+@pytest.mark.parametrize("numerics", ["repro-v1", "repro-v2"])
+def test_bmm_gives_the_same_bits_on_two_threads(numerics: str) -> None:
+    """The parallel build's tasks (each with its own block buffer) give the serial build's bits: a
+    wide b's long panels copied by blocks, a transposed a copied first or read in place, batches."""
+    kern = K.FUSED if numerics == "repro-v2" else K
+    rng = np.random.default_rng(11)
+    saved = repro.threads()
+    try:
+        for nb, m, k, n in [(1, 64, 1100, 530), (2, 200, 300, 600), (3, 64, 64, 32), (1, 260, 200, 520)]:
+            a = rng.standard_normal((nb, m, k)).astype(np.float32)
+            b = rng.standard_normal((nb, k, n)).astype(np.float32)
+            at = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)
+            got = []
+            for threads in (1, 2):
+                repro.set_threads(threads)
+                for x in (a, at):
+                    out = np.empty((nb, m, n), np.float32)
+                    kern.bmm(x, b, out)
+                    got.append(out.view(np.int32))
+            assert all(np.array_equal(got[0], g) for g in got[1:]), (nb, m, k, n)
+    finally:
+        repro.set_threads(saved)
+
+
 def test_copy_block_copies_a_block_of_a_column_panel() -> None:
     """The block copy of a long panel (rows of b not 64-byte aligned, the last row asked for
     ahead of itself): the block's values, nothing past its width written."""
