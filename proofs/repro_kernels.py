@@ -900,7 +900,7 @@ def _bmm_tiles(wide: bool) -> Callable[..., Any]:
             # a long full-width panel of a wide b: copied a block of k at a time
             blocks = cols == width and kk >= _PANEL_K and n >= _FAR
             if blocks or (cols == width and (kk < _PANEL_K or len(rows) < _PANEL_TILES)):
-                panel, pj = b[bi], j0  # short panels, or few row tiles to share the copy: in place
+                panel, pj = b[bi], j0  # short panels, few row tiles to share a copy, or blocks: in place
             else:
                 # b's column panel, contiguous (rows of b 4 KiB apart all fell in one cache set)
                 # and zero-padded past n (the padding's outputs are never stored)
