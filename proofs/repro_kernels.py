@@ -220,7 +220,9 @@ def tanh64(u: float) -> float:
 # xmm with SSE2); every lane is an independent output, so the bits cannot depend on that, nor
 # on the tile's shape. Two tile families, one chosen per target (:data:`WIDE_TILES`):
 #
-# * wide, for AVX-512 (32 vector registers): 4 rows x 64 columns, 16 <16 x float> accumulators;
+# * wide, for AVX-512 (32 vector registers): 6 rows x 64 columns, 24 <16 x float> accumulators
+#   (4 x 64 until issue 27's eighth pass: its 4 vectors of b per 16 multiply-adds outran L2 where
+#   a panel's block streams from there; 6 x 64 loads them for 24);
 # * narrow, for everything else (16 ymm or xmm registers): 6 rows x 16 columns, 12 <8 x float>
 #   accumulators (12 ymm with AVX2: the wide tile's 32 ymm accumulators spilled to memory on
 #   every k, measured 22 to 34 GFLOP/s here against 43 to 53 for this one).
