@@ -17,7 +17,8 @@ update, Adam) under ``numerics: torch``, ``numerics: repro-v1`` and ``numerics: 
 
 The first step of each configuration is a warm-up (numba loads or compiles its kernels,
 torch sizes its allocator) and is not timed; each timed step starts after ``SETTLE_S`` idle
-seconds, so that no thread pool still spinning from the step before is counted in it.
+seconds, so that no thread pool still spinning from the step before is counted in it, and one
+untimed step of its own, so that a core the idle let sleep is awake again.
 
 Before the models, the matmul alone (``--gemm-only`` stops there): GFLOP/s of the repro-v1
 ``bmm`` and of repro-v2's fused one (``FUSED.bmm``) on the models' matmul shapes at one thread
@@ -125,11 +126,14 @@ SETTLE_S = 0.3
 
 def _seconds_per_step(trainers: dict[tuple[str, int], Trainer], steps: int, clock: Callable[[], float]) -> dict[tuple[str, int], float]:
     """Median seconds per step of each (numerics, threads), timed one step each in turn so
-    that load from other processes falls on every cell alike."""
+    that load from other processes falls on every cell alike. Each timed step follows the idle
+    and an untimed step: on a VM the idle let the second vCPU sleep, and a two-thread step just
+    after it took 13 or 45 to 50 ms at random (mlp-1M; 9 to 11 ms back to back, as training runs)."""
     times: dict[tuple[str, int], list[float]] = {key: [] for key in trainers}
     for _ in range(steps):
         for key, trainer in trainers.items():
             time.sleep(SETTLE_S)
+            trainer.run(1)
             start = clock()
             trainer.run(1)
             times[key].append(clock() - start)
@@ -359,7 +363,7 @@ def main() -> None:
             continue
         data = build()
         params = _spec(model, data, batch, 1, "torch").param_count()
-        trainers = _trainers(model, data, batch, args.steps * (2 if args.profile else 1))
+        trainers = _trainers(model, data, batch, args.steps * (3 if args.profile else 2))
         cell = _seconds_per_step(trainers, args.steps, clock)
         if args.profile:
             profiles += [_profile(name, n, trainers, args.steps, clock) for n in REPRO]
