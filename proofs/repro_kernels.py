@@ -228,6 +228,13 @@ def tanh64(u: float) -> float:
 #   every k, measured 22 to 34 GFLOP/s here against 43 to 53 for this one).
 
 
+def _item_ptr(context, builder, aryty, ary, index_types, index, pointer_type):
+    """A ``pointer_type`` pointer to ary[index] in generated code (no wraparound, no bounds check)."""
+    arr = context.make_array(aryty)(context, builder, ary)
+    inds = [context.cast(builder, v, t, types.intp) for v, t in zip(index, index_types)]
+    return builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, arr, inds, wraparound=False), pointer_type)
+
+
 def _vector_ops(width: int) -> SimpleNamespace:
     """A float32 vector type of ``width`` lanes and its intrinsics. The matmul's, on 2-D arrays:
     load, store, splat, an accumulator's start, and ``acc + x * y`` (``muladd``: an fmul, then an
@@ -253,9 +260,7 @@ def _vector_ops(width: int) -> SimpleNamespace:
             super().__init__(dmm, fe_type, vec)
 
     def vec_ptr(context, builder, aryty, ary, index_types, index):
-        arr = context.make_array(aryty)(context, builder, ary)
-        inds = [context.cast(builder, v, t, types.intp) for v, t in zip(index, index_types)]
-        return builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, arr, inds, wraparound=False), vec.as_pointer())
+        return _item_ptr(context, builder, aryty, ary, index_types, index, vec.as_pointer())
 
     @intrinsic
     def vload(typingctx, a, i, j):
@@ -437,9 +442,7 @@ def _prefetch(typingctx, a, i, j):
     prefetcher follows them."""
 
     def codegen(context, builder, sig, args):
-        aryty, ary = sig.args[0], context.make_array(sig.args[0])(context, builder, args[0])
-        index = [context.cast(builder, v, t, types.intp) for v, t in zip(args[1:], sig.args[1:])]
-        ptr = builder.bitcast(cgutils.get_item_pointer(context, builder, aryty, ary, index, wraparound=False), ir.IntType(8).as_pointer())
+        ptr = _item_ptr(context, builder, sig.args[0], args[0], sig.args[1:], args[1:], ir.IntType(8).as_pointer())
         i32 = ir.IntType(32)
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), [ptr.type, i32, i32, i32]), "llvm.prefetch.p0i8")
         builder.call(fn, [ptr, ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])  # read, keep in all levels, data
