@@ -837,6 +837,17 @@ def _tile_in_place(wide, nv, m, a, i0, b, j0, out, c0, k0, k1, src):
         _nrest(nv, m - i0, a, i0, b, j0, out, c0, k0, k1, src)
 
 
+@njit(cache=True)
+def _row_tiles(wide, nv, m, height, r0, r1, a, b, j0, out, c0, k0, k1, first):
+    """Row tiles r0 to r1 of a tile column in place, over k0 to k1 of ``a``'s columns and ``b``'s
+    rows: from zero where the block is the ``first`` of k, else from the partial sums in out."""
+    for r in range(r0, r1):
+        if first:
+            _tile_in_place(wide, nv, m, a, r * height, b, j0, out, c0, k0, k1, None)
+        else:
+            _tile_in_place(wide, nv, m, a, r * height, b, j0, out, c0, k0, k1, out)
+
+
 #: Row tiles per task of the matmul at most: a task takes one column panel of b (a copy,
 #: contiguous and zero-padded, where it is long or sticks out of b) and runs up to this many row
 #: tiles over it (16 copied a 256-row panel for every 64 rows: 1024 x 256 x 1024 at 56 GFLOP/s
@@ -923,18 +934,9 @@ def _bmm_tiles(wide: bool) -> Callable[..., Any]:
                     # the block contiguous (rows of a wide b on pages of their own: the 64 x 4096 x
                     # 1000 head 80 -> 115 GFLOP/s), the tiles over it and a's same columns
                     _copy_block(panel, pj, k0, k1, width, block)
-                    ak = ab[:, k0:k1]
-                    for r in range(rows.start, full):
-                        if k0 == 0:
-                            _tile_in_place(wide, nv, m, ak, r * height, block, 0, ob, j0, 0, k1 - k0, None)
-                        else:
-                            _tile_in_place(wide, nv, m, ak, r * height, block, 0, ob, j0, 0, k1 - k0, ob)
-                    continue
-                for r in range(rows.start, full):
-                    if k0 == 0:
-                        _tile_in_place(wide, nv, m, ab, r * height, panel, pj, ob, j0, 0, k1, None)
-                    else:
-                        _tile_in_place(wide, nv, m, ab, r * height, panel, pj, ob, j0, k0, k1, ob)
+                    _row_tiles(wide, nv, m, height, rows.start, full, ab[:, k0:k1], block, 0, ob, j0, 0, k1 - k0, k0 == 0)
+                else:
+                    _row_tiles(wide, nv, m, height, rows.start, full, ab, panel, pj, ob, j0, k0, k1, k0 == 0)
             for r in range(full, rows.stop):
                 i0 = r * height
                 rows_in = min(height, m - i0)  # rows past m zero-padded
