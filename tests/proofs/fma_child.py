@@ -15,6 +15,7 @@ empty folder: every kernel is compiled here, for this machine's instruction set.
 from __future__ import annotations
 
 import json
+import math
 import re
 
 import numba
@@ -47,11 +48,12 @@ def run_ops(fused: bool) -> None:
 
 
 def main() -> None:
-    K.PARALLEL_MIN = 0
-    repro.set_threads(1)  # the serial builds, of both numerics
+    K.PARALLEL_MIN = math.inf  # no call's work reaches it: the serial builds, of both numerics
+    repro.set_threads(1)
     run_ops(False)
     run_ops(True)
-    repro.set_threads(2)  # repro-v1's parallel builds (repro-v2's are the same source, and its serial ones show the intrinsic)
+    K.PARALLEL_MIN = 0  # every call's does: repro-v1's parallel builds (repro-v2's are the same source, and its serial ones show the intrinsic)
+    repro.set_threads(2)
     run_ops(False)
     v1, v2 = compiled(vars(K)), compiled(K.FUSED.bmm.__globals__)
     v2 = {name: fn for name, fn in v2.items() if v1.get(name) is not fn}  # repro-v2's own builds (_fma)

@@ -16,6 +16,7 @@ differs under ``ATEN_CPU_CAPABILITY=default``, docs/numerics.md).
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,9 @@ from proofs.train import Runtime, Trainer, held_out_loss
 
 def main() -> None:
     folder, threads = Path(sys.argv[1]), int(sys.argv[2])
-    K.PARALLEL_MIN = 0  # the jobs are tiny: split every kernel across the threads anyway
+    # the jobs are tiny: at two threads split every kernel across them anyway (its parallel
+    # build), at one run every kernel's serial build
+    K.PARALLEL_MIN = 0 if threads > 1 else math.inf
     rt = Runtime(threads=threads)
     jobs = json.loads((folder / "jobs.json").read_text())
     out: dict[str, Any] = {"step": {}, "start": {}, "eval": {}}

@@ -86,6 +86,14 @@ def _split_every_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(K, "PARALLEL_MIN", 0)
 
 
+def _builds(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``threads`` for the kernels, and the build they run: at one thread every kernel's serial
+    build (no call's work reaches ``PARALLEL_MIN``), at two every kernel's parallel one (every
+    call's does, as under :func:`_split_every_kernel`)."""
+    repro.set_threads(threads)
+    monkeypatch.setattr(K, "PARALLEL_MIN", math.inf if threads == 1 else 0)
+
+
 # Tolerances against float64 torch (inputs of order 1): float32 rounding of sums of up to ~100 terms.
 RTOL, ATOL = 1e-5, 1e-5
 
@@ -259,7 +267,7 @@ def test_bmm_gives_the_reference_bits_on_odd_shapes(family: str, numerics: str, 
 
 
 @pytest.mark.parametrize("numerics", ["repro-v1", "repro-v2"])
-def test_bmm_gives_the_same_bits_on_two_threads(numerics: str) -> None:
+def test_bmm_gives_the_same_bits_on_two_threads(numerics: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The parallel build's tasks (each with its own block buffer) give the serial build's bits: a
     wide b's long panels copied by blocks, a transposed a copied first or read in place, batches."""
     kern = K.FUSED if numerics == "repro-v2" else K
@@ -272,7 +280,7 @@ def test_bmm_gives_the_same_bits_on_two_threads(numerics: str) -> None:
             at = np.ascontiguousarray(a.transpose(0, 2, 1)).transpose(0, 2, 1)
             got = []
             for threads in (1, 2):
-                repro.set_threads(threads)
+                _builds(threads, monkeypatch)
                 for x in (a, at):
                     out = np.empty((nb, m, n), np.float32)
                     kern.bmm(x, b, out)
@@ -338,7 +346,7 @@ def test_conv2d_gives_the_reference_bits_on_odd_shapes(threads: int, path: str, 
     _tiles(monkeypatch, path == "direct")
     rng = np.random.default_rng(5)
     saved = repro.threads()
-    repro.set_threads(threads)
+    _builds(threads, monkeypatch)
     try:
         for nb, c_in, c_out, hh, ww, ks in CONV_SHAPES:
             x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((nb, c_in, hh, ww), (c_out, c_in, ks, ks), (c_out,)))
@@ -410,10 +418,10 @@ def test_direct_convolution_gives_im2col_bits_with_signed_zeros_infinities_and_a
                 assert np.array_equal(got.view(np.int32), np.ascontiguousarray(exp).view(np.int32)), (name, nb, c_in, c_out, hh, ww, ks, pad, special)
 
 
-def test_serial_and_parallel_builds_give_the_same_bits() -> None:
+def test_serial_and_parallel_builds_give_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every op forward and backward (the contractions under both numerics), and the optimizer
-    kernels, on odd shapes: one thread runs each kernel's serial build, two threads its parallel
-    one (this module splits every call)."""
+    kernels, on odd shapes: each kernel's serial build on one thread against its parallel build
+    on two (:func:`_builds`)."""
     ops = [
         (repro.linear, [_randn(3, 5, 37), _randn(19, 37, seed=2), _randn(19, seed=3)]),
         (lambda x, w, b: repro.linear(x, w, b, fused=True), [_randn(3, 5, 37), _randn(19, 37, seed=2), _randn(19, seed=3)]),
@@ -433,7 +441,7 @@ def test_serial_and_parallel_builds_give_the_same_bits() -> None:
     f = np.float32
     bits, saved = [], repro.threads()
     for threads in (1, 2):
-        repro.set_threads(threads)
+        _builds(threads, monkeypatch)
         got = [t for fn, inputs in ops for out, grads in [_grads(fn, inputs, torch.float32)] for t in (out, *grads) if t is not None]
         state = [a.copy() for a in (p, g, m, np.abs(v))]
         K.adam_update(*state, f(0.9), f(0.99), f(1e-8), f(0.01), f(1e-3), f(0.7), f(0.999))
@@ -447,10 +455,11 @@ def test_serial_and_parallel_builds_give_the_same_bits() -> None:
 
 
 @pytest.mark.parametrize("n", [19, 256, 300, 1024])
-def test_column_sums_add_the_rows_in_order_at_any_columns_per_pass(n: int) -> None:
+def test_column_sums_add_the_rows_in_order_at_any_columns_per_pass(n: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """The bias gradient (``colsum``), the layer norm's parameter gradients and the embedding's
     gradient against plain loops over the rows in order: the columns per pass (64 to 256, so
-    that two threads share a layer norm's 256) change no bit, at one thread or two."""
+    that two threads share a layer norm's 256) change no bit, in the serial build or the parallel
+    one."""
     rng = np.random.default_rng(n)
     g = (rng.standard_normal((37, n)) * 10.0 ** rng.uniform(-3, 3, (37, n))).astype(np.float32)  # magnitudes apart: the order shows
     x = rng.standard_normal((37, n)).astype(np.float32)
@@ -465,7 +474,7 @@ def test_column_sums_add_the_rows_in_order_at_any_columns_per_pass(n: int) -> No
         want_e[idx[i]] = want_e[idx[i]] + g[i]
     saved = repro.threads()
     for threads in (1, 2):
-        repro.set_threads(threads)
+        _builds(threads, monkeypatch)
         got_sum, dw, db, de = np.empty(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32), np.zeros((5, n), np.float32)
         K.colsum(g, got_sum)
         K.layer_norm_params_bwd(g, x, mean, rstd, dw, db)
