@@ -86,9 +86,10 @@ __all__ = [
 #: a transformer step makes hundreds of kernel calls (transformer-1M: 1.34x faster at two threads
 #: than at one with 100_000 here, 1.52x with 20_000). The estimates are rough; the build and the
 #: thread count change no bits. From it on, the parallel build runs at any thread count, one
-#: included: on one thread it made every registry model's step 2% to 12% faster than the serial
-#: builds (numba compiles a ``prange`` loop's body as a function of its own, which LLVM optimizes
-#: better: the max-pool 2.9x, the matmul on 16 to 64 rows of k up to 1.5x).
+#: included: on one thread, steps 0.90x to 1.02x of the serial builds' (the max-pool's parallel
+#: build 2.9x faster than its serial one, the matmul up to 1.5x on 16 to 64 rows of k; the row
+#: kernels' 1% to 9% slower; numba compiles a ``prange`` loop's body as a function of its own,
+#: and why LLVM's code for it differs is not pinned down).
 PARALLEL_MIN: float = 20_000
 #: The threshold's multiple per threading layer: a call through the workqueue cost 150 us of
 #: wall clock (120 us of CPU) for the same sum, and 50 us of CPU on one thread, where the serial
