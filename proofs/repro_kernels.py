@@ -108,7 +108,8 @@ def _passes(arg: int) -> Callable[..., float]:
     its columns make more than one pass; else none, as one pass is one task, and through the
     thread pool it only adds the launch (a layer norm's parameter gradients at 64 features:
     60 us on two threads, 57 serially)."""
-    return lambda *args: args[arg].size * 0.5 if args[arg].shape[1] > _COLS_MIN else 0.0
+    size = _size(arg)
+    return lambda *args: size(*args) if args[arg].shape[1] > _COLS_MIN else 0.0
 
 
 @functools.cache
