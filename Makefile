@@ -9,7 +9,7 @@ PY     := $(VENV)/bin/python
 BIN    := node_modules/.bin
 STAMPS := .stamps
 
-.PHONY: setup demo test test-lint test-forge test-py build bench clean
+.PHONY: setup demo test test-lint test-forge test-py build warm bench clean
 
 setup: $(STAMPS)/venv $(STAMPS)/npm
 
@@ -48,7 +48,13 @@ build: setup
 	$(BIN)/forge build --offline
 	$(PY) -m deploy.build
 
-demo: build
+# The repro kernels compiled for this CPU into numba's cache (2.7 minutes of a core the first time,
+# seconds after), before any daemon's first job or test needs them: on a fresh clone the suite's
+# processes each compiled the kernels they met, side by side (one e2e test 121 s, 68 s warm).
+warm: setup
+	$(VENV)/bin/veritrain warm
+
+demo: build warm
 	$(VENV)/bin/veritrain demo
 
 # Gas figures mean something only with --isolate (each call its own transaction): the gas suites
@@ -63,7 +69,7 @@ test-forge: build
 # rest at a lower CPU priority (tests/conftest.py). On 2 cores: 42 min against 66 in one process (README).
 # PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= 2
-test-py: build $(STAMPS)/browser
+test-py: build warm $(STAMPS)/browser
 	$(PY) -m pytest -n $(PYTEST_WORKERS)
 
 # ruff and mypy (pinned in requirements.lock, configured in pyproject.toml): lint, formatting

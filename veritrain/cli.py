@@ -28,7 +28,7 @@ from rolebase.cli import err_console
 from solver.cli import app as solver_app
 from submitter.cli import app as submit_app
 from verifier.cli import app as verifier_app
-from veritrain import data_cmd, demo, deploy_cmd, devnet_cmd, keys_cmd, model_cmd, money, spec_cmd, up_cmd, wallet
+from veritrain import data_cmd, demo, deploy_cmd, devnet_cmd, keys_cmd, model_cmd, money, spec_cmd, up_cmd, wallet, warm_cmd
 from veritrain.dashboard.server import dashboard
 from whistleblower.cli import app as whistleblower_app
 
@@ -110,6 +110,7 @@ app.add_typer(data_cmd.app, name="data")
 app.command()(wallet.init)
 app.command(name="demo")(demo.demo)
 app.command(name="dashboard")(dashboard)
+app.command(name="warm", no_args_is_help=False)(warm_cmd.warm_kernels)
 app.add_typer(submit_app, name="submit")
 app.add_typer(solver_app, name="solver")
 app.add_typer(verifier_app, name="verifier")

@@ -186,7 +186,7 @@ def test_every_user_command_has_examples() -> None:
     from veritrain.cli import app
 
     commands = ["init", "balance", "stake", "unstake", "withdraw", "claim", "transfer", "fund", "earnings", "wallet new", "wallet import",
-                "wallet list", "wallet address", "model export", "model eval", "spec new", "data pack text", "data pack images", "submit post", "submit fetch"]  # fmt: skip
+                "wallet list", "wallet address", "model export", "model eval", "spec new", "data pack text", "data pack images", "submit post", "submit fetch", "warm"]  # fmt: skip
     for command in commands:
         result = CliRunner().invoke(app, [*command.split(), "--help"])
         assert result.exit_code == 0 and "Examples" in result.output, command
