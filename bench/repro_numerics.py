@@ -251,7 +251,9 @@ def ceiling(repeats: int) -> str:
     """One line: the matmul's speed with its operands in L1 (64 matmuls of 64 x 128 x 64 on one
     broadcast a and b), repro-v1 and repro-v2 against MKL, at one thread: the register tile's
     ceiling on this core, where repro-v1's separate multiply and add per k take two vector
-    instructions to a BLAS's (and repro-v2's) one fused multiply-add."""
+    instructions to a BLAS's (and repro-v2's) one fused multiply-add. Then each one's speed-up
+    from one thread to two (wall clock): with nothing to wait on in memory and 64 equal tasks,
+    what two cores of this machine give compute itself, the ceiling of any step's speed-up."""
     rng = np.random.default_rng(0)
     nb, m, k, n = 64, 64, 128, 64
     a = np.broadcast_to(rng.standard_normal((1, m, k)).astype(np.float32), (nb, m, k))
@@ -267,13 +269,21 @@ def ceiling(repeats: int) -> str:
         "mkl": (time.thread_time, lambda: torch.bmm(ta, tb)),
     }
     best = _gflops(cells, repeats, 2 * nb * m * k * n)
+    wall = {}
+    for threads in (1, 2):
+        torch.set_num_threads(threads)
+        numba.set_num_threads(threads)
+        wall[threads] = _gflops({name: (time.perf_counter, fn) for name, (_, fn) in cells.items()}, repeats, 2 * nb * m * k * n)
     torch.set_num_threads(saved[0])
     numba.set_num_threads(saved[1])
+    two = {name: wall[2][name] / wall[1][name] for name in cells}
     return (
         f"operands in L1 ({nb} x {m} x {k} x {n}, one broadcast a and b), GFLOP/s at one thread: "
         f"repro-v1 {best['repro']:.1f}, repro-v2 {best['fused']:.1f}, MKL {best['mkl']:.1f} "
         f"(repro-v1 / MKL {best['repro'] / best['mkl']:.2f}: a multiply and an add per k; "
-        f"repro-v2 / MKL {best['fused'] / best['mkl']:.2f}: one fused multiply-add per k, as a BLAS)"
+        f"repro-v2 / MKL {best['fused'] / best['mkl']:.2f}: one fused multiply-add per k, as a BLAS); "
+        f"two threads against one (wall): repro-v1 {two['repro']:.2f}x, repro-v2 {two['fused']:.2f}x, MKL {two['mkl']:.2f}x "
+        f"(this machine's own ceiling for two threads)"
     )
 
 

@@ -65,10 +65,10 @@ def _far_transposed(numerics: str) -> None:
     (K.FUSED if numerics == "repro-v2" else K).bmm(a, np.zeros((1, 8, 512), np.float32), np.empty((1, 256, 512), np.float32))
 
 
-def warm(progress: Callable[[str], None] | None = None) -> int:
+def warm(progress: Callable[[str], None] | None = None) -> None:
     """Train the reference jobs under each numerics and build (numba compiles each kernel they call, or
     loads it from its cache), telling ``progress`` each of the :data:`STEPS` before it runs; the kernels'
-    threshold between builds is restored after. Returns how many kernel builds this process holds."""
+    threshold between builds is restored after."""
     saved = K.PARALLEL_MIN
     try:
         for numerics in _NUMERICS:
@@ -81,7 +81,6 @@ def warm(progress: Callable[[str], None] | None = None) -> int:
                 _far_transposed(numerics)
     finally:
         K.PARALLEL_MIN = saved
-    return sum(len(d.signatures) for d in kernels().values())
 
 
 def kernels() -> dict[str, numba.core.registry.CPUDispatcher]:
@@ -97,8 +96,7 @@ def kernels() -> dict[str, numba.core.registry.CPUDispatcher]:
 
 
 def main() -> None:
-    count = warm(progress=lambda what: print(what, flush=True))
-    print(f"{count} kernel builds ready")
+    warm(progress=lambda what: print(what, flush=True))
 
 
 if __name__ == "__main__":

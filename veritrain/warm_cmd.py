@@ -34,5 +34,5 @@ def warm_kernels() -> None:
             bar.update(task, description=what, completed=begun)
             begun += 1
 
-        count = warm(progress=step)
-    err_console.print(f"{count} kernel builds ready in {time.monotonic() - started:.0f} s", highlight=False)
+        warm(progress=step)
+    err_console.print(f"repro-v1 and repro-v2 kernels ready for this CPU in {time.monotonic() - started:.0f} s", highlight=False)

@@ -28,11 +28,10 @@ def test_warm_compiles_every_kernel_build_the_small_jobs_and_larger_ops_run() ->
 def test_warm_restores_the_threshold_between_builds_and_reports_every_step(monkeypatch) -> None:
     monkeypatch.setattr(K, "PARALLEL_MIN", 12_345.0)
     steps: list[str] = []
-    count = warm(progress=steps.append)
+    warm(progress=steps.append)
     assert K.PARALLEL_MIN == 12_345.0
     assert len(steps) == len(set(steps)) == 20 and steps[0] == "repro-v1, serial builds: mlp-spirals", steps
     builds = kernels()
-    assert count == sum(len(d.signatures) for d in builds.values())
     # both numerics' builds, serial and parallel, of the matmul and the optimizers
     family = "_bmm_wide" if K.WIDE_TILES else "_bmm_narrow"
     wanted = {family, f"{family}_fma", *(f"{name}_serial" for name in (family, f"{family}_fma", "adam_update", "sgd_update")), "adam_update", "sgd_update"}
@@ -43,4 +42,4 @@ def test_the_warm_command_ends_in_one_line_with_the_builds_ready() -> None:
     result = subprocess.run([sys.executable, "-m", "veritrain", "warm"], cwd=ROOT, capture_output=True, text=True, timeout=CHILD_LIVENESS_S)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].endswith(" s") and int(lines[0].split()[0]) >= 60, result.stderr
+    assert len(lines) == 1 and lines[0].startswith("repro-v1 and repro-v2 kernels ready for this CPU in ") and lines[0].endswith(" s"), result.stderr
