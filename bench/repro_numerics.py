@@ -25,7 +25,8 @@ Before the models, the matmul alone (``--gemm-only`` stops there): GFLOP/s of th
 against the best BLAS torch carries here, MKL (``torch.mm``, ATen's default) and oneDNN
 (``torch._C._nn.mkldnn_linear`` on mkldnn tensors, the same ``x W^T``), and each repro's
 two-thread speed-up (wall clock); and, on a line before the table, all three with their operands in
-L1 (the register tile's ceiling on this core). A line first says which CPU features each side used:
+L1 (the register tile's ceiling on this core), and each one's speed-up from one thread to two there (what
+the machine's two cores give compute itself). A line first says which CPU features each side used:
 the CPU's flags, ATen's capability, oneDNN's ISA (its verbose log, read in a child process), and
 numba's target CPU with repro's tile family.
 
