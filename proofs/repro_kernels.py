@@ -967,7 +967,7 @@ def _bmm_tiles(wide: bool) -> Callable[..., Any]:
                     _row_tiles(wide, nv, m, height, rows.start, full, ab[:, k0:k1], block, 0, ob, j0, 0, k1 - k0, k0 == 0)
                 else:
                     _row_tiles(wide, nv, m, height, rows.start, full, ab, panel, pj, ob, j0, k0, k1, k0 == 0)
-            tile = np.empty((height, width), np.float32)
+            tile = np.empty((height if full < rows.stop else 0, width), np.float32)  # only a panel past n
             for r in range(full, rows.stop):
                 i0 = r * height
                 rows_in = min(height, m - i0)

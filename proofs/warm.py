@@ -62,7 +62,7 @@ def _far_transposed(numerics: str) -> None:
     """The matmul of a transposed ``a`` whose k steps lie a KiB apart under a wide output, which ``bmm``
     copies contiguous first (``_contiguous``), as the weight gradient of a linear of 256 features or more does."""
     a = np.zeros((1, 8, 256), np.float32).transpose(0, 2, 1)
-    (K.FUSED if numerics == "repro-v2" else K).bmm(a, np.zeros((1, 8, 512), np.float32), np.empty((1, 256, 512), np.float32))
+    (K.FUSED if PROFILES[numerics].fused else K).bmm(a, np.zeros((1, 8, 512), np.float32), np.empty((1, 256, 512), np.float32))
 
 
 def warm(progress: Callable[[str], None] | None = None) -> None:
