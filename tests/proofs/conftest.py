@@ -133,8 +133,9 @@ class Job:
     dataset: Dataset
 
 
-@pytest.fixture(scope="session")
-def datasets() -> dict[str, bytes]:
+def small_datasets() -> dict[str, bytes]:
+    """The small jobs' data by model kind (:func:`make_spec`'s models): the ``datasets`` fixture's,
+    and a child process's."""
     return {
         "mlp": spirals(1, per_class=64),
         "cnn": shapes(1, count=128),
@@ -142,6 +143,11 @@ def datasets() -> dict[str, bytes]:
         "gpt": text_tokens(),
         "resnet": shapes(1, count=128),
     }
+
+
+@pytest.fixture(scope="session")
+def datasets() -> dict[str, bytes]:
+    return small_datasets()
 
 
 @pytest.fixture(scope="session")

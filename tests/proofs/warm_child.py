@@ -16,18 +16,10 @@ import torch
 from proofs import repro
 from proofs import repro_kernels as K
 from proofs.data import load_dataset
-from proofs.datasets import shapes, spirals, text_tokens
 from proofs.train import Runtime, train_trace
 from proofs.warm import kernels, warm
-from tests.proofs.conftest import make_spec
+from tests.proofs.conftest import make_spec, small_datasets
 
-DATASETS = {
-    "mlp": spirals(1, per_class=64),
-    "cnn": shapes(1, count=128),
-    "char-transformer": text_tokens(),
-    "gpt": text_tokens(),
-    "resnet": shapes(1, count=128),
-}
 OPTIMIZERS = [
     {"kind": "sgd", "lr": 0.05, "momentum": 0.9, "nesterov": True, "weight_decay": 0.001},
     {"kind": "adam", "lr": 0.01, "weight_decay": 0.001},
@@ -65,10 +57,11 @@ def larger_ops(fused: bool) -> None:
 def main() -> None:
     warm()
     warmed = builds()
+    datasets = small_datasets()
     for numerics in ("repro-v1", "repro-v2"):
         for limit in (math.inf, 0.0):
             K.PARALLEL_MIN = limit
-            for kind, data in DATASETS.items():
+            for kind, data in datasets.items():
                 for optimizer in OPTIMIZERS:
                     spec = make_spec(kind, data, optimizer=optimizer, steps=4, checkpoint_interval=2, numerics=numerics, **FEATURES)
                     train_trace(spec, load_dataset(spec, data), Runtime(threads=2))
