@@ -57,19 +57,22 @@ class Ops:
     mean_pixels: Callable[[torch.Tensor], torch.Tensor]
     layer_norm: Callable[[torch.Tensor, torch.Tensor, torch.Tensor | None, float], torch.Tensor]
     gelu: Callable[[torch.Tensor], torch.Tensor]
-    causal_attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    #: ``(qkv, n_head)``: causal self-attention over (B, T, 3E) q, k and v side by side, (B, T, E) out
+    self_attention: Callable[[torch.Tensor, int], torch.Tensor]
     embedding: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     #: ``(idx, w)``: the rows of ``w`` for the positions of (B, T) tokens ``idx``, added to their embeddings
     position_embedding: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
     cross_entropy: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def _torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+def _torch_attention(qkv: torch.Tensor, n_head: int) -> torch.Tensor:
     # Written out (no fused SDPA kernel) so the arithmetic is the same on every backend.
-    t = q.shape[2]
+    b, t, e3 = qkv.shape
+    q, k, v = (z.reshape(b, t, n_head, -1).transpose(1, 2) for z in qkv.split(e3 // 3, dim=2))
     mask = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[3]))
-    return att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
+    y = att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
+    return y.transpose(1, 2).reshape(b, t, e3 // 3)
 
 
 TORCH_OPS = Ops(
@@ -79,7 +82,7 @@ TORCH_OPS = Ops(
     mean_pixels=lambda x: x.mean(dim=(2, 3)),
     layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
     gelu=F.gelu,
-    causal_attention=_torch_attention,
+    self_attention=_torch_attention,
     embedding=F.embedding,
     position_embedding=lambda idx, w: F.embedding(torch.arange(idx.shape[1], device=idx.device), w),  # (T, E), broadcast
     cross_entropy=F.cross_entropy,
@@ -92,7 +95,7 @@ REPRO_OPS = Ops(
     mean_pixels=repro.mean_pixels,
     layer_norm=repro.layer_norm,
     gelu=repro.gelu,
-    causal_attention=repro.causal_attention,
+    self_attention=repro.self_attention,
     embedding=repro.embedding,
     position_embedding=repro.position_embedding,
     cross_entropy=repro.cross_entropy,
@@ -104,7 +107,7 @@ REPRO_V2_OPS = replace(
     REPRO_OPS,
     linear=partial(repro.linear, fused=True),
     conv2d=partial(repro.conv2d, fused=True),
-    causal_attention=partial(repro.causal_attention, fused=True),
+    self_attention=partial(repro.self_attention, fused=True),
 )
 
 
@@ -164,11 +167,8 @@ class _Block(nn.Module):
         self.fc_proj = nn.Linear(4 * e, e, bias=bias)
 
     def _attention(self, x: torch.Tensor) -> torch.Tensor:
-        b, t, e = x.shape
-        h, o = self.n_head, self.ops
-        q, k, v = o.linear(x, self.attn.weight, self.attn.bias).split(e, dim=2)
-        q, k, v = (z.reshape(b, t, h, e // h).transpose(1, 2) for z in (q, k, v))
-        y = o.causal_attention(q, k, v).transpose(1, 2).reshape(b, t, e)
+        o = self.ops
+        y = o.self_attention(o.linear(x, self.attn.weight, self.attn.bias), self.n_head)
         return o.linear(y, self.proj.weight, self.proj.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -7,7 +7,7 @@ set, vector width, thread count or BLAS. What stays in torch does no rounding:
 reshapes, transposes, ReLU (a select), single additions (residuals, gradient
 accumulation: one correctly rounded add) and gathers.
 
-The contractions (``linear``, ``conv2d``, ``causal_attention``) take ``fused``: False is repro-v1
+The contractions (``linear``, ``conv2d``, ``causal_attention``, ``self_attention``) take ``fused``: False is repro-v1
 (each term of a sum a rounded multiply, then a rounded add), True repro-v2 (each term one fused
 multiply-add, one rounding); every other operation is the same under both. The models reach these
 through :data:`proofs.models.REPRO_OPS` and :data:`proofs.models.REPRO_V2_OPS`.
@@ -35,6 +35,7 @@ __all__ = [
     "layer_norm",
     "gelu",
     "causal_attention",
+    "self_attention",
     "embedding",
     "position_embedding",
     "cross_entropy",
@@ -94,14 +95,6 @@ def _t(a: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(a)
 
 
-def _rows(b: np.ndarray) -> np.ndarray:
-    """``b`` with contiguous rows, as the matmul kernel loads them: a copy where it has not.
-    numpy calls a transposed single row (K, 1) contiguous whatever its strides, so its last
-    stride is checked too."""
-    b = np.ascontiguousarray(b)
-    return b if b.strides[-1] == b.itemsize else b.copy()
-
-
 def _k(fused: bool) -> Any:
     """The contraction kernels (``bmm`` and the direct convolution's): repro-v1's, each term a
     rounded multiply then a rounded add, or with ``fused`` repro-v2's (:data:`proofs.repro_kernels.FUSED`),
@@ -113,14 +106,14 @@ def _mm(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
     """a (M, K) @ b (K, N) with each output's k order fixed (:func:`proofs.repro_kernels.bmm`).
     ``a`` may be a transposed view (the kernel reads it in place); ``b`` is copied if its rows
     are not contiguous."""
-    b = _rows(b)
+    b = K.contiguous_rows(b)
     out = np.empty((1, a.shape[0], b.shape[1]), np.float32)
     _k(fused).bmm(a[None], b[None], out)
     return out[0]
 
 
 def _bmm(a: np.ndarray, b: np.ndarray, fused: bool) -> np.ndarray:
-    b = _rows(b)
+    b = K.contiguous_rows(b)
     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.float32)
     _k(fused).bmm(a, b, out)
     return out
@@ -330,34 +323,81 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     return (_cuda().Gelu if _on_cuda(x) else _Gelu).apply(x)
 
 
+def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, fused: bool) -> tuple[np.ndarray, tuple[Any, ...]]:
+    """``softmax(q k^T / sqrt(d), causal) v`` for contiguous (N, T, D) heads; the output and what
+    :func:`_attend_bwd` needs."""
+    scale = 1.0 / math.sqrt(q.shape[2])
+    s = _bmm(q, k.transpose(0, 2, 1), fused)
+    p = np.empty_like(s)
+    K.causal_softmax(s, scale, p)
+    return _bmm(p, v, fused), (q, k, v, p, scale, fused)
+
+
+def _attend_bwd(saved: tuple[Any, ...], g: np.ndarray) -> np.ndarray:
+    """The gradients of :func:`_attend`'s q, k and v, given its output's ``g``: (3, N, T, D)."""
+    q, k, v, p, scale, fused = saved
+    kern = _k(fused)
+    grads = np.empty((3, *q.shape), np.float32)
+    dp = _bmm(g, v.transpose(0, 2, 1), fused)
+    kern.bmm(p.transpose(0, 2, 1), g, grads[2])
+    ds = np.empty_like(dp)
+    K.causal_softmax_bwd(p, dp, scale, ds)
+    kern.bmm(ds, k, grads[0])
+    kern.bmm(ds.transpose(0, 2, 1), q, grads[1])
+    return grads
+
+
 class _CausalAttention(torch.autograd.Function):
     @staticmethod
     def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fused: bool) -> torch.Tensor:
         shape = q.shape  # (B, H, T, D)
         qn, kn, vn = (_np(z).reshape(-1, shape[2], shape[3]) for z in (q, k, v))
-        scale = 1.0 / math.sqrt(shape[3])
-        s = _bmm(qn, kn.transpose(0, 2, 1), fused)
-        p = np.empty_like(s)
-        K.causal_softmax(s, scale, p)
-        ctx.saved = (qn, kn, vn, p, scale, shape, fused)
-        return _t(_bmm(p, vn, fused)).reshape(shape)
+        y, ctx.saved = _attend(qn, kn, vn, fused)
+        return _t(y).reshape(shape)
 
     @staticmethod
     def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
-        qn, kn, vn, p, scale, shape, fused = ctx.saved
-        g = _np(dy).reshape(qn.shape)
-        dp = _bmm(g, vn.transpose(0, 2, 1), fused)
-        dv = _bmm(p.transpose(0, 2, 1), g, fused)
-        ds = np.empty_like(dp)
-        K.causal_softmax_bwd(p, dp, scale, ds)
-        dq = _bmm(ds, kn, fused)
-        dk = _bmm(ds.transpose(0, 2, 1), qn, fused)
-        return _t(dq).reshape(shape), _t(dk).reshape(shape), _t(dv).reshape(shape), None
+        shape = dy.shape
+        grads = _attend_bwd(ctx.saved, _np(dy).reshape(-1, shape[2], shape[3]))
+        return *(_t(z).reshape(shape) for z in grads), None
 
 
 def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, fused: bool = False) -> torch.Tensor:
     """``softmax(q k^T / sqrt(d), causal) v`` for (B, H, T, D) inputs (``fused``: repro-v2's multiply-adds)."""
     return (_cuda().CausalAttention if _on_cuda(q) else _CausalAttention).apply(q, k, v, fused)
+
+
+class _SelfAttention(torch.autograd.Function):
+    # The heads copied out of qkv and back by a kernel (K.copy_heads), where
+    # the split, the per-head transposes and their copies were autograd nodes (the split's backward a cat).
+    @staticmethod
+    def forward(ctx: Any, qkv: torch.Tensor, n_head: int, fused: bool) -> torch.Tensor:
+        b, t, e3 = qkv.shape
+        heads = np.empty((3, b * n_head, t, e3 // 3 // n_head), np.float32)
+        K.copy_heads(_np(qkv), heads, True)
+        y, ctx.saved = _attend(heads[0], heads[1], heads[2], fused)
+        out = np.empty((b, t, e3 // 3), np.float32)
+        K.copy_heads(out, y[None], False)
+        return _t(out)
+
+    @staticmethod
+    def backward(ctx: Any, dy: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        b, t, e = dy.shape
+        g = np.empty((1, *ctx.saved[0].shape), np.float32)
+        K.copy_heads(_np(dy), g, True)
+        dqkv = np.empty((b, t, 3 * e), np.float32)
+        K.copy_heads(dqkv, _attend_bwd(ctx.saved, g[0]), False)
+        return _t(dqkv), None, None
+
+
+def self_attention(qkv: torch.Tensor, n_head: int, fused: bool = False) -> torch.Tensor:
+    """Causal self-attention over (B, T, 3E) ``qkv`` (q, k and v side by side, each ``n_head`` heads
+    of E / n_head features): :func:`causal_attention` per head, the heads side by side again in (B, T, E)."""
+    if not _on_cuda(qkv):
+        return _SelfAttention.apply(qkv, n_head, fused)
+    b, t, e3 = qkv.shape
+    q, k, v = (z.reshape(b, t, n_head, -1).transpose(1, 2) for z in qkv.split(e3 // 3, dim=2))
+    return _cuda().CausalAttention.apply(q, k, v, fused).transpose(1, 2).reshape(b, t, e3 // 3)
 
 
 class _Embedding(torch.autograd.Function):

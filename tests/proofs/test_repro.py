@@ -172,8 +172,58 @@ def test_layer_norm_gelu_attention_cross_entropy_match_float64() -> None:
         return att.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf")).softmax(-1) @ v
 
     _check(repro.causal_attention, attention, [_randn(2, 3, 7, 4, seed=s) for s in (1, 2, 3)])
+    _check(lambda qkv: repro.self_attention(qkv, 3), lambda qkv: _heads_attention(qkv, 3, attention), [_randn(2, 7, 36)])
     targets = torch.tensor([0, 6, 3, 3, 1, 2, 5, 4, 0])
     _check(lambda x: repro.cross_entropy(x, targets), lambda x: F.cross_entropy(x, targets), [3 * _randn(9, 7)])
+
+
+def _heads_attention(qkv: torch.Tensor, n_head: int, attention: Any) -> torch.Tensor:
+    """``attention`` per head of (B, T, 3E) ``qkv`` by torch's split and transposes, the heads side by
+    side again: what :func:`proofs.repro.self_attention` does with a copy each way."""
+    b, t, e3 = qkv.shape
+    q, k, v = (z.reshape(b, t, n_head, -1).transpose(1, 2) for z in qkv.split(e3 // 3, dim=2))
+    return attention(q, k, v).transpose(1, 2).reshape(b, t, e3 // 3)
+
+
+@pytest.mark.parametrize("numerics", ["repro-v1", "repro-v2"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_self_attention_gives_the_bits_of_attention_per_head(threads: int, numerics: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The heads copied out of qkv and back by a kernel (``copy_heads``): the same
+    output and qkv gradient, bit for bit, as :func:`proofs.repro.causal_attention` over torch's
+    split and transposes, on one head, one position, odd sizes and the models' (each build)."""
+    fused = numerics == "repro-v2"
+    _builds(threads, monkeypatch)
+    saved = repro.threads()
+    try:
+        for b, t, h, d in [(1, 1, 1, 1), (2, 7, 3, 5), (3, 19, 1, 4), (16, 64, 4, 16)]:
+            qkv = _randn(b, t, 3 * h * d, seed=t)
+            qkv[0, 0, ::4] = -0.0
+            got, (dgot,) = _grads(lambda z: repro.self_attention(z, h, fused), [qkv], torch.float32)
+            want, (dwant,) = _grads(lambda z: _heads_attention(z, h, lambda q, k, v: repro.causal_attention(q, k, v, fused)), [qkv], torch.float32)
+            assert got.shape == (b, t, h * d) and got.is_contiguous()
+            assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (b, t, h, d)
+            assert dgot is not None and dwant is not None and torch.equal(dgot.view(torch.int32), dwant.view(torch.int32)), (b, t, h, d)
+    finally:
+        repro.set_threads(saved)
+
+
+def test_contiguous_rows_copies_a_transposed_matrix_in_blocks_and_keeps_contiguous_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The matmul's ``b`` made row-contiguous (:func:`proofs.repro_kernels.contiguous_rows`): a
+    transposed weight of ``_TRANSPOSE_MIN`` elements or more by the blocked kernel, smaller ones,
+    batches and sliced rows by numpy, a transposed single row copied whatever numpy calls it;
+    rows already contiguous are not copied. Every copy holds the same values."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((300, 130)).astype(np.float32)  # 39,000 elements: past _TRANSPOSE_MIN
+    assert w.size >= K._TRANSPOSE_MIN > 130 * 17
+    blocked = []
+    contiguous = K._contiguous
+    monkeypatch.setattr(K, "_contiguous", lambda a, out: (blocked.append(a.shape), contiguous(a, out)))
+    cases = [w.T, w[:17].T, w[:1].T, np.ascontiguousarray(w[:2].T)[None].transpose(0, 2, 1), w[:, 3:70], w[::2]]
+    for b in cases:
+        got = K.contiguous_rows(b)
+        assert got.strides[-1] == 4 and got.flags.c_contiguous and np.array_equal(got, b), b.shape
+    assert blocked == [(1, 130, 300)]
+    assert K.contiguous_rows(w) is w
 
 
 def _bmm_reference(a: np.ndarray, b: np.ndarray, fused: bool = False) -> np.ndarray:
@@ -433,6 +483,7 @@ def test_serial_and_parallel_builds_give_the_same_bits(monkeypatch: pytest.Monke
         (repro.layer_norm, [_randn(5, 7, 33), _randn(33, seed=2), _randn(33, seed=3)]),
         (repro.gelu, [_randn(3, 1001) * 4]),
         (repro.causal_attention, [_randn(2, 3, 19, 5, seed=s) for s in (1, 2, 3)]),
+        (lambda qkv: repro.self_attention(qkv, 3, fused=True), [_randn(2, 19, 45)]),
         (lambda w: repro.embedding(torch.tensor([[3, 1, 3], [0, 3, 2]]), w), [_randn(5, 300)]),
         (lambda x: repro.cross_entropy(x, torch.arange(37) % 11), [_randn(37, 11) * 3]),
     ]
