@@ -217,7 +217,12 @@ def test_contiguous_rows_copies_a_transposed_matrix_in_blocks_and_keeps_contiguo
     assert w.size >= K._TRANSPOSE_MIN > 130 * 17
     blocked = []
     contiguous = K._contiguous
-    monkeypatch.setattr(K, "_contiguous", lambda a, out: (blocked.append(a.shape), contiguous(a, out)))
+
+    def noted(a: np.ndarray, out: np.ndarray) -> None:
+        blocked.append(a.shape)
+        contiguous(a, out)
+
+    monkeypatch.setattr(K, "_contiguous", noted)
     cases = [w.T, w[:17].T, w[:1].T, np.ascontiguousarray(w[:2].T)[None].transpose(0, 2, 1), w[:, 3:70], w[::2]]
     for b in cases:
         got = K.contiguous_rows(b)
