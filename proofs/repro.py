@@ -393,9 +393,11 @@ class _SelfAttention(torch.autograd.Function):
 def self_attention(qkv: torch.Tensor, n_head: int, fused: bool = False) -> torch.Tensor:
     """Causal self-attention over (B, T, 3E) ``qkv`` (q, k and v side by side, each ``n_head`` heads
     of E / n_head features): :func:`causal_attention` per head, the heads side by side again in (B, T, E)."""
+    b, t, e3 = qkv.shape
+    if e3 % (3 * n_head):  # the kernel would leave the features past the last whole head unwritten
+        raise ValueError(f"self_attention: qkv's {e3} features are not 3 x {n_head} heads of equal size")
     if not _on_cuda(qkv):
         return _SelfAttention.apply(qkv, n_head, fused)
-    b, t, e3 = qkv.shape
     q, k, v = (z.reshape(b, t, n_head, -1).transpose(1, 2) for z in qkv.split(e3 // 3, dim=2))
     return _cuda().CausalAttention.apply(q, k, v, fused).transpose(1, 2).reshape(b, t, e3 // 3)
 

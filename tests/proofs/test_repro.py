@@ -205,6 +205,8 @@ def test_self_attention_gives_the_bits_of_attention_per_head(threads: int, numer
             assert dgot is not None and dwant is not None and torch.equal(dgot.view(torch.int32), dwant.view(torch.int32)), (b, t, h, d)
     finally:
         repro.set_threads(saved)
+    with pytest.raises(ValueError, match="not 3 x 4 heads"):
+        repro.self_attention(_randn(2, 3, 3 * 10), 4, fused)
 
 
 def test_contiguous_rows_copies_a_transposed_matrix_in_blocks_and_keeps_contiguous_rows(monkeypatch: pytest.MonkeyPatch) -> None:
