@@ -65,14 +65,12 @@ class Ops:
     cross_entropy: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def _torch_attention(qkv: torch.Tensor, n_head: int) -> torch.Tensor:
+def _torch_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     # Written out (no fused SDPA kernel) so the arithmetic is the same on every backend.
-    b, t, e3 = qkv.shape
-    q, k, v = (z.reshape(b, t, n_head, -1).transpose(1, 2) for z in qkv.split(e3 // 3, dim=2))
+    t = q.shape[2]
     mask = torch.ones(t, t, dtype=torch.bool, device=q.device).tril()
     att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[3]))
-    y = att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
-    return y.transpose(1, 2).reshape(b, t, e3 // 3)
+    return att.masked_fill(~mask, float("-inf")).softmax(dim=-1) @ v
 
 
 TORCH_OPS = Ops(
@@ -82,7 +80,7 @@ TORCH_OPS = Ops(
     mean_pixels=lambda x: x.mean(dim=(2, 3)),
     layer_norm=lambda x, w, b, eps: F.layer_norm(x, (x.shape[-1],), w, b, eps),
     gelu=F.gelu,
-    self_attention=_torch_attention,
+    self_attention=partial(repro.per_head, _torch_attention),
     embedding=F.embedding,
     position_embedding=lambda idx, w: F.embedding(torch.arange(idx.shape[1], device=idx.device), w),  # (T, E), broadcast
     cross_entropy=F.cross_entropy,

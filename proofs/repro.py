@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -36,6 +36,7 @@ __all__ = [
     "gelu",
     "causal_attention",
     "self_attention",
+    "per_head",
     "embedding",
     "position_embedding",
     "cross_entropy",
@@ -393,13 +394,20 @@ class _SelfAttention(torch.autograd.Function):
 def self_attention(qkv: torch.Tensor, n_head: int, fused: bool = False) -> torch.Tensor:
     """Causal self-attention over (B, T, 3E) ``qkv`` (q, k and v side by side, each ``n_head`` heads
     of E / n_head features): :func:`causal_attention` per head, the heads side by side again in (B, T, E)."""
-    b, t, e3 = qkv.shape
-    if e3 % (3 * n_head):  # the kernel would leave the features past the last whole head unwritten
-        raise ValueError(f"self_attention: qkv's {e3} features are not 3 x {n_head} heads of equal size")
+    if qkv.shape[2] % (3 * n_head):  # the kernel would leave the features past the last whole head unwritten
+        raise ValueError(f"self_attention: qkv's {qkv.shape[2]} features are not 3 x {n_head} heads of equal size")
     if not _on_cuda(qkv):
         return _SelfAttention.apply(qkv, n_head, fused)
+    return per_head(lambda q, k, v: _cuda().CausalAttention.apply(q, k, v, fused), qkv, n_head)
+
+
+def per_head(attention: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor], qkv: torch.Tensor, n_head: int) -> torch.Tensor:
+    """``attention`` over the (B, H, T, D) heads of (B, T, 3E) ``qkv`` (q, k and v side by side), cut out
+    by torch's split and transposes, the heads side by side again in (B, T, E): torch's numerics, and
+    :func:`self_attention` on a GPU."""
+    b, t, e3 = qkv.shape
     q, k, v = (z.reshape(b, t, n_head, -1).transpose(1, 2) for z in qkv.split(e3 // 3, dim=2))
-    return _cuda().CausalAttention.apply(q, k, v, fused).transpose(1, 2).reshape(b, t, e3 // 3)
+    return attention(q, k, v).transpose(1, 2).reshape(b, t, e3 // 3)
 
 
 class _Embedding(torch.autograd.Function):

@@ -172,17 +172,9 @@ def test_layer_norm_gelu_attention_cross_entropy_match_float64() -> None:
         return att.masked_fill(~torch.ones(t, t, dtype=torch.bool).tril(), float("-inf")).softmax(-1) @ v
 
     _check(repro.causal_attention, attention, [_randn(2, 3, 7, 4, seed=s) for s in (1, 2, 3)])
-    _check(lambda qkv: repro.self_attention(qkv, 3), lambda qkv: _heads_attention(qkv, 3, attention), [_randn(2, 7, 36)])
+    _check(lambda qkv: repro.self_attention(qkv, 3), lambda qkv: repro.per_head(attention, qkv, 3), [_randn(2, 7, 36)])
     targets = torch.tensor([0, 6, 3, 3, 1, 2, 5, 4, 0])
     _check(lambda x: repro.cross_entropy(x, targets), lambda x: F.cross_entropy(x, targets), [3 * _randn(9, 7)])
-
-
-def _heads_attention(qkv: torch.Tensor, n_head: int, attention: Any) -> torch.Tensor:
-    """``attention`` per head of (B, T, 3E) ``qkv`` by torch's split and transposes, the heads side by
-    side again: what :func:`proofs.repro.self_attention` does with a copy each way."""
-    b, t, e3 = qkv.shape
-    q, k, v = (z.reshape(b, t, n_head, -1).transpose(1, 2) for z in qkv.split(e3 // 3, dim=2))
-    return attention(q, k, v).transpose(1, 2).reshape(b, t, e3 // 3)
 
 
 @pytest.mark.parametrize("numerics", ["repro-v1", "repro-v2"])
@@ -199,7 +191,7 @@ def test_self_attention_gives_the_bits_of_attention_per_head(threads: int, numer
             qkv = _randn(b, t, 3 * h * d, seed=t)
             qkv[0, 0, ::4] = -0.0
             got, (dgot,) = _grads(lambda z: repro.self_attention(z, h, fused), [qkv], torch.float32)
-            want, (dwant,) = _grads(lambda z: _heads_attention(z, h, lambda q, k, v: repro.causal_attention(q, k, v, fused)), [qkv], torch.float32)
+            want, (dwant,) = _grads(lambda z: repro.per_head(lambda q, k, v: repro.causal_attention(q, k, v, fused), z, h), [qkv], torch.float32)
             assert got.shape == (b, t, h * d) and got.is_contiguous()
             assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (b, t, h, d)
             assert dgot is not None and dwant is not None and torch.equal(dgot.view(torch.int32), dwant.view(torch.int32)), (b, t, h, d)
