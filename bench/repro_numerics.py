@@ -13,7 +13,11 @@ update, Adam) under ``numerics: torch``, ``numerics: repro-v1`` and ``numerics: 
 
 * repro-v1 / torch and repro-v2 / torch at equal threads (the goal is 1.5x or less);
 * repro-v1 and repro-v2 with every core against today's exact mode (torch, one thread): above 1
-  means a solver trains faster than today.
+  means a solver trains faster than today;
+* in a second table, each numerics' own speed-up from one thread to two (torch's, repro-v1's,
+  repro-v2's) and repro's less torch's: issue 27's goal is 1.7x, and torch's own speed-up on the
+  same step is what two threads give a step of that size here (docs/numerics.md, "Two threads on
+  the small models").
 
 The first step of each configuration is a warm-up (numba loads or compiles its kernels,
 torch sizes its allocator) and is not timed; each timed step starts after ``SETTLE_S`` idle
@@ -377,6 +381,12 @@ def main() -> None:
             table.add_column(f"{short[n]}/torch {t}T", justify="right")
     for n in REPRO:
         table.add_column(f"speed-up {short[n]} {THREADS[-1]}T vs torch 1T", justify="right")
+    own = Table(
+        title=f"{THREADS[-1]} threads against 1, each numerics against itself ({args.clock} clock)",
+        caption="issue 27's goal 1.7x; torch's own speed-up on the same step is what this machine gives a step of that size (docs/numerics.md)",
+    )
+    for col in ("model", *NUMERICS, *(f"{short[n]} - torch" for n in REPRO)):
+        own.add_column(col, justify="right")
     for name, (model, build, batch) in MODELS.items():
         if args.only and name not in args.only:
             continue
@@ -394,7 +404,10 @@ def main() -> None:
                 row += [f"{cell[(n, t)]:.4f}", f"{cell[(n, t)] / plain:.2f}x"]
         row += [f"{cell[('torch', 1)] / cell[(n, THREADS[-1])]:.2f}x" for n in REPRO]
         table.add_row(*row)
+        gain = {n: cell[(n, 1)] / cell[(n, THREADS[-1])] for n in NUMERICS}
+        own.add_row(name, *(f"{gain[n]:.2f}x" for n in NUMERICS), *(f"{gain[n] - gain['torch']:+.2f}" for n in REPRO))
     console.print(table)
+    console.print(own)
     for profile in profiles:
         console.print(profile)
 

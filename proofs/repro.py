@@ -135,11 +135,11 @@ class _Linear(torch.autograd.Function):
             # Few rows (an MLP's or a CNN's batch): y^T = W x^T has the same products (a * b is
             # b * a, and fma(a, b, c) is fma(b, a, c)) and copies x and y, smaller than the
             # weight's transpose.
-            y = np.ascontiguousarray(_mm(wn, xs.T, fused).T)
+            y = K.contiguous_rows(_mm(wn, xs.T, fused).T)
         else:
             y = _mm(xs, wn.T, fused)
         if b is not None:
-            y += _np(b)  # one rounded add per output, after the whole dot product
+            K.add_rows(y, _np(b))  # one rounded add per output, after the whole dot product
         ctx.save_for_backward(x, w)
         ctx.has_bias, ctx.fused = b is not None, fused
         return _t(y).reshape(*x.shape[:-1], w.shape[0])

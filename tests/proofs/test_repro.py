@@ -225,6 +225,35 @@ def test_contiguous_rows_copies_a_transposed_matrix_in_blocks_and_keeps_contiguo
     assert K.contiguous_rows(w) is w
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+def test_linear_adds_its_bias_once_after_the_whole_sum_in_both_layouts(threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A linear's bias (``add_rows``, a task per row): each output is the linear without bias plus
+    ``b``, one float32 add, bit for bit, on a batch of many rows (``x W^T``) and of few (``W x^T``,
+    its output transposed back by the blocked copy past ``_TRANSPOSE_MIN``), in each build; signed
+    zeros add as IEEE says."""
+    _builds(threads, monkeypatch)
+    saved = repro.threads()
+    try:
+        # (rows, k, n, the few-rows layout); the second's output is past _TRANSPOSE_MIN
+        for rows, k, n, few in [(37, 19, 23, False), (40, 300, 1100, True), (1, 5, 3, True)]:
+            x, w, b = _randn(rows, k), _randn(n, k, seed=2), _randn(n, seed=3)
+            x[0, :] = 0.0
+            b[::3] = -0.0
+            assert (rows * (k + n) < n * k) == few and (rows == 40) == (rows * n >= K._TRANSPOSE_MIN)
+            for fused in (False, True):
+                got = repro.linear(x, w, b, fused).numpy()
+                plain = repro.linear(x, w, None, fused).numpy()
+                want = plain + b.numpy()
+                assert got.flags.c_contiguous and np.array_equal(got.view(np.int32), want.view(np.int32)), (rows, fused)
+        y = np.array([[-0.0, 0.0, -0.0, 1.5], [0.0, -0.0, -1.5, 2.0]], np.float32)
+        bias = np.array([-0.0, -0.0, 0.0, -2.0], np.float32)
+        want = np.array([[-0.0, 0.0, 0.0, -0.5], [0.0, -0.0, -1.5, 0.0]], np.float32)
+        K.add_rows(y, bias)
+        assert np.array_equal(y.view(np.int32), want.view(np.int32))
+    finally:
+        repro.set_threads(saved)
+
+
 def _bmm_reference(a: np.ndarray, b: np.ndarray, fused: bool = False) -> np.ndarray:
     """The matmul sequence written plainly: acc = 0, then for k ascending repro-v1's acc = acc +
     a[i,k] * b[k,j], a float32 multiply and a float32 add (numpy's ufuncs: correctly rounded, never
