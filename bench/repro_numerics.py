@@ -16,8 +16,8 @@ update, Adam) under ``numerics: torch``, ``numerics: repro-v1`` and ``numerics: 
   means a solver trains faster than today;
 * in a second table, each numerics' own speed-up from one thread to two (torch's, repro-v1's,
   repro-v2's) and repro's less torch's: issue 27's goal is 1.7x, and torch's own speed-up on the
-  same step is what two threads give a step of that size here (docs/numerics.md, "Two threads on
-  the small models").
+  same step is what two threads give a step of that size here (docs/numerics.md, "A linear's bias
+  on the threads, and two threads on the small models").
 
 The first step of each configuration is a warm-up (numba loads or compiles its kernels,
 torch sizes its allocator) and is not timed; each timed step starts after ``SETTLE_S`` idle

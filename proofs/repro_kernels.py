@@ -1032,9 +1032,10 @@ _TRANSPOSE_MIN = 1 << 15
 
 
 def contiguous_rows(b: np.ndarray) -> np.ndarray:
-    """``b`` (float32) with contiguous rows, as :func:`bmm` loads its ``b`` (and a linear's output
-    is laid out): ``b`` itself where its rows are, else a copy. numpy calls a transposed single row (K, 1) contiguous whatever its
-    strides, so the last stride is checked too. A copy moves values only."""
+    """``b`` (float32) with contiguous rows, as :func:`bmm` loads its ``b`` and a linear's output is
+    laid out: ``b`` itself where its rows are, else a copy. numpy calls a transposed single row
+    (K, 1) contiguous whatever its strides, so the last stride is checked too. A copy moves values
+    only."""
     if b.ndim == 2 and b.size >= _TRANSPOSE_MIN and b.strides[0] == b.itemsize:
         out = np.empty(b.shape, np.float32)
         _contiguous(b[None], out[None])
@@ -1102,6 +1103,15 @@ def colsum(g, out):
         for i in range(m4, m):
             _axpy1(acc, np.float32(1.0), g[i, j0:j1], j1 - j0)
         out[j0:j1] = acc
+
+
+@_parallel(_size(0))
+def add_rows(y, b):
+    """y[i, j] = y[i, j] + b[j] for a C-contiguous ``y`` (M, N): a linear's bias, one float32 add
+    per output after its whole dot product, a task per row."""
+    for i in prange(y.shape[0]):
+        for j in range(y.shape[1]):
+            y[i, j] = y[i, j] + b[j]
 
 
 # ------------------------------------------------------------------ attention heads (copies)
@@ -1857,15 +1867,6 @@ def adam_update(p, g, m, v, beta1, beta2, eps, weight_decay, step_size, bc2_sqrt
 
 
 # ------------------------------------------------------------------ gradient accumulation and clipping (flat float32 arrays)
-
-
-@_parallel(_size(0))
-def add_rows(y, b):
-    """y[i, j] = y[i, j] + b[j] for a C-contiguous ``y`` (M, N): a linear's bias, one float32 add
-    per output after its whole dot product, a task per row."""
-    for i in prange(y.shape[0]):
-        for j in range(y.shape[1]):
-            y[i, j] = y[i, j] + b[j]
 
 
 @_parallel(_size(0))
