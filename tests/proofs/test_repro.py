@@ -184,8 +184,8 @@ def test_self_attention_gives_the_bits_of_attention_per_head(threads: int, numer
     output and qkv gradient, bit for bit, as :func:`proofs.repro.causal_attention` over torch's
     split and transposes, on one head, one position, odd sizes and the models' (each build)."""
     fused = numerics == "repro-v2"
-    _builds(threads, monkeypatch)
     saved = repro.threads()
+    _builds(threads, monkeypatch)
     try:
         for b, t, h, d in [(1, 1, 1, 1), (2, 7, 3, 5), (3, 19, 1, 4), (16, 64, 4, 16)]:
             qkv = _randn(b, t, 3 * h * d, seed=t)
@@ -231,8 +231,8 @@ def test_linear_adds_its_bias_once_after_the_whole_sum_in_both_layouts(threads: 
     ``b``, one float32 add, bit for bit, on a batch of many rows (``x W^T``) and of few (``W x^T``,
     its output transposed back by the blocked copy past ``_TRANSPOSE_MIN``), in each build; signed
     zeros add as IEEE says."""
-    _builds(threads, monkeypatch)
     saved = repro.threads()
+    _builds(threads, monkeypatch)
     try:
         # (rows, k, n, the few-rows layout); the second's output is past _TRANSPOSE_MIN
         for rows, k, n, few in [(37, 19, 23, False), (40, 300, 1100, True), (1, 5, 3, True)]:
